@@ -1,0 +1,407 @@
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Root is where cgroup hierarchies are mounted.
+const Root = "/sys/fs/cgroup"
+
+// ErrUnavailable means no writable cgroup hierarchy with the needed
+// controllers was found.
+var ErrUnavailable = errors.New("no writable cgroup hierarchy with memory and pids controllers")
+
+// Limits are what a Group enforces; zero means unlimited.
+type Limits struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+}
+
+// Usage is what the kernel counted for a Group.
+type Usage struct {
+	MemoryBytes     int64  `json:"memory_bytes"`
+	MemoryPeakBytes int64  `json:"memory_peak_bytes"`
+	Pids            int64  `json:"pids"`
+	CPUNanos        uint64 `json:"cpu_nanos"`
+	OOMKills        int64  `json:"oom_kills"`
+}
+
+// Version names a cgroup hierarchy layout.
+type Version string
+
+// Hierarchy versions.
+const (
+	V1 Version = "v1"
+	V2 Version = "v2"
+)
+
+// Info says what this host offers for sandboxes.
+type Info struct {
+	Version Version `json:"version,omitempty"`
+	// Parent holds one directory per controller (v1) or one directory (v2)
+	// under which sandbox groups are made.
+	Parents     map[string]string `json:"parents,omitempty"`
+	Controllers []string          `json:"controllers,omitempty"`
+	Reason      string            `json:"reason,omitempty"` // why unavailable
+}
+
+// Usable reports whether groups can be created.
+func (i Info) Usable() bool { return i.Version != "" }
+
+// v1Controllers are the hierarchies a v1 group spans, in creation order.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// Detect finds where sandbox groups can be created. delegated, when not
+// empty, is a v2 directory the caller may write (MSB_CGROUP_PARENT).
+func Detect(delegated string) Info {
+	if delegated != "" {
+		return detectV2(delegated)
+	}
+	if os.Geteuid() != 0 {
+		return Info{Reason: "not root and no delegated cgroup (set MSB_CGROUP_PARENT to a writable cgroup v2 directory)"}
+	}
+	self, err := selfCgroups()
+	if err != nil {
+		return Info{Reason: err.Error()}
+	}
+	if ctrls, _ := readControllers(filepath.Join(Root, "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
+		return detectV2(filepath.Join(Root, self[""], "msb"))
+	}
+	if ctrls, _ := readControllers(filepath.Join(Root, "unified", "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
+		return detectV2(filepath.Join(Root, "unified", self[""], "msb"))
+	}
+	info := Info{Version: V1, Parents: map[string]string{}}
+	for _, c := range v1Controllers {
+		base := filepath.Join(Root, c)
+		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
+			if c == "cpu" || c == "cpuacct" {
+				continue // CPU quota and accounting are optional
+			}
+			return Info{Reason: fmt.Sprintf("cgroup v1 %s controller not mounted at %s", c, base)}
+		}
+		info.Parents[c] = filepath.Join(base, self[c], "msb")
+		info.Controllers = append(info.Controllers, c)
+	}
+	return info
+}
+
+func detectV2(parent string) Info {
+	ctrls, err := readControllers(filepath.Join(filepath.Dir(parent), "cgroup.controllers"))
+	if err != nil {
+		return Info{Reason: fmt.Sprintf("reading controllers above %s: %v", parent, err)}
+	}
+	if !has(ctrls, "memory") || !has(ctrls, "pids") {
+		return Info{Reason: fmt.Sprintf("cgroup v2 at %s lacks memory or pids controller (has %v)", parent, ctrls)}
+	}
+	return Info{Version: V2, Parents: map[string]string{"": parent}, Controllers: ctrls}
+}
+
+// selfCgroups maps controller name to this process's cgroup path ("" for v2).
+func selfCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("reading own cgroup: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, sc.Err()
+}
+
+func readControllers(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b)), nil
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Group is one sandbox's cgroup.
+type Group struct {
+	info Info
+	dirs map[string]string // controller ("" for v2) -> directory
+}
+
+// Create makes the group name under info's parents and sets limits.
+func Create(info Info, name string, l Limits) (*Group, error) {
+	if !info.Usable() {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, info.Reason)
+	}
+	g := &Group{info: info, dirs: map[string]string{}}
+	for c, parent := range info.Parents {
+		if err := ensureParent(info.Version, parent); err != nil {
+			g.Destroy()
+			return nil, err
+		}
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			g.Destroy()
+			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
+		}
+		g.dirs[c] = dir
+	}
+	if err := g.setLimits(l); err != nil {
+		g.Destroy()
+		return nil, err
+	}
+	return g, nil
+}
+
+// ensureParent creates the msb parent and, on v2, enables the controllers
+// its children need.
+func ensureParent(v Version, parent string) error {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
+	}
+	if v != V2 {
+		return nil
+	}
+	want := "+memory +pids"
+	if ctrls, _ := readControllers(filepath.Join(parent, "cgroup.controllers")); has(ctrls, "cpu") {
+		want += " +cpu"
+	}
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0); err != nil {
+		return fmt.Errorf("enabling %q in %s: %w", want, parent, err)
+	}
+	return nil
+}
+
+func (g *Group) setLimits(l Limits) error {
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 {
+		return fmt.Errorf("negative limit: %+v", l)
+	}
+	var writes [][2]string // file (controller/name), value
+	if g.info.Version == V2 {
+		if l.MemoryBytes > 0 {
+			writes = append(writes, [2]string{"/memory.max", itoa(l.MemoryBytes)}, [2]string{"/memory.swap.max", "0"})
+		}
+		if l.Pids > 0 {
+			writes = append(writes, [2]string{"/pids.max", itoa(l.Pids)})
+		}
+		if l.CPUs > 0 {
+			writes = append(writes, [2]string{"/cpu.max", fmt.Sprintf("%d 100000", int64(l.CPUs*100000))})
+		}
+	} else {
+		if l.MemoryBytes > 0 {
+			writes = append(writes, [2]string{"memory/memory.limit_in_bytes", itoa(l.MemoryBytes)})
+			if _, err := os.Stat(filepath.Join(g.dirs["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+				writes = append(writes, [2]string{"memory/memory.memsw.limit_in_bytes", itoa(l.MemoryBytes)})
+			}
+		}
+		if l.Pids > 0 {
+			writes = append(writes, [2]string{"pids/pids.max", itoa(l.Pids)})
+		}
+		if l.CPUs > 0 {
+			if g.dirs["cpu"] == "" {
+				return errors.New("CPU limit asked but the cgroup v1 cpu controller is not mounted")
+			}
+			writes = append(writes, [2]string{"cpu/cpu.cfs_period_us", "100000"}, [2]string{"cpu/cpu.cfs_quota_us", itoa(int64(l.CPUs * 100000))})
+		}
+	}
+	for _, w := range writes {
+		if err := g.write(w[0], w[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes value to "controller/file" ("/file" on v2).
+func (g *Group) write(cfile, value string) error {
+	c, file, _ := strings.Cut(cfile, "/")
+	p := filepath.Join(g.dirs[c], file)
+	if err := os.WriteFile(p, []byte(value), 0); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", value, p, err)
+	}
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Add moves pid into the group.
+func (g *Group) Add(pid int) error {
+	for c := range g.dirs {
+		if err := g.write(c+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Dirs returns the group's directories (one on v2, one per controller on v1).
+func (g *Group) Dirs() []string {
+	var out []string
+	for _, d := range g.dirs {
+		out = append(out, d)
+	}
+	return out
+}
+
+// Kill sends SIGKILL to every process in the group and waits (up to a
+// second) until it is empty.
+func (g *Group) Kill() error {
+	return killDirs(g.Dirs())
+}
+
+// Destroy kills what is left and removes the group's directories.
+func (g *Group) Destroy() error {
+	return RemoveDirs(g.Dirs())
+}
+
+// RemoveDirs kills the processes in cgroup directories and removes them;
+// gc uses it for groups whose owner died.
+func RemoveDirs(dirs []string) error {
+	var errs []error
+	if err := killDirs(dirs); err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range dirs {
+		if err := rmdirRetry(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func killDirs(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0); err == nil {
+			continue
+		}
+		for i := 0; i < 100; i++ {
+			pids, err := readPids(d)
+			if err != nil || len(pids) == 0 {
+				break
+			}
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for _, d := range dirs {
+		for i := 0; i < 1000; i++ {
+			if pids, err := readPids(d); err != nil || len(pids) == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func rmdirRetry(d string) error {
+	var err error
+	for i := 0; i < 200; i++ {
+		if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond) // the kernel frees exited tasks asynchronously
+	}
+	return err
+}
+
+func readPids(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Usage reads the group's counters.
+func (g *Group) Usage() (Usage, error) {
+	var u Usage
+	if g.info.Version == V2 {
+		d := g.dirs[""]
+		u.MemoryBytes = readInt(filepath.Join(d, "memory.current"))
+		u.MemoryPeakBytes = readInt(filepath.Join(d, "memory.peak"))
+		u.Pids = readInt(filepath.Join(d, "pids.current"))
+		u.OOMKills = readKey(filepath.Join(d, "memory.events"), "oom_kill")
+		u.CPUNanos = uint64(readKey(filepath.Join(d, "cpu.stat"), "usage_usec")) * 1000
+		return u, nil
+	}
+	m := g.dirs["memory"]
+	u.MemoryBytes = readInt(filepath.Join(m, "memory.usage_in_bytes"))
+	u.MemoryPeakBytes = readInt(filepath.Join(m, "memory.max_usage_in_bytes"))
+	u.OOMKills = readKey(filepath.Join(m, "memory.oom_control"), "oom_kill")
+	u.Pids = readInt(filepath.Join(g.dirs["pids"], "pids.current"))
+	if c := g.dirs["cpuacct"]; c != "" {
+		u.CPUNanos = uint64(readInt(filepath.Join(c, "cpuacct.usage")))
+	}
+	return u, nil
+}
+
+func readInt(p string) int64 {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+func readKey(p, key string) int64 {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Leftovers lists groups under info's parents whose names satisfy dead;
+// gc removes them.
+func Leftovers(info Info, dead func(name string) bool) map[string][]string {
+	out := map[string][]string{}
+	for _, parent := range info.Parents {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && dead(e.Name()) {
+				out[e.Name()] = append(out[e.Name()], filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var f specFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run one command in a new sandbox and pass its exit code through",
+		Example: `  msb run -- bash -c 'id; hostname; ls /'
+  msb run --memory 256M --pids 64 --rw "$PWD" -w "$PWD" -- make test`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(cmd.Context(), g, &f, args)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error {
+	spec, err := f.spec()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	spec.Stdio = true
+	rt, err := g.runtime()
+	if err != nil {
+		return err
+	}
+	sb, err := rt.Create(ctx, spec)
+	if err != nil {
+		return err
+	}
+	code, err := sb.Run(ctx, argv)
+	if cerr := sb.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if f.keep {
+		fmt.Fprintf(cmdStderr, "msb: upper dir kept at %s\n", sb.UpperDir())
+	}
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}

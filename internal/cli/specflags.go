@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/spf13/pflag"
+)
+
+// specFlags are the flags that describe a sandbox, shared by run and shell.
+type specFlags struct {
+	root     string
+	layers   []string
+	hostBase bool
+	rw, ro   []string
+	workdir  string
+	env      []string
+	hostname string
+	network  string
+	memory   string
+	pids     int64
+	cpus     float64
+	tmp      string
+	keep     bool
+}
+
+func (f *specFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.root, "root", "", "a root filesystem tree (e.g. a debootstrap dir) as the sandbox's read-only base")
+	fs.StringArrayVar(&f.layers, "layer", nil, "a read-only layer dir over the base, bottom first (repeatable)")
+	fs.BoolVar(&f.hostBase, "host-base", false, "bind the host's /usr, /bin, /lib*, /etc read-only (the default without --root)")
+	fs.StringArrayVar(&f.rw, "rw", nil, "bind a host path read-write at the same path, or SRC:DST (repeatable)")
+	fs.StringArrayVar(&f.ro, "ro", nil, "bind a host path read-only at the same path, or SRC:DST (repeatable)")
+	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
+	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable NAME=value (repeatable)")
+	fs.StringVar(&f.hostname, "hostname", "", "host name inside the sandbox")
+	fs.StringVar(&f.network, "network", sandbox.NetworkNone, "none (loopback only) or host")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M or 4G (default 4G)")
+	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
+	fs.StringVar(&f.tmp, "tmp", "", "size of the private /tmp, e.g. 256M (default 1G)")
+	fs.BoolVar(&f.keep, "keep-upper", false, "keep the sandbox's writable layer after it exits, for debugging")
+}
+
+func (f *specFlags) spec() (sandbox.Spec, error) {
+	s := sandbox.Spec{
+		Layers: f.layers, HostBase: f.hostBase, Workdir: f.workdir, Env: f.env,
+		Hostname: f.hostname, Network: f.network, KeepUpper: f.keep,
+	}
+	if f.root != "" {
+		s.Layers = append([]string{f.root}, s.Layers...)
+	} else {
+		s.HostBase = true
+	}
+	for _, list := range []struct {
+		specs []string
+		ro    bool
+	}{{f.rw, false}, {f.ro, true}} {
+		for _, b := range list.specs {
+			src, dst, ok := strings.Cut(b, ":")
+			if !ok {
+				dst = src
+			}
+			s.Binds = append(s.Binds, sandbox.Bind{Source: src, Target: dst, ReadOnly: list.ro})
+		}
+	}
+	var err error
+	if s.Limits.MemoryBytes, err = parseBytes(f.memory); err != nil {
+		return s, fmt.Errorf("--memory: %w", err)
+	}
+	if s.Limits.TmpBytes, err = parseBytes(f.tmp); err != nil {
+		return s, fmt.Errorf("--tmp: %w", err)
+	}
+	s.Limits.Pids, s.Limits.CPUs = f.pids, f.cpus
+	return s, nil
+}
+
+// parseBytes reads sizes like 512, 64K, 512M, 4G (powers of 1024).
+func parseBytes(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	mult := int64(1)
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	case "T":
+		mult = 1 << 40
+	}
+	num := s
+	if mult > 1 {
+		num = s[:len(s)-1]
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size like 512M or 4G", s)
+	}
+	return int64(n * float64(mult)), nil
+}

@@ -1,0 +1,46 @@
+// Package grading turns a test log into a verdict, the way the SWE-bench
+// harness does.
+//
+// The nouns:
+//
+//   - Status: what one test did in one run (PASSED, FAILED, SKIPPED, ERROR,
+//     XFAIL). A StatusMap maps a test name, spelled as the framework prints
+//     it, to its Status.
+//   - Parser: reads the log of one test framework and returns a StatusMap.
+//     There is one file per framework (pytest.go, django.go, sympy.go,
+//     seaborn.go, matplotlib.go, unittest.go). The parsers named after the
+//     SWE-bench harness's parsers reproduce that harness's behaviour,
+//     quirks included (a test name is cut at the first space, a SymPy skip
+//     is not recorded), because FAIL_TO_PASS and PASS_TO_PASS lists of the
+//     published datasets were produced by those parsers and must be matched
+//     name for name.
+//   - Expected: the FAIL_TO_PASS and PASS_TO_PASS lists of an instance.
+//   - TestsStatus: for each list, which tests succeeded and which failed
+//     (the harness's tests_status JSON object).
+//   - Resolution: RESOLVED_FULL, RESOLVED_PARTIAL or RESOLVED_NO. An
+//     instance is resolved when its resolution is FULL.
+//   - Outcome: what happened to one evaluation, infrastructure included:
+//     resolved, unresolved, patch_apply_failed, empty_patch, test_timeout,
+//     env_build_failed, infra_error. An infrastructure failure is never
+//     reported as "unresolved".
+//   - InstanceReport, ReportFile: the per-instance report.json the harness
+//     writes; Summary: the run summary the harness writes.
+//
+// Grading rules (SWE-bench harness, grading.py): a FAIL_TO_PASS test
+// succeeds when its status is PASSED or XFAIL and fails when it is FAILED,
+// ERROR, SKIPPED or missing from the log. A PASS_TO_PASS test succeeds
+// ("is maintained") when PASSED, XFAIL or SKIPPED and fails when FAILED,
+// ERROR or missing. A status the harness does not know puts the test in
+// neither list. An empty list scores 1. FULL: every FAIL_TO_PASS and every
+// PASS_TO_PASS test succeeds; PARTIAL: some but not all FAIL_TO_PASS tests
+// succeed and every PASS_TO_PASS test does; NO otherwise.
+//
+// Repositories whose logs list only failures are graded FAIL_ONLY: a test
+// fails only when it is reported FAILED, and succeeds otherwise (missing
+// included). In the harness these are JavaScript repositories
+// (FailOnlyRepos); every Python repository is graded PASS_AND_FAIL.
+//
+// SWE-smith instances are graded by the same rules: their FAIL_TO_PASS
+// tests are those the bug (the dataset's gold "patch") breaks, so a fix
+// must make them pass again without breaking PASS_TO_PASS.
+package grading

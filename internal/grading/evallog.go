@@ -1,0 +1,61 @@
+package grading
+
+import "strings"
+
+// Markers an evaluation script prints around the test command, and the
+// harness's markers for runs that went wrong, as the harness spells them.
+// A log with any of the bad markers, or without both test markers, has no
+// test results.
+const (
+	StartTestOutput = ">>>>> Start Test Output"
+	EndTestOutput   = ">>>>> End Test Output"
+	ApplyPatchFail  = ">>>>> Patch Apply Failed"
+	ResetFailed     = ">>>>> Reset Failed"
+	TestsError      = ">>>>> Tests Errored"
+	TestsTimeout    = ">>>>> Tests Timed Out"
+)
+
+// LogProblem says why a log has no test results.
+type LogProblem string
+
+// The reasons ParseEvalLog finds no test results.
+const (
+	LogOK             LogProblem = ""
+	LogPatchFailed    LogProblem = "patch apply failed"
+	LogResetFailed    LogProblem = "reset failed"
+	LogTestsErrored   LogProblem = "tests errored"
+	LogTestsTimedOut  LogProblem = "tests timed out"
+	LogMarkersMissing LogProblem = "test output markers missing"
+)
+
+// ParseEvalLog reads a whole evaluation log as the harness's get_logs_eval
+// does: a log that contains a bad marker, or lacks either test marker, has
+// no results (found is false, problem says why). Otherwise the text between
+// the first start marker and the first end marker after it is parsed; if
+// that yields nothing, the whole log is parsed instead (test output that
+// went to another stream).
+func ParseEvalLog(parse ParseFunc, log string) (m StatusMap, problem LogProblem) {
+	for _, bad := range [...]struct {
+		marker  string
+		problem LogProblem
+	}{
+		{ApplyPatchFail, LogPatchFailed},
+		{ResetFailed, LogResetFailed},
+		{TestsError, LogTestsErrored},
+		{TestsTimeout, LogTestsTimedOut},
+	} {
+		if strings.Contains(log, bad.marker) {
+			return StatusMap{}, bad.problem
+		}
+	}
+	if !strings.Contains(log, StartTestOutput) || !strings.Contains(log, EndTestOutput) {
+		return StatusMap{}, LogMarkersMissing
+	}
+	_, after, _ := strings.Cut(log, StartTestOutput)
+	between, _, _ := strings.Cut(after, EndTestOutput)
+	m = parse(between)
+	if len(m) == 0 {
+		m = parse(log)
+	}
+	return m, LogOK
+}

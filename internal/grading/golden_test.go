@@ -1,0 +1,76 @@
+package grading
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden .json files from the parsers' output")
+
+// goldenParsers says which parser reads the logs of each testdata folder.
+// The logs are real output of the real tools, made by testdata/regen.sh
+// from the suites under testdata/fixtures.
+var goldenParsers = map[string]string{
+	"pytest":         ParserPytest,
+	"pytest_options": ParserPytestOptions,
+	"astropy":        ParserPytestV2,
+	"sphinx":         ParserPytestV2,
+	"seaborn":        ParserSeaborn,
+	"matplotlib":     ParserMatplotlib,
+	"django":         ParserDjango,
+	"sympy":          ParserSympy,
+	"unittest":       ParserUnittest,
+}
+
+func TestGoldenLogs(t *testing.T) {
+	for dir, name := range goldenParsers {
+		parse, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := filepath.Glob(filepath.Join("testdata", dir, "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) == 0 {
+			t.Errorf("no logs in testdata/%s", dir)
+		}
+		for _, logPath := range logs {
+			t.Run(dir+"/"+strings.TrimSuffix(filepath.Base(logPath), ".log"), func(t *testing.T) {
+				checkGolden(t, logPath, parse)
+			})
+		}
+	}
+}
+
+func checkGolden(t *testing.T, logPath string, parse ParseFunc) {
+	t.Helper()
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(parse(string(log)), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	goldenPath := strings.TrimSuffix(logPath, ".log") + ".json"
+	if *update {
+		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGoldenLogs -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: parser output differs from %s\n got: %s\nwant: %s", logPath, goldenPath, got, want)
+	}
+}

@@ -1,0 +1,185 @@
+package grading
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// pytest prints one result per line in two shapes:
+//
+//	PASSED tests/test_a.py::test_x          (-rA short summary; FAILED/ERROR add " - reason")
+//	tests/test_a.py::test_x PASSED [ 10%]   (-v; with -o console_output_style=classic, no percentage)
+//
+// The harness reads both: a line that starts with a status word followed by
+// whitespace names the test in its next word; otherwise a line whose second
+// word is a status names the test in its first word. Names are cut at the
+// first whitespace, so "test_p[a b]" is recorded as "test_p[a"; the dataset
+// lists were made the same way. A "SKIPPED [2] file.py:12: reason" line names
+// no test and is ignored.
+
+// ParsePytest is the harness's parse_log_pytest.
+func ParsePytest(log string) StatusMap {
+	m := StatusMap{}
+	for _, line := range pyLines(log) {
+		if name, st, ok := pytestResultLine(line); ok {
+			m[name] = st
+		}
+	}
+	return m
+}
+
+// ParsePytestOptions is the harness's parse_log_pytest_options: like
+// ParsePytest, but a parameter that is an absolute path is shortened to its
+// last element ("test_x[/tmp/a/b.txt]" becomes "test_x[/b.txt]"), because
+// those paths differ between machines.
+func ParsePytestOptions(log string) StatusMap {
+	m := StatusMap{}
+	for _, line := range pyLines(log) {
+		if name, st, ok := pytestResultLine(line); ok {
+			m[normalizePytestOption(name)] = st
+		}
+	}
+	return m
+}
+
+// ParsePytestV2 is the harness's parse_log_pytest_v2 (astropy, scikit-learn,
+// sphinx): like ParsePytest after removing colour codes ("[31m") and control
+// characters, so that coloured output (tox, --color=yes) parses.
+func ParsePytestV2(log string) StatusMap {
+	m := StatusMap{}
+	for _, line := range pyLines(log) {
+		if name, st, ok := pytestResultLine(stripColor(line)); ok {
+			m[name] = st
+		}
+	}
+	return m
+}
+
+// pytestResultLine parses one line in either shape.
+func pytestResultLine(line string) (name string, st Status, ok bool) {
+	if st, rest, ok := cutStatus(line); ok && rest != "" {
+		name, _ := firstWord(rest)
+		switch {
+		case st == Failed:
+			// A reason follows " - "; the harness removes " - " and takes
+			// the second word. (The harness raises on "FAILED - "; we skip.)
+			f := pyFields(strings.ReplaceAll(line, " - ", " "))
+			if len(f) < 2 {
+				return "", "", false
+			}
+			name = f[1]
+		case st == Skipped && startsWithCount(name):
+			return "", "", false
+		}
+		return name, st, true
+	}
+	// The test-first shape: ^(\S+)\s+(STATUS)(\s|$).
+	name, rest := firstWord(line)
+	if name == "" || len(name) == len(line) {
+		return "", "", false
+	}
+	for _, st := range statuses {
+		if after, found := strings.CutPrefix(rest, string(st)); found {
+			if r, _ := utf8.DecodeRuneInString(after); after == "" || isPySpace(r) {
+				return name, st, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// cutStatus matches ^(STATUS)\s+ at the start of s and returns the status and
+// the text after the whitespace. rest always begins at a non-space rune.
+func cutStatus(s string) (Status, string, bool) {
+	for _, st := range statuses {
+		if !strings.HasPrefix(s, string(st)) {
+			continue
+		}
+		rest := s[len(st):]
+		trimmed := strings.TrimLeftFunc(rest, isPySpace)
+		if len(trimmed) == len(rest) {
+			return "", "", false // no whitespace after the status word
+		}
+		return st, trimmed, true
+	}
+	return "", "", false
+}
+
+// firstWord returns the leading run of non-space runes of s (s must not start
+// with whitespace for the word to be found) and the rest after the whitespace
+// that follows it.
+func firstWord(s string) (word, rest string) {
+	i := strings.IndexFunc(s, isPySpace)
+	if i < 0 {
+		return s, ""
+	}
+	word = s[:i]
+	return word, strings.TrimLeftFunc(s[i:], isPySpace)
+}
+
+// startsWithCount matches \[\d+\] at the start of s.
+func startsWithCount(s string) bool {
+	if !strings.HasPrefix(s, "[") {
+		return false
+	}
+	i := 1
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsDigit(r) {
+			break
+		}
+		i += size
+	}
+	return i > 1 && i < len(s) && s[i] == ']'
+}
+
+// normalizePytestOption shortens an absolute-path parameter to its last
+// element. Like the harness it keeps the text up to the first "[" and from
+// there to the last "]", dropping anything after the last "]".
+func normalizePytestOption(name string) string {
+	open := strings.IndexByte(name, '[')
+	if open < 0 {
+		return name
+	}
+	end := strings.LastIndexByte(name, ']')
+	if end <= open {
+		return name
+	}
+	main, option := name[:open], name[open+1:end]
+	if strings.HasPrefix(option, "/") && !strings.HasPrefix(option, "//") && !strings.Contains(option, "*") {
+		option = "/" + option[strings.LastIndexByte(option, '/')+1:]
+	}
+	return main + "[" + option + "]"
+}
+
+// stripColor removes "[<digits>m" sequences and the control characters
+// U+0001 to U+001F, as the harness's pytest_v2 parser does.
+func stripColor(line string) string {
+	var b strings.Builder
+	b.Grow(len(line))
+	for i := 0; i < len(line); {
+		if line[i] == '[' {
+			j := i + 1
+			for j < len(line) {
+				r, size := utf8.DecodeRuneInString(line[j:])
+				if !unicode.IsDigit(r) {
+					break
+				}
+				j += size
+			}
+			if j > i+1 && j < len(line) && line[j] == 'm' {
+				i = j + 1
+				continue
+			}
+		}
+		r, size := utf8.DecodeRuneInString(line[i:])
+		if r >= 1 && r < 32 {
+			i += size
+			continue
+		}
+		b.WriteString(line[i : i+size])
+		i += size
+	}
+	return b.String()
+}

@@ -1,0 +1,57 @@
+package grading
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// Status is what one test did in one run. The five named values are the
+// harness's TestStatus values. A parser that copies the status word from the
+// log (as the harness's matplotlib parser does) may produce another string;
+// grading treats such a status as neither passing nor failing, as the
+// harness does.
+type Status string
+
+// The statuses of the SWE-bench harness.
+const (
+	Passed  Status = "PASSED"
+	Failed  Status = "FAILED"
+	Skipped Status = "SKIPPED"
+	Error   Status = "ERROR"
+	XFail   Status = "XFAIL"
+)
+
+// statuses lists the harness's statuses in the harness's order.
+var statuses = [...]Status{Failed, Passed, Skipped, Error, XFail}
+
+// Known reports whether s is one of the five harness statuses.
+func (s Status) Known() bool {
+	for _, k := range statuses {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// StatusMap maps a test name, as the framework prints it, to its status.
+type StatusMap map[string]Status
+
+// Names returns the test names in sorted order.
+func (m StatusMap) Names() []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// MarshalJSON writes the map with sorted keys (encoding/json sorts map keys;
+// this method exists so that a nil map is written as {} rather than null).
+func (m StatusMap) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(map[string]Status(m))
+}

@@ -1,0 +1,18 @@
+// Package sandbox creates, drives and closes sandboxes from the host.
+//
+// A Spec describes a sandbox: its root layers (read-only lower dirs, bottom
+// first) or the host's system directories, extra binds, working directory,
+// environment, hostname, limits, network and user. A Runtime holds what all
+// sandboxes of one msb process share: the state directory, the cgroup
+// hierarchy and the mode (root, or rootless through a user namespace).
+// Runtime.Create re-executes msb as the sandbox's init in new namespaces
+// (see package sbinit for the inside) and returns a Sandbox: a handle that
+// runs commands, persistent sessions and file operations over a control
+// socket, and whose Close kills every process in it and removes everything
+// it made.
+//
+// Every sandbox has a state directory (<state>/<id>) with its upper and
+// work dirs, its mount point and an owner lock. The owning msb process holds
+// the lock for the sandbox's life; Runtime.GC removes the state, cgroups and
+// processes of sandboxes whose owner is gone (a killed msb).
+package sandbox

@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
+)
+
+// Check is one line of msb doctor.
+type Check struct {
+	Name     string `json:"name"`
+	OK       bool   `json:"ok"`
+	Detail   string `json:"detail"`
+	Fix      string `json:"fix,omitempty"`
+	Required bool   `json:"required"` // sandboxes cannot run without it
+}
+
+// Doctor checks the kernel features sandboxes need, in this runtime's mode,
+// and finally creates a sandbox and runs a command in it.
+func (rt *Runtime) Doctor(ctx context.Context) []Check {
+	userns := uintptr(0)
+	if rt.rootless {
+		userns = unix.CLONE_NEWUSER
+	}
+	fixUserns := "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
+	checks := []Check{
+		rt.probe("user namespace", "true", unix.CLONE_NEWUSER, rt.rootless, fixUserns),
+		rt.probe("mount namespace", "true", userns|unix.CLONE_NEWNS, true, fixUserns),
+		rt.probe("pid namespace", "true", userns|unix.CLONE_NEWPID, true, "a kernel with CONFIG_PID_NS"),
+		rt.probe("network namespace", "true", userns|unix.CLONE_NEWNET, true, "a kernel with CONFIG_NET_NS"),
+		rt.probe("ipc+uts namespaces", "true", userns|unix.CLONE_NEWIPC|unix.CLONE_NEWUTS, true, "a kernel with CONFIG_IPC_NS and CONFIG_UTS_NS"),
+		rt.probe("cgroup namespace", "true", userns|unix.CLONE_NEWCGROUP, true, "a kernel with CONFIG_CGROUPS"),
+		filesystemCheck("overlayfs", "overlay", "modprobe overlay"),
+		rt.probe("overlay ("+rt.Mode()+")", "overlay", userns|unix.CLONE_NEWNS, true, "overlayfs in user namespaces needs Linux >= 5.11; as a fallback use copy mode"),
+		rt.probe("pivot_root", "pivot_root", userns|unix.CLONE_NEWNS, true, "a kernel that allows pivot_root in a mount namespace"),
+		rt.probe("seccomp filter", "seccomp", 0, true, "a kernel with CONFIG_SECCOMP_FILTER"),
+		rt.cgroupCheck(),
+	}
+	checks = append(checks, rt.smokeTest(ctx))
+	return checks
+}
+
+func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix string) Check {
+	c := Check{Name: name, Required: required}
+	cmd := exec.Command(rt.exe)
+	cmd.Args = []string{"msb-probe-" + probe}
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageProbe, sbinit.EnvProbe + "=" + probe, "MSB_PROBE_DIR=" + rt.stateDir}
+	if rt.rootless {
+		cmd.Env = append(cmd.Env, "MSB_PROBE_USERXATTR=1")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	attr := &syscall.SysProcAttr{Cloneflags: flags}
+	if flags&unix.CLONE_NEWUSER != 0 {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	cmd.SysProcAttr = attr
+	if err := cmd.Run(); err != nil {
+		c.Detail = strings.TrimSpace(stderr.String())
+		if c.Detail == "" {
+			c.Detail = err.Error()
+		}
+		c.Fix = fix
+		return c
+	}
+	c.OK, c.Detail = true, "works"
+	return c
+}
+
+func filesystemCheck(name, fs, fix string) Check {
+	b, _ := os.ReadFile("/proc/filesystems")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(strings.TrimPrefix(line, "nodev")) == fs {
+			return Check{Name: name, OK: true, Detail: "in /proc/filesystems", Required: true}
+		}
+	}
+	return Check{Name: name, Detail: fs + " not in /proc/filesystems", Fix: fix, Required: true}
+}
+
+func (rt *Runtime) cgroupCheck() Check {
+	e := rt.Enforcement()
+	c := Check{Name: "cgroup limits", Detail: fmt.Sprintf("memory: %s; pids: %s; cpu: %s", e.Memory, e.Pids, e.CPU)}
+	if rt.cg.Usable() {
+		c.OK = true
+		c.Detail = fmt.Sprintf("cgroup %s under %v; %s", rt.cg.Version, rt.cg.Parents, c.Detail)
+		return c
+	}
+	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a cgroup v2 directory delegated to you (e.g. systemd-run --user -p Delegate=yes)"
+	return c
+}
+
+func (rt *Runtime) smokeTest(ctx context.Context) Check {
+	c := Check{Name: "sandbox (" + rt.Mode() + ")", Required: true}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	sb, err := rt.Create(ctx, Spec{HostBase: true})
+	if err != nil {
+		c.Detail, c.Fix = err.Error(), "see the failed checks above"
+		return c
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: "echo ok"})
+	if err != nil || strings.TrimSpace(res.Output) != "ok" {
+		c.Detail = fmt.Sprintf("command in sandbox: %v %q", err, res.Output)
+		return c
+	}
+	c.OK, c.Detail = true, fmt.Sprintf("created, ran a command and answered in %s", time.Since(start).Round(time.Microsecond))
+	return c
+}

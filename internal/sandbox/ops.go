@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"github.com/minisandbox/msb/internal/session"
+)
+
+func (s *Sandbox) call(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	if s.conn == nil {
+		return wire.Response{}, ErrClosed
+	}
+	return s.conn.call(ctx, req)
+}
+
+// Exec runs one command in a fresh bash (no session state).
+func (s *Sandbox) Exec(ctx context.Context, req session.ExecRequest) (session.Result, error) {
+	return s.execOp(ctx, &wire.Request{Op: wire.OpExec}, req)
+}
+
+func (s *Sandbox) execOp(ctx context.Context, w *wire.Request, req session.ExecRequest) (session.Result, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return session.Result{}, err
+	}
+	w.Exec = b
+	resp, err := s.call(ctx, w)
+	if err != nil {
+		return session.Result{}, err
+	}
+	var res session.Result
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return session.Result{}, fmt.Errorf("decoding exec result: %w", err)
+	}
+	return res, nil
+}
+
+// SessionOptions set up a new session; empty fields take the sandbox's.
+type SessionOptions struct {
+	Env []string `json:"env,omitempty"`
+	Dir string   `json:"dir,omitempty"`
+}
+
+// OpenSession starts the persistent shell name.
+func (s *Sandbox) OpenSession(ctx context.Context, name string, opts SessionOptions) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpSessionOpen, Session: name, Env: opts.Env, Dir: opts.Dir})
+	return err
+}
+
+// SessionExec runs a command in session name. After the shell has exited
+// (Result.SessionEnded), further calls fail with ErrSessionEnded.
+func (s *Sandbox) SessionExec(ctx context.Context, name string, req session.ExecRequest) (session.Result, error) {
+	return s.execOp(ctx, &wire.Request{Op: wire.OpSessionExec, Session: name}, req)
+}
+
+// CloseSession ends session name and everything it started.
+func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpSessionClose, Session: name})
+	return err
+}
+
+// Run runs argv on the sandbox's stdio (Spec.Stdio) and returns its exit code.
+func (s *Sandbox) Run(ctx context.Context, argv []string) (int, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpRun, Argv: argv})
+	return resp.Exit, err
+}
+
+// Shell runs argv (default an interactive bash) on a pty inside the
+// sandbox relayed to its stdio, which the caller has put in raw mode.
+func (s *Sandbox) Shell(ctx context.Context, argv []string, rows, cols uint16) (int, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpShell, Argv: argv, Rows: rows, Cols: cols})
+	return resp.Exit, err
+}
+
+// Resize changes the window size of the running Shell.
+func (s *Sandbox) Resize(ctx context.Context, rows, cols uint16) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpResize, Rows: rows, Cols: cols})
+	return err
+}
+
+// ReadFile reads a regular file inside the sandbox (limit 0: 64 MiB).
+func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpReadFile, Path: path, Limit: limit})
+	return resp.Data, err
+}
+
+// WriteFile writes data to path inside the sandbox, creating parent dirs.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpWriteFile, Path: path, Data: data, Mode: mode})
+	return err
+}
+
+// ListDir lists a directory inside the sandbox.
+func (s *Sandbox) ListDir(ctx context.Context, path string) ([]wire.Entry, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpListDir, Path: path})
+	return resp.Entries, err
+}
+
+// PutTar unpacks a tar stream into directory dir inside the sandbox.
+func (s *Sandbox) PutTar(ctx context.Context, dir string, tarball []byte) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpPutTar, Path: dir, Data: tarball})
+	return err
+}
+
+// GetTar packs a file or directory inside the sandbox as a tar stream.
+func (s *Sandbox) GetTar(ctx context.Context, path string) ([]byte, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpGetTar, Path: path})
+	return resp.Data, err
+}

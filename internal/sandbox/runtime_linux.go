@@ -1,0 +1,145 @@
+package sandbox
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/minisandbox/msb/internal/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// RuntimeOptions configure a Runtime; zero values pick the defaults.
+type RuntimeOptions struct {
+	// StateDir holds per-sandbox state; default /run/msb for root,
+	// $XDG_RUNTIME_DIR/msb or /tmp/msb-<uid> otherwise.
+	StateDir string
+	// CgroupParent is a delegated cgroup v2 directory for an unprivileged
+	// user (MSB_CGROUP_PARENT).
+	CgroupParent string
+	// Exe is the msb binary to re-execute as the sandbox's init; default
+	// the running executable.
+	Exe    string
+	Logger *slog.Logger
+}
+
+// Runtime creates sandboxes and cleans up after dead ones.
+type Runtime struct {
+	stateDir string
+	exe      string
+	rootless bool
+	cg       cgroup.Info
+	log      *slog.Logger
+	empty    string // an empty dir, the lower layer of a host-base root
+}
+
+// Mode names how sandboxes are isolated.
+func (rt *Runtime) Mode() string {
+	if rt.rootless {
+		return "rootless"
+	}
+	return "root"
+}
+
+// Rootless reports whether sandboxes run in a user namespace owned by an
+// unprivileged caller.
+func (rt *Runtime) Rootless() bool { return rt.rootless }
+
+// StateDir is where sandboxes keep their state.
+func (rt *Runtime) StateDir() string { return rt.stateDir }
+
+// Cgroup says which cgroup hierarchy sandboxes use, if any.
+func (rt *Runtime) Cgroup() cgroup.Info { return rt.cg }
+
+// DefaultStateDir is the state directory for the calling user.
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/msb"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "msb")
+	}
+	return filepath.Join(os.TempDir(), "msb-"+strconv.Itoa(os.Geteuid()))
+}
+
+// NewRuntime prepares the state directory and detects cgroup support.
+func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
+	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, rootless: os.Geteuid() != 0, log: opts.Logger}
+	if rt.stateDir == "" {
+		rt.stateDir = DefaultStateDir()
+	}
+	if !filepath.IsAbs(rt.stateDir) {
+		return nil, fmt.Errorf("state dir %q must be absolute", rt.stateDir)
+	}
+	if rt.exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the msb executable: %w", err)
+		}
+		rt.exe = exe
+	}
+	if rt.log == nil {
+		rt.log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(rt.stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state dir: %w", err)
+	}
+	rt.empty = filepath.Join(rt.stateDir, ".empty")
+	if err := os.MkdirAll(rt.empty, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", rt.empty, err)
+	}
+	rt.cg = cgroup.Detect(opts.CgroupParent)
+	return rt, nil
+}
+
+// Enforcement says, per limit, what enforces it in this runtime; a limit
+// nothing enforces says so.
+type Enforcement struct {
+	Memory string `json:"memory"`
+	Pids   string `json:"pids"`
+	CPU    string `json:"cpu"`
+	Tmp    string `json:"tmp"`
+}
+
+// Enforcement reports which limits hold and by what mechanism.
+func (rt *Runtime) Enforcement() Enforcement {
+	e := Enforcement{Tmp: "tmpfs size"}
+	if rt.cg.Usable() {
+		by := "cgroup " + string(rt.cg.Version)
+		e.Memory, e.Pids = by, by
+		e.CPU = "not enforced (no cpu controller)"
+		for _, c := range rt.cg.Controllers {
+			if c == "cpu" {
+				e.CPU = by
+			}
+		}
+		return e
+	}
+	e.Memory = "rlimit AS (per process, virtual memory; no cgroup: " + rt.cg.Reason + ")"
+	e.Pids = "rlimit NPROC (processes of the sandbox's user namespace)"
+	e.CPU = "not enforced (no cgroup)"
+	return e
+}
+
+// rlimits are the fallback limits for a runtime without cgroups.
+func (rt *Runtime) rlimits(l Limits) []rlimit {
+	if rt.cg.Usable() {
+		return nil
+	}
+	var out []rlimit
+	if l.MemoryBytes > 0 {
+		out = append(out, rlimit{unix.RLIMIT_AS, "AS", uint64(l.MemoryBytes)})
+	}
+	if l.Pids > 0 {
+		out = append(out, rlimit{unix.RLIMIT_NPROC, "NPROC", uint64(l.Pids)})
+	}
+	return out
+}
+
+type rlimit struct {
+	resource int
+	name     string
+	value    uint64
+}

@@ -1,0 +1,359 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	ID   string
+	rt   *Runtime
+	spec Spec
+	log  *slog.Logger
+
+	dir      string // state dir
+	upper    string
+	work     string
+	ownUpper bool // upper was made for this sandbox
+	lock     *os.File
+	cmd      *exec.Cmd
+	waitDone chan struct{}
+	cg       *cgroup.Group
+	conn     *conn
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// stateInfo is written to <state>/<id>/info.json for gc.
+type stateInfo struct {
+	InitPid    int       `json:"init_pid"`
+	CgroupDirs []string  `json:"cgroup_dirs,omitempty"`
+	Created    time.Time `json:"created"`
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Create builds and starts a sandbox. On error nothing is left behind.
+func (rt *Runtime) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	if err := spec.Validate(rt.rootless); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{ID: newID(), rt: rt, spec: spec}
+	s.log = rt.log.With("sandbox", s.ID)
+	if err := s.start(ctx); err != nil {
+		s.teardown()
+		return nil, fmt.Errorf("creating sandbox %s: %w", s.ID, err)
+	}
+	return s, nil
+}
+
+func (s *Sandbox) start(ctx context.Context) error {
+	if err := s.prepareDirs(); err != nil {
+		return err
+	}
+	limits := s.spec.Limits.withDefaults()
+	if s.rt.cg.Usable() {
+		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
+		if err != nil {
+			return err
+		}
+		s.cg = g
+	} else if limits.CPUs > 0 {
+		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair: %w", err)
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
+	s.cmd = s.initCommand(child)
+	err = s.cmd.Start()
+	child.Close()
+	if err != nil {
+		parent.Close()
+		return fmt.Errorf("starting sandbox init (%s): %w", s.rt.exe, err)
+	}
+	s.waitDone = make(chan struct{})
+	go func() { s.cmd.Wait(); close(s.waitDone) }()
+	if s.cg != nil {
+		if err := s.cg.Add(s.cmd.Process.Pid); err != nil {
+			parent.Close()
+			return err
+		}
+	}
+	s.writeInfo()
+	if err := wire.WriteFrame(parent, s.config(limits)); err != nil {
+		parent.Close()
+		return fmt.Errorf("sending config to sandbox init: %w", err)
+	}
+	var ready wire.Response
+	if err := readWithContext(ctx, parent, &ready); err != nil {
+		parent.Close()
+		return fmt.Errorf("waiting for sandbox to come up: %w", err)
+	}
+	if ready.Error != "" {
+		parent.Close()
+		return fmt.Errorf("sandbox setup: %s", ready.Error)
+	}
+	s.conn = newConn(parent)
+	return nil
+}
+
+func readWithContext(ctx context.Context, f *os.File, v any) error {
+	done := make(chan error, 1)
+	go func() { done <- wire.ReadFrame(f, v) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		f.Close()
+		return ctx.Err()
+	}
+}
+
+func (s *Sandbox) prepareDirs() error {
+	s.dir = filepath.Join(s.rt.stateDir, s.ID)
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return fmt.Errorf("creating sandbox state dir: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating owner lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return fmt.Errorf("taking owner lock: %w", err)
+	}
+	s.lock = lock
+	if s.spec.UpperDir != "" {
+		s.upper = s.spec.UpperDir
+		s.work = s.spec.UpperDir + ".work"
+	} else {
+		s.upper, s.work, s.ownUpper = filepath.Join(s.dir, "upper"), filepath.Join(s.dir, "work"), true
+	}
+	for _, d := range []string{s.upper, s.work, filepath.Join(s.dir, "root")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
+	cmd := exec.Command(s.rt.exe)
+	cmd.Args = []string{"msb-sandbox-init"}
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit}
+	cmd.ExtraFiles = []*os.File{ctl}
+	if s.spec.Stdio {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
+	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if s.spec.Network != NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
+	if s.rt.rootless {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// config turns the spec into what init carries out.
+func (s *Sandbox) config(limits Limits) wire.Config {
+	spec := s.spec
+	cfg := wire.Config{
+		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work,
+		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
+		Hostname: spec.Hostname, Network: spec.Network, TmpBytes: limits.TmpBytes, ShmBytes: 64 << 20,
+		Workdir: spec.Workdir, UID: spec.User.UID, GID: spec.User.GID, CgroupNS: true, MaxOutput: spec.MaxOutput,
+		Lowers: spec.Layers,
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "msb-" + s.ID[:8]
+	}
+	if cfg.Network == "" {
+		cfg.Network = NetworkNone
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/"
+	}
+	if len(cfg.Lowers) == 0 {
+		cfg.Lowers = []string{s.rt.empty}
+	}
+	if spec.HostBase {
+		cfg.HostDirs = spec.HostDirs
+		if len(cfg.HostDirs) == 0 {
+			cfg.HostDirs = DefaultHostDirs
+		}
+		if !s.rt.rootless {
+			cfg.Masks = hostMasks
+		}
+	}
+	cfg.Env = defaultEnv(spec.Env, cfg.Hostname)
+	for _, b := range spec.Binds {
+		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
+	}
+	for _, r := range s.rt.rlimits(limits) {
+		cfg.Rlimits = append(cfg.Rlimits, wire.Rlimit{Resource: r.resource, Name: r.name, Value: r.value})
+	}
+	return cfg
+}
+
+// defaultEnv is the sandbox's environment: a clean base the spec extends.
+func defaultEnv(extra []string, hostname string) []string {
+	base := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root", "TERM=xterm", "LANG=C.UTF-8", "HOSTNAME=" + hostname,
+	}
+	out := append([]string(nil), base...)
+	seen := map[string]int{}
+	for i, kv := range out {
+		seen[kv[:indexEq(kv)]] = i
+	}
+	for _, kv := range extra {
+		if i, ok := seen[kv[:indexEq(kv)]]; ok {
+			out[i] = kv
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func indexEq(kv string) int {
+	for i := range kv {
+		if kv[i] == '=' {
+			return i
+		}
+	}
+	return len(kv)
+}
+
+func (s *Sandbox) writeInfo() {
+	info := stateInfo{InitPid: s.cmd.Process.Pid, Created: time.Now()}
+	if s.cg != nil {
+		info.CgroupDirs = s.cg.Dirs()
+	}
+	b, _ := json.Marshal(info)
+	os.WriteFile(filepath.Join(s.dir, "info.json"), b, 0o600)
+}
+
+// Close kills every process in the sandbox, removes its cgroup and state
+// (keeping the upper dir when the spec asked) and releases its owner lock.
+func (s *Sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		if s.conn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.conn.call(ctx, &wire.Request{Op: wire.OpShutdown})
+			cancel()
+		}
+		s.closeErr = s.teardown()
+	})
+	return s.closeErr
+}
+
+// teardown undoes start, whatever stage it reached.
+func (s *Sandbox) teardown() error {
+	var errs []error
+	if s.cmd != nil && s.cmd.Process != nil {
+		select {
+		case <-s.waitDone:
+		case <-time.After(2 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.waitDone
+		}
+	}
+	if s.conn != nil {
+		s.conn.close()
+	}
+	if s.cg != nil {
+		if err := s.cg.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.dir != "" {
+		if s.ownUpper && s.spec.KeepUpper {
+			kept := filepath.Join(s.rt.stateDir, "kept-"+s.ID)
+			if err := os.Rename(s.upper, kept); err != nil {
+				errs = append(errs, fmt.Errorf("keeping upper dir: %w", err))
+			}
+			s.upper = kept
+		}
+		if !s.ownUpper {
+			if err := removeAll(s.work); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := removeAll(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// UpperDir is the sandbox's writable layer (after Close, where it was kept).
+func (s *Sandbox) UpperDir() string { return s.upper }
+
+// Usage reports the sandbox's cgroup counters; without a cgroup it reports
+// ErrNoCgroup.
+func (s *Sandbox) Usage() (cgroup.Usage, error) {
+	if s.cg == nil {
+		return cgroup.Usage{}, ErrNoCgroup
+	}
+	return s.cg.Usage()
+}
+
+// ErrNoCgroup means the sandbox runs without a cgroup (rootless without
+// delegation), so no usage figures exist.
+var ErrNoCgroup = errors.New("sandbox has no cgroup")
+
+// InitPid is the host pid of the sandbox's init.
+func (s *Sandbox) InitPid() int { return s.cmd.Process.Pid }
+
+// removeAll removes p even where overlayfs left directories without
+// permissions (its work dir) or a rootless user cannot write a directory.
+func removeAll(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil {
+		return nil
+	}
+	filepath.Walk(p, func(q string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("removing %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package sbinit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/minisandbox/msb/internal/mount"
+	"github.com/minisandbox/msb/internal/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// StageProbe runs one kernel-feature probe (msb doctor) in the namespaces
+// the parent created, and exits 0 when the feature works.
+const StageProbe = "probe"
+
+// EnvProbe names the probe to run.
+const EnvProbe = "MSB_PROBE"
+
+// Probes by name. Each runs in a child already placed in the namespaces the
+// doctor asked for.
+var probes = map[string]func() error{
+	"true":       func() error { return nil },
+	"overlay":    probeOverlay,
+	"pivot_root": probePivot,
+	"seccomp":    func() error { return seccomp.Install(seccomp.Build()) },
+}
+
+func probeMain() error {
+	p, ok := probes[os.Getenv(EnvProbe)]
+	if !ok {
+		return fmt.Errorf("unknown probe %q", os.Getenv(EnvProbe))
+	}
+	return p()
+}
+
+// probeOverlay mounts an overlay with an upper dir in a fresh temp dir
+// (with userxattr when not root on the host) and writes through it.
+func probeOverlay() error {
+	dir, err := os.MkdirTemp(os.Getenv("MSB_PROBE_DIR"), "probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for _, d := range []string{"l", "u", "w", "m"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	m, err := mount.Overlay(filepath.Join(dir, "m"), mount.OverlayOptions{
+		Lowers: []string{filepath.Join(dir, "l")}, Upper: filepath.Join(dir, "u"), Work: filepath.Join(dir, "w"),
+		UserXattr: os.Getenv("MSB_PROBE_USERXATTR") == "1",
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.Mount(); err != nil {
+		return err
+	}
+	defer unix.Unmount(m.Target, unix.MNT_DETACH)
+	return os.WriteFile(filepath.Join(m.Target, "f"), []byte("x"), 0o644)
+}
+
+// probePivot pivots into a tmpfs.
+func probePivot() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	dir, err := os.MkdirTemp(os.Getenv("MSB_PROBE_DIR"), "pivot-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	if err := mount.Tmpfs(dir, 0, "size=64k").Mount(); err != nil {
+		return err
+	}
+	return pivot(dir)
+}

@@ -1,0 +1,113 @@
+package sbinit
+
+import (
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// handleSignals makes the supervisor, as PID 1, immune to signals from
+// inside the sandbox (Go would otherwise exit on SIGTERM or dump on
+// SIGQUIT) and reaps orphans whenever a child exits.
+func handleSignals() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch) // every signal: none may take the default action
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ch:
+			case <-tick.C:
+			}
+			reapOrphans()
+		}
+	}()
+}
+
+// reapOrphans reaps every zombie child of PID 1 that nobody in this process
+// is waiting for. The supervisor's own children (session shells, commands)
+// were started by os/exec, which holds a pidfd for each and reaps it; any
+// other zombie child is an orphan the kernel reparented to init.
+func reapOrphans() {
+	var zombies []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[0] == "Z" && f[1] == "1" {
+			zombies = append(zombies, pid)
+		}
+	}
+	if len(zombies) == 0 {
+		return
+	}
+	held := heldPidfds()
+	for _, pid := range zombies {
+		if held[pid] {
+			continue
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// heldPidfds returns the pids this process holds a pidfd for.
+func heldPidfds() map[int]bool {
+	held := map[int]bool{}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		link, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err != nil || link != "anon_inode:[pidfd]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+				if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+					held[pid] = true
+				}
+			}
+		}
+	}
+	return held
+}
+
+// spareThreads is how many OS threads the supervisor creates up front. A
+// fork bomb fills the sandbox's pids limit, and threads count as pids: a Go
+// runtime that then needs a thread dies. Idle threads stay parked in the
+// runtime and are reused, so the supervisor keeps working under the bomb.
+const spareThreads = 12
+
+func prewarmThreads() {
+	var ready, release sync.WaitGroup
+	ready.Add(spareThreads)
+	release.Add(1)
+	for i := 0; i < spareThreads; i++ {
+		go func() {
+			runtime.LockOSThread() // forces a thread of its own
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	release.Done()
+}

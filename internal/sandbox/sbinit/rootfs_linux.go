@@ -1,0 +1,319 @@
+package sbinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/mount"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"golang.org/x/sys/unix"
+)
+
+// devices are bound from the host's /dev into the sandbox's /dev.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// procMasks hide /proc files that describe or control the host kernel.
+var procMasks = []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sysrq-trigger", "/proc/kmsg"}
+
+// procReadOnly are /proc trees made read-only.
+var procReadOnly = []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"}
+
+// buildRoot mounts the sandbox's root filesystem at cfg.Root.
+func buildRoot(cfg *wire.Config) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	ov, err := mount.Overlay(cfg.Root, mount.OverlayOptions{Lowers: cfg.Lowers, Upper: cfg.Upper, Work: cfg.Work, UserXattr: cfg.UserXattr})
+	if err != nil {
+		return err
+	}
+	if err := ov.Mount(); err != nil {
+		return fmt.Errorf("mounting root overlay: %w", err)
+	}
+	r := cfg.Root
+	for _, d := range cfg.HostDirs {
+		if err := hostDir(r, d); err != nil {
+			return err
+		}
+	}
+	if err := mountProc(r); err != nil {
+		return err
+	}
+	if err := mountDev(r, cfg); err != nil {
+		return err
+	}
+	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.TmpBytes, 10))
+	if err := mkdirMount(tmp); err != nil {
+		return err
+	}
+	for _, b := range cfg.Binds {
+		if err := bind(r, b); err != nil {
+			return err
+		}
+	}
+	for _, m := range cfg.Masks {
+		if err := mask(r, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostDir binds host directory d read-only at the same path, or recreates
+// it as a symlink when it is one on the host (merged /usr).
+func hostDir(root, d string) error {
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return nil // not on this host; the host side already chose the list
+	}
+	target := filepath.Join(root, d)
+	if fi.Mode()&os.ModeSymlink != 0 {
+		link, err := os.Readlink(d)
+		if err != nil {
+			return fmt.Errorf("reading host symlink %s: %w", d, err)
+		}
+		if _, err := os.Lstat(target); err == nil {
+			return nil
+		}
+		if err := os.Symlink(link, target); err != nil {
+			return fmt.Errorf("recreating host symlink %s -> %s in sandbox: %w", d, link, err)
+		}
+		return nil
+	}
+	return bindIn(root, d, d, true, true)
+}
+
+func mkdirMount(m mount.Mount) error {
+	if err := os.MkdirAll(m.Target, 0o755); err != nil {
+		return fmt.Errorf("creating mount point %s: %w", m.Target, err)
+	}
+	return m.Mount()
+}
+
+func mountProc(root string) error {
+	p := mount.Mount{Source: "proc", Target: filepath.Join(root, "proc"), FSType: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC}
+	if err := mkdirMount(p); err != nil {
+		return err
+	}
+	for _, m := range procReadOnly {
+		t := filepath.Join(root, m)
+		if _, err := os.Stat(t); err != nil {
+			continue
+		}
+		if err := mount.Apply(mount.Bind(t, t, true)); err != nil {
+			return err
+		}
+	}
+	for _, m := range procMasks {
+		if err := mask(root, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mountDev(root string, cfg *wire.Config) error {
+	dev := filepath.Join(root, "dev")
+	if err := mkdirMount(mount.Tmpfs(dev, unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536")); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		t := filepath.Join(dev, d)
+		if err := touch(t); err != nil {
+			return err
+		}
+		if err := (mount.Mount{Source: "/dev/" + d, Target: t, Flags: unix.MS_BIND}).Mount(); err != nil {
+			return err
+		}
+	}
+	pts := mount.Mount{Source: "devpts", Target: filepath.Join(dev, "pts"), FSType: "devpts",
+		Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620"}
+	if err := mkdirMount(pts); err != nil {
+		return err
+	}
+	shm := mount.Tmpfs(filepath.Join(dev, "shm"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.ShmBytes, 10))
+	if err := mkdirMount(shm); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("creating /dev/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating mount point %s: %w", p, err)
+	}
+	return f.Close()
+}
+
+// bind mounts b.Source at b.Target inside root; the target is resolved
+// within root so a symlink in a layer cannot send the mount elsewhere.
+func bind(root string, b wire.Bind) error {
+	fi, err := os.Stat(b.Source)
+	if err != nil {
+		return fmt.Errorf("bind source %s: %w", b.Source, err)
+	}
+	return bindIn(root, b.Source, b.Target, fi.IsDir(), b.ReadOnly)
+}
+
+// bindIn binds src at target inside root. The target is resolved within
+// root (a symlink in a layer cannot send the mount elsewhere) and the mount
+// goes through the resolved descriptor, so nothing can swap the path
+// between resolution and mount; the read-only remount resolves again to
+// reach the new mount's root.
+func bindIn(root, src, target string, dir, readOnly bool) error {
+	fd, err := resolveCreate(root, target, dir)
+	if err != nil {
+		return fmt.Errorf("bind target %s: %w", target, err)
+	}
+	ms := mount.Bind(src, fdPath(fd), readOnly)
+	err = ms[0].Mount()
+	unix.Close(fd)
+	if err != nil || !readOnly {
+		return err
+	}
+	fd, err = resolveIn(root, target)
+	if err != nil {
+		return fmt.Errorf("bind target %s after mount: %w", target, err)
+	}
+	defer unix.Close(fd)
+	ms[1].Target = fdPath(fd)
+	return ms[1].Mount()
+}
+
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// resolveIn opens p (absolute, relative to root) as an O_PATH descriptor,
+// following symlinks as if root were "/".
+func resolveIn(root, p string) (int, error) {
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(rootFd)
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	return unix.Openat2(rootFd, p, &how)
+}
+
+// mask hides path (inside root) behind /dev/null, or an empty read-only
+// tmpfs for a directory.
+func mask(root, p string) error {
+	t := filepath.Join(root, p)
+	fi, err := os.Stat(t)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return mount.Tmpfs(t, unix.MS_RDONLY, "size=0").Mount()
+	}
+	return (mount.Mount{Source: "/dev/null", Target: t, Flags: unix.MS_BIND}).Mount()
+}
+
+// resolveCreate resolves p under root, following symlinks as if root were
+// "/", creating missing directories (and, when !dir, the final file), and
+// returns an O_PATH descriptor of the result.
+func resolveCreate(root, p string, dir bool) (int, error) {
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(rootFd)
+	parent, base := filepath.Split(filepath.Clean("/" + p))
+	if err := mkdirAllIn(rootFd, parent); err != nil {
+		return -1, err
+	}
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	pfd, err := unix.Openat2(rootFd, parent, &how)
+	if err != nil {
+		return -1, fmt.Errorf("resolving %s: %w", parent, err)
+	}
+	defer unix.Close(pfd)
+	if dir {
+		if err := unix.Mkdirat(pfd, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, err
+		}
+	} else if fd, err := unix.Openat(pfd, base, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644); err == nil {
+		unix.Close(fd)
+	} else if !errors.Is(err, unix.EISDIR) {
+		return -1, err
+	}
+	return unix.Openat2(pfd, base, &how)
+}
+
+// mkdirAllIn creates dir (absolute, relative to rootFd) component by
+// component, resolving each within the root.
+func mkdirAllIn(rootFd int, dir string) error {
+	cur := "/"
+	for _, c := range splitPath(dir) {
+		next := filepath.Join(cur, c)
+		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+		fd, err := unix.Openat2(rootFd, cur, &how)
+		if err != nil {
+			return fmt.Errorf("resolving %s: %w", cur, err)
+		}
+		err = unix.Mkdirat(fd, c, 0o755)
+		unix.Close(fd)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("creating %s: %w", next, err)
+		}
+		cur = next
+	}
+	return nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(filepath.Clean("/"+p), "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pivot makes root the process's root and detaches the old one.
+func pivot(root string) error {
+	if err := unix.Chdir(root); err != nil {
+		return fmt.Errorf("chdir %s: %w", root, err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root %s: %w", root, err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// loopbackUp brings up lo in the sandbox's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket for loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("reading lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bringing lo up: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package sbinit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
+)
+
+// supervisor serves the host's requests inside the sandbox.
+type supervisor struct {
+	cfg wire.Config
+	out *wire.Writer
+
+	mu       sync.Mutex // guards sessions and tty
+	sessions map[string]*session.Session
+	tty      *ttyRelay
+}
+
+func supervisorMain() error {
+	var cfg wire.Config
+	if err := json.Unmarshal([]byte(os.Getenv(EnvConfig)), &cfg); err != nil {
+		return fmt.Errorf("decoding config: %w", err)
+	}
+	os.Unsetenv(EnvConfig)
+	os.Unsetenv(EnvStage)
+	// The control socket came through exec; no command may inherit it.
+	unix.CloseOnExec(CtlFd)
+	handleSignals()
+	if err := harden(&cfg); err != nil {
+		return err
+	}
+	if err := openRoot(); err != nil {
+		return err
+	}
+	if cfg.Workdir != "" {
+		if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
+			return fmt.Errorf("creating workdir %s: %w", cfg.Workdir, err)
+		}
+	}
+	ctl := os.NewFile(CtlFd, "ctl")
+	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), sessions: map[string]*session.Session{}}
+	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid()}}); err != nil {
+		return fmt.Errorf("reporting ready: %w", err)
+	}
+	go prewarmThreads()
+	err := s.serve(ctl)
+	s.closeAll()
+	if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+var errShutdown = errors.New("shutdown requested")
+
+func (s *supervisor) serve(ctl io.Reader) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		var req wire.Request
+		if err := wire.ReadFrame(ctl, &req); err != nil {
+			return err
+		}
+		if req.Op == wire.OpShutdown {
+			s.closeAll()
+			s.out.Write(wire.Response{ID: req.ID})
+			return errShutdown
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := s.handle(ctx, &req)
+			resp.ID = req.ID
+			s.out.Write(resp)
+		}()
+	}
+}
+
+// opError carries a wire error code.
+type opError struct {
+	code string
+	err  error
+}
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+func fail(code string, format string, args ...any) error {
+	return &opError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+func (s *supervisor) handle(ctx context.Context, req *wire.Request) wire.Response {
+	resp, err := s.dispatch(ctx, req)
+	if err != nil {
+		resp.Error = err.Error()
+		var oe *opError
+		if errors.As(err, &oe) {
+			resp.Code = oe.code
+		}
+	}
+	return resp
+}
+
+func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	switch req.Op {
+	case wire.OpExec:
+		return s.exec(ctx, req)
+	case wire.OpRun:
+		return s.run(req)
+	case wire.OpShell:
+		return s.shell(req)
+	case wire.OpResize:
+		return wire.Response{}, s.resize(req)
+	case wire.OpSessionOpen:
+		return wire.Response{}, s.openSession(ctx, req)
+	case wire.OpSessionExec:
+		return s.sessionExec(ctx, req)
+	case wire.OpSessionClose:
+		return wire.Response{}, s.closeSession(req.Session)
+	case wire.OpReadFile:
+		return readFile(req)
+	case wire.OpWriteFile:
+		return wire.Response{}, writeFile(req)
+	case wire.OpListDir:
+		return listDir(req)
+	case wire.OpPutTar:
+		return wire.Response{}, putTar(req)
+	case wire.OpGetTar:
+		return getTar(req)
+	}
+	return wire.Response{}, fail(wire.CodeInvalid, "unknown op %q", req.Op)
+}
+
+func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
+	env := s.cfg.Env
+	if len(req.Env) > 0 {
+		env = mergeEnv(env, req.Env)
+	}
+	dir := s.cfg.Workdir
+	if req.Dir != "" {
+		dir = req.Dir
+	}
+	return session.Options{Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput}
+}
+
+func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	var er session.ExecRequest
+	if err := json.Unmarshal(req.Exec, &er); err != nil {
+		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
+	}
+	res, err := session.RunOnce(ctx, s.sessionOptions(req), er)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	return resultResponse(res)
+}
+
+func resultResponse(res session.Result) (wire.Response, error) {
+	b, err := json.Marshal(res)
+	return wire.Response{Result: b}, err
+}
+
+func (s *supervisor) openSession(ctx context.Context, req *wire.Request) error {
+	if req.Session == "" {
+		return fail(wire.CodeInvalid, "session name is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.sessions[req.Session]; ok {
+		if old.Alive() {
+			return fail(wire.CodeExists, "session %q already exists", req.Session)
+		}
+		old.Close()
+	}
+	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, s.sessionOptions(req))
+	if err != nil {
+		return fmt.Errorf("starting session %q: %w", req.Session, err)
+	}
+	s.sessions[req.Session] = sess
+	return nil
+}
+
+func (s *supervisor) session(name string) (*session.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[name]
+	if !ok {
+		return nil, fail(wire.CodeNotFound, "no session %q", name)
+	}
+	return sess, nil
+}
+
+func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	sess, err := s.session(req.Session)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	var er session.ExecRequest
+	if err := json.Unmarshal(req.Exec, &er); err != nil {
+		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
+	}
+	res, err := sess.Exec(ctx, er)
+	if errors.Is(err, session.ErrSessionEnded) {
+		return wire.Response{}, fail(wire.CodeSessionEnded, "session %q has ended; open a new one", req.Session)
+	}
+	if err != nil {
+		return wire.Response{}, err
+	}
+	return resultResponse(res)
+}
+
+func (s *supervisor) closeSession(name string) error {
+	s.mu.Lock()
+	sess, ok := s.sessions[name]
+	delete(s.sessions, name)
+	s.mu.Unlock()
+	if !ok {
+		return fail(wire.CodeNotFound, "no session %q", name)
+	}
+	return sess.Close()
+}
+
+func (s *supervisor) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sess := range s.sessions {
+		sess.Close()
+		delete(s.sessions, name)
+	}
+}
+
+// mergeEnv returns base with the entries of extra added or replaced.
+func mergeEnv(base, extra []string) []string {
+	idx := map[string]int{}
+	out := append([]string(nil), base...)
+	for i, kv := range out {
+		idx[envKey(kv)] = i
+	}
+	for _, kv := range extra {
+		if i, ok := idx[envKey(kv)]; ok {
+			out[i] = kv
+		} else {
+			idx[envKey(kv)] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func envKey(kv string) string {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i]
+		}
+	}
+	return kv
+}

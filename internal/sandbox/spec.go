@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrInvalidSpec marks a Spec that cannot be built; the message says why.
+var ErrInvalidSpec = errors.New("invalid sandbox spec")
+
+// DefaultHostDirs are the host directories a HostBase sandbox sees read-only.
+var DefaultHostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// hostMasks hide host secrets in /etc from a root-mode sandbox.
+var hostMasks = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh"}
+
+// Network modes.
+const (
+	NetworkNone = "none" // loopback only, in a namespace of its own
+	NetworkHost = "host" // the host's network; opt-in, for builds
+)
+
+// Spec describes one sandbox.
+type Spec struct {
+	// Layers are read-only root trees, bottom first, joined by overlayfs.
+	Layers []string `json:"layers,omitempty"`
+	// HostBase binds the host's system directories (HostDirs, or
+	// DefaultHostDirs) read-only into the root.
+	HostBase bool     `json:"host_base,omitempty"`
+	HostDirs []string `json:"host_dirs,omitempty"`
+	// UpperDir, when set, is the writable layer (kept after Close, e.g. to
+	// commit it as a new layer); otherwise a private one is made and removed.
+	UpperDir string `json:"upper_dir,omitempty"`
+	// KeepUpper keeps the private upper dir after Close for debugging;
+	// Sandbox.UpperDir says where.
+	KeepUpper bool     `json:"keep_upper,omitempty"`
+	Binds     []Bind   `json:"binds,omitempty"`
+	Workdir   string   `json:"workdir,omitempty"`
+	Env       []string `json:"env,omitempty"`
+	Hostname  string   `json:"hostname,omitempty"`
+	Network   string   `json:"network,omitempty"`
+	Limits    Limits   `json:"limits,omitempty"`
+	// User is the uid:gid commands run as; only 0:0 exists in rootless mode.
+	User User `json:"user,omitempty"`
+	// MaxOutput caps the bytes of each output stream a command returns.
+	MaxOutput int `json:"max_output,omitempty"`
+	// Stdio gives `msb run` and `msb shell` the caller's terminal; library
+	// users leave it false and the sandbox's stdio is /dev/null.
+	Stdio bool `json:"-"`
+}
+
+// Bind mounts a host path into the sandbox.
+type Bind struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// User is the in-sandbox uid and gid.
+type User struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}
+
+// Limits bound a sandbox's resources; zero means the default (see
+// DefaultLimits), negative is an error.
+type Limits struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	// TmpBytes is the size of the sandbox's private /tmp (tmpfs, charged
+	// to its memory).
+	TmpBytes int64 `json:"tmp_bytes,omitempty"`
+}
+
+// DefaultLimits apply where a Spec leaves a limit at zero.
+var DefaultLimits = Limits{MemoryBytes: 4 << 30, Pids: 1024, TmpBytes: 1 << 30}
+
+func (l Limits) withDefaults() Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultLimits.Pids
+	}
+	if l.TmpBytes == 0 {
+		l.TmpBytes = DefaultLimits.TmpBytes
+	}
+	return l
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
+}
+
+// Validate checks s without touching the sandbox; it reports the first
+// problem with enough detail to fix it.
+func (s *Spec) Validate(rootless bool) error {
+	if len(s.Layers) == 0 && !s.HostBase {
+		return invalid("no root: give at least one layer or use the host base")
+	}
+	for _, l := range s.Layers {
+		if err := checkDir("layer", l); err != nil {
+			return err
+		}
+	}
+	if s.UpperDir != "" {
+		if err := checkDir("upper dir", s.UpperDir); err != nil {
+			return err
+		}
+	}
+	for _, d := range s.HostDirs {
+		if !filepath.IsAbs(d) {
+			return invalid("host dir %q is not an absolute path", d)
+		}
+	}
+	for _, b := range s.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) {
+			return invalid("bind %s:%s: both paths must be absolute", b.Source, b.Target)
+		}
+		if _, err := os.Stat(b.Source); err != nil {
+			return invalid("bind source %s: %v", b.Source, err)
+		}
+	}
+	if s.Workdir != "" && !filepath.IsAbs(s.Workdir) {
+		return invalid("workdir %q is not an absolute path", s.Workdir)
+	}
+	for _, kv := range s.Env {
+		if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
+			return invalid("environment entry %q is not NAME=value", kv)
+		}
+	}
+	switch s.Network {
+	case "", NetworkNone, NetworkHost:
+	default:
+		return invalid("network %q: use %q or %q", s.Network, NetworkNone, NetworkHost)
+	}
+	l := s.Limits
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 {
+		return invalid("negative limit in %+v", l)
+	}
+	if l.MemoryBytes != 0 && l.MemoryBytes < 8<<20 {
+		return invalid("memory limit %d bytes is below the 8 MiB a sandbox needs to start", l.MemoryBytes)
+	}
+	if l.Pids != 0 && l.Pids < 8 {
+		return invalid("pids limit %d is below the 8 a sandbox needs to start", l.Pids)
+	}
+	if s.User.UID < 0 || s.User.GID < 0 {
+		return invalid("negative uid or gid %+v", s.User)
+	}
+	if rootless && (s.User.UID != 0 || s.User.GID != 0) {
+		return invalid("user %d:%d: a rootless sandbox maps only your own user, as 0:0", s.User.UID, s.User.GID)
+	}
+	if strings.ContainsAny(s.Hostname, "/ \x00") || len(s.Hostname) > 64 {
+		return invalid("hostname %q is not a valid host name", s.Hostname)
+	}
+	return nil
+}
+
+func checkDir(what, p string) error {
+	if !filepath.IsAbs(p) {
+		return invalid("%s %q is not an absolute path", what, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return invalid("%s %s: %v", what, p, err)
+	}
+	if !fi.IsDir() {
+		return invalid("%s %s is not a directory", what, p)
+	}
+	return nil
+}

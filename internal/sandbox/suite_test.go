@@ -1,0 +1,612 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// The suite runs as root and, re-executed by TestRootless as an
+// unprivileged user, rootless. MSB_TEST_STRICT=1 (set in CI) turns a skip
+// for lack of privileges into a failure.
+
+func strict() bool { return os.Getenv("MSB_TEST_STRICT") == "1" }
+
+func testRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	base := os.Getenv("MSB_TEST_STATE_BASE")
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "msb-test-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := NewRuntime(RuntimeOptions{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Name() != ".empty" {
+				t.Errorf("state dir %s still holds %s after the test", dir, e.Name())
+			}
+		}
+		if rt.cg.Usable() {
+			for _, p := range rt.cg.Parents {
+				if ents, err := os.ReadDir(p); err == nil {
+					for _, e := range ents {
+						if e.IsDir() {
+							if _, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
+								t.Errorf("cgroup %s/%s left behind", p, e.Name())
+							}
+						}
+					}
+				}
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	return rt
+}
+
+func create(t testing.TB, rt *Runtime, spec Spec) *Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := rt.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return sb
+}
+
+func sh(t testing.TB, sb *Sandbox, cmd string) session.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: cmd, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return res
+}
+
+func mustOK(t testing.TB, sb *Sandbox, cmd string) string {
+	t.Helper()
+	res := sh(t, sb, cmd)
+	if res.ExitCode != 0 {
+		t.Fatalf("%q exited %d: %s", cmd, res.ExitCode, res.Output)
+	}
+	return res.Output
+}
+
+func mustFail(t testing.TB, sb *Sandbox, cmd string) string {
+	t.Helper()
+	res := sh(t, sb, cmd)
+	if res.ExitCode == 0 {
+		t.Fatalf("%q should have failed but exited 0: %s", cmd, res.Output)
+	}
+	return res.Output
+}
+
+func TestSuite(t *testing.T) {
+	rt := testRuntime(t)
+	t.Logf("mode %s, cgroup %+v", rt.Mode(), rt.cg)
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *Runtime)
+	}{
+		{"Basics", testBasics},
+		{"Sessions", testSessions},
+		{"PIDNamespace", testPIDNamespace},
+		{"NoHostNetwork", testNoHostNetwork},
+		{"HostDirsReadOnly", testHostDirsReadOnly},
+		{"SandboxesIsolated", testSandboxesIsolated},
+		{"Escapes", testEscapes},
+		{"Devices", testDevices},
+		{"ForkBomb", testForkBomb},
+		{"MemoryBomb", testMemoryBomb},
+		{"TmpQuota", testTmpQuota},
+		{"CloseKillsEverything", testCloseKillsEverything},
+		{"BadInput", testBadInput},
+		{"Files", testFiles},
+		{"SymlinkEscape", testSymlinkEscape},
+		{"Layers", testLayers},
+		{"KeepUpper", testKeepUpper},
+		{"Concurrent", testConcurrent},
+		{"GC", testGC},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
+	}
+}
+
+func testBasics(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true, Hostname: "box", Env: []string{"FOO=bar"}, Workdir: "/work"})
+	if got := mustOK(t, sb, "id -u; hostname; echo $FOO; pwd"); got != "0\nbox\nbar\n/work\n" {
+		t.Fatalf("got %q", got)
+	}
+	if res := sh(t, sb, "exit 7"); res.ExitCode != 7 {
+		t.Fatalf("exit code %d, want 7", res.ExitCode)
+	}
+	if res := sh(t, sb, "no-such-command-xyz"); res.ExitCode != 127 {
+		t.Fatalf("missing command exit %d, want 127", res.ExitCode)
+	}
+	// no_new_privs and seccomp are in force for the agent's processes.
+	out := mustOK(t, sb, "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status")
+	if !strings.Contains(out, "NoNewPrivs:\t1") || !strings.Contains(out, "Seccomp:\t2") {
+		t.Fatalf("status: %s", out)
+	}
+	// Dropped capabilities: CAP_SYS_ADMIN (bit 21) is not in the bounding set.
+	capb := mustOK(t, sb, "grep CapBnd /proc/self/status | cut -f2")
+	n, err := strconv.ParseUint(strings.TrimSpace(capb), 16, 64)
+	if err != nil || n&(1<<21) != 0 {
+		t.Fatalf("CapBnd %q still has CAP_SYS_ADMIN", capb)
+	}
+}
+
+func testSessions(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "main", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.OpenSession(ctx, "main", SessionOptions{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second open: %v, want ErrExists", err)
+	}
+	for _, c := range []string{"cd /tmp", "export X=42", "f() { echo hi $1; }"} {
+		if _, err := sb.SessionExec(ctx, "main", session.ExecRequest{Command: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := sb.SessionExec(ctx, "main", session.ExecRequest{Command: "pwd; echo $X; f there"})
+	if err != nil || res.Output != "/tmp\n42\nhi there\n" {
+		t.Fatalf("state not kept: %q %v", res.Output, err)
+	}
+	res, err = sb.SessionExec(ctx, "main", session.ExecRequest{Command: "sleep 30", Timeout: 200 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("timeout: %+v %v", res, err)
+	}
+	res, err = sb.SessionExec(ctx, "main", session.ExecRequest{Command: "echo $X"})
+	if err != nil || res.Output != "42\n" {
+		t.Fatalf("session unusable after timeout: %+v %v", res, err)
+	}
+	res, err = sb.SessionExec(ctx, "main", session.ExecRequest{Command: "exit 3"})
+	if err != nil || !res.SessionEnded || res.ExitCode != 3 {
+		t.Fatalf("exit: %+v %v", res, err)
+	}
+	if _, err := sb.SessionExec(ctx, "main", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrSessionEnded) {
+		t.Fatalf("exec after exit: %v, want ErrSessionEnded", err)
+	}
+	if err := sb.OpenSession(ctx, "main", SessionOptions{}); err != nil {
+		t.Fatalf("reopen after exit: %v", err)
+	}
+	if _, err := sb.SessionExec(ctx, "nope", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+func testPIDNamespace(t *testing.T, rt *Runtime) {
+	host := exec.Command("sleep", "300")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	sb := create(t, rt, Spec{HostBase: true})
+	out := mustOK(t, sb, "ls /proc | grep -cE '^[0-9]+$'")
+	if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 6 {
+		t.Fatalf("sandbox sees %d processes", n)
+	}
+	sh(t, sb, fmt.Sprintf("kill -9 %d; kill -9 -1", host.Process.Pid))
+	time.Sleep(50 * time.Millisecond)
+	if err := host.Process.Signal(os.Signal(nil)); err != nil && !strings.Contains(err.Error(), "unsupported") {
+		t.Fatalf("host process affected: %v", err)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", host.Process.Pid)); err != nil {
+		t.Fatal("host process was killed from inside the sandbox")
+	}
+}
+
+func testNoHostNetwork(t *testing.T, rt *Runtime) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	sb := create(t, rt, Spec{HostBase: true})
+	mustFail(t, sb, fmt.Sprintf("timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/%d'", port))
+	// Loopback inside works.
+	mustOK(t, sb, `python3 -c "
+import socket
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()
+c = socket.create_connection(s.getsockname()); print('ok')"`)
+}
+
+func testHostDirsReadOnly(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	for _, c := range []string{"touch /usr/msb-test", "echo x >> /etc/passwd", "touch /etc/msb-test", "rm -f /bin/sh"} {
+		mustFail(t, sb, c)
+	}
+	for _, p := range []string{"/usr/msb-test", "/etc/msb-test"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("%s appeared on the host", p)
+		}
+	}
+	if rt.Rootless() {
+		return
+	}
+	if out := sh(t, sb, "cat /etc/shadow").Output; strings.Contains(out, "root:") {
+		t.Fatalf("/etc/shadow readable: %q", out)
+	}
+}
+
+func testSandboxesIsolated(t *testing.T, rt *Runtime) {
+	a := create(t, rt, Spec{HostBase: true})
+	b := create(t, rt, Spec{HostBase: true})
+	mustOK(t, a, "echo secret-a > /tmp/a; echo secret-a > /root-a-file")
+	if out := sh(t, b, "cat /tmp/a /root-a-file; ls /proc/*/root/tmp 2>&1; find / -xdev -name root-a-file 2>/dev/null").Output; strings.Contains(out, "secret-a") || strings.Contains(out, "root-a-file\n") {
+		t.Fatalf("sandbox b sees a's files: %q", out)
+	}
+	if out := sh(t, b, "ls "+rt.stateDir+" 2>&1").Output; strings.Contains(out, a.ID) {
+		t.Fatalf("state dir visible: %q", out)
+	}
+}
+
+func testEscapes(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	marker := filepath.Join(os.TempDir(), "msb-escape-marker-"+sb.ID)
+	os.WriteFile(marker, []byte("host"), 0o644)
+	defer os.Remove(marker)
+	for _, c := range []string{
+		"python3 -c 'import os; os.chroot(\"/tmp\")'",
+		"mount -t tmpfs none /mnt",
+		"unshare -m true",
+		"unshare -U true",
+		"cat " + marker,
+		"ls /proc/1/root/",
+		"cat /proc/1/environ",
+		"ls -l /proc/1/fd/",
+		"echo x > /proc/self/exe",
+		"echo x > /proc/sysrq-trigger",
+		"echo 1 > /proc/sys/kernel/sysrq",
+	} {
+		t.Run(c, func(t *testing.T) {
+			out := mustFail(t, sb, c)
+			if strings.Contains(out, "host") && strings.Contains(c, marker) {
+				t.Fatalf("read host file: %q", out)
+			}
+		})
+	}
+	// A classic chroot escape: chroot into a subdir then cd .. many times.
+	out := sh(t, sb, `python3 - <<'EOF'
+import os
+try:
+    os.makedirs("/tmp/j", exist_ok=True); fd = os.open("/", os.O_RDONLY); os.chroot("/tmp/j")
+    os.fchdir(fd)
+    for _ in range(64): os.chdir("..")
+    os.chroot("."); print(open("`+marker+`").read())
+except OSError as e: print("blocked", e)
+EOF`).Output
+	if !strings.Contains(out, "blocked") {
+		t.Fatalf("chroot escape: %q", out)
+	}
+	// No descriptor of msb's leaks into the sandbox: only 0, 1, 2 and the
+	// one ls opens.
+	fds := mustOK(t, sb, "ls -l /proc/self/fd/ | grep -c -- '->' ; ls -l /proc/self/fd/ | grep -E 'socket|pipe' || true")
+	if strings.Contains(fds, "socket") {
+		t.Fatalf("a socket leaked into the sandbox: %s", fds)
+	}
+}
+
+func testDevices(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	out := mustOK(t, sb, "ls /dev | sort | tr '\\n' ' '")
+	for _, d := range strings.Fields(out) {
+		switch d {
+		case "null", "zero", "full", "random", "urandom", "tty", "pts", "ptmx", "shm", "fd", "stdin", "stdout", "stderr":
+		default:
+			t.Errorf("unexpected /dev/%s", d)
+		}
+	}
+	mustOK(t, sb, "head -c 16 /dev/urandom | wc -c; echo x > /dev/null; test -c /dev/pts/ptmx")
+	mustFail(t, sb, "mknod /tmp/sda b 8 0")
+	mustFail(t, sb, "ls /dev/vda /dev/sda /dev/nvme0n1 /dev/mem 2>&1")
+	mustFail(t, sb, "echo x > /dev/full")
+}
+
+func testForkBomb(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{Pids: 64}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: `:(){ :|:& };: 2>/dev/null`, Timeout: 3 * time.Second})
+	t.Logf("fork bomb: %+v %v", res, err)
+	// The host still forks; the sandbox itself still answers once the bomb
+	// is killed with it.
+	if err := exec.Command("true").Run(); err != nil {
+		t.Fatalf("host cannot fork: %v", err)
+	}
+	if u, err := sb.Usage(); err == nil {
+		t.Logf("usage after bomb: %+v", u)
+		if u.Pids > 64 {
+			t.Fatalf("pids %d over the limit of 64", u.Pids)
+		}
+	}
+}
+
+func testMemoryBomb(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{MemoryBytes: 128 << 20}})
+	res := sh(t, sb, `python3 -c "
+b = []
+for i in range(64): b.append(bytearray(16 << 20))
+print('allocated 1 GiB')"`)
+	if res.ExitCode == 0 || strings.Contains(res.Output, "allocated") {
+		t.Fatalf("memory bomb not stopped: exit %d %q", res.ExitCode, res.Output)
+	}
+	if u, err := sb.Usage(); err == nil {
+		t.Logf("usage after bomb: %+v (exit %d)", u, res.ExitCode)
+		if u.MemoryPeakBytes > 140<<20 {
+			t.Fatalf("memory peak %d over the limit", u.MemoryPeakBytes)
+		}
+	}
+	mustOK(t, sb, "echo still alive")
+}
+
+func testTmpQuota(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{TmpBytes: 8 << 20}})
+	out := mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1")
+	if !strings.Contains(out, "No space left") {
+		t.Fatalf("want ENOSPC, got %q", out)
+	}
+}
+
+func testCloseKillsEverything(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	tag := strconv.Itoa(1000000 + int(time.Now().UnixNano()%1000000))
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cmds := fmt.Sprintf("sleep %s.1 & nohup sleep %s.2 >/dev/null 2>&1 & setsid sleep %s.3 & (sleep %s.4 &) ; disown -a", tag, tag, tag, tag)
+	if _, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: cmds}); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, sb, "setsid -f sleep "+tag+".5 >/dev/null 2>&1")
+	time.Sleep(100 * time.Millisecond)
+	if n := countProcs("sleep " + tag); n < 4 {
+		t.Fatalf("expected background sleeps to run, found %d", n)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countProcs("sleep " + tag); n != 0 {
+		t.Fatalf("%d background processes survived close", n)
+	}
+}
+
+func countProcs(cmdline string) int {
+	n := 0
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			n++
+		}
+	}
+	return n
+}
+
+func testBadInput(t *testing.T, rt *Runtime) {
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"no root", Spec{}, "no root"},
+		{"missing layer", Spec{Layers: []string{"/nonexistent/layer"}}, "no such file"},
+		{"relative layer", Spec{Layers: []string{"rel/layer"}}, "not an absolute path"},
+		{"relative workdir", Spec{HostBase: true, Workdir: "work"}, "not an absolute path"},
+		{"negative memory", Spec{HostBase: true, Limits: Limits{MemoryBytes: -1}}, "negative limit"},
+		{"tiny memory", Spec{HostBase: true, Limits: Limits{MemoryBytes: 1024}}, "below"},
+		{"bad network", Spec{HostBase: true, Network: "bridge"}, "network"},
+		{"bad env", Spec{HostBase: true, Env: []string{"NOEQUALS"}}, "NAME=value"},
+		{"missing bind", Spec{HostBase: true, Binds: []Bind{{Source: "/nonexistent", Target: "/x"}}}, "bind source"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rt.Create(context.Background(), tc.spec)
+			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalidSpec mentioning %q", err, tc.want)
+			}
+		})
+	}
+	sb := create(t, rt, Spec{HostBase: true})
+	if code, err := sb.Run(context.Background(), []string{"/no/such/binary"}); !errors.Is(err, ErrNotFound) || code != 127 {
+		t.Fatalf("run of missing binary: %d %v", code, err)
+	}
+}
+
+func testFiles(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	ctx := context.Background()
+	data := []byte("hello\x00\xff world\n")
+	if err := sb.WriteFile(ctx, "/work/dir/f.bin", data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "/work/dir/f.bin", 0)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %q %v", got, err)
+	}
+	if out := mustOK(t, sb, "stat -c %a /work/dir/f.bin"); out != "640\n" {
+		t.Fatalf("mode %q", out)
+	}
+	ents, err := sb.ListDir(ctx, "/work/dir")
+	if err != nil || len(ents) != 1 || ents[0].Name != "f.bin" || ents[0].Size != int64(len(data)) {
+		t.Fatalf("list: %+v %v", ents, err)
+	}
+	if _, err := sb.ReadFile(ctx, "/nope", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if err := sb.WriteFile(ctx, "relative", nil, 0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("relative path: %v", err)
+	}
+	// tar round trip, including a hostile entry name.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, body := range map[string]string{"a/b.txt": "B", "../../evil.txt": "E", "/abs.txt": "A"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	if err := sb.PutTar(ctx, "/up", buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustOK(t, sb, "cd /up && find . -type f | sort | tr '\\n' ' '"); out != "./a/b.txt ./abs.txt ./evil.txt " {
+		t.Fatalf("unpacked %q", out)
+	}
+	tb, err := sb.GetTar(ctx, "/up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(tb))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if len(names) != 5 {
+		t.Fatalf("tar entries %v", names)
+	}
+}
+
+func testSymlinkEscape(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	ctx := context.Background()
+	host := filepath.Join(os.TempDir(), "msb-host-secret-"+sb.ID)
+	if err := os.WriteFile(host, []byte("HOST SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(host)
+	mustOK(t, sb, fmt.Sprintf("mkdir -p /tmp/x && ln -s %s /tmp/x/link && ln -s ../../../../../../%s /tmp/x/rel && ln -s /proc/self/root /tmp/x/pr", host, host))
+	for _, p := range []string{"/tmp/x/link", "/tmp/x/rel", "/proc/self/root" + host, "/tmp/x/pr" + host, "/proc/1/root/etc/hostname"} {
+		got, err := sb.ReadFile(ctx, p, 0)
+		if bytes.Contains(got, []byte("HOST SECRET")) {
+			t.Fatalf("%s read the host file", p)
+		}
+		if err == nil && !strings.HasPrefix(p, "/proc/1") {
+			t.Fatalf("%s: want an error, got %q", p, got)
+		}
+	}
+	// Writing through a planted symlink stays inside the sandbox.
+	if err := sb.WriteFile(ctx, "/tmp/x/link", []byte("pwned"), 0o644); err == nil {
+		if b, _ := os.ReadFile(host); string(b) != "HOST SECRET" {
+			t.Fatal("host file overwritten through a symlink")
+		}
+	}
+	if b, _ := os.ReadFile(host); string(b) != "HOST SECRET" {
+		t.Fatal("host file overwritten through a symlink")
+	}
+}
+
+func testLayers(t *testing.T, rt *Runtime) {
+	base := t.TempDir()
+	top := t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Chmod(top, 0o755)
+	os.WriteFile(filepath.Join(base, "f"), []byte("base\n"), 0o644)
+	os.WriteFile(filepath.Join(base, "g"), []byte("base-g\n"), 0o644)
+	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
+	sb := create(t, rt, Spec{HostBase: true, Layers: []string{base, top}, Binds: []Bind{{Source: top, Target: "/mnt/top", ReadOnly: true}}})
+	if out := mustOK(t, sb, "cat /f /g; echo new > /g; cat /g; cat /mnt/top/f"); out != "top\nbase-g\nnew\ntop\n" {
+		t.Fatalf("got %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(base, "g")); string(b) != "base-g\n" {
+		t.Fatal("write reached the lower layer")
+	}
+	mustFail(t, sb, "echo x > /mnt/top/f")
+}
+
+func testKeepUpper(t *testing.T, rt *Runtime) {
+	sb, err := rt.Create(context.Background(), Spec{HostBase: true, KeepUpper: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, sb, "echo kept > /kept.txt")
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(sb.UpperDir())
+	if b, err := os.ReadFile(filepath.Join(sb.UpperDir(), "kept.txt")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("kept upper: %q %v", b, err)
+	}
+}
+
+func testConcurrent(t *testing.T, rt *Runtime) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sb, err := rt.Create(context.Background(), Spec{HostBase: true})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sb.Close()
+			res, err := sb.Exec(context.Background(), session.ExecRequest{Command: fmt.Sprintf("echo %d", i)})
+			if err != nil || res.Output != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("sandbox %d: %q %v", i, res.Output, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// testGC simulates a killed msb: a sandbox whose owner lock is released
+// without Close. GC must kill its processes and remove its state.
+func testGC(t *testing.T, rt *Runtime) {
+	sb, err := rt.Create(context.Background(), Spec{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := strconv.Itoa(2000000 + int(time.Now().UnixNano()%1000000))
+	mustOK(t, sb, "setsid -f sleep "+tag+" >/dev/null 2>&1")
+	sb.lock.Close() // the owner "dies"
+	rep := rt.GC()
+	if len(rep.Sandboxes) != 1 || len(rep.Processes) != 1 {
+		t.Fatalf("gc report %+v", rep)
+	}
+	if n := countProcs("sleep " + tag); n != 0 {
+		t.Fatalf("gc left %d processes", n)
+	}
+	sb.lock = nil
+	sb.dir = ""
+	sb.cg = nil
+	sb.Close()
+}

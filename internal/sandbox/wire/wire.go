@@ -1,0 +1,148 @@
+// Package wire is the protocol between msb on the host and the supervisor
+// inside a sandbox.
+//
+// The two ends share one Unix stream socket. Every message is a Frame: a
+// 4-byte big-endian length followed by that many bytes of JSON. The host
+// sends Requests, each with a unique ID; the supervisor answers each with
+// one Response carrying the same ID, in any order, so slow requests (a long
+// command in one session) do not hold up others. The first message on the
+// socket is the Config, sent by the host to the sandbox's init before any
+// request; the first Response (ID 0) says whether the sandbox came up.
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// MaxFrame bounds one message; file transfers larger than this are refused.
+const MaxFrame = 256 << 20
+
+// Ops a Request can name.
+const (
+	OpExec         = "exec"          // one-shot command in a fresh bash
+	OpRun          = "run"           // argv with the sandbox's inherited stdio (msb run)
+	OpShell        = "shell"         // interactive bash on a pty relayed to the inherited stdio
+	OpResize       = "resize"        // window size of the OpShell pty
+	OpSessionOpen  = "session.open"  // start a named persistent bash
+	OpSessionExec  = "session.exec"  // run a command in it
+	OpSessionClose = "session.close" // end it
+	OpReadFile     = "file.read"
+	OpWriteFile    = "file.write"
+	OpListDir      = "file.list"
+	OpPutTar       = "file.put_tar" // unpack a tar into a directory
+	OpGetTar       = "file.get_tar" // pack a file or directory as tar
+	OpShutdown     = "shutdown"
+)
+
+// Request is one call from the host.
+type Request struct {
+	ID      uint64          `json:"id"`
+	Op      string          `json:"op"`
+	Session string          `json:"session,omitempty"`
+	Path    string          `json:"path,omitempty"`
+	Data    []byte          `json:"data,omitempty"`
+	Mode    uint32          `json:"mode,omitempty"`
+	Argv    []string        `json:"argv,omitempty"`
+	Env     []string        `json:"env,omitempty"`
+	Dir     string          `json:"dir,omitempty"`
+	Rows    uint16          `json:"rows,omitempty"`
+	Cols    uint16          `json:"cols,omitempty"`
+	Limit   int64           `json:"limit,omitempty"`
+	Exec    json.RawMessage `json:"exec,omitempty"` // session.ExecRequest
+}
+
+// Response answers the Request with the same ID.
+type Response struct {
+	ID      uint64          `json:"id"`
+	Error   string          `json:"error,omitempty"`
+	Code    string          `json:"code,omitempty"` // machine-readable error class, see Code*
+	Data    []byte          `json:"data,omitempty"`
+	Exit    int             `json:"exit,omitempty"`
+	Entries []Entry         `json:"entries,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"` // session.Result
+	Info    *Ready          `json:"info,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeNotFound      = "not_found"
+	CodeExists        = "exists"
+	CodeInvalid       = "invalid"
+	CodeSessionEnded  = "session_ended"
+	CodeEscape        = "escape" // a path tried to leave the sandbox root
+	CodeTooLarge      = "too_large"
+	CodeCommandFailed = "command_failed"
+)
+
+// Ready is the supervisor's first answer.
+type Ready struct {
+	SupervisorPid int `json:"supervisor_pid"`
+}
+
+// Entry is one directory entry of OpListDir.
+type Entry struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"` // file, dir, symlink, other
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`
+	Target  string `json:"target,omitempty"`
+	ModTime int64  `json:"mtime"`
+}
+
+// WriteFrame writes v as one frame.
+func WriteFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding frame: %w", err)
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), MaxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadFrame reads exactly one frame into v; it never reads past the frame,
+// so a reader can hand the stream to another process afterwards.
+func ReadFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Writer serializes frames from many goroutines onto one stream.
+type Writer struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+// NewWriter wraps w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write sends v as one frame.
+func (w *Writer) Write(v any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return WriteFrame(w.w, v)
+}

@@ -1,0 +1,589 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timing of the engine's own checks; none of them is on the fast path.
+const (
+	idleCheckEvery = 100 * time.Millisecond // look for a lost status
+	abortTick      = 5 * time.Millisecond   // while interrupting a command
+	recoveryEvery  = 20 * time.Millisecond  // at most one recovery frame per
+	setupTimeout   = 30 * time.Second       // when Start's ctx has no deadline
+)
+
+// Session is a persistent interactive bash whose commands are framed so that
+// nothing they print or change can be mistaken for the framing. See doc.go.
+type Session struct {
+	name   string
+	opts   Options
+	marker string // value of MarkerEnv in the shell's environment
+	rcFunc string // shell function that sets $? (defined by the setup line)
+	shell  *shellProc
+
+	// The engine's ends of the session's pipes (all close-on-exec).
+	scriptW    int    // frames, to the shell's stdin (non-blocking)
+	scriptLink string // "pipe:[ino]" of that pipe, to recognise the shell's fd 0
+	stdinR     int    // stdin of every command: a pipe nobody writes to
+	stdinW     int
+	statusR    int // status channel (non-blocking)
+	statusW    int // held so that the read end never reports hang-up
+	ptyMaster  int // see openPTY; -1 if none
+	procFD     string
+	wake       wakePipe
+	orphans    orphanSet
+
+	closeOnce sync.Once
+	closing   atomic.Bool
+	aliveMu   sync.Mutex // keeps Close from closing shell.exitFD under Alive
+
+	mu       sync.Mutex // serializes Exec and Close; guards the fields below
+	ended    bool       // the shell exited
+	exitCode int        // its status, when ended
+	closed   bool
+	idleOK   bool // readSyscall works for the shell: lost statuses are detected
+	// lastStatus is the status of the previous command; the next frame
+	// restores it with rcFunc so that $? carries over as at a prompt.
+	lastStatus int
+	status     statusParser
+	scratch    []byte
+}
+
+// Start starts a session's shell and waits until it answers. ctx bounds the
+// start only; the session lives until Close (or until its shell exits).
+func Start(ctx context.Context, name string, opts Options) (*Session, error) {
+	opts = opts.withDefaults()
+	s := &Session{
+		name: name, opts: opts, marker: newNonce(),
+		scriptW: -1, stdinR: -1, stdinW: -1, statusR: -1, statusW: -1, ptyMaster: -1,
+		wake:    wakePipe{-1, -1},
+		procFD:  "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/",
+		scratch: make([]byte, 64<<10),
+	}
+	if err := s.start(ctx); err != nil {
+		if s.shell != nil {
+			killTree(s.shell, s.marker)
+			s.shell.wait()
+		}
+		s.teardown()
+		return nil, fmt.Errorf("starting session %q: %w", name, err)
+	}
+	return s, nil
+}
+
+func (s *Session) start(ctx context.Context) error {
+	scriptR, scriptW, err := pipeFor(false)
+	if err != nil {
+		return fmt.Errorf("creating script pipe: %w", err)
+	}
+	s.scriptW = scriptW
+	script := os.NewFile(uintptr(scriptR), "session script")
+	defer script.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(scriptW, &st); err != nil {
+		return fmt.Errorf("stat of script pipe: %w", err)
+	}
+	s.scriptLink = "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	if s.stdinR, s.stdinW, err = nbPipe(); err != nil {
+		return fmt.Errorf("creating stdin pipe: %w", err)
+	}
+	if s.statusR, s.statusW, err = nbPipe(); err != nil {
+		return fmt.Errorf("creating status pipe: %w", err)
+	}
+	if s.wake, err = newWakePipe(); err != nil {
+		return fmt.Errorf("creating wake pipe: %w", err)
+	}
+
+	cmd := exec.Command(s.opts.Shell, "--noprofile", "--norc", "--noediting", "-i")
+	// HISTFILE= keeps the interactive shell from loading a history file;
+	// the setup line below unsets it again.
+	cmd.Args[0] = filepath.Base(s.opts.Shell) // "bash: ..." in messages
+	cmd.Env = append(shellEnv(s.opts.Env, s.marker), "HISTFILE=")
+	cmd.Dir = s.opts.Dir
+	cmd.Stdin = script
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// An interactive bash restores its terminal's settings after a
+	// foreground process dies of a signal, and complains when fd 2 at
+	// start-up (its "terminal") is not a tty. A pty that no data goes to
+	// keeps that message out of command output; without one (no /dev/ptmx)
+	// the session works the same and the message may appear.
+	master, slave, err := openPTY()
+	if err == nil {
+		s.ptyMaster = master
+		cmd.Stderr = slave
+		defer slave.Close()
+	}
+	if s.shell, err = startShell(cmd); err != nil {
+		return fmt.Errorf("running %s: %w", s.opts.Shell, err)
+	}
+
+	// The setup line runs outside any frame: it sends the shell's own
+	// stderr (prompts, job notices) to /dev/null and turns off interactive
+	// features that would interfere. Then one ordinary frame proves that
+	// the shell is an interactive bash and that the status channel works.
+	s.rcFunc = "__msb_rc_" + s.marker[:8]
+	setup := "exec 2>/dev/null; set +o history +o histexpand; " +
+		"unset HISTFILE TMOUT PROMPT_COMMAND PS0; PS1= PS2=; shopt -s expand_aliases; " +
+		s.rcFunc + "() { \\builtin return \"$1\"; }\n"
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
+	}
+	res, err := s.exec(ctx, ExecRequest{Command: `[[ $- == *i* ]]`}, setup)
+	switch {
+	case err != nil:
+		return err
+	case res.SessionEnded:
+		return fmt.Errorf("shell %s exited with status %d during setup: %s", s.opts.Shell, res.ExitCode, res.Output)
+	case res.TimedOut:
+		return fmt.Errorf("shell %s did not answer: %w", s.opts.Shell, ctx.Err())
+	case res.ExitCode != 0:
+		return fmt.Errorf("shell %s is not an interactive bash: %s", s.opts.Shell, res.Output)
+	}
+	// The shell now waits for input, which is how idle() recognises it.
+	for i := 0; i < 100 && !s.idleOK; i++ {
+		s.idleOK = s.idle()
+		if !s.idleOK {
+			time.Sleep(time.Millisecond / 2)
+		}
+	}
+	return nil
+}
+
+// Exec runs one command in the session and returns its result. Commands of
+// one session run one at a time. The shell's state (cwd, variables,
+// functions, aliases, options) carries over from one command to the next.
+//
+// The error is nil whenever the command ran, even if it failed, timed out or
+// ended the shell (see Result); it is non-nil when the command could not be
+// run (ErrSessionEnded, ErrInvalidCommand, or ctx already done), when its
+// status was lost (ErrStatusLost, with the output collected so far and
+// ExitCode -1), or when ctx ended while it ran (the command was interrupted
+// as on a timeout, and the error wraps ctx.Err()).
+func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return Result{}, fmt.Errorf("session %q: command contains a NUL byte: %w", s.name, ErrInvalidCommand)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return Result{}, fmt.Errorf("session %q is closed: %w", s.name, ErrSessionEnded)
+	case s.ended:
+		return Result{}, fmt.Errorf("session %q: shell exited with status %d: %w", s.name, s.exitCode, ErrSessionEnded)
+	case ctx.Err() != nil:
+		return Result{}, fmt.Errorf("session %q: command not run: %w", s.name, ctx.Err())
+	}
+	return s.exec(ctx, req, "")
+}
+
+// Alive reports whether the session's shell is running and not closed.
+func (s *Session) Alive() bool {
+	s.aliveMu.Lock()
+	defer s.aliveMu.Unlock()
+	return !s.closing.Load() && !s.shell.exited()
+}
+
+// Name returns the name given to Start.
+func (s *Session) Name() string { return s.name }
+
+// Close kills the shell and every process it started, including background
+// jobs and processes that left its process tree but kept its environment
+// marker, and releases the session's resources. A concurrent Exec returns
+// with SessionEnded. Close is idempotent.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		killTree(s.shell, s.marker)
+		s.wake.wake()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		s.shell.wait()
+		killTree(s.shell, s.marker) // what forked while the shell died
+		s.aliveMu.Lock()
+		s.teardown()
+		s.aliveMu.Unlock()
+	})
+	return nil
+}
+
+// teardown closes every descriptor the session holds.
+func (s *Session) teardown() {
+	if s.shell != nil {
+		s.shell.closeFDs()
+	}
+	for _, fd := range []*int{&s.scriptW, &s.stdinR, &s.stdinW, &s.statusR, &s.statusW, &s.ptyMaster} {
+		closeFD(fd)
+	}
+	s.wake.close()
+	s.orphans.closeAll()
+}
+
+// run is the state of one Exec.
+type run struct {
+	s        *Session
+	nonce    string
+	recNonce string // nonce of recovery frames, once interrupted
+	pending  []byte // frame bytes not yet written
+	streams  []*stream
+	before   []procID // the shell's children before the command, if known
+	// beforeTicks is the boot time, in starttime units, when the command
+	// was sent; without a snapshot (no children files), a child of the
+	// shell that started earlier is taken to be an earlier background job.
+	beforeTicks uint64
+
+	start    time.Time
+	deadline time.Time
+
+	aborting     bool
+	interrupted  bool // the shell got SIGINT
+	abortAt      time.Time
+	killedShell  bool
+	lastRecovery time.Time
+	lastSignal   time.Time
+	lastIdle     time.Time
+	idleStreak   int
+	ctxErr       error
+}
+
+// exec runs one frame (preceded by prefix, raw shell input) with s.mu held.
+func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Result, error) {
+	max := req.MaxOutput
+	if max <= 0 {
+		max = s.opts.MaxOutput
+	}
+	r := &run{s: s, nonce: newNonce()}
+	defer func() {
+		for _, st := range r.streams {
+			st.close()
+		}
+	}()
+	n := 1
+	if req.SeparateStderr {
+		n = 2
+	}
+	for i := 0; i < n; i++ {
+		st, err := newStream(max)
+		if err != nil {
+			return Result{}, fmt.Errorf("session %q: %w", s.name, err)
+		}
+		r.streams = append(r.streams, st)
+	}
+	paths := framePaths{
+		stdin:  s.procFD + strconv.Itoa(s.stdinR),
+		stdout: s.procFD + strconv.Itoa(r.streams[0].w),
+		status: s.procFD + strconv.Itoa(s.statusW),
+	}
+	if req.SeparateStderr {
+		paths.stderr = s.procFD + strconv.Itoa(r.streams[1].w)
+	}
+	if s.lastStatus != 0 {
+		// `f N && :` sets $? to N without tripping set -e or an ERR trap.
+		prefix += `\` + s.rcFunc + " " + strconv.Itoa(s.lastStatus) + " && :; "
+	}
+	r.pending = []byte(prefix + buildFrame(req.Command, r.nonce, paths))
+
+	// Forget what earlier commands left behind: wake-ups, stale status lines.
+	s.wake.drain()
+	s.readStatus()
+	s.status.reset()
+	if haveChildrenFiles() {
+		r.before = s.childrenIDs() // one small read; a full /proc scan otherwise
+	}
+	r.beforeTicks = bootTicks()
+
+	stop := context.AfterFunc(ctx, s.wake.wake)
+	defer stop()
+	r.start = time.Now()
+	r.lastIdle = r.start
+	if req.Timeout > 0 {
+		r.deadline = r.start.Add(req.Timeout)
+	}
+	return r.loop(ctx)
+}
+
+func (r *run) loop(ctx context.Context) (Result, error) {
+	s := r.s
+	fds := make([]unix.PollFd, 0, 6)
+	for {
+		if len(r.pending) > 0 {
+			n, err := unix.Write(s.scriptW, r.pending)
+			if n > 0 {
+				r.pending = r.pending[n:]
+			}
+			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+				r.pending = nil // EPIPE: the shell is gone; exitFD will say so
+			}
+		}
+		fds = fds[:0]
+		fds = append(fds,
+			unix.PollFd{Fd: int32(s.statusR), Events: unix.POLLIN},
+			unix.PollFd{Fd: int32(s.shell.exitFD), Events: unix.POLLIN},
+			unix.PollFd{Fd: int32(s.wake.r), Events: unix.POLLIN})
+		for _, st := range r.streams {
+			fds = append(fds, unix.PollFd{Fd: int32(st.r), Events: unix.POLLIN})
+		}
+		if len(r.pending) > 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(s.scriptW), Events: unix.POLLOUT})
+		}
+		if err := pollFor(fds, r.nextWake()); err != nil {
+			return Result{}, fmt.Errorf("session %q: poll: %w", s.name, err)
+		}
+		for _, st := range r.streams {
+			st.readAvailable(s.scratch)
+		}
+		if code, ok := s.readStatus(r.nonce, r.recNonce); ok {
+			return r.finish(code, false)
+		}
+		if readable(fds[1]) {
+			return r.finish(0, true)
+		}
+		if readable(fds[2]) {
+			s.wake.drain()
+		}
+		now := time.Now()
+		if !r.aborting {
+			switch {
+			case s.closing.Load():
+				r.startAbort(now, nil)
+			case ctx.Err() != nil:
+				r.startAbort(now, ctx.Err())
+			case !r.deadline.IsZero() && !now.Before(r.deadline):
+				r.startAbort(now, nil)
+			case s.idleOK && len(r.pending) == 0 && now.Sub(r.lastIdle) >= idleCheckEvery:
+				r.lastIdle = now
+				if !s.idle() {
+					r.idleStreak = 0
+					break
+				}
+				// Idle twice, with the status channel read in between: the
+				// shell finished the frame without reporting.
+				if r.idleStreak++; r.idleStreak >= 2 {
+					res, _ := r.finish(-1, false)
+					return res, fmt.Errorf("session %q: %w", s.name, ErrStatusLost)
+				}
+			}
+			continue
+		}
+		r.abortStep(now)
+	}
+}
+
+// nextWake is when the loop must look again even if no descriptor is ready.
+func (r *run) nextWake() time.Time {
+	if r.aborting {
+		return time.Now().Add(abortTick)
+	}
+	next := r.deadline
+	if r.s.idleOK && len(r.pending) == 0 {
+		if t := r.lastIdle.Add(idleCheckEvery); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// startAbort interrupts the command as Ctrl-C would: SIGINT to the processes
+// the command started and to the shell, which then abandons the rest of the
+// command line and goes back to reading input.
+func (r *run) startAbort(now time.Time, cause error) {
+	r.aborting, r.abortAt, r.ctxErr = true, now, cause
+	r.recNonce = newNonce()
+	signal(r.newProcesses(), unix.SIGINT)
+	r.s.shell.signal(unix.SIGCONT)
+	r.interruptShell(now)
+}
+
+// interruptShell sends SIGINT to the shell, but only while it is running the
+// command (inside eval, whose redirection replaced the frame pipe on its
+// stdin). An interrupt while the shell reads or parses a line would make it
+// drop part of the line and run the rest as a command.
+func (r *run) interruptShell(now time.Time) {
+	if r.s.inCommand() {
+		r.s.shell.signal(unix.SIGINT)
+		r.interrupted = true
+	}
+	r.lastSignal = now
+}
+
+// abortStep escalates an interrupted command that has not yet reported:
+// after KillGrace its processes are killed and the shell is interrupted
+// again, repeatedly; after twice KillGrace the shell itself is killed, which
+// ends the session. Whenever the shell is back at its input, a recovery
+// frame asks it for the status of what it ran last.
+func (r *run) abortStep(now time.Time) {
+	s := r.s
+	grace := s.opts.KillGrace
+	elapsed := now.Sub(r.abortAt)
+	switch {
+	case elapsed >= 2*grace:
+		if !r.killedShell {
+			r.killedShell = true
+			signal(r.newProcesses(), unix.SIGKILL)
+			s.shell.signal(unix.SIGKILL)
+		}
+		return
+	case elapsed >= grace && now.Sub(r.lastSignal) >= recoveryEvery:
+		signal(r.newProcesses(), unix.SIGKILL)
+		r.interruptShell(now)
+	case !r.interrupted:
+		r.interruptShell(now) // the command had not started at the deadline
+	}
+	if len(r.pending) > 0 {
+		return
+	}
+	due := s.idleOK && now.Sub(r.lastRecovery) >= recoveryEvery && s.idle()
+	if !s.idleOK {
+		// Blind: without /proc/<pid>/syscall, ask from time to time.
+		due = elapsed >= grace/4 && now.Sub(r.lastRecovery) >= grace/4
+	}
+	if due {
+		r.lastRecovery = now
+		// The interrupt skipped the shell's undoing of the command's
+		// redirections, which leaves the shell's saved copies of its
+		// descriptors open; close them along the way.
+		frame := recoveryFrame(r.recNonce, s.procFD+strconv.Itoa(s.statusW), leakedFDs(s.shell.pid))
+		_, _ = unix.Write(s.scriptW, []byte(frame)) // small: atomic, or EAGAIN and retried later
+	}
+}
+
+// newProcesses returns the processes the current command started: the
+// shell's children that were not there before it, and their descendants.
+// Background jobs of earlier commands are left alone.
+func (r *run) newProcesses() []int {
+	s := r.s
+	if s.shell.reaped.Load() {
+		return nil
+	}
+	children := childLister()
+	var roots []int
+	for _, pid := range children(s.shell.pid) {
+		st, ok := readStat(pid)
+		if !ok || !alive(st) {
+			continue
+		}
+		old := false
+		if haveChildrenFiles() {
+			old = slices.Contains(r.before, procID{pid, st.startTime})
+		} else {
+			// Within the same clock tick counts as new: a background job
+			// started less than 10 ms before the command may be taken
+			// for part of it.
+			old = st.startTime < r.beforeTicks
+		}
+		if !old {
+			roots = append(roots, pid)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	return descendants(children, roots)
+}
+
+// finish builds the result once the status arrived (code) or the shell
+// exited (ended).
+func (r *run) finish(code int, ended bool) (Result, error) {
+	s := r.s
+	res := Result{ExitCode: code, TimedOut: r.aborting}
+	if ended {
+		st := s.shell.wait()
+		s.ended, s.exitCode = true, exitStatus(st)
+		res.ExitCode, res.SessionEnded = s.exitCode, true
+	}
+	res.Duration = time.Since(r.start)
+	if code >= 0 && !ended {
+		s.lastStatus = code
+	}
+	for _, st := range r.streams {
+		st.finish(s.scratch, &s.orphans)
+	}
+	res.Output = r.streams[0].buf.String()
+	res.Truncated = r.streams[0].buf.truncated()
+	if len(r.streams) > 1 {
+		res.Stderr = r.streams[1].buf.String()
+		res.Truncated = res.Truncated || r.streams[1].buf.truncated()
+	}
+	if r.ctxErr != nil {
+		return res, fmt.Errorf("session %q: command interrupted: %w", s.name, r.ctxErr)
+	}
+	if ended && s.closing.Load() {
+		return res, fmt.Errorf("session %q closed during the command: %w", s.name, ErrSessionEnded)
+	}
+	return res, nil
+}
+
+// readStatus reads the status channel without blocking and reports the
+// status carried by a line with one of the wanted nonces.
+func (s *Session) readStatus(want ...string) (int, bool) {
+	buf := s.scratch[:4096]
+	for {
+		n, err := unix.Read(s.statusR, buf)
+		if n > 0 {
+			if code, _, ok := s.status.feed(buf[:n], want...); ok {
+				return code, true
+			}
+			continue
+		}
+		if err != unix.EINTR {
+			return 0, false
+		}
+	}
+}
+
+// idle reports whether the shell is blocked reading its (empty) script pipe:
+// it has finished everything it was sent.
+func (s *Session) idle() bool {
+	if s.shell.reaped.Load() {
+		return false
+	}
+	nr, arg0, ok := readSyscall(s.shell.pid)
+	if !ok || nr != unix.SYS_READ || arg0 != 0 {
+		return false
+	}
+	link, err := os.Readlink("/proc/" + strconv.Itoa(s.shell.pid) + "/fd/0")
+	if err != nil || link != s.scriptLink {
+		return false
+	}
+	return fionread(s.scriptW) == 0
+}
+
+// inCommand reports whether the shell is running a frame's command: its
+// stdin is not the frame pipe.
+func (s *Session) inCommand() bool {
+	if s.shell.reaped.Load() {
+		return false
+	}
+	link, err := os.Readlink("/proc/" + strconv.Itoa(s.shell.pid) + "/fd/0")
+	return err == nil && link != s.scriptLink
+}
+
+// childrenIDs returns the shell's current children.
+func (s *Session) childrenIDs() []procID {
+	kids := childrenFromFiles(s.shell.pid)
+	if len(kids) == 0 {
+		return nil
+	}
+	ids := make([]procID, 0, len(kids))
+	for _, pid := range kids {
+		if st, ok := readStat(pid); ok {
+			ids = append(ids, procID{pid, st.startTime})
+		}
+	}
+	return ids
+}

@@ -1,0 +1,336 @@
+package session
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// shellProc is a started shell and the means to learn, through poll(2), that
+// it exited.
+type shellProc struct {
+	cmd *exec.Cmd
+	pid int
+	// exitFD becomes readable when the shell exits: a pidfd, or, on kernels
+	// without pidfd_open, the read end of a pipe written after cmd.Wait.
+	exitFD int
+	exitW  int // fallback pipe's write end, else -1
+
+	waitOnce sync.Once
+	done     chan struct{} // closed once the shell is reaped
+	state    *os.ProcessState
+	reaped   atomic.Bool // the pid may be reused: do not signal it
+}
+
+func startShell(cmd *exec.Cmd) (*shellProc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &shellProc{cmd: cmd, pid: cmd.Process.Pid, exitFD: -1, exitW: -1, done: make(chan struct{})}
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err == nil {
+		unix.CloseOnExec(fd)
+		p.exitFD = fd
+		return p, nil
+	}
+	r, w, err := nbPipe()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("creating exit pipe: %w", err)
+	}
+	p.exitFD, p.exitW = r, w
+	go p.wait()
+	return p, nil
+}
+
+// wait reaps the shell (blocking until it exits) and returns its state.
+func (p *shellProc) wait() *os.ProcessState {
+	p.waitOnce.Do(func() {
+		_ = p.cmd.Wait()
+		p.state = p.cmd.ProcessState
+		p.reaped.Store(true)
+		close(p.done)
+		if p.exitW >= 0 {
+			_, _ = unix.Write(p.exitW, []byte{1})
+		}
+	})
+	<-p.done
+	return p.state
+}
+
+// exited reports, without blocking, whether the shell has exited.
+func (p *shellProc) exited() bool {
+	fds := []unix.PollFd{{Fd: int32(p.exitFD), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// signal sends sig to the shell unless it has been reaped.
+func (p *shellProc) signal(sig unix.Signal) {
+	if !p.reaped.Load() {
+		_ = unix.Kill(p.pid, sig)
+	}
+}
+
+func (p *shellProc) closeFDs() {
+	closeFD(&p.exitFD)
+	closeFD(&p.exitW)
+}
+
+// exitStatus maps a process state to a shell-style status: the exit code, or
+// 128+n for a process killed by signal n.
+func exitStatus(st *os.ProcessState) int {
+	if st == nil {
+		return -1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+func shellEnv(env []string, marker string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if len(kv) > len(MarkerEnv) && kv[:len(MarkerEnv)+1] == MarkerEnv+"=" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, MarkerEnv+"="+marker)
+}
+
+// nbPipe returns a close-on-exec pipe whose both ends are non-blocking.
+func nbPipe() (r, w int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return -1, -1, err
+	}
+	return p[0], p[1], nil
+}
+
+// pipeFor returns a close-on-exec pipe with only the engine's end (read or
+// write) non-blocking; the other end, for the shell, blocks.
+func pipeFor(engineReads bool) (r, w int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, -1, err
+	}
+	mine := p[1]
+	if engineReads {
+		mine = p[0]
+	}
+	if err := unix.SetNonblock(mine, true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return -1, -1, err
+	}
+	return p[0], p[1], nil
+}
+
+func closeFD(fd *int) {
+	if *fd >= 0 {
+		_ = unix.Close(*fd)
+		*fd = -1
+	}
+}
+
+// stream is the engine's side of one output pipe of one command.
+type stream struct {
+	r, w int // w: the engine's copy of the write end, held while running
+	buf  capBuf
+	eof  bool
+}
+
+func newStream(max int) (*stream, error) {
+	r, w, err := pipeFor(true)
+	if err != nil {
+		return nil, fmt.Errorf("creating output pipe: %w", err)
+	}
+	return &stream{r: r, w: w, buf: newCapBuf(max)}, nil
+}
+
+// readAvailable reads what the pipe holds, without blocking.
+func (st *stream) readAvailable(scratch []byte) {
+	for st.r >= 0 && !st.eof {
+		n, err := unix.Read(st.r, scratch)
+		switch {
+		case n > 0:
+			st.buf.write(scratch[:n])
+		case err == unix.EINTR:
+		case n == 0 && err == nil:
+			st.eof = true
+			return
+		default:
+			return // EAGAIN, or an error we cannot act on
+		}
+	}
+}
+
+// finish collects what the command wrote before it completed and lets go of
+// the pipe. Everything the command's waited-for processes wrote is already in
+// the pipe, so it reads exactly what the pipe holds now (a background job
+// that keeps writing cannot prolong this). If background processes still
+// hold the pipe open, it goes to orphans, which drains it until they close
+// it; what they write from now on is discarded.
+func (st *stream) finish(scratch []byte, orphans *orphanSet) {
+	closeFD(&st.w)
+	if st.r < 0 {
+		return
+	}
+	for pending := fionread(st.r); pending > 0 && !st.eof; {
+		n, err := unix.Read(st.r, scratch[:min(len(scratch), pending)])
+		if n > 0 {
+			st.buf.write(scratch[:n])
+			pending -= n
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		st.eof = n == 0 && err == nil
+		break
+	}
+	if !st.eof {
+		n, err := unix.Read(st.r, scratch)
+		st.eof = n == 0 && err == nil
+	}
+	if st.eof || orphans == nil {
+		closeFD(&st.r)
+		return
+	}
+	orphans.add(st.r)
+	st.r = -1
+}
+
+func (st *stream) close() {
+	closeFD(&st.r)
+	closeFD(&st.w)
+}
+
+// orphanSet drains output pipes that background jobs still hold after their
+// command completed, so that those jobs neither block on a full pipe nor die
+// of SIGPIPE, and their late output never reaches a later command.
+type orphanSet struct {
+	mu     sync.Mutex // guards files and closed
+	files  map[*os.File]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (o *orphanSet) add(fd int) {
+	f := os.NewFile(uintptr(fd), "orphaned output pipe") // fd is non-blocking: netpoller
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		f.Close()
+		return
+	}
+	if o.files == nil {
+		o.files = map[*os.File]struct{}{}
+	}
+	o.files[f] = struct{}{}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		_, _ = io.Copy(io.Discard, f)
+		o.mu.Lock()
+		delete(o.files, f)
+		o.mu.Unlock()
+		f.Close()
+	}()
+}
+
+// closeAll stops draining; writers still alive get EPIPE.
+func (o *orphanSet) closeAll() {
+	o.mu.Lock()
+	o.closed = true
+	for f := range o.files {
+		f.Close()
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// killTree kills, with SIGKILL, every process of a session or one-shot run:
+// the shell and its descendants (while the shell is not reaped), its process
+// group, and every process carrying the marker in its environment (those that
+// left the tree with setsid or a double fork). It loops until a pass finds
+// nothing alive, because processes may fork while being killed.
+func killTree(p *shellProc, marker string) {
+	for i := 0; i < 50; i++ {
+		var pids []int
+		if !p.reaped.Load() {
+			pids = descendants(childLister(), []int{p.pid})
+			_ = unix.Kill(-p.pid, unix.SIGKILL) // the shell leads its own session and group
+		}
+		pids = append(pids, markedProcesses(marker)...)
+		live := pids[:0]
+		for _, pid := range pids {
+			if st, ok := readStat(pid); ok && alive(st) {
+				live = append(live, pid)
+			}
+		}
+		if len(live) == 0 {
+			return
+		}
+		signal(live, unix.SIGKILL)
+		time.Sleep(time.Duration(i+1) * time.Millisecond)
+	}
+}
+
+// wakePipe lets a context's cancellation interrupt poll(2).
+type wakePipe struct{ r, w int }
+
+func newWakePipe() (wakePipe, error) {
+	r, w, err := nbPipe()
+	return wakePipe{r, w}, err
+}
+
+func (wp wakePipe) wake() { _, _ = unix.Write(wp.w, []byte{1}) }
+
+func (wp wakePipe) drain() {
+	var b [64]byte
+	for {
+		if n, _ := unix.Read(wp.r, b[:]); n <= 0 {
+			return
+		}
+	}
+}
+
+func (wp *wakePipe) close() {
+	closeFD(&wp.r)
+	closeFD(&wp.w)
+}
+
+// pollFor waits until one of fds is ready or until the deadline (zero: none).
+func pollFor(fds []unix.PollFd, deadline time.Time) error {
+	ms := -1
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d < 0 {
+			d = 0
+		}
+		ms = int((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	_, err := unix.Poll(fds, ms)
+	if err == unix.EINTR {
+		return nil
+	}
+	return err
+}
+
+func readable(pfd unix.PollFd) bool {
+	return pfd.Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
+}

@@ -1,0 +1,190 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/patch"
+)
+
+// Directives says how test directives are derived from a test_patch.
+type Directives string
+
+// The ways to derive test directives.
+const (
+	// DirectivesPaths: the paths of the files the test_patch touches (pytest,
+	// SymPy's bin/test), without data files.
+	DirectivesPaths Directives = "paths"
+	// DirectivesDjango: module names: "tests/" and ".py" removed, "/" turned into ".".
+	DirectivesDjango Directives = "django"
+	// DirectivesNone: run the test command as it is (the whole suite).
+	DirectivesNone Directives = "none"
+)
+
+// Spec says how to build and test one repository at one version.
+type Spec struct {
+	Repo    string `json:"repo" yaml:"repo"`
+	Version string `json:"version" yaml:"version"`
+
+	Python            string     `json:"python" yaml:"python"`
+	Packages          string     `json:"packages,omitempty" yaml:"packages,omitempty"`
+	RequirementsPaths []string   `json:"requirements_paths,omitempty" yaml:"requirements_paths,omitempty"`
+	EnvYMLPaths       []string   `json:"env_yml_paths,omitempty" yaml:"env_yml_paths,omitempty"`
+	PipPackages       []string   `json:"pip_packages,omitempty" yaml:"pip_packages,omitempty"`
+	PreInstall        []string   `json:"pre_install,omitempty" yaml:"pre_install,omitempty"`
+	Install           string     `json:"install,omitempty" yaml:"install,omitempty"`
+	EvalCommands      []string   `json:"eval_commands,omitempty" yaml:"eval_commands,omitempty"`
+	TestCmd           string     `json:"test_cmd" yaml:"test_cmd"`
+	Directives        Directives `json:"directives" yaml:"directives"`
+	LogParser         string     `json:"log_parser" yaml:"log_parser"`
+	// NoUseEnv: install pip packages without a separate environment file (xarray in the harness).
+	NoUseEnv bool `json:"no_use_env,omitempty" yaml:"no_use_env,omitempty"`
+	// ExecuteTestAsNonroot: run the tests as an unprivileged user.
+	ExecuteTestAsNonroot bool `json:"execute_test_as_nonroot,omitempty" yaml:"execute_test_as_nonroot,omitempty"`
+	// Env: environment variables for the test command (on top of a clean environment).
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// Source says where the spec came from: "builtin", "default", and each override applied.
+	Source []string `json:"source" yaml:"-"`
+}
+
+// nonTestExts are the harness's NON_TEST_EXTS: files that are not test
+// directives. "csv" has no dot there, so "foo_csv" is excluded too.
+var nonTestExts = []string{".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml"}
+
+// TestDirectives derives the arguments appended to the test command from
+// a test_patch, as the harness's get_test_directives does.
+func (s Spec) TestDirectives(testPatch string) []string {
+	if s.Directives == DirectivesNone {
+		return nil
+	}
+	var out []string
+	for _, p := range patch.GitHeaderPaths(testPatch) {
+		skip := false
+		for _, ext := range nonTestExts {
+			if strings.HasSuffix(p, ext) {
+				skip = true
+				break
+			}
+		}
+		if skip {
+			continue
+		}
+		if s.Directives == DirectivesDjango {
+			p = strings.TrimSuffix(p, ".py")
+			p = strings.TrimPrefix(p, "tests/")
+			p = strings.ReplaceAll(p, "/", ".")
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestCommand is the full test command for an instance: TestCmd followed by
+// the directives, shell-quoted where needed.
+func (s Spec) TestCommand(in dataset.Instance) string {
+	parts := []string{s.TestCmd}
+	for _, d := range s.TestDirectives(in.TestPatch) {
+		parts = append(parts, shellQuote(d))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestFiles are the files the test_patch changes that existed before it
+// (the harness's `--- a/(.*)` match); they are reset to the base commit
+// before the test_patch is applied and after the tests, so that a model
+// patch cannot change them.
+func TestFiles(testPatch string) []string { return patch.MinusPaths(testPatch) }
+
+// EnvironmentCommit is the commit the environment is built from.
+func EnvironmentCommit(in dataset.Instance) string {
+	if in.EnvironmentSetupCommit != "" {
+		return in.EnvironmentSetupCommit
+	}
+	return in.BaseCommit
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+@%,[]", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ErrNoSpec is returned for an instance no built-in entry, default or override covers.
+var ErrNoSpec = errors.New("no spec")
+
+// ErrInvalidSpec is returned for a resolved spec that cannot be used.
+var ErrInvalidSpec = errors.New("invalid spec")
+
+// Resolve returns the spec for an instance: the built-in entry for its
+// repository and version (for SWE-smith and SWE-Gym rows without one, the
+// default pytest spec), then the overrides (nil for none).
+func Resolve(in dataset.Instance, ov *Overrides) (Spec, error) {
+	repo := in.Repo
+	s, ok := Builtin(repo, in.Version)
+	switch {
+	case ok:
+	case in.Source == dataset.SWESmith || in.Source == dataset.SWEGym:
+		s = Default(repo, in.Version)
+		if in.Source == dataset.SWESmith {
+			s.Directives = DirectivesNone // the bug is in the code; the whole suite runs
+		}
+	case ov.covers(in):
+		s = Spec{Repo: repo, Version: in.Version, Directives: DirectivesPaths, Source: []string{"empty"}}
+	default:
+		return Spec{}, fmt.Errorf("%w for %s (repo %q, version %q): add it to a spec file (docs/spec-format.md)",
+			ErrNoSpec, in.InstanceID, repo, in.Version)
+	}
+	s = ov.apply(s, in)
+	if err := s.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("spec for %s: %w", in.InstanceID, err)
+	}
+	return s, nil
+}
+
+// Validate checks that the spec can be used.
+func (s Spec) Validate() error {
+	var missing []string
+	if s.Python == "" {
+		missing = append(missing, "python")
+	}
+	if s.TestCmd == "" {
+		missing = append(missing, "test_cmd")
+	}
+	if s.LogParser == "" {
+		missing = append(missing, "log_parser")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s not set", ErrInvalidSpec, strings.Join(missing, ", "))
+	}
+	if _, err := grading.Lookup(s.LogParser); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	switch s.Directives {
+	case DirectivesPaths, DirectivesDjango, DirectivesNone:
+	default:
+		return fmt.Errorf("%w: directives %q (want paths, django or none)", ErrInvalidSpec, s.Directives)
+	}
+	return nil
+}
+
+// Default is the spec for a Python repository without a built-in entry:
+// pytest with the harness's verbose flags, the pytest parser, and an
+// editable install.
+func Default(repo, version string) Spec {
+	return Spec{
+		Repo: repo, Version: version,
+		Python:      "3.10",
+		Install:     "python -m pip install -e .",
+		PipPackages: []string{"pytest"},
+		TestCmd:     "pytest --disable-warnings --color=no --tb=no --verbose",
+		Directives:  DirectivesPaths,
+		LogParser:   grading.ParserPytest,
+		Source:      []string{"default"},
+	}
+}

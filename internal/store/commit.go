@@ -1,0 +1,438 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// CommitOptions tune CommitDir.
+type CommitOptions struct {
+	// Parents are the layers the directory was built on, topmost first
+	// (e.g. the base for an environment layer).
+	Parents []LayerID
+	// Ref, when set, is pointed at the new layer before CommitDir returns,
+	// so that a concurrent GC cannot remove it in between.
+	Ref string
+	// KeepMtime records modification times. Identical files then share an
+	// inode only when their times match too, so dedup across builds drops;
+	// leave it off unless something depends on times (e.g. .pyc files
+	// validated by source mtime).
+	KeepMtime bool
+	// MapOwner maps the owner found on disk to the owner recorded in the
+	// manifest (e.g. a rootless builder's own uid to 0). Nil keeps it.
+	MapOwner func(uid, gid uint32) (uint32, uint32)
+}
+
+// smallFile is the size up to which a file is read into memory once, for
+// both hashing and writing.
+const smallFile = 1 << 20
+
+// CommitDir turns a directory tree into a layer: it hashes every file, stores
+// new content as objects, writes the manifest and materializes the layer.
+// The same tree always gives the same LayerID.
+//
+// dir may be an overlayfs upper dir: whiteouts (character devices 0/0, or
+// empty files with a trusted.overlay.whiteout or user.overlay.whiteout
+// xattr) become deletion entries and opaque directories (overlay.opaque "y")
+// opaque entries. Upper dirs made with redirect_dir or metacopy are refused
+// (ErrUnsupportedOverlay). Sockets are skipped. dir must not change while it
+// is committed; a file that changes is reported as ErrSizeMismatch or
+// ErrDigestMismatch.
+func (s *Store) CommitDir(ctx context.Context, dir string, opts CommitOptions) (LayerID, error) {
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return LayerID{}, err
+	}
+	defer unlock()
+	id, err := s.commitDir(ctx, dir, opts)
+	if err != nil {
+		return id, fmt.Errorf("committing %s: %w", dir, err)
+	}
+	return id, nil
+}
+
+func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (LayerID, error) {
+	for _, p := range opts.Parents {
+		if _, err := s.manifestBytes(p); err != nil {
+			return LayerID{}, fmt.Errorf("parent: %w", err)
+		}
+	}
+	if opts.Ref != "" {
+		if err := validRef(opts.Ref); err != nil {
+			return LayerID{}, err
+		}
+	}
+	w := walker{s: s, opts: opts, root: dir}
+	if err := w.walk(ctx); err != nil {
+		return LayerID{}, err
+	}
+	pending, err := s.storeFiles(ctx, w.entries, w.srcs)
+	if err != nil {
+		return LayerID{}, err
+	}
+	if err := s.publish(pending); err != nil {
+		discard(pending)
+		return LayerID{}, err
+	}
+	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
+	slices.SortFunc(m.Entries, func(a, b Entry) int {
+		switch {
+		case a.Path == b.Path:
+			return 0
+		case pathLess(a.Path, b.Path):
+			return -1
+		}
+		return 1
+	})
+	b, err := m.Encode()
+	if err != nil {
+		return LayerID{}, err
+	}
+	id, err := s.putManifest(b)
+	if err != nil {
+		return id, err
+	}
+	if _, err := s.materialize(ctx, id, m); err != nil {
+		return id, err
+	}
+	if opts.Ref != "" {
+		if err := s.setRef(opts.Ref, id); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// walker lists a directory tree as manifest entries.
+type walker struct {
+	s    *Store
+	opts CommitOptions
+	root string
+
+	entries []Entry
+	srcs    map[int]string // entry index -> source path, for files
+}
+
+func (w *walker) walk(ctx context.Context) error {
+	w.srcs = make(map[int]string)
+	var st unix.Stat_t
+	if err := unix.Lstat(w.root, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", w.root, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", w.root)
+	}
+	return w.dir(ctx, w.root, ".", &st)
+}
+
+// dir adds the directory at path (entry rel, already stat'ed) and walks it.
+func (w *walker) dir(ctx context.Context, path, rel string, st *unix.Stat_t) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e := w.meta(rel, TypeDir, st)
+	opaque, err := dirOpaque(path)
+	if err != nil {
+		return err
+	}
+	e.Opaque = opaque
+	w.entries = append(w.entries, e)
+
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("reading directory %s: %w", path, err)
+	}
+	fd := int(f.Fd())
+	slices.Sort(names)
+	var subdirs []string
+	var subStats []unix.Stat_t
+	for _, name := range names {
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, name, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			f.Close()
+			return fmt.Errorf("stat %s: %w", filepath.Join(path, name), err)
+		}
+		cpath := filepath.Join(path, name)
+		crel := name
+		if rel != "." {
+			crel = rel + "/" + name
+		}
+		if cst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			subdirs = append(subdirs, name)
+			subStats = append(subStats, cst)
+			continue
+		}
+		if err := w.leaf(fd, name, cpath, crel, &cst); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	f.Close()
+	for i, name := range subdirs {
+		crel := name
+		if rel != "." {
+			crel = rel + "/" + name
+		}
+		if err := w.dir(ctx, filepath.Join(path, name), crel, &subStats[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walker) leaf(dirfd int, name, path, rel string, st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Size == 0 {
+			wh, err := xattrWhiteout(path)
+			if err != nil {
+				return err
+			}
+			if wh {
+				w.entries = append(w.entries, Entry{Path: rel, Type: TypeDelete})
+				return nil
+			}
+		} else if st.Blocks == 0 {
+			// Metacopy upper files hold metadata only; sparse files are
+			// fine, so look before refusing.
+			if mc, err := hasOverlayXattr(path, "metacopy"); err != nil {
+				return err
+			} else if mc {
+				return fmt.Errorf("%w: %s is a metacopy file", ErrUnsupportedOverlay, path)
+			}
+		}
+		e := w.meta(rel, TypeFile, st)
+		e.Size = st.Size
+		w.srcs[len(w.entries)] = path
+		w.entries = append(w.entries, e)
+	case unix.S_IFLNK:
+		buf := make([]byte, max(st.Size+1, 256))
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return fmt.Errorf("readlink %s: %w", path, err)
+		}
+		e := w.meta(rel, TypeSymlink, st)
+		e.Target = string(buf[:n])
+		w.entries = append(w.entries, e)
+	case unix.S_IFCHR, unix.S_IFBLK:
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
+			w.entries = append(w.entries, Entry{Path: rel, Type: TypeDelete})
+			return nil
+		}
+		typ := TypeChar
+		if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+			typ = TypeBlock
+		}
+		e := w.meta(rel, typ, st)
+		e.Major, e.Minor = unix.Major(st.Rdev), unix.Minor(st.Rdev)
+		w.entries = append(w.entries, e)
+	case unix.S_IFIFO:
+		w.entries = append(w.entries, w.meta(rel, TypeFifo, st))
+	case unix.S_IFSOCK:
+		w.s.log.Debug("commit: skipping socket", "path", path)
+	default:
+		return fmt.Errorf("%s: unknown file type %#o", path, st.Mode&unix.S_IFMT)
+	}
+	return nil
+}
+
+func (w *walker) meta(rel string, typ EntryType, st *unix.Stat_t) Entry {
+	e := Entry{Path: rel, Type: typ, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+	if w.opts.MapOwner != nil {
+		e.UID, e.GID = w.opts.MapOwner(e.UID, e.GID)
+	}
+	if w.opts.KeepMtime {
+		e.Mtime = max(st.Mtim.Nano(), 1)
+	}
+	return e
+}
+
+// storeFiles hashes every file entry (filling in its digest) and writes the
+// content not yet in the store to temp files, with Workers goroutines. Each
+// new object gets the metadata of the first entry that needs it, so that it
+// doubles as that entry's inode.
+func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string) ([]pendingObject, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex // guards claimed, pending, firstErr
+		claimed  = map[Digest]bool{}
+		pending  []pendingObject
+		firstErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range s.workers {
+		wg.Go(func() {
+			for i := range work {
+				e := &entries[i]
+				p, err := s.storeFile(ctx, e, srcs[i], func(d Digest) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					if claimed[d] {
+						return false
+					}
+					claimed[d] = true
+					return true
+				})
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if p.tmp != "" {
+					mu.Lock()
+					pending = append(pending, p)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range entries {
+		if entries[i].Type != TypeFile {
+			continue
+		}
+		select {
+		case work <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		discard(pending)
+		return nil, firstErr
+	}
+	return pending, nil
+}
+
+// storeFile hashes one file and, when its object is missing and claim says
+// this call is the first to want it, writes it to a temp file.
+func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(Digest) bool) (pendingObject, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return pendingObject{}, err
+	}
+	defer f.Close()
+	var (
+		small []byte
+		bp    *[]byte
+	)
+	if e.Size <= smallFile {
+		bp = copyBufPool.Get().(*[]byte)
+		defer copyBufPool.Put(bp)
+		n, err := io.ReadFull(f, (*bp)[:e.Size])
+		if err != nil {
+			return pendingObject{}, fmt.Errorf("reading %s: %w (%w: expected %d bytes, file changed?)", src, err, ErrSizeMismatch, e.Size)
+		}
+		small = (*bp)[:n]
+		e.Digest = sha256.Sum256(small)
+	} else {
+		h := sha256.New()
+		n, err := copyHashing(ctx, io.Discard, h, f)
+		if err != nil {
+			return pendingObject{}, fmt.Errorf("hashing %s: %w", src, err)
+		}
+		if n != e.Size {
+			return pendingObject{}, fmt.Errorf("%s: %w: read %d bytes, expected %d (file changed?)", src, ErrSizeMismatch, n, e.Size)
+		}
+		copy(e.Digest[:], h.Sum(nil))
+	}
+	if s.HasObject(e.Digest) || !claim(e.Digest) {
+		return pendingObject{}, nil
+	}
+	var r io.Reader = bytes.NewReader(small)
+	if small == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return pendingObject{}, err
+		}
+		r = f
+	}
+	key := s.keyOf(e)
+	p, err := s.writeTemp(ctx, r, e.Size, e.Digest, &key, false)
+	if err != nil {
+		return pendingObject{}, fmt.Errorf("storing %s: %w", src, err)
+	}
+	return p, nil
+}
+
+// dirOpaque reports whether an upper dir's directory is opaque. The value
+// "x" only says the directory holds xattr whiteouts: not opaque.
+func dirOpaque(path string) (bool, error) {
+	for _, ns := range []string{"trusted", "user"} {
+		v, ok, err := getXattr(path, ns+".overlay.opaque")
+		if err != nil {
+			return false, err
+		}
+		if ok && v == "y" {
+			return true, nil
+		}
+	}
+	if r, err := hasOverlayXattr(path, "redirect"); err != nil {
+		return false, err
+	} else if r {
+		return false, fmt.Errorf("%w: %s has a redirect (mount the build overlay with redirect_dir=off)", ErrUnsupportedOverlay, path)
+	}
+	return false, nil
+}
+
+func xattrWhiteout(path string) (bool, error) {
+	return hasOverlayXattr(path, "whiteout")
+}
+
+// hasOverlayXattr reports whether trusted.overlay.<name> or
+// user.overlay.<name> is set on path.
+func hasOverlayXattr(path, name string) (bool, error) {
+	for _, ns := range []string{"trusted", "user"} {
+		_, ok, err := getXattr(path, ns+".overlay."+name)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// getXattr returns an xattr's value (truncated to 256 bytes) and whether it
+// is set. Absent, unsupported and (for trusted.* as non-root) invisible
+// xattrs are reported as not set.
+func getXattr(path, name string) (string, bool, error) {
+	var buf [256]byte
+	n, err := unix.Lgetxattr(path, name, buf[:])
+	switch {
+	case err == nil:
+		return string(buf[:n]), true, nil
+	case errors.Is(err, unix.ERANGE):
+		return string(buf[:]), true, nil
+	case errors.Is(err, unix.ENODATA), errors.Is(err, unix.ENOTSUP), errors.Is(err, unix.EPERM):
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("getxattr %s %s: %w", path, name, err)
+}

@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Materialize makes sure the layer's tree exists, building it from the
+// manifest and objects when it does not, and returns its path. The tree is
+// built in a temp directory beside the final one, synced and renamed into
+// place, so it is either complete or absent.
+func (s *Store) Materialize(ctx context.Context, id LayerID) (string, error) {
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if s.Has(id) {
+		s.touchUsed(id)
+		return s.TreePath(id), nil
+	}
+	m, err := s.Manifest(id)
+	if err != nil {
+		return "", err
+	}
+	return s.materialize(ctx, id, m)
+}
+
+func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (string, error) {
+	tree := s.TreePath(id)
+	if s.Has(id) {
+		s.touchUsed(id)
+		return tree, nil
+	}
+	if err := s.ensureInodes(ctx, m); err != nil {
+		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+	}
+	tmpDir, err := os.MkdirTemp(s.path("layers"), ".tmp-"+id.Short()+"-")
+	if err != nil {
+		return "", err
+	}
+	tmpTree := filepath.Join(tmpDir, "tree")
+	if err := s.buildTree(ctx, tmpTree, m); err != nil {
+		s.removeTree(tmpDir)
+		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+	}
+	if err := s.syncFS(); err != nil {
+		s.removeTree(tmpDir)
+		return "", err
+	}
+	if err := os.Rename(tmpDir, s.layerDir(id)); err != nil {
+		s.removeTree(tmpDir)
+		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+			return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+		}
+		// Someone else materialized it first; theirs is as good.
+	} else if err := syncDir(s.path("layers")); err != nil {
+		return "", err
+	}
+	s.touchUsed(id)
+	return tree, nil
+}
+
+// ensureInodes makes every inode the manifest's files need.
+func (s *Store) ensureInodes(ctx context.Context, m *Manifest) error {
+	seen := map[inodeKey]bool{}
+	var keys []inodeKey
+	for i := range m.Entries {
+		if e := &m.Entries[i]; e.Type == TypeFile {
+			if k := s.keyOf(e); !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return parallel(ctx, s.workers, len(keys), func(ctx context.Context, i int) error {
+		return s.ensureInode(ctx, keys[i])
+	})
+}
+
+// parallel runs fn(i) for i in [0, n) on up to workers goroutines and
+// returns the first error; after an error the remaining calls are skipped.
+func parallel(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// buildTree creates the tree of m at dst: directories first (writable, so
+// that an unprivileged caller can fill them), then everything else in
+// parallel, then directory metadata bottom-up.
+func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest) error {
+	var leaves []int
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Type != TypeDir {
+			leaves = append(leaves, i)
+			continue
+		}
+		if err := os.Mkdir(filepath.Join(dst, e.Path), 0o700); err != nil {
+			return err
+		}
+	}
+	var copied atomic.Int64
+	err := parallel(ctx, s.workers, len(leaves), func(ctx context.Context, i int) error {
+		return s.makeLeaf(ctx, dst, &m.Entries[leaves[i]], &copied)
+	})
+	if err != nil {
+		return err
+	}
+	if n := copied.Load(); n > 0 {
+		s.log.Warn("store: hard links into the inode pool failed; files were copied instead (uses more disk)",
+			"files", n, "store", s.root)
+	}
+	for i := len(m.Entries) - 1; i >= 0; i-- {
+		if e := &m.Entries[i]; e.Type == TypeDir {
+			if err := s.setMeta(filepath.Join(dst, e.Path), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) makeLeaf(ctx context.Context, root string, e *Entry, copied *atomic.Int64) error {
+	p := filepath.Join(root, e.Path)
+	switch e.Type {
+	case TypeFile:
+		src := s.inodePath(s.keyOf(e))
+		link := os.Link
+		if s.hooks.link != nil {
+			link = s.hooks.link
+		}
+		err := link(src, p)
+		if err == nil {
+			return nil
+		}
+		// Cross-device, too many links, or a filesystem without hard links.
+		if !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EMLINK) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
+			return fmt.Errorf("linking %s to inode %s: %w", e.Path, src, err)
+		}
+		copied.Add(1)
+		return s.copyInode(ctx, src, p, e)
+	case TypeSymlink:
+		if err := unix.Symlink(e.Target, p); err != nil {
+			return fmt.Errorf("symlink %s: %w", e.Path, err)
+		}
+	case TypeChar, TypeBlock:
+		if s.rootless {
+			// An unprivileged user cannot make devices: an empty file stands
+			// in (sandboxes bind-mount /dev anyway).
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+			if err != nil {
+				return err
+			}
+			f.Close()
+			break
+		}
+		typ := uint32(unix.S_IFCHR)
+		if e.Type == TypeBlock {
+			typ = unix.S_IFBLK
+		}
+		if err := unix.Mknod(p, typ|e.Mode&0o777, int(unix.Mkdev(e.Major, e.Minor))); err != nil {
+			return fmt.Errorf("mknod %s: %w", e.Path, err)
+		}
+	case TypeFifo:
+		if err := unix.Mkfifo(p, e.Mode&0o777); err != nil {
+			return fmt.Errorf("mkfifo %s: %w", e.Path, err)
+		}
+	case TypeDelete:
+		// An overlay whiteout; unprivileged users may make them too.
+		if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("making whiteout %s: %w", e.Path, err)
+		}
+		return nil
+	}
+	return s.setMeta(p, e)
+}
+
+// setMeta applies owner, mode, opaque marker and mtime to a non-file entry.
+func (s *Store) setMeta(p string, e *Entry) error {
+	if e.Opaque {
+		if !s.rootless {
+			if err := unix.Lsetxattr(p, "trusted.overlay.opaque", []byte("y"), 0); err != nil {
+				return fmt.Errorf("marking %s opaque: %w", e.Path, err)
+			}
+		}
+		if err := unix.Lsetxattr(p, "user.overlay.opaque", []byte("y"), 0); err != nil {
+			return fmt.Errorf("marking %s opaque: %w", e.Path, err)
+		}
+	}
+	if !s.rootless {
+		if err := unix.Lchown(p, int(e.UID), int(e.GID)); err != nil {
+			return fmt.Errorf("chown %s: %w", e.Path, err)
+		}
+	}
+	if e.Type != TypeSymlink {
+		if err := unix.Chmod(p, e.Mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", e.Path, err)
+		}
+	}
+	if e.Mtime != 0 {
+		ts := []unix.Timespec{unix.NsecToTimespec(e.Mtime), unix.NsecToTimespec(e.Mtime)}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("setting mtime of %s: %w", e.Path, err)
+		}
+	}
+	return nil
+}
+
+// copyInode is the fallback when a tree cannot hard-link into the pool.
+func (s *Store) copyInode(ctx context.Context, src, dst string, e *Entry) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	key := s.keyOf(e)
+	p, err := s.writeTemp(ctx, in, e.Size, e.Digest, &key, false)
+	if err != nil {
+		return fmt.Errorf("copying %s: %w", e.Path, err)
+	}
+	if err := os.Rename(p.tmp, dst); err != nil {
+		os.Remove(p.tmp)
+		// tmp/ and the tree may be on different filesystems too.
+		if !errors.Is(err, unix.EXDEV) {
+			return err
+		}
+		return s.copyAcross(ctx, src, dst, key)
+	}
+	return nil
+}
+
+// copyAcross copies src to a new file dst directly, for a tree on another
+// filesystem than the store's tmp dir.
+func (s *Store) copyAcross(ctx context.Context, src, dst string, key inodeKey) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	if _, err := copyHashing(ctx, out, h, in); err != nil {
+		out.Close()
+		return err
+	}
+	if Digest(h.Sum(nil)) != key.digest {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, ErrDigestMismatch)
+	}
+	if err := s.setFileMeta(out, &key); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// removeTree removes a directory tree, making read-only directories
+// writable first when that is what stops an unprivileged caller.
+func (s *Store) removeTree(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

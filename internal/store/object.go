@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// copyBufSize is the buffer size for streaming object content.
+const copyBufSize = 1 << 20
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// HasObject reports whether the store holds the object.
+func (s *Store) HasObject(d Digest) bool {
+	_, err := os.Lstat(s.objectPath(d))
+	return err == nil
+}
+
+// OpenObject opens an object's content for reading.
+func (s *Store) OpenObject(d Digest) (*os.File, error) {
+	f, err := os.Open(s.objectPath(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("object %s: %w", d, ErrNotFound)
+	}
+	return f, err
+}
+
+// PutObject stores the content read from r, which must have the given size
+// and digest; it returns once the object is durable. It is a no-op when the
+// object is present (r is then not read).
+func (s *Store) PutObject(ctx context.Context, r io.Reader, size int64, d Digest) error {
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if s.HasObject(d) {
+		return nil
+	}
+	p, err := s.writeTemp(ctx, r, size, d, nil, true)
+	if err != nil {
+		return err
+	}
+	return s.publish([]pendingObject{p})
+}
+
+// pendingObject is verified content in a temp file, not yet visible.
+type pendingObject struct {
+	tmp    string
+	digest Digest
+	key    *inodeKey // the inode the temp file's metadata matches, if any
+	synced bool      // fsynced already
+}
+
+// writeTemp copies r into a temp file of the store, hashing what it writes,
+// and checks the size and digest (when size >= 0 and want is not zero). The
+// file gets key's metadata, or mode 0444 without a key. With sync, the file
+// is fsynced. On error nothing is left behind.
+func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64, want Digest, key *inodeKey, sync bool) (p pendingObject, err error) {
+	if err := s.budget.Acquire(ctx, size); err != nil {
+		return p, err
+	}
+	defer s.budget.Release(size)
+
+	f, err := os.CreateTemp(s.path("tmp"), "obj-*")
+	if err != nil {
+		return p, fmt.Errorf("creating temp object: %w", err)
+	}
+	p.tmp = f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(p.tmp)
+			what := "object"
+			if !want.IsZero() {
+				what = "object " + want.String()
+			}
+			err = fmt.Errorf("writing %s: %w", what, err)
+		}
+	}()
+
+	h := sha256.New()
+	var w io.Writer = f
+	if s.hooks.wrapWriter != nil {
+		w = s.hooks.wrapWriter(w)
+	}
+	n, err := copyHashing(ctx, w, h, r)
+	if err != nil {
+		return p, err
+	}
+	if size >= 0 && n != size {
+		return p, fmt.Errorf("%w: wrote %d bytes, want %d", ErrSizeMismatch, n, size)
+	}
+	copy(p.digest[:], h.Sum(nil))
+	if !want.IsZero() && p.digest != want {
+		return p, fmt.Errorf("%w: content hashes to %s", ErrDigestMismatch, p.digest)
+	}
+	if err := s.setFileMeta(f, key); err != nil {
+		return p, err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return p, fmt.Errorf("fsync: %w", err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return p, err
+	}
+	if st.Size != n {
+		return p, fmt.Errorf("%w: temp file has %d bytes after writing %d", ErrSizeMismatch, st.Size, n)
+	}
+	if err := f.Close(); err != nil {
+		return p, err
+	}
+	p.key = key
+	p.synced = sync
+	return p, nil
+}
+
+// copyHashing copies r to w and h, checking ctx between chunks.
+func copyHashing(ctx context.Context, w io.Writer, h hash.Hash, r io.Reader) (int64, error) {
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, rerr := r.Read(buf)
+		if m > 0 {
+			h.Write(buf[:m])
+			if _, err := w.Write(buf[:m]); err != nil {
+				return n, err
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, fmt.Errorf("reading source: %w", rerr)
+		}
+	}
+}
+
+// setFileMeta gives an open file the metadata of an inode key; without a
+// key, the read-only mode 0444 of a plain object.
+func (s *Store) setFileMeta(f *os.File, key *inodeKey) error {
+	fd := int(f.Fd())
+	if key == nil {
+		return unix.Fchmod(fd, 0o444)
+	}
+	if !s.rootless {
+		if err := unix.Fchown(fd, int(key.uid), int(key.gid)); err != nil {
+			return fmt.Errorf("fchown %d:%d: %w", key.uid, key.gid, err)
+		}
+	}
+	// After chown, which clears setuid and setgid.
+	if err := unix.Fchmod(fd, key.mode); err != nil {
+		return fmt.Errorf("fchmod %#o: %w", key.mode, err)
+	}
+	if key.mtime != 0 {
+		ts := []unix.Timespec{unix.NsecToTimespec(key.mtime), unix.NsecToTimespec(key.mtime)}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.Name(), ts, 0); err != nil {
+			return fmt.Errorf("setting mtime: %w", err)
+		}
+	}
+	return nil
+}
+
+// publish makes pending objects visible: objects/sha256/xx/<hex> and, when
+// the temp file has an inode's metadata, inodes/xx/<name> too. Content is
+// made durable first: by the fsync in writeTemp, or else by one syncfs for
+// the whole batch. A name that already exists is kept (it has the same
+// content, verified when it was written).
+func (s *Store) publish(batch []pendingObject) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, p := range batch {
+		if !p.synced {
+			if err := s.syncFS(); err != nil {
+				discard(batch)
+				return err
+			}
+			break
+		}
+	}
+	var firstErr error
+	for _, p := range batch {
+		if firstErr == nil {
+			firstErr = s.publishOne(p)
+		}
+		os.Remove(p.tmp)
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if len(batch) == 1 {
+		p := batch[0]
+		if err := syncDir(filepath.Dir(s.objectPath(p.digest))); err != nil {
+			return err
+		}
+		if p.key != nil {
+			return syncDir(filepath.Dir(s.inodePath(*p.key)))
+		}
+		return nil
+	}
+	return s.syncFS()
+}
+
+func (s *Store) publishOne(p pendingObject) error {
+	if p.key != nil {
+		if err := linkIfAbsent(p.tmp, s.inodePath(*p.key)); err != nil {
+			return fmt.Errorf("publishing inode %s: %w", p.key.name(), err)
+		}
+	}
+	if err := linkIfAbsent(p.tmp, s.objectPath(p.digest)); err != nil {
+		return fmt.Errorf("publishing object %s: %w", p.digest, err)
+	}
+	return nil
+}
+
+func linkIfAbsent(oldname, newname string) error {
+	err := os.Link(oldname, newname)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	return err
+}
+
+// discard removes unpublished temp files.
+func discard(batch []pendingObject) {
+	for _, p := range batch {
+		os.Remove(p.tmp)
+	}
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// LayerUsage is one layer's line in `msb cache ls`.
+type LayerUsage struct {
+	ID      LayerID   `json:"id"`
+	Refs    []string  `json:"refs,omitempty"`
+	Parents []LayerID `json:"parents,omitempty"`
+	Entries int       `json:"entries"`
+	// LogicalBytes is the sum of the layer's file sizes.
+	LogicalBytes int64 `json:"logical_bytes"`
+	// UniqueBytes is the disk space (st_blocks) of the inodes no other
+	// layer uses: what removing this layer alone would free, at least.
+	UniqueBytes int64 `json:"unique_bytes"`
+	// LastUse is when the layer was last committed, materialized or leased.
+	LastUse time.Time `json:"last_use"`
+}
+
+// Usage is the store's disk use, for `msb cache ls` and `msb cache du`.
+type Usage struct {
+	Layers []LayerUsage `json:"layers"`
+	// LogicalBytes is the sum of all layers' logical sizes: what the layers
+	// would take as separate copies.
+	LogicalBytes int64 `json:"logical_bytes"`
+	// DiskBytes is the disk space of everything under the store root, from
+	// st_blocks, each inode counted once however many names it has.
+	DiskBytes int64 `json:"disk_bytes"`
+	// DedupRatio is LogicalBytes / DiskBytes (0 for an empty store).
+	DedupRatio float64 `json:"dedup_ratio"`
+	Objects    int     `json:"objects"`
+	Inodes     int     `json:"inodes"`
+}
+
+// Usage measures the store. It reads every manifest and stats every file.
+func (s *Store) Usage(ctx context.Context) (Usage, error) {
+	var u Usage
+	refs, err := s.Refs()
+	if err != nil {
+		return u, err
+	}
+	refsOf := map[LayerID][]string{}
+	for _, r := range refs {
+		refsOf[r.Layer] = append(refsOf[r.Layer], r.Name)
+	}
+	ents, err := os.ReadDir(s.path("layers"))
+	if err != nil {
+		return u, err
+	}
+	keysOf := map[LayerID]map[inodeKey]bool{}
+	useCount := map[inodeKey]int{}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return u, err
+		}
+		d, err := parseHexDigest(e.Name())
+		if err != nil {
+			continue
+		}
+		id := LayerID(d)
+		m, err := s.Manifest(id)
+		if err != nil {
+			return u, err
+		}
+		lu := LayerUsage{ID: id, Refs: refsOf[id], Parents: m.Parents, Entries: len(m.Entries)}
+		keys := map[inodeKey]bool{}
+		for i := range m.Entries {
+			if e := &m.Entries[i]; e.Type == TypeFile {
+				lu.LogicalBytes += e.Size
+				keys[s.keyOf(e)] = true
+			}
+		}
+		for k := range keys {
+			useCount[k]++
+		}
+		keysOf[id] = keys
+		if fi, err := os.Stat(filepath.Join(s.layerDir(id), "used")); err == nil {
+			lu.LastUse = fi.ModTime()
+		}
+		u.LogicalBytes += lu.LogicalBytes
+		u.Layers = append(u.Layers, lu)
+	}
+	for i := range u.Layers {
+		lu := &u.Layers[i]
+		for k := range keysOf[lu.ID] {
+			if useCount[k] != 1 {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Lstat(s.inodePath(k), &st) == nil {
+				lu.UniqueBytes += st.Blocks * 512
+			}
+		}
+	}
+	sort.Slice(u.Layers, func(i, j int) bool { return u.Layers[i].LastUse.After(u.Layers[j].LastUse) })
+
+	seen := map[[2]uint64]bool{}
+	err = filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // removed while we walk
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return nil
+		}
+		if dir := filepath.Dir(p); !d.IsDir() && filepath.Dir(dir) == s.path("objects", "sha256") {
+			u.Objects++
+		} else if !d.IsDir() && filepath.Dir(dir) == s.path("inodes") {
+			u.Inodes++
+		}
+		key := [2]uint64{st.Dev, st.Ino}
+		if !seen[key] {
+			seen[key] = true
+			u.DiskBytes += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		return u, err
+	}
+	if u.DiskBytes > 0 {
+		u.DedupRatio = float64(u.LogicalBytes) / float64(u.DiskBytes)
+	}
+	return u, nil
+}
