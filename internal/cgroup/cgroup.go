@@ -33,6 +33,8 @@ type Usage struct {
 	Pids            int64  `json:"pids"`
 	CPUNanos        uint64 `json:"cpu_nanos"`
 	OOMKills        int64  `json:"oom_kills"`
+	// PidsLimitHits counts forks refused because the pids limit was reached.
+	PidsLimitHits int64 `json:"pids_limit_hits"`
 }
 
 // Version names a cgroup hierarchy layout.
@@ -352,6 +354,7 @@ func (g *Group) Usage() (Usage, error) {
 		u.Pids = readInt(filepath.Join(d, "pids.current"))
 		u.OOMKills = readKey(filepath.Join(d, "memory.events"), "oom_kill")
 		u.CPUNanos = uint64(readKey(filepath.Join(d, "cpu.stat"), "usage_usec")) * 1000
+		u.PidsLimitHits = readKey(filepath.Join(d, "pids.events"), "max")
 		return u, nil
 	}
 	m := g.dirs["memory"]
@@ -359,6 +362,7 @@ func (g *Group) Usage() (Usage, error) {
 	u.MemoryPeakBytes = readInt(filepath.Join(m, "memory.max_usage_in_bytes"))
 	u.OOMKills = readKey(filepath.Join(m, "memory.oom_control"), "oom_kill")
 	u.Pids = readInt(filepath.Join(g.dirs["pids"], "pids.current"))
+	u.PidsLimitHits = readKey(filepath.Join(g.dirs["pids"], "pids.events"), "max")
 	if c := g.dirs["cpuacct"]; c != "" {
 		u.CPUNanos = uint64(readInt(filepath.Join(c, "cpuacct.usage")))
 	}

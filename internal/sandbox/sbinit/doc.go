@@ -17,6 +17,11 @@
 //     (`kill -9 -1` cannot take it down). When it exits, the kernel kills
 //     everything left in the namespace.
 //
-// The supervisor is non-dumpable, so a process in the sandbox cannot open
-// its /proc entries (the control socket, session pipes).
+// The supervisor holds exactly the capabilities, seccomp filter and user of
+// the agent's processes, so it gives an agent nothing the agent does not
+// already have. It stays dumpable: session frames reach the session pipes
+// it holds through /proc/1/fd (see package session), which also means a
+// deliberately hostile agent can tamper with the supervisor of its own
+// sandbox and make it misreport that sandbox's results. Grading never
+// trusts an agent's sandbox: it runs in a fresh one.
 package sbinit

@@ -21,20 +21,12 @@ var keptCaps = map[int]bool{
 	unix.CAP_NET_BIND_SERVICE: true, unix.CAP_AUDIT_WRITE: true,
 }
 
-// harden restricts the supervisor, and so everything it starts: rlimits,
-// the sandbox user, no_new_privs and seccomp. The capability bounding set
+// harden restricts the supervisor, and so everything it starts: the
+// sandbox user, no_new_privs and seccomp (rlimits bind only what it starts,
+// see wrap). The capability bounding set
 // was already cut by init (dropBoundingCaps) before it started the
 // supervisor.
 func harden(cfg *wire.Config) error {
-	for _, rl := range cfg.Rlimits {
-		lim := unix.Rlimit{Cur: rl.Value, Max: rl.Value}
-		if err := unix.Setrlimit(rl.Resource, &lim); err != nil {
-			return fmt.Errorf("setting rlimit %s=%d: %w", rl.Name, rl.Value, err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("making supervisor non-dumpable: %w", err)
-	}
 	if cfg.UID != 0 || cfg.GID != 0 {
 		if err := switchUser(cfg.UID, cfg.GID); err != nil {
 			return err

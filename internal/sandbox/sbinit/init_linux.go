@@ -35,11 +35,13 @@ func Main() {
 		err = supervisorMain()
 	case StageProbe:
 		err = probeMain()
+	case StageLimits:
+		err = limitsMain()
 	default:
 		err = fmt.Errorf("unknown sandbox stage %q", os.Getenv(EnvStage))
 	}
 	if err != nil {
-		if os.Getenv(EnvStage) != StageProbe {
+		if stage := os.Getenv(EnvStage); stage == StageInit || stage == StageSup {
 			wire.WriteFrame(os.NewFile(CtlFd, "ctl"), wire.Response{Error: err.Error()})
 		}
 		fmt.Fprintf(os.Stderr, "msb sandbox %s: %v\n", os.Getenv(EnvStage), err)

@@ -35,7 +35,7 @@ func (s *supervisor) command(req *wire.Request) *exec.Cmd {
 		cmd.Dir = req.Dir
 	}
 	if lp, err := lookPath(req.Argv[0], cmd.Env); err == nil {
-		cmd.Path = lp
+		cmd.Path, cmd.Env = s.wrap(lp, cmd.Env)
 		cmd.Err = nil
 	}
 	return cmd
@@ -44,6 +44,9 @@ func (s *supervisor) command(req *wire.Request) *exec.Cmd {
 // lookPath resolves name with the sandbox's PATH rather than the supervisor's.
 func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
+		if fi, err := os.Stat(name); err != nil || fi.IsDir() {
+			return "", exec.ErrNotFound
+		}
 		return name, nil
 	}
 	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -150,7 +150,8 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 	if req.Dir != "" {
 		dir = req.Dir
 	}
-	return session.Options{Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput}
+	shell, env := s.wrap(session.DefaultShell, env)
+	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput}
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {

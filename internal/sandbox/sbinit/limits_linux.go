@@ -1,0 +1,65 @@
+package sbinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Where no cgroup holds a sandbox's limits, rlimits stand in for them. They
+// must not bind the supervisor (a Go runtime reserves far more address space
+// than it uses, so RLIMIT_AS would kill it), only the agent's processes. So
+// every process the supervisor starts goes through a tiny exec wrapper: msb
+// itself in the "limits" stage, which sets the rlimits and execs the real
+// program.
+
+// StageLimits is the wrapper stage.
+const StageLimits = "limits"
+
+// Environment of the wrapper; it removes both before exec.
+const (
+	envLimitsExec = "MSB_LIMITS_EXEC"   // program to exec
+	envLimits     = "MSB_LIMITS_RLIMIT" // JSON []wire.Rlimit
+)
+
+// wrap returns the path and environment that start prog under the
+// sandbox's rlimits; without rlimits it returns them unchanged.
+func (s *supervisor) wrap(prog string, env []string) (string, []string) {
+	if len(s.cfg.Rlimits) == 0 {
+		return prog, env
+	}
+	b, _ := json.Marshal(s.cfg.Rlimits)
+	out := append(append([]string(nil), env...), EnvStage+"="+StageLimits, envLimitsExec+"="+prog, envLimits+"="+string(b))
+	return "/proc/self/exe", out
+}
+
+func limitsMain() error {
+	prog := os.Getenv(envLimitsExec)
+	var rls []wire.Rlimit
+	if err := json.Unmarshal([]byte(os.Getenv(envLimits)), &rls); err != nil {
+		return fmt.Errorf("decoding rlimits: %w", err)
+	}
+	for _, rl := range rls {
+		lim := unix.Rlimit{Cur: rl.Value, Max: rl.Value}
+		if err := unix.Setrlimit(rl.Resource, &lim); err != nil {
+			return fmt.Errorf("setting rlimit %s=%d: %w", rl.Name, rl.Value, err)
+		}
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvStage+"=") && !strings.HasPrefix(kv, envLimitsExec+"=") && !strings.HasPrefix(kv, envLimits+"=") {
+			env = append(env, kv)
+		}
+	}
+	argv := append([]string(nil), os.Args...)
+	if argv[0] == "exe" { // named after /proc/self/exe by the caller
+		argv[0] = filepath.Base(prog)
+	}
+	err := unix.Exec(prog, argv, env)
+	return fmt.Errorf("exec %s: %w", prog, err)
+}
