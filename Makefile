@@ -3,10 +3,14 @@
 export CGO_ENABLED = 0
 GO ?= go
 
-.PHONY: build test test-short bench vet fmt clean
+.PHONY: build demo test test-short bench vet fmt clean
 
 build:
 	$(GO) build -trimpath -o bin/msb ./cmd/msb
+
+# The main job on its embedded default: no network, no dataset download.
+demo: build
+	./bin/msb demo
 
 # The whole suite: unit tests, root-mode sandbox tests and (as root) the
 # rootless suite re-run as an unprivileged user it creates. MSB_TEST_STRICT

@@ -101,18 +101,22 @@ for x in usr bin lib lib64 etc; do
   if [ -L /$x ]; then ln -s "$(readlink /$x)" "$d/$x"; else mkdir -p "$d/$x"; mount --bind -o ro /$x "$d/$x"; fi
 done
 chroot "$d" /bin/bash -c true
+for x in usr bin lib lib64 etc; do umount "$d/$x" 2>/dev/null || true; done
+rm -rf --one-file-system "$d"
 `
 
 func paperRound(stateDir string) error {
-	args := []string{"--mount", "--propagation", "private", "bash", "-c", paperScript + `rm -rf "$d"`, "paper", stateDir}
+	args := []string{"--mount", "--propagation", "private", "bash", "-c", paperScript, "paper", stateDir}
 	if os.Geteuid() != 0 {
 		args = append([]string{"--map-root-user"}, args...)
 	}
 	out, err := exec.Command("unshare", args...).CombinedOutput()
 	if err != nil {
+		if len(out) > 500 {
+			out = out[:500]
+		}
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
-	// mktemp dirs are removed inside; binds vanish with the namespace.
 	return nil
 }
 

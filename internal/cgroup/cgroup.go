@@ -158,6 +158,11 @@ func Create(info Info, name string, l Limits) (*Group, error) {
 	}
 	g := &Group{info: info, dirs: map[string]string{}}
 	for c, parent := range info.Parents {
+		if (c == "cpu" || c == "cpuacct") && l.CPUs == 0 {
+			// Each v1 hierarchy joined costs an attach (an RCU grace
+			// period) per sandbox; join cpu only when it limits something.
+			continue
+		}
 		if err := ensureParent(info.Version, parent); err != nil {
 			g.Destroy()
 			return nil, err

@@ -84,7 +84,7 @@ func runDemo(ctx context.Context, g *globals) error {
 	exec("PID namespace: processes visible", "ls /proc | grep -c '^[0-9]'", ok0)
 	exec("host /usr is read-only", "touch /usr/x 2>&1", func(r session.Result) bool { return r.ExitCode != 0 })
 	exec("no network beyond loopback", "timeout 2 bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>&1 || echo unreachable", func(r session.Result) bool { return strings.Contains(r.Output, "unreachable") })
-	exec("mount is refused (seccomp)", "mount -t tmpfs x /mnt 2>&1", func(r session.Result) bool { return r.ExitCode != 0 })
+	exec("mount is refused (seccomp)", "mkdir -p /tmp/m && mount -t tmpfs x /tmp/m 2>&1", func(r session.Result) bool { return r.ExitCode != 0 })
 	timeout = 300 * time.Millisecond
 	exec("a 300ms timeout interrupts `sleep 60`", "sleep 60", func(r session.Result) bool { return r.TimedOut })
 	timeout = 10 * time.Second

@@ -29,6 +29,9 @@ type Instance struct {
 	CreatedAt              string   `json:"created_at"`
 	ImageName              string   `json:"image_name,omitempty"` // SWE-smith: the environment shared by instances
 	Source                 Source   `json:"source"`
+	// RepoURL, when set, is where the repository is cloned from (a URL or a
+	// local path) instead of GitHub.
+	RepoURL string `json:"repo_url,omitempty"`
 }
 
 // BugIsGoldPatch reports whether the dataset's "patch" introduces the bug

@@ -288,6 +288,7 @@ func decode(row map[string]any, force Source) (Instance, []RowError) {
 	str("environment_setup_commit", &in.EnvironmentSetupCommit)
 	str("created_at", &in.CreatedAt)
 	str("image_name", &in.ImageName)
+	str("repo_url", &in.RepoURL)
 	var src string
 	str("source", &src)
 	in.FailToPass = testList(row, "FAIL_TO_PASS", bad)

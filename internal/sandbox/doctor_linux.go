@@ -53,7 +53,15 @@ func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix s
 	c := Check{Name: name, Required: required}
 	cmd := exec.Command(rt.exe)
 	cmd.Args = []string{"msb-probe-" + probe}
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageProbe, sbinit.EnvProbe + "=" + probe, "MSB_PROBE_DIR=" + rt.stateDir}
+	// The probe makes its mount points in a dir of its own, removed here:
+	// after a pivot the probe cannot reach it any more.
+	dir, err := os.MkdirTemp(rt.stateDir, ".probe-")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer os.RemoveAll(dir)
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageProbe, sbinit.EnvProbe + "=" + probe, "MSB_PROBE_DIR=" + dir}
 	if rt.rootless {
 		cmd.Env = append(cmd.Env, "MSB_PROBE_USERXATTR=1")
 	}

@@ -97,16 +97,22 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	s.waitDone = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
+	s.writeInfo()
+	// Init builds the root while the host attaches it to the cgroup (a v1
+	// attach waits for an RCU grace period); OpStart lets it go on.
+	if err := wire.WriteFrame(parent, s.config(limits)); err != nil {
+		parent.Close()
+		return fmt.Errorf("sending config to sandbox init: %w", err)
+	}
 	if s.cg != nil {
 		if err := s.cg.Add(s.cmd.Process.Pid); err != nil {
 			parent.Close()
 			return err
 		}
 	}
-	s.writeInfo()
-	if err := wire.WriteFrame(parent, s.config(limits)); err != nil {
+	if err := wire.WriteFrame(parent, wire.Request{Op: wire.OpStart}); err != nil {
 		parent.Close()
-		return fmt.Errorf("sending config to sandbox init: %w", err)
+		return fmt.Errorf("starting sandbox init: %w", err)
 	}
 	var ready wire.Response
 	if err := readWithContext(ctx, parent, &ready); err != nil {

@@ -59,13 +59,6 @@ func initMain() error {
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	if cfg.CgroupNS {
-		// The host has moved us into the sandbox's cgroup; this makes it
-		// the root of what the sandbox sees.
-		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			return fmt.Errorf("unsharing cgroup namespace: %w", err)
-		}
-	}
 	if err := buildRoot(&cfg); err != nil {
 		return err
 	}
@@ -81,6 +74,18 @@ func initMain() error {
 	}
 	if err := pivot(cfg.Root); err != nil {
 		return err
+	}
+	// The host puts init in the sandbox's cgroup while init builds the
+	// root; it says so with OpStart, before which nothing else may run.
+	var start wire.Request
+	if err := wire.ReadFrame(ctl, &start); err != nil || start.Op != wire.OpStart {
+		return fmt.Errorf("waiting for start: %v (op %q)", err, start.Op)
+	}
+	if cfg.CgroupNS {
+		// This makes the sandbox's cgroup the root of what it sees.
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fmt.Errorf("unsharing cgroup namespace: %w", err)
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("making init non-dumpable: %w", err)

@@ -8,16 +8,28 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // handleSignals makes the supervisor, as PID 1, immune to signals from
-// inside the sandbox (Go would otherwise exit on SIGTERM or dump on
-// SIGQUIT) and reaps orphans whenever a child exits.
+// inside the sandbox and reaps orphans whenever a child exits. The kernel
+// delivers a signal sent inside the namespace to PID 1 only where PID 1 has
+// a handler; Go installs handlers that exit on SIGTERM and the like, so
+// those are set to SIG_IGN directly (cheaper than os/signal, which costs
+// about 17µs a signal), and the ones Go must keep a handler for are routed
+// to a channel and dropped.
 func handleSignals() {
+	for sig := 1; sig <= 64; sig++ {
+		if keepGoHandler[unix.Signal(sig)] || sig == 32 || sig == 33 {
+			continue
+		}
+		ignoreSignal(sig)
+	}
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch) // every signal: none may take the default action
+	signal.Notify(ch, unix.SIGCHLD, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
+		unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSYS)
 	go func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
@@ -29,6 +41,31 @@ func handleSignals() {
 			reapOrphans()
 		}
 	}()
+}
+
+// keepGoHandler are signals the Go runtime needs its own handler for:
+// SIGCHLD (reaping), SIGURG (preemption), the synchronous fault signals
+// (panics), SIGKILL and SIGSTOP (cannot be caught), SIGCONT/SIGWINCH/SIGTSTP
+// family (harmless defaults) and SIGPROF.
+var keepGoHandler = map[unix.Signal]bool{
+	unix.SIGCHLD: true, unix.SIGURG: true, unix.SIGKILL: true, unix.SIGSTOP: true,
+	unix.SIGQUIT: true, unix.SIGILL: true, unix.SIGTRAP: true, unix.SIGABRT: true,
+	unix.SIGBUS: true, unix.SIGFPE: true, unix.SIGSEGV: true, unix.SIGSYS: true,
+	unix.SIGCONT: true, unix.SIGWINCH: true, unix.SIGTSTP: true, unix.SIGTTIN: true,
+	unix.SIGTTOU: true, unix.SIGPROF: true,
+}
+
+// sigaction is the kernel's struct sigaction on x86_64.
+type sigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+func ignoreSignal(sig int) {
+	act := sigaction{handler: 1} // SIG_IGN
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 }
 
 // reapOrphans reaps every zombie child of PID 1 that nobody in this process

@@ -7,7 +7,8 @@
 // one Response carrying the same ID, in any order, so slow requests (a long
 // command in one session) do not hold up others. The first message on the
 // socket is the Config, sent by the host to the sandbox's init before any
-// request; the first Response (ID 0) says whether the sandbox came up.
+// request, then a Request with OpStart; the first Response (ID 0) says
+// whether the sandbox came up.
 package wire
 
 import (
@@ -37,6 +38,10 @@ const (
 	OpPutTar       = "file.put_tar" // unpack a tar into a directory
 	OpGetTar       = "file.get_tar" // pack a file or directory as tar
 	OpShutdown     = "shutdown"
+	// OpStart is the frame after the Config that tells init the host has
+	// put it in its cgroup; init builds the root meanwhile, and nothing of
+	// the agent's runs before it.
+	OpStart = "start"
 )
 
 // Request is one call from the host.

@@ -1,0 +1,404 @@
+package envcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// Fixed in-sandbox paths. They are part of every layer, so a cache can move
+// without anything in it needing relocation.
+const (
+	Testbed    = "/testbed"
+	VenvPath   = "/opt/msb/venv"
+	wheelMount = "/opt/msb/wheelhouse"
+	// FormatVersion is mixed into every environment key; bump it when the
+	// way environments are built changes.
+	FormatVersion = 1
+	// RootfsRef names the imported root filesystem layer.
+	RootfsRef = "base/rootfs"
+)
+
+// Phases reported to a Progress func and keys of Prepared.Timings.
+const (
+	PhaseMirror   = "mirror"
+	PhaseCheckout = "checkout"
+	PhaseEnvBuild = "env_build"
+	PhaseCommit   = "commit"
+)
+
+// Errors.
+var (
+	// ErrEnvBuildFailed: an environment build failed, now or earlier (a
+	// marker records it); errors.As gives the *BuildError with the log.
+	ErrEnvBuildFailed = errors.New("environment build failed")
+	// ErrNoPython: no interpreter of the wanted version was found.
+	ErrNoPython = errors.New("python interpreter not found")
+	// ErrRepo: the repository or commit could not be fetched.
+	ErrRepo = errors.New("repository unavailable")
+)
+
+// BuildError describes a failed environment build. It matches
+// ErrEnvBuildFailed with errors.Is.
+type BuildError struct {
+	Key      string    `json:"key"`
+	EnvKey   string    `json:"env_key"` // the instance's EnvironmentKey (repo@version)
+	Log      string    `json:"log"`     // path of the full build log
+	Tail     string    `json:"tail"`    // its last lines
+	Reason   string    `json:"reason"`  // one line
+	At       time.Time `json:"at"`
+	Recorded bool      `json:"-"` // read from a marker of an earlier build
+}
+
+func (e *BuildError) Error() string {
+	when := ""
+	if e.Recorded {
+		when = fmt.Sprintf(" (recorded %s; rerun with --retry-failed to try again)", e.At.Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%v: %s [env %s]: %s%s; log %s\n%s", ErrEnvBuildFailed, e.EnvKey, short(e.Key), e.Reason, when, e.Log, e.Tail)
+}
+
+// Is makes errors.Is(err, ErrEnvBuildFailed) true.
+func (e *BuildError) Is(target error) bool { return target == ErrEnvBuildFailed }
+
+// Options configure a Cache. Zero values pick the defaults.
+type Options struct {
+	// Dir is the cache directory (see DefaultDir).
+	Dir string
+	// Runtime runs build sandboxes; required for environment builds.
+	Runtime *sandbox.Runtime
+	// Budget bounds bytes in flight across commits and builds (nil: none).
+	Budget *store.Budget
+	Logger *slog.Logger
+	// Pythons maps a version ("3.9") to an interpreter path; versions not
+	// listed are searched for (see FindPython).
+	Pythons map[string]string
+	// Wheelhouse is a directory of wheels; when set, pip installs offline
+	// from it only (--no-index --find-links).
+	Wheelhouse string
+	// SystemSitePackages creates venvs with --system-site-packages.
+	SystemSitePackages bool
+	// RepoSources maps "owner/name" to a URL or local path to mirror from.
+	RepoSources map[string]string
+	// RetryFailed clears a recorded failure once per key and builds again.
+	RetryFailed bool
+	// CopyMode assembles a private copy of the layers per task instead of
+	// returning the layers for an overlay mount (hosts without overlayfs).
+	CopyMode bool
+	// Base is "" or "host" for the host's system dirs, else a ref or layer
+	// digest of an imported root filesystem (e.g. RootfsRef).
+	Base string
+	// BuildTimeout bounds one environment build (default 1h).
+	BuildTimeout time.Duration
+	// BuildLimits are the build sandbox's limits (default: sandbox
+	// defaults with 16 GiB of memory).
+	BuildLimits sandbox.Limits
+}
+
+// DefaultDir is the cache directory when none is given: <user cache dir>/msb.
+func DefaultDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("msb-cache-%d", os.Getuid()))
+	}
+	return filepath.Join(d, "msb")
+}
+
+// Cache builds and hands out layers. Safe for concurrent use.
+type Cache struct {
+	dir   string
+	opts  Options
+	store *store.Store
+	log   *slog.Logger
+
+	mu      sync.Mutex // guards retried and pythons
+	retried map[string]bool
+	pythons map[string]*Python
+}
+
+// Open opens (creating) the cache at opts.Dir.
+func Open(opts Options) (*Cache, error) {
+	if opts.Dir == "" {
+		opts.Dir = DefaultDir()
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BuildTimeout == 0 {
+		opts.BuildTimeout = time.Hour
+	}
+	if opts.BuildLimits.MemoryBytes == 0 {
+		opts.BuildLimits.MemoryBytes = 16 << 30
+	}
+	for _, d := range []string{"mirrors", "locks", "logs", "failed", "build", "tasks"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("creating cache dir: %w", err)
+		}
+	}
+	st, err := store.OpenOptions(filepath.Join(dir, "store"), store.Options{Budget: opts.Budget, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
+	}
+	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}}, nil
+}
+
+// Store is the cache's content-addressed store.
+func (c *Cache) Store() *store.Store { return c.store }
+
+// Dir is the cache directory (absolute).
+func (c *Cache) Dir() string { return c.dir }
+
+func (c *Cache) path(elem ...string) string { return filepath.Join(append([]string{c.dir}, elem...)...) }
+
+// Event is one step of Prepare, for progress displays.
+type Event struct {
+	Instance string
+	Phase    string // PhaseMirror, PhaseCheckout, PhaseEnvBuild, PhaseCommit
+	Done     bool   // false when the phase starts
+	Elapsed  time.Duration
+	Err      error
+}
+
+// Progress receives events; it must be safe for concurrent calls.
+type Progress func(Event)
+
+// Prepared is what a task needs to create its sandbox:
+//
+//	rt.Create(ctx, sandbox.Spec{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir})
+//
+// Release it after the sandbox is closed.
+type Prepared struct {
+	// Layers are materialized trees, bottom first (sandbox.Spec.Layers);
+	// in copy mode one private directory.
+	Layers   []string
+	HostBase bool
+	// Binds make an interpreter outside the host dirs visible, read-only.
+	Binds   []sandbox.Bind
+	Env     []string // PATH with the venv first, VIRTUAL_ENV
+	Workdir string   // Testbed
+	Lease   *store.Lease
+	// EnvKey is the environment key; EnvLayer and RepoLayer the layers.
+	EnvKey    string
+	EnvLayer  string
+	RepoLayer string
+	// Timings of the phases that ran (mirror, checkout, env_build, commit,
+	// and copy in copy mode).
+	Timings map[string]time.Duration
+	// Reused: nothing was built for this call.
+	Reused bool
+
+	taskDir string
+}
+
+// Release ends the lease and removes a copy-mode tree. Call it after the
+// sandbox is closed; it is safe to call more than once.
+func (p *Prepared) Release() error {
+	var err error
+	if p.Lease != nil {
+		err = p.Lease.Release()
+	}
+	if p.taskDir != "" {
+		err = errors.Join(err, removeAll(p.taskDir))
+		p.taskDir = ""
+	}
+	return err
+}
+
+// SandboxSpec is the sandbox.Spec for a task of p (no network, default limits).
+func (p *Prepared) SandboxSpec() sandbox.Spec {
+	return sandbox.Spec{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+}
+
+// run records a phase's timing and reports it.
+type run struct {
+	inst     string
+	progress Progress
+	mu       sync.Mutex
+	timings  map[string]time.Duration
+	built    bool
+}
+
+func (r *run) phase(name string, f func() error) error {
+	if r.progress != nil {
+		r.progress(Event{Instance: r.inst, Phase: name})
+	}
+	t := time.Now()
+	err := f()
+	d := time.Since(t)
+	r.mu.Lock()
+	r.timings[name] += d
+	r.mu.Unlock()
+	if r.progress != nil {
+		r.progress(Event{Instance: r.inst, Phase: name, Done: true, Elapsed: d, Err: err})
+	}
+	return err
+}
+
+// Prepare makes sure the instance's environment and repository layers exist
+// (building them at most once across processes) and leases them.
+func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec, progress Progress) (*Prepared, error) {
+	if inst.Repo == "" || inst.BaseCommit == "" {
+		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)
+	}
+	r := &run{inst: inst.InstanceID, progress: progress, timings: map[string]time.Duration{}}
+	base, err := c.base()
+	if err != nil {
+		return nil, err
+	}
+	repoID, err := c.repoLayer(ctx, r, inst, inst.BaseCommit)
+	if err != nil {
+		return nil, err
+	}
+	env, err := c.envLayer(ctx, r, inst, sp, base)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := c.store.Lease(ctx, repoID, env.layer)
+	if err != nil {
+		return nil, fmt.Errorf("leasing layers of %s: %w", inst.InstanceID, err)
+	}
+	p := &Prepared{
+		HostBase: base.host, Binds: env.python.binds(), Workdir: Testbed, Lease: lease,
+		Env:    []string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath},
+		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
+	}
+	stack, err := c.store.Stack(env.layer)
+	if err != nil {
+		lease.Release()
+		return nil, err
+	}
+	for i := len(stack) - 1; i >= 0; i-- {
+		p.Layers = append(p.Layers, c.store.TreePath(stack[i]))
+	}
+	p.Layers = append(p.Layers, c.store.TreePath(repoID))
+	if c.opts.CopyMode {
+		ids := append(reverse(stack), repoID)
+		t := time.Now()
+		dir, err := c.assemble(ctx, ids)
+		p.Timings["copy"] = time.Since(t)
+		if err != nil {
+			lease.Release()
+			return nil, err
+		}
+		p.Layers, p.taskDir = []string{dir}, dir
+	}
+	return p, nil
+}
+
+func reverse(ids []store.LayerID) []store.LayerID {
+	out := make([]store.LayerID, 0, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		out = append(out, ids[i])
+	}
+	return out
+}
+
+// baseInfo is what environments are built on.
+type baseInfo struct {
+	host   bool
+	layer  store.LayerID // rootfs layer when !host
+	keyStr string        // what the environment key says about the base
+}
+
+func (c *Cache) base() (baseInfo, error) {
+	b := c.opts.Base
+	if b == "" || b == "host" {
+		osr, _ := os.ReadFile("/etc/os-release")
+		return baseInfo{host: true, keyStr: "host:" + store.DigestOf(osr).Hex()[:16]}, nil
+	}
+	id, err := store.ParseLayerID(b)
+	if err != nil {
+		if id, err = c.store.Ref(b); err != nil {
+			return baseInfo{}, fmt.Errorf("base %q: not a layer digest, and the ref: %w (import one with msb cache import-rootfs)", b, err)
+		}
+	}
+	if !c.store.Has(id) {
+		return baseInfo{}, fmt.Errorf("base layer %s: %w", id.Short(), store.ErrNotFound)
+	}
+	return baseInfo{layer: id, keyStr: id.String()}, nil
+}
+
+// ImportRootfs commits a root filesystem tree (a debootstrap dir, an
+// exported image) as the base layer under RootfsRef.
+func (c *Cache) ImportRootfs(ctx context.Context, dir string) (store.LayerID, error) {
+	return c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: RootfsRef, MapOwner: c.mapOwner()})
+}
+
+// mapOwner records the rootless caller's files as root's, which is what
+// they are inside its sandboxes.
+func (c *Cache) mapOwner() func(uid, gid uint32) (uint32, uint32) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	if uid == 0 {
+		return nil
+	}
+	return func(u, g uint32) (uint32, uint32) {
+		if u == uid {
+			u = 0
+		}
+		if g == gid {
+			g = 0
+		}
+		return u, g
+	}
+}
+
+// ClearFailed clears the failure marker of key (or of every key when key
+// is ""), so the next Prepare builds again.
+func (c *Cache) ClearFailed(key string) error {
+	if key != "" {
+		err := os.Remove(c.path("failed", key+".json"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	ents, err := os.ReadDir(c.path("failed"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.Remove(c.path("failed", e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Failures lists the recorded build failures, oldest first.
+func (c *Cache) Failures() ([]*BuildError, error) {
+	ents, err := os.ReadDir(c.path("failed"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*BuildError
+	for _, e := range ents {
+		if be := c.readFailure(strings.TrimSuffix(e.Name(), ".json")); be != nil {
+			out = append(out, be)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+func short(key string) string {
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}

@@ -1,0 +1,214 @@
+package envcache
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+// Python is an interpreter environments are built from.
+type Python struct {
+	Path    string // as the sandbox sees it (the host path with a host base)
+	Version string // full version, e.g. "3.11.2"
+	Prefix  string // sys.base_prefix
+	// Bind is true when Prefix lies outside the host dirs a sandbox sees
+	// and must be bound read-only at the same path (pyenv, conda, uv).
+	Bind bool
+}
+
+func (p *Python) binds() []sandbox.Bind {
+	if p == nil || !p.Bind {
+		return nil
+	}
+	return []sandbox.Bind{{Source: p.Prefix, Target: p.Prefix, ReadOnly: true}}
+}
+
+// python returns the interpreter for version ("3.9"), cached per Cache.
+func (c *Cache) python(ctx context.Context, version string, base baseInfo) (*Python, error) {
+	c.mu.Lock()
+	p := c.pythons[version]
+	c.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	var err error
+	if base.host {
+		p, err = FindPython(ctx, version, c.opts.Pythons)
+	} else {
+		p, err = c.rootfsPython(version, base)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.pythons[version] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+// rootfsPython finds python<version> inside the imported root filesystem;
+// its version is not probed (it may not run on the host).
+func (c *Cache) rootfsPython(version string, base baseInfo) (*Python, error) {
+	tree := c.store.TreePath(base.layer)
+	cands := []string{}
+	if p := c.opts.Pythons[version]; p != "" {
+		cands = append(cands, p)
+	}
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/opt/conda/bin"} {
+		cands = append(cands, filepath.Join(d, "python"+version))
+	}
+	for _, p := range cands {
+		if fi, err := os.Lstat(filepath.Join(tree, p)); err == nil && !fi.IsDir() {
+			return &Python{Path: p, Version: version}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: python %s in base layer %s; searched %s (give --python %s=/path/in/rootfs)", ErrNoPython, version, base.layer.Short(), strings.Join(cands, ", "), version)
+}
+
+// FindPython finds a host interpreter for version ("3.9"): explicit[version]
+// if given, else python<version> on PATH (pyenv shims skipped: they do not
+// work in a sandbox), in pyenv, conda and uv-managed installs. It runs the
+// interpreter to check its version. The error lists every place searched.
+func FindPython(ctx context.Context, version string, explicit map[string]string) (*Python, error) {
+	if version == "" {
+		version = "3"
+	}
+	var cands []string
+	if p := explicit[version]; p != "" {
+		cands = []string{p}
+	} else {
+		cands = pythonCandidates(version)
+	}
+	var tried []string
+	for _, cand := range cands {
+		p, err := probePython(ctx, cand)
+		if err != nil {
+			tried = append(tried, cand+" ("+err.Error()+")")
+			continue
+		}
+		if version != "3" && p.Version != version && !strings.HasPrefix(p.Version, version+".") {
+			tried = append(tried, fmt.Sprintf("%s (is %s)", cand, p.Version))
+			continue
+		}
+		return p, nil
+	}
+	if len(tried) == 0 {
+		tried = []string{"nothing found"}
+	}
+	return nil, fmt.Errorf("%w: python %s; searched PATH, pyenv, conda and uv dirs: %s (give --python %s=/path/to/python%s)",
+		ErrNoPython, version, strings.Join(tried, "; "), version, version)
+}
+
+func pythonCandidates(version string) []string {
+	exe := "python" + version
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if strings.Contains(d, "shims") {
+			continue
+		}
+		if p := filepath.Join(d, exe); isExec(p) {
+			add(p)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	pyenv := os.Getenv("PYENV_ROOT")
+	if pyenv == "" {
+		pyenv = filepath.Join(home, ".pyenv")
+	}
+	var globs []string
+	globs = append(globs, filepath.Join(pyenv, "versions", version+"*", "bin", exe))
+	for _, conda := range []string{filepath.Join(home, "miniconda3"), filepath.Join(home, "anaconda3"), filepath.Join(home, "miniforge3"), "/opt/conda", "/opt/miniconda3"} {
+		globs = append(globs, filepath.Join(conda, "bin", exe), filepath.Join(conda, "envs", "*", "bin", exe))
+	}
+	uv := os.Getenv("UV_PYTHON_INSTALL_DIR")
+	if uv == "" {
+		uv = filepath.Join(home, ".local", "share", "uv", "python")
+	}
+	globs = append(globs, filepath.Join(uv, "cpython-"+version+"*", "bin", exe))
+	for _, g := range globs {
+		m, _ := filepath.Glob(g)
+		sort.Sort(sort.Reverse(byVersion(m))) // newest patch release first
+		for _, p := range m {
+			if isExec(p) {
+				add(p)
+			}
+		}
+	}
+	return out
+}
+
+// byVersion sorts paths by the version numbers in them.
+type byVersion []string
+
+func (b byVersion) Len() int      { return len(b) }
+func (b byVersion) Swap(i, j int) { b[i], b[j] = b[j], b[i] }
+func (b byVersion) Less(i, j int) bool {
+	return versionLess(b[i], b[j])
+}
+
+func versionLess(a, b string) bool {
+	na, nb := numbers(a), numbers(b)
+	for i := 0; i < len(na) && i < len(nb); i++ {
+		if na[i] != nb[i] {
+			return na[i] < nb[i]
+		}
+	}
+	return len(na) < len(nb)
+}
+
+func numbers(s string) []int {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' }) {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func probePython(ctx context.Context, path string) (*Python, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "-I", "-c", "import sys,platform;print(sys.base_prefix);print(platform.python_version())").Output()
+	if err != nil {
+		return nil, fmt.Errorf("running it: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		return nil, fmt.Errorf("unexpected output %q", out)
+	}
+	p := &Python{Path: path, Prefix: lines[0], Version: lines[1]}
+	p.Bind = !underHostDirs(p.Prefix) || !underHostDirs(path)
+	if p.Bind && !strings.HasPrefix(path, p.Prefix+"/") {
+		return nil, fmt.Errorf("interpreter is outside the host dirs and outside its prefix %s", p.Prefix)
+	}
+	return p, nil
+}
+
+func underHostDirs(p string) bool {
+	for _, d := range sandbox.DefaultHostDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}

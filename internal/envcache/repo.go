@@ -1,0 +1,195 @@
+package envcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/store"
+	"golang.org/x/sys/unix"
+)
+
+// repoMtime is the modification time every file of a repository layer gets,
+// so that identical files of different commits are one inode in the store
+// (layers keep times) and the index's stat data match the tree exactly.
+var repoMtime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// RepoRef is the ref of a repository layer.
+func RepoRef(repo, commit string) string { return "repo/" + repo + "@" + commit }
+
+func mirrorName(repo string) string { return strings.ReplaceAll(repo, "/", "__") }
+
+// MirrorPath is the bare mirror of repo ("owner/name").
+func (c *Cache) MirrorPath(repo string) string {
+	return c.path("mirrors", mirrorName(repo)+".git")
+}
+
+// source says where repo is mirrored from: the instance's repo_url, the
+// RepoSources map, else GitHub.
+func (c *Cache) source(inst dataset.Instance) string {
+	if inst.RepoURL != "" {
+		return inst.RepoURL
+	}
+	if s := c.opts.RepoSources[inst.Repo]; s != "" {
+		return s
+	}
+	return "https://github.com/" + inst.Repo + ".git"
+}
+
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+func hasCommit(ctx context.Context, gitDir, commit string) bool {
+	_, err := git(ctx, "", "--git-dir", gitDir, "cat-file", "-e", commit+"^{commit}")
+	return err == nil
+}
+
+// mirror makes sure the repository's mirror holds commits, cloning or
+// fetching under the repository's lock.
+func (c *Cache) mirror(ctx context.Context, r *run, inst dataset.Instance, commits ...string) (string, error) {
+	m := c.MirrorPath(inst.Repo)
+	missing := func() []string {
+		var out []string
+		for _, cm := range commits {
+			if !hasCommit(ctx, m, cm) {
+				out = append(out, cm)
+			}
+		}
+		return out
+	}
+	if _, err := os.Stat(m); err == nil && len(missing()) == 0 {
+		return m, nil
+	}
+	return m, r.phase(PhaseMirror, func() error {
+		l, err := c.lock(ctx, "mirror-"+mirrorName(inst.Repo), nil)
+		if err != nil {
+			return err
+		}
+		defer l.unlock()
+		src := c.source(inst)
+		if _, err := os.Stat(m); errors.Is(err, os.ErrNotExist) {
+			tmp := m + ".tmp"
+			removeAll(tmp)
+			if _, err := git(ctx, "", "clone", "--quiet", "--mirror", src, tmp); err != nil {
+				removeAll(tmp)
+				return fmt.Errorf("%w: mirroring %s from %s: %v", ErrRepo, inst.Repo, src, err)
+			}
+			if err := os.Rename(tmp, m); err != nil {
+				return err
+			}
+		}
+		if len(missing()) > 0 {
+			if _, err := git(ctx, "", "--git-dir", m, "fetch", "--quiet", "--prune", src, "+refs/*:refs/*"); err != nil {
+				return fmt.Errorf("%w: updating mirror of %s from %s: %v", ErrRepo, inst.Repo, src, err)
+			}
+		}
+		if miss := missing(); len(miss) > 0 {
+			return fmt.Errorf("%w: %s has no commit %s (source %s)", ErrRepo, inst.Repo, strings.Join(miss, ", "), src)
+		}
+		return nil
+	})
+}
+
+// repoLayer returns the layer of inst.Repo at commit, building it once.
+func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, commit string) (store.LayerID, error) {
+	ref := RepoRef(inst.Repo, commit)
+	if id, err := c.store.Ref(ref); err == nil && c.store.Has(id) {
+		return id, nil
+	}
+	mirror, err := c.mirror(ctx, r, inst, commit)
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	l, err := c.lock(ctx, "repo-"+mirrorName(inst.Repo)+"@"+commit, nil)
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	defer l.unlock()
+	if id, err := c.store.Ref(ref); err == nil && c.store.Has(id) {
+		return id, nil
+	}
+	r.built = true
+	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
+	removeAll(dir)
+	defer removeAll(dir)
+	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed")) }); err != nil {
+		return store.LayerID{}, fmt.Errorf("checking out %s@%s: %w", inst.Repo, commit, err)
+	}
+	var id store.LayerID
+	err = r.phase(PhaseCommit, func() error {
+		id, err = c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: ref, KeepMtime: true, MapOwner: c.mapOwner()})
+		return err
+	})
+	if err != nil {
+		return store.LayerID{}, fmt.Errorf("committing %s@%s: %w", inst.Repo, commit, err)
+	}
+	return id, nil
+}
+
+// checkout writes commit's tree to dir with a small .git: a depth-1 fetch
+// from the mirror kept as loose objects (shared between commits in the
+// store), HEAD detached at the upstream commit id, no remote, no reflog.
+// Every file gets repoMtime and the index is refreshed afterwards, so git
+// finds the tree clean without rehashing it.
+func checkout(ctx context.Context, mirror, commit, dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"init", "--quiet", "--template=", dir},
+		{"-C", dir, "-c", "fetch.unpackLimit=2147483647", "fetch", "--quiet", "--no-tags", "--depth", "1", "file://" + mirror, commit},
+		{"-C", dir, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit},
+		{"-C", dir, "config", "core.checkStat", "minimal"},
+		{"-C", dir, "config", "core.trustctime", "false"},
+		{"-C", dir, "config", "gc.auto", "0"},
+		{"-C", dir, "config", "user.name", "msb"},
+		{"-C", dir, "config", "user.email", "msb@localhost"},
+	}
+	for _, s := range steps {
+		if _, err := git(ctx, "", s...); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"FETCH_HEAD", "logs", "ORIG_HEAD", "description"} {
+		os.RemoveAll(filepath.Join(dir, ".git", f))
+	}
+	index := filepath.Join(dir, ".git", "index")
+	ts := []unix.Timespec{unix.NsecToTimespec(repoMtime.UnixNano()), unix.NsecToTimespec(repoMtime.UnixNano())}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == index {
+			return err
+		}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	if err != nil {
+		return fmt.Errorf("setting times: %w", err)
+	}
+	if _, err := git(ctx, "", "-C", dir, "update-index", "-q", "--refresh"); err != nil {
+		return err
+	}
+	out, err := git(ctx, "", "-C", dir, "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(out) != "" {
+		return fmt.Errorf("fresh checkout of %s is not clean: %s", commit, out)
+	}
+	return nil
+}
