@@ -16,15 +16,25 @@ import (
 func numCPU() int { return runtime.NumCPU() }
 
 func newDemoCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:     "demo",
-		Short:   "Show what msb does, offline: sandboxes, isolation and persistent sessions",
-		Example: "  msb demo",
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "The main job on an embedded default, offline: sandboxes, sessions, cache, validation and grading",
+		Long: `msb demo generates a small Python project with four bug instances (no network),
+shows a sandbox and a persistent session, builds the environment cache, and validates and
+grades the gold and the empty patch of every instance concurrently, each in a fresh sandbox,
+printing the verdicts and per-phase timings.`,
+		Example: "  msb demo\n  msb demo --dir /tmp/msb-demo",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDemo(cmd.Context(), g)
+			if err := runDemo(cmd.Context(), g); err != nil {
+				return err
+			}
+			return runGradingDemo(cmd.Context(), g, dir)
 		},
 	}
+	cmd.Flags().StringVar(&dir, "dir", "", "where to generate the project, dataset, cache and logs (default a new temp dir, kept)")
+	return cmd
 }
 
 // demoStep is one line of the demo's table.

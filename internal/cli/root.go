@@ -50,7 +50,8 @@ func newRootCmd(g *globals) *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", envOr("MSB_STATE_DIR", ""), "where running sandboxes keep their state (env MSB_STATE_DIR; default /run/msb as root, $XDG_RUNTIME_DIR/msb otherwise)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log what msb does to stderr")
 	pf.BoolVar(&g.json, "json", false, "machine-readable output")
-	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g))
+	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
+	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g))
 	return root
 }
 

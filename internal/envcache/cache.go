@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -123,9 +124,23 @@ type Cache struct {
 	store *store.Store
 	log   *slog.Logger
 
+	envBuilds, repoBuilds, failedBuilds atomic.Int64
+
 	mu      sync.Mutex // guards retried and pythons
 	retried map[string]bool
 	pythons map[string]*Python
+}
+
+// Stats counts what this Cache built since it was opened.
+type Stats struct {
+	EnvBuilds    int64 `json:"env_builds"`
+	RepoBuilds   int64 `json:"repo_builds"`
+	FailedBuilds int64 `json:"failed_builds"`
+}
+
+// Stats returns the build counters.
+func (c *Cache) Stats() Stats {
+	return Stats{EnvBuilds: c.envBuilds.Load(), RepoBuilds: c.repoBuilds.Load(), FailedBuilds: c.failedBuilds.Load()}
 }
 
 // Open opens (creating) the cache at opts.Dir.

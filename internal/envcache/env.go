@@ -121,6 +121,7 @@ func (c *Cache) envLayer(ctx context.Context, r *run, inst dataset.Instance, sp 
 		return res, be
 	}
 	r.built = true
+	c.envBuilds.Add(1)
 	// The environment is built over the repository at its setup commit.
 	envCommit := spec.EnvironmentCommit(inst)
 	repoID, err := c.repoLayer(ctx, r, inst, envCommit)
@@ -190,6 +191,7 @@ func (c *Cache) buildEnv(ctx context.Context, r *run, inst dataset.Instance, sp 
 		if err != nil {
 			reason += ": " + err.Error()
 		}
+		c.failedBuilds.Add(1)
 		fmt.Fprintf(&log, "\n# FAILED: %s\n", reason)
 		os.WriteFile(logPath, []byte(log.String()), 0o644)
 		be := &BuildError{Key: key, EnvKey: inst.EnvironmentKey(), Log: logPath, Tail: tail(log.String(), 20), Reason: firstLine(reason), At: time.Now().UTC()}

@@ -126,6 +126,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 		return id, nil
 	}
 	r.built = true
+	c.repoBuilds.Add(1)
 	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
 	removeAll(dir)
 	defer removeAll(dir)

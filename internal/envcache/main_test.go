@@ -1,0 +1,101 @@
+package envcache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// builderEnv makes the test binary a builder process (for the crash test):
+// it reads a job from the variable, prepares it, printing each phase event
+// on stdout, and exits.
+const builderEnv = "MSB_ENVCACHE_TEST_BUILDER"
+
+type builderJob struct {
+	Dir   string           `json:"dir"`
+	State string           `json:"state"`
+	Inst  dataset.Instance `json:"inst"`
+	Spec  spec.Spec        `json:"spec"`
+	Opts  Options          `json:"-"`
+	Site  bool             `json:"site"`
+	Wheel string           `json:"wheel"`
+}
+
+func TestMain(m *testing.M) {
+	if sbinit.IsChild() {
+		sbinit.Main()
+	}
+	if job := os.Getenv(builderEnv); job != "" {
+		os.Exit(runBuilder(job))
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := checkNoLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func runBuilder(s string) int {
+	var j builderJob
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		fmt.Println("bad job:", err)
+		return 2
+	}
+	rt, err := testRuntimeAt(j.State)
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	c, err := Open(Options{Dir: j.Dir, Runtime: rt, SystemSitePackages: j.Site, Wheelhouse: j.Wheel})
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := c.Prepare(ctx, j.Inst, j.Spec, func(e Event) {
+		fmt.Printf("event %s done=%v\n", e.Phase, e.Done)
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	p.Release()
+	fmt.Println("prepared")
+	return 0
+}
+
+// checkNoLeaks fails when a sandbox process or a mount of a test sandbox
+// survived the tests.
+func checkNoLeaks() error {
+	var leaks []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.HasPrefix(string(b), "msb-sandbox-") {
+			leaks = append(leaks, "process "+p.Name())
+		}
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(mi), "\n") {
+			if strings.Contains(line, "msb-envcache-test") {
+				leaks = append(leaks, "mount: "+line)
+			}
+		}
+	}
+	if len(leaks) > 0 {
+		return fmt.Errorf("%d leaks:\n%s", len(leaks), strings.Join(leaks, "\n"))
+	}
+	return nil
+}
