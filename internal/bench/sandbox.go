@@ -128,8 +128,15 @@ func podmanRow(n int, msb Stats) Row {
 	if img == "" {
 		return Row{Name: "podman run --rm", Failed: "set MSB_BENCH_PODMAN_IMAGE to a local image (no registry is reached)"}
 	}
+	// MSB_BENCH_PODMAN_FLAGS are global podman flags, e.g. "--runtime runc
+	// --cgroup-manager cgroupfs" on a hybrid cgroup host crun refuses.
+	args := append(strings.Fields(os.Getenv("MSB_BENCH_PODMAN_FLAGS")), "run", "--rm", "--network=none", img, "true")
 	s, err := timeRounds(n, func() error {
-		return exec.Command("podman", "run", "--rm", "--network=none", img, "true").Run()
+		out, err := exec.Command("podman", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
 	})
 	r := row("podman run --rm "+img+" true", s, err)
 	if err == nil && s.P50 > 0 {

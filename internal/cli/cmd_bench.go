@@ -13,7 +13,7 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure msb against baselines in the same run"}
-	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g))
+	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g))
 	return cmd
 }
 
@@ -78,4 +78,29 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.2fms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func newBenchEvalCmd(g *globals) *cobra.Command {
+	o := bench.EvalOptions{}
+	cmd := &cobra.Command{
+		Use:     "eval",
+		Short:   "Per-instance overhead of an evaluation outside the test run, on the demo instances",
+		Example: "  msb bench eval\n  msb bench eval --rounds 20 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, err := g.runtime()
+			if err != nil {
+				return err
+			}
+			rows := bench.Eval(cmd.Context(), rt, o)
+			if g.json {
+				return json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "rows": rows})
+			}
+			printRows(rows)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 10, "evaluations of each of the 4 demo instances (after one warm-up round)")
+	cmd.Flags().BoolVar(&o.Podman, "podman", true, "include podman run --rm when podman and MSB_BENCH_PODMAN_IMAGE are available")
+	return cmd
 }
