@@ -26,7 +26,7 @@ func newBenchSandboxCmd(g *globals) *cobra.Command {
   msb bench sandbox --iterations 500 --density 200 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
+			rt, err := g.jobRuntime()
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func newBenchEvalCmd(g *globals) *cobra.Command {
 		Example: "  msb bench eval\n  msb bench eval --rounds 20 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
+			rt, err := g.jobRuntime()
 			if err != nil {
 				return err
 			}

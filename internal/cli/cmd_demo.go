@@ -45,7 +45,7 @@ type demoStep struct {
 }
 
 func runDemo(ctx context.Context, g *globals) error {
-	rt, err := g.runtime()
+	rt, err := g.jobRuntime()
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +31,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	spec.Stdio = true
+	spec.Stdio = &sandbox.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	rt, err := g.runtime()
 	if err != nil {
 		return err

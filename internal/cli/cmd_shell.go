@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	spec.Stdio = true
+	spec.Stdio = &sandbox.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	rt, err := g.runtime()
 	if err != nil {
 		return err

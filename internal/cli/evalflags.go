@@ -79,7 +79,7 @@ func loadOverrides(path string) (*spec.Overrides, error) {
 
 // options builds the evaluation options: runtime, cache, limits.
 func (f *evalFlags) options(g *globals) (eval.Options, error) {
-	rt, err := g.runtime()
+	rt, err := g.jobRuntime()
 	if err != nil {
 		return eval.Options{}, err
 	}

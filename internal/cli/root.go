@@ -85,6 +85,20 @@ func (g *globals) runtime() (*sandbox.Runtime, error) {
 	return rt, nil
 }
 
+// jobRuntime is runtime for long-running commands, which first collect what
+// killed msb processes left behind (as msb gc does) and say so.
+func (g *globals) jobRuntime() (*sandbox.Runtime, error) {
+	rt, err := g.runtime()
+	if err != nil {
+		return nil, err
+	}
+	if rep := rt.GC(); len(rep.Sandboxes)+len(rep.Cgroups) > 0 {
+		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups\n",
+			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
+	}
+	return rt, nil
+}
+
 // exitError carries an exit code through cobra (e.g. msb run passing
 // through the command's code).
 type exitError struct{ code int }

@@ -172,8 +172,8 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 	cmd.Args = []string{"msb-sandbox-init"}
 	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit}
 	cmd.ExtraFiles = []*os.File{ctl}
-	if s.spec.Stdio {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if io := s.spec.Stdio; io != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.In, io.Out, io.Err
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if s.spec.Network != NetworkHost {

@@ -47,9 +47,14 @@ type Spec struct {
 	User User `json:"user,omitempty"`
 	// MaxOutput caps the bytes of each output stream a command returns.
 	MaxOutput int `json:"max_output,omitempty"`
-	// Stdio gives `msb run` and `msb shell` the caller's terminal; library
-	// users leave it false and the sandbox's stdio is /dev/null.
-	Stdio bool `json:"-"`
+	// Stdio is what Run and Shell talk to: `msb run` and `msb shell` pass
+	// the caller's terminal. Nil means /dev/null.
+	Stdio *Stdio `json:"-"`
+}
+
+// Stdio are the files a sandbox's Run and Shell commands use.
+type Stdio struct {
+	In, Out, Err *os.File
 }
 
 // Bind mounts a host path into the sandbox.

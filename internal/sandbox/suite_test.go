@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // The suite runs as root and, re-executed by TestRootless as an
@@ -135,6 +137,8 @@ func TestSuite(t *testing.T) {
 		{"KeepUpper", testKeepUpper},
 		{"Concurrent", testConcurrent},
 		{"GC", testGC},
+		{"ShellTTY", testShellTTY},
+		{"ZombiesReaped", testZombiesReaped},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
 	}
@@ -369,6 +373,9 @@ print('allocated 1 GiB')"`)
 		t.Logf("usage after bomb: %+v (exit %d)", u, res.ExitCode)
 		if u.MemoryPeakBytes > 140<<20 {
 			t.Fatalf("memory peak %d over the limit", u.MemoryPeakBytes)
+		}
+		if u.OOMKills == 0 {
+			t.Fatalf("the bomb was stopped but no OOM kill was reported: %+v", u)
 		}
 	}
 	mustOK(t, sb, "echo still alive")
@@ -612,4 +619,77 @@ func testGC(t *testing.T, rt *Runtime) {
 	sb.dir = ""
 	sb.cg = nil
 	sb.Close()
+}
+
+// testShellTTY drives an interactive shell through a real pty, as msb shell
+// does with the user's terminal.
+func testShellTTY(t *testing.T, rt *Runtime) {
+	master, slave := openTestPty(t)
+	defer master.Close()
+	sb := create(t, rt, Spec{HostBase: true, Stdio: &Stdio{In: slave, Out: slave, Err: slave}})
+	slave.Close()
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := sb.Shell(context.Background(), []string{"/bin/bash", "--norc", "-i"}, 30, 100)
+		done <- result{code, err}
+	}()
+	var out bytes.Buffer
+	go io.Copy(&out, master)
+	master.Write([]byte("echo size=$(stty size) answer=$((6*7)); tty; exit 5\n"))
+	select {
+	case r := <-done:
+		if r.err != nil || r.code != 5 {
+			t.Fatalf("shell: code %d, err %v; output %q", r.code, r.err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shell did not exit; output %q", out.String())
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := out.String(); !strings.Contains(got, "size=30 100 answer=42") || !strings.Contains(got, "/dev/pts/") {
+		t.Fatalf("output %q", got)
+	}
+}
+
+func openTestPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	fd, _, e := unix.Syscall(unix.SYS_IOCTL, m.Fd(), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	return m, os.NewFile(fd, "pty")
+}
+
+// testZombiesReaped leaves orphans that exit; the sandbox's init reaps them.
+func testZombiesReaped(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Spec{HostBase: true})
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "z", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.SessionExec(ctx, "z", session.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do (sleep 0.05 &); done"}); err != nil {
+		t.Fatal(err)
+	}
+	count := "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l"
+	for i := 0; i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+		res, err := sb.SessionExec(ctx, "z", session.ExecRequest{Command: count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(res.Output) == "0" {
+			return
+		}
+	}
+	t.Fatal("zombies were never reaped")
 }
