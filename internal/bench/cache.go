@@ -229,7 +229,9 @@ func genRepo(dir string, files, size, n int) ([]string, error) {
 	if _, err := git("init", "-q"); err != nil {
 		return nil, err
 	}
-	path := func(i int) string { return filepath.Join(dir, fmt.Sprintf("pkg%02d", i%40), fmt.Sprintf("mod%d.py", i)) }
+	path := func(i int) string {
+		return filepath.Join(dir, fmt.Sprintf("pkg%02d", i%40), fmt.Sprintf("mod%d.py", i))
+	}
 	for i := range files {
 		os.MkdirAll(filepath.Dir(path(i)), 0o755)
 		line := fmt.Sprintf("# module %d: some source text\n", i)

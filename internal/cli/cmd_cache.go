@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,7 +39,7 @@ func (f *cacheFlags) budget() (*store.Budget, error) {
 	return store.NewBudget(n), nil
 }
 
-// openStore opens the cache's store only (no runtime needed).
+// open opens the cache; commands that build pass a runtime in o.
 func (f *cacheFlags) open(g *globals, o envcache.Options) (*envcache.Cache, error) {
 	b, err := f.budget()
 	if err != nil {
@@ -140,7 +141,7 @@ func runCacheBuild(ctx context.Context, g *globals, cf *cacheFlags, f *cacheBuil
 	if err != nil {
 		return err
 	}
-	rt, err := g.runtime()
+	rt, err := g.jobRuntime()
 	if err != nil {
 		return err
 	}
@@ -612,14 +613,14 @@ func remoteRef(ctx context.Context, base, name string) (store.LayerID, error) {
 		return store.LayerID{}, err
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 256)
-	n, _ := resp.Body.Read(buf)
-	b.Write(buf[:n])
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if err != nil {
+		return store.LayerID{}, err
+	}
 	if resp.StatusCode != http.StatusOK {
 		return store.LayerID{}, fmt.Errorf("ref %s at %s: %s", name, base, resp.Status)
 	}
-	return store.ParseLayerID(strings.TrimSpace(b.String()))
+	return store.ParseLayerID(strings.TrimSpace(string(b)))
 }
 
 func newCacheImportRootfsCmd(g *globals, cf *cacheFlags) *cobra.Command {

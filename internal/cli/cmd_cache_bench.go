@@ -18,7 +18,7 @@ func newBenchCacheCmd(g *globals) *cobra.Command {
   msb bench cache --n 1,10,50 --files 5000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
+			rt, err := g.jobRuntime()
 			if err != nil {
 				return err
 			}

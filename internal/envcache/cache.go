@@ -179,7 +179,9 @@ func (c *Cache) Store() *store.Store { return c.store }
 // Dir is the cache directory (absolute).
 func (c *Cache) Dir() string { return c.dir }
 
-func (c *Cache) path(elem ...string) string { return filepath.Join(append([]string{c.dir}, elem...)...) }
+func (c *Cache) path(elem ...string) string {
+	return filepath.Join(append([]string{c.dir}, elem...)...)
+}
 
 // Event is one step of Prepare, for progress displays.
 type Event struct {

@@ -3,8 +3,8 @@ package envcache
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
