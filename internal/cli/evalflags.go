@@ -27,6 +27,7 @@ type evalFlags struct {
 	sources   []string
 	wheels    string
 	siteLibs  bool
+	copyMode  bool
 	workers   int
 	timeout   time.Duration
 	memory    string
@@ -45,6 +46,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.sources, "repo-source", nil, "where to mirror a repository from, owner/name=PATH_OR_URL (repeatable)")
 	fs.StringVar(&f.wheels, "wheelhouse", "", "a directory of wheels for offline installs (pip --no-index --find-links)")
 	fs.BoolVar(&f.siteLibs, "system-site-packages", false, "environments see the interpreter's site-packages (e.g. Debian's python3-* packages, for offline hosts)")
+	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
 	fs.IntVar(&f.workers, "workers", 2, "instances evaluated at once (also bounded by available memory)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "test command timeout per instance")
 	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
@@ -92,7 +94,7 @@ func (f *evalFlags) options(g *globals) (eval.Options, error) {
 		return eval.Options{}, err
 	}
 	cache, err := envcache.Open(envcache.Options{Dir: f.cacheDir, Runtime: rt, Pythons: pythons, RepoSources: sources,
-		Wheelhouse: f.wheels, SystemSitePackages: f.siteLibs, Logger: g.logger()})
+		Wheelhouse: f.wheels, SystemSitePackages: f.siteLibs, CopyMode: f.copyMode, Logger: g.logger()})
 	if err != nil {
 		return eval.Options{}, err
 	}

@@ -239,6 +239,9 @@ func (p *Prepared) Release() error {
 
 // SandboxSpec is the sandbox.Spec for a task of p (no network, default limits).
 func (p *Prepared) SandboxSpec() sandbox.Spec {
+	if p.taskDir != "" { // copy mode: the private tree is the root itself
+		return sandbox.Spec{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+	}
 	return sandbox.Spec{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
 }
 

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/spec"
 )
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		if err := checkNoLeaks(); err != nil {
+		if err := privtest.CheckLeaks("msb-envcache-test"); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)
 			code = 1
 		}
@@ -74,28 +74,4 @@ func runBuilder(s string) int {
 	p.Release()
 	fmt.Println("prepared")
 	return 0
-}
-
-// checkNoLeaks fails when a sandbox process or a mount of a test sandbox
-// survived the tests.
-func checkNoLeaks() error {
-	var leaks []string
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if err == nil && strings.HasPrefix(string(b), "msb-sandbox-") {
-			leaks = append(leaks, "process "+p.Name())
-		}
-	}
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(mi), "\n") {
-			if strings.Contains(line, "msb-envcache-test") {
-				leaks = append(leaks, "mount: "+line)
-			}
-		}
-	}
-	if len(leaks) > 0 {
-		return fmt.Errorf("%d leaks:\n%s", len(leaks), strings.Join(leaks, "\n"))
-	}
-	return nil
 }

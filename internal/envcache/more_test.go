@@ -45,8 +45,9 @@ func TestConcurrentSameKey(t *testing.T) {
 			built++
 		}
 	}
-	// env commit (0) and base commit (1) are two repo layers
-	if s := c.Stats(); s.EnvBuilds != 1 || s.RepoBuilds != 2 || built != 1 {
+	// env commit (0) and base commit (1) are two repo layers, which two
+	// different callers may build; the env is built once.
+	if s := c.Stats(); s.EnvBuilds != 1 || s.RepoBuilds != 2 || built < 1 || built > 2 {
 		t.Fatalf("stats %+v, %d callers built", s, built)
 	}
 }

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/minisandbox/msb/internal/demo"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/spec"
@@ -21,7 +23,14 @@ func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if err := privtest.CheckLeaks(""); err != nil {
+			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // fixture is a generated project, its instances and a cache, shared by the

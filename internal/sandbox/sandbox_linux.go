@@ -153,13 +153,18 @@ func (s *Sandbox) prepareDirs() error {
 		return fmt.Errorf("taking owner lock: %w", err)
 	}
 	s.lock = lock
-	if s.spec.UpperDir != "" {
+	dirs := []string{filepath.Join(s.dir, "root")}
+	switch {
+	case s.spec.RootDir != "": // copy mode: no overlay
+	case s.spec.UpperDir != "":
 		s.upper = s.spec.UpperDir
 		s.work = s.spec.UpperDir + ".work"
-	} else {
+		dirs = append(dirs, s.upper, s.work)
+	default:
 		s.upper, s.work, s.ownUpper = filepath.Join(s.dir, "upper"), filepath.Join(s.dir, "work"), true
+		dirs = append(dirs, s.upper, s.work)
 	}
-	for _, d := range []string{s.upper, s.work, filepath.Join(s.dir, "root")} {
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
@@ -198,7 +203,7 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
 		Hostname: spec.Hostname, Network: spec.Network, TmpBytes: limits.TmpBytes, ShmBytes: 64 << 20,
 		Workdir: spec.Workdir, UID: spec.User.UID, GID: spec.User.GID, CgroupNS: true, MaxOutput: spec.MaxOutput,
-		Lowers: spec.Layers,
+		Lowers: spec.Layers, RootBind: spec.RootDir,
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "msb-" + s.ID[:8]
@@ -311,7 +316,7 @@ func (s *Sandbox) teardown() error {
 			}
 			s.upper = kept
 		}
-		if !s.ownUpper {
+		if !s.ownUpper && s.work != "" {
 			if err := removeAll(s.work); err != nil {
 				errs = append(errs, err)
 			}

@@ -34,6 +34,10 @@ type Spec struct {
 	// UpperDir, when set, is the writable layer (kept after Close, e.g. to
 	// commit it as a new layer); otherwise a private one is made and removed.
 	UpperDir string `json:"upper_dir,omitempty"`
+	// RootDir, instead of Layers, is a private writable directory used
+	// directly as the root (copy mode, for hosts without overlayfs): writes
+	// land in it, and it is the caller's to remove.
+	RootDir string `json:"root_dir,omitempty"`
 	// KeepUpper keeps the private upper dir after Close for debugging;
 	// Sandbox.UpperDir says where.
 	KeepUpper bool     `json:"keep_upper,omitempty"`
@@ -104,8 +108,16 @@ func invalid(format string, args ...any) error {
 // Validate checks s without touching the sandbox; it reports the first
 // problem with enough detail to fix it.
 func (s *Spec) Validate(rootless bool) error {
-	if len(s.Layers) == 0 && !s.HostBase {
-		return invalid("no root: give at least one layer or use the host base")
+	if len(s.Layers) == 0 && !s.HostBase && s.RootDir == "" {
+		return invalid("no root: give at least one layer, a root dir or use the host base")
+	}
+	if s.RootDir != "" {
+		if len(s.Layers) > 0 || s.UpperDir != "" {
+			return invalid("a root dir (copy mode) excludes layers and an upper dir")
+		}
+		if err := checkDir("root dir", s.RootDir); err != nil {
+			return err
+		}
 	}
 	for _, l := range s.Layers {
 		if err := checkDir("layer", l); err != nil {

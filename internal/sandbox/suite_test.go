@@ -135,6 +135,7 @@ func TestSuite(t *testing.T) {
 		{"SymlinkEscape", testSymlinkEscape},
 		{"Layers", testLayers},
 		{"KeepUpper", testKeepUpper},
+		{"CopyModeRoot", testCopyModeRoot},
 		{"Concurrent", testConcurrent},
 		{"GC", testGC},
 		{"ShellTTY", testShellTTY},
@@ -692,4 +693,22 @@ func testZombiesReaped(t *testing.T, rt *Runtime) {
 		}
 	}
 	t.Fatal("zombies were never reaped")
+}
+
+// testCopyModeRoot uses a private directory as the root, as copy mode does
+// on hosts without overlayfs: writes land in the directory itself.
+func testCopyModeRoot(t *testing.T, rt *Runtime) {
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	os.WriteFile(filepath.Join(root, "seed"), []byte("seed\n"), 0o644)
+	sb := create(t, rt, Spec{RootDir: root, HostBase: true})
+	if out := mustOK(t, sb, "cat /seed; echo written > /out; ls /usr/bin/env"); out != "seed\n/usr/bin/env\n" {
+		t.Fatalf("got %q", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "out")); err != nil || string(b) != "written\n" {
+		t.Fatalf("write did not land in the root dir: %q %v", b, err)
+	}
+	if _, err := rt.Create(context.Background(), Spec{RootDir: root, Layers: []string{root}}); !errors.Is(err, ErrInvalidSpec) {
+		t.Fatalf("root dir with layers: %v", err)
+	}
 }

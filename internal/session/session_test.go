@@ -50,11 +50,18 @@ func TestMain(m *testing.M) {
 }
 
 // leakedProcesses lists live processes carrying any session's marker.
+var selfPidNS, _ = os.Readlink("/proc/self/ns/pid")
+
 func leakedProcesses() []string {
 	var out []string
 	forEachPID(func(pid int) {
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil || !bytes.Contains(env, []byte(MarkerEnv+"=")) {
+			return
+		}
+		// Sessions of other test binaries (sandboxes run in PID namespaces
+		// of their own) are not this process's leaks.
+		if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); ns != selfPidNS {
 			return
 		}
 		if st, ok := readStat(pid); ok && alive(st) {

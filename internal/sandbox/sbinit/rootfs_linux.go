@@ -27,12 +27,8 @@ func buildRoot(cfg *wire.Config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	ov, err := mount.Overlay(cfg.Root, mount.OverlayOptions{Lowers: cfg.Lowers, Upper: cfg.Upper, Work: cfg.Work, UserXattr: cfg.UserXattr})
-	if err != nil {
+	if err := mountRoot(cfg); err != nil {
 		return err
-	}
-	if err := ov.Mount(); err != nil {
-		return fmt.Errorf("mounting root overlay: %w", err)
 	}
 	r := cfg.Root
 	for _, d := range cfg.HostDirs {
@@ -59,6 +55,25 @@ func buildRoot(cfg *wire.Config) error {
 		if err := mask(r, m); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// mountRoot mounts the overlay of the layers at cfg.Root, or binds the
+// copy-mode root dir there.
+func mountRoot(cfg *wire.Config) error {
+	if cfg.RootBind != "" {
+		if err := (mount.Mount{Source: cfg.RootBind, Target: cfg.Root, Flags: unix.MS_BIND | unix.MS_REC}).Mount(); err != nil {
+			return fmt.Errorf("binding copy-mode root: %w", err)
+		}
+		return nil
+	}
+	ov, err := mount.Overlay(cfg.Root, mount.OverlayOptions{Lowers: cfg.Lowers, Upper: cfg.Upper, Work: cfg.Work, UserXattr: cfg.UserXattr})
+	if err != nil {
+		return err
+	}
+	if err := ov.Mount(); err != nil {
+		return fmt.Errorf("mounting root overlay: %w", err)
 	}
 	return nil
 }

@@ -3,13 +3,15 @@ package wire
 // Config is everything the sandbox's init needs to build the sandbox. The
 // host resolves and checks it; init only carries it out.
 type Config struct {
-	ID        string   `json:"id"`
-	Root      string   `json:"root"`   // mount point of the overlay root (host path, in init's mount namespace)
-	Lowers    []string `json:"lowers"` // bottom first
-	Upper     string   `json:"upper"`
-	Work      string   `json:"work"`
-	UserXattr bool     `json:"userxattr,omitempty"`
-	Rootless  bool     `json:"rootless,omitempty"`
+	ID     string   `json:"id"`
+	Root   string   `json:"root"`   // mount point of the overlay root (host path, in init's mount namespace)
+	Lowers []string `json:"lowers"` // bottom first
+	Upper  string   `json:"upper"`
+	// RootBind, when set, is bound as the root instead of the overlay.
+	RootBind  string `json:"root_bind,omitempty"`
+	Work      string `json:"work"`
+	UserXattr bool   `json:"userxattr,omitempty"`
+	Rootless  bool   `json:"rootless,omitempty"`
 	// HostDirs are host system directories bound read-only at the same path.
 	HostDirs []string `json:"host_dirs,omitempty"`
 	// Masks are paths inside the sandbox hidden behind /dev/null or an empty dir.

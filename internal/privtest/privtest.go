@@ -1,0 +1,141 @@
+// Package privtest holds what the tests of privileged packages share: the
+// check that no sandbox of the test process outlived the tests, and the
+// rerun of a test binary as an unprivileged user (the rootless mode).
+//
+// A Leak is a sandbox init still running as a child of the test process, or
+// a mount whose path names the test's state. Other test binaries running at
+// the same time (go test runs packages in parallel) are not this process's
+// leaks and are ignored.
+package privtest
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// User is the unprivileged account rootless tests run as; Unprivileged
+// creates it when missing.
+const User = "msbtest"
+
+// Leaks lists sandbox inits that are children of this process and mounts in
+// this mount namespace whose line contains mountMark.
+func Leaks(mountMark string) []string {
+	var leaks []string
+	self := strconv.Itoa(os.Getpid())
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(cmdline), "msb-sandbox-") {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + p.Name() + "/stat"); err == nil {
+			s := string(stat)
+			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == self {
+				leaks = append(leaks, "process "+p.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+		}
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && mountMark != "" {
+		for _, line := range strings.Split(string(mi), "\n") {
+			if strings.Contains(line, mountMark) {
+				leaks = append(leaks, "mount: "+line)
+			}
+		}
+	}
+	return leaks
+}
+
+// CheckLeaks returns an error naming the leaks, if any.
+func CheckLeaks(mountMark string) error {
+	if l := Leaks(mountMark); len(l) > 0 {
+		return fmt.Errorf("%d leaks:\n%s", len(l), strings.Join(l, "\n"))
+	}
+	return nil
+}
+
+// Unprivileged reruns the tests matching run of the current test binary as
+// User, with MSB_TEST_STATE_BASE and TMPDIR pointing to a directory that
+// user owns, and fails t when they fail. The test binary lives in a
+// root-only build dir, so it is copied somewhere the user can execute.
+func Unprivileged(t *testing.T, run string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: the other tests cover the rootless mode")
+	}
+	u := ensureUser(t)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "msb-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	exe := filepath.Join(dir, filepath.Base(os.Args[0]))
+	copyExecutable(t, "/proc/self/exe", exe)
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(state, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	// The child's own timeout is shorter than any sane parent timeout, so a
+	// hang is reported with the child's output.
+	args := []string{"-test.run=" + run, "-test.count=1", "-test.timeout=10m"}
+	if testing.Verbose() {
+		args = append(args, "-test.v")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = state
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin", "HOME=" + u.HomeDir, "MSB_TEST_STATE_BASE=" + state,
+		"TMPDIR=" + state, "MSB_TEST_STRICT=" + os.Getenv("MSB_TEST_STRICT")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s as %s (uid %d):\n%s", run, User, uid, out)
+	if err != nil {
+		t.Fatalf("rootless run failed: %v", err)
+	}
+}
+
+func ensureUser(t *testing.T) *user.User {
+	t.Helper()
+	if u, err := user.Lookup(User); err == nil {
+		return u
+	}
+	if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/bash", User).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v: %s", User, err, out)
+	}
+	u, err := user.Lookup(User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func copyExecutable(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
