@@ -2,9 +2,7 @@ package envcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,15 +154,6 @@ func sandboxOf(t testing.TB, rt *sandbox.Runtime, p *Prepared) *sandbox.Sandbox 
 	}
 	t.Cleanup(func() {
 		err := sb.Close()
-		var pe *fs.PathError
-		if os.Geteuid() != 0 && errors.As(err, &pe) && errors.Is(err, fs.ErrPermission) {
-			// Known sandbox issue (reported): rootless Close cannot remove
-			// an overlay work/work dir (mode 000) that overlayfs left
-			// non-empty. Clean up as removeAll does and go on.
-			t.Logf("sandbox close (known rootless issue): %v", err)
-			removeAll(filepath.Dir(filepath.Dir(pe.Path)))
-			return
-		}
 		if err != nil {
 			t.Errorf("close: %v", err)
 		}

@@ -48,7 +48,7 @@ func (rt *Runtime) GC() GCReport {
 		if pid := rt.killInit(dir); pid > 0 {
 			rep.Processes = append(rep.Processes, pid)
 		}
-		if err := removeAll(dir); err != nil {
+		if err := RemoveAll(dir); err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 		} else {
 			rep.Sandboxes = append(rep.Sandboxes, dir)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -317,11 +318,11 @@ func (s *Sandbox) teardown() error {
 			s.upper = kept
 		}
 		if !s.ownUpper && s.work != "" {
-			if err := removeAll(s.work); err != nil {
+			if err := RemoveAll(s.work); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if err := removeAll(s.dir); err != nil {
+		if err := RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -350,15 +351,18 @@ var ErrNoCgroup = errors.New("sandbox has no cgroup")
 // InitPid is the host pid of the sandbox's init.
 func (s *Sandbox) InitPid() int { return s.cmd.Process.Pid }
 
-// removeAll removes p even where overlayfs left directories without
-// permissions (its work dir) or a rootless user cannot write a directory.
-func removeAll(p string) error {
+// RemoveAll removes the tree p even where overlayfs left directories
+// without permissions (its work dir) that a rootless caller must open up
+// before it can empty them.
+func RemoveAll(p string) error {
 	err := os.RemoveAll(p)
 	if err == nil {
 		return nil
 	}
-	filepath.Walk(p, func(q string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
+	// WalkDir visits a directory before reading it, so the chmod comes
+	// first.
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
 			os.Chmod(q, 0o700)
 		}
 		return nil

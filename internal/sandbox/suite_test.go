@@ -567,7 +567,7 @@ func testKeepUpper(t *testing.T, rt *Runtime) {
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	defer removeAll(sb.UpperDir())
+	defer RemoveAll(sb.UpperDir())
 	if b, err := os.ReadFile(filepath.Join(sb.UpperDir(), "kept.txt")); err != nil || string(b) != "kept\n" {
 		t.Fatalf("kept upper: %q %v", b, err)
 	}
