@@ -27,9 +27,15 @@ type CacheOptions struct {
 	Python   string // interpreter for the shared venv (default: python3 found by envcache.FindPython)
 }
 
-// firstCommand is what "task ready" waits for: the repository and the venv
-// answer inside the sandbox.
-const firstCommand = "cd /testbed && git rev-parse --short HEAD >/dev/null && python -c 'import sys'"
+// firstCommand is what "task ready" waits for: the shell answers in
+// /testbed, with the repository and the venv in place. (Starting python or
+// git would time the interpreter, not the instantiation; checkCommand runs
+// them once, untimed, to show the environment works.)
+const firstCommand = "cd /testbed && test -d .git && test -x " + envcache.VenvPath + "/bin/python"
+
+// checkCommand proves, once per method, that the repository and the venv
+// work in the instantiated task.
+const checkCommand = "cd /testbed && git rev-parse --short HEAD >/dev/null && python -c 'import sys'"
 
 // Cache compares, for N instances (commits) of one generated repository
 // sharing one environment: (1) the paper's method, a tar.gz of the venv and
@@ -153,6 +159,9 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 			defer q.Release()
 			return readyIn(ctx, rt, q.SandboxSpec())
 		})
+		if merr == nil {
+			merr = checkTask(ctx, rt, c, inst(0), sp)
+		}
 		msbDisk := diskBytes(filepath.Join(dir, "cache", "store"))
 		// (3) copy mode: the task trees live until all n tasks exist
 		i = 0
@@ -208,6 +217,25 @@ func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Spec) error 
 		return fmt.Errorf("first command exited %d: %s", res.ExitCode, res.Output)
 	}
 	return nil
+}
+
+// checkTask instantiates one task, untimed, and runs checkCommand in it.
+func checkTask(ctx context.Context, rt *sandbox.Runtime, c *envcache.Cache, in dataset.Instance, sp spec.Spec) error {
+	q, err := c.Prepare(ctx, in, sp, nil)
+	if err != nil {
+		return err
+	}
+	defer q.Release()
+	sb, err := rt.Create(ctx, q.SandboxSpec())
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: checkCommand, Timeout: time.Minute})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("git or python does not work in the task: exit %d: %s", res.ExitCode, res.Output)
+	}
+	return err
 }
 
 // genRepo makes a git repository of files files and n commits, each

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +52,12 @@ type Store struct {
 	log      *slog.Logger
 	rootless bool
 	uid, gid uint32 // the caller's, used for every entry when rootless
+
+	// parentsMu guards parents, a memo of each layer's parents: layers are
+	// immutable, and decoding a venv's manifest to learn them costs
+	// milliseconds on every task's start.
+	parentsMu sync.Mutex
+	parents   map[LayerID][]LayerID
 
 	hooks testHooks
 }
@@ -356,11 +363,11 @@ func (s *Store) Stack(id LayerID) ([]LayerID, error) {
 		}
 		seen[id] = true
 		out = append(out, id)
-		m, err := s.Manifest(id)
+		parents, err := s.layerParents(id)
 		if err != nil {
 			return err
 		}
-		for _, p := range m.Parents {
+		for _, p := range parents {
 			if err := visit(p, depth+1); err != nil {
 				return err
 			}
@@ -371,4 +378,25 @@ func (s *Store) Stack(id LayerID) ([]LayerID, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// layerParents returns a layer's parents, from the memo when it can.
+func (s *Store) layerParents(id LayerID) ([]LayerID, error) {
+	s.parentsMu.Lock()
+	p, ok := s.parents[id]
+	s.parentsMu.Unlock()
+	if ok {
+		return p, nil
+	}
+	m, err := s.Manifest(id)
+	if err != nil {
+		return nil, err
+	}
+	s.parentsMu.Lock()
+	if s.parents == nil {
+		s.parents = map[LayerID][]LayerID{}
+	}
+	s.parents[id] = m.Parents
+	s.parentsMu.Unlock()
+	return m.Parents, nil
 }
