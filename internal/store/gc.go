@@ -121,7 +121,7 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 		return r, err
 	}
 	for _, e := range manEnts {
-		h, ok := strings.CutSuffix(e.Name(), ".json")
+		h, ok := strings.CutSuffix(e.Name(), manifestSuffix)
 		id, err := parseHexDigest(h)
 		if !ok || err != nil || keepLayers[LayerID(id)] {
 			continue

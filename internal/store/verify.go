@@ -73,7 +73,7 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 	}
 	for _, e := range manEnts {
 		rel := filepath.Join("manifests", e.Name())
-		h, _ := strings.CutSuffix(e.Name(), ".json")
+		h, _ := strings.CutSuffix(e.Name(), manifestSuffix)
 		d, err := parseHexDigest(h)
 		if err != nil {
 			r.Problems = append(r.Problems, Problem{Kind: StrayFile, Path: rel, Detail: "not a manifest name"})
