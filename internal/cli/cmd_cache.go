@@ -67,12 +67,9 @@ func newCacheCmd(g *globals) *cobra.Command {
 }
 
 type cacheBuildFlags struct {
-	dataset, regex, slice, specFile string
-	instances                       []string
-	workers                         int
-	pythons, sources                []string
-	wheelhouse, base                string
-	systemSite, retryFailed         bool
+	datasetFlags
+	envFlags
+	workers int
 }
 
 func newCacheBuildCmd(g *globals, cf *cacheFlags) *cobra.Command {
@@ -88,18 +85,9 @@ func newCacheBuildCmd(g *globals, cf *cacheFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return runCacheBuild(cmd.Context(), g, cf, f) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataset, "dataset", "", "instances: JSON, JSONL or Parquet (rows may carry repo_url)")
-	fs.StringSliceVar(&f.instances, "instances", nil, "only these instance ids (comma-separated)")
-	fs.StringVar(&f.regex, "regex", "", "only instance ids matching this regular expression")
-	fs.StringVar(&f.slice, "slice", "", "only rows start:end of the (filtered) dataset")
-	fs.StringVar(&f.specFile, "spec", "", "YAML spec file adding or overriding specs (docs/spec-format.md)")
+	f.datasetFlags.register(fs)
+	f.envFlags.register(fs)
 	fs.IntVar(&f.workers, "workers", 4, "instances prepared at once (the same environment is still built once)")
-	fs.StringArrayVar(&f.pythons, "python", nil, "interpreter for a Python version, e.g. 3.9=/usr/bin/python3.9 (repeatable)")
-	fs.StringArrayVar(&f.sources, "repo-source", nil, "where to mirror a repository from, owner/name=PATH_OR_URL (repeatable)")
-	fs.StringVar(&f.wheelhouse, "wheelhouse", "", "a directory of wheels: pip installs offline from it only")
-	fs.BoolVar(&f.systemSite, "system-site-packages", false, "create venvs with --system-site-packages")
-	fs.BoolVar(&f.retryFailed, "retry-failed", false, "build again environments whose earlier build failed")
-	fs.StringVar(&f.base, "base", "host", "what environments are built on: host, or a ref/digest of an imported rootfs (e.g. base/rootfs)")
 	return cmd
 }
 
@@ -114,39 +102,18 @@ type buildResult struct {
 }
 
 func runCacheBuild(ctx context.Context, g *globals, cf *cacheFlags, f *cacheBuildFlags) error {
-	if f.dataset == "" {
-		return fmt.Errorf("%w: --dataset is required", errUsage)
-	}
-	insts, rowErrs, err := dataset.Load(f.dataset, dataset.Filter{IDs: f.instances, Regex: f.regex, Slice: f.slice})
+	insts, ov, err := f.load()
 	if err != nil {
 		return err
 	}
-	for _, re := range rowErrs {
-		fmt.Fprintln(os.Stderr, "msb: skipping row:", re)
-	}
-	if len(insts) == 0 {
-		return fmt.Errorf("%w: no instance of %s matches", errUsage, f.dataset)
-	}
-	var ov *spec.Overrides
-	if f.specFile != "" {
-		if ov, err = spec.LoadOverrides(f.specFile); err != nil {
-			return err
-		}
-	}
-	pythons, err := keyValues(f.pythons, "--python")
+	o, err := f.options()
 	if err != nil {
 		return err
 	}
-	sources, err := keyValues(f.sources, "--repo-source")
-	if err != nil {
+	if o.Runtime, err = g.jobRuntime(); err != nil {
 		return err
 	}
-	rt, err := g.jobRuntime()
-	if err != nil {
-		return err
-	}
-	c, err := cf.open(g, envcache.Options{Runtime: rt, Pythons: pythons, RepoSources: sources, Wheelhouse: f.wheelhouse,
-		SystemSitePackages: f.systemSite, RetryFailed: f.retryFailed, Base: f.base})
+	c, err := cf.open(g, o)
 	if err != nil {
 		return err
 	}
@@ -560,8 +527,8 @@ func newCachePullCmd(g *globals, cf *cacheFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull URL DIGEST|REF",
 		Short: "Fetch a layer and its parents from another node's msb cache serve, only what is missing here",
-		Example: `  msb cache pull http://10.0.0.5:7070 sha256:5f1e...
-  msb cache pull http://10.0.0.5:7070 repo/acme/proj@0123abcd`,
+		Example: `  msb cache pull http://node2.example:7070 sha256:5f1e...
+  msb cache pull http://node2.example:7070 repo/acme/proj@0123abcd`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.open(g, envcache.Options{})

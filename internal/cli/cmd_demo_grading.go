@@ -28,8 +28,8 @@ func runGradingDemo(ctx context.Context, g *globals, dir string) error {
 		return fmt.Errorf("generating the demo project: %w", err)
 	}
 	fmt.Printf("\ngenerated %s: %d bug instances of %s in %s (python %s)\n", dir, len(gen.Instances), demo.Repo, fmtDur(time.Since(start)), gen.PyVersion)
-	f := &evalFlags{specFile: gen.SpecPath, cacheDir: filepath.Join(dir, "cache"), workers: 2, timeout: 5 * time.Minute,
-		outDir: filepath.Join(dir, "logs"), runID: "demo"}
+	f := &evalFlags{datasetFlags: datasetFlags{specFile: gen.SpecPath},
+		cacheDir: filepath.Join(dir, "cache"), workers: 2, timeout: 5 * time.Minute, outDir: filepath.Join(dir, "logs"), runID: "demo"}
 	o, err := f.options(g)
 	if err != nil {
 		return err

@@ -14,46 +14,26 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// evalFlags are shared by validate and eval: the dataset, its specs, the
-// cache that builds environments, and the evaluation sandboxes.
-type evalFlags struct {
+// datasetFlags choose instances and the spec file that says how to build
+// and test them; cache build, validate and eval share them.
+type datasetFlags struct {
 	dataset   string
 	instances []string
 	regex     string
 	slice     string
 	specFile  string
-	cacheDir  string
-	pythons   []string
-	sources   []string
-	wheels    string
-	siteLibs  bool
-	copyMode  bool
-	workers   int
-	timeout   time.Duration
-	memory    string
-	runID     string
-	outDir    string
 }
 
-func (f *evalFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.dataset, "dataset", "", "instances: JSON, JSONL or Parquet (SWE-bench, SWE-smith, SWE-Gym or custom rows)")
+func (f *datasetFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.dataset, "dataset", "", "instances: JSON, JSONL or Parquet (SWE-bench, SWE-smith, SWE-Gym or custom rows; rows may carry repo_url)")
 	fs.StringSliceVar(&f.instances, "instances", nil, "only these instance ids (comma-separated)")
 	fs.StringVar(&f.regex, "regex", "", "only instance ids matching this regular expression")
 	fs.StringVar(&f.slice, "slice", "", "only rows start:end of the (filtered) dataset")
 	fs.StringVar(&f.specFile, "spec", "", "YAML spec file adding or overriding specs (docs/spec-format.md)")
-	fs.StringVar(&f.cacheDir, "cache", envOr("MSB_CACHE", envcache.DefaultDir()), "environment cache dir (env MSB_CACHE)")
-	fs.StringArrayVar(&f.pythons, "python", nil, "interpreter for a Python version, e.g. 3.9=/usr/bin/python3.9 (repeatable)")
-	fs.StringArrayVar(&f.sources, "repo-source", nil, "where to mirror a repository from, owner/name=PATH_OR_URL (repeatable)")
-	fs.StringVar(&f.wheels, "wheelhouse", "", "a directory of wheels for offline installs (pip --no-index --find-links)")
-	fs.BoolVar(&f.siteLibs, "system-site-packages", false, "environments see the interpreter's site-packages (e.g. Debian's python3-* packages, for offline hosts)")
-	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
-	fs.IntVar(&f.workers, "workers", 2, "instances evaluated at once (also bounded by available memory)")
-	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "test command timeout per instance")
-	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
-	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summary go")
 }
 
-func (f *evalFlags) load() ([]dataset.Instance, *spec.Overrides, error) {
+// load reads the chosen instances; bad rows are reported and skipped.
+func (f *datasetFlags) load() ([]dataset.Instance, *spec.Overrides, error) {
 	if f.dataset == "" {
 		return nil, nil, fmt.Errorf("%w: --dataset is required", errUsage)
 	}
@@ -79,22 +59,77 @@ func loadOverrides(path string) (*spec.Overrides, error) {
 	return spec.LoadOverrides(path)
 }
 
+// envFlags say how environments are found and built.
+type envFlags struct {
+	pythons     []string
+	sources     []string
+	wheels      string
+	base        string
+	siteLibs    bool
+	copyMode    bool
+	retryFailed bool
+}
+
+func (f *envFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.pythons, "python", nil, "interpreter for a Python version, e.g. 3.9=/usr/bin/python3.9 (repeatable)")
+	fs.StringArrayVar(&f.sources, "repo-source", nil, "where to mirror a repository from, owner/name=PATH_OR_URL (repeatable)")
+	fs.StringVar(&f.wheels, "wheelhouse", "", "a directory of wheels: pip installs offline from it only")
+	fs.StringVar(&f.base, "base", "host", "what environments are built on: host, or a ref/digest of an imported rootfs (e.g. base/rootfs)")
+	fs.BoolVar(&f.siteLibs, "system-site-packages", false, "venvs see the interpreter's site-packages (e.g. Debian's python3-* packages, for offline hosts)")
+	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
+	fs.BoolVar(&f.retryFailed, "retry-failed", false, "build again environments whose earlier build failed")
+}
+
+// options are the envcache options the flags give (Dir and Runtime are the
+// caller's).
+func (f *envFlags) options() (envcache.Options, error) {
+	pythons, err := keyValues(f.pythons, "--python")
+	if err != nil {
+		return envcache.Options{}, err
+	}
+	sources, err := keyValues(f.sources, "--repo-source")
+	if err != nil {
+		return envcache.Options{}, err
+	}
+	return envcache.Options{Pythons: pythons, RepoSources: sources, Wheelhouse: f.wheels, Base: f.base,
+		SystemSitePackages: f.siteLibs, CopyMode: f.copyMode, RetryFailed: f.retryFailed}, nil
+}
+
+// evalFlags are validate's and eval's: instances, environments, and the
+// evaluation sandboxes.
+type evalFlags struct {
+	datasetFlags
+	envFlags
+	cacheDir string
+	workers  int
+	timeout  time.Duration
+	memory   string
+	runID    string
+	outDir   string
+}
+
+func (f *evalFlags) register(fs *pflag.FlagSet) {
+	f.datasetFlags.register(fs)
+	f.envFlags.register(fs)
+	fs.StringVar(&f.cacheDir, "cache", envOr("MSB_CACHE", envcache.DefaultDir()), "environment cache dir (env MSB_CACHE)")
+	fs.IntVar(&f.workers, "workers", 2, "instances evaluated at once (also bounded by available memory)")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "test command timeout per instance")
+	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
+	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summary go")
+}
+
 // options builds the evaluation options: runtime, cache, limits.
 func (f *evalFlags) options(g *globals) (eval.Options, error) {
 	rt, err := g.jobRuntime()
 	if err != nil {
 		return eval.Options{}, err
 	}
-	pythons, err := keyValues(f.pythons, "--python")
+	co, err := f.envFlags.options()
 	if err != nil {
 		return eval.Options{}, err
 	}
-	sources, err := keyValues(f.sources, "--repo-source")
-	if err != nil {
-		return eval.Options{}, err
-	}
-	cache, err := envcache.Open(envcache.Options{Dir: f.cacheDir, Runtime: rt, Pythons: pythons, RepoSources: sources,
-		Wheelhouse: f.wheels, SystemSitePackages: f.siteLibs, CopyMode: f.copyMode, Logger: g.logger()})
+	co.Dir, co.Runtime, co.Logger = f.cacheDir, rt, g.logger()
+	cache, err := envcache.Open(co)
 	if err != nil {
 		return eval.Options{}, err
 	}
