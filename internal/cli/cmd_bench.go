@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"text/tabwriter"
 	"time"
 
@@ -34,7 +35,7 @@ func newBenchSandboxCmd(g *globals) *cobra.Command {
 			if g.json {
 				return json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "rows": rows})
 			}
-			fmt.Printf("mode: %s, %d CPUs\n\n", rt.Mode(), numCPU())
+			fmt.Printf("mode: %s, %d CPUs\n\n", rt.Mode(), runtime.NumCPU())
 			printRows(rows)
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/minisandbox/msb/internal/bench"
 	"github.com/spf13/cobra"
@@ -29,7 +30,7 @@ func newBenchCacheCmd(g *globals) *cobra.Command {
 			if g.json {
 				return json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "rows": rows})
 			}
-			fmt.Printf("mode: %s, %d CPUs, repository of %d files x %d bytes\n\n", rt.Mode(), numCPU(), o.Files, o.FileSize)
+			fmt.Printf("mode: %s, %d CPUs, repository of %d files x %d bytes\n\n", rt.Mode(), runtime.NumCPU(), o.Files, o.FileSize)
 			printRows(rows)
 			return nil
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/spf13/cobra"
 )
-
-func numCPU() int { return runtime.NumCPU() }
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var dir string

@@ -48,7 +48,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		return err
 	}
 	if f.keep {
-		fmt.Fprintf(cmdStderr, "msb: upper dir kept at %s\n", sb.UpperDir())
+		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", sb.UpperDir())
 	}
 	if code != 0 {
 		return &exitError{code: code}

@@ -12,8 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var cmdStderr = os.Stderr
-
 func newShellCmd(g *globals) *cobra.Command {
 	var f specFlags
 	cmd := &cobra.Command{
