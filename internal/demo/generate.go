@@ -73,6 +73,8 @@ repos:
   %s:
     "*":
       python: "%s"
+      pip_packages: []
+      install: ""
       test_cmd: python -m unittest -v
       log_parser: unittest
       directives: paths

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/minisandbox/msb/internal/demo"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/patch"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
@@ -195,7 +197,50 @@ func TestLoadPredictionsFormats(t *testing.T) {
 func TestEvalScriptResetsTestFiles(t *testing.T) {
 	inst := dataset.Instance{InstanceID: "x", BaseCommit: "abc123", TestPatch: "diff --git a/tests/t.py b/tests/t.py\n--- a/tests/t.py\n+++ b/tests/t.py\n@@ -1 +1 @@\n-a\n+b\n"}
 	s := EvalScript(inst, spec.Spec{TestCmd: "pytest", Directives: spec.DirectivesPaths})
-	if strings.Count(s, "git checkout -q abc123 -- tests/t.py") != 2 || !strings.Contains(s, "pytest tests/t.py") {
+	if strings.Count(s, "git checkout -q HEAD -- tests/t.py") != 2 || !strings.Contains(s, "pytest tests/t.py") {
 		t.Fatalf("script:\n%s", s)
+	}
+}
+
+// TestSWESmithSemantics grades a SWE-smith-style instance: the repository
+// is at a clean commit (tests included), the dataset's patch introduces the
+// bug, and the fix is that patch reversed.
+func TestSWESmithSemantics(t *testing.T) {
+	f := newFixture(t)
+	src := f.gen.Instances[0]
+	repo := f.gen.RepoDir
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// The clean commit: the correct code with the tests that catch the bug.
+	git("checkout", "-q", "--detach", src.EnvironmentSetupCommit)
+	apply := exec.Command("git", "apply", "-")
+	apply.Dir, apply.Stdin = repo, strings.NewReader(src.TestPatch)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	git("commit", "-qam", "tests")
+	clean := git("rev-parse", "HEAD")
+	bug := patch.Reverse(src.Patch)
+	inst := dataset.Instance{InstanceID: "demo.calc__smith-1", Repo: src.Repo, RepoURL: repo, BaseCommit: clean,
+		Patch: bug, Version: src.Version, ImageName: "demo.calc", Source: dataset.SWESmith,
+		FailToPass: src.FailToPass, PassToPass: src.PassToPass}
+	o := f.opts
+	o.Overrides = f.overrides(t, "")
+	fix := patch.Reverse(inst.Patch)
+	if res := Evaluate(context.Background(), o, inst, Prediction{InstanceID: inst.InstanceID, Patch: &fix}); res.Outcome != grading.OutcomeResolved {
+		t.Fatalf("the reversed bug patch: %s %s\n%s", res.Outcome, res.Detail, res.Log)
+	}
+	o.GradeEmpty = true
+	if res := Evaluate(context.Background(), o, inst, Prediction{InstanceID: inst.InstanceID, Patch: ptr("")}); res.Outcome != grading.OutcomeUnresolved {
+		t.Fatalf("empty patch on the bug: %s %s\n%s", res.Outcome, res.Detail, res.Log)
 	}
 }

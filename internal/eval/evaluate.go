@@ -27,6 +27,7 @@ var ApplyCommands = []string{
 const (
 	modelPatchPath = "/tmp/msb-eval/model.patch"
 	testPatchPath  = "/tmp/msb-eval/test.patch"
+	bugPatchPath   = "/tmp/msb-eval/bug.patch"
 )
 
 // Options configure evaluations.
@@ -114,6 +115,11 @@ func Evaluate(ctx context.Context, o Options, inst dataset.Instance, pred Predic
 	}
 	defer sb.Close()
 	run := &instanceRun{ctx: ctx, o: o, sb: sb, inst: inst, sp: sp, res: &res}
+	if inst.BugIsGoldPatch() {
+		if ev.InfraErr = run.startWithBug(); ev.InfraErr != nil {
+			return verdict()
+		}
+	}
 	ev.ApplyErr, ev.InfraErr = run.applyModelPatch(res.Patch, empty)
 	if ev.ApplyErr == nil && ev.InfraErr == nil {
 		ev.Log, ev.TimedOut, ev.InfraErr = run.runTests()
@@ -152,6 +158,31 @@ func (r *instanceRun) exec(cmd string, timeout time.Duration) (session.Result, e
 	return r.sb.Exec(r.ctx, session.ExecRequest{Command: cmd, Timeout: timeout})
 }
 
+// startWithBug puts a SWE-smith instance in its starting state: the base
+// commit with the bug-introducing patch applied and committed, so that the
+// model patch (a diff against that state) applies on top and HEAD is what
+// test files are reset to.
+func (r *instanceRun) startWithBug() error {
+	if err := r.sb.WriteFile(r.ctx, bugPatchPath, []byte(withNewline(r.inst.Patch)), 0o644); err != nil {
+		return fmt.Errorf("writing the bug patch into the sandbox: %w", err)
+	}
+	res, err := r.exec("cd /testbed && git apply "+bugPatchPath+" 2>&1 && git -c user.name=msb -c user.email=msb@localhost commit -qam 'SWE-smith bug' 2>&1", time.Minute)
+	if err != nil {
+		return fmt.Errorf("applying the bug patch: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("the instance's bug patch does not apply to %s: %s", r.inst.BaseCommit, lastLines(res.Output, 5))
+	}
+	return nil
+}
+
+func withNewline(s string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		return s + "\n"
+	}
+	return s
+}
+
 // applyModelPatch applies the model patch with the first ApplyCommands entry
 // that works. It returns (apply error, infrastructure error).
 func (r *instanceRun) applyModelPatch(patch string, empty bool) (error, error) {
@@ -160,10 +191,7 @@ func (r *instanceRun) applyModelPatch(patch string, empty bool) (error, error) {
 	if empty {
 		return nil, nil
 	}
-	if !strings.HasSuffix(patch, "\n") {
-		patch += "\n"
-	}
-	if err := r.sb.WriteFile(r.ctx, modelPatchPath, []byte(patch), 0o644); err != nil {
+	if err := r.sb.WriteFile(r.ctx, modelPatchPath, []byte(withNewline(patch)), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the model patch into the sandbox: %w", err)
 	}
 	var tried []string
@@ -188,11 +216,7 @@ func (r *instanceRun) applyModelPatch(patch string, empty bool) (error, error) {
 func (r *instanceRun) runTests() (string, bool, error) {
 	t := time.Now()
 	defer func() { r.res.Timings["tests"] = time.Since(t) }()
-	tp := r.inst.TestPatch
-	if tp != "" && !strings.HasSuffix(tp, "\n") {
-		tp += "\n"
-	}
-	if err := r.sb.WriteFile(r.ctx, testPatchPath, []byte(tp), 0o644); err != nil {
+	if err := r.sb.WriteFile(r.ctx, testPatchPath, []byte(withNewline(r.inst.TestPatch)), 0o644); err != nil {
 		return "", false, fmt.Errorf("writing the test patch into the sandbox: %w", err)
 	}
 	script := EvalScript(r.inst, r.sp)
@@ -207,7 +231,9 @@ func (r *instanceRun) runTests() (string, bool, error) {
 }
 
 // EvalScript is the shell script an evaluation runs in /testbed: the
-// harness's eval.sh, with the test_patch read from a file.
+// harness's eval.sh, with the test_patch read from a file. Test files are
+// reset to HEAD, which is the base commit (for SWE-smith, the commit of the
+// bug), the model patch being applied but not committed.
 func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	var b strings.Builder
 	files := spec.TestFiles(inst.TestPatch)
@@ -217,7 +243,7 @@ func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	}
 	reset := ""
 	if len(files) > 0 {
-		reset = "git checkout -q " + shellQuote(inst.BaseCommit) + " -- " + strings.Join(quoted, " ")
+		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
 	}
 	b.WriteString("cd /testbed\n")
 	for k, v := range sp.Env {
