@@ -129,6 +129,7 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 			}
 		}
 		// (1) the paper: extract both tarballs per task
+		var open []*sandbox.Sandbox // ready tasks, closed after each timed method
 		var tasks []string
 		paper, perr := timeRounds(n, func() error {
 			task, err := os.MkdirTemp(dir, "paper-task-")
@@ -142,23 +143,29 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 					return fmt.Errorf("tar -xzf %s: %v: %s", tgz, err, out)
 				}
 			}
-			return readyIn(ctx, rt, sandbox.Spec{Layers: []string{task}, HostBase: true, Workdir: envcache.Testbed, Env: venvEnv()})
+			return readyIn(ctx, rt, sandbox.Spec{Layers: []string{task}, HostBase: true, Workdir: envcache.Testbed, Env: venvEnv()}, &open)
 		})
 		paperDisk := diskBytes(append([]string{filepath.Join(dir, "paper")}, tasks...)...)
+		closeAll(&open)
 		for _, t := range tasks {
 			os.RemoveAll(t)
 		}
 		// (2) msb overlay
 		i := 0
+		var leased []*envcache.Prepared
 		msb, merr := timeRounds(n, func() error {
 			q, err := c.Prepare(ctx, inst(i), sp, nil)
 			i++
 			if err != nil {
 				return err
 			}
-			defer q.Release()
-			return readyIn(ctx, rt, q.SandboxSpec())
+			leased = append(leased, q)
+			return readyIn(ctx, rt, q.SandboxSpec(), &open)
 		})
+		closeAll(&open)
+		for _, q := range leased {
+			q.Release()
+		}
 		if merr == nil {
 			merr = checkTask(ctx, rt, c, inst(0), sp)
 		}
@@ -173,9 +180,10 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 				return err
 			}
 			preps = append(preps, q)
-			return readyIn(ctx, rt, q.SandboxSpec())
+			return readyIn(ctx, rt, q.SandboxSpec(), &open)
 		})
 		copyDisk := diskBytes(filepath.Join(dir, "cache", "store"), filepath.Join(dir, "cache", "tasks"))
+		closeAll(&open)
 		for _, q := range preps {
 			q.Release()
 		}
@@ -201,14 +209,15 @@ func venvEnv() []string {
 	return []string{"PATH=" + envcache.VenvPath + "/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV=" + envcache.VenvPath}
 }
 
-// readyIn creates a sandbox, runs the first command and closes it; the
-// close is part of the round but costs little next to the rest.
-func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Spec) error {
+// readyIn creates a sandbox and runs the first command: the task is ready.
+// The sandbox joins open and is closed after the timed rounds (closing is
+// not part of getting ready).
+func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Spec, open *[]*sandbox.Sandbox) error {
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return err
 	}
-	defer sb.Close()
+	*open = append(*open, sb)
 	res, err := sb.Exec(ctx, session.ExecRequest{Command: firstCommand, Timeout: time.Minute})
 	if err != nil {
 		return err
@@ -217,6 +226,13 @@ func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Spec) error 
 		return fmt.Errorf("first command exited %d: %s", res.ExitCode, res.Output)
 	}
 	return nil
+}
+
+func closeAll(open *[]*sandbox.Sandbox) {
+	for _, sb := range *open {
+		sb.Close()
+	}
+	*open = nil
 }
 
 // checkTask instantiates one task, untimed, and runs checkCommand in it.
