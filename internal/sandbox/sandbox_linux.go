@@ -111,13 +111,15 @@ func (s *Sandbox) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := wire.WriteFrame(parent, wire.Request{Op: wire.OpStart}); err != nil {
-		parent.Close()
-		return fmt.Errorf("starting sandbox init: %w", err)
-	}
+	// If init failed while building the root it has already said why and
+	// exited; the start frame then fails, and the answer below has the reason.
+	startErr := wire.WriteFrame(parent, wire.Request{Op: wire.OpStart})
 	var ready wire.Response
 	if err := readWithContext(ctx, parent, &ready); err != nil {
 		parent.Close()
+		if startErr != nil {
+			return fmt.Errorf("starting sandbox init: %w", startErr)
+		}
 		return fmt.Errorf("waiting for sandbox to come up: %w", err)
 	}
 	if ready.Error != "" {

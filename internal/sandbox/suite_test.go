@@ -449,6 +449,15 @@ func testBadInput(t *testing.T, rt *Runtime) {
 			}
 		})
 	}
+	// A failure inside the sandbox's init (binding a directory over a file
+	// of a layer) comes back with the init's reason, and nothing is left.
+	layer := t.TempDir()
+	os.Chmod(layer, 0o755)
+	os.WriteFile(filepath.Join(layer, "x"), []byte("file"), 0o644)
+	_, err := rt.Create(context.Background(), Spec{Layers: []string{layer}, Binds: []Bind{{Source: t.TempDir(), Target: "/x"}}})
+	if err == nil || !strings.Contains(err.Error(), "sandbox setup") || !strings.Contains(err.Error(), "mount") {
+		t.Fatalf("init failure: %v", err)
+	}
 	sb := create(t, rt, Spec{HostBase: true})
 	if code, err := sb.Run(context.Background(), []string{"/no/such/binary"}); !errors.Is(err, ErrNotFound) || code != 127 {
 		t.Fatalf("run of missing binary: %d %v", code, err)
