@@ -5,8 +5,11 @@ GO ?= go
 
 .PHONY: build demo test test-short bench vet fmt clean
 
+# bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
+# to msb (a small binary starts faster), else re-executes itself.
 build:
 	$(GO) build -trimpath -o bin/msb ./cmd/msb
+	$(GO) build -trimpath -o bin/msb-sandbox ./cmd/msb-sandbox
 
 # The main job on its embedded default: no network, no dataset download.
 demo: build

@@ -28,7 +28,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if g.json {
 				json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "enforcement": rt.Enforcement(), "checks": checks, "ok": !failed})
 			} else {
-				fmt.Printf("mode: %s (state dir %s)\n\n", rt.Mode(), rt.StateDir())
+				fmt.Printf("mode: %s (state dir %s, sandbox init %s)\n\n", rt.Mode(), rt.StateDir(), rt.Exe())
 				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
 				for _, c := range checks {

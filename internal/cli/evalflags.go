@@ -9,6 +9,7 @@ import (
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/eval"
+	"github.com/minisandbox/msb/internal/grading"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/spf13/pflag"
@@ -106,6 +107,7 @@ type evalFlags struct {
 	memory   string
 	runID    string
 	outDir   string
+	reward   string
 }
 
 func (f *evalFlags) register(fs *pflag.FlagSet) {
@@ -116,6 +118,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "test command timeout per instance")
 	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
 	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summary go")
+	fs.StringVar(&f.reward, "reward", string(grading.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
 }
 
 // options builds the evaluation options: runtime, cache, limits.
@@ -137,7 +140,11 @@ func (f *evalFlags) options(g *globals) (eval.Options, error) {
 	if err != nil {
 		return eval.Options{}, fmt.Errorf("%w: --memory: %v", errUsage, err)
 	}
-	return eval.Options{Cache: cache, Runtime: rt, TestTimeout: f.timeout, Limits: sandbox.Limits{MemoryBytes: mem}}, nil
+	mode := grading.RewardMode(f.reward)
+	if mode != grading.RewardBinary && mode != grading.RewardFraction && mode != "" {
+		return eval.Options{}, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
+	}
+	return eval.Options{Cache: cache, Runtime: rt, TestTimeout: f.timeout, Limits: sandbox.Limits{MemoryBytes: mem}, Reward: mode}, nil
 }
 
 func keyValues(list []string, flag string) (map[string]string, error) {

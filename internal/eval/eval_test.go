@@ -109,6 +109,14 @@ func TestEveryOutcome(t *testing.T) {
 			if (res.Reward == 1) != (tc.want == grading.OutcomeResolved) {
 				t.Fatalf("reward %v for %s", res.Reward, res.Outcome)
 			}
+			if tc.want == grading.OutcomeUnresolved {
+				o.Reward = grading.RewardFraction
+				frac := Evaluate(context.Background(), o, inst, Prediction{InstanceID: inst.InstanceID, Model: "m", Patch: tc.patch})
+				// The P2P tests pass, the F2P test does not: a fraction strictly between 0 and 1.
+				if frac.Reward <= 0 || frac.Reward >= 1 {
+					t.Fatalf("fraction reward %v for %s", frac.Reward, frac.Outcome)
+				}
+			}
 			if tc.want == grading.OutcomeResolved && res.ApplyMethod != ApplyCommands[0] {
 				t.Fatalf("applied with %q", res.ApplyMethod)
 			}

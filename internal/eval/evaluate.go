@@ -44,6 +44,9 @@ type Options struct {
 	GradeEmpty bool
 	// MaxLog caps the bytes of test output kept (default 64 MiB).
 	MaxLog int
+	// Reward is how Result.Reward is computed: binary (default, 1 when
+	// resolved) or fraction (the share of graded tests that succeeded).
+	Reward grading.RewardMode
 }
 
 // Result is one instance's evaluation.
@@ -72,8 +75,8 @@ func Evaluate(ctx context.Context, o Options, inst dataset.Instance, pred Predic
 	verdict := func() Result {
 		v := grading.Judge(ev)
 		res.Outcome, res.Detail, res.Report, res.Resolution = v.Outcome, v.Detail, v.Report, v.Resolution
-		if v.Report.TestsStatus != nil && v.Report.Resolved {
-			res.Reward = 1
+		if v.Report.TestsStatus != nil {
+			res.Reward = v.Report.TestsStatus.Reward(o.Reward)
 		}
 		res.Log = ev.Log
 		return res
