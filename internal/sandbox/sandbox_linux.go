@@ -105,21 +105,22 @@ func (s *Sandbox) start(ctx context.Context) error {
 		parent.Close()
 		return fmt.Errorf("sending config to sandbox init: %w", err)
 	}
+	// If init fails while building the root it says why and exits; the
+	// cgroup attach or the start frame may then fail, and the answer read
+	// below has the reason.
+	var startErr error
 	if s.cg != nil {
-		if err := s.cg.Add(s.cmd.Process.Pid); err != nil {
-			parent.Close()
-			return err
-		}
+		startErr = s.cg.Add(s.cmd.Process.Pid)
 	}
-	// If init failed while building the root it has already said why and
-	// exited; the start frame then fails, and the answer below has the reason.
-	startErr := wire.WriteFrame(parent, wire.Request{Op: wire.OpStart})
+	if startErr == nil {
+		startErr = wire.WriteFrame(parent, wire.Request{Op: wire.OpStart})
+	}
+	if startErr != nil {
+		return s.initFailure(parent, startErr)
+	}
 	var ready wire.Response
 	if err := readWithContext(ctx, parent, &ready); err != nil {
 		parent.Close()
-		if startErr != nil {
-			return fmt.Errorf("starting sandbox init: %w", startErr)
-		}
 		return fmt.Errorf("waiting for sandbox to come up: %w", err)
 	}
 	if ready.Error != "" {
@@ -128,6 +129,23 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	s.conn = newConn(parent)
 	return nil
+}
+
+// initFailure explains a start that failed on the host side: init has most
+// likely exited after reporting its own error, which is the one to return.
+func (s *Sandbox) initFailure(ctl *os.File, hostErr error) error {
+	defer ctl.Close()
+	select {
+	case <-s.waitDone:
+	case <-time.After(time.Second): // init still waits for us: it had no error
+		s.cmd.Process.Kill()
+		<-s.waitDone
+	}
+	var r wire.Response
+	if wire.ReadFrame(ctl, &r) == nil && r.Error != "" {
+		return fmt.Errorf("sandbox setup: %s", r.Error)
+	}
+	return fmt.Errorf("starting sandbox init: %w", hostErr)
 }
 
 func readWithContext(ctx context.Context, f *os.File, v any) error {

@@ -501,6 +501,12 @@ func (r *run) newProcesses() []int {
 func (r *run) finish(code int, ended bool) (Result, error) {
 	s := r.s
 	res := Result{ExitCode: code, TimedOut: r.aborting}
+	if r.aborting && code == 0 {
+		// A command that timed out never reports success, even when a
+		// process caught the interrupt and exited cleanly and the rest of
+		// the line ran: 130 is what a shell reports for SIGINT.
+		res.ExitCode = 130
+	}
 	if ended {
 		st := s.shell.wait()
 		s.ended, s.exitCode = true, exitStatus(st)

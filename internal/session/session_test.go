@@ -329,7 +329,10 @@ func TestTimeout(t *testing.T) {
 					t.Skip("python3 not installed")
 				}
 			}
-			res := mustExec(t, s, ExecRequest{Command: tt.command, Timeout: 100 * time.Millisecond})
+			// Long enough for the command to be running (timeout to have
+			// started sleep) when the interrupt comes, even on a loaded
+			// machine: an interrupt before that is a different race.
+			res := mustExec(t, s, ExecRequest{Command: tt.command, Timeout: 300 * time.Millisecond})
 			if !res.TimedOut || res.SessionEnded || strings.Contains(res.Output, "NOT-REACHED") {
 				t.Errorf("got %+v, want TimedOut without NOT-REACHED", res)
 			}
