@@ -414,3 +414,34 @@ func Leftovers(info Info, dead func(name string) bool) map[string][]string {
 	}
 	return out
 }
+
+// RemoveStaleEmpty removes groups under info's parents that hold no process
+// and were made more than age ago (what a killed owner left after its
+// processes died). A group with processes is never touched: it may belong
+// to a live sandbox of another msb process or state dir.
+func RemoveStaleEmpty(info Info, age time.Duration) []string {
+	var removed []string
+	for _, parent := range info.Parents {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			dir := filepath.Join(parent, e.Name())
+			fi, err := os.Stat(dir)
+			if err != nil || time.Since(fi.ModTime()) < age {
+				continue
+			}
+			if pids, err := readPids(dir); err != nil || len(pids) > 0 {
+				continue
+			}
+			if os.Remove(dir) == nil {
+				removed = append(removed, dir)
+			}
+		}
+	}
+	return removed
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -22,10 +23,13 @@ type conn struct {
 	next    uint64
 	pending map[uint64]chan wire.Response
 	err     error // set once the read loop ends
+
+	// deathNote explains an unexpected end of the connection.
+	deathNote func() string
 }
 
-func newConn(f *os.File) *conn {
-	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, next: 1}
+func newConn(f *os.File, deathNote func() string) *conn {
+	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, next: 1, deathNote: deathNote}
 	go c.readLoop()
 	return c
 }
@@ -45,8 +49,12 @@ func (c *conn) readLoop() {
 			ch <- r
 		}
 	}
+	note := ""
+	if c.deathNote != nil && errors.Is(err, io.EOF) {
+		note = " (" + c.deathNote() + ")"
+	}
 	c.mu.Lock()
-	c.err = fmt.Errorf("%w: control connection: %v", ErrClosed, err)
+	c.err = fmt.Errorf("%w: control connection: %v%s", ErrClosed, err, note)
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)

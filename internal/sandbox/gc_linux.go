@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,19 +55,19 @@ func (rt *Runtime) GC() GCReport {
 		lock.Close()
 	}
 	if rt.cg.Usable() {
-		for name, dirs := range cgroup.Leftovers(rt.cg, func(name string) bool {
-			if dead[name] {
-				return true
-			}
-			_, err := os.Stat(filepath.Join(rt.stateDir, name))
-			return errors.Is(err, os.ErrNotExist)
-		}) {
+		// Only the cgroups of sandboxes found dead above are killed and
+		// removed. The msb parent cgroup is shared by every state dir and
+		// user on the host: a group this runtime has no state for may
+		// belong to a live sandbox of another runtime, so it is at most
+		// removed when empty and old (cgroup.StaleEmpty).
+		for name, dirs := range cgroup.Leftovers(rt.cg, func(name string) bool { return dead[name] }) {
 			if err := cgroup.RemoveDirs(dirs); err != nil {
 				rep.Errors = append(rep.Errors, fmt.Sprintf("cgroup %s: %v", name, err))
 				continue
 			}
 			rep.Cgroups = append(rep.Cgroups, dirs...)
 		}
+		rep.Cgroups = append(rep.Cgroups, cgroup.RemoveStaleEmpty(rt.cg, time.Minute)...)
 	}
 	return rep
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +39,7 @@ type Sandbox struct {
 	waitDone chan struct{}
 	cg       *cgroup.Group
 	conn     *conn
+	stderr   *tailBuffer // init's stderr when Spec.Stdio is nil
 
 	closeOnce sync.Once
 	closeErr  error
@@ -127,8 +129,48 @@ func (s *Sandbox) start(ctx context.Context) error {
 		parent.Close()
 		return fmt.Errorf("sandbox setup: %s", ready.Error)
 	}
-	s.conn = newConn(parent)
+	s.conn = newConn(parent, s.deathNote)
 	return nil
+}
+
+// deathNote says why the control connection ended: how init exited and
+// the end of what it wrote to stderr. It waits briefly for the exit.
+func (s *Sandbox) deathNote() string {
+	select {
+	case <-s.waitDone:
+	case <-time.After(time.Second):
+		return "sandbox init still running"
+	}
+	note := "sandbox init exited: " + s.cmd.ProcessState.String()
+	if s.stderr != nil {
+		if t := strings.TrimSpace(s.stderr.String()); t != "" {
+			note += "; its stderr ends with: " + t
+		}
+	}
+	return note
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex // guards buf
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // initFailure explains a start that failed on the host side: init has most
@@ -200,6 +242,11 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 	cmd.ExtraFiles = []*os.File{ctl}
 	if io := s.spec.Stdio; io != nil {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.In, io.Out, io.Err
+	} else {
+		// What init and the supervisor say when they fail (a panic, an
+		// error) is kept for the error that reports the sandbox gone.
+		s.stderr = &tailBuffer{max: 8 << 10}
+		cmd.Stderr = s.stderr
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if s.spec.Network != NetworkHost {
