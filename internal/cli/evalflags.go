@@ -123,6 +123,10 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 
 // options builds the evaluation options: runtime, cache, limits.
 func (f *evalFlags) options(g *globals) (eval.Options, error) {
+	mode := grading.RewardMode(f.reward)
+	if mode != grading.RewardBinary && mode != grading.RewardFraction && mode != "" {
+		return eval.Options{}, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
+	}
 	rt, err := g.jobRuntime()
 	if err != nil {
 		return eval.Options{}, err
@@ -139,10 +143,6 @@ func (f *evalFlags) options(g *globals) (eval.Options, error) {
 	mem, err := parseBytes(f.memory)
 	if err != nil {
 		return eval.Options{}, fmt.Errorf("%w: --memory: %v", errUsage, err)
-	}
-	mode := grading.RewardMode(f.reward)
-	if mode != grading.RewardBinary && mode != grading.RewardFraction && mode != "" {
-		return eval.Options{}, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
 	}
 	return eval.Options{Cache: cache, Runtime: rt, TestTimeout: f.timeout, Limits: sandbox.Limits{MemoryBytes: mem}, Reward: mode}, nil
 }
