@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 )
@@ -195,7 +196,7 @@ func throughput(ctx context.Context, rt *sandbox.Runtime, workers int, d time.Du
 // sandboxes' processes.
 func density(ctx context.Context, rt *sandbox.Runtime, n int) Row {
 	name := fmt.Sprintf("msb: density, %d idle sandboxes with a session", n)
-	before := memAvailable()
+	before := cgroup.MemAvailable()
 	var sbs []*sandbox.Sandbox
 	defer func() {
 		for _, sb := range sbs {
@@ -213,25 +214,13 @@ func density(ctx context.Context, rt *sandbox.Runtime, n int) Row {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	used := before - memAvailable()
+	used := before - cgroup.MemAvailable()
 	var pss int64
 	for _, sb := range sbs {
 		pss += treePSS(sb.InitPid())
 	}
 	return Row{Name: name, Value: float64(pss) / float64(n) / (1 << 20), Unit: "MiB PSS/sandbox",
 		Note: fmt.Sprintf("MemAvailable dropped %.1f MiB in all (%.2f MiB/sandbox, includes page cache and kernel objects)", float64(used)/(1<<20), float64(used)/float64(n)/(1<<20))}
-}
-
-func memAvailable() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "MemAvailable:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // treePSS sums Pss of pid and its descendants (from /proc/*/stat ppid).

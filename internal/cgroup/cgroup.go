@@ -163,10 +163,6 @@ func Create(info Info, name string, l Limits) (*Group, error) {
 			// period) per sandbox; join cpu only when it limits something.
 			continue
 		}
-		if err := ensureParent(info.Version, parent); err != nil {
-			g.Destroy()
-			return nil, err
-		}
 		dir := filepath.Join(parent, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			g.Destroy()
@@ -181,8 +177,17 @@ func Create(info Info, name string, l Limits) (*Group, error) {
 	return g, nil
 }
 
-// ensureParent creates the msb parent and, on v2, enables the controllers
-// its children need.
+// PrepareParents creates the msb parents of info (once per runtime, before
+// any Create) and, on v2, enables the controllers their children need.
+func PrepareParents(info Info) error {
+	for _, parent := range info.Parents {
+		if err := ensureParent(info.Version, parent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func ensureParent(v Version, parent string) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
@@ -389,8 +394,8 @@ func readKey(p, key string) int64 {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key { // "key value [unit]"
+			n, _ := strconv.ParseInt(f[1], 10, 64)
 			return n
 		}
 	}
@@ -444,4 +449,13 @@ func RemoveStaleEmpty(info Info, age time.Duration) []string {
 		}
 	}
 	return removed
+}
+
+// MemAvailable is the host's available memory (MemAvailable in
+// /proc/meminfo), or -1 when it cannot be read.
+func MemAvailable() int64 {
+	if n := readKey("/proc/meminfo", "MemAvailable:"); n > 0 {
+		return n << 10
+	}
+	return -1
 }

@@ -14,6 +14,9 @@ func TestCreateLimitKillDestroy(t *testing.T) {
 		}
 		t.Skipf("no cgroup: %s", info.Reason)
 	}
+	if err := PrepareParents(info); err != nil {
+		t.Fatal(err)
+	}
 	g, err := Create(info, "test-"+t.Name(), Limits{MemoryBytes: 64 << 20, Pids: 16, CPUs: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +50,9 @@ func TestNegativeLimitRejected(t *testing.T) {
 	if !info.Usable() {
 		t.Skip(info.Reason)
 	}
+	if err := PrepareParents(info); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Create(info, "neg", Limits{Pids: -1}); err == nil {
 		t.Fatal("negative limit accepted")
 	}
@@ -54,5 +60,11 @@ func TestNegativeLimitRejected(t *testing.T) {
 		if _, err := os.Stat(p + "/neg"); !os.IsNotExist(err) {
 			t.Fatalf("failed create left %s/neg", p)
 		}
+	}
+}
+
+func TestMemAvailable(t *testing.T) {
+	if n := MemAvailable(); n <= 0 {
+		t.Fatalf("MemAvailable = %d", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -181,8 +182,8 @@ func (r *repo) instance(b Bug, good, python string) (dataset.Instance, error) {
 	if len(in.FailToPass) == 0 {
 		return dataset.Instance{}, fmt.Errorf("no test fails before the fix")
 	}
-	sortStrings(in.FailToPass)
-	sortStrings(in.PassToPass)
+	slices.Sort(in.FailToPass)
+	slices.Sort(in.PassToPass)
 	return in, nil
 }
 
@@ -204,14 +205,6 @@ func (r *repo) writeDiffApplied(diff string) {
 	cmd.Stdin = strings.NewReader(diff)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.err = fmt.Errorf("applying the fix: %w: %s", err, out)
-	}
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
 	}
 }
 

@@ -296,14 +296,14 @@ func buildScript(sp spec.Spec, py *Python, systemSite bool) (string, error) {
 	if systemSite {
 		site = " --system-site-packages"
 	}
-	fmt.Fprintf(&b, "%s -m venv%s %s\n", shq(py.Path), site, VenvPath)
+	fmt.Fprintf(&b, "%s -m venv%s %s\n", spec.ShellQuote(py.Path), site, VenvPath)
 	fmt.Fprintf(&b, "export VIRTUAL_ENV=%s PATH=%s/bin:$PATH\n", VenvPath, VenvPath)
 	b.WriteString("cd " + Testbed + "\n")
 	switch {
 	case sp.Packages == "":
 	case sp.Packages == "requirements.txt":
 		for _, p := range sp.RequirementsPaths {
-			fmt.Fprintf(&b, "python -m pip install -r %s\n", shq(p))
+			fmt.Fprintf(&b, "python -m pip install -r %s\n", spec.ShellQuote(p))
 		}
 	case sp.Packages == "environment.yml":
 		return "", fmt.Errorf("spec %s@%s wants a conda environment.yml (%s); conda environments are not supported, list pip packages instead",
@@ -314,7 +314,7 @@ func buildScript(sp spec.Spec, py *Python, systemSite bool) (string, error) {
 	if len(sp.PipPackages) > 0 {
 		q := make([]string, len(sp.PipPackages))
 		for i, p := range sp.PipPackages {
-			q[i] = shq(p)
+			q[i] = spec.ShellQuote(p)
 		}
 		fmt.Fprintf(&b, "python -m pip install %s\n", strings.Join(q, " "))
 	}
@@ -325,15 +325,6 @@ func buildScript(sp spec.Spec, py *Python, systemSite bool) (string, error) {
 		b.WriteString(sp.Install + "\n")
 	}
 	return b.String(), nil
-}
-
-func shq(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-=+:,@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // cleanUpper removes from a build's upper dir what must not be in the

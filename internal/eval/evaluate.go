@@ -242,7 +242,7 @@ func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	files := spec.TestFiles(inst.TestPatch)
 	quoted := make([]string, len(files))
 	for i, f := range files {
-		quoted[i] = shellQuote(f)
+		quoted[i] = spec.ShellQuote(f)
 	}
 	reset := ""
 	if len(files) > 0 {
@@ -250,7 +250,7 @@ func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	}
 	b.WriteString("cd /testbed\n")
 	for k, v := range sp.Env {
-		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(v))
 	}
 	for _, c := range sp.EvalCommands {
 		b.WriteString(c + "\n")
@@ -270,13 +270,6 @@ func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	}
 	b.WriteString("exit $__msb_rc\n")
 	return b.String()
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func lastLines(s string, n int) string {

@@ -1,10 +1,7 @@
 package eval
 
 import (
-	"os"
-	"strconv"
-	"strings"
-
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
@@ -14,18 +11,9 @@ func memoryWorkers(perSandbox int64) int {
 	if perSandbox <= 0 {
 		perSandbox = sandbox.DefaultLimits.MemoryBytes
 	}
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 1 << 20
+	avail := cgroup.MemAvailable()
+	if avail < 0 {
+		return 1 << 20 // unknown: the workers flag alone decides
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			if n := int((kb << 10) / perSandbox); n > 0 {
-				return n
-			}
-			return 1
-		}
-	}
-	return 1 << 20
+	return max(1, int(avail/perSandbox))
 }

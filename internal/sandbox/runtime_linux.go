@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -92,6 +93,12 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, fmt.Errorf("creating %s: %w", rt.empty, err)
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
+	if rt.cg.Usable() {
+		// Made once here, not on every sandbox's start.
+		if err := cgroup.PrepareParents(rt.cg); err != nil {
+			return nil, err
+		}
+	}
 	return rt, nil
 }
 
@@ -146,22 +153,16 @@ func (rt *Runtime) Enforcement() Enforcement {
 }
 
 // rlimits are the fallback limits for a runtime without cgroups.
-func (rt *Runtime) rlimits(l Limits) []rlimit {
+func (rt *Runtime) rlimits(l Limits) []wire.Rlimit {
 	if rt.cg.Usable() {
 		return nil
 	}
-	var out []rlimit
+	var out []wire.Rlimit
 	if l.MemoryBytes > 0 {
-		out = append(out, rlimit{unix.RLIMIT_AS, "AS", uint64(l.MemoryBytes)})
+		out = append(out, wire.Rlimit{Resource: unix.RLIMIT_AS, Name: "AS", Value: uint64(l.MemoryBytes)})
 	}
 	if l.Pids > 0 {
-		out = append(out, rlimit{unix.RLIMIT_NPROC, "NPROC", uint64(l.Pids)})
+		out = append(out, wire.Rlimit{Resource: unix.RLIMIT_NPROC, Name: "NPROC", Value: uint64(l.Pids)})
 	}
 	return out
-}
-
-type rlimit struct {
-	resource int
-	name     string
-	value    uint64
 }

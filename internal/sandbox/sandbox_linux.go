@@ -65,10 +65,13 @@ func (rt *Runtime) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	s := &Sandbox{ID: newID(), rt: rt, spec: spec}
 	s.log = rt.log.With("sandbox", s.ID)
+	start := time.Now()
 	if err := s.start(ctx); err != nil {
 		s.teardown()
+		s.log.Debug("sandbox failed to start", "err", err)
 		return nil, fmt.Errorf("creating sandbox %s: %w", s.ID, err)
 	}
+	s.log.Debug("sandbox up", "init_pid", s.cmd.Process.Pid, "took", time.Since(start))
 	return s, nil
 }
 
@@ -298,9 +301,7 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 	for _, b := range spec.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
-	for _, r := range s.rt.rlimits(limits) {
-		cfg.Rlimits = append(cfg.Rlimits, wire.Rlimit{Resource: r.resource, Name: r.name, Value: r.value})
-	}
+	cfg.Rlimits = s.rt.rlimits(limits)
 	return cfg
 }
 
@@ -310,28 +311,7 @@ func defaultEnv(extra []string, hostname string) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root", "TERM=xterm", "LANG=C.UTF-8", "HOSTNAME=" + hostname,
 	}
-	out := append([]string(nil), base...)
-	seen := map[string]int{}
-	for i, kv := range out {
-		seen[kv[:indexEq(kv)]] = i
-	}
-	for _, kv := range extra {
-		if i, ok := seen[kv[:indexEq(kv)]]; ok {
-			out[i] = kv
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-func indexEq(kv string) int {
-	for i := range kv {
-		if kv[i] == '=' {
-			return i
-		}
-	}
-	return len(kv)
+	return sbinit.MergeEnv(base, extra)
 }
 
 func (s *Sandbox) writeInfo() {
@@ -353,6 +333,7 @@ func (s *Sandbox) Close() error {
 			cancel()
 		}
 		s.closeErr = s.teardown()
+		s.log.Debug("sandbox closed", "err", s.closeErr)
 	})
 	return s.closeErr
 }

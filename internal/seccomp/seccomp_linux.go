@@ -3,6 +3,7 @@ package seccomp
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -93,11 +94,7 @@ func sortedDenied() []uint32 {
 	for _, nr := range Denied {
 		out = append(out, nr)
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.Sort(out)
 	return out
 }
 

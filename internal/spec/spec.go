@@ -87,7 +87,7 @@ func (s Spec) TestDirectives(testPatch string) []string {
 func (s Spec) TestCommand(in dataset.Instance) string {
 	parts := []string{s.TestCmd}
 	for _, d := range s.TestDirectives(in.TestPatch) {
-		parts = append(parts, shellQuote(d))
+		parts = append(parts, ShellQuote(d))
 	}
 	return strings.Join(parts, " ")
 }
@@ -106,9 +106,11 @@ func EnvironmentCommit(in dataset.Instance) string {
 	return in.BaseCommit
 }
 
-func shellQuote(s string) string {
+// ShellQuote quotes s for bash when it holds anything but plain word
+// characters (glob characters such as [ ] included).
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+@%,[]", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+@%,", r))
 	}) < 0 {
 		return s
 	}

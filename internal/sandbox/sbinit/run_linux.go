@@ -29,7 +29,7 @@ func (s *supervisor) run(req *wire.Request) (wire.Response, error) {
 
 func (s *supervisor) command(req *wire.Request) *exec.Cmd {
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Env = mergeEnv(s.cfg.Env, req.Env)
+	cmd.Env = MergeEnv(s.cfg.Env, req.Env)
 	cmd.Dir = s.cfg.Workdir
 	if req.Dir != "" {
 		cmd.Dir = req.Dir

@@ -144,7 +144,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 	env := s.cfg.Env
 	if len(req.Env) > 0 {
-		env = mergeEnv(env, req.Env)
+		env = MergeEnv(env, req.Env)
 	}
 	dir := s.cfg.Workdir
 	if req.Dir != "" {
@@ -240,8 +240,8 @@ func (s *supervisor) closeAll() {
 	}
 }
 
-// mergeEnv returns base with the entries of extra added or replaced.
-func mergeEnv(base, extra []string) []string {
+// MergeEnv returns base with the entries of extra added or replaced.
+func MergeEnv(base, extra []string) []string {
 	idx := map[string]int{}
 	out := append([]string(nil), base...)
 	for i, kv := range out {
