@@ -143,7 +143,7 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 					return fmt.Errorf("tar -xzf %s: %v: %s", tgz, err, out)
 				}
 			}
-			return readyIn(ctx, rt, sandbox.Spec{Layers: []string{task}, HostBase: true, Workdir: envcache.Testbed, Env: venvEnv()}, &open)
+			return readyIn(ctx, rt, sandbox.Config{Layers: []string{task}, HostBase: true, Workdir: envcache.Testbed, Env: venvEnv()}, &open)
 		})
 		paperDisk := diskBytes(append([]string{filepath.Join(dir, "paper")}, tasks...)...)
 		closeAll(&open)
@@ -160,7 +160,7 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 				return err
 			}
 			leased = append(leased, q)
-			return readyIn(ctx, rt, q.SandboxSpec(), &open)
+			return readyIn(ctx, rt, q.SandboxConfig(), &open)
 		})
 		closeAll(&open)
 		for _, q := range leased {
@@ -180,7 +180,7 @@ func Cache(ctx context.Context, rt *sandbox.Runtime, o CacheOptions) ([]Row, err
 				return err
 			}
 			preps = append(preps, q)
-			return readyIn(ctx, rt, q.SandboxSpec(), &open)
+			return readyIn(ctx, rt, q.SandboxConfig(), &open)
 		})
 		copyDisk := diskBytes(filepath.Join(dir, "cache", "store"), filepath.Join(dir, "cache", "tasks"))
 		closeAll(&open)
@@ -212,7 +212,7 @@ func venvEnv() []string {
 // readyIn creates a sandbox and runs the first command: the task is ready.
 // The sandbox joins open and is closed after the timed rounds (closing is
 // not part of getting ready).
-func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Spec, open *[]*sandbox.Sandbox) error {
+func readyIn(ctx context.Context, rt *sandbox.Runtime, spec sandbox.Config, open *[]*sandbox.Sandbox) error {
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return err
@@ -242,7 +242,7 @@ func checkTask(ctx context.Context, rt *sandbox.Runtime, c *envcache.Cache, in d
 		return err
 	}
 	defer q.Release()
-	sb, err := rt.Create(ctx, q.SandboxSpec())
+	sb, err := rt.Create(ctx, q.SandboxConfig())
 	if err != nil {
 		return err
 	}

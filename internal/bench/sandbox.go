@@ -79,7 +79,7 @@ func timeRounds(n int, f func() error) (Stats, error) {
 }
 
 func msbRound(ctx context.Context, rt *sandbox.Runtime) error {
-	sb, err := rt.Create(ctx, sandbox.Spec{HostBase: true})
+	sb, err := rt.Create(ctx, sandbox.Config{HostBase: true})
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func podmanRow(n int, msb Stats) Row {
 }
 
 func sessionRoundTrips(ctx context.Context, rt *sandbox.Runtime, n int) (Stats, error) {
-	sb, err := rt.Create(ctx, sandbox.Spec{HostBase: true})
+	sb, err := rt.Create(ctx, sandbox.Config{HostBase: true})
 	if err != nil {
 		return Stats{}, err
 	}
@@ -204,7 +204,7 @@ func density(ctx context.Context, rt *sandbox.Runtime, n int) Row {
 		}
 	}()
 	for i := 0; i < n; i++ {
-		sb, err := rt.Create(ctx, sandbox.Spec{HostBase: true})
+		sb, err := rt.Create(ctx, sandbox.Config{HostBase: true})
 		if err != nil {
 			return Row{Name: name, Failed: fmt.Sprintf("after %d sandboxes: %v", i, err)}
 		}

@@ -29,7 +29,7 @@ func TestExitCodes(t *testing.T) {
 		{"killed by a signal", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137},
 		{"missing command", []string{"run", "--", "/no/such/program"}, exitFailure},
 		{"bad size", []string{"run", "--memory", "lots", "--", "true"}, exitUsage},
-		{"invalid spec", []string{"run", "--layer", "relative/dir", "--", "true"}, exitInvalidSpec},
+		{"invalid spec", []string{"run", "--layer", "relative/dir", "--", "true"}, exitInvalidConfig},
 		{"validate without dataset", []string{"validate"}, exitUsage},
 		{"eval without predictions", []string{"eval", "--dataset", "x.jsonl"}, exitUsage},
 		{"doctor", []string{"doctor"}, 0},

@@ -59,7 +59,7 @@ func runDemo(ctx context.Context, g *globals) error {
 	var sb *sandbox.Sandbox
 	step("create a sandbox (host base, no network, 512M, 256 pids)", func() (string, bool, error) {
 		var err error
-		sb, err = rt.Create(ctx, sandbox.Spec{HostBase: true, Workdir: "/work", Limits: sandbox.Limits{MemoryBytes: 512 << 20, Pids: 256}})
+		sb, err = rt.Create(ctx, sandbox.Config{HostBase: true, Workdir: "/work", Limits: sandbox.Limits{MemoryBytes: 512 << 20, Pids: 256}})
 		if err != nil {
 			return "", false, err
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 func newSpecCmd(g *globals) *cobra.Command {

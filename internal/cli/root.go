@@ -109,15 +109,15 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 const (
 	exitFailure     = 1
 	exitUsage       = 2
-	exitInvalidSpec = 3
+	exitInvalidConfig = 3
 	exitUnavailable = 4 // the host cannot run sandboxes (see msb doctor)
 )
 
 // exitCode maps errors to exit codes; this is the only such map.
 func exitCode(err error) int {
 	switch {
-	case errors.Is(err, sandbox.ErrInvalidSpec):
-		return exitInvalidSpec
+	case errors.Is(err, sandbox.ErrInvalidConfig):
+		return exitInvalidConfig
 	case errors.Is(err, errUnavailable):
 		return exitUnavailable
 	case errors.Is(err, errUsage):

@@ -43,8 +43,8 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.keep, "keep-upper", false, "keep the sandbox's writable layer after it exits, for debugging")
 }
 
-func (f *specFlags) spec() (sandbox.Spec, error) {
-	s := sandbox.Spec{
+func (f *specFlags) spec() (sandbox.Config, error) {
+	s := sandbox.Config{
 		Layers: f.layers, HostBase: f.hostBase, Workdir: f.workdir, Env: f.env,
 		Hostname: f.hostname, Network: f.network, KeepUpper: f.keep,
 	}

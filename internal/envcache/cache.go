@@ -237,12 +237,12 @@ func (p *Prepared) Release() error {
 	return err
 }
 
-// SandboxSpec is the sandbox.Spec for a task of p (no network, default limits).
-func (p *Prepared) SandboxSpec() sandbox.Spec {
+// SandboxConfig is the sandbox.Spec for a task of p (no network, default limits).
+func (p *Prepared) SandboxConfig() sandbox.Config {
 	if p.taskDir != "" { // copy mode: the private tree is the root itself
-		return sandbox.Spec{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+		return sandbox.Config{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
 	}
-	return sandbox.Spec{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+	return sandbox.Config{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
 }
 
 // run records a phase's timing and reports it.

@@ -218,7 +218,7 @@ func (c *Cache) buildEnv(ctx context.Context, r *run, inst dataset.Instance, sp 
 		layers = append(layers, c.store.TreePath(stack[i]))
 	}
 	layers = append(layers, c.store.TreePath(repoID))
-	spec := sandbox.Spec{
+	spec := sandbox.Config{
 		Layers: layers, HostBase: base.host, UpperDir: filepath.Join(dir, "upper"), Network: sandbox.NetworkHost,
 		Workdir: Testbed, Binds: py.binds(), Limits: c.opts.BuildLimits, MaxOutput: 4 << 20,
 		Env: []string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache"},

@@ -148,7 +148,7 @@ func sandboxOf(t testing.TB, rt *sandbox.Runtime, p *Prepared) *sandbox.Sandbox 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := rt.Create(ctx, p.SandboxSpec())
+	sb, err := rt.Create(ctx, p.SandboxConfig())
 	if err != nil {
 		t.Fatalf("create sandbox: %v", err)
 	}

@@ -107,10 +107,10 @@ func Evaluate(ctx context.Context, o Options, inst dataset.Instance, pred Predic
 	}
 	defer prep.Release()
 	t = time.Now()
-	sbSpec := prep.SandboxSpec()
-	sbSpec.Limits = o.Limits
-	sbSpec.MaxOutput = o.maxLog()
-	sb, err := o.Runtime.Create(ctx, sbSpec)
+	sbConf := prep.SandboxConfig()
+	sbConf.Limits = o.Limits
+	sbConf.MaxOutput = o.maxLog()
+	sb, err := o.Runtime.Create(ctx, sbConf)
 	res.Timings["task_ready"] = time.Since(t)
 	if err != nil {
 		ev.InfraErr = fmt.Errorf("creating sandbox: %w", err)

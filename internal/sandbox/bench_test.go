@@ -13,7 +13,7 @@ func BenchmarkCreateExecClose(b *testing.B) {
 	rt := testRuntime(b)
 	ctx := context.Background()
 	for b.Loop() {
-		sb, err := rt.Create(ctx, Spec{HostBase: true})
+		sb, err := rt.Create(ctx, Config{HostBase: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func BenchmarkCreateExecClose(b *testing.B) {
 func BenchmarkSessionTrue(b *testing.B) {
 	rt := testRuntime(b)
 	ctx := context.Background()
-	sb := create(b, rt, Spec{HostBase: true})
+	sb := create(b, rt, Config{HostBase: true})
 	if err := sb.OpenSession(ctx, "b", SessionOptions{}); err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package sandbox creates, drives and closes sandboxes from the host.
 //
-// A Spec describes a sandbox: its root layers (read-only lower dirs, bottom
+// A Config describes a sandbox: its root layers (read-only lower dirs, bottom
 // first) or the host's system directories, extra binds, working directory,
 // environment, hostname, limits, network and user. A Runtime holds what all
 // sandboxes of one msb process share: the state directory, the cgroup

@@ -113,7 +113,7 @@ func (rt *Runtime) smokeTest(ctx context.Context) Check {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	sb, err := rt.Create(ctx, Spec{HostBase: true})
+	sb, err := rt.Create(ctx, Config{HostBase: true})
 	if err != nil {
 		c.Detail, c.Fix = err.Error(), "see the failed checks above"
 		return c

@@ -62,7 +62,7 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	return err
 }
 
-// Run runs argv on the sandbox's stdio (Spec.Stdio) and returns its exit code.
+// Run runs argv on the sandbox's stdio (Config.Stdio) and returns its exit code.
 func (s *Sandbox) Run(ctx context.Context, argv []string) (int, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpRun, Argv: argv})
 	return resp.Exit, err

@@ -27,7 +27,7 @@ import (
 type Sandbox struct {
 	ID   string
 	rt   *Runtime
-	spec Spec
+	conf Config
 	log  *slog.Logger
 
 	dir      string // state dir
@@ -39,7 +39,7 @@ type Sandbox struct {
 	waitDone chan struct{}
 	cg       *cgroup.Group
 	conn     *conn
-	stderr   *tailBuffer // init's stderr when Spec.Stdio is nil
+	stderr   *tailBuffer // init's stderr when Config.Stdio is nil
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,11 +59,11 @@ func newID() string {
 }
 
 // Create builds and starts a sandbox. On error nothing is left behind.
-func (rt *Runtime) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	if err := spec.Validate(rt.rootless); err != nil {
+func (rt *Runtime) Create(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if err := cfg.Validate(rt.rootless); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{ID: newID(), rt: rt, spec: spec}
+	s := &Sandbox{ID: newID(), rt: rt, conf: cfg}
 	s.log = rt.log.With("sandbox", s.ID)
 	start := time.Now()
 	if err := s.start(ctx); err != nil {
@@ -79,7 +79,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err := s.prepareDirs(); err != nil {
 		return err
 	}
-	limits := s.spec.Limits.withDefaults()
+	limits := s.conf.Limits.withDefaults()
 	if s.rt.cg.Usable() {
 		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
 		if err != nil {
@@ -221,10 +221,10 @@ func (s *Sandbox) prepareDirs() error {
 	s.lock = lock
 	dirs := []string{filepath.Join(s.dir, "root")}
 	switch {
-	case s.spec.RootDir != "": // copy mode: no overlay
-	case s.spec.UpperDir != "":
-		s.upper = s.spec.UpperDir
-		s.work = s.spec.UpperDir + ".work"
+	case s.conf.RootDir != "": // copy mode: no overlay
+	case s.conf.UpperDir != "":
+		s.upper = s.conf.UpperDir
+		s.work = s.conf.UpperDir + ".work"
 		dirs = append(dirs, s.upper, s.work)
 	default:
 		s.upper, s.work, s.ownUpper = filepath.Join(s.dir, "upper"), filepath.Join(s.dir, "work"), true
@@ -243,7 +243,7 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 	cmd.Args = []string{"msb-sandbox-init"}
 	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit}
 	cmd.ExtraFiles = []*os.File{ctl}
-	if io := s.spec.Stdio; io != nil {
+	if io := s.conf.Stdio; io != nil {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.In, io.Out, io.Err
 	} else {
 		// What init and the supervisor say when they fail (a panic, an
@@ -252,7 +252,7 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 		cmd.Stderr = s.stderr
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if s.spec.Network != NetworkHost {
+	if s.conf.Network != NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
@@ -266,15 +266,15 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 	return cmd
 }
 
-// config turns the spec into what init carries out.
+// config turns the sandbox config into what init carries out.
 func (s *Sandbox) config(limits Limits) wire.Config {
-	spec := s.spec
+	c := s.conf
 	cfg := wire.Config{
 		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work,
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
-		Hostname: spec.Hostname, Network: spec.Network, TmpBytes: limits.TmpBytes, ShmBytes: 64 << 20,
-		Workdir: spec.Workdir, UID: spec.User.UID, GID: spec.User.GID, CgroupNS: true, MaxOutput: spec.MaxOutput,
-		Lowers: spec.Layers, RootBind: spec.RootDir,
+		Hostname: c.Hostname, Network: c.Network, TmpBytes: limits.TmpBytes, ShmBytes: 64 << 20,
+		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,
+		Lowers: c.Layers, RootBind: c.RootDir,
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "msb-" + s.ID[:8]
@@ -288,8 +288,8 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 	if len(cfg.Lowers) == 0 {
 		cfg.Lowers = []string{s.rt.empty}
 	}
-	if spec.HostBase {
-		cfg.HostDirs = spec.HostDirs
+	if c.HostBase {
+		cfg.HostDirs = c.HostDirs
 		if len(cfg.HostDirs) == 0 {
 			cfg.HostDirs = DefaultHostDirs
 		}
@@ -297,15 +297,15 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 			cfg.Masks = hostMasks
 		}
 	}
-	cfg.Env = defaultEnv(spec.Env, cfg.Hostname)
-	for _, b := range spec.Binds {
+	cfg.Env = defaultEnv(c.Env, cfg.Hostname)
+	for _, b := range c.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
 	cfg.Rlimits = s.rt.rlimits(limits)
 	return cfg
 }
 
-// defaultEnv is the sandbox's environment: a clean base the spec extends.
+// defaultEnv is the sandbox's environment: a clean base the config extends.
 func defaultEnv(extra []string, hostname string) []string {
 	base := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -324,7 +324,7 @@ func (s *Sandbox) writeInfo() {
 }
 
 // Close kills every process in the sandbox, removes its cgroup and state
-// (keeping the upper dir when the spec asked) and releases its owner lock.
+// (keeping the upper dir when the config asked) and releases its owner lock.
 func (s *Sandbox) Close() error {
 	s.closeOnce.Do(func() {
 		if s.conn != nil {
@@ -358,7 +358,7 @@ func (s *Sandbox) teardown() error {
 		}
 	}
 	if s.dir != "" {
-		if s.ownUpper && s.spec.KeepUpper {
+		if s.ownUpper && s.conf.KeepUpper {
 			kept := filepath.Join(s.rt.stateDir, "kept-"+s.ID)
 			if err := os.Rename(s.upper, kept); err != nil {
 				errs = append(errs, fmt.Errorf("keeping upper dir: %w", err))

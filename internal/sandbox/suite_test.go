@@ -66,7 +66,7 @@ func testRuntime(t testing.TB) *Runtime {
 	return rt
 }
 
-func create(t testing.TB, rt *Runtime, spec Spec) *Sandbox {
+func create(t testing.TB, rt *Runtime, spec Config) *Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -146,7 +146,7 @@ func TestSuite(t *testing.T) {
 }
 
 func testBasics(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true, Hostname: "box", Env: []string{"FOO=bar"}, Workdir: "/work"})
+	sb := create(t, rt, Config{HostBase: true, Hostname: "box", Env: []string{"FOO=bar"}, Workdir: "/work"})
 	if got := mustOK(t, sb, "id -u; hostname; echo $FOO; pwd"); got != "0\nbox\nbar\n/work\n" {
 		t.Fatalf("got %q", got)
 	}
@@ -170,7 +170,7 @@ func testBasics(t *testing.T, rt *Runtime) {
 }
 
 func testSessions(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	if err := sb.OpenSession(ctx, "main", SessionOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func testPIDNamespace(t *testing.T, rt *Runtime) {
 		t.Fatal(err)
 	}
 	defer func() { host.Process.Kill(); host.Wait() }()
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	out := mustOK(t, sb, "ls /proc | grep -cE '^[0-9]+$'")
 	if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 6 {
 		t.Fatalf("sandbox sees %d processes", n)
@@ -238,7 +238,7 @@ func testNoHostNetwork(t *testing.T, rt *Runtime) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	mustFail(t, sb, fmt.Sprintf("timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/%d'", port))
 	// Loopback inside works.
 	mustOK(t, sb, `python3 -c "
@@ -248,7 +248,7 @@ c = socket.create_connection(s.getsockname()); print('ok')"`)
 }
 
 func testHostDirsReadOnly(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	for _, c := range []string{"touch /usr/msb-test", "echo x >> /etc/passwd", "touch /etc/msb-test", "rm -f /bin/sh"} {
 		mustFail(t, sb, c)
 	}
@@ -266,8 +266,8 @@ func testHostDirsReadOnly(t *testing.T, rt *Runtime) {
 }
 
 func testSandboxesIsolated(t *testing.T, rt *Runtime) {
-	a := create(t, rt, Spec{HostBase: true})
-	b := create(t, rt, Spec{HostBase: true})
+	a := create(t, rt, Config{HostBase: true})
+	b := create(t, rt, Config{HostBase: true})
 	mustOK(t, a, "echo secret-a > /tmp/a; echo secret-a > /root-a-file")
 	if out := sh(t, b, "cat /tmp/a /root-a-file; ls /proc/*/root/tmp 2>&1; find / -xdev -name root-a-file 2>/dev/null").Output; strings.Contains(out, "secret-a") || strings.Contains(out, "root-a-file\n") {
 		t.Fatalf("sandbox b sees a's files: %q", out)
@@ -278,7 +278,7 @@ func testSandboxesIsolated(t *testing.T, rt *Runtime) {
 }
 
 func testEscapes(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	marker := filepath.Join(os.TempDir(), "msb-escape-marker-"+sb.ID)
 	os.WriteFile(marker, []byte("host"), 0o644)
 	defer os.Remove(marker)
@@ -322,7 +322,7 @@ EOF`).Output
 }
 
 func testDevices(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	out := mustOK(t, sb, "ls /dev | sort | tr '\\n' ' '")
 	for _, d := range strings.Fields(out) {
 		switch d {
@@ -338,7 +338,7 @@ func testDevices(t *testing.T, rt *Runtime) {
 }
 
 func testForkBomb(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{Pids: 64}})
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{Pids: 64}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := sb.Exec(ctx, session.ExecRequest{Command: `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 2`, Timeout: 10 * time.Second})
@@ -362,7 +362,7 @@ func testForkBomb(t *testing.T, rt *Runtime) {
 }
 
 func testMemoryBomb(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{MemoryBytes: 128 << 20}})
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{MemoryBytes: 128 << 20}})
 	res := sh(t, sb, `python3 -c "
 b = []
 for i in range(64): b.append(bytearray(16 << 20))
@@ -383,7 +383,7 @@ print('allocated 1 GiB')"`)
 }
 
 func testTmpQuota(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true, Limits: Limits{TmpBytes: 8 << 20}})
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{TmpBytes: 8 << 20}})
 	out := mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1")
 	if !strings.Contains(out, "No space left") {
 		t.Fatalf("want ENOSPC, got %q", out)
@@ -391,7 +391,7 @@ func testTmpQuota(t *testing.T, rt *Runtime) {
 }
 
 func testCloseKillsEverything(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	tag := strconv.Itoa(1000000 + int(time.Now().UnixNano()%1000000))
 	ctx := context.Background()
 	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
@@ -429,22 +429,22 @@ func countProcs(cmdline string) int {
 func testBadInput(t *testing.T, rt *Runtime) {
 	for _, tc := range []struct {
 		name string
-		spec Spec
+		spec Config
 		want string
 	}{
-		{"no root", Spec{}, "no root"},
-		{"missing layer", Spec{Layers: []string{"/nonexistent/layer"}}, "no such file"},
-		{"relative layer", Spec{Layers: []string{"rel/layer"}}, "not an absolute path"},
-		{"relative workdir", Spec{HostBase: true, Workdir: "work"}, "not an absolute path"},
-		{"negative memory", Spec{HostBase: true, Limits: Limits{MemoryBytes: -1}}, "negative limit"},
-		{"tiny memory", Spec{HostBase: true, Limits: Limits{MemoryBytes: 1024}}, "below"},
-		{"bad network", Spec{HostBase: true, Network: "bridge"}, "network"},
-		{"bad env", Spec{HostBase: true, Env: []string{"NOEQUALS"}}, "NAME=value"},
-		{"missing bind", Spec{HostBase: true, Binds: []Bind{{Source: "/nonexistent", Target: "/x"}}}, "bind source"},
+		{"no root", Config{}, "no root"},
+		{"missing layer", Config{Layers: []string{"/nonexistent/layer"}}, "no such file"},
+		{"relative layer", Config{Layers: []string{"rel/layer"}}, "not an absolute path"},
+		{"relative workdir", Config{HostBase: true, Workdir: "work"}, "not an absolute path"},
+		{"negative memory", Config{HostBase: true, Limits: Limits{MemoryBytes: -1}}, "negative limit"},
+		{"tiny memory", Config{HostBase: true, Limits: Limits{MemoryBytes: 1024}}, "below"},
+		{"bad network", Config{HostBase: true, Network: "bridge"}, "network"},
+		{"bad env", Config{HostBase: true, Env: []string{"NOEQUALS"}}, "NAME=value"},
+		{"missing bind", Config{HostBase: true, Binds: []Bind{{Source: "/nonexistent", Target: "/x"}}}, "bind source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rt.Create(context.Background(), tc.spec)
-			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrInvalidSpec mentioning %q", err, tc.want)
 			}
 		})
@@ -454,18 +454,18 @@ func testBadInput(t *testing.T, rt *Runtime) {
 	layer := t.TempDir()
 	os.Chmod(layer, 0o755)
 	os.WriteFile(filepath.Join(layer, "x"), []byte("file"), 0o644)
-	_, err := rt.Create(context.Background(), Spec{Layers: []string{layer}, Binds: []Bind{{Source: t.TempDir(), Target: "/x"}}})
+	_, err := rt.Create(context.Background(), Config{Layers: []string{layer}, Binds: []Bind{{Source: t.TempDir(), Target: "/x"}}})
 	if err == nil || !strings.Contains(err.Error(), "sandbox setup") || !strings.Contains(err.Error(), "mount") {
 		t.Fatalf("init failure: %v", err)
 	}
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	if code, err := sb.Run(context.Background(), []string{"/no/such/binary"}); !errors.Is(err, ErrNotFound) || code != 127 {
 		t.Fatalf("run of missing binary: %d %v", code, err)
 	}
 }
 
 func testFiles(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	data := []byte("hello\x00\xff world\n")
 	if err := sb.WriteFile(ctx, "/work/dir/f.bin", data, 0o640); err != nil {
@@ -521,7 +521,7 @@ func testFiles(t *testing.T, rt *Runtime) {
 }
 
 func testSymlinkEscape(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	host := filepath.Join(os.TempDir(), "msb-host-secret-"+sb.ID)
 	if err := os.WriteFile(host, []byte("HOST SECRET"), 0o644); err != nil {
@@ -557,7 +557,7 @@ func testLayers(t *testing.T, rt *Runtime) {
 	os.WriteFile(filepath.Join(base, "f"), []byte("base\n"), 0o644)
 	os.WriteFile(filepath.Join(base, "g"), []byte("base-g\n"), 0o644)
 	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
-	sb := create(t, rt, Spec{HostBase: true, Layers: []string{base, top}, Binds: []Bind{{Source: top, Target: "/mnt/top", ReadOnly: true}}})
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{base, top}, Binds: []Bind{{Source: top, Target: "/mnt/top", ReadOnly: true}}})
 	if out := mustOK(t, sb, "cat /f /g; echo new > /g; cat /g; cat /mnt/top/f"); out != "top\nbase-g\nnew\ntop\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -568,7 +568,7 @@ func testLayers(t *testing.T, rt *Runtime) {
 }
 
 func testKeepUpper(t *testing.T, rt *Runtime) {
-	sb, err := rt.Create(context.Background(), Spec{HostBase: true, KeepUpper: true})
+	sb, err := rt.Create(context.Background(), Config{HostBase: true, KeepUpper: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +589,7 @@ func testConcurrent(t *testing.T, rt *Runtime) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			sb, err := rt.Create(context.Background(), Spec{HostBase: true})
+			sb, err := rt.Create(context.Background(), Config{HostBase: true})
 			if err != nil {
 				errs <- err
 				return
@@ -611,7 +611,7 @@ func testConcurrent(t *testing.T, rt *Runtime) {
 // testGC simulates a killed msb: a sandbox whose owner lock is released
 // without Close. GC must kill its processes and remove its state.
 func testGC(t *testing.T, rt *Runtime) {
-	sb, err := rt.Create(context.Background(), Spec{HostBase: true})
+	sb, err := rt.Create(context.Background(), Config{HostBase: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +636,7 @@ func testGC(t *testing.T, rt *Runtime) {
 func testShellTTY(t *testing.T, rt *Runtime) {
 	master, slave := openTestPty(t)
 	defer master.Close()
-	sb := create(t, rt, Spec{HostBase: true, Stdio: &Stdio{In: slave, Out: slave, Err: slave}})
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{In: slave, Out: slave, Err: slave}})
 	slave.Close()
 	type result struct {
 		code int
@@ -682,7 +682,7 @@ func openTestPty(t *testing.T) (master, slave *os.File) {
 
 // testZombiesReaped leaves orphans that exit; the sandbox's init reaps them.
 func testZombiesReaped(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Spec{HostBase: true})
+	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	if err := sb.OpenSession(ctx, "z", SessionOptions{}); err != nil {
 		t.Fatal(err)
@@ -710,14 +710,14 @@ func testCopyModeRoot(t *testing.T, rt *Runtime) {
 	root := t.TempDir()
 	os.Chmod(root, 0o755)
 	os.WriteFile(filepath.Join(root, "seed"), []byte("seed\n"), 0o644)
-	sb := create(t, rt, Spec{RootDir: root, HostBase: true})
+	sb := create(t, rt, Config{RootDir: root, HostBase: true})
 	if out := mustOK(t, sb, "cat /seed; echo written > /out; ls /usr/bin/env"); out != "seed\n/usr/bin/env\n" {
 		t.Fatalf("got %q", out)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "out")); err != nil || string(b) != "written\n" {
 		t.Fatalf("write did not land in the root dir: %q %v", b, err)
 	}
-	if _, err := rt.Create(context.Background(), Spec{RootDir: root, Layers: []string{root}}); !errors.Is(err, ErrInvalidSpec) {
+	if _, err := rt.Create(context.Background(), Config{RootDir: root, Layers: []string{root}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("root dir with layers: %v", err)
 	}
 }

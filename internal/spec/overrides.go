@@ -8,7 +8,7 @@ import (
 	"os"
 	"slices"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/minisandbox/msb/internal/dataset"
 )

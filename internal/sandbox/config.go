@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ErrInvalidSpec marks a Spec that cannot be built; the message says why.
-var ErrInvalidSpec = errors.New("invalid sandbox spec")
+// ErrInvalidConfig marks a Config that cannot be built; the message says why.
+var ErrInvalidConfig = errors.New("invalid sandbox config")
 
 // DefaultHostDirs are the host directories a HostBase sandbox sees read-only.
 var DefaultHostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
@@ -23,8 +23,8 @@ const (
 	NetworkHost = "host" // the host's network; opt-in, for builds
 )
 
-// Spec describes one sandbox.
-type Spec struct {
+// Config describes one sandbox.
+type Config struct {
 	// Layers are read-only root trees, bottom first, joined by overlayfs.
 	Layers []string `json:"layers,omitempty"`
 	// HostBase binds the host's system directories (HostDirs, or
@@ -85,7 +85,7 @@ type Limits struct {
 	TmpBytes int64 `json:"tmp_bytes,omitempty"`
 }
 
-// DefaultLimits apply where a Spec leaves a limit at zero.
+// DefaultLimits apply where a Config leaves a limit at zero.
 var DefaultLimits = Limits{MemoryBytes: 4 << 30, Pids: 1024, TmpBytes: 1 << 30}
 
 func (l Limits) withDefaults() Limits {
@@ -102,12 +102,12 @@ func (l Limits) withDefaults() Limits {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
 // Validate checks s without touching the sandbox; it reports the first
 // problem with enough detail to fix it.
-func (s *Spec) Validate(rootless bool) error {
+func (s *Config) Validate(rootless bool) error {
 	if len(s.Layers) == 0 && !s.HostBase && s.RootDir == "" {
 		return invalid("no root: give at least one layer, a root dir or use the host base")
 	}
