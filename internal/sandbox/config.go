@@ -83,6 +83,9 @@ type Limits struct {
 	// TmpBytes is the size of the sandbox's private /tmp (tmpfs, charged
 	// to its memory).
 	TmpBytes int64 `json:"tmp_bytes,omitempty"`
+	// DiskBytes bounds what the sandbox writes to disk (upper dir, /tmp,
+	// /dev/shm).
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // DefaultLimits apply where a Config leaves a limit at zero.
