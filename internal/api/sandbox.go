@@ -93,3 +93,31 @@ type DoctorReport struct {
 	Checks      List[Check] `json:"checks"`
 	OK          bool        `json:"ok"`
 }
+
+// SandboxUsage is what a sandbox uses now (from its cgroup).
+type SandboxUsage struct {
+	MemoryBytes     int64  `json:"memory_bytes"`
+	MemoryPeakBytes int64  `json:"memory_peak_bytes"`
+	Pids            int64  `json:"pids"`
+	CPUNanos        uint64 `json:"cpu_nanos"`
+	OOMKills        int64  `json:"oom_kills"`
+	PidsLimitHits   int64  `json:"pids_limit_hits"`
+}
+
+// BenchRow is one measurement of msb bench.
+type BenchRow struct {
+	Name   string  `json:"name"`
+	N      int     `json:"n"`
+	P50Ns  int64   `json:"p50_ns"`
+	P95Ns  int64   `json:"p95_ns"`
+	Value  float64 `json:"value,omitempty"`
+	Unit   string  `json:"unit,omitempty"`
+	Note   string  `json:"note,omitempty"`
+	Failed string  `json:"failed,omitempty"`
+}
+
+// BenchReport is msb bench's --json output.
+type BenchReport struct {
+	Mode string         `json:"mode,omitempty"`
+	Rows List[BenchRow] `json:"rows"`
+}

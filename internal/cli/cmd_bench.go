@@ -6,7 +6,10 @@ import (
 	"os"
 	"runtime"
 	"text/tabwriter"
+	"strings"
 	"time"
+
+	"github.com/minisandbox/msb/internal/api"
 
 	"github.com/minisandbox/msb/internal/bench"
 	"github.com/spf13/cobra"
@@ -89,13 +92,18 @@ func newBenchEvalCmd(g *globals) *cobra.Command {
 		Example: "  msb bench eval\n  msb bench eval --rounds 20 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.jobRuntime()
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: at least 1", errUsage, o.Rounds)
+			}
+			cfg, err := g.settings.engineConfig(engineOptions{})
 			if err != nil {
 				return err
 			}
-			rows := bench.Eval(cmd.Context(), rt, o)
+			cfg.Logger = g.logger()
+			o.PodmanImage, o.PodmanFlags, o.TmpDir = g.env.PodmanImage, strings.Fields(g.env.PodmanFlags), g.env.TmpDir
+			rows := bench.Eval(cmd.Context(), cfg, o)
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "rows": rows})
+				return printJSON(api.BenchReport{Rows: benchRows(rows)})
 			}
 			printRows(rows)
 			return nil
@@ -104,4 +112,14 @@ func newBenchEvalCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 10, "evaluations of each of the 4 demo instances (after one warm-up round)")
 	cmd.Flags().BoolVar(&o.Podman, "podman", true, "include podman run --rm when podman and MSB_BENCH_PODMAN_IMAGE are available")
 	return cmd
+}
+
+// benchRows is the wire form of benchmark rows.
+func benchRows(rows []bench.Row) []api.BenchRow {
+	out := make([]api.BenchRow, len(rows))
+	for i, r := range rows {
+		out[i] = api.BenchRow{Name: r.Name, N: r.Stats.N, P50Ns: int64(r.Stats.P50), P95Ns: int64(r.Stats.P95), Value: r.Value,
+			Unit: r.Unit, Note: r.Note, Failed: r.Failed}
+	}
+	return out
 }

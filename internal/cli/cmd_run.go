@@ -41,6 +41,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		return err
 	}
 	code, err := sb.Run(ctx, argv)
+	oom := oomMessage(sb, code)
 	if cerr := sb.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -51,7 +52,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", sb.UpperDir())
 	}
 	if code != 0 {
-		return &exitError{code: code}
+		return &exitError{code: code, msg: oom}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ type specFlags struct {
 	cpus     float64
 	tmp      string
 	keep     bool
+	fs       *pflag.FlagSet
 }
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
@@ -41,6 +42,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
 	fs.StringVar(&f.tmp, "tmp", "", "size of the private /tmp, e.g. 256M (default 1G)")
 	fs.BoolVar(&f.keep, "keep-upper", false, "keep the sandbox's writable layer after it exits, for debugging")
+	f.fs = fs
 }
 
 func (f *specFlags) spec() (sandbox.Config, error) {
@@ -73,7 +75,7 @@ func (f *specFlags) spec() (sandbox.Config, error) {
 		return s, fmt.Errorf("--tmp: %w", err)
 	}
 	s.Limits.Pids, s.Limits.CPUs = f.pids, f.cpus
-	return s, nil
+	return s, f.checkLimits(s.Limits)
 }
 
 // parseBytes reads sizes like 512, 64K, 512M, 4G (powers of 1024).

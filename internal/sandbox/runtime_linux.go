@@ -14,8 +14,7 @@ import (
 
 // RuntimeOptions configure a Runtime; zero values pick the defaults.
 type RuntimeOptions struct {
-	// StateDir holds per-sandbox state; default /run/msb for root,
-	// $XDG_RUNTIME_DIR/msb or /tmp/msb-<uid> otherwise.
+	// StateDir holds per-sandbox state; default DefaultStateDir("").
 	StateDir string
 	// CgroupParent is a delegated cgroup v2 directory for an unprivileged
 	// user (MSB_CGROUP_PARENT).
@@ -55,22 +54,24 @@ func (rt *Runtime) StateDir() string { return rt.stateDir }
 // Cgroup says which cgroup hierarchy sandboxes use, if any.
 func (rt *Runtime) Cgroup() cgroup.Info { return rt.cg }
 
-// DefaultStateDir is the state directory for the calling user.
-func DefaultStateDir() string {
+// DefaultStateDir is the state directory for the calling user:
+// /run/msb for root, else <runtimeDir>/msb (runtimeDir is the caller's
+// $XDG_RUNTIME_DIR) or /tmp/msb-<uid> without one.
+func DefaultStateDir(runtimeDir string) string {
 	if os.Geteuid() == 0 {
 		return "/run/msb"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "msb")
+	if runtimeDir != "" {
+		return filepath.Join(runtimeDir, "msb")
 	}
-	return filepath.Join(os.TempDir(), "msb-"+strconv.Itoa(os.Geteuid()))
+	return filepath.Join("/tmp", "msb-"+strconv.Itoa(os.Geteuid()))
 }
 
 // NewRuntime prepares the state directory and detects cgroup support.
 func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, rootless: os.Geteuid() != 0, log: opts.Logger}
 	if rt.stateDir == "" {
-		rt.stateDir = DefaultStateDir()
+		rt.stateDir = DefaultStateDir("")
 	}
 	if !filepath.IsAbs(rt.stateDir) {
 		return nil, fmt.Errorf("state dir %q must be absolute", rt.stateDir)
