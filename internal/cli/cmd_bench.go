@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"text/tabwriter"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"

@@ -1,7 +1,7 @@
 package cli
 
 import (
-		"fmt"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"

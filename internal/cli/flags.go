@@ -1,12 +1,12 @@
 package cli
 
 import (
-		"errors"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"runtime"
-		"strings"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"

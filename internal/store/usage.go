@@ -46,8 +46,8 @@ type Usage struct {
 	// TreeBytes is the disk space of the inodes the layers use, each once:
 	// what their files take on disk, shared.
 	TreeBytes int64 `json:"tree_bytes"`
-	Objects    int     `json:"objects"`
-	Inodes     int     `json:"inodes"`
+	Objects   int   `json:"objects"`
+	Inodes    int   `json:"inodes"`
 }
 
 // Usage measures the store. It reads every manifest and stats every file.
