@@ -22,10 +22,7 @@ import (
 )
 
 // The suite runs as root and, re-executed by TestRootless as an
-// unprivileged user, rootless. MSB_TEST_STRICT=1 (set in CI) turns a skip
-// for lack of privileges into a failure.
-
-func strict() bool { return os.Getenv("MSB_TEST_STRICT") == "1" }
+// unprivileged user, rootless; privilege skips go through privtest.Skip.
 
 func testRuntime(t testing.TB) *Runtime {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
 	"runtime"
@@ -326,7 +327,7 @@ func TestTimeout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if strings.HasPrefix(tt.command, "python3") {
 				if _, err := exec.LookPath("python3"); err != nil {
-					t.Skip("python3 not installed")
+					privtest.Skip(t, "python3 not installed")
 				}
 			}
 			// Long enough for the command to be running (timeout to have
