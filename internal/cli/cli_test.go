@@ -220,6 +220,14 @@ func TestBadInputIsAUsageError(t *testing.T) {
 	if strings.Contains(r.stdout, "null") {
 		t.Fatalf("null in JSON output:\n%s", r.stdout)
 	}
+	// A ref that would leave the store's refs (the cache exists now).
+	r = msb(t, dir, env, "cache", "export", filepath.Join(dir, "x.zst"), "../../etc")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "invalid ref name") {
+		t.Fatalf("bad ref: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.zst")); err == nil {
+		t.Fatal("the archive of a failed export is left")
+	}
 }
 
 // TestInstanceErrors: an instance that cannot be evaluated (unknown Python

@@ -17,6 +17,7 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
 )
 
 // globals are the flags every command shares, and the settings resolved
@@ -232,7 +233,8 @@ func exitCode(err error) int {
 		return exitUnavailable
 	case errors.Is(err, errUsage), errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrNoCache),
 		errors.Is(err, dataset.ErrBadPredictions), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, dataset.ErrUnknownFormat),
-		errors.Is(err, dataset.ErrBadFilter), errors.Is(err, spec.ErrBadSpecFile), errors.Is(err, api.ErrBadName), errors.Is(err, errNoInput):
+		errors.Is(err, dataset.ErrBadFilter), errors.Is(err, spec.ErrBadSpecFile), errors.Is(err, api.ErrBadName), errors.Is(err, errNoInput),
+		errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrBadRef):
 		return exitUsage
 	}
 	return exitFailure

@@ -353,3 +353,15 @@ func TestEngineRunValidation(t *testing.T) {
 		t.Fatalf("single validation: %v %+v", err, v)
 	}
 }
+
+// TestEngineBuildInterrupted: a build stopped before it starts reports
+// every instance as interrupted, not failed, and says how to go on.
+func TestEngineBuildInterrupted(t *testing.T) {
+	e := openEngine(t, "", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := e.Build(ctx, BuildRun{InstanceIDs: e.InstanceIDs(), Workers: 2})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "run the same command again") || rep.Interrupted != 4 || rep.Failed != 0 {
+		t.Fatalf("%v %+v", err, rep)
+	}
+}
