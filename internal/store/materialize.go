@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"io"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
