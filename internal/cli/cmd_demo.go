@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,11 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
+	// With --json, stdout holds the validation report alone.
+	w := io.Writer(os.Stdout)
+	if g.json {
+		w = os.Stderr
+	}
 	start := time.Now()
 	gen, err := demo.Generate(ctx, dir)
 	if err != nil {
@@ -69,10 +75,10 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 		return err
 	}
 	defer e.Close()
-	if err := showSandbox(ctx, e); err != nil {
+	if err := showSandbox(ctx, w, e); err != nil {
 		return err
 	}
-	fmt.Printf("\ngenerated %s: %d bug instances of %s in %s (python %s)\n", dir, len(gen.Instances), demo.Repo, fmtDur(time.Since(start)), gen.PyVersion)
+	fmt.Fprintf(w, "\ngenerated %s: %d bug instances of %s in %s (python %s)\n", dir, len(gen.Instances), demo.Repo, fmtDur(time.Since(start)), gen.PyVersion)
 	if _, err := e.LoadDataset(gen.DatasetPath, dataset.Filter{}, false); err != nil {
 		return err
 	}
@@ -86,12 +92,12 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	if err := finishValidation(g, out, rep, runErr); err != nil {
 		return err
 	}
-	fmt.Printf("\nall in %s\n", fmtDur(time.Since(start)))
+	fmt.Fprintf(w, "\nall in %s\n", fmtDur(time.Since(start)))
 	if keep {
-		fmt.Printf("the dataset, spec file, cache and logs are in %s; grade again with:\n  msb validate --dataset %s --spec %s --cache %s --out %s\n",
+		fmt.Fprintf(w, "the dataset, spec file, cache and logs are in %s; grade again with:\n  msb validate --dataset %s --spec %s --cache %s --out %s\n",
 			dir, gen.DatasetPath, gen.SpecPath, filepath.Join(dir, "cache"), filepath.Join(dir, "logs"))
 	} else {
-		fmt.Println("(the temp dir is removed; msb demo --dir DIR keeps the dataset, spec file, cache and logs)")
+		fmt.Fprintln(w, "(the temp dir is removed; msb demo --dir DIR keeps the dataset, spec file, cache and logs)")
 	}
 	for _, v := range rep.Validations {
 		if !v.Valid {
@@ -110,9 +116,9 @@ type demoStep struct {
 
 // showSandbox creates a sandbox through the engine and shows what it
 // isolates and that a session keeps its state.
-func showSandbox(ctx context.Context, e *engine.Engine) error {
+func showSandbox(ctx context.Context, w io.Writer, e *engine.Engine) error {
 	en := e.Enforcement()
-	fmt.Printf("msb demo: mode %s; limits enforced by: memory %s; pids %s; cpu %s; /tmp %s\n\n", e.Mode(), en.Memory, en.Pids, en.CPU, en.Tmp)
+	fmt.Fprintf(w, "msb demo: mode %s; limits enforced by: memory %s; pids %s; cpu %s; /tmp %s\n\n", e.Mode(), en.Memory, en.Pids, en.CPU, en.Tmp)
 	var steps []demoStep
 	step := func(what string, f func() (string, bool, error)) {
 		start := time.Now()
@@ -133,7 +139,7 @@ func showSandbox(ctx context.Context, e *engine.Engine) error {
 		return "id " + sb.ID(), true, nil
 	})
 	if sb == nil {
-		printSteps(steps)
+		printSteps(w, steps)
 		return fmt.Errorf("%w: run msb doctor", errUnavailable)
 	}
 	defer sb.Close()
@@ -166,7 +172,7 @@ func showSandbox(ctx context.Context, e *engine.Engine) error {
 	step("close: kill everything, remove upper dir", func() (string, bool, error) {
 		return "closed", true, sb.Close()
 	})
-	printSteps(steps)
+	printSteps(w, steps)
 	for _, s := range steps {
 		if !s.ok {
 			return fmt.Errorf("demo step %q did not behave as expected", s.what)
@@ -175,12 +181,12 @@ func showSandbox(ctx context.Context, e *engine.Engine) error {
 	return nil
 }
 
-func printSteps(steps []demoStep) {
+func printSteps(w io.Writer, steps []demoStep) {
 	for _, s := range steps {
 		mark := "ok "
 		if !s.ok {
 			mark = "BAD"
 		}
-		fmt.Printf("%s %-42s %9s  %s\n", mark, s.what, fmtDur(s.took), s.got)
+		fmt.Fprintf(w, "%s %-42s %9s  %s\n", mark, s.what, fmtDur(s.took), s.got)
 	}
 }
