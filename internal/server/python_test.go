@@ -87,3 +87,28 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestPythonSchemathesis checks the served OpenAPI document against the
+// routes with schemathesis (PyPI, pinned): generated requests, valid and
+// not, get answers whose status, content type and body the document
+// declares, and no 5xx. (Its check that every schema-valid request is
+// accepted is left out: a valid request for an unknown id is a 404.)
+func TestPythonSchemathesis(t *testing.T) {
+	py := python(t)
+	d := startDaemon(t, func(c *engine.Config) {
+		c.MaxSandboxes, c.Lifetime, c.IdleTimeout = 8, time.Minute, 20*time.Second
+		c.Limits.MemoryBytes = 256 << 20
+	}, nil)
+	st := filepath.Join(filepath.Dir(py), "schemathesis")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, st, "run", d.tcp+"/v1/openapi.json", "-H", "Authorization: Bearer "+testToken,
+		"-n", "10", "--seed", "1", "--phases", "examples,coverage,fuzzing", "--exclude-checks", "positive_data_acceptance",
+		"--request-timeout", "60", "-w", "2", "--no-color")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("schemathesis: %v\n%s", err, out)
+	}
+	t.Logf("schemathesis: %s", lastLine(string(out)))
+}

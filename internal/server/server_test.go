@@ -385,7 +385,10 @@ func TestServerConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{Limits: api.Limits{MemoryBytes: 256 << 20}})
+			// 1 GiB: rootless, the limit is RLIMIT_AS per process, and
+			// the sandbox's own Go helpers need more address space than
+			// 256 MiB when many commands start at once.
+			info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{Limits: api.Limits{MemoryBytes: 1 << 30}})
 			if err != nil {
 				errs <- err
 				return
