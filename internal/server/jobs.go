@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -131,12 +132,12 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) a
 		if req.Kind == api.JobValidation {
 			var v api.ValidationReport
 			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress}, out)
-			if err == nil || v.RunID != "" {
-				if vp, ip, werr := out.WriteValidation(v); werr == nil {
-					v.Files = map[string]string{"valid": vp, "invalid": ip}
-				}
-				val = &v
+			if vp, ip, werr := out.WriteValidation(v); werr == nil {
+				v.Files = map[string]string{"valid": vp, "invalid": ip}
+			} else {
+				err = errors.Join(err, werr)
 			}
+			val = &v
 		} else {
 			var r api.RunReport
 			r, err = s.e.RunEvaluation(ctx, engine.EvalRun{RunID: req.RunID, InstanceIDs: ids, Predictions: preds, Workers: req.Workers,

@@ -192,6 +192,7 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 	}
 	sb, err := s.e.Sandbox(id)
 	if err != nil {
+		s.rex.forget(id) // closed or reaped: its sessions are gone too
 		status, _ := classify(err)
 		return answer(status, map[string]string{"detail": err.Error()})
 	}
