@@ -417,3 +417,64 @@ func TestServerConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestServerSwerexProtocol: the SWE-ReX routes answer as swerex-remote
+// does where its client and SWE-agent look: auth failures, pydantic's 422
+// bodies, 404 and 405 bodies, X-Request-ID replay, 511 exceptions.
+func TestServerSwerexProtocol(t *testing.T) {
+	d := startDaemon(t, nil, nil)
+	info, err := d.unix.CreateSandbox(context.Background(), api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := d.tcp + "/swerex/" + info.ID
+	hc := &http.Client{}
+	send := func(method, path, key, reqID, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("X-API-Key", key)
+		}
+		if reqID != "" {
+			req.Header.Set("X-Request-ID", reqID)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	for _, tc := range []struct {
+		method, path, key, body string
+		status                  int
+		want                    string
+	}{
+		{"GET", "/is_alive", "", "", 401, `{"detail":"Not authenticated"}`},
+		{"GET", "/is_alive", "nope", "", 401, `{"detail":"Invalid API Key"}`},
+		{"GET", "/", testToken, "", 200, `{"message":"hello world"}`},
+		{"GET", "/is_alive", testToken, "", 200, `{"is_alive":true,"message":""}`},
+		{"GET", "/execute", testToken, "", 405, `{"detail":"Method Not Allowed"}`},
+		{"GET", "/nowhere", testToken, "", 404, `{"detail":"Not Found"}`},
+		{"POST", "/execute", testToken, `{"x":1}`, 422, `{"detail":[{"input":{"x":1},"loc":["body","command"],"msg":"Field required","type":"missing"}]}`},
+		{"POST", "/execute", testToken, `nope`, 422, `{"detail":[{"ctx":{"error":"Expecting value"},"input":{},"loc":["body",0],"msg":"JSON decode error","type":"json_invalid"}]}`},
+		{"POST", "/run_in_session", testToken, `{"command":"x"}`, 422, `{"detail":[{"ctx":{"discriminator":"'action_type'"},"input":{"command":"x"},"loc":["body"],"msg":"Unable to extract tag using discriminator 'action_type'","type":"union_tag_not_found"}]}`},
+		{"POST", "/run_in_session", testToken, `{"action_type":"bash","command":1,"check":"loud"}`, 422, `{"detail":[{"input":1,"loc":["body","bash","command"],"msg":"Input should be a valid string","type":"string_type"},{"ctx":{"expected":"'silent', 'raise' or 'ignore'"},"input":"loud","loc":["body","bash","check"],"msg":"Input should be 'silent', 'raise' or 'ignore'","type":"literal_error"}]}`},
+		{"POST", "/run_in_session", testToken, `{"action_type":"bash","command":"true"}`, 511, `{"swerexception":{"class_path":"swerex.exceptions.SessionDoesNotExistError","extra_info":{},"message":"session 'default' does not exist","traceback":""}}`},
+		{"POST", "/execute", testToken, `{"command":"exit 3","shell":true,"check":true}`, 511, `{"swerexception":{"class_path":"swerex.exceptions.NonZeroExitCodeError","extra_info":{},"message":"Command 'exit 3' failed with exit code 3. Stdout:\n''\nStderr:\n''","traceback":""}}`},
+	} {
+		if st, b := send(tc.method, tc.path, tc.key, "", tc.body); st != tc.status || b != tc.want {
+			t.Errorf("%s %s %s: %d %s\nwant %d %s", tc.method, tc.path, tc.body, st, b, tc.status, tc.want)
+		}
+	}
+	// A repeated X-Request-ID gets the first answer again, not a rerun.
+	cmd := `{"command":"head -c 8 /dev/urandom | od -An -tx1","shell":true}`
+	_, first := send("POST", "/execute", testToken, "req-1", cmd)
+	_, again := send("POST", "/execute", testToken, "req-1", cmd)
+	_, other := send("POST", "/execute", testToken, "req-2", cmd)
+	if first != again || first == other {
+		t.Fatalf("replay: %s / %s / %s", first, again, other)
+	}
+}
