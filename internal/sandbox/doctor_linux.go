@@ -27,10 +27,7 @@ type Check struct {
 // Doctor checks the kernel features sandboxes need, in this runtime's mode,
 // and finally creates a sandbox and runs a command in it.
 func (rt *Runtime) Doctor(ctx context.Context) []Check {
-	userns := uintptr(0)
-	if rt.rootless {
-		userns = unix.CLONE_NEWUSER
-	}
+	userns := rt.probeUserns()
 	fixUserns := "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
 	checks := []Check{
 		rt.probe("user namespace", "true", unix.CLONE_NEWUSER, rt.rootless, fixUserns),
@@ -49,7 +46,20 @@ func (rt *Runtime) Doctor(ctx context.Context) []Check {
 	return checks
 }
 
-func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix string) Check {
+// cloneNewNS is the mount namespace flag, for probes.
+const cloneNewNS = unix.CLONE_NEWNS
+
+// probeUserns is the user namespace flag a probe needs in this mode.
+func (rt *Runtime) probeUserns() uintptr {
+	if rt.rootless {
+		return unix.CLONE_NEWUSER
+	}
+	return 0
+}
+
+// probe runs one of sbinit's probes in a child with the namespaces flags
+// (and the extra environment entries env) and reports whether it worked.
+func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix string, env ...string) Check {
 	c := Check{Name: name, Required: required}
 	cmd := exec.Command(rt.exe)
 	cmd.Args = []string{"msb-probe-" + probe}
@@ -65,6 +75,7 @@ func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix s
 	if rt.rootless {
 		cmd.Env = append(cmd.Env, "MSB_PROBE_USERXATTR=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	attr := &syscall.SysProcAttr{Cloneflags: flags}

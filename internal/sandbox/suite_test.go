@@ -636,8 +636,8 @@ func testGC(t *testing.T, rt *Runtime) {
 func testShellTTY(t *testing.T, rt *Runtime) {
 	master, slave := openTestPty(t)
 	defer master.Close()
+	defer slave.Close() // the sandbox relays to it until Close
 	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{In: slave, Out: slave, Err: slave}})
-	slave.Close()
 	type result struct {
 		code int
 		err  error
