@@ -20,6 +20,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			checks := rt.Doctor(cmd.Context())
 			failed := false
 			for _, c := range checks {

@@ -19,6 +19,7 @@ func newGCCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			rep := rt.GC()
 			if g.json {
 				return json.NewEncoder(os.Stdout).Encode(rep)

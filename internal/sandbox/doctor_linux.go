@@ -41,9 +41,36 @@ func (rt *Runtime) Doctor(ctx context.Context) []Check {
 		rt.probe("pivot_root", "pivot_root", userns|unix.CLONE_NEWNS, true, "a kernel that allows pivot_root in a mount namespace"),
 		rt.probe("seccomp filter", "seccomp", 0, true, "a kernel with CONFIG_SECCOMP_FILTER"),
 		rt.cgroupCheck(),
+		rt.diskCheck(),
+		rt.hostFilesCheck(),
 	}
 	checks = append(checks, rt.smokeTest(ctx))
 	return checks
+}
+
+func (rt *Runtime) diskCheck() Check {
+	d := rt.disk()
+	c := Check{Name: "disk limit", OK: d.kind != diskHost, Detail: d.describe()}
+	switch {
+	case d.kind == diskHost:
+		c.Fix = "Linux 6.6+ (a tmpfs with user xattrs can be the overlay's upper dir in a user namespace)"
+		if !rt.rootless {
+			c.Fix = "install btrfs-progs and have loop devices (/dev/loop-control) and btrfs; or " + c.Fix
+		}
+	case d.kind == diskTmpfs && !rt.rootless:
+		c.OK = false // holds, in memory: degraded
+		c.Fix = "install btrfs-progs and have loop devices (/dev/loop-control) and btrfs, for a disk pool"
+	}
+	return c
+}
+
+func (rt *Runtime) hostFilesCheck() Check {
+	c := Check{Name: "host files", OK: true, Detail: rt.hostFiles()}
+	if _, why := rt.idmap(); !rt.rootless && why != "" {
+		c.OK = false
+		c.Fix = "Linux 5.12+ and host dirs on filesystems with idmapped mounts (ext4, xfs, btrfs, overlayfs 5.19+, tmpfs 6.3+)"
+	}
+	return c
 }
 
 // cloneNewNS is the mount namespace flag, for probes.
@@ -115,7 +142,8 @@ func (rt *Runtime) cgroupCheck() Check {
 		c.Detail = fmt.Sprintf("cgroup %s under %v; %s", rt.cg.Version, rt.cg.Parents, c.Detail)
 		return c
 	}
-	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a cgroup v2 directory delegated to you (e.g. systemd-run --user -p Delegate=yes)"
+	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a directory under a cgroup v2 subtree delegated to you " +
+		"(memory and pids controllers): see \"Rootless limits\" in docs/sandbox.md"
 	return c
 }
 

@@ -42,6 +42,9 @@ func testRuntime(t testing.TB) *Runtime {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("closing the runtime: %v", err)
+		}
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if e.Name() != ".empty" {
@@ -140,6 +143,12 @@ func TestSuite(t *testing.T) {
 		{"GC", testGC},
 		{"ShellTTY", testShellTTY},
 		{"ZombiesReaped", testZombiesReaped},
+		{"InheritedDescriptors", testInheritedDescriptors},
+		{"StdioNotHostFile", testStdioNotHostFile},
+		{"SupervisorUnreachable", testSupervisorUnreachable},
+		{"DiskLimit", testDiskLimit},
+		{"HostSecrets", testHostSecrets},
+		{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
 	}
