@@ -45,3 +45,19 @@ func TestRunHandsNothingOfTheCallers(t *testing.T) {
 		t.Fatal("the sandbox wrote into the host dir")
 	}
 }
+
+func TestRunDiskFlag(t *testing.T) {
+	state := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"run", "--disk", "lots", "--", "true"}, exitUsage},
+		{[]string{"run", "--disk", "1K", "--", "true"}, exitInvalidConfig},
+		{[]string{"run", "--disk", "16M", "--", "sh", "-c", "dd if=/dev/zero of=/f bs=1M count=32 2>/dev/null && exit 3; exit 0"}, 0},
+	} {
+		if got := Main(append([]string{"--state-dir", state}, tc.args...)); got != tc.want {
+			t.Errorf("msb %v exited %d, want %d", tc.args, got, tc.want)
+		}
+	}
+}

@@ -227,6 +227,17 @@ func testMemoryBoundWithoutCgroup(t *testing.T, rt *Runtime) {
 	if out := mustFail(t, sb, "dd if=/dev/zero of=/dev/shm/fill bs=1M count=20 2>&1"); !strings.Contains(out, "No space left") {
 		t.Fatalf("the root and /dev/shm hold more than the memory limit leaves: %q", out)
 	}
+	// Empty files take no pages: their number is bounded too.
+	out := mustOK(t, sb, `python3 -c '
+n = 0
+try:
+    for n in range(100000):
+        open("/tmp/e%d" % n, "w").close()
+except OSError as e:
+    print("stopped after", n, e.strerror)'`)
+	if !strings.Contains(out, "stopped after") {
+		t.Fatalf("100000 empty files fit in a /tmp of 32 MiB: %q", out)
+	}
 }
 
 // waitFor polls cond for up to a few seconds.

@@ -164,7 +164,7 @@ func (rt *Runtime) Enforcement() Enforcement {
 	e := Enforcement{Tmp: "tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
 	if rt.memoryHoldsFiles() {
 		e.Tmp = "tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
-			"so the sandbox's tmpfs together stay within the memory limit"
+			"so the sandbox's tmpfs together stay within the memory limit (and hold one file per 8 KiB of their size)"
 	}
 	e.HostFiles = rt.hostFiles()
 	if rt.cg.Usable() {

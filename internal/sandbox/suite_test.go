@@ -447,6 +447,8 @@ func testBadInput(t *testing.T, rt *Runtime) {
 		{"relative workdir", Config{HostBase: true, Workdir: "work"}, "not an absolute path"},
 		{"negative memory", Config{HostBase: true, Limits: Limits{MemoryBytes: -1}}, "negative limit"},
 		{"tiny memory", Config{HostBase: true, Limits: Limits{MemoryBytes: 1024}}, "below"},
+		{"negative disk", Config{HostBase: true, Limits: Limits{DiskBytes: -1}}, "negative limit"},
+		{"tiny disk", Config{HostBase: true, Limits: Limits{DiskBytes: 1024}}, "disk limit"},
 		{"bad network", Config{HostBase: true, Network: "bridge"}, "network"},
 		{"bad env", Config{HostBase: true, Env: []string{"NOEQUALS"}}, "NAME=value"},
 		{"missing bind", Config{HostBase: true, Binds: []Bind{{Source: "/nonexistent", Target: "/x"}}}, "bind source"},

@@ -47,7 +47,7 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountDev(r, cfg); err != nil {
 		return err
 	}
-	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.TmpBytes, 10))
+	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.TmpBytes))
 	if err := mkdirMount(tmp); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func buildRoot(cfg *wire.Config) error {
 // copy-mode root dir there.
 func mountRoot(cfg *wire.Config) error {
 	if cfg.Disk != nil {
-		if err := mountDisk(cfg.Disk); err != nil {
+		if err := mountDisk(cfg); err != nil {
 			return err
 		}
 	}
@@ -91,7 +91,8 @@ func mountRoot(cfg *wire.Config) error {
 // mountDisk mounts the filesystem that holds the writable layer: the
 // sandbox's volume of the runtime's pool, or a tmpfs in which it makes the
 // upper and work dirs (and the dir /dev/shm shares it through).
-func mountDisk(d *wire.Disk) error {
+func mountDisk(cfg *wire.Config) error {
+	d := cfg.Disk
 	if d.Device != "" {
 		m := mount.Mount{Source: d.Device, Target: d.Mount, FSType: "btrfs", Flags: unix.MS_NOATIME, Data: "subvol=" + d.Subvol}
 		if err := m.Mount(); err != nil {
@@ -99,7 +100,7 @@ func mountDisk(d *wire.Disk) error {
 		}
 		return nil
 	}
-	m := mount.Tmpfs(d.Mount, 0, "mode=755,size="+strconv.FormatInt(d.TmpfsBytes, 10))
+	m := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes))
 	if err := m.Mount(); err != nil {
 		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 	}
@@ -119,13 +120,27 @@ func mountDisk(d *wire.Disk) error {
 	return nil
 }
 
+// tmpfsData is the mount data of a tmpfs of the sandbox with mode and
+// size. Where the sandbox's memory limit must bound its files and no cgroup
+// charges kernel memory to it (cfg.LimitInodes), the number of inodes is
+// bounded too: empty files take no pages, so size alone would let a flood of
+// them take kernel memory without end. One inode per 8 KiB of size keeps
+// their memory (about 1 KiB each) within an eighth of it.
+func tmpfsData(cfg *wire.Config, mode string, size int64) string {
+	data := "mode=" + mode + ",size=" + strconv.FormatInt(size, 10)
+	if cfg.LimitInodes {
+		data += ",nr_inodes=" + strconv.FormatInt(max(size/(8<<10), 1024), 10)
+	}
+	return data
+}
+
 // mountShm mounts /dev/shm inside root: a tmpfs of cfg.ShmBytes, or a bind
 // of its dir of the sandbox's disk tmpfs, whose size the two then share.
 func mountShm(root string, cfg *wire.Config) error {
 	if cfg.Disk != nil && cfg.Disk.ShareShm {
 		return bindIn(root, filepath.Join(cfg.Disk.Mount, "shm"), "/dev/shm", true, false)
 	}
-	m := mount.Tmpfs(filepath.Join(root, "dev", "shm"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.ShmBytes, 10))
+	m := mount.Tmpfs(filepath.Join(root, "dev", "shm"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.ShmBytes))
 	return mkdirMount(m)
 }
 
@@ -219,7 +234,7 @@ func mountProc(root string) error {
 
 func mountDev(root string, cfg *wire.Config) error {
 	dev := filepath.Join(root, "dev")
-	if err := mkdirMount(mount.Tmpfs(dev, unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536")); err != nil {
+	if err := mkdirMount(mount.Tmpfs(dev, unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData(cfg, "755", 64<<10))); err != nil {
 		return err
 	}
 	for _, d := range devices {

@@ -28,10 +28,13 @@ type Config struct {
 	Network  string   `json:"network"` // "none" or "host"
 	TmpBytes int64    `json:"tmp_bytes"`
 	ShmBytes int64    `json:"shm_bytes"`
-	Workdir  string   `json:"workdir"`
-	Env      []string `json:"env"`
-	UID      int      `json:"uid"`
-	GID      int      `json:"gid"`
+	// LimitInodes bounds the inodes of the sandbox's tmpfs by their size:
+	// set where no cgroup charges the kernel memory of files to the sandbox.
+	LimitInodes bool     `json:"limit_inodes,omitempty"`
+	Workdir     string   `json:"workdir"`
+	Env         []string `json:"env"`
+	UID         int      `json:"uid"`
+	GID         int      `json:"gid"`
 	// Rlimits applied to every process in the sandbox (the fallback where no
 	// cgroup holds the limits).
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
