@@ -74,24 +74,37 @@ func testInheritedDescriptors(t *testing.T, rt *Runtime) {
 	}
 }
 
-// testStdioNotHostFile: stdout that is a host file cannot be reopened
-// through /proc/self/fd/1 (to read what it held, or truncate it).
+// testStdioNotHostFile: stdin or stdout that is a host file cannot be
+// reopened through /proc/self/fd (to read what it held, or truncate it);
+// the command still reads and writes them through msb's relay.
 func testStdioNotHostFile(t *testing.T, rt *Runtime) {
-	f, err := os.CreateTemp(t.TempDir(), "stdout-")
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, "stdout-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	f.WriteString("HOST-SECRET\n")
-	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{Out: f, Err: f}})
+	in, err := os.CreateTemp(dir, "stdin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	in.WriteString("input line\n")
+	in.Seek(0, 0)
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{In: in, Out: f, Err: f}})
 	code, err := sb.Run(context.Background(), []string{"sh", "-c",
-		"if test -f /proc/self/fd/1; then cat /proc/self/fd/1; : > /proc/self/fd/1; exit 9; fi; readlink /proc/self/fd/1"})
+		"if test -f /proc/self/fd/1; then cat /proc/self/fd/1; : > /proc/self/fd/1; exit 9; fi; " +
+			"if test -f /proc/self/fd/0; then : > /proc/self/fd/0; exit 8; fi; readlink /proc/self/fd/1; cat"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(f.Name())
-	if code != 0 || strings.Count(string(b), "HOST-SECRET") != 1 || !strings.Contains(string(b), "pipe:[") {
-		t.Fatalf("exit %d; the host file holds %q: want its old line and the pipe the command wrote to", code, b)
+	if code != 0 || strings.Count(string(b), "HOST-SECRET") != 1 || !strings.Contains(string(b), "pipe:[") || !strings.HasSuffix(string(b), "input line\n") {
+		t.Fatalf("exit %d; the stdout file holds %q: want its old line, the pipe the command wrote to and its input", code, b)
+	}
+	if b, _ := os.ReadFile(in.Name()); string(b) != "input line\n" {
+		t.Fatalf("the stdin file holds %q", b)
 	}
 }
 

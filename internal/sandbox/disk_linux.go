@@ -112,7 +112,6 @@ func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
 				return nil, fmt.Errorf("creating the sandbox's %s dir: %w", d, err)
 			}
 		}
-		s.upper, s.work = "", ""
 		if err := os.Mkdir(mnt, 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", mnt, err)
 		}
