@@ -84,13 +84,14 @@ func (e *Engine) Mode() string { return e.rt.Mode() }
 // Enforcement says which limits hold and by what mechanism.
 func (e *Engine) Enforcement() api.Enforcement {
 	en := e.rt.Enforcement()
-	return api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp}
+	return api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp, Disk: en.Disk, HostFiles: en.HostFiles}
 }
 
 // Cache is the engine's environment cache.
 func (e *Engine) Cache() *Cache { return e.cache }
 
-// Close closes every live sandbox; the engine cannot be used afterwards.
+// Close closes every live sandbox, then the runtime (its disk pool); the
+// engine cannot be used afterwards.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
@@ -103,6 +104,7 @@ func (e *Engine) Close() error {
 	for _, s := range live {
 		errs = append(errs, s.Close())
 	}
+	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }
 
