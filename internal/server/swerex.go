@@ -95,7 +95,6 @@ const (
 	excTimeout       = "swerex.exceptions.CommandTimeoutError"
 	excSyntax        = "swerex.exceptions.BashIncorrectSyntaxError"
 	excNonZero       = "swerex.exceptions.NonZeroExitCodeError"
-	excNoExitCode    = "swerex.exceptions.NoExitCodeError"
 	excSessionExists = "swerex.exceptions.SessionExistsError"
 	excNoSession     = "swerex.exceptions.SessionDoesNotExistError"
 	excSwerex        = "swerex.exceptions.SwerexException"
