@@ -69,6 +69,9 @@ type envFlags struct {
 	siteLibs    bool
 	copyMode    bool
 	retryFailed bool
+	reposDir    string
+	downloads   string
+	buildNet    bool
 }
 
 func (f *envFlags) register(fs *pflag.FlagSet) {
@@ -79,6 +82,9 @@ func (f *envFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.siteLibs, "system-site-packages", false, "venvs see the interpreter's site-packages (e.g. Debian's python3-* packages, for offline hosts)")
 	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
 	fs.BoolVar(&f.retryFailed, "retry-failed", false, "build again environments whose earlier build failed")
+	fs.StringVar(&f.reposDir, "repos-dir", "", "a directory of repositories to mirror from, as owner__name.git or owner__name")
+	fs.StringVar(&f.downloads, "download-cache", "", "directory of downloaded packages shared by builds (default <cache>/downloads)")
+	fs.BoolVar(&f.buildNet, "build-network", false, "build sandboxes reach the package index (through msb's caching proxy); off, builds install from the download cache alone")
 }
 
 // options are the envcache options the flags give (Dir and Runtime are the
@@ -93,7 +99,8 @@ func (f *envFlags) options() (envcache.Options, error) {
 		return envcache.Options{}, err
 	}
 	return envcache.Options{Pythons: pythons, RepoSources: sources, Wheelhouse: f.wheels, Base: f.base,
-		SystemSitePackages: f.siteLibs, CopyMode: f.copyMode, RetryFailed: f.retryFailed}, nil
+		SystemSitePackages: f.siteLibs, CopyMode: f.copyMode, RetryFailed: f.retryFailed,
+		ReposDir: f.reposDir, DownloadCache: f.downloads, BuildNetwork: f.buildNet}, nil
 }
 
 // evalFlags are validate's and eval's: instances, environments, and the
@@ -108,6 +115,7 @@ type evalFlags struct {
 	runID    string
 	outDir   string
 	reward   string
+	network  string
 }
 
 func (f *evalFlags) register(fs *pflag.FlagSet) {
@@ -119,6 +127,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
 	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summary go")
 	fs.StringVar(&f.reward, "reward", string(grading.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
+	fs.StringVar(&f.network, "eval-network", sandbox.NetworkNone, "network of evaluation sandboxes: none (loopback only) or host")
 }
 
 // options builds the evaluation options: runtime, cache, limits.
@@ -126,6 +135,9 @@ func (f *evalFlags) options(g *globals) (eval.Options, error) {
 	mode := grading.RewardMode(f.reward)
 	if mode != grading.RewardBinary && mode != grading.RewardFraction && mode != "" {
 		return eval.Options{}, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
+	}
+	if f.network != sandbox.NetworkNone && f.network != sandbox.NetworkHost {
+		return eval.Options{}, fmt.Errorf("%w: --eval-network %q: use none or host", errUsage, f.network)
 	}
 	rt, err := g.jobRuntime()
 	if err != nil {
@@ -144,7 +156,7 @@ func (f *evalFlags) options(g *globals) (eval.Options, error) {
 	if err != nil {
 		return eval.Options{}, fmt.Errorf("%w: --memory: %v", errUsage, err)
 	}
-	return eval.Options{Cache: cache, Runtime: rt, TestTimeout: f.timeout, Limits: sandbox.Limits{MemoryBytes: mem}, Reward: mode}, nil
+	return eval.Options{Cache: cache, Runtime: rt, TestTimeout: f.timeout, Limits: sandbox.Limits{MemoryBytes: mem}, Reward: mode, Network: f.network}, nil
 }
 
 func keyValues(list []string, flag string) (map[string]string, error) {

@@ -17,7 +17,7 @@ func TestPrepareSandbox(t *testing.T) {
 	c := openCache(t, Options{Runtime: rt, Wheelhouse: makeWheelhouse(t)})
 	inst := repo.instance(2)
 	p := prepare(t, c, inst, testSpec())
-	if p.Reused || len(p.Layers) != 2 || !p.HostBase {
+	if p.Reused || len(p.Layers) != 3 || !p.HostBase || p.InstallLayer == "" {
 		t.Fatalf("prepared %+v", p)
 	}
 	sb := sandboxOf(t, rt, p)
@@ -42,10 +42,10 @@ func TestPrepareSandbox(t *testing.T) {
 	}
 	// a second instance of the same repo reuses the environment
 	p2 := prepare(t, c, repo.instance(1), testSpec())
-	if p2.EnvLayer != p.EnvLayer || p2.RepoLayer == p.RepoLayer {
+	if p2.EnvLayer != p.EnvLayer || p2.RepoLayer == p.RepoLayer || p2.InstallKey == p.InstallKey {
 		t.Fatalf("second instance: env %s vs %s, repo %s vs %s", p2.EnvLayer, p.EnvLayer, p2.RepoLayer, p.RepoLayer)
 	}
-	if s := c.Stats(); s.EnvBuilds != 1 {
+	if s := c.Stats(); s.EnvBuilds != 1 || s.InstallBuilds != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 	p3 := prepare(t, c, repo.instance(1), testSpec())

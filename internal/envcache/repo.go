@@ -33,7 +33,7 @@ func (c *Cache) MirrorPath(repo string) string {
 }
 
 // source says where repo is mirrored from: the instance's repo_url, the
-// RepoSources map, else GitHub.
+// RepoSources map, ReposDir, else GitHub.
 func (c *Cache) source(inst dataset.Instance) string {
 	if inst.RepoURL != "" {
 		return inst.RepoURL
@@ -41,7 +41,19 @@ func (c *Cache) source(inst dataset.Instance) string {
 	if s := c.opts.RepoSources[inst.Repo]; s != "" {
 		return s
 	}
+	if c.opts.ReposDir != "" {
+		for _, n := range []string{mirrorName(inst.Repo) + ".git", mirrorName(inst.Repo)} {
+			if p := filepath.Join(c.opts.ReposDir, n); isDir(p) {
+				return p
+			}
+		}
+	}
 	return "https://github.com/" + inst.Repo + ".git"
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {

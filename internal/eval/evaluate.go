@@ -47,6 +47,9 @@ type Options struct {
 	// Reward is how Result.Reward is computed: binary (default, 1 when
 	// resolved) or fraction (the share of graded tests that succeeded).
 	Reward grading.RewardMode
+	// Network of each evaluation sandbox: sandbox.NetworkNone (default,
+	// loopback only) or sandbox.NetworkHost.
+	Network string
 }
 
 // Result is one instance's evaluation.
@@ -110,6 +113,7 @@ func Evaluate(ctx context.Context, o Options, inst dataset.Instance, pred Predic
 	sbConf := prep.SandboxConfig()
 	sbConf.Limits = o.Limits
 	sbConf.MaxOutput = o.maxLog()
+	sbConf.Network = o.Network
 	sb, err := o.Runtime.Create(ctx, sbConf)
 	res.Timings["task_ready"] = time.Since(t)
 	if err != nil {
@@ -252,7 +256,7 @@ func EvalScript(inst dataset.Instance, sp spec.Spec) string {
 	for k, v := range sp.Env {
 		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(v))
 	}
-	for _, c := range sp.EvalCommands {
+	for _, c := range sp.EvalSteps() {
 		b.WriteString(c + "\n")
 	}
 	if reset != "" {
