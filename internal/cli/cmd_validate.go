@@ -37,11 +37,13 @@ func newValidateCmd(g *globals) *cobra.Command {
 
 // Validation is one instance's admission.
 type Validation struct {
-	InstanceID string      `json:"instance_id"`
-	Valid      bool        `json:"valid"`
-	Reason     string      `json:"reason,omitempty"`
-	Gold       eval.Result `json:"gold"`
-	Empty      eval.Result `json:"empty"`
+	InstanceID string `json:"instance_id"`
+	Valid      bool   `json:"valid"`
+	Reason     string `json:"reason,omitempty"`
+	// NeedsNetwork: the gold patch resolves only with --eval-network host.
+	NeedsNetwork bool        `json:"needs_network,omitempty"`
+	Gold         eval.Result `json:"gold"`
+	Empty        eval.Result `json:"empty"`
 }
 
 // runValidate evaluates the gold and the empty patch of every instance,
@@ -95,6 +97,9 @@ func runValidate(ctx context.Context, g *globals, f *evalFlags, insts []dataset.
 		return nil, err
 	}
 	vals := judgeValidations(goldRes, emptyRes)
+	if err := recheckWithNetwork(ctx, o, f, insts, gold, vals); err != nil {
+		return vals, err
+	}
 	if err := writeValidations(filepath.Join(f.outDir, f.runID), vals); err != nil {
 		return vals, err
 	}
