@@ -21,6 +21,12 @@ const (
 	kindInstall = "install"
 )
 
+// sourceDateEpoch is the SOURCE_DATE_EPOCH of builds (2000-01-01): pip
+// then compiles .pyc files checked by source hash, not by the build's
+// times (Python 3.7+), so the same install gives the same bytes and the
+// layers of many instances share them.
+const sourceDateEpoch = "946684800"
+
 // buildJob is one script run in a build sandbox whose upper dir becomes a
 // layer: an environment (over the base) or an instance's install steps
 // (over the base, the environment and the repository).
@@ -96,7 +102,8 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 	conf := sandbox.Config{
 		Layers: layers, HostBase: job.host, UpperDir: upper, Network: net.network,
 		Workdir: job.workdir, Binds: append(job.binds, net.binds...), Limits: c.opts.BuildLimits, MaxOutput: 4 << 20,
-		Env: append([]string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache"}, net.env...),
+		Env: append([]string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache",
+			"SOURCE_DATE_EPOCH=" + sourceDateEpoch}, net.env...),
 	}
 	fmt.Fprintf(&log, "# network: %s; pip: %s\n# script:\n%s\n# output:\n", net.network, strings.Join(net.env, " "), job.script)
 

@@ -27,7 +27,7 @@ const (
 	wheelMount = "/opt/msb/wheelhouse"
 	// FormatVersion is mixed into every environment key; bump it when the
 	// way environments are built changes.
-	FormatVersion = 2
+	FormatVersion = 3
 	// RootfsRef names the imported root filesystem layer.
 	RootfsRef = "base/rootfs"
 )
