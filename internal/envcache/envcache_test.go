@@ -90,7 +90,7 @@ func TestFailedBuildRecorded(t *testing.T) {
 		if !errors.As(err, &be) || !be.Recorded {
 			t.Fatalf("want the recorded failure, got %v", err)
 		}
-		if c.Stats().EnvBuilds != 0 && c.Stats().FailedBuilds != 1 {
+		if c.Stats().InstallBuilds != 0 && c.Stats().FailedBuilds != 1 {
 			t.Fatalf("rebuilt: %+v", c.Stats())
 		}
 	}
@@ -100,11 +100,11 @@ func TestFailedBuildRecorded(t *testing.T) {
 	// --retry-failed builds again, once
 	r := openCache(t, Options{Dir: dir, Runtime: rt, RetryFailed: true})
 	_, err = r.Prepare(context.Background(), repo.instance(0), sp, nil)
-	if !errors.As(err, &be) || be.Recorded || r.Stats().EnvBuilds != 1 {
+	if !errors.As(err, &be) || be.Recorded || be.Kind != kindInstall || r.Stats().InstallBuilds != 1 {
 		t.Fatalf("retry: %v %+v", err, r.Stats())
 	}
 	_, err = r.Prepare(context.Background(), repo.instance(0), sp, nil)
-	if !errors.As(err, &be) || !be.Recorded || r.Stats().EnvBuilds != 1 {
+	if !errors.As(err, &be) || !be.Recorded || r.Stats().InstallBuilds != 1 {
 		t.Fatalf("retried twice: %v %+v", err, r.Stats())
 	}
 }

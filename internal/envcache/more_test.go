@@ -46,8 +46,8 @@ func TestConcurrentSameKey(t *testing.T) {
 		}
 	}
 	// the repository layer, the environment and the install layer are
-	// each built once, by one caller
-	if s := c.Stats(); s.EnvBuilds != 1 || s.InstallBuilds != 1 || s.RepoBuilds != 1 || built != 1 {
+	// each built once (by one, two or three of the callers)
+	if s := c.Stats(); s.EnvBuilds != 1 || s.InstallBuilds != 1 || s.RepoBuilds != 1 || built < 1 || built > 3 {
 		t.Fatalf("stats %+v, %d callers built", s, built)
 	}
 }
