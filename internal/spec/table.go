@@ -302,11 +302,13 @@ func init() {
 		Python: "3.10", Packages: "environment.yml", Install: "python -m pip install -e .", NoUseEnv: true, TestCmd: testPytest,
 		// ci/requirements/environment.yml by pip, at the versions of the
 		// harness's images; cdms2 (conda only) and cfgrib (needs the
-		// eccodes library) have no pip stand-in.
+		// eccodes library) have no pip stand-in; pytest is left to
+		// pip_packages (7.4.0; the images' pytest-env 1.1.5 wants 8.3.3,
+		// which conda did not check and pip does).
 		PackagesPip: []string{"aiobotocore==2.15.1", "boto3==1.35.23", "bottleneck==1.4.2", "cartopy==0.24.0", "cftime==1.6.4",
 			"distributed==2024.10.0", "h5netcdf==1.4.0", "h5py==3.12.1", "hypothesis==6.115.5", "scitools-iris==3.10.0", "lxml==5.3.0",
 			"matplotlib==3.9.2", "nc-time-axis==1.4.1", "netCDF4==1.7.1", "numba==0.60.0", "numexpr==2.10.1", "pint==0.24.3", "pooch==1.8.2",
-			"PseudoNetCDF==3.4.0", "pydap==3.5", "pytest==7.4.0", "pytest-cov==5.0.0", "pytest-env==1.1.5", "pytest-xdist==3.6.1",
+			"PseudoNetCDF==3.4.0", "pydap==3.5", "pytest-cov==5.0.0", "pytest-env==1.1.5", "pytest-xdist==3.6.1",
 			"rasterio==1.4.1", "seaborn==0.13.2", "sparse==0.15.4", "toolz==1.0.0", "zarr==2.18.3", "numbagg==0.8.2", "flox==0.9.12",
 			"numpy_groupies==0.11.2", "fsspec==2024.10.0", "setuptools", "pip"},
 		PipPackages: []string{"numpy==1.23.0", "packaging==23.1", "pandas==1.5.3", "pytest==7.4.0", "python-dateutil==2.8.2", "pytz==2023.3",
