@@ -39,6 +39,7 @@ type buildJob struct {
 	host   bool
 	binds  []sandbox.Bind
 	script string
+	env    []string // more environment variables of the script
 	// workdir of the script (Testbed for installs, / for environments).
 	workdir string
 }
@@ -103,7 +104,7 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 		Layers: layers, HostBase: job.host, UpperDir: upper, Network: net.network,
 		Workdir: job.workdir, Binds: append(job.binds, net.binds...), Limits: c.opts.BuildLimits, MaxOutput: 4 << 20,
 		Env: append([]string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache",
-			"SOURCE_DATE_EPOCH=" + sourceDateEpoch}, net.env...),
+			"SOURCE_DATE_EPOCH=" + sourceDateEpoch}, append(job.env, net.env...)...),
 	}
 	fmt.Fprintf(&log, "# network: %s; pip: %s\n# script:\n%s\n# output:\n", net.network, strings.Join(net.env, " "), job.script)
 

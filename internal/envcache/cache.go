@@ -144,10 +144,30 @@ type Cache struct {
 
 	envBuilds, installBuilds, repoBuilds, failedBuilds atomic.Int64
 
-	mu      sync.Mutex // guards retried, pythons and dpkg
+	mu      sync.Mutex // guards retried, pythons, dpkg and scm
 	retried map[string]bool
 	pythons map[string]*Python
 	dpkg    map[string]map[string]bool // base key -> installed Debian packages
+	scm     map[string][]string        // repo@commit -> setuptools-scm's version variable
+}
+
+// scmEnv is the variable that gives setuptools-scm the instance's version
+// (none when the mirror has no tag before it), once per commit.
+func (c *Cache) scmEnv(ctx context.Context, inst dataset.Instance) []string {
+	k := inst.Repo + "@" + inst.BaseCommit
+	c.mu.Lock()
+	env, ok := c.scm[k]
+	c.mu.Unlock()
+	if ok {
+		return env
+	}
+	if v := scmVersion(ctx, c.MirrorPath(inst.Repo), inst.BaseCommit); v != "" {
+		env = []string{scmVersionEnv(inst.Repo, v)}
+	}
+	c.mu.Lock()
+	c.scm[k] = env
+	c.mu.Unlock()
+	return env
 }
 
 // Stats counts what this Cache built since it was opened.
@@ -202,7 +222,7 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
-	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}}, nil
+	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, scm: map[string][]string{}}, nil
 }
 
 // Store is the cache's content-addressed store.
@@ -334,7 +354,8 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
-	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoID)
+	scmEnv := c.scmEnv(ctx, inst) // setuptools-scm's version, which the shallow clone cannot give
+	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoID, scmEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +370,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	p := &Prepared{
 		HostBase: base.host, Binds: append(env.python.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
 		Env: append([]string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
-			fileIndexEnv()...),
+			append(fileIndexEnv(), scmEnv...)...),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
 	if hasInstall {

@@ -21,6 +21,8 @@ type installKeyInput struct {
 	Repo   string `json:"repo"`
 	Commit string `json:"commit"`
 	Script string `json:"script"`
+	// SCMVersion is the setuptools-scm version pretended (scmVersion).
+	SCMVersion string `json:"scm_version,omitempty"`
 }
 
 // installCommitDate is the author and committer date of the commit that
@@ -60,19 +62,19 @@ func installScript(sp spec.Spec) string {
 // base, the environment and the repository at the base commit, and stored
 // like every layer (identical outputs are one layer). ok is false when the
 // spec has no install steps.
-func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID) (key string, id store.LayerID, ok bool, err error) {
+func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
 	script := installScript(sp)
 	if script == "" {
 		return "", id, false, nil
 	}
-	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script})
+	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " ")})
 	// bottom first: base, environment, repository; the store's stacks are topmost first
 	stack := []store.LayerID{repoID}
 	stack = append(stack, env.stack...)
 	job := buildJob{
 		kind: kindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
 		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),
-		host:   base.host, binds: env.python.binds(), stack: stack,
+		host:   base.host, binds: env.python.binds(), stack: stack, env: scmEnv,
 	}
 	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
 	return key, id, err == nil, err

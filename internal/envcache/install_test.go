@@ -91,3 +91,21 @@ func TestInstallLayerDedup(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+func TestSCMVersion(t *testing.T) {
+	for _, tc := range []struct{ describe, want string }{
+		{"5.1.1-12-g955e54221", "5.1.2.dev12+g955e54221"},
+		{"5.1.1-0-g955e54221", "5.1.1"},
+		{"v0.17.0-100-g1c198a191", "v0.17.1.dev100+g1c198a191"[1:]},
+		{"v5.1.dev-623-gd16bfe05a7", "5.1.dev623+gd16bfe05a7"},
+		{"4.0.0rc1-3-gabcdef0", "4.0.0rc2.dev3+gabcdef0"},
+		{"nonsense", ""},
+	} {
+		if got := scmVersionOf(tc.describe); got != tc.want {
+			t.Errorf("scmVersionOf(%q) = %q, want %q", tc.describe, got, tc.want)
+		}
+	}
+	if got := scmVersionEnv("pytest-dev/pytest", "5.1.2"); got != "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PYTEST=5.1.2" {
+		t.Errorf("env %q", got)
+	}
+}
