@@ -40,6 +40,8 @@ type buildJob struct {
 	binds  []sandbox.Bind
 	script string
 	env    []string // more environment variables of the script
+	// indexDate: pip sees the index as of that day ("" today's).
+	indexDate string
 	// workdir of the script (Testbed for installs, / for environments).
 	workdir string
 }
@@ -95,7 +97,7 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 	for i := len(job.stack) - 1; i >= 0; i-- {
 		layers = append(layers, c.store.TreePath(job.stack[i]))
 	}
-	net, err := c.buildNetwork(ctx)
+	net, err := c.buildNetwork(ctx, job.indexDate)
 	if err != nil {
 		return fail("starting the download cache", err)
 	}

@@ -370,7 +370,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	p := &Prepared{
 		HostBase: base.host, Binds: append(env.python.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
 		Env: append([]string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
-			append(fileIndexEnv(), scmEnv...)...),
+			append(fileIndexEnv(sp.IndexDate), scmEnv...)...),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
 	if hasInstall {

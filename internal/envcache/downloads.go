@@ -28,8 +28,9 @@ import (
 // that listed them, laid out as a PEP 503 "simple" index that pip reads
 // from disk:
 //
-//	<downloads>/simple/<project>/index.html   the page, links rewritten to files/
-//	<downloads>/simple/<project>/origins.json sha256 -> upstream URL
+//	<downloads>/projects/<project>.json            the page as fetched: files, URLs, upload times
+//	<downloads>/simple/<project>/index.html        the page, links rewritten to files/
+//	<downloads>/simple-<date>/<project>/index.html the files uploaded by that date only
 //	<downloads>/files/<ab>/<sha256>/<filename>
 //
 // With the build network (Options.BuildNetwork) a build sandbox shares the
@@ -55,9 +56,19 @@ var ErrNotDownloaded = errors.New("not in the download cache")
 // DownloadsDir is the download cache directory.
 func (c *Cache) DownloadsDir() string { return c.opts.DownloadCache }
 
+// indexPath is the index of a cutoff date: "simple" for none, else
+// "simple-<date>", whose pages list only files uploaded by the end of that
+// day (the index as it was, so unpinned requirements resolve as they did).
+func indexPath(date string) string {
+	if date == "" {
+		return "simple"
+	}
+	return "simple-" + date
+}
+
 // fileIndexEnv points pip at the download cache mounted read-only.
-func fileIndexEnv() []string {
-	return []string{"PIP_INDEX_URL=file://" + downloadsMount + "/simple/"}
+func fileIndexEnv(date string) []string {
+	return []string{"PIP_INDEX_URL=file://" + downloadsMount + "/" + indexPath(date) + "/"}
 }
 
 // downloadsBind mounts the download cache read-only.
@@ -84,8 +95,8 @@ func (n buildNet) hint(output string) string {
 
 // buildNetwork says how the next build reaches packages: a wheelhouse
 // (offline, it alone), the proxy (build network on), or the download cache
-// read-only (offline).
-func (c *Cache) buildNetwork(ctx context.Context) (buildNet, error) {
+// read-only (offline), with the index as of date ("" for today's).
+func (c *Cache) buildNetwork(ctx context.Context, date string) (buildNet, error) {
 	if c.opts.Wheelhouse != "" {
 		wh, err := filepath.Abs(c.opts.Wheelhouse)
 		if err != nil {
@@ -96,8 +107,11 @@ func (c *Cache) buildNetwork(ctx context.Context) (buildNet, error) {
 			env:   []string{"PIP_NO_INDEX=1", "PIP_FIND_LINKS=" + wheelMount}}, nil
 	}
 	if !c.opts.BuildNetwork {
+		if err := writeDatePages(c.opts.DownloadCache, date); err != nil {
+			return buildNet{}, err
+		}
 		return buildNet{network: sandbox.NetworkNone, stop: func() {}, offline: true,
-			binds: []sandbox.Bind{c.downloadsBind()}, env: fileIndexEnv()}, nil
+			binds: []sandbox.Bind{c.downloadsBind()}, env: fileIndexEnv(date)}, nil
 	}
 	p := &indexProxy{dir: c.opts.DownloadCache, upstream: c.opts.IndexURL, log: c.log, client: &http.Client{Timeout: 30 * time.Minute}}
 	addr, stop, err := p.start()
@@ -105,7 +119,93 @@ func (c *Cache) buildNetwork(ctx context.Context) (buildNet, error) {
 		return buildNet{}, err
 	}
 	return buildNet{network: sandbox.NetworkHost, stop: stop,
-		env: []string{"PIP_INDEX_URL=http://" + addr + "/simple/", "PIP_TRUSTED_HOST=127.0.0.1"}}, nil
+		env: []string{"PIP_INDEX_URL=http://" + addr + "/" + indexPath(date) + "/", "PIP_TRUSTED_HOST=127.0.0.1"}}, nil
+}
+
+// projectFile is one distribution file of a project's recorded page.
+type projectFile struct {
+	Filename       string `json:"filename"`
+	URL            string `json:"url"`
+	SHA256         string `json:"sha256"`
+	RequiresPython string `json:"requires_python,omitempty"`
+	Yanked         string `json:"yanked,omitempty"` // "" not yanked; the reason, or "yes"
+	UploadTime     string `json:"upload_time,omitempty"`
+}
+
+// projectRecord is a project's page as fetched from upstream, once.
+type projectRecord struct {
+	Files []projectFile `json:"files"`
+}
+
+func recordPath(dir, project string) string {
+	return filepath.Join(dir, "projects", project+".json")
+}
+
+func readRecord(dir, project string) (*projectRecord, error) {
+	b, err := os.ReadFile(recordPath(dir, project))
+	if err != nil {
+		return nil, err
+	}
+	var r projectRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", recordPath(dir, project), err)
+	}
+	return &r, nil
+}
+
+// writePage writes a project's page of the index of date from its record.
+func writePage(dir, project, date string, r *projectRecord) error {
+	var out strings.Builder
+	out.WriteString("<!DOCTYPE html>\n<html><body>\n")
+	for _, f := range r.Files {
+		if date != "" && f.UploadTime != "" && f.UploadTime[:min(len(f.UploadTime), 10)] > date {
+			continue
+		}
+		extra := ""
+		if f.RequiresPython != "" {
+			extra += fmt.Sprintf(" data-requires-python=\"%s\"", html.EscapeString(f.RequiresPython))
+		}
+		if f.Yanked != "" {
+			extra += fmt.Sprintf(" data-yanked=\"%s\"", html.EscapeString(f.Yanked))
+		}
+		fmt.Fprintf(&out, "<a href=\"../../files/%s/%s/%s#sha256=%s\"%s>%s</a><br/>\n",
+			f.SHA256[:2], f.SHA256, url.PathEscape(f.Filename), f.SHA256, extra, html.EscapeString(f.Filename))
+	}
+	out.WriteString("</body></html>\n")
+	pd := filepath.Join(dir, indexPath(date), project)
+	if err := os.MkdirAll(pd, 0o755); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(pd, "index.html"), []byte(out.String()))
+}
+
+// writeDatePages makes sure every recorded project has a page in the
+// index of date, for builds without network (they read pages from disk).
+func writeDatePages(dir, date string) error {
+	ents, err := os.ReadDir(filepath.Join(dir, "projects"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		project, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, indexPath(date), project, "index.html")); err == nil {
+			continue
+		}
+		r, err := readRecord(dir, project)
+		if err != nil {
+			return err
+		}
+		if err := writePage(dir, project, date, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // indexProxy serves the download cache over HTTP and fills it from the
@@ -140,14 +240,16 @@ func ProjectName(name string) string {
 func (p *indexProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	switch {
-	case len(parts) == 2 && parts[0] == "simple":
-		p.servePage(w, req, ProjectName(parts[1]))
+	case len(parts) == 2 && (parts[0] == "simple" || dateIndexRE.MatchString(parts[0])):
+		p.servePage(w, req, strings.TrimPrefix(strings.TrimPrefix(parts[0], "simple"), "-"), ProjectName(parts[1]))
 	case len(parts) == 4 && parts[0] == "files" && validName(parts[2]) && validName(parts[3]):
 		p.serveFile(w, req, parts[2], parts[3])
 	default:
 		http.NotFound(w, req)
 	}
 }
+
+var dateIndexRE = regexp.MustCompile(`^simple-\d{4}-\d{2}-\d{2}$`)
 
 func validName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
@@ -166,40 +268,30 @@ func (p *indexProxy) lockFor(name string) func() {
 	return m.Unlock
 }
 
-func (p *indexProxy) servePage(w http.ResponseWriter, req *http.Request, project string) {
+func (p *indexProxy) servePage(w http.ResponseWriter, req *http.Request, date, project string) {
 	defer p.lockFor("page/" + project)()
-	dir := filepath.Join(p.dir, "simple", project)
-	page := filepath.Join(dir, "index.html")
-	if _, err := os.Stat(page); err != nil {
-		if err := p.fetchPage(req.Context(), project, dir); err != nil {
+	r, err := readRecord(p.dir, project)
+	if err != nil {
+		if r, err = p.fetchRecord(req.Context(), project); err != nil {
 			p.log.Warn("download cache: index page", "project", project, "err", err)
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
 	}
-	if err := p.loadOrigins(dir); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html")
-	http.ServeFile(w, req, page)
-}
-
-func (p *indexProxy) loadOrigins(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "origins.json"))
-	if err != nil {
-		return err
-	}
-	var m map[string]string
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+	page := filepath.Join(p.dir, indexPath(date), project, "index.html")
+	if _, err := os.Stat(page); err != nil {
+		if err := writePage(p.dir, project, date, r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, v := range m {
-		p.origins[k] = v
+	for _, f := range r.Files {
+		p.origins[f.SHA256] = f.URL
 	}
-	return nil
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html")
+	http.ServeFile(w, req, page)
 }
 
 var (
@@ -207,32 +299,89 @@ var (
 	attrRE   = regexp.MustCompile(`(?s)([a-zA-Z_:-]+)\s*=\s*"([^"]*)"`)
 )
 
-// fetchPage gets a project's page from upstream and writes it into the
-// cache with every link pointing at files/, keeping the attributes pip
-// selects by (data-requires-python, data-yanked).
-func (p *indexProxy) fetchPage(ctx context.Context, project, dir string) error {
+// fetchRecord gets a project's page from upstream, in the JSON form of
+// the simple API where the index has it (it gives upload times), else as
+// HTML, and records it.
+func (p *indexProxy) fetchRecord(ctx context.Context, project string) (*projectRecord, error) {
 	pageURL := strings.TrimSuffix(p.upstream, "/") + "/" + project + "/"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pageURL, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	req.Header.Set("Accept", "text/html")
+	req.Header.Set("Accept", "application/vnd.pypi.simple.v1+json, text/html;q=0.1")
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", pageURL, resp.Status)
+		return nil, fmt.Errorf("%s: %s", pageURL, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	base, _ := url.Parse(pageURL)
-	origins := map[string]string{}
-	var out strings.Builder
-	fmt.Fprintf(&out, "<!DOCTYPE html>\n<html><body>\n")
+	var r *projectRecord
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		r, err = parseJSONPage(body, resp.Request.URL)
+	} else {
+		r, err = parseHTMLPage(body, resp.Request.URL)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pageURL, err)
+	}
+	if err := os.MkdirAll(filepath.Join(p.dir, "projects"), 0o755); err != nil {
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(r, "", " ")
+	return r, writeAtomic(recordPath(p.dir, project), b)
+}
+
+func parseJSONPage(body []byte, base *url.URL) (*projectRecord, error) {
+	var page struct {
+		Files []struct {
+			Filename       string            `json:"filename"`
+			URL            string            `json:"url"`
+			Hashes         map[string]string `json:"hashes"`
+			RequiresPython string            `json:"requires-python"`
+			Yanked         any               `json:"yanked"`
+			UploadTime     string            `json:"upload-time"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, err
+	}
+	r := &projectRecord{Files: []projectFile{}}
+	for _, f := range page.Files {
+		u, err := base.Parse(f.URL)
+		sum := f.Hashes["sha256"]
+		if err != nil || len(sum) != 64 || !validName(f.Filename) {
+			continue
+		}
+		u.Fragment = ""
+		pf := projectFile{Filename: f.Filename, URL: u.String(), SHA256: sum, RequiresPython: f.RequiresPython, UploadTime: f.UploadTime}
+		switch y := f.Yanked.(type) {
+		case string:
+			pf.Yanked = cmpOr(y, "yes")
+		case bool:
+			if y {
+				pf.Yanked = "yes"
+			}
+		}
+		r.Files = append(r.Files, pf)
+	}
+	return r, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func parseHTMLPage(body []byte, base *url.URL) (*projectRecord, error) {
+	r := &projectRecord{Files: []projectFile{}}
 	for _, m := range anchorRE.FindAllStringSubmatch(string(body), -1) {
 		attrs := map[string]string{}
 		for _, a := range attrRE.FindAllStringSubmatch(m[1], -1) {
@@ -251,25 +400,13 @@ func (p *indexProxy) fetchPage(ctx context.Context, project, dir string) error {
 			continue
 		}
 		u.Fragment = ""
-		origins[sum] = u.String()
-		extra := ""
-		for _, k := range []string{"data-requires-python", "data-yanked"} {
-			if v, ok := attrs[k]; ok {
-				extra += fmt.Sprintf(" %s=\"%s\"", k, html.EscapeString(v))
-			}
+		pf := projectFile{Filename: name, URL: u.String(), SHA256: sum, RequiresPython: attrs["data-requires-python"]}
+		if y, ok := attrs["data-yanked"]; ok {
+			pf.Yanked = cmpOr(y, "yes")
 		}
-		fmt.Fprintf(&out, "<a href=\"../../files/%s/%s/%s#sha256=%s\"%s>%s</a><br/>\n",
-			sum[:2], sum, url.PathEscape(name), sum, extra, html.EscapeString(name))
+		r.Files = append(r.Files, pf)
 	}
-	out.WriteString("</body></html>\n")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ob, _ := json.MarshalIndent(origins, "", " ")
-	if err := writeAtomic(filepath.Join(dir, "origins.json"), ob); err != nil {
-		return err
-	}
-	return writeAtomic(filepath.Join(dir, "index.html"), []byte(out.String()))
+	return r, nil
 }
 
 func (p *indexProxy) serveFile(w http.ResponseWriter, req *http.Request, sum, name string) {

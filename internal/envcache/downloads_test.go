@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -78,5 +80,30 @@ func TestDownloadCache(t *testing.T) {
 	var be *BuildError
 	if !errors.As(err, &be) || !strings.Contains(be.Reason, ErrNotDownloaded.Error()) {
 		t.Fatalf("offline build of a missing package: %v", err)
+	}
+}
+
+// TestIndexDate: a page of the index as of a day lists only what was
+// uploaded by then; PyPI's JSON page gives the upload times.
+func TestIndexDate(t *testing.T) {
+	body := []byte(`{"files":[
+ {"filename":"a-1.0-py3-none-any.whl","url":"https://files.example/a-1.0-py3-none-any.whl","hashes":{"sha256":"` + strings.Repeat("1", 64) + `"},"requires-python":">=3.6","upload-time":"2024-01-02T03:04:05.000000Z","yanked":false},
+ {"filename":"a-2.0-py3-none-any.whl","url":"/a-2.0-py3-none-any.whl","hashes":{"sha256":"` + strings.Repeat("2", 64) + `"},"upload-time":"2025-01-02T03:04:05.000000Z","yanked":"broken"}]}`)
+	base, _ := url.Parse("https://index.example/simple/a/")
+	r, err := parseJSONPage(body, base)
+	if err != nil || len(r.Files) != 2 || r.Files[1].URL != "https://index.example/a-2.0-py3-none-any.whl" || r.Files[1].Yanked != "broken" {
+		t.Fatalf("parsed %+v, %v", r, err)
+	}
+	dir := t.TempDir()
+	for date, want := range map[string][]string{"2024-06-01": {"a-1.0"}, "2025-01-02": {"a-1.0", "a-2.0"}, "": {"a-1.0", "a-2.0"}} {
+		if err := writePage(dir, "a", date, r); err != nil {
+			t.Fatal(err)
+		}
+		page, _ := os.ReadFile(filepath.Join(dir, indexPath(date), "a", "index.html"))
+		for _, v := range []string{"a-1.0", "a-2.0"} {
+			if strings.Contains(string(page), v) != slices.Contains(want, v) {
+				t.Errorf("index of %q: %s listed = %v\n%s", date, v, !slices.Contains(want, v), page)
+			}
+		}
 	}
 }

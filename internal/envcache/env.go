@@ -26,6 +26,7 @@ type envKeyInput struct {
 	PythonVersion string `json:"python_version"`
 	Script        string `json:"script"`
 	Wheelhouse    string `json:"wheelhouse"` // digest of the wheel listing
+	IndexDate     string `json:"index_date,omitempty"`
 }
 
 func digestJSON(v any) string {
@@ -85,11 +86,11 @@ func (c *Cache) envLayer(ctx context.Context, r *run, inst dataset.Instance, sp 
 			return res, fmt.Errorf("wheelhouse: %w", err)
 		}
 	}
-	res.key = digestJSON(envKeyInput{Format: FormatVersion, Base: base.keyStr, Python: py.Path, PythonVersion: py.Version, Script: script, Wheelhouse: wh})
+	res.key = digestJSON(envKeyInput{Format: FormatVersion, Base: base.keyStr, Python: py.Path, PythonVersion: py.Version, Script: script, Wheelhouse: wh, IndexDate: sp.IndexDate})
 	job := buildJob{
 		kind: kindEnv, key: res.key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
 		header: fmt.Sprintf("msb environment build %s for %s (%s), python %s (%s)", res.key, inst.EnvironmentKey(), inst.InstanceID, py.Path, py.Version),
-		host:   base.host, binds: py.binds(),
+		host:   base.host, binds: py.binds(), indexDate: sp.IndexDate,
 	}
 	if !base.host {
 		if job.stack, err = c.store.Stack(base.layer); err != nil {

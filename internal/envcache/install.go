@@ -23,6 +23,7 @@ type installKeyInput struct {
 	Script string `json:"script"`
 	// SCMVersion is the setuptools-scm version pretended (scmVersion).
 	SCMVersion string `json:"scm_version,omitempty"`
+	IndexDate  string `json:"index_date,omitempty"`
 }
 
 // installCommitDate is the author and committer date of the commit that
@@ -67,14 +68,14 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 	if script == "" {
 		return "", id, false, nil
 	}
-	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " ")})
+	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate})
 	// bottom first: base, environment, repository; the store's stacks are topmost first
 	stack := []store.LayerID{repoID}
 	stack = append(stack, env.stack...)
 	job := buildJob{
 		kind: kindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
 		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),
-		host:   base.host, binds: env.python.binds(), stack: stack, env: scmEnv,
+		host:   base.host, binds: env.python.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
 	}
 	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
 	return key, id, err == nil, err

@@ -20,6 +20,7 @@ type Patch struct {
 	Bootstrap            *[]string         `yaml:"bootstrap"`
 	Packages             *string           `yaml:"packages"`
 	PackagesPip          *[]string         `yaml:"packages_pip"`
+	IndexDate            *string           `yaml:"index_date"`
 	SystemPackages       *[]string         `yaml:"system_packages"`
 	RequirementsPaths    *[]string         `yaml:"requirements_paths"`
 	EnvYMLPaths          *[]string         `yaml:"env_yml_paths"`
@@ -135,6 +136,7 @@ func (p Patch) apply(s Spec, source string) Spec {
 	setL(&s.Bootstrap, p.Bootstrap, nil)
 	setS(&s.Packages, p.Packages)
 	setL(&s.PackagesPip, p.PackagesPip, nil)
+	setS(&s.IndexDate, p.IndexDate)
 	setL(&s.SystemPackages, p.SystemPackages, nil)
 	setL(&s.RequirementsPaths, p.RequirementsPaths, nil)
 	setL(&s.EnvYMLPaths, p.EnvYMLPaths, nil)

@@ -38,7 +38,11 @@ type Spec struct {
 	Packages  string   `json:"packages,omitempty" yaml:"packages,omitempty"`
 	// PackagesPip: pip requirements that stand in for Packages when it is a
 	// conda package list or environment.yml (there is no conda here).
-	PackagesPip       []string `json:"packages_pip,omitempty" yaml:"packages_pip,omitempty"`
+	PackagesPip []string `json:"packages_pip,omitempty" yaml:"packages_pip,omitempty"`
+	// IndexDate (YYYY-MM-DD): builds see the package index as it was at
+	// the end of that day, so unpinned requirements resolve as they did
+	// then (the built-in specs: when the harness's images were built).
+	IndexDate         string   `json:"index_date,omitempty" yaml:"index_date,omitempty"`
 	RequirementsPaths []string `json:"requirements_paths,omitempty" yaml:"requirements_paths,omitempty"`
 	EnvYMLPaths       []string `json:"env_yml_paths,omitempty" yaml:"env_yml_paths,omitempty"`
 	PipPackages       []string `json:"pip_packages,omitempty" yaml:"pip_packages,omitempty"`

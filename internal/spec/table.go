@@ -89,6 +89,7 @@ func Builtin(repo, version string) (Spec, bool) {
 	s.PreInstall = slices.Clone(s.PreInstall)
 	s.EvalCommands = slices.Clone(s.EvalCommands)
 	s.Bootstrap = bootstrap(s.Python)
+	s.IndexDate = harnessIndexDate
 	s.EvalInstall = true
 	s.Source = []string{"builtin"}
 	return s, true
@@ -113,6 +114,12 @@ func BuiltinVersions(repo string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// harnessIndexDate is about when the harness's environment images were
+// built (their pip 24.2, setuptools 75.1.0, coverage 7.6.4, virtualenv
+// 20.26.6): what their unpinned requirements resolved to then is what the
+// index offered that day.
+const harnessIndexDate = "2024-10-25"
 
 // bootstrap is what the harness's conda environments of a Python version
 // start with: pip, setuptools and wheel as conda installed them (read from
