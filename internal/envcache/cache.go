@@ -151,25 +151,6 @@ type Cache struct {
 	scm     map[string][]string        // repo@commit -> setuptools-scm's version variable
 }
 
-// scmEnv is the variable that gives setuptools-scm the instance's version
-// (none when the mirror has no tag before it), once per commit.
-func (c *Cache) scmEnv(ctx context.Context, inst dataset.Instance) []string {
-	k := inst.Repo + "@" + inst.BaseCommit
-	c.mu.Lock()
-	env, ok := c.scm[k]
-	c.mu.Unlock()
-	if ok {
-		return env
-	}
-	if v := scmVersion(ctx, c.MirrorPath(inst.Repo), inst.BaseCommit); v != "" {
-		env = []string{scmVersionEnv(inst.Repo, v)}
-	}
-	c.mu.Lock()
-	c.scm[k] = env
-	c.mu.Unlock()
-	return env
-}
-
 // Stats counts what this Cache built since it was opened.
 type Stats struct {
 	EnvBuilds     int64 `json:"env_builds"`

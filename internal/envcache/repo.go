@@ -209,6 +209,25 @@ func checkout(ctx context.Context, mirror, commit, dir string) error {
 	return nil
 }
 
+// scmEnv is the variable that gives setuptools-scm the instance's version
+// (none when the mirror has no tag before it), once per commit.
+func (c *Cache) scmEnv(ctx context.Context, inst dataset.Instance) []string {
+	k := inst.Repo + "@" + inst.BaseCommit
+	c.mu.Lock()
+	env, ok := c.scm[k]
+	c.mu.Unlock()
+	if ok {
+		return env
+	}
+	if v := scmVersion(ctx, c.MirrorPath(inst.Repo), inst.BaseCommit); v != "" {
+		env = []string{scmVersionEnv(inst.Repo, v)}
+	}
+	c.mu.Lock()
+	c.scm[k] = env
+	c.mu.Unlock()
+	return env
+}
+
 // scmVersion is the version setuptools-scm gives commit in a full clone
 // (its default scheme: the last tag if the commit is tagged, else the next
 // release as a .devN with the distance, and +g<node>), from `git describe`
