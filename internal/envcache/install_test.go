@@ -109,3 +109,22 @@ func TestSCMVersion(t *testing.T) {
 		t.Errorf("env %q", got)
 	}
 }
+
+// TestSubmoduleFromLocalSource: a submodule whose GitHub URL has a local
+// source is checked out in the repository layer at the recorded commit.
+func TestSubmoduleFromLocalSource(t *testing.T) {
+	helpers := makeRepo(t, 1, 10, 1)
+	repo := makeRepo(t, 2, 10, 1)
+	runCmd(t, repo.Path, "git", "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", helpers.Path, "helpers")
+	runCmd(t, repo.Path, "git", "config", "-f", ".gitmodules", "submodule.helpers.url", "https://github.com/demo/helpers.git")
+	runCmd(t, repo.Path, "git", "commit", "-qam", "helpers")
+	inst := repo.instance(0)
+	inst.BaseCommit = runCmd(t, repo.Path, "git", "rev-parse", "HEAD")
+	rt := testRuntime(t)
+	c := openCache(t, Options{Runtime: rt, RepoSources: map[string]string{"demo/helpers": helpers.Path}})
+	p := prepare(t, c, inst, spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11"})
+	sb := sandboxOf(t, rt, p)
+	if got := sh(t, sb, "cat helpers/hello.py; git status --porcelain; git submodule status | cut -c1-41"); got != "print('hello')\n "+helpers.Commits[0] {
+		t.Fatalf("submodule in the task: %q", got)
+	}
+}

@@ -53,6 +53,59 @@ func (c *Cache) source(inst dataset.Instance) string {
 	return "https://github.com/" + inst.Repo + ".git"
 }
 
+// localSource is where a repository URL of a submodule can be cloned from
+// here: RepoSources or ReposDir by the GitHub owner/name of the URL; "" for
+// none (the submodule is left uninitialized, as a plain clone leaves it).
+func (c *Cache) localSource(url string) string {
+	m := githubRE.FindStringSubmatch(url)
+	if m == nil {
+		return ""
+	}
+	src := c.source(dataset.Instance{Repo: m[1]})
+	if strings.HasPrefix(src, "https://github.com/") {
+		return ""
+	}
+	return src
+}
+
+var githubRE = regexp.MustCompile(`^(?:https?://|git@|git://)github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$`)
+
+// submodules checks out, at the commits the tree records, the submodules
+// of dir that have a local source (e.g. astropy's astropy_helpers, which
+// its setup.py would otherwise clone from GitHub).
+func submodules(ctx context.Context, dir string, local func(url string) string) error {
+	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err != nil {
+		return nil
+	}
+	out, err := git(ctx, "", "-C", dir, "config", "-f", ".gitmodules", "--get-regexp", `^submodule\..*\.url$`)
+	if err != nil {
+		return nil // no submodule URLs
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		key, url, ok := strings.Cut(line, " ")
+		src := ""
+		if ok {
+			src = local(url)
+		}
+		if src == "" {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(key, "submodule."), ".url")
+		path, err := git(ctx, "", "-C", dir, "config", "-f", ".gitmodules", "submodule."+name+".path")
+		if err != nil {
+			continue
+		}
+		if abs, err := filepath.Abs(src); err == nil {
+			src = abs
+		}
+		if _, err := git(ctx, "", "-C", dir, "-c", "protocol.file.allow=always", "-c", "url.file://"+src+".insteadOf="+url,
+			"-c", "advice.detachedHead=false", "submodule", "--quiet", "update", "--init", "--", strings.TrimSpace(path)); err != nil {
+			return fmt.Errorf("submodule %s from %s: %w", name, src, err)
+		}
+	}
+	return nil
+}
+
 func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
@@ -144,7 +197,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
 	removeAll(dir)
 	defer removeAll(dir)
-	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed")) }); err != nil {
+	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed"), c.localSource) }); err != nil {
 		return store.LayerID{}, fmt.Errorf("checking out %s@%s: %w", inst.Repo, commit, err)
 	}
 	var id store.LayerID
@@ -163,7 +216,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 // store), HEAD detached at the upstream commit id, no remote, no reflog.
 // Every file gets repoMtime and the index is refreshed afterwards, so git
 // finds the tree clean without rehashing it.
-func checkout(ctx context.Context, mirror, commit, dir string) error {
+func checkout(ctx context.Context, mirror, commit, dir string, local func(url string) string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
@@ -181,6 +234,9 @@ func checkout(ctx context.Context, mirror, commit, dir string) error {
 		if _, err := git(ctx, "", s...); err != nil {
 			return err
 		}
+	}
+	if err := submodules(ctx, dir, local); err != nil {
+		return err
 	}
 	for _, f := range []string{"FETCH_HEAD", "logs", "ORIG_HEAD", "description"} {
 		os.RemoveAll(filepath.Join(dir, ".git", f))
