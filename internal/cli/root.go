@@ -107,10 +107,10 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 
 // Exit codes.
 const (
-	exitFailure     = 1
-	exitUsage       = 2
+	exitFailure       = 1
+	exitUsage         = 2
 	exitInvalidConfig = 3
-	exitUnavailable = 4 // the host cannot run sandboxes (see msb doctor)
+	exitUnavailable   = 4 // the host cannot run sandboxes (see msb doctor)
 )
 
 // exitCode maps errors to exit codes; this is the only such map.
