@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/store"
+	"golang.org/x/sys/unix"
 )
 
 // Kinds of build, in log and marker names.
@@ -159,12 +161,27 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 	return upper, cleanup, nil
 }
 
+// installMtime is the modification time of every file of an install
+// layer: a day after the repository's (repoMtime), long before any edit in
+// a task. Build tools then find what the install built newer than the
+// pristine sources and older than a patched one (distutils compares whole
+// seconds, so the time a layer happened to be written, seconds before a
+// task, is not enough), and identical outputs stay identical layers.
+var installMtime = repoMtime.Add(24 * time.Hour)
+
 // commitBuild commits a build's upper dir under ref and notes it in the log.
+// An install layer's files get installMtime, recorded.
 func (c *Cache) commitBuild(ctx context.Context, r *run, job buildJob, upper, ref string, parents []store.LayerID) (store.LayerID, error) {
 	var id store.LayerID
+	keep := job.kind == kindInstall
 	err := r.phase(PhaseCommit, func() error {
+		if keep {
+			if err := setTimes(upper, installMtime); err != nil {
+				return err
+			}
+		}
 		var err error
-		id, err = c.store.CommitDir(ctx, upper, store.CommitOptions{Parents: parents, Ref: ref, MapOwner: c.mapOwner()})
+		id, err = c.store.CommitDir(ctx, upper, store.CommitOptions{Parents: parents, Ref: ref, MapOwner: c.mapOwner(), KeepMtime: keep})
 		return err
 	})
 	if err != nil {
@@ -175,6 +192,17 @@ func (c *Cache) commitBuild(ctx context.Context, r *run, job buildJob, upper, re
 		f.Close()
 	}
 	return id, nil
+}
+
+// setTimes sets the access and modification times of everything under dir.
+func setTimes(dir string, t time.Time) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
 }
 
 // cleanUpper removes from a build's upper dir what must not be in a layer:
