@@ -395,7 +395,7 @@ func TestEngineValidationNetwork(t *testing.T) {
 	inst.InstanceID = "demo__calc-net"
 	extra := fmt.Sprintf("instances:\n  %s:\n    test_cmd: \"python -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", %d), 5)' && python -m unittest -v\"\n",
 		inst.InstanceID, ln.Addr().(*net.TCPAddr).Port)
-	validate := func(network string) (api.ValidationReport, *harness.Dir) {
+	validate := func(network string) (api.ValidationReport, *harness.Dir, *Engine) {
 		t.Helper()
 		e := openEngine(t, extra, func(c *Config) { c.EvalNetwork = network })
 		if err := e.Add(inst); err != nil {
@@ -406,10 +406,10 @@ func TestEngineValidationNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rep, out
+		return rep, out, e
 	}
 
-	rep, out := validate("")
+	rep, out, e := validate("")
 	if len(rep.Valid) != 1 || rep.Valid[0] != g.Instances[0].InstanceID || len(rep.NetworkRechecked) != 1 || rep.NetworkRechecked[0] != inst.InstanceID {
 		t.Fatalf("validation without network: %+v", rep)
 	}
@@ -430,8 +430,12 @@ func TestEngineValidationNetwork(t *testing.T) {
 	if p, _ := out.SummaryPath(recheck, "gold"); !exists(p) {
 		t.Fatalf("no summary %s", p)
 	}
+	// One instance alone is judged the same way.
+	if v, err := e.Validate(context.Background(), inst.InstanceID); err != nil || v.Valid || !v.NeedsNetwork {
+		t.Fatalf("single validation: %v %+v", err, v)
+	}
 
-	rep, _ = validate(sandbox.NetworkHost)
+	rep, _, _ = validate(sandbox.NetworkHost)
 	if len(rep.Valid) != 2 || len(rep.NetworkRechecked) != 0 || rep.Validations[1].NeedsNetwork {
 		t.Fatalf("validation with network: %+v", rep)
 	}
