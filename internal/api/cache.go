@@ -3,7 +3,7 @@ package api
 // CacheLayer is one layer of the environment cache (msb cache ls).
 type CacheLayer struct {
 	ID      string       `json:"id"`   // sha256:<hex>
-	Kind    string       `json:"kind"` // env, repo, base, or "" for a layer without a ref
+	Kind    string       `json:"kind"` // env, repo, install, base, or "" for a layer without a ref
 	Refs    List[string] `json:"refs"`
 	Parents List[string] `json:"parents"`
 	Entries int          `json:"entries"`
@@ -17,8 +17,10 @@ type CacheLayer struct {
 	LastUse     string `json:"last_use"` // RFC 3339
 }
 
-// BuildFailure is a recorded failed environment build.
+// BuildFailure is a recorded failed build of an environment or of an
+// instance's install layer.
 type BuildFailure struct {
+	Kind   string `json:"kind"` // "env" or "install"
 	Key    string `json:"key"`
 	EnvKey string `json:"env_key"`
 	Reason string `json:"reason"`
@@ -69,8 +71,10 @@ type BuildPhases struct {
 	Mirror   int64 `json:"mirror_ns"`
 	Checkout int64 `json:"checkout_ns"`
 	EnvBuild int64 `json:"env_build_ns"`
-	Commit   int64 `json:"commit_ns"`
-	Copy     int64 `json:"copy_ns"`
+	// Install: the instance's install steps, run into its install layer.
+	Install int64 `json:"install_ns"`
+	Commit  int64 `json:"commit_ns"`
+	Copy    int64 `json:"copy_ns"`
 }
 
 // BuildResult is one instance's line of msb cache build.
@@ -78,6 +82,9 @@ type BuildResult struct {
 	InstanceID string      `json:"instance_id"`
 	Status     BuildStatus `json:"status"`
 	EnvKey     string      `json:"env_key,omitempty"`
+	// InstallKey keys the instance's install layer ("" when its spec has
+	// no install steps).
+	InstallKey string      `json:"install_key,omitempty"`
 	Error      string      `json:"error,omitempty"`
 	Log        string      `json:"log,omitempty"`
 	Timings    BuildPhases `json:"timings"`
@@ -85,14 +92,15 @@ type BuildResult struct {
 
 // BuildReport is msb cache build.
 type BuildReport struct {
-	Built       int               `json:"built"`
-	Reused      int               `json:"reused"`
-	Failed      int               `json:"failed"`
-	Interrupted int               `json:"interrupted"`
-	EnvBuilds   int64             `json:"env_builds"`
-	RepoBuilds  int64             `json:"repo_builds"`
-	SkippedRows int               `json:"skipped_rows"`
-	Instances   List[BuildResult] `json:"instances"`
+	Built         int               `json:"built"`
+	Reused        int               `json:"reused"`
+	Failed        int               `json:"failed"`
+	Interrupted   int               `json:"interrupted"`
+	EnvBuilds     int64             `json:"env_builds"`
+	InstallBuilds int64             `json:"install_builds"`
+	RepoBuilds    int64             `json:"repo_builds"`
+	SkippedRows   int               `json:"skipped_rows"`
+	Instances     List[BuildResult] `json:"instances"`
 }
 
 // VerifyProblem is one thing wrong in the cache.
@@ -152,13 +160,18 @@ type SpecView struct {
 	Repo              string              `json:"repo"`
 	Version           string              `json:"version"`
 	Python            string              `json:"python"`
+	Bootstrap         List[string]        `json:"bootstrap"`
 	Packages          string              `json:"packages,omitempty"`
+	PackagesPip       List[string]        `json:"packages_pip"`
+	IndexDate         string              `json:"index_date,omitempty"`
 	RequirementsPaths List[string]        `json:"requirements_paths"`
 	EnvYMLPaths       List[string]        `json:"env_yml_paths"`
 	PipPackages       List[string]        `json:"pip_packages"`
+	SystemPackages    List[string]        `json:"system_packages"`
 	PreInstall        List[string]        `json:"pre_install"`
 	Install           string              `json:"install"`
 	EvalCommands      List[string]        `json:"eval_commands"`
+	EvalInstall       bool                `json:"eval_install"`
 	TestCmd           string              `json:"test_cmd"`
 	Directives        string              `json:"directives"`
 	LogParser         string              `json:"log_parser"`

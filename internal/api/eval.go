@@ -120,9 +120,12 @@ type EvalResult struct {
 	// PatchDigest and SpecDigest key a stored result: a rerun evaluates
 	// again when the patch, or the spec and test fields of the instance,
 	// changed.
-	PatchDigest string  `json:"patch_digest"`
-	SpecDigest  string  `json:"spec_digest"`
-	Timings     Timings `json:"timings"`
+	PatchDigest string `json:"patch_digest"`
+	SpecDigest  string `json:"spec_digest"`
+	// Network is the evaluation sandbox's: "none" (loopback only) or
+	// "host". A stored result is reused only for the same network.
+	Network string  `json:"network"`
+	Timings Timings `json:"timings"`
 	// Resumed: read back from an earlier run instead of evaluated.
 	Resumed bool `json:"resumed,omitempty"`
 }
@@ -194,9 +197,13 @@ type Validation struct {
 	Reason string `json:"reason,omitempty"`
 	// Errored: the verdict could not be reached (an evaluation ended
 	// without a verdict), as opposed to an instance found invalid.
-	Errored bool       `json:"errored"`
-	Gold    EvalResult `json:"gold"`
-	Empty   EvalResult `json:"empty"`
+	Errored bool `json:"errored"`
+	// NeedsNetwork: the gold patch did not resolve without network and
+	// resolved when evaluated again with the host's network (a test that
+	// reaches a server). The instance stays invalid; Reason says so.
+	NeedsNetwork bool       `json:"needs_network"`
+	Gold         EvalResult `json:"gold"`
+	Empty        EvalResult `json:"empty"`
 }
 
 // ValidationReport is what a validation run returns.
@@ -206,7 +213,10 @@ type ValidationReport struct {
 	Valid       List[string]        `json:"valid"`   // valid.json
 	Invalid     Map[string, string] `json:"invalid"` // invalid.json: id -> reason
 	Errored     List[string]        `json:"errored"`
-	SkippedRows int                 `json:"skipped_rows"`
-	Files       Map[string, string] `json:"files"`
-	Interrupted bool                `json:"interrupted"`
+	// NetworkRechecked are the instances whose gold patch was evaluated
+	// again with the host's network (it did not resolve without).
+	NetworkRechecked List[string]        `json:"network_rechecked"`
+	SkippedRows      int                 `json:"skipped_rows"`
+	Files            Map[string, string] `json:"files"`
+	Interrupted      bool                `json:"interrupted"`
 }

@@ -189,6 +189,7 @@ func TestBadInputIsAUsageError(t *testing.T) {
 		{"missing spec file", evalArgs("--spec", filepath.Join(dir, "none.yaml")), "none.yaml"},
 		{"--workers 0", evalArgs("--workers", "0"), "--workers 0"},
 		{"--memory 0", evalArgs("--memory", "0"), "--memory 0"},
+		{"--eval-network bridge", evalArgs("--eval-network", "bridge"), `--eval-network "bridge": use none or host`},
 		{"--workers abc", evalArgs("--workers", "abc"), `--workers "abc": want a whole number`},
 		{"msb run --pids 0", []string{"run", "--pids", "0", "--", "true"}, "--pids 0"},
 		{"msb run --cpus 64", []string{"run", "--cpus", "64", "--", "true"}, "--cpus 64"},

@@ -132,7 +132,7 @@ func (c *phaseCounter) event(ev engine.BuildEvent) {
 }
 
 func printBuildReport(rep api.BuildReport) error {
-	t := newTable("INSTANCE", "STATUS", "ENV", "MIRROR", "CHECKOUT", "ENV BUILD", "COMMIT", "DETAIL")
+	t := newTable("INSTANCE", "STATUS", "ENV", "MIRROR", "CHECKOUT", "ENV BUILD", "INSTALL", "COMMIT", "DETAIL")
 	var problems []problem
 	for _, r := range rep.Instances {
 		key := r.EnvKey
@@ -144,7 +144,7 @@ func printBuildReport(rep api.BuildReport) error {
 			detail += "\nbuild log: " + r.Log
 		}
 		p := r.Timings
-		t.row(r.InstanceID, string(r.Status), or(key, "-"), fmtNs(p.Mirror), fmtNs(p.Checkout), fmtNs(p.EnvBuild), fmtNs(p.Commit), firstLine(detail))
+		t.row(r.InstanceID, string(r.Status), or(key, "-"), fmtNs(p.Mirror), fmtNs(p.Checkout), fmtNs(p.EnvBuild), fmtNs(p.Install), fmtNs(p.Commit), firstLine(detail))
 		if r.Status == api.BuildFailed {
 			problems = append(problems, problem{r.InstanceID, detail})
 		}
@@ -153,8 +153,8 @@ func printBuildReport(rep api.BuildReport) error {
 		return err
 	}
 	printProblems(os.Stdout, "Failed", problems)
-	fmt.Printf("\n%d built, %d reused, %d failed, %d interrupted (%d environment builds, %d repository layers)\n",
-		rep.Built, rep.Reused, rep.Failed, rep.Interrupted, rep.EnvBuilds, rep.RepoBuilds)
+	fmt.Printf("\n%d built, %d reused, %d failed, %d interrupted (%d environment builds, %d install layers, %d repository layers)\n",
+		rep.Built, rep.Reused, rep.Failed, rep.Interrupted, rep.EnvBuilds, rep.InstallBuilds, rep.RepoBuilds)
 	return nil
 }
 
@@ -190,7 +190,7 @@ func newCacheLsCmd(g *globals) *cobra.Command {
 			}
 			fmt.Println("\nFILES: the sum of the layer's file sizes; ON DISK: the blocks its files take; NOT SHARED: the part of those no other layer uses")
 			for _, f := range l.Failures {
-				fmt.Printf("failed env %s (%s): %s; log %s\n", f.Key[:min(12, len(f.Key))], f.EnvKey, f.Reason, f.Log)
+				fmt.Printf("failed %s %s (%s): %s; log %s\n", or(f.Kind, "env"), f.Key[:min(12, len(f.Key))], f.EnvKey, f.Reason, f.Log)
 			}
 			return nil
 		},

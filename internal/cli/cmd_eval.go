@@ -125,6 +125,7 @@ func errorCount(rep api.RunReport) int {
 // resultProgress feeds a run's results to the progress display.
 func resultProgress(p *progress) engine.Progress {
 	return func(done, total int, r api.EvalResult) {
+		p.grow(total)
 		how := ""
 		if r.Resumed {
 			how = " (kept from an earlier run: same patch and spec)"

@@ -67,6 +67,11 @@ func finishValidation(g *globals, out *harness.Dir, rep api.ValidationReport, ru
 			rep.Files["summary:"+m] = p
 		}
 	}
+	if len(rep.NetworkRechecked) > 0 {
+		if p, err := out.SummaryPath(rep.RunID+engine.NetworkRecheckSuffix, "gold"); err == nil {
+			rep.Files["summary:gold"+engine.NetworkRecheckSuffix] = p
+		}
+	}
 	if g.json {
 		if err := printJSON(rep); err != nil {
 			return err
@@ -101,9 +106,23 @@ func printValidations(rep api.ValidationReport) error {
 	}
 	printProblems(os.Stdout, "Not valid", problems)
 	fmt.Printf("\n%d of %d instances valid", len(rep.Valid), len(rep.Validations))
+	if n := needNetwork(rep); n > 0 {
+		fmt.Printf(" (%d not valid only for want of network: their gold patches resolve with --eval-network host)", n)
+	}
 	if rep.SkippedRows > 0 {
 		fmt.Printf(" (%d dataset rows skipped)", rep.SkippedRows)
 	}
 	fmt.Printf("; wrote %s and %s\n", rep.Files["valid"], rep.Files["invalid"])
 	return nil
+}
+
+// needNetwork counts the validations marked NeedsNetwork.
+func needNetwork(rep api.ValidationReport) int {
+	n := 0
+	for _, v := range rep.Validations {
+		if v.NeedsNetwork {
+			n++
+		}
+	}
+	return n
 }

@@ -61,6 +61,11 @@ type fileConfig struct {
 	IOBudget           string            `yaml:"io_budget"`
 	Base               string            `yaml:"base"`
 	Wheelhouse         string            `yaml:"wheelhouse"`
+	ReposDir           string            `yaml:"repos_dir"`
+	DownloadCache      string            `yaml:"download_cache"`
+	BuildNetwork       bool              `yaml:"build_network"`
+	IndexURL           string            `yaml:"index_url"`
+	EvalNetwork        string            `yaml:"eval_network"`
 	SystemSitePackages bool              `yaml:"system_site_packages"`
 	CopyMode           bool              `yaml:"copy_mode"`
 	Pythons            map[string]string `yaml:"pythons"`
@@ -126,6 +131,8 @@ type engineOptions struct {
 	limits   api.Limits
 	timeout  time.Duration
 	reward   api.RewardMode
+	// evalNetwork: --eval-network ("": the file's, else none).
+	evalNetwork string
 	// mustExist: the cache must exist already (inspection commands).
 	mustExist bool
 	// cacheDir replaces the settings' cache directory (msb demo's own).
@@ -136,7 +143,8 @@ type engineOptions struct {
 func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 	f := s.file
 	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
-		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist}
+		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist,
+		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL}
 	var err error
 	if c.IOBudget, err = parseBytes(first(f.IOBudget, "2G")); err != nil {
 		return c, fmt.Errorf("%w: io_budget: %v", errUsage, err)
@@ -154,7 +162,11 @@ func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
 	if err != nil {
 		return engine.Config{}, err
 	}
-	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward}
+	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward,
+		EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork)}
+	if err := checkNetwork("config file eval_network", s.file.EvalNetwork); err != nil {
+		return cfg, err
+	}
 	if cfg.TestTimeout == 0 {
 		cfg.TestTimeout = s.file.TestTimeout
 	}

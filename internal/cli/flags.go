@@ -78,6 +78,9 @@ type envFlags struct {
 	copyMode    bool
 	retryFailed bool
 	ioBudget    string
+	reposDir    string
+	downloads   string
+	buildNet    bool
 	fs          *pflag.FlagSet
 }
 
@@ -90,6 +93,9 @@ func (f *envFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
 	fs.BoolVar(&f.retryFailed, "retry-failed", false, "build again environments whose earlier build failed")
 	fs.StringVar(&f.ioBudget, "io-budget", "", "bytes of copying/building in flight at once, e.g. 512M, 2G (default 2G; 0: unbounded)")
+	fs.StringVar(&f.reposDir, "repos-dir", "", "a directory of repositories to mirror from, as owner__name.git or owner__name (after --repo-source, before GitHub)")
+	fs.StringVar(&f.downloads, "download-cache", "", "directory of downloaded packages shared by builds (default <cache>/downloads)")
+	fs.BoolVar(&f.buildNet, "build-network", false, "build sandboxes reach the package index (through msb's caching proxy, which fills the download cache); off, builds install from the download cache alone")
 	f.fs = fs
 }
 
@@ -111,6 +117,13 @@ func (f *envFlags) apply(c *engine.CacheConfig) error {
 	if f.base != "" {
 		c.Base = f.base
 	}
+	if f.reposDir != "" {
+		c.ReposDir = f.reposDir
+	}
+	if f.downloads != "" {
+		c.DownloadCache = f.downloads
+	}
+	c.BuildNetwork = c.BuildNetwork || f.buildNet
 	c.SystemSitePackages = c.SystemSitePackages || f.siteLibs
 	c.CopyMode = c.CopyMode || f.copyMode
 	c.RetryFailed = f.retryFailed
@@ -145,6 +158,7 @@ type evalFlags struct {
 	runID      string
 	outDir     string
 	reward     string
+	network    string
 	keepErrors bool
 	flags      *pflag.FlagSet
 }
@@ -158,6 +172,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.disk, "disk", "", "disk limit of each evaluation sandbox, e.g. 10G (default: the sandbox default)")
 	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summaries go")
 	fs.StringVar(&f.reward, "reward", string(api.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
+	fs.StringVar(&f.network, "eval-network", "", "network of evaluation sandboxes: none (loopback only) or host (default none)")
 	fs.BoolVar(&f.keepErrors, "keep-errors", false, "on resume, keep results that ended without a verdict instead of evaluating them again")
 	f.flags = fs
 }
@@ -169,6 +184,10 @@ func (f *evalFlags) options() (engineOptions, error) {
 	if o.reward != api.RewardBinary && o.reward != api.RewardFraction {
 		return o, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
 	}
+	if err := checkNetwork("--eval-network", f.network); err != nil {
+		return o, err
+	}
+	o.evalNetwork = f.network
 	if f.workers < 1 {
 		return o, fmt.Errorf("%w: --workers %d: at least 1", errUsage, f.workers)
 	}
@@ -187,6 +206,16 @@ func (f *evalFlags) options() (engineOptions, error) {
 		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return o, nil
+}
+
+// checkNetwork refuses an evaluation network other than none or host
+// ("" is the default).
+func checkNetwork(what, v string) error {
+	switch v {
+	case "", sandbox.NetworkNone, sandbox.NetworkHost:
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q: use %s or %s", errUsage, what, v, sandbox.NetworkNone, sandbox.NetworkHost)
 }
 
 // sizeFlag parses a size flag; one given explicitly must be positive.

@@ -64,6 +64,19 @@ func (p *progress) step(line string, important bool) {
 	}
 }
 
+// grow raises the number of steps to total (a job that found more work).
+func (p *progress) grow(total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if total <= p.total {
+		return
+	}
+	p.total = total
+	if p.bar != nil {
+		p.bar.ChangeMax(total)
+	}
+}
+
 // stop removes the bar.
 func (p *progress) stop() {
 	p.mu.Lock()

@@ -13,7 +13,7 @@ import (
 )
 
 // Build phases, in the order they happen.
-var BuildPhases = []string{envcache.PhaseMirror, envcache.PhaseCheckout, envcache.PhaseEnvBuild, envcache.PhaseCommit}
+var BuildPhases = []string{envcache.PhaseMirror, envcache.PhaseCheckout, envcache.PhaseEnvBuild, envcache.PhaseInstall, envcache.PhaseCommit}
 
 // BuildEvent is one step of a build: a phase of an instance starting or
 // ending, or (Finished set) an instance done.
@@ -34,8 +34,8 @@ type BuildRun struct {
 	Events func(BuildEvent)
 }
 
-// Build makes sure the environment and repository layers of every instance
-// exist, building each at most once, with up to Workers instances at once.
+// Build makes sure the environment, repository and install layers of every
+// instance exist, building each at most once, with up to Workers instances at once.
 // An interrupted build reports the instances it did not get to as
 // interrupted and returns the context's error.
 func (e *Engine) Build(ctx context.Context, r BuildRun) (api.BuildReport, error) {
@@ -84,7 +84,7 @@ func (e *Engine) Build(ctx context.Context, r BuildRun) (api.BuildReport, error)
 		}
 	}
 	s := e.cache.c.Stats()
-	rep.EnvBuilds, rep.RepoBuilds = s.EnvBuilds, s.RepoBuilds
+	rep.EnvBuilds, rep.InstallBuilds, rep.RepoBuilds = s.EnvBuilds, s.InstallBuilds, s.RepoBuilds
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("interrupted with %d of %d instances not built (run the same command again to go on; what was built is kept): %w",
 			rep.Interrupted, len(r.InstanceIDs), err)
@@ -99,12 +99,12 @@ func (e *Engine) buildOne(ctx context.Context, id string, progress envcache.Prog
 		var p *envcache.Prepared
 		if p, err = e.cache.c.Prepare(ctx, t.Instance, t.Spec, progress); err == nil {
 			err = p.Release()
-			r.Status, r.EnvKey = api.BuildBuilt, p.EnvKey
+			r.Status, r.EnvKey, r.InstallKey = api.BuildBuilt, p.EnvKey, p.InstallKey
 			if p.Reused {
 				r.Status = api.BuildReused
 			}
 			r.Timings = api.BuildPhases{Mirror: int64(p.Timings[envcache.PhaseMirror]), Checkout: int64(p.Timings[envcache.PhaseCheckout]),
-				EnvBuild: int64(p.Timings[envcache.PhaseEnvBuild]), Commit: int64(p.Timings[envcache.PhaseCommit]), Copy: int64(p.Timings["copy"])}
+				EnvBuild: int64(p.Timings[envcache.PhaseEnvBuild]), Install: int64(p.Timings[envcache.PhaseInstall]), Commit: int64(p.Timings[envcache.PhaseCommit]), Copy: int64(p.Timings["copy"])}
 			if err == nil {
 				return r
 			}
@@ -121,7 +121,12 @@ func (e *Engine) buildOne(ctx context.Context, id string, progress envcache.Prog
 	}
 	var be *envcache.BuildError
 	if errors.As(err, &be) {
-		r.Error, r.Log, r.EnvKey = be.Reason, be.Log, be.Key
+		r.Error, r.Log = be.Reason, be.Log
+		if be.Kind == envcache.KindInstall {
+			r.InstallKey = be.Key
+		} else {
+			r.EnvKey = be.Key
+		}
 		if be.Recorded {
 			r.Error += " (recorded earlier; --retry-failed to build again)"
 		}

@@ -48,7 +48,8 @@ func openCache(cfg CacheConfig, rt *sandbox.Runtime, log *slog.Logger) (*Cache, 
 	}
 	c, err := envcache.Open(envcache.Options{Dir: cfg.Dir, Runtime: rt, Budget: budget, Logger: log, Pythons: cfg.Pythons,
 		Wheelhouse: cfg.Wheelhouse, SystemSitePackages: cfg.SystemSitePackages, RepoSources: cfg.RepoSources,
-		RetryFailed: cfg.RetryFailed, CopyMode: cfg.CopyMode, Base: cfg.Base})
+		RetryFailed: cfg.RetryFailed, CopyMode: cfg.CopyMode, Base: cfg.Base, ReposDir: cfg.ReposDir,
+		DownloadCache: cfg.DownloadCache, BuildNetwork: cfg.BuildNetwork, IndexURL: cfg.IndexURL})
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func (c *Cache) Listing(ctx context.Context) (api.CacheListing, error) {
 		return out, err
 	}
 	for _, f := range fails {
-		out.Failures = append(out.Failures, api.BuildFailure{Key: f.Key, EnvKey: f.EnvKey, Reason: f.Reason, Log: f.Log, At: f.At.UTC().Format(time.RFC3339)})
+		out.Failures = append(out.Failures, api.BuildFailure{Kind: f.Kind, Key: f.Key, EnvKey: f.EnvKey, Reason: f.Reason, Log: f.Log, At: f.At.UTC().Format(time.RFC3339)})
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -31,6 +32,11 @@ type Config struct {
 	MaxLog int
 	// Reward is how results' rewards are computed (default binary).
 	Reward api.RewardMode
+	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
+	// (the default, loopback only) or sandbox.NetworkHost. With none,
+	// RunValidation evaluates again with the host's network the gold
+	// patches that do not resolve (api.Validation.NeedsNetwork).
+	EvalNetwork string
 	// MemoryBudget is the memory admitted sandboxes may reserve in total:
 	// 0 is the memory available when the engine opens; negative admits
 	// everything.
@@ -80,8 +86,22 @@ type CacheConfig struct {
 	Pythons map[string]string
 	// RepoSources maps "owner/name" to a URL or path to mirror from.
 	RepoSources map[string]string
+	// ReposDir holds local repositories to mirror from, named
+	// owner__name.git or owner__name (after RepoSources, before GitHub).
+	ReposDir string
 	// Wheelhouse: pip installs offline from this directory only.
 	Wheelhouse string
+	// DownloadCache is the directory of downloaded distributions shared by
+	// builds (default <Dir>/downloads).
+	DownloadCache string
+	// BuildNetwork gives build sandboxes (environments and install layers)
+	// the host's network, pip going through the cache's proxy that fills
+	// DownloadCache from IndexURL; off, builds install from the download
+	// cache alone.
+	BuildNetwork bool
+	// IndexURL is the upstream package index of the build network
+	// (default envcache.DefaultIndexURL).
+	IndexURL string
 	// Base: "host" (default) or a ref or digest of an imported rootfs.
 	Base               string
 	SystemSitePackages bool
@@ -90,6 +110,23 @@ type CacheConfig struct {
 	// MustExist: fail with ErrNoCache instead of creating a missing cache
 	// (inspection commands must not create one).
 	MustExist bool
+}
+
+// check refuses a config that cannot be used (ErrBadRequest).
+func (c *Config) check() error {
+	switch c.EvalNetwork {
+	case "", sandbox.NetworkNone, sandbox.NetworkHost:
+		return nil
+	}
+	return fmt.Errorf("%w: evaluation network %q: use %q or %q", ErrBadRequest, c.EvalNetwork, sandbox.NetworkNone, sandbox.NetworkHost)
+}
+
+// evalNetwork is the evaluation sandboxes' network.
+func (c *Config) evalNetwork() string {
+	if c.EvalNetwork == "" {
+		return sandbox.NetworkNone
+	}
+	return c.EvalNetwork
 }
 
 // sandboxLimits merges a request's limits over the engine's defaults.

@@ -53,6 +53,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Logger = log
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, Exe: cfg.InitBinary, Logger: log})
 	if err != nil {
 		return nil, err
@@ -226,9 +229,10 @@ func (e *Engine) Spec(id string) (api.SpecView, error) {
 	}
 	sp, in := t.Spec, t.Instance
 	return api.SpecView{
-		InstanceID: in.InstanceID, Repo: sp.Repo, Version: sp.Version, Python: sp.Python, Packages: sp.Packages,
-		RequirementsPaths: sp.RequirementsPaths, EnvYMLPaths: sp.EnvYMLPaths, PipPackages: sp.PipPackages,
-		PreInstall: sp.PreInstall, Install: sp.Install, EvalCommands: sp.EvalCommands, TestCmd: sp.TestCmd,
+		InstanceID: in.InstanceID, Repo: sp.Repo, Version: sp.Version, Python: sp.Python, Bootstrap: sp.Bootstrap,
+		Packages: sp.Packages, PackagesPip: sp.PackagesPip, IndexDate: sp.IndexDate,
+		RequirementsPaths: sp.RequirementsPaths, EnvYMLPaths: sp.EnvYMLPaths, PipPackages: sp.PipPackages, SystemPackages: sp.SystemPackages,
+		PreInstall: sp.PreInstall, Install: sp.Install, EvalCommands: sp.EvalCommands, EvalInstall: sp.EvalInstall, TestCmd: sp.TestCmd,
 		Directives: string(sp.Directives), LogParser: sp.LogParser, Env: sp.Env, Source: sp.Source,
 		TestCommand: sp.TestCommand(in), TestFiles: t.TestFiles(), EnvironmentCommit: spec.EnvironmentCommit(in), Digest: t.SpecDigest,
 	}, nil
@@ -244,10 +248,11 @@ func (e *Engine) task(id string) (*task.Task, error) {
 	return t, nil
 }
 
-// evalOptions are the engine's evaluation options.
-func (e *Engine) evalOptions(gradeEmpty bool) task.EvalOptions {
+// evalOptions are the engine's evaluation options, for an evaluation
+// sandbox with network.
+func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
 	return task.EvalOptions{Limits: e.cfg.sandboxLimits(api.Limits{}), TestTimeout: e.cfg.TestTimeout, MaxLog: e.cfg.MaxLog,
-		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty}
+		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network}
 }
 
 // Evaluate grades a patch of a known instance in a fresh sandbox (admitted
@@ -260,7 +265,7 @@ func (e *Engine) Evaluate(ctx context.Context, instanceID, model string, patch *
 	if model == "" {
 		model = "none"
 	}
-	ev, err := e.evaluate(ctx, t, api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}, false)
+	ev, err := e.evaluate(ctx, job{t: t, pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}})
 	return ev.Result, ev.Artifacts, err
 }
 
@@ -271,28 +276,36 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 	if err != nil {
 		return api.Validation{}, err
 	}
-	fix, none := t.Instance.ReferenceFix(), ""
-	gold, err := e.evaluate(ctx, t, api.Prediction{InstanceID: t.ID(), Model: "gold", ModelPatch: &fix}, false)
+	gold, empty := e.validationJobs(t)
+	g, err := e.evaluate(ctx, gold)
 	if err != nil {
 		return api.Validation{}, err
 	}
-	empty, err := e.evaluate(ctx, t, api.Prediction{InstanceID: t.ID(), Model: "empty", ModelPatch: &none}, true)
+	em, err := e.evaluate(ctx, empty)
 	if err != nil {
 		return api.Validation{}, err
 	}
-	return task.Judge(gold.Result, empty.Result), nil
+	v := task.Judge(g.Result, em.Result)
+	if again, ok := e.networkRecheck(v, gold); ok {
+		ev, err := e.evaluate(ctx, again)
+		if err != nil {
+			return v, err
+		}
+		markNeedsNetwork(&v, ev.Result)
+	}
+	return v, nil
 }
 
 // evaluate runs one admitted evaluation. Its error is for admission only
 // (the context ended while waiting); everything else is the outcome.
-func (e *Engine) evaluate(ctx context.Context, t *task.Task, pred api.Prediction, gradeEmpty bool) (task.Evaluation, error) {
-	o := e.evalOptions(gradeEmpty)
+func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
+	o := e.evalOptions(j.gradeEmpty, j.network(e))
 	release, err := e.reserve(ctx, o.Limits, 0)
 	if err != nil {
 		return task.Evaluation{}, err
 	}
 	defer release()
-	ev := task.Evaluate(ctx, e.env, t, pred, o)
+	ev := task.Evaluate(ctx, e.env, j.t, j.pred, o)
 	e.stats.evaluated(ev.Result.Outcome)
 	return ev, nil
 }

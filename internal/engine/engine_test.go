@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,6 +255,17 @@ func TestEngineRunEvaluation(t *testing.T) {
 	if got := outcomes(run(e2, preds, false)); got[ids[3]] != "unresolved" {
 		t.Fatalf("changed spec: %v", got)
 	}
+	// So is one evaluated with another network.
+	e3 := openEngine(t, "      eval_commands: [\"true\"]\n", func(c *Config) { c.EvalNetwork = sandbox.NetworkHost })
+	rep = run(e3, preds, false)
+	if got := outcomes(rep); got[ids[3]] != "unresolved" {
+		t.Fatalf("changed network: %v", got)
+	}
+	for _, r := range rep.Results {
+		if r.Outcome != api.OutcomeEmptyPatch && r.Network != sandbox.NetworkHost {
+			t.Fatalf("%s evaluated with network %q", r.InstanceID, r.Network)
+		}
+	}
 }
 
 func sameMap(a, b map[string]string) bool {
@@ -307,6 +320,10 @@ func TestEngineBadRunInput(t *testing.T) {
 	if err := e.Add(g.Instances[0]); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "nosuchparser") {
 		t.Errorf("unknown log parser: %v", err)
 	}
+	// An evaluation network other than none and host opens no engine.
+	if _, err := Open(ctx, Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()}, EvalNetwork: "bridge"}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "bridge") {
+		t.Errorf("evaluation network: %v", err)
+	}
 }
 
 func ptr(s string) *string { return &s }
@@ -354,6 +371,76 @@ func TestEngineRunValidation(t *testing.T) {
 	}
 	if v, err := e.Validate(context.Background(), easy.InstanceID); err != nil || v.Valid {
 		t.Fatalf("single validation: %v %+v", err, v)
+	}
+}
+
+// TestEngineValidationNetwork: an instance whose tests need the network
+// (they connect to a server on the host) is invalid without it, and the
+// validation says its gold patch resolves with the host's network; with
+// the host's network for evaluations it is valid and nothing is rechecked.
+func TestEngineValidationNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	g := generated(t)
+	inst := g.Instances[1]
+	inst.InstanceID = "demo__calc-net"
+	extra := fmt.Sprintf("instances:\n  %s:\n    test_cmd: \"python -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", %d), 5)' && python -m unittest -v\"\n",
+		inst.InstanceID, ln.Addr().(*net.TCPAddr).Port)
+	validate := func(network string) (api.ValidationReport, *harness.Dir, *Engine) {
+		t.Helper()
+		e := openEngine(t, extra, func(c *Config) { c.EvalNetwork = network })
+		if err := e.Add(inst); err != nil {
+			t.Fatal(err)
+		}
+		out := harness.New(t.TempDir())
+		rep, err := e.RunValidation(context.Background(), ValidateRun{RunID: "v", InstanceIDs: []string{inst.InstanceID, g.Instances[0].InstanceID}, Workers: 2}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, out, e
+	}
+
+	rep, out, e := validate("")
+	if len(rep.Valid) != 1 || rep.Valid[0] != g.Instances[0].InstanceID || len(rep.NetworkRechecked) != 1 || rep.NetworkRechecked[0] != inst.InstanceID {
+		t.Fatalf("validation without network: %+v", rep)
+	}
+	v := rep.Validations[1]
+	if v.InstanceID != inst.InstanceID || v.Valid || v.Errored || !v.NeedsNetwork || !strings.Contains(rep.Invalid[inst.InstanceID], "fails only without network") ||
+		v.Gold.Network != sandbox.NetworkNone || v.Gold.Outcome != api.OutcomeUnresolved {
+		t.Fatalf("validation of %s: %+v", inst.InstanceID, v)
+	}
+	if rep.Validations[0].NeedsNetwork {
+		t.Fatalf("a valid instance marked as needing network: %+v", rep.Validations[0])
+	}
+	// The evaluation with network is a run of its own, in the harness's files.
+	recheck := "v" + NetworkRecheckSuffix
+	res, ok, err := out.Lookup(context.Background(), recheck, "gold", inst.InstanceID)
+	if err != nil || !ok || res.Outcome != api.OutcomeResolved || res.Network != sandbox.NetworkHost {
+		t.Fatalf("stored recheck: %v %v %+v", err, ok, res)
+	}
+	if p, _ := out.SummaryPath(recheck, "gold"); !exists(p) {
+		t.Fatalf("no summary %s", p)
+	}
+	// One instance alone is judged the same way.
+	if v, err := e.Validate(context.Background(), inst.InstanceID); err != nil || v.Valid || !v.NeedsNetwork {
+		t.Fatalf("single validation: %v %+v", err, v)
+	}
+
+	rep, _, _ = validate(sandbox.NetworkHost)
+	if len(rep.Valid) != 2 || len(rep.NetworkRechecked) != 0 || rep.Validations[1].NeedsNetwork {
+		t.Fatalf("validation with network: %+v", rep)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/task"
 )
 
@@ -71,6 +72,15 @@ type job struct {
 	t          *task.Task
 	pred       api.Prediction
 	gradeEmpty bool
+	// net is the evaluation sandbox's network ("": the engine's).
+	net string
+}
+
+func (j job) network(e *Engine) string {
+	if j.net != "" {
+		return j.net
+	}
+	return e.cfg.evalNetwork()
 }
 
 // RunEvaluation evaluates every prediction, each in a fresh sandbox, with
@@ -192,12 +202,12 @@ func (e *Engine) runJobs(ctx context.Context, runID string, jobs []job, workers 
 			}
 			if old, ok, err := sink.Lookup(ctx, runID, j.pred.Model, j.t.ID()); err != nil {
 				fail(fmt.Errorf("reading the stored result of %s: %w", j.t.ID(), err))
-			} else if ok && reusable(old, j, keepErrors) {
+			} else if ok && reusable(old, j, j.network(e), keepErrors) {
 				old.Resumed = true
 				finish(i, old)
 				return nil
 			}
-			ev, err := e.evaluate(ctx, j.t, j.pred, j.gradeEmpty)
+			ev, err := e.evaluate(ctx, j)
 			if err != nil || ctx.Err() != nil && !ev.Result.Outcome.IsVerdict() {
 				return nil // interrupted: not a real outcome, evaluate it next time
 			}
@@ -216,9 +226,10 @@ func (e *Engine) runJobs(ctx context.Context, runID string, jobs []job, workers 
 }
 
 // reusable says whether a stored result stands for job: same patch, same
-// spec, and a final outcome.
-func reusable(old api.EvalResult, j job, keepErrors bool) bool {
-	if old.PatchDigest != task.PatchDigest(j.pred.ModelPatch) || old.SpecDigest != j.t.SpecDigest || old.InstanceID != j.t.ID() {
+// spec, same network, and a final outcome.
+func reusable(old api.EvalResult, j job, network string, keepErrors bool) bool {
+	if old.PatchDigest != task.PatchDigest(j.pred.ModelPatch) || old.SpecDigest != j.t.SpecDigest || old.InstanceID != j.t.ID() ||
+		old.Network != network {
 		return false
 	}
 	return keepErrors || old.Outcome.IsVerdict() || old.Outcome == api.OutcomeEmptyPatch
@@ -234,13 +245,21 @@ type ValidateRun struct {
 	Progress    Progress
 }
 
+// NetworkRecheckSuffix ends the run id under which RunValidation stores
+// its evaluations of gold patches with the host's network.
+const NetworkRecheckSuffix = "-eval-network-host"
+
 // RunValidation evaluates, for every instance, its reference fix (model
 // "gold") and an empty patch graded like any other (model "empty"), each in
 // a fresh sandbox, and judges them (task.Judge). Results and summaries go
-// to sink as in RunEvaluation.
+// to sink as in RunEvaluation. When evaluation sandboxes have no network,
+// the gold patches that did not resolve are evaluated once more with the
+// host's network, as run RunID+NetworkRecheckSuffix; an instance whose gold
+// patch then resolves stays invalid, marked NeedsNetwork. Progress counts
+// these evaluations too (its total grows when they start).
 func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (api.ValidationReport, error) {
 	rep := api.ValidationReport{RunID: r.RunID, Validations: []api.Validation{}, Valid: []string{}, Invalid: map[string]string{},
-		Errored: []string{}, SkippedRows: r.SkippedRows}
+		Errored: []string{}, NetworkRechecked: []string{}, SkippedRows: r.SkippedRows}
 	if err := api.CheckName("run id", r.RunID); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -252,33 +271,40 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 			problems = append(problems, err.Error())
 			continue
 		}
-		fix, none := t.Instance.ReferenceFix(), ""
-		jobs = append(jobs, job{t: t, pred: api.Prediction{InstanceID: id, Model: "gold", ModelPatch: &fix}},
-			job{t: t, pred: api.Prediction{InstanceID: id, Model: "empty", ModelPatch: &none}, gradeEmpty: true})
+		gold, empty := e.validationJobs(t)
+		jobs = append(jobs, gold, empty)
 	}
 	if len(problems) > 0 {
 		return rep, fmt.Errorf("%w:\n  %s", ErrBadRequest, strings.Join(problems, "\n  "))
 	}
 	results, _, runErr := e.runJobs(ctx, r.RunID, jobs, r.Workers, r.KeepErrors, sink, r.Progress)
 	for k, model := range []string{"gold", "empty"} {
-		finished := map[string]grading.Finished{}
+		var ms []*api.EvalResult
 		for i := k; i < len(jobs); i += 2 {
-			if res := results[i]; res != nil {
-				finished[res.InstanceID] = grading.Finished{Outcome: res.Outcome, Detail: res.Detail}
-			}
+			ms = append(ms, results[i])
 		}
-		s := grading.Summarize(model, r.RunID, r.InstanceIDs, r.InstanceIDs, finished)
-		s.SkippedRows = r.SkippedRows
-		if err := sink.Summary(context.WithoutCancel(ctx), s); err != nil {
-			runErr = errors.Join(runErr, err)
-		}
+		runErr = errors.Join(runErr, summarize(ctx, sink, model, r.RunID, r.InstanceIDs, ms, r.SkippedRows))
 	}
+	var vals []api.Validation
+	var again []job
 	for i := 0; i < len(jobs); i += 2 {
 		gold, empty := results[i], results[i+1]
 		if gold == nil || empty == nil {
 			continue // interrupted
 		}
 		v := task.Judge(*gold, *empty)
+		if j, ok := e.networkRecheck(v, jobs[i]); ok {
+			again = append(again, j)
+		}
+		vals = append(vals, v)
+	}
+	if len(again) > 0 && ctx.Err() == nil {
+		for _, j := range again {
+			rep.NetworkRechecked = append(rep.NetworkRechecked, j.t.ID())
+		}
+		runErr = errors.Join(runErr, e.recheck(ctx, r, again, len(jobs), vals, sink))
+	}
+	for _, v := range vals {
 		rep.Validations = append(rep.Validations, v)
 		switch {
 		case v.Valid:
@@ -292,7 +318,80 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	}
 	sort.Strings(rep.Valid)
 	sort.Strings(rep.Errored)
+	sort.Strings(rep.NetworkRechecked)
 	sort.Slice(rep.Validations, func(i, j int) bool { return rep.Validations[i].InstanceID < rep.Validations[j].InstanceID })
 	rep.Interrupted = ctx.Err() != nil
 	return rep, runErr
+}
+
+// validationJobs are the evaluations that validate t: its reference fix,
+// and an empty patch graded like any other.
+func (e *Engine) validationJobs(t *task.Task) (gold, empty job) {
+	fix, none := t.Instance.ReferenceFix(), ""
+	return job{t: t, pred: api.Prediction{InstanceID: t.ID(), Model: "gold", ModelPatch: &fix}},
+		job{t: t, pred: api.Prediction{InstanceID: t.ID(), Model: "empty", ModelPatch: &none}, gradeEmpty: true}
+}
+
+// networkRecheck is the gold evaluation to run again with the host's
+// network, when v's gold patch did not resolve (a verdict) without it.
+func (e *Engine) networkRecheck(v api.Validation, gold job) (job, bool) {
+	if gold.network(e) == sandbox.NetworkHost || v.Gold.Outcome != api.OutcomeUnresolved {
+		return job{}, false
+	}
+	gold.net = sandbox.NetworkHost
+	return gold, true
+}
+
+// markNeedsNetwork marks v when its gold patch resolved with the host's
+// network (withNet); v stays invalid.
+func markNeedsNetwork(v *api.Validation, withNet api.EvalResult) {
+	if withNet.Outcome == api.OutcomeResolved {
+		v.NeedsNetwork = true
+		v.Reason += " (resolved with the host's network: it fails only without network)"
+	}
+}
+
+// recheck runs the network rechecks of a validation (after done
+// evaluations) as run r.RunID+NetworkRecheckSuffix, summarizes them and
+// marks the validations whose gold patch then resolves.
+func (e *Engine) recheck(ctx context.Context, r ValidateRun, again []job, done int, vals []api.Validation, sink Sink) error {
+	runID := r.RunID + NetworkRecheckSuffix
+	progress := r.Progress
+	if progress != nil {
+		progress = func(d, total int, res api.EvalResult) { r.Progress(done+d, done+total, res) }
+	}
+	e.log.Info("evaluating gold patches again with the host's network", "run", runID, "instances", len(again))
+	results, _, err := e.runJobs(ctx, runID, again, r.Workers, r.KeepErrors, sink, progress)
+	ids := make([]string, len(again))
+	byID := map[string]api.EvalResult{}
+	for i, j := range again {
+		ids[i] = j.t.ID()
+		if results[i] != nil {
+			byID[ids[i]] = *results[i]
+		}
+	}
+	err = errors.Join(err, summarize(ctx, sink, "gold", runID, ids, results, r.SkippedRows))
+	for i := range vals {
+		if res, ok := byID[vals[i].InstanceID]; ok {
+			markNeedsNetwork(&vals[i], res)
+		}
+	}
+	return err
+}
+
+// summarize hands sink the summary of one model's results (nil: not
+// finished) over instances, even when ctx has ended.
+func summarize(ctx context.Context, sink Sink, model, runID string, instances []string, results []*api.EvalResult, skipped int) error {
+	finished := map[string]grading.Finished{}
+	for _, res := range results {
+		if res != nil {
+			finished[res.InstanceID] = grading.Finished{Outcome: res.Outcome, Detail: res.Detail}
+		}
+	}
+	s := grading.Summarize(model, runID, instances, instances, finished)
+	s.SkippedRows = skipped
+	if err := sink.Summary(context.WithoutCancel(ctx), s); err != nil {
+		return fmt.Errorf("storing the summary of %s: %w", model, err)
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ const (
 	wheelMount = "/opt/msb/wheelhouse"
 	// FormatVersion is mixed into every environment key; bump it when the
 	// way environments are built changes.
-	FormatVersion = 1
+	FormatVersion = 3
 	// RootfsRef names the imported root filesystem layer.
 	RootfsRef = "base/rootfs"
 )
@@ -37,6 +37,7 @@ const (
 	PhaseMirror   = "mirror"
 	PhaseCheckout = "checkout"
 	PhaseEnvBuild = "env_build"
+	PhaseInstall  = "install"
 	PhaseCommit   = "commit"
 )
 
@@ -54,6 +55,7 @@ var (
 // BuildError describes a failed environment build. It matches
 // ErrEnvBuildFailed with errors.Is.
 type BuildError struct {
+	Kind     string    `json:"kind"` // "env" or "install"
 	Key      string    `json:"key"`
 	EnvKey   string    `json:"env_key"` // the instance's EnvironmentKey (repo@version)
 	Log      string    `json:"log"`     // path of the full build log
@@ -68,7 +70,10 @@ func (e *BuildError) Error() string {
 	if e.Recorded {
 		when = fmt.Sprintf(" (recorded %s; rerun with --retry-failed to try again)", e.At.Format(time.RFC3339))
 	}
-	return fmt.Sprintf("%v: %s [env %s]: %s%s; log %s\n%s", ErrEnvBuildFailed, e.EnvKey, short(e.Key), e.Reason, when, e.Log, e.Tail)
+	if e.Log == "" { // refused before building
+		return fmt.Sprintf("%v: %s: %s", ErrEnvBuildFailed, e.EnvKey, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s [%s %s]: %s%s; log %s\n%s", ErrEnvBuildFailed, e.EnvKey, e.Kind, short(e.Key), e.Reason, when, e.Log, e.Tail)
 }
 
 // Is makes errors.Is(err, ErrEnvBuildFailed) true.
@@ -89,10 +94,23 @@ type Options struct {
 	// Wheelhouse is a directory of wheels; when set, pip installs offline
 	// from it only (--no-index --find-links).
 	Wheelhouse string
+	// DownloadCache is the directory of downloaded distributions and their
+	// index pages, shared by all builds (default <Dir>/downloads).
+	DownloadCache string
+	// BuildNetwork gives build sandboxes the host's network, with pip's
+	// index a proxy that fills the download cache from IndexURL. Off, a
+	// build has no network and installs from the download cache alone.
+	BuildNetwork bool
+	// IndexURL is the upstream index of the build network (default
+	// DefaultIndexURL).
+	IndexURL string
 	// SystemSitePackages creates venvs with --system-site-packages.
 	SystemSitePackages bool
 	// RepoSources maps "owner/name" to a URL or local path to mirror from.
 	RepoSources map[string]string
+	// ReposDir holds local repositories to mirror from, named
+	// owner__name.git or owner__name (after RepoSources, before GitHub).
+	ReposDir string
 	// RetryFailed clears a recorded failure once per key and builds again.
 	RetryFailed bool
 	// CopyMode assembles a private copy of the layers per task instead of
@@ -125,23 +143,26 @@ type Cache struct {
 	store *store.Store
 	log   *slog.Logger
 
-	envBuilds, repoBuilds, failedBuilds atomic.Int64
+	envBuilds, installBuilds, repoBuilds, failedBuilds atomic.Int64
 
-	mu      sync.Mutex // guards retried and pythons
+	mu      sync.Mutex // guards retried, pythons, dpkg and scm
 	retried map[string]bool
 	pythons map[string]*Python
+	dpkg    map[string]map[string]bool // base key -> installed Debian packages
+	scm     map[string][]string        // repo@commit -> setuptools-scm's version variable
 }
 
 // Stats counts what this Cache built since it was opened.
 type Stats struct {
-	EnvBuilds    int64 `json:"env_builds"`
-	RepoBuilds   int64 `json:"repo_builds"`
-	FailedBuilds int64 `json:"failed_builds"`
+	EnvBuilds     int64 `json:"env_builds"`
+	InstallBuilds int64 `json:"install_builds"`
+	RepoBuilds    int64 `json:"repo_builds"`
+	FailedBuilds  int64 `json:"failed_builds"`
 }
 
 // Stats returns the build counters.
 func (c *Cache) Stats() Stats {
-	return Stats{EnvBuilds: c.envBuilds.Load(), RepoBuilds: c.repoBuilds.Load(), FailedBuilds: c.failedBuilds.Load()}
+	return Stats{EnvBuilds: c.envBuilds.Load(), InstallBuilds: c.installBuilds.Load(), RepoBuilds: c.repoBuilds.Load(), FailedBuilds: c.failedBuilds.Load()}
 }
 
 // Open opens (creating) the cache at opts.Dir.
@@ -162,8 +183,20 @@ func Open(opts Options) (*Cache, error) {
 	if opts.BuildLimits.MemoryBytes == 0 {
 		opts.BuildLimits.MemoryBytes = 16 << 30
 	}
-	for _, d := range []string{"mirrors", "locks", "logs", "failed", "build", "tasks"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+	if opts.DownloadCache == "" {
+		opts.DownloadCache = filepath.Join(dir, "downloads")
+	}
+	if opts.DownloadCache, err = filepath.Abs(opts.DownloadCache); err != nil {
+		return nil, err
+	}
+	if opts.IndexURL == "" {
+		opts.IndexURL = DefaultIndexURL
+	}
+	for _, d := range []string{"mirrors", "locks", "logs", "failed", "build", "tasks", opts.DownloadCache} {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("creating cache dir: %w", err)
 		}
 	}
@@ -171,7 +204,7 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
-	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}}, nil
+	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, scm: map[string][]string{}}, nil
 }
 
 // Store is the cache's content-addressed store.
@@ -187,7 +220,7 @@ func (c *Cache) path(elem ...string) string {
 // Event is one step of Prepare, for progress displays.
 type Event struct {
 	Instance string
-	Phase    string // PhaseMirror, PhaseCheckout, PhaseEnvBuild, PhaseCommit
+	Phase    string // PhaseMirror, PhaseCheckout, PhaseEnvBuild, PhaseInstall, PhaseCommit
 	Done     bool   // false when the phase starts
 	Elapsed  time.Duration
 	Err      error
@@ -207,16 +240,24 @@ type Prepared struct {
 	Layers   []string
 	HostBase bool
 	// Binds make an interpreter outside the host dirs visible, read-only.
-	Binds   []sandbox.Bind
-	Env     []string // PATH with the venv first, VIRTUAL_ENV
-	Workdir string   // Testbed
+	// The download cache is bound read-only too.
+	Binds []sandbox.Bind
+	// Env: PATH with the venv first, VIRTUAL_ENV, and pip's index at the
+	// download cache (pip works offline).
+	Env     []string
+	Workdir string // Testbed
 	Lease   *store.Lease
 	// EnvKey is the environment key; EnvLayer and RepoLayer the layers.
 	EnvKey    string
 	EnvLayer  string
 	RepoLayer string
-	// Timings of the phases that ran (mirror, checkout, env_build, commit,
-	// and copy in copy mode).
+	// InstallKey and InstallLayer: the instance's install layer (what its
+	// install steps wrote, above the repository); empty when the spec has
+	// no install steps.
+	InstallKey   string
+	InstallLayer string
+	// Timings of the phases that ran (mirror, checkout, env_build,
+	// install, commit, and copy in copy mode).
 	Timings map[string]time.Duration
 	// Reused: nothing was built for this call.
 	Reused bool
@@ -271,8 +312,10 @@ func (r *run) phase(name string, f func() error) error {
 	return err
 }
 
-// Prepare makes sure the instance's environment and repository layers exist
-// (building them at most once across processes) and leases them.
+// Prepare makes sure the instance's layers exist (building each at most
+// once across processes) and leases them. Bottom first: the base, the
+// environment, the repository at the base commit, and the instance's
+// install layer.
 func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec, progress Progress) (*Prepared, error) {
 	if inst.Repo == "" || inst.BaseCommit == "" {
 		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)
@@ -280,6 +323,9 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	r := &run{inst: inst.InstanceID, progress: progress, timings: map[string]time.Duration{}}
 	base, err := c.base()
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSystemPackages(inst, sp, base); err != nil {
 		return nil, err
 	}
 	repoID, err := c.repoLayer(ctx, r, inst, inst.BaseCommit)
@@ -290,26 +336,32 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
-	lease, err := c.store.Lease(ctx, repoID, env.layer)
+	scmEnv := c.scmEnv(ctx, inst) // setuptools-scm's version, which the shallow clone cannot give
+	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoID, scmEnv)
+	if err != nil {
+		return nil, err
+	}
+	ids := append(reverse(env.stack), repoID) // bottom first
+	if hasInstall {
+		ids = append(ids, installID)
+	}
+	lease, err := c.store.Lease(ctx, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("leasing layers of %s: %w", inst.InstanceID, err)
 	}
 	p := &Prepared{
-		HostBase: base.host, Binds: env.python.binds(), Workdir: Testbed, Lease: lease,
-		Env:    []string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath},
+		HostBase: base.host, Binds: append(env.python.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
+		Env: append([]string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
+			append(fileIndexEnv(sp.IndexDate), scmEnv...)...),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
-	stack, err := c.store.Stack(env.layer)
-	if err != nil {
-		lease.Release()
-		return nil, err
+	if hasInstall {
+		p.InstallKey, p.InstallLayer = installKey, installID.String()
 	}
-	for i := len(stack) - 1; i >= 0; i-- {
-		p.Layers = append(p.Layers, c.store.TreePath(stack[i]))
+	for _, id := range ids {
+		p.Layers = append(p.Layers, c.store.TreePath(id))
 	}
-	p.Layers = append(p.Layers, c.store.TreePath(repoID))
 	if c.opts.CopyMode {
-		ids := append(reverse(stack), repoID)
 		t := time.Now()
 		dir, err := c.assemble(ctx, ids)
 		p.Timings["copy"] = time.Since(t)

@@ -14,20 +14,28 @@
 //     (read-only binds, no layer) or an imported root filesystem layer
 //     (ref base/rootfs).
 //   - Environment key: the SHA-256 over everything that determines an
-//     environment (format version, base, interpreter path and version,
-//     repository, spec version, install fields of the spec, environment-setup
-//     commit, wheelhouse listing, --system-site-packages). Its layer is under
+//     environment (format version, base, interpreter path and version, the
+//     build script with the spec's dependencies and the requirement file's
+//     contents, the index date, the wheelhouse listing). Its layer is under
 //     ref env/<key>.
 //   - Environment layer: a virtualenv at VenvPath (fixed in every sandbox, so
-//     it never needs relocation) plus whatever the install steps changed
-//     outside /testbed, committed from the upper dir of a build sandbox.
+//     it never needs relocation) with the spec's dependencies, committed from
+//     the upper dir of a build sandbox over the base.
+//   - Install layer: what one instance's pre-install and install steps wrote
+//     (under /testbed and in the venv), built once per instance over the
+//     base, the environment and the repository, under ref install/<key>;
+//     stacked above the repository layer. Identical outputs are one layer.
+//   - Download cache: every file pip fetched for a build, by SHA-256, with
+//     the index pages that listed them, read by pip as an index on disk
+//     (offline builds, tasks) or through msb's proxy (the build network).
 //   - Repository layer: /testbed at one commit with a small .git (a depth-1
 //     fetch from the mirror, loose objects, the upstream commit id), under
 //     ref repo/<owner>/<name>@<commit>. Unchanged files and git objects are
 //     shared between commits by the store.
 //   - Prepared: what one task needs: layer paths bottom first, the env vars
-//     that activate the venv, binds (an interpreter outside the host dirs),
-//     and a lease that keeps the layers from GC until released.
+//     that activate the venv and point pip at the download cache, binds (an
+//     interpreter outside the host dirs, the download cache), and a lease
+//     that keeps the layers from GC until released.
 //
 // Builds of one key are serialized by flock files, so goroutines and
 // processes sharing a cache build each layer once and the others wait and

@@ -17,7 +17,7 @@ func TestPrepareSandbox(t *testing.T) {
 	c := openCache(t, Options{Runtime: rt, Wheelhouse: makeWheelhouse(t)})
 	inst := repo.instance(2)
 	p := prepare(t, c, inst, testSpec())
-	if p.Reused || len(p.Layers) != 2 || !p.HostBase {
+	if p.Reused || len(p.Layers) != 3 || !p.HostBase || p.InstallLayer == "" {
 		t.Fatalf("prepared %+v", p)
 	}
 	sb := sandboxOf(t, rt, p)
@@ -42,10 +42,10 @@ func TestPrepareSandbox(t *testing.T) {
 	}
 	// a second instance of the same repo reuses the environment
 	p2 := prepare(t, c, repo.instance(1), testSpec())
-	if p2.EnvLayer != p.EnvLayer || p2.RepoLayer == p.RepoLayer {
+	if p2.EnvLayer != p.EnvLayer || p2.RepoLayer == p.RepoLayer || p2.InstallKey == p.InstallKey {
 		t.Fatalf("second instance: env %s vs %s, repo %s vs %s", p2.EnvLayer, p.EnvLayer, p2.RepoLayer, p.RepoLayer)
 	}
-	if s := c.Stats(); s.EnvBuilds != 1 {
+	if s := c.Stats(); s.EnvBuilds != 1 || s.InstallBuilds != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 	p3 := prepare(t, c, repo.instance(1), testSpec())
@@ -90,7 +90,7 @@ func TestFailedBuildRecorded(t *testing.T) {
 		if !errors.As(err, &be) || !be.Recorded {
 			t.Fatalf("want the recorded failure, got %v", err)
 		}
-		if c.Stats().EnvBuilds != 0 && c.Stats().FailedBuilds != 1 {
+		if c.Stats().InstallBuilds != 0 && c.Stats().FailedBuilds != 1 {
 			t.Fatalf("rebuilt: %+v", c.Stats())
 		}
 	}
@@ -100,11 +100,11 @@ func TestFailedBuildRecorded(t *testing.T) {
 	// --retry-failed builds again, once
 	r := openCache(t, Options{Dir: dir, Runtime: rt, RetryFailed: true})
 	_, err = r.Prepare(context.Background(), repo.instance(0), sp, nil)
-	if !errors.As(err, &be) || be.Recorded || r.Stats().EnvBuilds != 1 {
+	if !errors.As(err, &be) || be.Recorded || be.Kind != KindInstall || r.Stats().InstallBuilds != 1 {
 		t.Fatalf("retry: %v %+v", err, r.Stats())
 	}
 	_, err = r.Prepare(context.Background(), repo.instance(0), sp, nil)
-	if !errors.As(err, &be) || !be.Recorded || r.Stats().EnvBuilds != 1 {
+	if !errors.As(err, &be) || !be.Recorded || r.Stats().InstallBuilds != 1 {
 		t.Fatalf("retried twice: %v %+v", err, r.Stats())
 	}
 }

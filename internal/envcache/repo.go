@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +35,7 @@ func (c *Cache) MirrorPath(repo string) string {
 }
 
 // source says where repo is mirrored from: the instance's repo_url, the
-// RepoSources map, else GitHub.
+// RepoSources map, ReposDir, else GitHub.
 func (c *Cache) source(inst dataset.Instance) string {
 	if inst.RepoURL != "" {
 		return inst.RepoURL
@@ -41,7 +43,72 @@ func (c *Cache) source(inst dataset.Instance) string {
 	if s := c.opts.RepoSources[inst.Repo]; s != "" {
 		return s
 	}
+	if c.opts.ReposDir != "" {
+		for _, n := range []string{mirrorName(inst.Repo) + ".git", mirrorName(inst.Repo)} {
+			if p := filepath.Join(c.opts.ReposDir, n); isDir(p) {
+				return p
+			}
+		}
+	}
 	return "https://github.com/" + inst.Repo + ".git"
+}
+
+// localSource is where a repository URL of a submodule can be cloned from
+// here: RepoSources or ReposDir by the GitHub owner/name of the URL; "" for
+// none (the submodule is left uninitialized, as a plain clone leaves it).
+func (c *Cache) localSource(url string) string {
+	m := githubRE.FindStringSubmatch(url)
+	if m == nil {
+		return ""
+	}
+	src := c.source(dataset.Instance{Repo: m[1]})
+	if strings.HasPrefix(src, "https://github.com/") {
+		return ""
+	}
+	return src
+}
+
+var githubRE = regexp.MustCompile(`^(?:https?://|git@|git://)github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$`)
+
+// submodules checks out, at the commits the tree records, the submodules
+// of dir that have a local source (e.g. astropy's astropy_helpers, which
+// its setup.py would otherwise clone from GitHub).
+func submodules(ctx context.Context, dir string, local func(url string) string) error {
+	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err != nil {
+		return nil
+	}
+	out, err := git(ctx, "", "-C", dir, "config", "-f", ".gitmodules", "--get-regexp", `^submodule\..*\.url$`)
+	if err != nil {
+		return nil // no submodule URLs
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		key, url, ok := strings.Cut(line, " ")
+		src := ""
+		if ok {
+			src = local(url)
+		}
+		if src == "" {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(key, "submodule."), ".url")
+		path, err := git(ctx, "", "-C", dir, "config", "-f", ".gitmodules", "submodule."+name+".path")
+		if err != nil {
+			continue
+		}
+		if abs, err := filepath.Abs(src); err == nil {
+			src = abs
+		}
+		if _, err := git(ctx, "", "-C", dir, "-c", "protocol.file.allow=always", "-c", "url.file://"+src+".insteadOf="+url,
+			"-c", "advice.detachedHead=false", "submodule", "--quiet", "update", "--init", "--", strings.TrimSpace(path)); err != nil {
+			return fmt.Errorf("submodule %s from %s: %w", name, src, err)
+		}
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
@@ -130,7 +197,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
 	removeAll(dir)
 	defer removeAll(dir)
-	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed")) }); err != nil {
+	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed"), c.localSource) }); err != nil {
 		return store.LayerID{}, fmt.Errorf("checking out %s@%s: %w", inst.Repo, commit, err)
 	}
 	var id store.LayerID
@@ -149,7 +216,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 // store), HEAD detached at the upstream commit id, no remote, no reflog.
 // Every file gets repoMtime and the index is refreshed afterwards, so git
 // finds the tree clean without rehashing it.
-func checkout(ctx context.Context, mirror, commit, dir string) error {
+func checkout(ctx context.Context, mirror, commit, dir string, local func(url string) string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
@@ -167,6 +234,9 @@ func checkout(ctx context.Context, mirror, commit, dir string) error {
 		if _, err := git(ctx, "", s...); err != nil {
 			return err
 		}
+	}
+	if err := submodules(ctx, dir, local); err != nil {
+		return err
 	}
 	for _, f := range []string{"FETCH_HEAD", "logs", "ORIG_HEAD", "description"} {
 		os.RemoveAll(filepath.Join(dir, ".git", f))
@@ -193,4 +263,68 @@ func checkout(ctx context.Context, mirror, commit, dir string) error {
 		return fmt.Errorf("fresh checkout of %s is not clean: %s", commit, out)
 	}
 	return nil
+}
+
+// scmEnv is the variable that gives setuptools-scm the instance's version
+// (none when the mirror has no tag before it), once per commit.
+func (c *Cache) scmEnv(ctx context.Context, inst dataset.Instance) []string {
+	k := inst.Repo + "@" + inst.BaseCommit
+	c.mu.Lock()
+	env, ok := c.scm[k]
+	c.mu.Unlock()
+	if ok {
+		return env
+	}
+	if v := scmVersion(ctx, c.MirrorPath(inst.Repo), inst.BaseCommit); v != "" {
+		env = []string{scmVersionEnv(inst.Repo, v)}
+	}
+	c.mu.Lock()
+	c.scm[k] = env
+	c.mu.Unlock()
+	return env
+}
+
+// scmVersion is the version setuptools-scm gives commit in a full clone
+// (its default scheme: the last tag if the commit is tagged, else the next
+// release as a .devN with the distance, and +g<node>), from `git describe`
+// in the mirror; "" when no tag is found. A repository layer's clone is
+// shallow and has no tags, where setuptools-scm would say 0.1.dev1.
+func scmVersion(ctx context.Context, mirror, commit string) string {
+	out, err := git(ctx, "", "--git-dir", mirror, "describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+	if err != nil {
+		return ""
+	}
+	return scmVersionOf(strings.TrimSpace(out))
+}
+
+var describeRE = regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`)
+
+func scmVersionOf(describe string) string {
+	m := describeRE.FindStringSubmatch(describe)
+	if m == nil {
+		return ""
+	}
+	tag, distance, node := m[1], m[2], m[3]
+	if distance == "0" {
+		return tag
+	}
+	if base, _, ok := strings.Cut(tag, ".dev"); ok {
+		return base + ".dev" + distance + "+g" + node
+	}
+	// the next release: the last number of the tag plus one
+	loc := regexp.MustCompile(`\d+`).FindAllStringIndex(tag, -1)
+	if len(loc) == 0 {
+		return ""
+	}
+	last := loc[len(loc)-1]
+	n, _ := strconv.Atoi(tag[last[0]:last[1]])
+	return tag[:last[0]] + strconv.Itoa(n+1) + ".dev" + distance + "+g" + node
+}
+
+// scmVersionEnv pretends the version for the repository's distribution
+// (named like the repository) only, not for dependencies built from sdists.
+func scmVersionEnv(repo, version string) string {
+	_, name, _ := strings.Cut(repo, "/")
+	name = strings.ToUpper(regexp.MustCompile(`[-_.]+`).ReplaceAllString(name, "_"))
+	return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + name + "=" + version
 }

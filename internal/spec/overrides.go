@@ -17,7 +17,11 @@ import (
 // left as it was; the *_append fields add to the list before them.
 type Patch struct {
 	Python               *string           `yaml:"python"`
+	Bootstrap            *[]string         `yaml:"bootstrap"`
 	Packages             *string           `yaml:"packages"`
+	PackagesPip          *[]string         `yaml:"packages_pip"`
+	IndexDate            *string           `yaml:"index_date"`
+	SystemPackages       *[]string         `yaml:"system_packages"`
 	RequirementsPaths    *[]string         `yaml:"requirements_paths"`
 	EnvYMLPaths          *[]string         `yaml:"env_yml_paths"`
 	PipPackages          *[]string         `yaml:"pip_packages"`
@@ -27,6 +31,7 @@ type Patch struct {
 	Install              *string           `yaml:"install"`
 	EvalCommands         *[]string         `yaml:"eval_commands"`
 	EvalCommandsAppend   []string          `yaml:"eval_commands_append"`
+	EvalInstall          *bool             `yaml:"eval_install"`
 	TestCmd              *string           `yaml:"test_cmd"`
 	Directives           *Directives       `yaml:"directives"`
 	LogParser            *string           `yaml:"log_parser"`
@@ -128,7 +133,11 @@ func (p Patch) apply(s Spec, source string) Spec {
 		}
 	}
 	setS(&s.Python, p.Python)
+	setL(&s.Bootstrap, p.Bootstrap, nil)
 	setS(&s.Packages, p.Packages)
+	setL(&s.PackagesPip, p.PackagesPip, nil)
+	setS(&s.IndexDate, p.IndexDate)
+	setL(&s.SystemPackages, p.SystemPackages, nil)
 	setL(&s.RequirementsPaths, p.RequirementsPaths, nil)
 	setL(&s.EnvYMLPaths, p.EnvYMLPaths, nil)
 	setL(&s.PipPackages, p.PipPackages, p.PipPackagesAppend)
@@ -139,6 +148,9 @@ func (p Patch) apply(s Spec, source string) Spec {
 	setS(&s.LogParser, p.LogParser)
 	if p.Directives != nil {
 		s.Directives = *p.Directives
+	}
+	if p.EvalInstall != nil {
+		s.EvalInstall = *p.EvalInstall
 	}
 	if p.NoUseEnv != nil {
 		s.NoUseEnv = *p.NoUseEnv

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -29,17 +30,34 @@ type Spec struct {
 	Repo    string `json:"repo" yaml:"repo"`
 	Version string `json:"version" yaml:"version"`
 
-	Python            string     `json:"python" yaml:"python"`
-	Packages          string     `json:"packages,omitempty" yaml:"packages,omitempty"`
-	RequirementsPaths []string   `json:"requirements_paths,omitempty" yaml:"requirements_paths,omitempty"`
-	EnvYMLPaths       []string   `json:"env_yml_paths,omitempty" yaml:"env_yml_paths,omitempty"`
-	PipPackages       []string   `json:"pip_packages,omitempty" yaml:"pip_packages,omitempty"`
-	PreInstall        []string   `json:"pre_install,omitempty" yaml:"pre_install,omitempty"`
-	Install           string     `json:"install,omitempty" yaml:"install,omitempty"`
-	EvalCommands      []string   `json:"eval_commands,omitempty" yaml:"eval_commands,omitempty"`
-	TestCmd           string     `json:"test_cmd" yaml:"test_cmd"`
-	Directives        Directives `json:"directives" yaml:"directives"`
-	LogParser         string     `json:"log_parser" yaml:"log_parser"`
+	Python string `json:"python" yaml:"python"`
+	// Bootstrap: pip requirements installed into the new venv before
+	// anything else (pip, setuptools and wheel at the versions the
+	// harness's conda environment had).
+	Bootstrap []string `json:"bootstrap,omitempty" yaml:"bootstrap,omitempty"`
+	Packages  string   `json:"packages,omitempty" yaml:"packages,omitempty"`
+	// PackagesPip: pip requirements that stand in for Packages when it is a
+	// conda package list or environment.yml (there is no conda here).
+	PackagesPip []string `json:"packages_pip,omitempty" yaml:"packages_pip,omitempty"`
+	// IndexDate (YYYY-MM-DD): builds see the package index as it was at
+	// the end of that day, so unpinned requirements resolve as they did
+	// then (the built-in specs: when the harness's images were built).
+	IndexDate         string   `json:"index_date,omitempty" yaml:"index_date,omitempty"`
+	RequirementsPaths []string `json:"requirements_paths,omitempty" yaml:"requirements_paths,omitempty"`
+	EnvYMLPaths       []string `json:"env_yml_paths,omitempty" yaml:"env_yml_paths,omitempty"`
+	PipPackages       []string `json:"pip_packages,omitempty" yaml:"pip_packages,omitempty"`
+	// SystemPackages: Debian packages the base must have (what the
+	// harness's apt-get pre-install steps install; a sandbox cannot).
+	SystemPackages []string `json:"system_packages,omitempty" yaml:"system_packages,omitempty"`
+	PreInstall     []string `json:"pre_install,omitempty" yaml:"pre_install,omitempty"`
+	Install        string   `json:"install,omitempty" yaml:"install,omitempty"`
+	EvalCommands   []string `json:"eval_commands,omitempty" yaml:"eval_commands,omitempty"`
+	// EvalInstall: run Install again before the tests, after the patches,
+	// as the harness's eval script does (a patch to compiled code is built).
+	EvalInstall bool       `json:"eval_install,omitempty" yaml:"eval_install,omitempty"`
+	TestCmd     string     `json:"test_cmd" yaml:"test_cmd"`
+	Directives  Directives `json:"directives" yaml:"directives"`
+	LogParser   string     `json:"log_parser" yaml:"log_parser"`
 	// NoUseEnv: install pip packages without a separate environment file (xarray in the harness).
 	NoUseEnv bool `json:"no_use_env,omitempty" yaml:"no_use_env,omitempty"`
 	// ExecuteTestAsNonroot: run the tests as an unprivileged user.
@@ -97,6 +115,16 @@ func (s Spec) TestCommand(in dataset.Instance) string {
 // before the test_patch is applied and after the tests, so that a model
 // patch cannot change them.
 func TestFiles(testPatch string) []string { return patch.MinusPaths(testPatch) }
+
+// EvalSteps are the commands an evaluation runs before it resets the test
+// files: EvalCommands, then Install again when EvalInstall is set.
+func (s Spec) EvalSteps() []string {
+	steps := slices.Clone(s.EvalCommands)
+	if s.EvalInstall && s.Install != "" {
+		steps = append(steps, s.Install)
+	}
+	return steps
+}
 
 // EnvironmentCommit is the commit the environment is built from.
 func EnvironmentCommit(in dataset.Instance) string {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,7 +130,7 @@ func TestBuiltinTable(t *testing.T) {
 		t.Errorf("django 1.9 test_cmd = %q", s.TestCmd)
 	}
 	s, _ = Builtin("sphinx-doc/sphinx", "8.0")
-	if s.Python != "3.10" || !strings.Contains(strings.Join(s.PreInstall, "\n"), "graphviz") {
+	if s.Python != "3.10" || !slices.Contains(s.SystemPackages, "graphviz") {
 		t.Errorf("sphinx 8.0 = %+v", s)
 	}
 	s, _ = Builtin("django/django", "4.0")

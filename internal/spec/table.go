@@ -51,6 +51,8 @@ func add(repo string, versions []string, s Spec, edit ...func(v string, s *Spec)
 	for _, v := range versions {
 		c := s
 		c.PipPackages = slices.Clone(s.PipPackages)
+		c.PackagesPip = slices.Clone(s.PackagesPip)
+		c.SystemPackages = slices.Clone(s.SystemPackages)
 		c.PreInstall = slices.Clone(s.PreInstall)
 		c.EvalCommands = slices.Clone(s.EvalCommands)
 		for _, e := range edit {
@@ -82,8 +84,13 @@ func Builtin(repo, version string) (Spec, bool) {
 		s.EnvYMLPaths = slices.Clone(f.envYML)
 	}
 	s.PipPackages = slices.Clone(s.PipPackages)
+	s.PackagesPip = slices.Clone(s.PackagesPip)
+	s.SystemPackages = slices.Clone(s.SystemPackages)
 	s.PreInstall = slices.Clone(s.PreInstall)
 	s.EvalCommands = slices.Clone(s.EvalCommands)
+	s.Bootstrap = bootstrap(s.Python)
+	s.IndexDate = harnessIndexDate
+	s.EvalInstall = true
 	s.Source = []string{"builtin"}
 	return s, true
 }
@@ -108,15 +115,39 @@ func BuiltinVersions(repo string) []string {
 	return out
 }
 
+// harnessIndexDate is about when the harness's environment images were
+// built (their pip 24.2, setuptools 75.1.0, coverage 7.6.4, virtualenv
+// 20.26.6): what their unpinned requirements resolved to then is what the
+// index offered that day.
+const harnessIndexDate = "2024-10-25"
+
+// bootstrap is what the harness's conda environments of a Python version
+// start with: pip, setuptools and wheel as conda installed them (read from
+// the exported environments of the harness's images).
+func bootstrap(python string) []string {
+	switch python {
+	case "3.5":
+		return []string{"pip==10.0.1", "setuptools==40.2.0", "wheel==0.37.1"}
+	case "3.6":
+		return []string{"pip==21.2.2", "setuptools==58.0.4", "wheel==0.37.1"}
+	case "3.7":
+		return []string{"pip==22.3.1", "setuptools==65.6.3", "wheel==0.38.4"}
+	}
+	return []string{"pip==24.2", "setuptools==75.1.0", "wheel==0.44.0"}
+}
+
 func init() {
 	sklearnInstall := "python -m pip install -v --no-use-pep517 --no-build-isolation -e ."
 	add("scikit-learn/scikit-learn", vs("0.20", "0.21", "0.22"), Spec{
 		Python: "3.6", Packages: "numpy scipy cython pytest pandas matplotlib", Install: sklearnInstall,
+		PackagesPip: []string{"numpy==1.19.2", "scipy==1.5.2", "cython==0.29.24", "pytest==6.2.4", "pandas==1.1.5", "matplotlib==3.3.4"},
 		PipPackages: []string{"cython", "numpy==1.19.2", "setuptools", "scipy==1.5.2"}, TestCmd: testPytest,
 	})
 	add("scikit-learn/scikit-learn", vs("1.3", "1.4", "1.5", "1.6"), Spec{
 		Python: "3.9", Install: sklearnInstall, TestCmd: testPytest,
-		Packages:    "'numpy==1.19.2' 'scipy==1.5.2' 'cython==3.0.10' pytest 'pandas<2.0.0' 'matplotlib<3.9.0' setuptools pytest joblib threadpoolctl",
+		Packages: "'numpy==1.19.2' 'scipy==1.5.2' 'cython==3.0.10' pytest 'pandas<2.0.0' 'matplotlib<3.9.0' setuptools pytest joblib threadpoolctl",
+		PackagesPip: []string{"numpy==1.26.4", "scipy==1.13.0", "cython==3.0.7", "pytest==7.4.4", "pandas==2.2.3", "matplotlib==3.9.2",
+			"setuptools", "joblib==1.4.2", "threadpoolctl==3.5.0"},
 		PipPackages: []string{"cython", "setuptools", "numpy", "scipy"},
 	})
 
@@ -132,9 +163,9 @@ func init() {
 
 	add("django/django", vs("1.7", "1.8", "1.9", "1.10", "1.11", "2.0", "2.1", "2.2"), Spec{
 		Python: "3.5", Packages: "requirements.txt", Install: "python setup.py install", PipPackages: []string{"setuptools"},
-		PreInstall:   []string{"apt-get update && apt-get install -y locales", "echo 'en_US UTF-8' > /etc/locale.gen", "locale-gen en_US.UTF-8"},
-		EvalCommands: []string{"export LANG=en_US.UTF-8", "export LC_ALL=en_US.UTF-8", "export PYTHONIOENCODING=utf8", "export LANGUAGE=en_US:en"},
-		TestCmd:      testDjango,
+		SystemPackages: []string{"locales"}, // and en_US.UTF-8 generated (the harness's apt-get and locale-gen)
+		EvalCommands:   []string{"export LANG=en_US.UTF-8", "export LC_ALL=en_US.UTF-8", "export PYTHONIOENCODING=utf8", "export LANGUAGE=en_US:en"},
+		TestCmd:        testDjango,
 	}, func(v string, s *Spec) {
 		if v == "1.9" {
 			s.TestCmd = testDjangoNoPar
@@ -151,7 +182,7 @@ func init() {
 
 	add("psf/requests", vs("0.7", "0.8", "0.9", "0.11", "0.13", "0.14", "1.1", "1.2", "2.0", "2.2", "2.3", "2.4", "2.5", "2.7", "2.8",
 		"2.9", "2.10", "2.11", "2.12", "2.17", "2.18", "2.19", "2.22", "2.26", "2.25", "2.27", "2.31", "3.0"),
-		Spec{Python: "3.9", Packages: "pytest", Install: "python -m pip install .", TestCmd: testPytest})
+		Spec{Python: "3.9", Packages: "pytest", PackagesPip: []string{"pytest==7.4.4"}, Install: "python -m pip install .", TestCmd: testPytest})
 
 	seabornPins := func(pandas string) []string {
 		return []string{"contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "importlib-resources==6.0.1", "kiwisolver==1.4.5",
@@ -195,7 +226,8 @@ func init() {
 	}
 	add("matplotlib/matplotlib", vs("3.5", "3.6", "3.7", "3.8", "3.9"), Spec{
 		Python: "3.11", Packages: "environment.yml", Install: "python -m pip install -e .", TestCmd: testPytest,
-		PreInstall: append([]string{"apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive apt-get install -y imagemagick ffmpeg texlive texlive-latex-extra texlive-fonts-recommended texlive-xetex texlive-luatex cm-super dvipng"}, qhull...),
+		SystemPackages: []string{"imagemagick", "ffmpeg", "texlive", "texlive-latex-extra", "texlive-fonts-recommended", "texlive-xetex", "texlive-luatex", "cm-super", "dvipng"},
+		PreInstall:     qhull,
 		PipPackages: []string{"contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "ghostscript", "kiwisolver==1.4.5", "numpy==1.25.2",
 			"packaging==23.1", "pillow==10.0.0", "pikepdf", "pyparsing==3.0.9", "python-dateutil==2.8.2", "six==1.16.0", "setuptools==68.1.2",
 			"setuptools-scm==7.1.0", "typing-extensions==4.7.1"},
@@ -206,18 +238,20 @@ func init() {
 	})
 	add("matplotlib/matplotlib", vs("3.1", "3.2", "3.3", "3.4"), Spec{
 		Python: "3.8", Packages: "requirements.txt", Install: "python -m pip install -e .", TestCmd: testPytest,
-		PreInstall:  append([]string{"apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive apt-get install -y imagemagick ffmpeg libfreetype6-dev pkg-config texlive texlive-latex-extra texlive-fonts-recommended texlive-xetex texlive-luatex cm-super"}, qhull...),
-		PipPackages: []string{"pytest", "ipython"},
+		SystemPackages: []string{"imagemagick", "ffmpeg", "libfreetype6-dev", "pkg-config", "texlive", "texlive-latex-extra", "texlive-fonts-recommended", "texlive-xetex", "texlive-luatex", "cm-super"},
+		PreInstall:     qhull,
+		PipPackages:    []string{"pytest", "ipython"},
 	})
 	add("matplotlib/matplotlib", vs("3.0"), Spec{
 		Python: "3.7", Packages: "requirements.txt", Install: "python -m pip install -e .", TestCmd: testPytest,
-		PreInstall:  append([]string{"apt-get -y update && apt-get -y upgrade && apt-get install -y imagemagick ffmpeg libfreetype6-dev pkg-config"}, qhull...),
-		PipPackages: []string{"pytest"},
+		SystemPackages: []string{"imagemagick", "ffmpeg", "libfreetype6-dev", "pkg-config"},
+		PreInstall:     qhull,
+		PipPackages:    []string{"pytest"},
 	})
 	add("matplotlib/matplotlib", vs("2.0", "2.1", "2.2", "1.0", "1.1", "1.2", "1.3", "1.4", "1.5"), Spec{
 		Python: "3.5", Install: "python setup.py build; python setup.py install", TestCmd: testPytest,
-		PreInstall:  []string{"apt-get -y update && apt-get -y upgrade && apt-get install -y imagemagick ffmpeg"},
-		PipPackages: []string{"pytest"}, ExecuteTestAsNonroot: true,
+		SystemPackages: []string{"imagemagick", "ffmpeg"},
+		PipPackages:    []string{"pytest"}, ExecuteTestAsNonroot: true,
 	})
 
 	sphinxVersions := vs("1.5", "1.6", "1.7", "1.8", "2.0", "2.1", "2.2", "2.3", "2.4", "3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1",
@@ -243,7 +277,7 @@ func init() {
 		}
 	})
 	add("astropy/astropy", vs("0.1", "0.2", "0.3", "0.4", "1.1", "1.2", "1.3"), Spec{
-		Python: "3.6", Install: "python -m pip install -e .[test] --verbose", Packages: "setuptools==38.2.4", TestCmd: testAstropyPytest,
+		Python: "3.6", Install: "python -m pip install -e .[test] --verbose", Packages: "setuptools==38.2.4", PackagesPip: []string{"setuptools==38.2.4"}, TestCmd: testAstropyPytest,
 		PipPackages: []string{"attrs==17.3.0", "exceptiongroup==0.0.0a0", "execnet==1.5.0", "hypothesis==3.44.2", "cython==0.27.3", "jinja2==2.10",
 			"MarkupSafe==1.0", "numpy==1.16.0", "packaging==16.8", "pluggy==0.6.0", "psutil==5.4.2", "pyerfa==1.7.0", "pytest-arraydiff==0.1",
 			"pytest-astropy-header==0.1", "pytest-astropy==0.2.1", "pytest-cov==2.5.1", "pytest-doctestplus==0.1.2", "pytest-filter-subpackage==0.1",
@@ -252,7 +286,7 @@ func init() {
 	})
 
 	add("sympy/sympy", vs("0.7", "1.0", "1.1", "1.2", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11", "1.12"), Spec{
-		Python: "3.9", Packages: "mpmath flake8", PipPackages: []string{"mpmath==1.3.0", "flake8-comprehensions"},
+		Python: "3.9", Packages: "mpmath flake8", PackagesPip: []string{"mpmath==1.3.0", "flake8==7.1.1"}, PipPackages: []string{"mpmath==1.3.0", "flake8-comprehensions"},
 		Install: "python -m pip install -e .", TestCmd: testSympy,
 	})
 	add("sympy/sympy", vs("1.13", "1.14"), Spec{
@@ -265,7 +299,7 @@ func init() {
 		switch v {
 		case "2.8":
 			s.PipPackages = []string{"pyenchant==3.2"}
-			s.PreInstall = []string{"apt-get update && apt-get install -y libenchant-2-dev hunspell-en-us"}
+			s.SystemPackages = []string{"libenchant-2-dev", "hunspell-en-us"}
 		case "3.0", "3.1", "3.2", "3.3", "4.0":
 			s.PipPackages = []string{"astroid==3.0.0a6", "setuptools"}
 		}
@@ -273,6 +307,17 @@ func init() {
 
 	add("pydata/xarray", vs("0.12", "0.18", "0.19", "0.20", "2022.03", "2022.06", "2022.09", "2023.07", "2024.05"), Spec{
 		Python: "3.10", Packages: "environment.yml", Install: "python -m pip install -e .", NoUseEnv: true, TestCmd: testPytest,
+		// ci/requirements/environment.yml by pip, at the versions of the
+		// harness's images; cdms2 (conda only) and cfgrib (needs the
+		// eccodes library) have no pip stand-in; pytest is left to
+		// pip_packages (7.4.0; the images' pytest-env 1.1.5 wants 8.3.3,
+		// which conda did not check and pip does).
+		PackagesPip: []string{"aiobotocore==2.15.1", "boto3==1.35.23", "bottleneck==1.4.2", "cartopy==0.24.0", "cftime==1.6.4",
+			"distributed==2024.10.0", "h5netcdf==1.4.0", "h5py==3.12.1", "hypothesis==6.115.5", "scitools-iris==3.10.0", "lxml==5.3.0",
+			"matplotlib==3.9.2", "nc-time-axis==1.4.1", "netCDF4==1.7.1", "numba==0.60.0", "numexpr==2.10.1", "pint==0.24.3", "pooch==1.8.2",
+			"PseudoNetCDF==3.4.0", "pydap==3.5", "pytest-cov==5.0.0", "pytest-env==1.1.5", "pytest-xdist==3.6.1",
+			"rasterio==1.4.1", "seaborn==0.13.2", "sparse==0.15.4", "toolz==1.0.0", "zarr==2.18.3", "numbagg==0.8.2", "flox==0.9.12",
+			"numpy_groupies==0.11.2", "fsspec==2024.10.0", "setuptools", "pip"},
 		PipPackages: []string{"numpy==1.23.0", "packaging==23.1", "pandas==1.5.3", "pytest==7.4.0", "python-dateutil==2.8.2", "pytz==2023.3",
 			"six==1.16.0", "scipy==1.11.1", "setuptools==68.0.0", "dask==2022.8.1"},
 	})
@@ -311,7 +356,7 @@ func sphinxEdits(v string, s *Spec) {
 	}
 	switch v {
 	case "7.2", "7.3", "7.4", "8.0", "8.1":
-		s.PreInstall = append(s.PreInstall, "apt-get update && apt-get install -y graphviz")
+		s.SystemPackages = []string{"graphviz"}
 	}
 	if v == "8.0" || v == "8.1" {
 		s.Python = "3.10"

@@ -29,6 +29,9 @@ type EvalOptions struct {
 	// GradeEmpty runs and grades an empty patch (validation) instead of
 	// reporting empty_patch without running anything.
 	GradeEmpty bool
+	// Network of the evaluation sandbox: sandbox.NetworkNone (the default,
+	// loopback only) or sandbox.NetworkHost.
+	Network string
 	// Progress receives the cache's build events.
 	Progress envcache.Progress
 }
@@ -38,6 +41,13 @@ func (o EvalOptions) maxLog() int {
 		return o.MaxLog
 	}
 	return 64 << 20
+}
+
+func (o EvalOptions) network() string {
+	if o.Network == "" {
+		return sandbox.NetworkNone
+	}
+	return o.Network
 }
 
 func (o EvalOptions) testTimeout() time.Duration {
@@ -60,7 +70,8 @@ type Evaluation struct {
 func Evaluate(ctx context.Context, env Env, t *Task, pred api.Prediction, o EvalOptions) Evaluation {
 	start := time.Now()
 	e := &evaluation{ctx: ctx, env: env, t: t, o: o, log: &RunLog{}}
-	e.res = api.EvalResult{InstanceID: t.ID(), Model: pred.Model, PatchDigest: PatchDigest(pred.ModelPatch), SpecDigest: t.SpecDigest}
+	e.res = api.EvalResult{InstanceID: t.ID(), Model: pred.Model, PatchDigest: PatchDigest(pred.ModelPatch), SpecDigest: t.SpecDigest,
+		Network: o.network()}
 	e.ev = grading.Evaluation{InstanceID: t.ID(), Repo: t.Instance.Repo, Patch: pred.ModelPatch, GradeEmpty: o.GradeEmpty, Parse: t.parse,
 		Expected: grading.Expected{FailToPass: t.Instance.FailToPass, PassToPass: t.Instance.PassToPass}}
 	if pred.ModelPatch != nil {
@@ -92,8 +103,8 @@ func (e *evaluation) empty() bool {
 }
 
 func (e *evaluation) run() {
-	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox", e.t.ID(), e.res.Model)
-	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Progress: e.o.Progress})
+	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox (network %s)", e.t.ID(), e.res.Model, e.res.Network)
+	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress})
 	if err != nil {
 		e.log.Printf("Error creating the sandbox for %s: %v", e.t.ID(), err)
 		if errors.Is(err, envcache.ErrEnvBuildFailed) {
@@ -201,7 +212,8 @@ const heredoc = "EOF_114329324912"
 
 // EvalScript is the harness's eval.sh for the task: run in /testbed with
 // the model patch applied (not committed), it sets the spec's environment,
-// runs its eval commands, resets the test files to HEAD (the base commit;
+// runs its eval steps (the eval commands, then the install again when the
+// spec says eval_install), resets the test files to HEAD (the base commit;
 // for SWE-smith the committed bug), applies the test_patch, runs the test
 // command between the output markers, records its exit status after the end
 // marker (the harness's newer scripts) and resets the test files again.
@@ -225,7 +237,7 @@ func EvalScript(t *Task) string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(t.Spec.Env[k]))
 	}
-	for _, c := range t.Spec.EvalCommands {
+	for _, c := range t.Spec.EvalSteps() {
 		b.WriteString(c + "\n")
 	}
 	if reset != "" {

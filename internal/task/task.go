@@ -16,8 +16,9 @@ import (
 
 // Format is mixed into every spec digest; bump it when what an evaluation
 // runs changes (the eval script, the apply commands), so that resumed runs
-// evaluate again.
-const Format = 2
+// evaluate again. 3: install steps run in the instance's install layer,
+// eval steps (eval_install).
+const Format = 3
 
 // Env is what tasks are made from.
 type Env struct {

@@ -193,6 +193,17 @@ func TestEvalScript(t *testing.T) {
 			t.Fatal("the script changes between calls")
 		}
 	}
+	// The eval steps: the eval commands, then (eval_install) the install
+	// again, after the model patch and before the test files are reset.
+	tk.Spec.EvalCommands, tk.Spec.Install = []string{"echo first"}, "pip install -e ."
+	if s := EvalScript(tk); strings.Contains(s, "pip install") {
+		t.Fatalf("the install runs again without eval_install:\n%s", s)
+	}
+	tk.Spec.EvalInstall = true
+	s = EvalScript(tk)
+	if !strings.Contains(s, "echo first\npip install -e .\ngit checkout -q HEAD -- tests/t.py") {
+		t.Fatalf("eval steps not before the reset:\n%s", s)
+	}
 }
 
 // TestSWESmithSemantics grades a SWE-smith-style instance: the repository

@@ -1,0 +1,82 @@
+package envcache
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// InstallRef is the ref of an instance's install layer.
+func InstallRef(key string) string { return "install/" + key }
+
+// installKeyInput is what an install layer depends on: the environment it
+// ran in, the commit it ran on and the script.
+type installKeyInput struct {
+	Format int    `json:"format"`
+	EnvKey string `json:"env_key"`
+	Repo   string `json:"repo"`
+	Commit string `json:"commit"`
+	Script string `json:"script"`
+	// SCMVersion is the setuptools-scm version pretended (scmVersion).
+	SCMVersion string `json:"scm_version,omitempty"`
+	IndexDate  string `json:"index_date,omitempty"`
+}
+
+// installCommitDate is the author and committer date of the commit that
+// records what the install steps changed in tracked files, so the same
+// changes give the same commit id.
+const installCommitDate = "2000-01-01T00:00:00Z"
+
+// installScript runs the spec's pre-install and install steps in /testbed
+// with the venv active, as the harness's instance image does, then commits
+// what they changed in tracked files (the harness's "git commit -am"), so
+// that a task's `git diff` shows only the agent's changes. Nothing is
+// committed, and HEAD stays the base commit, when tracked files are
+// unchanged (or when the base has no git). "" when the spec has no steps.
+func installScript(sp spec.Spec) string {
+	if len(sp.PreInstall) == 0 && sp.Install == "" {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("set -euxo pipefail\n")
+	fmt.Fprintf(&b, "export VIRTUAL_ENV=%s PATH=%s/bin:$PATH\n", VenvPath, VenvPath)
+	b.WriteString("cd " + Testbed + "\n")
+	for _, s := range sp.PreInstall {
+		b.WriteString(s + "\n")
+	}
+	if sp.Install != "" {
+		b.WriteString(sp.Install + "\n")
+	}
+	fmt.Fprintf(&b, "cd %s\nif command -v git >/dev/null && ! git diff --quiet HEAD --; then\n", Testbed)
+	fmt.Fprintf(&b, "  GIT_AUTHOR_DATE=%[1]s GIT_COMMITTER_DATE=%[1]s git -c user.name=msb -c user.email=msb@localhost commit -q -am 'msb: install steps'\nfi\n", installCommitDate)
+	return b.String()
+}
+
+// installLayer returns the instance's install layer: what its pre-install
+// and install steps wrote (under /testbed: version files, egg-info,
+// extension modules built in place; and in the venv: the editable
+// install's links), built once per instance in a build sandbox over the
+// base, the environment and the repository at the base commit, and stored
+// like every layer (identical outputs are one layer). ok is false when the
+// spec has no install steps.
+func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
+	script := installScript(sp)
+	if script == "" {
+		return "", id, false, nil
+	}
+	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate})
+	// bottom first: base, environment, repository; the store's stacks are topmost first
+	stack := []store.LayerID{repoID}
+	stack = append(stack, env.stack...)
+	job := buildJob{
+		kind: KindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
+		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),
+		host:   base.host, binds: env.python.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
+	}
+	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
+	return key, id, err == nil, err
+}
