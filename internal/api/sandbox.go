@@ -11,38 +11,64 @@ type Limits struct {
 
 // ExecRequest is one command in a sandbox.
 type ExecRequest struct {
-	// Command is bash source text.
+	// Command is bash source text, of any size up to the server's body
+	// cap (it never travels as an argument, so ARG_MAX does not apply).
 	Command string `json:"command"`
 	// Session names a persistent shell opened before; empty runs the
-	// command in a fresh bash.
+	// command in a fresh bash. Cwd, Env and Stdin are for a fresh bash
+	// only (a session has its own directory and variables).
 	Session string `json:"session,omitempty"`
-	// TimeoutNs bounds the command; 0 means none.
+	// Cwd is the fresh bash's working directory (default: the sandbox's).
+	Cwd string `json:"cwd,omitempty"`
+	// Env holds NAME=value entries added to the fresh bash's environment.
+	Env List[string] `json:"env,omitempty"`
+	// Stdin is the command's standard input (default: none; reading it
+	// gets end of file).
+	Stdin string `json:"stdin,omitempty"`
+	// TimeoutNs bounds the command; 0 means none. A command that runs
+	// past it is interrupted (SIGINT, then SIGKILL) and its result says
+	// timed_out.
 	TimeoutNs int64 `json:"timeout_ns,omitempty"`
 	// SeparateStderr returns stderr in ExecResult.Stderr instead of merged
-	// into Output.
+	// into Stdout in the order it was written.
 	SeparateStderr bool `json:"separate_stderr,omitempty"`
-	// MaxOutput caps each stream in bytes (0: the sandbox's cap).
+	// MaxOutput caps each stream in bytes (0: the sandbox's cap, 1 MiB by
+	// default); capped output keeps its head and tail.
 	MaxOutput int `json:"max_output,omitempty"`
 }
 
 // ExecResult is what a command did.
 type ExecResult struct {
-	// Output is valid UTF-8 (invalid bytes escaped as \xNN); capped
-	// output keeps its head and tail.
-	Output       string `json:"output"`
-	Stderr       string `json:"stderr,omitempty"`
-	ExitCode     int    `json:"exit_code"`
-	DurationNs   int64  `json:"duration_ns"`
-	Truncated    bool   `json:"truncated"`
-	TimedOut     bool   `json:"timed_out"`
-	SessionEnded bool   `json:"session_ended"`
+	// Stdout is the command's standard output, with its standard error
+	// merged in unless the request asked for separate streams. It is
+	// valid UTF-8 (invalid bytes escaped as the four characters \xNN);
+	// capped output keeps its head and tail around a line saying how much
+	// was left out.
+	Stdout string `json:"stdout"`
+	// Stderr is the standard error when the request asked for separate
+	// streams, else empty.
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+	// DurationNs is the wall time from sending the command to its status.
+	DurationNs int64 `json:"duration_ns"`
+	// Truncated: a stream exceeded the cap.
+	Truncated bool `json:"truncated"`
+	// TimedOut: the command ran past its timeout, or was interrupted, and
+	// was stopped; ExitCode is then what the shell reported (130 after
+	// SIGINT, 137 after SIGKILL).
+	TimedOut bool `json:"timed_out"`
+	// SessionEnded: the session's shell exited during the command (exit,
+	// exec, set -e); the session is gone.
+	SessionEnded bool `json:"session_ended"`
 }
 
 // SessionRequest opens a persistent shell.
 type SessionRequest struct {
 	Name string       `json:"name"`
 	Env  List[string] `json:"env,omitempty"` // NAME=value, on top of the sandbox's
-	Dir  string       `json:"dir,omitempty"`
+	// Dir is the shell's first working directory (default: the
+	// sandbox's: /testbed for a task sandbox).
+	Dir string `json:"dir,omitempty"`
 }
 
 // FileEntry is one directory entry inside a sandbox.
@@ -55,7 +81,24 @@ type FileEntry struct {
 	ModTime int64  `json:"mtime"`
 }
 
-// SandboxInfo describes a live sandbox of the engine.
+// Sandbox states.
+const (
+	SandboxRunning = "running"
+	// SandboxClosed: closed by its owner (DELETE, the engine closing).
+	SandboxClosed = "closed"
+	// SandboxReaped: closed by the engine because its lifetime ended or it
+	// was idle too long; Reason says which.
+	SandboxReaped = "reaped"
+)
+
+// Reasons a sandbox was reaped.
+const (
+	ReapLifetime = "lifetime"     // it lived past its lifetime
+	ReapIdle     = "idle_timeout" // nothing used it for its idle timeout
+)
+
+// SandboxInfo describes a sandbox of the engine: a live one, or one that
+// was closed recently (State says which).
 type SandboxInfo struct {
 	ID string `json:"id"`
 	// InstanceID is the instance whose task the sandbox holds; empty for a
@@ -66,6 +109,19 @@ type SandboxInfo struct {
 	Mode       string              `json:"mode"`       // root or rootless
 	CreatedAt  string              `json:"created_at"` // RFC 3339
 	Sessions   List[string]        `json:"sessions"`
+	// State is running, closed or reaped; Reason says why it is not
+	// running (for reaped: lifetime or idle_timeout).
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// LifetimeNs and IdleTimeoutNs are the sandbox's bounds (0: none);
+	// ExpiresAt is when its lifetime ends (RFC 3339, empty without one).
+	LifetimeNs    int64  `json:"lifetime_ns"`
+	IdleTimeoutNs int64  `json:"idle_timeout_ns"`
+	ExpiresAt     string `json:"expires_at,omitempty"`
+	// LastActiveAt is when the last operation on it ended (or, while one
+	// runs, now).
+	LastActiveAt string `json:"last_active_at"`
+	ClosedAt     string `json:"closed_at,omitempty"`
 }
 
 // Check is one line of msb doctor.

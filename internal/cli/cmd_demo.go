@@ -147,7 +147,7 @@ func showSandbox(ctx context.Context, w io.Writer, e *engine.Engine) error {
 	exec := func(what, cmd string, want func(api.ExecResult) bool) {
 		step(what, func() (string, bool, error) {
 			res, err := sb.Exec(ctx, api.ExecRequest{Session: "agent", Command: cmd, TimeoutNs: int64(timeout)})
-			out := strings.TrimSpace(res.Output)
+			out := strings.TrimSpace(res.Stdout)
 			if res.TimedOut {
 				out += " [timed out]"
 			}
@@ -160,15 +160,15 @@ func showSandbox(ctx context.Context, w io.Writer, e *engine.Engine) error {
 	ok0 := func(r api.ExecResult) bool { return r.ExitCode == 0 }
 	exec("who am I, where am I", "echo $(id -u)@$(hostname):$PWD", ok0)
 	exec("state persists: cd + export", "cd /tmp && export ANSWER=42", ok0)
-	exec("... in the next command", "echo $PWD $ANSWER", func(r api.ExecResult) bool { return strings.TrimSpace(r.Output) == "/tmp 42" })
+	exec("... in the next command", "echo $PWD $ANSWER", func(r api.ExecResult) bool { return strings.TrimSpace(r.Stdout) == "/tmp 42" })
 	exec("PID namespace: processes visible", "ls /proc | grep -c '^[0-9]'", ok0)
 	exec("host /usr is read-only", "touch /usr/x 2>&1", func(r api.ExecResult) bool { return r.ExitCode != 0 })
-	exec("no network beyond loopback", "timeout 2 bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>&1 || echo unreachable", func(r api.ExecResult) bool { return strings.Contains(r.Output, "unreachable") })
+	exec("no network beyond loopback", "timeout 2 bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>&1 || echo unreachable", func(r api.ExecResult) bool { return strings.Contains(r.Stdout, "unreachable") })
 	exec("mount is refused (seccomp)", "mkdir -p /tmp/m && mount -t tmpfs x /tmp/m 2>&1", func(r api.ExecResult) bool { return r.ExitCode != 0 })
 	timeout = 300 * time.Millisecond
 	exec("a 300ms timeout interrupts `sleep 60`", "sleep 60", func(r api.ExecResult) bool { return r.TimedOut })
 	timeout = 10 * time.Second
-	exec("... and answers again", "echo $ANSWER", func(r api.ExecResult) bool { return strings.TrimSpace(r.Output) == "42" })
+	exec("... and answers again", "echo $ANSWER", func(r api.ExecResult) bool { return strings.TrimSpace(r.Stdout) == "42" })
 	step("close: kill everything, remove upper dir", func() (string, bool, error) {
 		return "closed", true, sb.Close()
 	})

@@ -51,7 +51,7 @@ func TestEngineSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: `pwd; python -c 'import sys; print(sys.prefix)'; sed -i 's|^    return s\[mid\]$|    return (s[mid - 1] + s[mid]) / 2|' calc/stats.py`, TimeoutNs: int64(time.Minute)})
-	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Output, "/testbed\n/opt/msb/venv") {
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "/testbed\n/opt/msb/venv") {
 		t.Fatalf("exec: %v %+v", err, res)
 	}
 	if info := agent.Info(); len(info.Sessions) != 1 || info.Sessions[0] != "main" {
@@ -72,7 +72,7 @@ func TestEngineSandboxes(t *testing.T) {
 		t.Fatalf("the agent's patch: %v %s %s\n%s", err, result.Outcome, result.Detail, art.Patch)
 	}
 	// Evaluating did not touch the agent's sandbox: the session goes on.
-	if res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: "git status --short | wc -l"}); err != nil || strings.TrimSpace(res.Output) != "2" {
+	if res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: "git status --short | wc -l"}); err != nil || strings.TrimSpace(res.Stdout) != "2" {
 		t.Fatalf("after evaluate: %v %+v", err, res)
 	}
 	if err := e.CloseSandbox(agent.ID()); err != nil {
@@ -126,7 +126,7 @@ func TestEngineRawLayers(t *testing.T) {
 	}
 	defer sb.Close()
 	res, err := sb.Exec(ctx, api.ExecRequest{Command: "git rev-parse HEAD"})
-	if err != nil || strings.TrimSpace(res.Output) != in.BaseCommit {
+	if err != nil || strings.TrimSpace(res.Stdout) != in.BaseCommit {
 		t.Fatalf("%v %+v", err, res)
 	}
 	if _, err := e.CreateSandbox(ctx, SandboxRequest{Layers: []string{"repo/none@0"}}); !errors.Is(err, ErrNotFound) {

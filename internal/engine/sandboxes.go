@@ -250,7 +250,7 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	return api.ExecResult{Output: res.Output, Stderr: res.Stderr, ExitCode: res.ExitCode, DurationNs: int64(res.Duration),
+	return api.ExecResult{Stdout: res.Output, Stderr: res.Stderr, ExitCode: res.ExitCode, DurationNs: int64(res.Duration),
 		Truncated: res.Truncated, TimedOut: res.TimedOut, SessionEnded: res.SessionEnded}, nil
 }
 
