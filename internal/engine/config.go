@@ -35,8 +35,39 @@ type Config struct {
 	// 0 is the memory available when the engine opens; negative admits
 	// everything.
 	MemoryBudget int64
+	// DiskBudget is the disk admitted sandboxes may reserve in total (their
+	// Limits.DiskBytes); 0 does not admit by disk.
+	DiskBudget int64
+	// MaxSandboxes bounds the live sandboxes, evaluations' included (0:
+	// any number).
+	MaxSandboxes int
+	// Lifetime and IdleTimeout are every sandbox's defaults (0: none); a
+	// request may set its own. Past either the engine closes the sandbox
+	// and its info says reaped.
+	Lifetime    time.Duration
+	IdleTimeout time.Duration
+	// ReapInterval is how often lifetimes and idle times are checked
+	// (default 250ms).
+	ReapInterval time.Duration
+	// KeepClosed is how many closed sandboxes' infos are kept, for an hour
+	// each, to say what became of them (default 1000).
+	KeepClosed int
 	// Logger receives what the engine does (default: discarded).
 	Logger *slog.Logger
+}
+
+func (c *Config) reapInterval() time.Duration {
+	if c.ReapInterval > 0 {
+		return c.ReapInterval
+	}
+	return 250 * time.Millisecond
+}
+
+func (c *Config) tombstones() int {
+	if c.KeepClosed > 0 {
+		return c.KeepClosed
+	}
+	return 1000
 }
 
 // CacheConfig says where the environment cache is and how it builds.

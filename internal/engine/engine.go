@@ -1,15 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
-
-	"golang.org/x/sync/semaphore"
+	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/cgroup"
@@ -29,13 +31,16 @@ type Engine struct {
 	env   task.Env
 	gc    sandbox.GCReport
 
-	// admit reserves sandboxes' memory limits (nil: no admission).
-	admit  *semaphore.Weighted
-	budget int64
+	// admit reserves sandboxes' memory and disk limits and counts them.
+	admit *admission
+	stats counters
+	stop  chan struct{} // closed by Close: ends the reaper
+	done  chan struct{} // closed when the reaper has ended
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
 	sandboxes map[string]*Sandbox
+	gone      tombstones // sandboxes closed recently
 	instances map[string]dataset.Instance
 	tasks     map[string]*task.Task
 }
@@ -52,7 +57,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: log, rt: rt, sandboxes: map[string]*Sandbox{}, instances: map[string]dataset.Instance{}, tasks: map[string]*task.Task{}}
+	e := &Engine{cfg: cfg, log: log, rt: rt, sandboxes: map[string]*Sandbox{}, instances: map[string]dataset.Instance{}, tasks: map[string]*task.Task{},
+		gone: newTombstones(cfg.tombstones()), stop: make(chan struct{}), done: make(chan struct{})}
 	e.gc = rt.GC()
 	if n := len(e.gc.Sandboxes) + len(e.gc.Cgroups); n > 0 {
 		log.Info("cleaned up after a killed msb", "sandboxes", len(e.gc.Sandboxes), "processes", len(e.gc.Processes), "cgroups", len(e.gc.Cgroups))
@@ -61,17 +67,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.env = task.Env{Runtime: rt, Cache: e.cache.c, Logger: log}
+	budget := int64(-1)
 	switch {
 	case cfg.MemoryBudget > 0:
-		e.budget = cfg.MemoryBudget
+		budget = cfg.MemoryBudget
 	case cfg.MemoryBudget == 0:
-		e.budget = cgroup.MemAvailable() // -1 when unknown: no admission
-	default:
-		e.budget = -1
+		budget = cgroup.MemAvailable() // -1 when unknown: no admission by memory
 	}
-	if e.budget > 0 {
-		e.admit = semaphore.NewWeighted(e.budget)
-	}
+	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
+	go e.reap()
 	return e, nil
 }
 
@@ -93,6 +97,9 @@ func (e *Engine) Cache() *Cache { return e.cache }
 // Close closes every live sandbox; the engine cannot be used afterwards.
 func (e *Engine) Close() error {
 	e.mu.Lock()
+	if !e.closed {
+		close(e.stop)
+	}
 	e.closed = true
 	live := make([]*Sandbox, 0, len(e.sandboxes))
 	for _, s := range e.sandboxes {
@@ -101,37 +108,36 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	var errs []error
 	for _, s := range live {
-		errs = append(errs, s.Close())
+		errs = append(errs, s.closeAs(api.SandboxClosed, ""))
 	}
+	<-e.done
 	return errors.Join(errs...)
 }
 
-// reserve admits a sandbox of memory limit mem, waiting while the budget
-// is taken; release gives it back.
-func (e *Engine) reserve(ctx context.Context, mem int64) (release func(), err error) {
-	if e.admit == nil {
-		return func() {}, nil
-	}
-	if mem > e.budget {
-		return nil, fmt.Errorf("%w: a memory limit of %d MiB, and the budget is %d MiB (lower the limit or set the budget)", ErrTooLarge, mem>>20, e.budget>>20)
-	}
-	if err := e.admit.Acquire(ctx, mem); err != nil {
-		return nil, err
-	}
-	return func() { e.admit.Release(mem) }, nil
+// reserve admits a sandbox of limits l (see admission.acquire for wait);
+// release gives its share back.
+func (e *Engine) reserve(ctx context.Context, l sandbox.Limits, wait time.Duration) (release func(), err error) {
+	return e.admit.acquire(ctx, memOf(l), l.DiskBytes, wait)
 }
 
-// Concurrency is how many sandboxes of limits l fit in the memory budget
-// at once (1<<20 when there is no budget).
+// Quota reports the admission budgets and what is reserved now.
+func (e *Engine) Quota() api.Quota { return e.admit.quota() }
+
+// Concurrency is how many sandboxes of limits l fit in the budgets at once
+// (1<<20 when nothing bounds them).
 func (e *Engine) Concurrency(l api.Limits) int {
-	mem := e.cfg.sandboxLimits(l).MemoryBytes
-	if mem == 0 {
-		mem = sandbox.DefaultLimits.MemoryBytes
+	sl := e.cfg.sandboxLimits(l)
+	n := 1 << 20
+	if a := e.admit; a.memBudget > 0 {
+		n = min(n, max(1, int(a.memBudget/memOf(sl))))
 	}
-	if e.admit == nil {
-		return 1 << 20
+	if a := e.admit; a.diskBudget > 0 && sl.DiskBytes > 0 {
+		n = min(n, max(1, int(a.diskBudget/sl.DiskBytes)))
 	}
-	return max(1, int(e.budget/mem))
+	if e.admit.maxCount > 0 {
+		n = min(n, e.admit.maxCount)
+	}
+	return n
 }
 
 // LoadDataset reads a dataset file and adds its valid instances to the
@@ -279,12 +285,14 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 // (the context ended while waiting); everything else is the outcome.
 func (e *Engine) evaluate(ctx context.Context, t *task.Task, pred api.Prediction, gradeEmpty bool) (task.Evaluation, error) {
 	o := e.evalOptions(gradeEmpty)
-	release, err := e.reserve(ctx, memOf(o.Limits))
+	release, err := e.reserve(ctx, o.Limits, 0)
 	if err != nil {
 		return task.Evaluation{}, err
 	}
 	defer release()
-	return task.Evaluate(ctx, e.env, t, pred, o), nil
+	ev := task.Evaluate(ctx, e.env, t, pred, o)
+	e.stats.evaluated(ev.Result.Outcome)
+	return ev, nil
 }
 
 func memOf(l sandbox.Limits) int64 {
@@ -292,4 +300,47 @@ func memOf(l sandbox.Limits) int64 {
 		return l.MemoryBytes
 	}
 	return sandbox.DefaultLimits.MemoryBytes
+}
+
+// AddRows adds dataset rows given inline (JSON objects, as lines of a JSONL
+// file) and returns the dataset they make; every bad row is an error.
+func (e *Engine) AddRows(rows []json.RawMessage) (*dataset.Dataset, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: no rows", ErrBadRequest)
+	}
+	f, err := os.CreateTemp("", "msb-rows-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	for _, r := range rows {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, r); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: a row is not JSON: %w", ErrBadRequest, err)
+		}
+		compact.WriteByte('\n')
+		if _, err := f.Write(compact.Bytes()); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return e.LoadDataset(f.Name(), dataset.Filter{}, false)
+}
+
+// InstanceInfo describes a known instance: its task and its spec.
+func (e *Engine) InstanceInfo(id string) (api.InstanceInfo, error) {
+	in, err := e.Instance(id)
+	if err != nil {
+		return api.InstanceInfo{}, err
+	}
+	sp, err := e.Spec(id)
+	if err != nil {
+		return api.InstanceInfo{}, err
+	}
+	return api.InstanceInfo{InstanceID: in.InstanceID, Repo: in.Repo, BaseCommit: in.BaseCommit, Version: in.Version,
+		ProblemStatement: in.ProblemStatement, FailToPass: in.FailToPass, PassToPass: in.PassToPass, Spec: sp}, nil
 }

@@ -75,7 +75,7 @@ func TestEngineSandboxes(t *testing.T) {
 	if res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: "git status --short | wc -l"}); err != nil || strings.TrimSpace(res.Stdout) != "2" {
 		t.Fatalf("after evaluate: %v %+v", err, res)
 	}
-	if err := e.CloseSandbox(agent.ID()); err != nil {
+	if _, err := e.CloseSandbox(agent.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Sandbox(agent.ID()); !errors.Is(err, ErrNotFound) {

@@ -18,7 +18,14 @@ var (
 	ErrNoInstance = errors.New("sandbox has no instance")
 	// ErrNoCache: a cache that must exist (inspection commands) does not.
 	ErrNoCache = errors.New("no cache")
-	// ErrTooLarge: a sandbox's memory limit exceeds the whole admission
-	// budget, so it could never be admitted.
-	ErrTooLarge = errors.New("sandbox does not fit in the memory budget")
+	// ErrTooLarge: a sandbox's memory or disk limit exceeds the whole
+	// admission budget, so it could never be admitted.
+	ErrTooLarge = errors.New("sandbox does not fit in the budget")
+	// ErrQuota: there is no room for the sandbox now (live sandboxes,
+	// memory or disk reserved by others) and it was not to wait, or not
+	// that long. The message says which resource.
+	ErrQuota = errors.New("over quota")
+	// ErrGone: the sandbox was closed or reaped; the message says when
+	// and why.
+	ErrGone = errors.New("sandbox is gone")
 )

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/store"
 	"github.com/minisandbox/msb/internal/task"
 )
@@ -41,6 +42,14 @@ type SandboxRequest struct {
 	Limits api.Limits
 	// MaxOutput caps each output stream of a command (0: 1 MiB).
 	MaxOutput int
+	// Lifetime and IdleTimeout bound the sandbox: 0 takes the engine's
+	// defaults (Config.Lifetime, IdleTimeout), negative is none. Past
+	// either the engine closes it (reaped).
+	Lifetime, IdleTimeout time.Duration
+	// AdmissionWait is how long to wait for room (memory, disk, the number
+	// of sandboxes): 0 as long as ctx allows, negative not at all (fail
+	// with ErrQuota).
+	AdmissionWait time.Duration
 }
 
 // Sandbox is a live sandbox of the engine. Its methods are safe for
@@ -52,6 +61,11 @@ type Sandbox struct {
 	lease   *store.Lease  // raw sandboxes' layers
 	release func()        // admission
 	info    api.SandboxInfo
+
+	deadline   time.Time     // end of the lifetime (zero: none)
+	idle       time.Duration // idle timeout (0: none)
+	active     atomic.Int32  // operations in flight
+	lastActive atomic.Int64  // unix ns when the last operation ended
 
 	mu        sync.Mutex // guards sessions
 	sessions  map[string]bool
@@ -70,8 +84,13 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 			return nil, fmt.Errorf("%w: a label with an empty name", ErrBadRequest)
 		}
 	}
+	if req.InstanceID != "" {
+		if _, err := e.task(req.InstanceID); err != nil {
+			return nil, err // before admission: an unknown instance never waits
+		}
+	}
 	limits := e.cfg.sandboxLimits(req.Limits)
-	release, err := e.reserve(ctx, memOf(limits))
+	release, err := e.reserve(ctx, limits, req.AdmissionWait)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +99,29 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		release()
 		return nil, err
 	}
+	now := time.Now()
+	s.lastActive.Store(now.UnixNano())
+	lifetime, idle := pickDuration(req.Lifetime, e.cfg.Lifetime), pickDuration(req.IdleTimeout, e.cfg.IdleTimeout)
+	if lifetime > 0 {
+		s.deadline = now.Add(lifetime)
+	}
+	s.idle = idle
 	s.info = api.SandboxInfo{ID: s.sb.ID, InstanceID: req.InstanceID, Labels: maps.Clone(req.Labels), Limits: apiLimits(limits),
-		Mode: e.rt.Mode(), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+		Mode: e.rt.Mode(), CreatedAt: now.UTC().Format(time.RFC3339Nano), State: api.SandboxRunning,
+		LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}
+	if !s.deadline.IsZero() {
+		s.info.ExpiresAt = s.deadline.UTC().Format(time.RFC3339Nano)
+	}
+	kind := "raw"
+	if s.task != nil {
+		kind = "task"
+		if s.task.LayersReused() {
+			e.stats.cacheHits.Add(1)
+		} else {
+			e.stats.cacheMisses.Add(1)
+		}
+	}
+	e.stats.add(&e.stats.created, kind)
 	e.mu.Lock()
 	closed := e.closed
 	if !closed {
@@ -92,8 +132,16 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		s.Close()
 		return nil, ErrClosed
 	}
-	e.log.Debug("sandbox created", "sandbox", s.sb.ID, "instance", req.InstanceID)
+	e.log.Debug("sandbox created", "sandbox", s.sb.ID, "instance", req.InstanceID, "lifetime", lifetime, "idle_timeout", idle)
 	return s, nil
+}
+
+// pickDuration is req, else def; negative means none (0).
+func pickDuration(req, def time.Duration) time.Duration {
+	if req == 0 {
+		req = def
+	}
+	return max(req, 0)
 }
 
 func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.Limits) error {
@@ -147,15 +195,35 @@ func (e *Engine) open() error {
 	return nil
 }
 
-// Sandbox returns a live sandbox by id.
+// Sandbox returns a live sandbox by id: ErrGone (saying when and why) for
+// one closed recently, ErrNotFound otherwise.
 func (e *Engine) Sandbox(id string) (*Sandbox, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, ok := e.sandboxes[id]
 	if !ok {
+		if info, ok := e.gone.get(id); ok {
+			return nil, goneError(info)
+		}
 		return nil, fmt.Errorf("%w: sandbox %q", ErrNotFound, id)
 	}
 	return s, nil
+}
+
+// SandboxInfo describes a live sandbox, or one closed recently (its state
+// says closed or reaped, and why).
+func (e *Engine) SandboxInfo(id string) (api.SandboxInfo, error) {
+	e.mu.Lock()
+	s, ok := e.sandboxes[id]
+	info, gone := e.gone.get(id)
+	e.mu.Unlock()
+	switch {
+	case ok:
+		return s.Info(), nil
+	case gone:
+		return info, nil
+	}
+	return api.SandboxInfo{}, fmt.Errorf("%w: sandbox %q", ErrNotFound, id)
 }
 
 // Sandboxes lists the live sandboxes whose labels include every label of
@@ -189,13 +257,15 @@ func (e *Engine) Sandboxes(match map[string]string) []api.SandboxInfo {
 	return out
 }
 
-// CloseSandbox closes a live sandbox by id.
-func (e *Engine) CloseSandbox(id string) error {
+// CloseSandbox closes a live sandbox by id and returns what it was.
+func (e *Engine) CloseSandbox(id string) (api.SandboxInfo, error) {
 	s, err := e.Sandbox(id)
 	if err != nil {
-		return err
+		return api.SandboxInfo{}, err
 	}
-	return s.Close()
+	err = s.Close()
+	info, _ := e.SandboxInfo(id)
+	return info, err
 }
 
 // ID is the sandbox's id.
@@ -208,12 +278,20 @@ func (s *Sandbox) Info() api.SandboxInfo {
 	info := s.info
 	info.Labels = maps.Clone(s.info.Labels)
 	info.Sessions = slices.Sorted(maps.Keys(s.sessions))
+	last := time.Unix(0, s.lastActive.Load())
+	if s.active.Load() > 0 {
+		last = time.Now()
+	}
+	info.LastActiveAt = last.UTC().Format(time.RFC3339Nano)
 	return info
 }
 
 // Close kills everything in the sandbox, removes it and gives its memory
 // back; it is safe to call more than once.
-func (s *Sandbox) Close() error {
+func (s *Sandbox) Close() error { return s.closeAs(api.SandboxClosed, "") }
+
+// closeAs closes the sandbox, remembering it as state for reason.
+func (s *Sandbox) closeAs(state, reason string) error {
 	s.closeOnce.Do(func() {
 		if s.task != nil {
 			s.closeErr = s.task.Close()
@@ -224,40 +302,29 @@ func (s *Sandbox) Close() error {
 			}
 		}
 		s.release()
+		info := s.Info()
+		info.State, info.Reason, info.Sessions = state, reason, nil
+		info.ClosedAt = time.Now().UTC().Format(time.RFC3339Nano)
 		s.e.mu.Lock()
 		delete(s.e.sandboxes, s.info.ID)
+		s.e.gone.add(info)
 		s.e.mu.Unlock()
-		s.e.log.Debug("sandbox closed", "sandbox", s.info.ID, "err", s.closeErr)
+		s.e.log.Debug("sandbox closed", "sandbox", s.info.ID, "state", state, "reason", reason, "err", s.closeErr)
 	})
 	return s.closeErr
 }
 
-// Exec runs a command: in the named session, or in a fresh bash.
-func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult, error) {
-	r := session.ExecRequest{Command: req.Command, Timeout: time.Duration(req.TimeoutNs), SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput}
-	var res session.Result
-	var err error
-	if req.Session == "" {
-		res, err = s.sb.Exec(ctx, r)
-	} else {
-		res, err = s.sb.SessionExec(ctx, req.Session, r)
-		if res.SessionEnded {
-			s.mu.Lock()
-			delete(s.sessions, req.Session)
-			s.mu.Unlock()
-		}
-	}
-	if err != nil {
-		return api.ExecResult{}, err
-	}
-	return api.ExecResult{Stdout: res.Output, Stderr: res.Stderr, ExitCode: res.ExitCode, DurationNs: int64(res.Duration),
-		Truncated: res.Truncated, TimedOut: res.TimedOut, SessionEnded: res.SessionEnded}, nil
-}
-
 // OpenSession starts a persistent shell.
 func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error {
-	if req.Name == "" {
-		return fmt.Errorf("%w: a session needs a name", ErrBadRequest)
+	defer s.use()()
+	if err := api.CheckName("session name", req.Name); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	if req.Dir != "" && !path.IsAbs(req.Dir) {
+		return fmt.Errorf("%w: session directory %q is not an absolute path", ErrBadRequest, req.Dir)
 	}
 	if err := s.sb.OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
 		return err
@@ -270,6 +337,7 @@ func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error
 
 // CloseSession ends a session and everything it started.
 func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
+	defer s.use()()
 	err := s.sb.CloseSession(ctx, name)
 	s.mu.Lock()
 	delete(s.sessions, name)
@@ -277,18 +345,31 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	return err
 }
 
+// InterruptSession interrupts, as Ctrl-C would, the command running in a
+// session (its Exec returns with TimedOut and the output so far) and the
+// ones waiting for it (their Exec fails); it reports whether there were
+// any. The session stays usable.
+func (s *Sandbox) InterruptSession(ctx context.Context, name string) (bool, error) {
+	defer s.use()()
+	n, err := s.sb.InterruptSession(ctx, name)
+	return n > 0, err
+}
+
 // ReadFile reads a file inside the sandbox (limit 0: 64 MiB).
 func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	defer s.use()()
 	return s.sb.ReadFile(ctx, path, limit)
 }
 
 // WriteFile writes a file inside the sandbox, creating parent directories.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
+	defer s.use()()
 	return s.sb.WriteFile(ctx, path, data, mode)
 }
 
 // ListDir lists a directory inside the sandbox.
 func (s *Sandbox) ListDir(ctx context.Context, path string) ([]api.FileEntry, error) {
+	defer s.use()()
 	ents, err := s.sb.ListDir(ctx, path)
 	if err != nil {
 		return nil, err
@@ -300,19 +381,45 @@ func (s *Sandbox) ListDir(ctx context.Context, path string) ([]api.FileEntry, er
 	return out, nil
 }
 
+// Stat describes one path inside the sandbox (a symlink itself, not its
+// target); sandbox.ErrNotFound when there is none.
+func (s *Sandbox) Stat(ctx context.Context, p string) (api.FileEntry, error) {
+	if !path.IsAbs(p) {
+		return api.FileEntry{}, fmt.Errorf("%w: path %q is not absolute", ErrBadRequest, p)
+	}
+	p = path.Clean(p)
+	if p == "/" {
+		return api.FileEntry{Name: "/", Type: "dir", Mode: 0o755}, nil
+	}
+	dir, base := path.Split(p)
+	ents, err := s.ListDir(ctx, dir)
+	if err != nil {
+		return api.FileEntry{}, err
+	}
+	for _, e := range ents {
+		if e.Name == base {
+			return e, nil
+		}
+	}
+	return api.FileEntry{}, fmt.Errorf("%w: %s", sandbox.ErrNotFound, p)
+}
+
 // PutTar unpacks a tar stream into a directory inside the sandbox.
 func (s *Sandbox) PutTar(ctx context.Context, dir string, tarball []byte) error {
+	defer s.use()()
 	return s.sb.PutTar(ctx, dir, tarball)
 }
 
 // GetTar packs a file or directory inside the sandbox as a tar stream.
 func (s *Sandbox) GetTar(ctx context.Context, path string) ([]byte, error) {
+	defer s.use()()
 	return s.sb.GetTar(ctx, path)
 }
 
 // Diff is the agent's patch: every change in /testbed against the task's
 // starting state, as the harness reads it (ErrNoInstance for a raw sandbox).
 func (s *Sandbox) Diff(ctx context.Context) (string, error) {
+	defer s.use()()
 	if s.task == nil {
 		return "", ErrNoInstance
 	}
@@ -327,6 +434,15 @@ func (s *Sandbox) Evaluate(ctx context.Context, model string) (api.EvalResult, a
 	patch, err := s.Diff(ctx)
 	if err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
+	}
+	return s.EvaluatePatch(ctx, model, patch)
+}
+
+// EvaluatePatch grades patch in a fresh sandbox of the sandbox's instance.
+func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.EvalResult, api.EvalArtifacts, error) {
+	defer s.use()()
+	if s.task == nil {
+		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
 	}
 	return s.e.Evaluate(ctx, s.info.InstanceID, model, &patch)
 }

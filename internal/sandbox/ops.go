@@ -56,6 +56,16 @@ func (s *Sandbox) SessionExec(ctx context.Context, name string, req session.Exec
 	return s.execOp(ctx, &wire.Request{Op: wire.OpSessionExec, Session: name}, req)
 }
 
+// InterruptSession interrupts what runs in session name as Ctrl-C would
+// (SIGINT, then SIGKILL after the session's grace time): a SessionExec in
+// flight returns its output so far with TimedOut set, and one waiting for
+// the session returns an error. It reports how many it interrupted; the
+// session stays usable.
+func (s *Sandbox) InterruptSession(ctx context.Context, name string) (int, error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpSessionInterrupt, Session: name})
+	return resp.Exit, err
+}
+
 // CloseSession ends session name and everything it started.
 func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	_, err := s.call(ctx, &wire.Request{Op: wire.OpSessionClose, Session: name})

@@ -106,6 +106,10 @@ func explainPrepare(t *Task, err error) error {
 	return fmt.Errorf("preparing %s: %w", t.ID(), err)
 }
 
+// LayersReused reports whether the task's layers were all in the cache
+// already (nothing was built to open it).
+func (s *Sandbox) LayersReused() bool { return s.prep.Reused }
+
 // Close closes the sandbox and releases its layers.
 func (s *Sandbox) Close() error {
 	err := s.Sandbox.Close()

@@ -19,9 +19,11 @@ type supervisor struct {
 	cfg wire.Config
 	out *wire.Writer
 
-	mu       sync.Mutex // guards sessions and tty
+	mu       sync.Mutex // guards sessions, running and tty
 	sessions map[string]*session.Session
-	tty      *ttyRelay
+	// running holds, per session, the interrupt of each exec in flight.
+	running map[string]map[*wire.Request]context.CancelFunc
+	tty     *ttyRelay
 }
 
 func supervisorMain() error {
@@ -46,7 +48,8 @@ func supervisorMain() error {
 		}
 	}
 	ctl := os.NewFile(CtlFd, "ctl")
-	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), sessions: map[string]*session.Session{}}
+	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), sessions: map[string]*session.Session{},
+		running: map[string]map[*wire.Request]context.CancelFunc{}}
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid()}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
@@ -127,6 +130,8 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return s.sessionExec(ctx, req)
 	case wire.OpSessionClose:
 		return wire.Response{}, s.closeSession(req.Session)
+	case wire.OpSessionInterrupt:
+		return s.interruptSession(req.Session)
 	case wire.OpReadFile:
 		return readFile(req)
 	case wire.OpWriteFile:
@@ -210,7 +215,23 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 	if err := json.Unmarshal(req.Exec, &er); err != nil {
 		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.mu.Lock()
+	if s.running[req.Session] == nil {
+		s.running[req.Session] = map[*wire.Request]context.CancelFunc{}
+	}
+	s.running[req.Session][req] = func() { cancel(errInterrupted) }
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running[req.Session], req)
+		s.mu.Unlock()
+	}()
 	res, err := sess.Exec(ctx, er)
+	if err != nil && res.TimedOut && errors.Is(context.Cause(ctx), errInterrupted) {
+		return resultResponse(res) // interrupted while running: the output so far
+	}
 	if errors.Is(err, session.ErrSessionEnded) {
 		return wire.Response{}, fail(wire.CodeSessionEnded, "session %q has ended; open a new one", req.Session)
 	}
@@ -218,6 +239,21 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 		return wire.Response{}, err
 	}
 	return resultResponse(res)
+}
+
+// errInterrupted is the cause of an exec context ended by OpSessionInterrupt.
+var errInterrupted = errors.New("interrupted")
+
+func (s *supervisor) interruptSession(name string) (wire.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[name]; !ok {
+		return wire.Response{}, fail(wire.CodeNotFound, "no session %q", name)
+	}
+	for _, interrupt := range s.running[name] {
+		interrupt()
+	}
+	return wire.Response{Exit: len(s.running[name])}, nil
 }
 
 func (s *supervisor) closeSession(name string) error {
