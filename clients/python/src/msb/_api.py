@@ -227,6 +227,10 @@ def get_instance(iid: str) -> Call:
     return Call("GET", f"/v1/instances/{_q(iid)}", _obj(t.InstanceInfo), timeout=60)
 
 
+def instance_layers(iid: str) -> Call:
+    return Call("GET", f"/v1/instances/{_q(iid)}/layers", _obj(t.InstanceLayers), timeout=300)
+
+
 # Jobs -----------------------------------------------------------------------
 
 

@@ -108,6 +108,11 @@ class Client:
         """An instance: problem statement, tests and resolved spec."""
         return await self._t.run(_api.get_instance(instance_id))
 
+    async def instance_layers(self, instance_id: str) -> t.InstanceLayers:
+        """Which layers a task of the instance needs and which the daemon's
+        cache holds (nothing is built or fetched)."""
+        return await self._t.run(_api.instance_layers(instance_id))
+
     async def submit_job(self, run_id: str, *, kind: str = "evaluation", instance_ids: Sequence[str] = (),
                          predictions: Iterable[Union[t.Prediction, Mapping[str, Any]]] = (),
                          gold: bool = False, workers: int = 0, keep_errors: bool = False) -> t.Job:

@@ -121,6 +121,11 @@ class Client:
         """An instance: problem statement, tests and resolved spec."""
         return self._t.run(_api.get_instance(instance_id))
 
+    def instance_layers(self, instance_id: str) -> t.InstanceLayers:
+        """Which layers a task of the instance needs and which the daemon's
+        cache holds (nothing is built or fetched)."""
+        return self._t.run(_api.instance_layers(instance_id))
+
     # Jobs -------------------------------------------------------------------
 
     def submit_job(self, run_id: str, *, kind: str = "evaluation", instance_ids: Sequence[str] = (),

@@ -466,6 +466,30 @@ class InstanceInfo:
 
 
 @dataclass
+class LayerStatus:
+    """One layer of an instance's task in one daemon's cache: the ref that
+    names it on every node, the layer it points at here, whether it is here."""
+
+    ref: str = ""
+    layer: str = ""
+    present: bool = False
+
+
+@dataclass
+class InstanceLayers:
+    """The layers a task sandbox of an instance is made of (environment,
+    then repository commit) and which the daemon's cache holds."""
+
+    instance_id: str = ""
+    layers: List[LayerStatus] = field(default_factory=list)
+    present: bool = False
+
+    def missing(self) -> List[str]:
+        """Refs of the layers this cache lacks."""
+        return [layer.ref for layer in self.layers if not layer.present]
+
+
+@dataclass
 class InstancesLoaded:
     """Answer to a dataset load or added rows."""
 
