@@ -82,7 +82,7 @@ type CreateSandboxRequest struct {
 	// Network is none (default: loopback only) or host.
 	Network string              `json:"network,omitempty"`
 	Labels  Map[string, string] `json:"labels,omitempty"`
-	Limits  Limits              `json:"limits"`
+	Limits  Limits              `json:"limits,omitempty"`
 	// LifetimeNs and IdleTimeoutNs bound the sandbox (0: the daemon's
 	// defaults, --lifetime and --idle-timeout); past either the daemon
 	// closes it and its state says reaped.
@@ -232,7 +232,7 @@ const (
 // JobRequest is POST /v1/jobs: a batch run over known instances, whose
 // results go to the harness's files under the daemon's --out directory.
 type JobRequest struct {
-	Kind  string `json:"kind"` // evaluation (default) or validation
+	Kind  string `json:"kind,omitempty"` // evaluation (default) or validation
 	RunID string `json:"run_id"`
 	// InstanceIDs are the run's instances (default: every prediction's).
 	InstanceIDs List[string] `json:"instance_ids,omitempty"`
@@ -275,7 +275,7 @@ type GymResetRequest struct {
 	InstanceID      string              `json:"instance_id,omitempty"`
 	Instance        json.RawMessage     `json:"instance,omitempty"`
 	Labels          Map[string, string] `json:"labels,omitempty"`
-	Limits          Limits              `json:"limits"`
+	Limits          Limits              `json:"limits,omitempty"`
 	LifetimeNs      int64               `json:"lifetime_ns,omitempty"`
 	IdleTimeoutNs   int64               `json:"idle_timeout_ns,omitempty"`
 	AdmissionWaitNs int64               `json:"admission_wait_ns,omitempty"`

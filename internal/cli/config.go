@@ -31,13 +31,17 @@ type environ struct {
 	TmpDir       string // TMPDIR, else /tmp
 	PodmanImage  string // MSB_BENCH_PODMAN_IMAGE (bench eval)
 	PodmanFlags  string // MSB_BENCH_PODMAN_FLAGS
+	Socket       string // MSB_SOCKET: the daemon the client verbs talk to
+	Token        string // MSB_TOKEN: the daemon's token (TCP)
+	UID          int
 }
 
 func readEnviron(lookup func(string) (string, bool)) environ {
 	get := func(k string) string { v, _ := lookup(k); return v }
 	e := environ{StateDir: get("MSB_STATE_DIR"), Cache: get("MSB_CACHE"), CgroupParent: get("MSB_CGROUP_PARENT"),
 		Config: get("MSB_CONFIG"), RuntimeDir: get("XDG_RUNTIME_DIR"), UserCacheDir: get("XDG_CACHE_HOME"), TmpDir: get("TMPDIR"),
-		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS")}
+		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS"),
+		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), UID: os.Getuid()}
 	if e.UserCacheDir == "" && get("HOME") != "" {
 		e.UserCacheDir = filepath.Join(get("HOME"), ".cache")
 	}

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/server"
+)
+
+type serveFlags struct {
+	datasetFlags
+	envFlags
+	listen         []string
+	tokenFile      string
+	socketGroup    string
+	maxSandboxes   int
+	memoryBudget   string
+	diskBudget     string
+	memory, disk   string
+	lifetime, idle time.Duration
+	maxBody        string
+	maxWait, grace time.Duration
+	stepTimeout    time.Duration
+	testTimeout    time.Duration
+	outDir         string
+	logJSON        bool
+	swerex         bool
+	instance       string
+	host           string
+	port           int
+	authToken      string
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--listen unix:///run/msb/msb.sock | --listen 127.0.0.1:7777 --token-file FILE]",
+		Short: "Run the daemon: the HTTP API (native /v1, SWE-ReX-compatible, gym) over one engine",
+		Example: `  msb serve                                    # unix socket: /run/msb/msb.sock as root, $XDG_RUNTIME_DIR/msb.sock otherwise
+  msb serve --listen 127.0.0.1:7777 --token-file token --dataset demo/dataset.jsonl --spec demo/specs.yaml --cache demo/cache
+  msb serve --swerex --instance demo__calc-1 --dataset demo/dataset.jsonl --port 8000 --auth-token secret   # like swerex-remote`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runServe(cmd.Context(), g, &f, cmd) },
+	}
+	fs := cmd.Flags()
+	f.datasetFlags.register(fs)
+	f.envFlags.register(fs)
+	fs.StringArrayVar(&f.listen, "listen", nil, "unix:///path/msb.sock or host:port (repeatable; default the unix socket); TCP needs a token")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file whose first line is the token TCP clients must send (Authorization: Bearer; env MSB_TOKEN)")
+	fs.StringVar(&f.socketGroup, "socket-group", "", "group that may use the unix socket (mode 0660; default only you, 0600)")
+	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "live sandboxes at once, evaluations' included (0: no bound)")
+	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve (their limits), e.g. 16G (default: available memory)")
+	fs.StringVar(&f.diskBudget, "disk-budget", "", "disk all sandboxes may reserve (their disk limits), e.g. 200G (default: none)")
+	fs.StringVar(&f.memory, "memory", "", "default memory limit of a sandbox (default 4G)")
+	fs.StringVar(&f.disk, "disk", "", "default disk limit of a sandbox (needed with --disk-budget)")
+	fs.DurationVar(&f.lifetime, "lifetime", 6*time.Hour, "default lifetime of a sandbox (0: none)")
+	fs.DurationVar(&f.idle, "idle-timeout", 30*time.Minute, "default idle timeout of a sandbox (0: none)")
+	fs.StringVar(&f.maxBody, "max-body", "64M", "largest request body (commands, files, tars)")
+	fs.DurationVar(&f.maxWait, "max-admission-wait", 10*time.Minute, "longest a request may wait for room (admission_wait_ns)")
+	fs.DurationVar(&f.grace, "shutdown-grace", 10*time.Second, "time requests in flight get to finish at SIGTERM")
+	fs.DurationVar(&f.stepTimeout, "step-timeout", 10*time.Minute, "timeout of a gym step that names none")
+	fs.DurationVar(&f.testTimeout, "timeout", 30*time.Minute, "test command timeout of an evaluation")
+	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where batch jobs write the harness's files")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines (default text) to stderr")
+	fs.BoolVar(&f.swerex, "swerex", false, "serve one sandbox with SWE-ReX's routes at the root, like swerex-remote")
+	fs.StringVar(&f.instance, "instance", "", "with --swerex: the instance whose task sandbox to serve (default: a sandbox on the host's system directories)")
+	fs.StringVar(&f.host, "host", "0.0.0.0", "with --swerex: address to listen on (swerex-remote's flag)")
+	fs.IntVar(&f.port, "port", 8000, "with --swerex: port to listen on (swerex-remote's flag)")
+	fs.StringVar(&f.authToken, "auth-token", "", "with --swerex: the X-API-Key clients must send (swerex-remote's flag)")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command) error {
+	o := engineOptions{env: &f.envFlags, specFile: f.specFile, timeout: f.testTimeout}
+	var err error
+	if o.limits.MemoryBytes, err = sizeFlag(cmd.Flags(), "memory", f.memory); err != nil {
+		return err
+	}
+	if o.limits.DiskBytes, err = sizeFlag(cmd.Flags(), "disk", f.disk); err != nil {
+		return err
+	}
+	memBudget, err := sizeFlag(cmd.Flags(), "memory-budget", f.memoryBudget)
+	if err != nil {
+		return err
+	}
+	diskBudget, err := sizeFlag(cmd.Flags(), "disk-budget", f.diskBudget)
+	if err != nil {
+		return err
+	}
+	maxBody, err := sizeFlag(cmd.Flags(), "max-body", f.maxBody)
+	if err != nil {
+		return err
+	}
+	if f.maxSandboxes < 0 || f.lifetime < 0 || f.idle < 0 {
+		return fmt.Errorf("%w: --max-sandboxes, --lifetime and --idle-timeout must not be negative", errUsage)
+	}
+	if f.instance != "" && !f.swerex {
+		return fmt.Errorf("%w: --instance is for --swerex (the one sandbox it serves)", errUsage)
+	}
+	token, err := f.token(g)
+	if err != nil {
+		return err
+	}
+	listens := f.listen
+	if f.swerex {
+		if f.authToken == "" && token == "" {
+			return fmt.Errorf("%w: --swerex needs --auth-token (as swerex-remote does)", errUsage)
+		}
+		listens = append(listens, net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	}
+	if len(listens) == 0 {
+		listens = []string{"unix://" + server.DefaultSocket(g.env.UID, g.env.RuntimeDir)}
+	}
+	group := -1
+	if f.socketGroup != "" {
+		gr, err := user.LookupGroup(f.socketGroup)
+		if err != nil {
+			return fmt.Errorf("%w: --socket-group: %w", errUsage, err)
+		}
+		group, _ = strconv.Atoi(gr.Gid)
+	}
+	for _, l := range listens {
+		if _, unix := server.SocketPath(l); !unix && token == "" {
+			return fmt.Errorf("%w: --listen %s is TCP: give a token (--token-file, MSB_TOKEN)", errUsage, l)
+		}
+	}
+	log := g.serveLogger(f.logJSON)
+	cfg, err := g.settings.engineConfig(o)
+	if err != nil {
+		return err
+	}
+	cfg.Logger, cfg.MaxSandboxes, cfg.DiskBudget, cfg.Lifetime, cfg.IdleTimeout = log, f.maxSandboxes, diskBudget, f.lifetime, f.idle
+	if memBudget > 0 {
+		cfg.MemoryBudget = memBudget
+	}
+	e, err := engine.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if rep := e.GCReport(); len(rep.Sandboxes)+len(rep.Cgroups) > 0 {
+		log.Info("cleaned up after a killed msb", "sandboxes", len(rep.Sandboxes), "processes", len(rep.Processes), "cgroups", len(rep.Cgroups))
+	}
+	if f.dataset != "" {
+		d, err := f.load(e)
+		if err != nil {
+			return err
+		}
+		log.Info("dataset loaded", "path", f.dataset, "instances", len(d.Selected))
+	}
+	so := server.Options{Logger: log, Token: token, MaxBody: maxBody, MaxAdmissionWait: f.maxWait, OutDir: f.outDir,
+		StepTimeout: f.stepTimeout, ShutdownGrace: f.grace}
+	if f.swerex {
+		sb, err := e.CreateSandbox(ctx, engine.SandboxRequest{InstanceID: f.instance, Lifetime: -1, IdleTimeout: -1,
+			Labels: map[string]string{"swerex": "root"}})
+		if err != nil {
+			return err
+		}
+		so.RootSandbox = sb.ID()
+		log.Info("serving one sandbox with SWE-ReX's routes at the root", "sandbox", sb.ID(), "instance", f.instance)
+	}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for _, addr := range listens {
+		l, err := server.Listen(addr, group)
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l), os.Getpid(), e.Mode())
+	}
+	if err := server.New(e, so).Serve(ctx, ls...); err != nil {
+		return err
+	}
+	live := len(e.Sandboxes(nil))
+	if err := e.Close(); err != nil {
+		return fmt.Errorf("closing the sandboxes: %w", err)
+	}
+	log.Info("stopped", "sandboxes_closed", live)
+	return nil
+}
+
+func describe(l net.Listener) string {
+	if u, ok := l.Addr().(*net.UnixAddr); ok {
+		return "unix://" + u.Name
+	}
+	return "http://" + l.Addr().String()
+}
+
+// token is the daemon's token: --auth-token (--swerex), --token-file, or
+// MSB_TOKEN.
+func (f *serveFlags) token(g *globals) (string, error) {
+	if f.authToken != "" {
+		return f.authToken, nil
+	}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("%w: --token-file: %w", errNoInput, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if line = strings.TrimSpace(line); line == "" {
+			return "", fmt.Errorf("%w: --token-file %s is empty", errUsage, f.tokenFile)
+		}
+		return line, nil
+	}
+	return g.env.Token, nil
+}
+
+// serveLogger logs at info level (debug with -v) to stderr.
+func (g *globals) serveLogger(asJSON bool) *slog.Logger {
+	level := slog.LevelInfo
+	if g.verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

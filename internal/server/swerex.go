@@ -1,0 +1,936 @@
+package server
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+// The SWE-ReX-compatible routes: what swerex-remote (SWE-ReX 1.4's
+// server.py over runtime/local.py) answers, field for field, for one
+// sandbox. Facts from SWE-ReX; the code is msb's.
+
+// rexPS1 is the prompt SWE-ReX's sessions use; an observation's
+// expect_string is it when the command simply finished.
+const rexPS1 = "SHELLPS1PREFIX"
+
+// rexState is the SWE-ReX view of every sandbox used through these routes.
+type rexState struct {
+	mu   sync.Mutex // guards byID
+	byID map[string]*rexSandbox
+}
+
+// rexSandbox is one sandbox's sessions and its last answer.
+type rexSandbox struct {
+	mu       sync.Mutex // guards the fields below
+	sessions map[string]*rexSession
+	lastID   string
+	last     *recorded
+}
+
+// rexSession is a SWE-ReX session: an engine session, and the commands
+// that timed out and still run (their results come back at an interrupt).
+type rexSession struct {
+	engineName string
+	mu         sync.Mutex // guards pending
+	pending    []chan execOutcome
+}
+
+type execOutcome struct {
+	res api.ExecResult
+	err error
+}
+
+func newRexState() *rexState { return &rexState{byID: map[string]*rexSandbox{}} }
+
+func (st *rexState) of(id string) *rexSandbox {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	x := st.byID[id]
+	if x == nil {
+		x = &rexSandbox{sessions: map[string]*rexSession{}}
+		st.byID[id] = x
+	}
+	return x
+}
+
+func (st *rexState) forget(id string) {
+	st.mu.Lock()
+	delete(st.byID, id)
+	st.mu.Unlock()
+}
+
+// rexError is an exception the runtime raises: 511 with its class path.
+type rexError struct {
+	classPath string
+	msg       string
+	extra     map[string]any
+}
+
+func (e *rexError) Error() string { return e.msg }
+
+func raise(classPath, format string, args ...any) error {
+	return &rexError{classPath: classPath, msg: fmt.Sprintf(format, args...)}
+}
+
+const (
+	excTimeout       = "swerex.exceptions.CommandTimeoutError"
+	excSyntax        = "swerex.exceptions.BashIncorrectSyntaxError"
+	excNonZero       = "swerex.exceptions.NonZeroExitCodeError"
+	excNoExitCode    = "swerex.exceptions.NoExitCodeError"
+	excSessionExists = "swerex.exceptions.SessionExistsError"
+	excNoSession     = "swerex.exceptions.SessionDoesNotExistError"
+	excSwerex        = "swerex.exceptions.SwerexException"
+	excPexpectTime   = "pexpect.exceptions.TIMEOUT"
+	excFileNotFound  = "builtins.FileNotFoundError"
+	excIsADirectory  = "builtins.IsADirectoryError"
+	excLookup        = "builtins.LookupError"
+	excUnicode       = "builtins.UnicodeDecodeError"
+	excOSError       = "builtins.OSError"
+)
+
+// validationError is a 422 with pydantic's detail list.
+type validationError struct{ detail []map[string]any }
+
+func (e *validationError) Error() string { return fmt.Sprintf("%d validation errors", len(e.detail)) }
+
+// rexHandler answers one SWE-ReX route for a sandbox.
+type rexHandler func(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error)
+
+// rexRoutes registers the SWE-ReX routes under prefix, for the sandbox in
+// the path ({id}) or, with fixed, for that one.
+func (s *Server) rexRoutes(mux *http.ServeMux, prefix, fixed string) {
+	routes := map[string]struct {
+		method string
+		h      rexHandler
+	}{
+		"/is_alive":       {"GET", s.rexIsAlive},
+		"/create_session": {"POST", s.rexCreateSession},
+		"/run_in_session": {"POST", s.rexRun},
+		"/close_session":  {"POST", s.rexCloseSession},
+		"/execute":        {"POST", s.rexExecute},
+		"/read_file":      {"POST", s.rexReadFile},
+		"/write_file":     {"POST", s.rexWriteFile},
+		"/upload":         {"POST", s.rexUpload},
+		"/close":          {"POST", s.rexClose},
+	}
+	for p, rt := range routes {
+		mux.Handle(prefix+p, s.rexWrap(rt.method, fixed, rt.h))
+	}
+	mux.Handle(prefix+"/{$}", s.rexWrap("GET", fixed, func(*http.Request, *engine.Sandbox, *rexSandbox) (any, error) {
+		return map[string]string{"message": "hello world"}, nil
+	}))
+}
+
+// isRex says whether a request is for the SWE-ReX routes (they answer
+// errors SWE-ReX's way).
+func (s *Server) isRex(r *http.Request) bool {
+	p := r.URL.Path
+	return strings.HasPrefix(p, "/swerex/") ||
+		s.o.RootSandbox != "" && !strings.HasPrefix(p, "/v1/") && p != "/metrics"
+}
+
+func (s *Server) rexUnauthorized(w http.ResponseWriter, missing bool) {
+	if missing {
+		w.Header().Set("WWW-Authenticate", "APIKey")
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "Not authenticated"})
+		return
+	}
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "Invalid API Key"})
+}
+
+// recorded is an answer kept for X-Request-ID replay.
+type recorded struct {
+	status int
+	body   []byte
+}
+
+func (s *Server) rexWrap(method, fixed string, h rexHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := fixed
+		if id == "" {
+			id = r.PathValue("id")
+		}
+		rec := s.rexServe(method, id, h, r)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.status)
+		w.Write(rec.body)
+		s.metrics.request("swerex "+strings.TrimPrefix(r.URL.Path, "/swerex/"+id), rec.status, time.Since(start))
+		s.log.Debug("swerex request", "request_id", requestID(r), "sandbox", id, "path", r.URL.Path, "status", rec.status, "took", time.Since(start))
+	})
+}
+
+func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *recorded {
+	answer := func(status int, v any) *recorded {
+		b, _ := json.Marshal(v)
+		return &recorded{status: status, body: b}
+	}
+	if r.Method != method {
+		return answer(http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+	}
+	if s.closing.Load() {
+		return answer(http.StatusServiceUnavailable, map[string]string{"detail": "the daemon is shutting down"})
+	}
+	sb, err := s.e.Sandbox(id)
+	if err != nil {
+		status, _ := classify(err)
+		return answer(status, map[string]string{"detail": err.Error()})
+	}
+	x := s.rex.of(id)
+	reqID := r.Header.Get("X-Request-ID")
+	if reqID != "" {
+		x.mu.Lock()
+		last, lastID := x.last, x.lastID
+		x.mu.Unlock()
+		if last != nil && lastID == reqID {
+			return last
+		}
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, s.o.MaxBody)
+	body, err := h(r, sb, x)
+	var out *recorded
+	var ve *validationError
+	var re *rexError
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		out = answer(http.StatusOK, body)
+	case errors.As(err, &ve):
+		out = answer(http.StatusUnprocessableEntity, map[string]any{"detail": ve.detail})
+	case errors.As(err, &mbe):
+		out = answer(http.StatusRequestEntityTooLarge, map[string]string{"detail": err.Error()})
+	case errors.As(err, &re):
+		extra := re.extra
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		out = answer(511, map[string]any{"swerexception": map[string]any{"message": re.msg, "class_path": re.classPath, "traceback": "", "extra_info": extra}})
+	default:
+		// Failures of msb itself reach the client as SWE-ReX's base exception.
+		out = answer(511, map[string]any{"swerexception": map[string]any{"message": err.Error(), "class_path": excSwerex, "traceback": "", "extra_info": map[string]any{}}})
+	}
+	if reqID != "" {
+		x.mu.Lock()
+		x.lastID, x.last = reqID, out
+		x.mu.Unlock()
+	}
+	return out
+}
+
+func (s *Server) rexIsAlive(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	return map[string]any{"is_alive": true, "message": ""}, nil
+}
+
+func (x *rexSandbox) session(name string) (*rexSession, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rs, ok := x.sessions[name]
+	if !ok {
+		return nil, raise(excNoSession, "session %s does not exist", pyRepr(name))
+	}
+	return rs, nil
+}
+
+// engineSession is the engine's name for a SWE-ReX session.
+func engineSession(name string) string {
+	if api.CheckName("session", name) == nil && len(name) < 200 {
+		return "swerex-" + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "swerex-" + hex.EncodeToString(sum[:8])
+}
+
+func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v := newValidator(body, "")
+	if err := v.tag("session_type", "bash"); err != nil {
+		return nil, err
+	}
+	sources := v.strList("startup_source", []string{})
+	name := v.str("session", "default")
+	timeout := v.float("startup_timeout", 1.0)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	if _, ok := x.sessions[name]; ok {
+		x.mu.Unlock()
+		return nil, raise(excSessionExists, "session %s already exists", name)
+	}
+	rs := &rexSession{engineName: engineSession(name)}
+	x.sessions[name] = rs
+	x.mu.Unlock()
+	fail := func(err error) (any, error) {
+		x.mu.Lock()
+		delete(x.sessions, name)
+		x.mu.Unlock()
+		sb.CloseSession(context.WithoutCancel(r.Context()), rs.engineName)
+		return nil, err
+	}
+	if err := sb.OpenSession(r.Context(), api.SessionRequest{Name: rs.engineName}); err != nil {
+		return fail(err)
+	}
+	out := ""
+	if len(sources) > 0 {
+		cmds := make([]string, len(sources))
+		for i, p := range sources {
+			cmds[i] = "source " + p
+		}
+		res, err := sb.Exec(r.Context(), api.ExecRequest{Session: rs.engineName, Command: strings.Join(cmds, " ; "), TimeoutNs: seconds(timeout)})
+		if err != nil {
+			return fail(err)
+		}
+		if res.TimedOut {
+			return fail(raise(excPexpectTime, "Timeout exceeded."))
+		}
+		out = res.Stdout
+	}
+	return map[string]any{"output": out, "session_type": "bash"}, nil
+}
+
+func seconds(f float64) int64 { return int64(f * float64(time.Second)) }
+
+func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	tag, ok := body["action_type"]
+	if !ok {
+		return nil, &validationError{[]map[string]any{{"type": "union_tag_not_found", "loc": []any{"body"},
+			"msg": "Unable to extract tag using discriminator 'action_type'", "input": body, "ctx": map[string]any{"discriminator": "'action_type'"}}}}
+	}
+	switch tag {
+	case "bash":
+		return s.rexBash(r, sb, x, body)
+	case "bash_interrupt":
+		return s.rexInterrupt(r, sb, x, body)
+	}
+	t := fmt.Sprint(tag)
+	return nil, &validationError{[]map[string]any{{"type": "union_tag_invalid", "loc": []any{"body"},
+		"msg":   fmt.Sprintf("Input tag '%s' found using 'action_type' does not match any of the expected tags: 'bash', 'bash_interrupt'", t),
+		"input": body, "ctx": map[string]any{"discriminator": "'action_type'", "tag": t, "expected_tags": "'bash', 'bash_interrupt'"}}}}
+}
+
+func observation(out string, code *int, expect string) map[string]any {
+	var c any
+	if code != nil {
+		c = *code
+	}
+	return map[string]any{"output": out, "exit_code": c, "failure_reason": "", "expect_string": expect, "session_type": "bash"}
+}
+
+func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
+	v := newValidator(body, "bash")
+	command := v.required("command").str("command", "")
+	name := v.str("session", "default")
+	timeout := v.optFloat("timeout")
+	interactive := v.bool("is_interactive_command", false)
+	interactiveQuit := v.bool("is_interactive_quit", false)
+	check := v.literal("check", "raise", "silent", "raise", "ignore")
+	errorMsg := v.str("error_msg", "")
+	expect := v.strList("expect", []string{})
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	rs, err := x.session(name)
+	if err != nil {
+		return nil, err
+	}
+	if !interactive && !interactiveQuit {
+		if err := bashSyntax(r.Context(), sb, command); err != nil {
+			return nil, err
+		}
+	}
+	// The command runs on after a timeout, until an interrupt: it is not
+	// tied to this request.
+	done := make(chan execOutcome, 1)
+	go func() {
+		res, err := sb.Exec(s.base, api.ExecRequest{Session: rs.engineName, Command: command})
+		done <- execOutcome{res, err}
+	}()
+	var timer <-chan time.Time
+	if timeout != nil {
+		t := time.NewTimer(time.Duration(*timeout * float64(time.Second)))
+		defer t.Stop()
+		timer = t.C
+	}
+	var end execOutcome
+	select {
+	case end = <-done:
+	case <-timer:
+		rs.mu.Lock()
+		rs.pending = append(rs.pending, done)
+		rs.mu.Unlock()
+		return nil, raise(excTimeout, "timeout after %s seconds while running command %s", pyFloat(*timeout), pyRepr(command))
+	}
+	if end.err != nil {
+		return nil, end.err
+	}
+	res := end.res
+	if res.SessionEnded {
+		x.mu.Lock()
+		delete(x.sessions, name)
+		x.mu.Unlock()
+	}
+	out, matched := res.Stdout, rexPS1
+	if m, before, ok := firstMatch(expect, out); ok {
+		out, matched = before, m
+	}
+	if interactive || interactiveQuit {
+		zero := 0
+		return observation(strings.TrimSpace(out), &zero, matched), nil
+	}
+	code := res.ExitCode
+	switch check {
+	case "ignore":
+		return observation(out, nil, matched), nil
+	case "raise":
+		if code != 0 {
+			msg := fmt.Sprintf("Command %s failed with exit code %d. Here is the output:\n%s", pyRepr(command), code, pyRepr(out))
+			if errorMsg != "" {
+				msg = errorMsg + ": " + msg
+			}
+			return nil, raise(excNonZero, "%s", msg)
+		}
+	}
+	return observation(out, &code, matched), nil
+}
+
+// firstMatch finds the expect pattern (a regular expression, as pexpect
+// reads it) that matches earliest in out.
+func firstMatch(patterns []string, out string) (pattern, before string, ok bool) {
+	best := -1
+	for _, p := range patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			re = regexp.MustCompile(regexp.QuoteMeta(p))
+		}
+		if loc := re.FindStringIndex(out); loc != nil && (best < 0 || loc[0] < best) {
+			best, pattern, before = loc[0], p, out[:loc[0]]
+		}
+	}
+	return pattern, before, best >= 0
+}
+
+// bashSyntax checks command with bash -n inside the sandbox, as SWE-ReX
+// does before running it.
+func bashSyntax(ctx context.Context, sb *engine.Sandbox, command string) error {
+	const eof = "SOUNIQUEEOF"
+	res, err := sb.Exec(ctx, api.ExecRequest{Command: "/usr/bin/env bash -n << '" + eof + "'\n" + command + "\n" + eof, SeparateStderr: true, TimeoutNs: int64(time.Minute)})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("Error (exit code %d) while checking bash command \n%s\n---- Stderr ----\n%s\n---- Stdout ----\n%s", res.ExitCode, pyRepr(command), res.Stderr, res.Stdout)
+	return &rexError{classPath: excSyntax, msg: msg, extra: map[string]any{"bash_stdout": res.Stdout, "bash_stderr": res.Stderr}}
+}
+
+func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
+	v := newValidator(body, "bash_interrupt")
+	name := v.str("session", "default")
+	timeout := v.float("timeout", 0.2)
+	retries := v.int("n_retry", 3)
+	expect := v.strList("expect", []string{})
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	rs, err := x.session(name)
+	if err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	pending := rs.pending
+	rs.pending = nil
+	rs.mu.Unlock()
+	zero := 0
+	if len(pending) == 0 {
+		return observation("", &zero, rexPS1), nil
+	}
+	if _, err := sb.InterruptSession(r.Context(), rs.engineName); err != nil {
+		return nil, err
+	}
+	// Ctrl-C, then SIGKILL after the session's grace; the command is gone
+	// within a few seconds, however it handles SIGINT.
+	wait := time.NewTimer(max(time.Duration(float64(retries)*timeout*float64(time.Second)), 10*time.Second))
+	defer wait.Stop()
+	var out strings.Builder
+	for _, ch := range pending {
+		select {
+		case end := <-ch:
+			out.WriteString(end.res.Stdout)
+		case <-wait.C:
+			return nil, raise(excPexpectTime, "Failed to interrupt session")
+		}
+	}
+	text, matched := out.String(), rexPS1
+	if m, before, ok := firstMatch(expect, text); ok {
+		text, matched = before, m
+	}
+	return observation(strings.TrimSpace(text), &zero, matched), nil
+}
+
+func (s *Server) rexCloseSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v := newValidator(body, "")
+	if err := v.tag("session_type", "bash"); err != nil {
+		return nil, err
+	}
+	name := v.str("session", "default")
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	rs, err := x.session(name)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	delete(x.sessions, name)
+	x.mu.Unlock()
+	if err := sb.CloseSession(r.Context(), rs.engineName); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return nil, err
+	}
+	return map[string]any{"session_type": "bash"}, nil
+}
+
+func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	x.mu.Lock()
+	sessions := x.sessions
+	x.sessions = map[string]*rexSession{}
+	x.mu.Unlock()
+	for _, rs := range sessions {
+		if err := sb.CloseSession(r.Context(), rs.engineName); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return map[string]any{}, nil
+}
+
+func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v := newValidator(body, "")
+	argv, cmdStr, isList := v.required("command").strOrList("command")
+	timeout := v.optFloat("timeout")
+	shell := v.bool("shell", false)
+	check := v.bool("check", false)
+	errorMsg := v.str("error_msg", "")
+	env, hasEnv := v.optStrMap("env")
+	cwd := v.optStr("cwd")
+	merge := v.bool("merge_output_streams", false)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	nonce := newRequestID()
+	var script strings.Builder
+	script.WriteString("exec </dev/null\n")
+	if hasEnv {
+		script.WriteString("for __msb_v in $(compgen -e); do unset \"$__msb_v\" 2>/dev/null; done; unset __msb_v\n")
+		for k, val := range env {
+			script.WriteString("export " + shellQuote(k+"="+val) + "\n")
+		}
+	}
+	if cwd != nil {
+		fmt.Fprintf(&script, "cd -- %s 2>/dev/null || { printf %%s %s >&2; exit 127; }\n", shellQuote(*cwd), shellQuote(nonce+"cwd"))
+	}
+	repr := pyRepr(cmdStr)
+	switch {
+	case shell && isList:
+		script.WriteString(strings.Join(argv, " "))
+		repr = pyList(argv)
+	case shell:
+		script.WriteString(cmdStr)
+	default:
+		if !isList {
+			argv = []string{cmdStr}
+		} else {
+			repr = pyList(argv)
+		}
+		if len(argv) == 0 {
+			return nil, raise("builtins.IndexError", "list index out of range")
+		}
+		quoted := make([]string, len(argv))
+		for i, a := range argv {
+			quoted[i] = shellQuote(a)
+		}
+		fmt.Fprintf(&script, "command -v -- %s >/dev/null 2>&1 || { printf %%s %s >&2; exit 127; }\nexec -- %s", quoted[0], shellQuote(nonce+"exe"), strings.Join(quoted, " "))
+	}
+	req := api.ExecRequest{Command: script.String(), SeparateStderr: !merge}
+	if timeout != nil {
+		req.TimeoutNs = seconds(*timeout)
+	}
+	res, err := sb.Exec(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode == 127 {
+		switch strings.TrimSpace(res.Stderr + res.Stdout) {
+		case nonce + "cwd":
+			return nil, raise(excFileNotFound, "[Errno 2] No such file or directory: %s", pyRepr(*cwd))
+		case nonce + "exe":
+			return nil, raise(excFileNotFound, "[Errno 2] No such file or directory: %s", pyRepr(argv[0]))
+		}
+	}
+	if res.TimedOut {
+		return nil, raise(excTimeout, "Timeout (%ss) exceeded while running command", pyFloat(*timeout))
+	}
+	if check && res.ExitCode != 0 {
+		msg := fmt.Sprintf("Command %s failed with exit code %d. Stdout:\n%s\nStderr:\n%s", repr, res.ExitCode, pyRepr(res.Stdout), pyRepr(res.Stderr))
+		if errorMsg != "" {
+			msg = errorMsg + ": " + msg
+		}
+		return nil, raise(excNonZero, "%s", msg)
+	}
+	return map[string]any{"stdout": res.Stdout, "stderr": res.Stderr, "exit_code": res.ExitCode}, nil
+}
+
+// rexPath makes a path absolute the way a process in the sandbox would
+// see it (relative paths from the task's /testbed, or /).
+func rexPath(sb *engine.Sandbox, p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	if sb.Info().InstanceID != "" {
+		return path.Join("/testbed", p)
+	}
+	return path.Join("/", p)
+}
+
+// osError turns a file error into the Python exception open() raises.
+func osError(ctx context.Context, sb *engine.Sandbox, p, shown string, err error) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return raise(excFileNotFound, "[Errno 2] No such file or directory: %s", pyRepr(shown))
+	}
+	if fe, serr := sb.Stat(ctx, p); serr == nil && fe.Type == "dir" {
+		return raise(excIsADirectory, "[Errno 21] Is a directory: %s", pyRepr(shown))
+	}
+	if errors.Is(err, sandbox.ErrEscape) || errors.Is(err, sandbox.ErrInvalid) || errors.Is(err, sandbox.ErrTooLarge) {
+		return raise(excOSError, "%s", err.Error())
+	}
+	return err
+}
+
+func (s *Server) rexReadFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v := newValidator(body, "")
+	p := v.required("path").str("path", "")
+	enc := v.optStr("encoding")
+	errs := v.optStr("errors")
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	abs := rexPath(sb, p)
+	b, err := sb.ReadFile(r.Context(), abs, 0)
+	if err != nil {
+		return nil, osError(r.Context(), sb, abs, p, err)
+	}
+	text, err := pyDecode(b, enc, errs)
+	if err != nil {
+		return nil, err
+	}
+	// read_text opens in text mode: universal newlines.
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	return map[string]any{"content": text}, nil
+}
+
+func (s *Server) rexWriteFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	body, err := rexBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v := newValidator(body, "")
+	content := v.required("content").str("content", "")
+	p := v.required("path").str("path", "")
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	abs := rexPath(sb, p)
+	if err := sb.WriteFile(r.Context(), abs, []byte(content), 0o644); err != nil {
+		return nil, osError(r.Context(), sb, abs, p, err)
+	}
+	return map[string]any{}, nil
+}
+
+func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+	if err := r.ParseMultipartForm(32 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+	}
+	var missing []map[string]any
+	file, _, ferr := r.FormFile("file")
+	if ferr != nil {
+		missing = append(missing, map[string]any{"type": "missing", "loc": []any{"body", "file"}, "msg": "Field required", "input": nil})
+	}
+	target, hasTarget := formValue(r, "target_path")
+	if !hasTarget {
+		missing = append(missing, map[string]any{"type": "missing", "loc": []any{"body", "target_path"}, "msg": "Field required", "input": nil})
+	}
+	unzip := false
+	if u, ok := formValue(r, "unzip"); ok {
+		b, ok := pyBool(u)
+		if !ok {
+			missing = append(missing, map[string]any{"type": "bool_parsing", "loc": []any{"body", "unzip"},
+				"msg": "Input should be a valid boolean, unable to interpret input", "input": u})
+		}
+		unzip = b
+	}
+	if len(missing) > 0 {
+		return nil, &validationError{missing}
+	}
+	defer file.Close()
+	data, err := io.ReadAll(file)
+	if err != nil {
+		return nil, err
+	}
+	abs := rexPath(sb, target)
+	if unzip {
+		tarball, err := zipToTar(data)
+		if err != nil {
+			return nil, raise("zipfile.BadZipFile", "%s", err.Error())
+		}
+		if err := sb.PutTar(r.Context(), abs, tarball); err != nil {
+			return nil, osError(r.Context(), sb, abs, target, err)
+		}
+		return map[string]any{}, nil
+	}
+	// shutil.move into an existing directory keeps the upload's file name.
+	if fe, err := sb.Stat(r.Context(), abs); err == nil && fe.Type == "dir" {
+		abs = path.Join(abs, "temp_file_transfer")
+	}
+	if err := sb.WriteFile(r.Context(), abs, data, 0o644); err != nil {
+		return nil, osError(r.Context(), sb, abs, target, err)
+	}
+	return map[string]any{}, nil
+}
+
+func formValue(r *http.Request, key string) (string, bool) {
+	if r.MultipartForm != nil {
+		if v, ok := r.MultipartForm.Value[key]; ok && len(v) > 0 {
+			return v[0], true
+		}
+	}
+	if v, ok := r.Form[key]; ok && len(v) > 0 {
+		return v[0], true
+	}
+	return "", false
+}
+
+// zipToTar repacks a zip as zipfile.extractall writes it: regular files
+// 0644 and directories 0755 (extractall keeps no modes and makes no
+// links), names made relative, ".." dropped.
+func zipToTar(data []byte) ([]byte, error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range zr.File {
+		var parts []string
+		for _, p := range strings.Split(strings.ReplaceAll(f.Name, "\\", "/"), "/") {
+			if p != "" && p != "." && p != ".." {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		name := strings.Join(parts, "/")
+		if strings.HasSuffix(f.Name, "/") {
+			if err := tw.WriteHeader(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: f.Modified}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b)), ModTime: f.Modified}); err != nil {
+			return nil, err
+		}
+		tw.Write(b)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// rexBody reads a JSON object body as pydantic would see it.
+func rexBody(r *http.Request) (map[string]any, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, &validationError{[]map[string]any{{"type": "missing", "loc": []any{"body"}, "msg": "Field required", "input": nil}}}
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, &validationError{[]map[string]any{{"type": "json_invalid", "loc": []any{"body", 0}, "msg": "JSON decode error",
+			"input": map[string]any{}, "ctx": map[string]any{"error": "Expecting value"}}}}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &validationError{[]map[string]any{{"type": "model_attributes_type", "loc": []any{"body"},
+			"msg": "Input should be a valid dictionary or object to extract fields from", "input": v}}}
+	}
+	return m, nil
+}
+
+// pyRepr is Python's repr() of a str.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == rune(q):
+			b.WriteByte('\\')
+			b.WriteByte(q)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+func pyList(l []string) string {
+	parts := make([]string, len(l))
+	for i, s := range l {
+		parts[i] = pyRepr(s)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// pyFloat is Python's str() of a float.
+func pyFloat(f float64) string {
+	s := fmt.Sprintf("%v", f)
+	if !strings.ContainsAny(s, ".eEnN") {
+		s += ".0"
+	}
+	return s
+}
+
+// pyDecode decodes b as Path.read_text(encoding, errors) would.
+func pyDecode(b []byte, enc, errs *string) (string, error) {
+	e := "utf-8"
+	if enc != nil {
+		e = strings.ToLower(strings.ReplaceAll(*enc, "_", "-"))
+	}
+	mode := "strict"
+	if errs != nil {
+		mode = *errs
+	}
+	switch e {
+	case "utf-8", "utf8", "u8":
+	case "latin-1", "latin1", "iso-8859-1", "iso8859-1", "l1":
+		r := make([]rune, len(b))
+		for i, c := range b {
+			r[i] = rune(c)
+		}
+		return string(r), nil
+	case "ascii", "us-ascii":
+		for i, c := range b {
+			if c >= 0x80 && mode == "strict" {
+				return "", raise(excUnicode, "'ascii' codec can't decode byte 0x%02x in position %d: ordinal not in range(128)", c, i)
+			}
+		}
+		if mode == "strict" {
+			return string(b), nil
+		}
+	default:
+		return "", raise(excLookup, "unknown encoding: %s", *enc)
+	}
+	if utf8.Valid(b) {
+		return string(b), nil
+	}
+	var out strings.Builder
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r != utf8.RuneError || n > 1 {
+			out.WriteRune(r)
+			i += n
+			continue
+		}
+		switch mode {
+		case "strict":
+			return "", raise(excUnicode, "'utf-8' codec can't decode byte 0x%02x in position %d: invalid start byte", b[i], i)
+		case "ignore":
+		case "backslashreplace":
+			fmt.Fprintf(&out, `\x%02x`, b[i])
+		default: // replace, surrogateescape (not representable in JSON)
+			out.WriteRune(utf8.RuneError)
+		}
+		i++
+	}
+	return out.String(), nil
+}
+
+func pyBool(s string) (bool, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "y", "on", "t":
+		return true, true
+	case "false", "0", "no", "n", "off", "f":
+		return false, true
+	}
+	return false, false
+}
