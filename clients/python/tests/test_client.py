@@ -184,7 +184,7 @@ def test_jobs(client, daemon, demo):
     # A rerun resumes.
     again = client.wait_job(client.submit_job("pyjobs", predictions=preds).id, timeout=300)
     assert again.report.resumed >= 1
-    with pytest.raises(msb.BadRequest):
+    with pytest.raises(msb.NotFound, match="nope"):
         client.submit_job("pyjobs", predictions=[msb.Prediction("nope", "m", "x")])
 
 

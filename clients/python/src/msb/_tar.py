@@ -19,14 +19,20 @@ def pack(local: str, arcname: str = "") -> bytes:
     return buf.getvalue()
 
 
-def unpack(data: bytes, dest: str) -> None:
-    """Extract a tar into dest, refusing members that would leave it
-    (absolute paths, ``..``, links pointing out) and special files."""
+def unpack(data: bytes, dest: str, strip: int = 0) -> None:
+    """Extract a tar into dest, less the first ``strip`` components of each
+    name (the daemon packs a directory under its own name), refusing members
+    that would leave dest (absolute paths, ``..``, links pointing out) and
+    special files."""
     root = os.path.realpath(dest)
     os.makedirs(root, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
         members = []
         for m in tf.getmembers():
+            parts = [p for p in m.name.split("/") if p not in ("", ".")][strip:]
+            if not parts:
+                continue
+            m.name = "/".join(parts)
             target = os.path.realpath(os.path.join(root, m.name))
             if target != root and not target.startswith(root + os.sep):
                 raise ValueError(f"tar member {m.name!r} would leave {dest}")

@@ -251,7 +251,7 @@ class Sandbox:
     async def download(self, remote: str, local: str) -> None:
         """Copy a file or directory out of the sandbox."""
         if (await self.stat(remote)).type == "dir":
-            _tar.unpack(await self._t.run(_api.get_tar(self.id, remote)), local)
+            _tar.unpack(await self._t.run(_api.get_tar(self.id, remote)), local, strip=1)
             return
         os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
         data = await self.read_file(remote)

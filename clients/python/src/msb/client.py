@@ -281,7 +281,7 @@ class Sandbox:
         """Copy a file or directory out of the sandbox: a directory's
         contents into ``local`` (created), a file to ``local``."""
         if self.stat(remote).type == "dir":
-            _tar.unpack(self._t.run(_api.get_tar(self.id, remote)), local)
+            _tar.unpack(self._t.run(_api.get_tar(self.id, remote)), local, strip=1)
             return
         os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
         with open(local, "wb") as f:
