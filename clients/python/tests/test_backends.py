@@ -23,12 +23,12 @@ def test_gym_episode_reward_from_grading(client):
         assert not done
         o, r, done, info = env.step(f"echo {msb.SUBMIT_MARKER}")
         assert done and r == 1.0 and info["outcome"] == "resolved" and not info["truncated"]
-        # A new episode without the fix: graded 0 after max_steps.
+        # A new episode that changes nothing: an empty patch, reward 0, after max_steps.
         env.reset(IID)
         for _ in range(4):
             assert env.step("true")[2] is False
         o, r, done, info = env.step("true")
-        assert done and r == 0.0 and info["outcome"] == "unresolved" and info["truncated"]
+        assert done and r == 0.0 and info["outcome"] == "empty_patch" and info["truncated"]
 
 
 def test_rllm_sandbox_protocol(client, tmp_path):

@@ -53,6 +53,8 @@ async def test_deployment_drives_a_sandbox_like_swe_agent(tcp_daemon, tmp_path):
         (bundle / "bin" / "hello").write_text("#!/bin/sh\necho hello tool\n")
         (bundle / "bin" / "hello").chmod(0o755)
         await rt.upload(UploadRequest(source_path=str(bundle), target_path="/root/tools/mytool"))
+        # A zip keeps no modes (as with swerex-remote): SWE-agent chmods its tools.
+        await rt.execute(Command(command="chmod +x /root/tools/mytool/bin/*", shell=True))
         out = await rt.execute(Command(command=["/root/tools/mytool/bin/hello"]))
         assert out.stdout == "hello tool\n"
         await rt.close_session(CloseBashSessionRequest())
