@@ -3,7 +3,7 @@
 export CGO_ENABLED = 0
 GO ?= go
 
-.PHONY: build demo test test-short bench vet fmt clean
+.PHONY: build demo test test-go test-python pyenv test-short bench vet fmt clean
 
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
@@ -20,10 +20,27 @@ demo: build
 # turns "skipped for lack of a host feature" into a failure, and
 # MSB_TEST_REQUIRE_ROOT (set when make test runs as root) "skipped for lack
 # of root" (internal/privtest).
-test: build vet
-	MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
-	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)} \
-	$(GO) test -count=1 -timeout 30m ./...
+test: test-go test-python
+
+STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
+	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
+
+test-go: build vet
+	$(STRICT) $(GO) test -count=1 -timeout 30m ./...
+
+# The Python client, its backends and msb.ray, against a daemon built from
+# this tree (bin/msb), in a venv with the pinned test requirements.
+PYTHON ?= python3
+VENV ?= .venv
+test-python: build pyenv
+	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
+pyenv: $(VENV)/.msb-stamp
+$(VENV)/.msb-stamp: clients/python/requirements-test.txt clients/python/pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r clients/python/requirements-test.txt
+	$(VENV)/bin/pip install -q --no-deps -e clients/python
+	touch $@
 
 test-short: build
 	$(GO) test -count=1 -short ./...
@@ -37,4 +54,4 @@ vet:
 	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt needed"; exit 1; }
 
 clean:
-	rm -rf bin
+	rm -rf bin $(VENV)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 import msb
 from msb.gym import MsbEnv
 from msb.harbor import MsbHarborEnvironment
 from msb.rllm import MsbSandbox, SandboxCommandError, WarmPool, create_sandbox
+
+from conftest import msb_bin
 
 IID = "demo__calc-1"
 FIX = "sed -i 's|^    return s\\[mid\\]$|    return (s[mid - 1] + s[mid]) / 2|' calc/stats.py"
@@ -89,3 +96,25 @@ async def test_harbor_style_environment(daemon, tmp_path):
             assert (await env.exec("cat /logs/verifier/reward.txt")).stdout == "1\n"
         finally:
             await env.stop(delete=True)
+
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def test_gym_example_runs(daemon, demo):
+    p = subprocess.run([sys.executable, os.path.join(EXAMPLES, "gym_loop.py"), "--dataset", demo.dataset],
+                       env={**os.environ, "MSB_SOCKET": daemon.listen}, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads(p.stdout.splitlines()[-1]) == {"mean_reward": 1.0}
+
+
+def test_skyrl_example_runs(demo, tmp_path):
+    """The SkyRL-style generator, as its docstring runs it: a one-node Ray,
+    a daemon, a trajectory per instance, rewards from msb's grading."""
+    p = subprocess.run([sys.executable, os.path.join(EXAMPLES, "skyrl_generator.py"), "--dataset", demo.dataset,
+                        "--spec", demo.spec, "--msb", msb_bin(), "--base-dir", str(tmp_path), "--cache", demo.cache],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert [r["instance_id"] for r in rows] == [r["instance_id"] for r in demo.rows]
+    assert all(r["reward"] == 1.0 and r["exit_status"] == "Submitted" for r in rows), rows
