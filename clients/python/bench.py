@@ -32,6 +32,8 @@ import time
 from typing import Any, Callable, Dict, List
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+# The Ray test clusters are this machine: Ray on loopback only.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 import msb  # noqa: E402
 
@@ -123,7 +125,8 @@ def bench_ray(args: argparse.Namespace, work: str, n: int) -> Dict[str, Any]:
     from msb.ray.eval import evaluate
 
     out: Dict[str, Any] = {}
-    node = {"num_cpus": 1, "resources": node_resources(2, io=1), "object_store_memory": 80 << 20}
+    node = {"num_cpus": 1, "resources": node_resources(2, io=1), "object_store_memory": 80 << 20,
+            "node_ip_address": "127.0.0.1"}
     for nodes in (1, 3):
         c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
         for _ in range(nodes - 1):

@@ -33,6 +33,9 @@ import sys
 from typing import Any, Dict, List
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+if __name__ == "__main__" and "--address" not in sys.argv:
+    # A one-node Ray of our own: on loopback only.
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray  # noqa: E402
 

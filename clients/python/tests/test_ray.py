@@ -15,15 +15,20 @@ import time
 from collections import Counter
 
 import pytest
-import ray
-from ray.cluster_utils import Cluster
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-import msb
-from msb.ray import Daemons, NodeConfig, local_client, node_resources, sandbox_options
-from msb.ray.eval import ClusterRun, evaluate
+# Every node of the test cluster is this machine: Ray on loopback only (its
+# "no cluster" switch makes every Ray process take 127.0.0.1 as its address).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
-from conftest import msb_bin
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+
+import msb  # noqa: E402
+from msb.ray import Daemons, NodeConfig, local_client, node_resources, sandbox_options  # noqa: E402
+from msb.ray.eval import ClusterRun  # noqa: E402
+
+from conftest import msb_bin  # noqa: E402
 
 SLOTS = 2
 
@@ -38,7 +43,9 @@ SLOW_IMPORT = """diff --git a/calc/__init__.py b/calc/__init__.py
 
 
 def _node_args() -> dict:
-    return {"num_cpus": 1, "resources": node_resources(SLOTS, io=1), "object_store_memory": 80 << 20}
+    # Every node on loopback: no traffic to the machine's other addresses.
+    return {"num_cpus": 1, "resources": node_resources(SLOTS, io=1), "object_store_memory": 80 << 20,
+            "node_ip_address": "127.0.0.1"}
 
 
 @pytest.fixture(scope="module")
