@@ -130,3 +130,25 @@ def test_placer_full_cluster_waits():
     assert p.place([]) is None
     p.release("a", [], ok=True)
     assert p.place([]) == Placement(node="a")
+
+
+def test_request_timeout_sync_and_async(tmp_path):
+    """A daemon that accepts and never answers: the client's wait ends in
+    RequestTimeout (sync and asyncio), not a hang."""
+    import asyncio
+    import socket
+
+    from msb._transport import AsyncTransport, Call, SyncTransport
+
+    path = str(tmp_path / "silent.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(8)
+    try:
+        call = Call("GET", "/v1/health", lambda s, h, b: b, timeout=0.2)
+        with pytest.raises(errors.RequestTimeout):
+            SyncTransport(Address(path=path)).run(call)
+        with pytest.raises(errors.RequestTimeout):
+            asyncio.run(AsyncTransport(Address(path=path)).run(call))
+    finally:
+        srv.close()

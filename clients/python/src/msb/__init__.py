@@ -18,7 +18,7 @@ from ._transport import Address, default_address, default_socket, default_token
 from .client import Client, Sandbox, Session
 from .errors import (APIError, BadRequest, BodyTooLarge, Conflict, DaemonUnreachable, InsufficientStorage,
                      InternalError, MethodNotAllowed, MsbError, NoInstance, NotFound, PathEscape, ProtocolError,
-                     QuotaExceeded, SandboxGone, SessionEnded, Submitted, Unauthorized, Unavailable)
+                     QuotaExceeded, RequestTimeout, SandboxGone, SessionEnded, Submitted, Unauthorized, Unavailable)
 from .types import (SUBMIT_MARKER, EvalArtifacts, EvalResult, EvaluateResponse, ExecEvent, ExecResult, FileEntry,
                     FileWritten, GymObservation, GymStep, GymSubmitResult, Health, InstanceInfo, InstanceReport,
                     InstancesLoaded, Job, Limits, Prediction, RunReport, RunSummary, SandboxInfo, Validation,
@@ -30,7 +30,7 @@ __all__ = [
     "Address", "Client", "Sandbox", "Session", "default_address", "default_socket", "default_token",
     "APIError", "BadRequest", "BodyTooLarge", "Conflict", "DaemonUnreachable", "InsufficientStorage",
     "InternalError", "MethodNotAllowed", "MsbError", "NoInstance", "NotFound", "PathEscape", "ProtocolError",
-    "QuotaExceeded", "SandboxGone", "SessionEnded", "Submitted", "Unauthorized", "Unavailable",
+    "QuotaExceeded", "RequestTimeout", "SandboxGone", "SessionEnded", "Submitted", "Unauthorized", "Unavailable",
     "SUBMIT_MARKER", "EvalArtifacts", "EvalResult", "EvaluateResponse", "ExecEvent", "ExecResult", "FileEntry",
     "FileWritten", "GymObservation", "GymStep", "GymSubmitResult", "Health", "InstanceInfo", "InstanceReport",
     "InstancesLoaded", "Job", "Limits", "Prediction", "RunReport", "RunSummary", "SandboxInfo", "Validation",

@@ -229,7 +229,7 @@ class SyncTransport:
                 raise self._unreachable(e) from None
             except socket.timeout:
                 self.close()
-                raise
+                raise errors.RequestTimeout(f"{call.method} {call.path}: no answer in {call.timeout}s") from None
             except OSError as e:
                 self.close()
                 raise self._unreachable(e) from None
@@ -240,6 +240,9 @@ class SyncTransport:
         conn, resp = self._send(call)
         try:
             body = resp.read()
+        except socket.timeout:
+            self.close()
+            raise errors.RequestTimeout(f"{call.method} {call.path}: no answer in {call.timeout}s") from None
         except (OSError, http.client.HTTPException) as e:
             self.close()
             raise errors.ProtocolError(f"reading the answer to {call.method} {call.path}: {e}") from None
@@ -403,7 +406,10 @@ class AsyncTransport:
             return call.parse(status, headers, body)
         if call.timeout is None:
             return await go()
-        return await asyncio.wait_for(go(), call.timeout)
+        try:
+            return await asyncio.wait_for(go(), call.timeout)
+        except asyncio.TimeoutError:
+            raise errors.RequestTimeout(f"{call.method} {call.path}: no answer in {call.timeout}s") from None
 
     async def stream(self, call: Call) -> AsyncIterator[bytes]:
         """Send call and yield its answer line by line (NDJSON)."""

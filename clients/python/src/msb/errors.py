@@ -23,6 +23,11 @@ class DaemonUnreachable(MsbError):
     path, no permission on the socket)."""
 
 
+class RequestTimeout(MsbError, TimeoutError):
+    """The daemon did not answer within the client's wait for the request
+    (a command's own timeout is no error: its result says ``timed_out``)."""
+
+
 class ProtocolError(MsbError):
     """The daemon's answer is not what the API promises (malformed JSON,
     an unexpected status)."""

@@ -85,12 +85,6 @@ class Work:
     attempts: int = 0
     refs: List[str] = field(default_factory=list)
 
-    def key(self, run_id: str) -> Tuple[str, str, str, str]:
-        """(run, instance, model, patch digest): what makes a result the same."""
-        patch = self.prediction["model_patch"] if self.prediction else None
-        return (run_id, self.instance_id, ",".join(self.models),
-                patch_digest(patch) if self.prediction else "reference")
-
 
 @ray.remote(num_cpus=0, max_retries=0)
 def _run_on_node(address: str, out_dir: str, run_id: str, kind: str, work: Dict[str, Any]) -> Dict[str, Any]:

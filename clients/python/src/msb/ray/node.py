@@ -96,7 +96,9 @@ class NodeInfo:
     out_dir: str
     sandboxes: int
     io: int
+    #: the daemon's process id (0 when attached), and how often it was restarted
     pid: int = 0
+    restarts: int = 0
 
 
 def _pdeathsig() -> None:
@@ -224,7 +226,7 @@ class NodeDaemon:
         p = self._procs.get("serve")
         return asdict(NodeInfo(node_id=self.node_id, address=self.address, cache_url=self.cache_url,
                                cache_dir=self.cache_dir, out_dir=self.out_dir, sandboxes=self.sandboxes,
-                               io=self.io, pid=p.pid if p else 0))
+                               io=self.io, pid=p.pid if p else 0, restarts=self.restarts))
 
     def layers(self, instance_id: str) -> Dict[str, Any]:
         """Which layers of an instance this node's cache holds
