@@ -157,6 +157,19 @@ def test_affinity_pull_and_same_files_as_msb_eval(daemons, cluster, demo, tmp_ro
     assert {ev for ev, _, _ in again.events} == {"kept"}
 
 
+def test_validation_over_the_cluster(daemons, demo, tmp_root):
+    out = os.path.join(tmp_root, "ray-validate")
+    run = ClusterRun(daemons, demo.dataset, "v1", out, kind="validation", spec=demo.spec)
+    rep = run.run()
+    ids = [r["instance_id"] for r in demo.rows]
+    assert sorted(rep["valid"]) == ids and rep["invalid"] == {}
+    assert json.load(open(os.path.join(out, "v1", "valid.json"))) == ids
+    for iid in ids:
+        assert os.path.isfile(os.path.join(out, "v1", "gold", iid, "report.json"))
+        assert os.path.isfile(os.path.join(out, "v1", "empty", iid, "report.json"))
+    assert len({node for ev, _, node in run.events if ev == "done"}) > 1  # spread over the nodes
+
+
 def test_node_killed_mid_batch(daemons, cluster, demo, tmp_root):
     c, workers = cluster
     victim = workers[1]
