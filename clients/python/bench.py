@@ -11,7 +11,8 @@ cache). Each figure is measured in one run of this script:
   second through Ray tasks on a one-node Ray, each on its node's daemon;
 - ``ray_eval_1_node``/``ray_eval_3_nodes``: ``msb.ray.evaluate`` of the demo's
   gold patches on a Ray test cluster of 1 and of 3 nodes (each node's cache
-  seeded with the demo's, so builds are not timed);
+  seeded with the demo's, so builds are not timed; a Ray worker already up
+  on every node), on this one machine: the nodes share its cores;
 - ``episode_msb``/``episode_local``: the same scripted mini-swe-agent
   episode (its own agent loop) on ``MsbEnvironment`` and on mini-swe-agent's
   ``LocalEnvironment`` in a checkout of the same commit; wall time per step.
@@ -121,6 +122,8 @@ def bench_ray(args: argparse.Namespace, work: str, n: int) -> Dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
 
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     from msb.ray import Daemons, NodeConfig, local_client, node_resources, sandbox_options
     from msb.ray.eval import evaluate
 
@@ -152,6 +155,12 @@ def bench_ray(args: argparse.Namespace, work: str, n: int) -> Dict[str, Any]:
                 t = time.perf_counter()
                 done = sum(ray.get([churn.options(**sandbox_options()).remote(n // 2) for _ in range(2)]))
                 out["ray_sandboxes_per_s"] = {"n": done, "value": done / (time.perf_counter() - t)}
+            # Warm: a worker on every node (as a trainer's long-lived cluster has).
+            @ray.remote(num_cpus=0)
+            def ping() -> str:
+                return local_client().health().status
+            ray.get([ping.options(**sandbox_options(), scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+                     .remote() for nid in ds.infos for _ in range(2)])
             t = time.perf_counter()
             rep = evaluate(ds, dataset=args.dataset, run_id="bench", out=os.path.join(base, "out"), spec=args.spec)
             out[f"ray_eval_{nodes}_node{'s' if nodes > 1 else ''}"] = {

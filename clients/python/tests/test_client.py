@@ -178,9 +178,8 @@ def test_jobs(client, daemon, demo):
     assert job.state == "done", job.error
     (s,) = job.report.summaries
     assert s.resolved_ids == ["demo__calc-1"] and s.empty_patch_ids == ["demo__calc-2"]
-    run_dir = os.path.join(job.out_dir, "m__one", "demo__calc-1") if job.out_dir.endswith("pyjobs") else \
-        os.path.join(job.out_dir, "pyjobs", "m__one", "demo__calc-1")
-    assert os.path.isfile(os.path.join(run_dir, "report.json")), os.listdir(daemon.out)
+    assert job.out_dir == os.path.join(daemon.out, "pyjobs")
+    assert os.path.isfile(os.path.join(job.out_dir, "m__one", "demo__calc-1", "report.json"))
     # A rerun resumes.
     again = client.wait_job(client.submit_job("pyjobs", predictions=preds).id, timeout=300)
     assert again.report.resumed >= 1

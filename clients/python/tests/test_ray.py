@@ -74,7 +74,7 @@ def daemons(cluster, demo, tmp_root):
     subprocess.run(["cp", "-a", demo.cache, os.path.join(base, seeded[:16], "cache")], check=True)
     ds = Daemons.start(NodeConfig(base_dir=base, msb=msb_bin(), dataset=demo.dataset, spec=demo.spec))
     yield ds
-    pids = [i.pid for i in ds.infos.values()]
+    pids = [ray.get(h.info.remote())["pid"] for nid, h in ds.handles.items() if nid in ds.alive()]
     ds.stop()
     for pid in pids:
         assert not _alive(pid), f"msb serve {pid} outlived its node actor"
@@ -116,6 +116,26 @@ def test_rollout_workers_use_their_own_nodes_daemon(daemons, cluster):
         else:
             with pytest.raises(msb.NotFound):
                 msb.Client(info.address).get_sandbox(got["sandbox"])
+
+
+def test_supervisor_restarts_a_dead_daemon(daemons, cluster):
+    c, _ = cluster
+    head = next(nid for nid in daemons.infos if nid == ray.get_runtime_context().get_node_id())
+    h = daemons.handles[head]
+    before = ray.get(h.info.remote())
+    os.kill(before["pid"], 9)
+    deadline = time.monotonic() + 60
+    while True:
+        now = ray.get(h.info.remote())
+        if now["restarts"] and now["pid"] != before["pid"]:
+            try:
+                if msb.Client(now["address"]).list_instances():
+                    break  # back, with its instances loaded again
+            except msb.MsbError:
+                pass
+        assert time.monotonic() < deadline, f"not restarted: {now}"
+        time.sleep(0.2)
+    assert not _alive(before["pid"])
 
 
 def test_affinity_pull_and_same_files_as_msb_eval(daemons, cluster, demo, tmp_root):

@@ -87,7 +87,7 @@ class Work:
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def _run_on_node(address: str, out_dir: str, run_id: str, kind: str, work: Dict[str, Any]) -> Dict[str, Any]:
+def _run_on_node(address: str, run_id: str, kind: str, work: Dict[str, Any]) -> Dict[str, Any]:
     """On the work's node: one-instance job on the local daemon, then the
     harness's files it wrote, to be copied by the driver."""
     c = Client(address)
@@ -99,7 +99,7 @@ def _run_on_node(address: str, out_dir: str, run_id: str, kind: str, work: Dict[
         raise MsbError(f"job {job.id} for {work['instance_id']} on {address}: {job.state}: {job.error}")
     files: Dict[str, bytes] = {}
     for model in work["models"]:
-        d = os.path.join(out_dir, run_id, model_dir(model), work["instance_id"])
+        d = os.path.join(job.out_dir, model_dir(model), work["instance_id"])  # out_dir: <--out>/<run>
         if os.path.isdir(d):
             for name in sorted(os.listdir(d)):
                 with open(os.path.join(d, name), "rb") as f:
@@ -237,7 +237,7 @@ class ClusterRun:
             task = _run_on_node.options(
                 resources={SANDBOX: 1},
                 scheduling_strategy=NodeAffinitySchedulingStrategy(p.node, soft=False))
-            ref = task.remote(info.address, info.out_dir, self.run_id, self.kind,
+            ref = task.remote(info.address, self.run_id, self.kind,
                               {"instance_id": w.instance_id, "models": w.models, "prediction": w.prediction,
                                "gold": w.gold})
             running[ref] = (w, p)

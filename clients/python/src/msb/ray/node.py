@@ -114,7 +114,7 @@ def _free_port(host: str) -> int:
 
 
 class NodeDaemon:
-    """The actor of one node (create it with ``start_daemons``)."""
+    """The actor of one node (``Daemons.start`` creates one per node)."""
 
     def __init__(self, cfg: Dict[str, Any], node_id: str) -> None:
         self.cfg = NodeConfig(**cfg)
@@ -211,13 +211,24 @@ class NodeDaemon:
             return str(e)
 
     def _supervise(self) -> None:
-        """Restart a daemon that exited (not more than once a second)."""
+        """Restart a daemon that exited (checked every second); a restarted
+        msb serve loads the dataset again (instances live in its memory)."""
         while not self._stop.wait(1.0):
             for what in ("serve", "cache"):
                 p = self._procs.get(what)
-                if p is not None and p.poll() is not None and not self._stop.is_set():
-                    self.restarts += 1
-                    self._start(what)
+                if p is None or p.poll() is None or self._stop.is_set():
+                    continue
+                self.restarts += 1
+                self._start(what)
+                try:
+                    if what == "serve":
+                        self._wait_healthy()
+                        if self.cfg.dataset:
+                            self.client.load_dataset(self.cfg.dataset)
+                    else:
+                        self._wait_cache()
+                except MsbError:
+                    pass  # tried again on the next round
 
     # Methods ----------------------------------------------------------------
 
