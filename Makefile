@@ -3,7 +3,7 @@
 export CGO_ENABLED = 0
 GO ?= go
 
-.PHONY: build demo test test-go test-python pyenv pyenv-harbor test-short bench vet fmt clean
+.PHONY: build demo test test-go test-python pyenv pyenv-harbor test-short bench vet fmt clean test-venv
 
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
@@ -20,13 +20,17 @@ demo: build
 # turns "skipped for lack of a host feature" into a failure, and
 # MSB_TEST_REQUIRE_ROOT (set when make test runs as root) "skipped for lack
 # of root" (internal/privtest).
+# The server's Python tests (SWE-ReX's own client, schemathesis) use the
+# venv .ci/run makes from internal/server/testdata/requirements.txt.
+TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
+
 test: test-go test-python
 
 STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
 
 test-go: build vet
-	$(STRICT) $(GO) test -count=1 -timeout 30m ./...
+	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} $(STRICT) $(GO) test -count=1 -timeout 30m ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
 # this tree (bin/msb), in a venv with the pinned test requirements.
@@ -61,6 +65,11 @@ test-short: build
 bench: build
 	$(GO) test -run XXX -bench . -benchtime 200x ./internal/sandbox/ ./internal/session/
 	./bin/msb bench sandbox
+
+# The venv of the Python test dependencies (pinned).
+test-venv:
+	python3 -m venv .venv-test
+	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
 
 vet:
 	$(GO) vet ./...

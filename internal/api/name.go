@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"unicode"
 )
 
@@ -10,6 +11,19 @@ import (
 // model name, run id, sandbox id) could leave its directory or is not
 // printable.
 var ErrBadName = errors.New("invalid name")
+
+// SessionNamePattern is what a session's name must match.
+const SessionNamePattern = `^[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}$`
+
+var sessionName = regexp.MustCompile(SessionNamePattern)
+
+// CheckSessionName reports whether s can name a session.
+func CheckSessionName(s string) error {
+	if !sessionName.MatchString(s) {
+		return fmt.Errorf("%w: session name %q: use letters, digits and _.@+- (at most 128, not starting with a symbol)", ErrBadName, s)
+	}
+	return nil
+}
 
 // MaxNameLen bounds names that become path components.
 const MaxNameLen = 255

@@ -139,6 +139,9 @@ type Enforcement struct {
 	Pids   string `json:"pids"`
 	CPU    string `json:"cpu"`
 	Tmp    string `json:"tmp"`
+	Disk   string `json:"disk"`
+	// HostFiles says what a sandbox can read of the host's files.
+	HostFiles string `json:"host_files"`
 }
 
 // DoctorReport is what msb doctor found.

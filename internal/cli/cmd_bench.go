@@ -17,7 +17,7 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure msb against baselines in the same run"}
-	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g))
+	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g))
 	return cmd
 }
 

@@ -22,6 +22,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			checks := rt.Doctor(cmd.Context())
 			failed := false
 			for _, c := range checks {
@@ -62,7 +63,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 func doctorReport(rt *sandbox.Runtime, checks []sandbox.Check, ok bool) api.DoctorReport {
 	en := rt.Enforcement()
 	r := api.DoctorReport{Mode: rt.Mode(), StateDir: rt.StateDir(), OK: ok, Checks: []api.Check{},
-		Enforcement: api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp}}
+		Enforcement: api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp, Disk: en.Disk, HostFiles: en.HostFiles}}
 	for _, c := range checks {
 		r.Checks = append(r.Checks, api.Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix, Required: c.Required})
 	}

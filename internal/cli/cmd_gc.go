@@ -25,6 +25,7 @@ func newGCCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			rep := rt.GC()
 			if g.json {
 				if err := printJSON(rep); err != nil {

@@ -33,6 +33,7 @@ type environ struct {
 	PodmanFlags  string // MSB_BENCH_PODMAN_FLAGS
 	Socket       string // MSB_SOCKET: the daemon the client verbs talk to
 	Token        string // MSB_TOKEN: the daemon's token (TCP)
+	SwerexRemote string // MSB_BENCH_SWEREX: swerex-remote for msb bench api
 	UID          int
 }
 
@@ -41,7 +42,7 @@ func readEnviron(lookup func(string) (string, bool)) environ {
 	e := environ{StateDir: get("MSB_STATE_DIR"), Cache: get("MSB_CACHE"), CgroupParent: get("MSB_CGROUP_PARENT"),
 		Config: get("MSB_CONFIG"), RuntimeDir: get("XDG_RUNTIME_DIR"), UserCacheDir: get("XDG_CACHE_HOME"), TmpDir: get("TMPDIR"),
 		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS"),
-		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), UID: os.Getuid()}
+		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), SwerexRemote: get("MSB_BENCH_SWEREX"), UID: os.Getuid()}
 	if e.UserCacheDir == "" && get("HOME") != "" {
 		e.UserCacheDir = filepath.Join(get("HOME"), ".cache")
 	}

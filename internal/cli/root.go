@@ -106,6 +106,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	g.flags = pf
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
 	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g))
+	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g))
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}

@@ -18,8 +18,14 @@
 //     labels and limits. Commands, sessions and files go through it; Diff
 //     is the agent's patch; Evaluate grades it in a fresh sandbox.
 //   - Admission: every sandbox reserves its memory limit against the memory
-//     budget (the memory available at Open unless configured); a sandbox
-//     that does not fit waits until one closes or its context ends.
+//     budget (the memory available at Open unless configured), its disk
+//     limit against the disk budget, and one of the maximum number of
+//     sandboxes; one that does not fit waits, as long as its request
+//     allows, then fails with ErrQuota.
+//   - Lifetime: every sandbox has a lifetime and an idle timeout; a reaper
+//     closes it past either, and the engine remembers what became of it
+//     (SandboxInfo's state and reason; ErrGone for other operations).
+//   - Stats: what the engine did, for metrics.
 //   - Run: a batch evaluation (RunEvaluation) or validation (RunValidation)
 //     over many instances with bounded concurrency, resumable: a result the
 //     Sink already holds for the same patch and spec is not evaluated again.

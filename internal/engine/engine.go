@@ -88,13 +88,14 @@ func (e *Engine) Mode() string { return e.rt.Mode() }
 // Enforcement says which limits hold and by what mechanism.
 func (e *Engine) Enforcement() api.Enforcement {
 	en := e.rt.Enforcement()
-	return api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp}
+	return api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp, Disk: en.Disk, HostFiles: en.HostFiles}
 }
 
 // Cache is the engine's environment cache.
 func (e *Engine) Cache() *Cache { return e.cache }
 
-// Close closes every live sandbox; the engine cannot be used afterwards.
+// Close closes every live sandbox, then the runtime (its disk pool); the
+// engine cannot be used afterwards.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if !e.closed {
@@ -111,6 +112,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, s.closeAs(api.SandboxClosed, ""))
 	}
 	<-e.done
+	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }
 

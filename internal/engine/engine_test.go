@@ -78,8 +78,11 @@ func TestEngineSandboxes(t *testing.T) {
 	if _, err := e.CloseSandbox(agent.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Sandbox(agent.ID()); !errors.Is(err, ErrNotFound) {
+	if _, err := e.Sandbox(agent.ID()); !errors.Is(err, ErrGone) {
 		t.Fatalf("closed sandbox still there: %v", err)
+	}
+	if _, err := e.Sandbox("never-was"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown sandbox: %v", err)
 	}
 	if _, err := agent.Exec(ctx, api.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("exec after close: %v", err)

@@ -31,11 +31,8 @@ const (
 // request's cwd, env and stdin).
 func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult, error) {
 	defer s.use()()
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return api.ExecResult{}, fmt.Errorf("%w: the command contains a NUL byte, which bash cannot run", ErrBadRequest)
-	}
-	if req.TimeoutNs < 0 || req.MaxOutput < 0 {
-		return api.ExecResult{}, fmt.Errorf("%w: negative timeout_ns or max_output", ErrBadRequest)
+	if err := checkExec(req); err != nil {
+		return api.ExecResult{}, err
 	}
 	r := session.ExecRequest{Command: req.Command, Timeout: time.Duration(req.TimeoutNs), SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput}
 	if req.Session != "" {
@@ -63,6 +60,16 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 		return api.ExecResult{}, err
 	}
 	return execResult(res), nil
+}
+
+func checkExec(req api.ExecRequest) error {
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return fmt.Errorf("%w: the command contains a NUL byte, which bash cannot run", ErrBadRequest)
+	}
+	if req.TimeoutNs < 0 || req.MaxOutput < 0 {
+		return fmt.Errorf("%w: negative timeout_ns or max_output", ErrBadRequest)
+	}
+	return nil
 }
 
 func execResult(res session.Result) api.ExecResult {
@@ -165,8 +172,8 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 	if req.Session != "" {
 		return api.ExecResult{}, fmt.Errorf("%w: streaming is for one-shot commands; a session's command returns its output at the end", ErrBadRequest)
 	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return api.ExecResult{}, fmt.Errorf("%w: the command contains a NUL byte, which bash cannot run", ErrBadRequest)
+	if err := checkExec(req); err != nil {
+		return api.ExecResult{}, err
 	}
 	base := scratchDir + "/" + randomHex(8)
 	streams := []*outStream{{file: base + ".out", event: api.EventStdout}}

@@ -89,6 +89,9 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 			return nil, err // before admission: an unknown instance never waits
 		}
 	}
+	if l := req.Limits; l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {
+		return nil, fmt.Errorf("%w: negative limit in %+v", ErrBadRequest, l)
+	}
 	limits := e.cfg.sandboxLimits(req.Limits)
 	release, err := e.reserve(ctx, limits, req.AdmissionWait)
 	if err != nil {
@@ -317,7 +320,7 @@ func (s *Sandbox) closeAs(state, reason string) error {
 // OpenSession starts a persistent shell.
 func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error {
 	defer s.use()()
-	if err := api.CheckName("session name", req.Name); err != nil {
+	if err := api.CheckSessionName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if err := checkEnv(req.Env); err != nil {
@@ -325,6 +328,11 @@ func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error
 	}
 	if req.Dir != "" && !path.IsAbs(req.Dir) {
 		return fmt.Errorf("%w: session directory %q is not an absolute path", ErrBadRequest, req.Dir)
+	}
+	if req.Dir != "" {
+		if fe, err := s.Stat(ctx, req.Dir); err != nil || fe.Type != "dir" {
+			return fmt.Errorf("%w: session directory %q is not a directory in the sandbox", ErrBadRequest, req.Dir)
+		}
 	}
 	if err := s.sb.OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
 		return err
@@ -410,9 +418,14 @@ func (s *Sandbox) PutTar(ctx context.Context, dir string, tarball []byte) error 
 	return s.sb.PutTar(ctx, dir, tarball)
 }
 
-// GetTar packs a file or directory inside the sandbox as a tar stream.
-func (s *Sandbox) GetTar(ctx context.Context, path string) ([]byte, error) {
+// GetTar packs a file or directory inside the sandbox as a tar stream
+// (not the whole root, which holds /proc and /dev).
+func (s *Sandbox) GetTar(ctx context.Context, p string) ([]byte, error) {
 	defer s.use()()
+	if path.Clean(p) == "/" {
+		return nil, fmt.Errorf("%w: pack a directory, not the sandbox's whole root (it holds /proc and /dev)", ErrBadRequest)
+	}
+	path := p
 	return s.sb.GetTar(ctx, path)
 }
 

@@ -5,9 +5,10 @@
 // (MSB_TEST_STRICT=1, MSB_TEST_REQUIRE_ROOT=1, both set by make test).
 //
 // A Leak is a sandbox init still running as a child of the test process, or
-// a mount whose path names the test's state. Other test binaries running at
-// the same time (go test runs packages in parallel) are not this process's
-// leaks and are ignored.
+// a mount whose path names the test's state; a pool leak is a loop device
+// still attached to a disk pool this process made. Other test binaries
+// running at the same time (go test runs packages in parallel) are not this
+// process's leaks and are ignored.
 package privtest
 
 import (
@@ -21,6 +22,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 )
 
 // User is the unprivileged account rootless tests run as; Unprivileged
@@ -121,6 +125,37 @@ func Leaks(mountMark string) []string {
 func CheckLeaks(mountMark string) error {
 	if l := Leaks(mountMark); len(l) > 0 {
 		return fmt.Errorf("%d leaks:\n%s", len(l), strings.Join(l, "\n"))
+	}
+	return nil
+}
+
+// PoolLeaks lists loop devices still attached to a disk pool this process
+// made (see package pool): a runtime was not closed, or a sandbox of it
+// still lives.
+func PoolLeaks() []string {
+	// A pool's backing file is named after the process that made it.
+	mine := "/" + pool.BackingPrefix + strconv.Itoa(os.Getpid()) + "-"
+	var leaks []string
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), mine) {
+			leaks = append(leaks, "loop device "+filepath.Base(filepath.Dir(filepath.Dir(f)))+": "+strings.TrimSpace(string(b)))
+		}
+	}
+	return leaks
+}
+
+// CheckPoolLeaks returns an error naming the pools' loop devices still
+// attached. A loop device detaches itself a moment after its last user is
+// gone, so it waits a little for them to go.
+func CheckPoolLeaks() error {
+	l := PoolLeaks()
+	for i := 0; i < 100 && len(l) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		l = PoolLeaks()
+	}
+	if len(l) > 0 {
+		return fmt.Errorf("%d disk pools left attached:\n%s", len(l), strings.Join(l, "\n"))
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
@@ -37,6 +39,7 @@ func badRequest(format string, args ...any) error {
 func classify(err error) (int, api.ErrorCode) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var oe *sandbox.OpError
 	switch {
 	case errors.As(err, &ae):
 		return ae.status, ae.code
@@ -49,7 +52,7 @@ func classify(err error) (int, api.ErrorCode) {
 		errors.Is(err, dataset.ErrBadPredictions), errors.Is(err, dataset.ErrUnknownFormat), errors.Is(err, dataset.ErrBadFilter),
 		errors.Is(err, spec.ErrBadSpecFile), errors.Is(err, store.ErrBadRef):
 		return http.StatusBadRequest, api.CodeBadRequest
-	case errors.Is(err, engine.ErrNotFound), errors.Is(err, sandbox.ErrNotFound), errors.Is(err, dataset.ErrUnknownID):
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, sandbox.ErrNotFound), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, fs.ErrNotExist):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrExists):
 		return http.StatusConflict, api.CodeConflict
@@ -67,6 +70,10 @@ func classify(err error) (int, api.ErrorCode) {
 		return http.StatusServiceUnavailable, api.CodeUnavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, api.CodeUnavailable
+	case errors.As(err, &oe) && strings.HasPrefix(oe.Op, "file."):
+		// A file operation the sandbox refused (not a directory, not a
+		// tar, permission): the request's doing.
+		return http.StatusBadRequest, api.CodeBadRequest
 	}
 	return http.StatusInternalServerError, api.CodeInternal
 }

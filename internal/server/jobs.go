@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -18,6 +20,8 @@ import (
 func datasetFilter(req api.LoadDatasetRequest) dataset.Filter {
 	return dataset.Filter{IDs: req.Instances, Regex: req.Regex, Slice: req.Slice}
 }
+
+var runIDPattern = regexp.MustCompile(namePat)
 
 // jobs are the batch runs of a server, by id.
 type jobs struct {
@@ -50,11 +54,11 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) (any, error) 
 	if req.Workers == 0 {
 		req.Workers = 2
 	}
-	if req.Workers < 0 {
-		return nil, badRequest("workers %d: at least 1", req.Workers)
+	if req.Workers < 0 || req.Workers > 1024 {
+		return nil, badRequest("workers %d: from 1 to 1024", req.Workers)
 	}
-	if err := api.CheckName("run_id", req.RunID); err != nil {
-		return nil, badRequest("%v", err)
+	if !runIDPattern.MatchString(req.RunID) {
+		return nil, badRequest("run_id %q: use letters, digits and _.@+- (at most 128, not starting with a symbol)", req.RunID)
 	}
 	ids := []string(req.InstanceIDs)
 	preds := []api.Prediction(req.Predictions)
@@ -128,12 +132,12 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) a
 		if req.Kind == api.JobValidation {
 			var v api.ValidationReport
 			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress}, out)
-			if err == nil || v.RunID != "" {
-				if vp, ip, werr := out.WriteValidation(v); werr == nil {
-					v.Files = map[string]string{"valid": vp, "invalid": ip}
-				}
-				val = &v
+			if vp, ip, werr := out.WriteValidation(v); werr == nil {
+				v.Files = map[string]string{"valid": vp, "invalid": ip}
+			} else {
+				err = errors.Join(err, werr)
 			}
+			val = &v
 		} else {
 			var r api.RunReport
 			r, err = s.e.RunEvaluation(ctx, engine.EvalRun{RunID: req.RunID, InstanceIDs: ids, Predictions: preds, Workers: req.Workers,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 )
+
+var modeRE = regexp.MustCompile(modePattern)
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) (any, error) {
 	h := api.Health{Status: "ok", Version: s.o.Version, Mode: s.e.Mode(), UptimeNs: int64(time.Since(s.start)),
@@ -273,7 +276,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	mode := uint64(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		if mode, err = strconv.ParseUint(v, 8, 32); err != nil || mode > 0o7777 {
+		if mode, err = strconv.ParseUint(v, 8, 32); err != nil || !modeRE.MatchString(v) {
 			return nil, badRequest("mode %q: want an octal mode like 0644", v)
 		}
 	}
@@ -348,6 +351,9 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(b) == 0 {
+		return nil, badRequest("the body must be a tar archive")
+	}
 	sb, err := s.sandbox(r)
 	if err != nil {
 		return nil, err
@@ -401,8 +407,8 @@ func (s *Server) loadDataset(w http.ResponseWriter, r *http.Request) (any, error
 	if err := decode(r, &req, false); err != nil {
 		return nil, err
 	}
-	if req.Path == "" {
-		return nil, badRequest("path: the dataset file on the daemon's host")
+	if !path.IsAbs(req.Path) {
+		return nil, badRequest("path %q: the dataset file on the daemon's host, an absolute path", req.Path)
 	}
 	d, err := s.e.LoadDataset(req.Path, datasetFilter(req), req.SkipBadRows)
 	if err != nil {

@@ -64,8 +64,16 @@ func (g *schemaGen) operation(rt route) map[string]any {
 	}
 	for _, q := range rt.query {
 		p := map[string]any{"name": q.name, "in": "query", "required": q.required, "description": q.doc, "schema": map[string]any{"type": q.typ}}
+		switch q.name {
+		case "path":
+			p["schema"] = map[string]any{"type": "string", "pattern": absPath}
+		case "mode":
+			p["schema"] = map[string]any{"type": "string", "pattern": modePattern}
+		case "max_bytes":
+			p["schema"] = map[string]any{"type": "integer", "minimum": 1}
+		}
 		if q.name == "label" {
-			p["schema"] = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+			p["schema"] = map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": "^[^=]+="}}
 			p["style"], p["explode"] = "form", true
 		}
 		params = append(params, p)
@@ -78,8 +86,9 @@ func (g *schemaGen) operation(rt route) map[string]any {
 		op["requestBody"] = map[string]any{"required": !optionalBody[rt.op],
 			"content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.req))}}}
 	case rt.reqType != "":
-		op["requestBody"] = map[string]any{"required": true,
-			"content": map[string]any{rt.reqType: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+		bin := map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
+		op["requestBody"] = map[string]any{"required": rt.op != "writeFile", // an empty file is a file
+			"content": map[string]any{rt.reqType: bin, "application/octet-stream": bin}}
 	}
 	resp := map[string]any{"description": http.StatusText(rt.status)}
 	switch {
@@ -101,6 +110,54 @@ func (g *schemaGen) operation(rt route) map[string]any {
 	return op
 }
 
+// Patterns the server checks, so that the document says them too.
+const (
+	modePattern = "^(0?[0-7]{1,4})?$"
+	absPath     = "^/[^\\x00]*$"
+	optPath     = "^(/[^\\x00]*)?$" // empty: the default
+	envPat      = "^[A-Za-z_][A-Za-z0-9_]*=[^\\x00]*$"
+	namePat     = "^[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}$" // api.SessionNamePattern
+	optName     = "^([A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127})?$"
+	noNUL       = "^[^\\x00]*$"
+)
+
+var nonNegative = map[string]any{"minimum": 0}
+
+// constraints add to the schemas of request fields ("Type.field") what the
+// server checks beyond their JSON type.
+var constraints = map[string]map[string]any{
+	"ExecRequest.command":                    {"pattern": noNUL},
+	"ExecRequest.cwd":                        {"pattern": optPath},
+	"ExecRequest.env":                        {"items": map[string]any{"type": "string", "pattern": envPat}},
+	"ExecRequest.session":                    {"pattern": optName},
+	"ExecRequest.timeout_ns":                 nonNegative,
+	"ExecRequest.max_output":                 nonNegative,
+	"SessionRequest.name":                    {"pattern": namePat},
+	"SessionRequest.env":                     {"items": map[string]any{"type": "string", "pattern": envPat}},
+	"SessionRequest.dir":                     {"pattern": optPath},
+	"CreateSandboxRequest.env":               {"items": map[string]any{"type": "string", "pattern": envPat}},
+	"CreateSandboxRequest.workdir":           {"pattern": optPath},
+	"CreateSandboxRequest.network":           {"enum": []string{"", "none", "host"}},
+	"CreateSandboxRequest.lifetime_ns":       nonNegative,
+	"CreateSandboxRequest.idle_timeout_ns":   nonNegative,
+	"CreateSandboxRequest.admission_wait_ns": nonNegative,
+	"CreateSandboxRequest.max_output":        nonNegative,
+	"GymResetRequest.lifetime_ns":            nonNegative,
+	"GymResetRequest.idle_timeout_ns":        nonNegative,
+	"GymResetRequest.admission_wait_ns":      nonNegative,
+	"GymStepRequest.command":                 {"pattern": noNUL},
+	"GymStepRequest.timeout_ns":              nonNegative,
+	"Limits.memory_bytes":                    {"anyOf": []any{map[string]any{"enum": []int{0}}, map[string]any{"minimum": 8 << 20}}},
+	"Limits.pids":                            {"anyOf": []any{map[string]any{"enum": []int{0}}, map[string]any{"minimum": 8}}},
+	"Limits.cpus":                            nonNegative,
+	"Limits.tmp_bytes":                       nonNegative,
+	"Limits.disk_bytes":                      nonNegative,
+	"JobRequest.run_id":                      {"pattern": namePat},
+	"JobRequest.kind":                        {"enum": []string{"", "evaluation", "validation"}},
+	"JobRequest.workers":                     {"minimum": 0, "maximum": 1024},
+	"LoadDatasetRequest.path":                {"pattern": absPath},
+}
+
 // schemaGen turns Go types into JSON schemas, naming structs in defs.
 type schemaGen struct {
 	defs map[string]any
@@ -110,7 +167,7 @@ var rawMessage = reflect.TypeOf(json.RawMessage(nil))
 
 func (g *schemaGen) schema(t reflect.Type) map[string]any {
 	if t == rawMessage {
-		return map[string]any{"description": "any JSON value"}
+		return map[string]any{"type": "object", "description": "a JSON object (a dataset row)"}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -156,6 +213,9 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 		sc := g.schema(f.Type)
 		if f.Type.Kind() == reflect.Pointer && !strings.Contains(opts, "omitempty") {
 			sc["nullable"] = true // a pointer always sent: JSON null is a value (model_patch)
+		}
+		for k, v := range constraints[t.Name()+"."+name] {
+			sc[k] = v
 		}
 		props[name] = sc
 		if !strings.Contains(opts, "omitempty") {

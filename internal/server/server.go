@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -107,7 +108,7 @@ func New(e *engine.Engine, o Options) *Server {
 	for _, p := range order {
 		mux.Handle(p, methods(byPath[p]))
 	}
-	mux.HandleFunc("GET /v1/openapi.json", s.serveOpenAPI)
+	mux.Handle("/v1/openapi.json", methods(map[string]http.Handler{"GET": http.HandlerFunc(s.serveOpenAPI)}))
 	mux.Handle("GET /metrics", s.metrics.handler())
 	s.rexRoutes(mux, "/swerex/{id}", "")
 	if o.RootSandbox != "" {
@@ -323,11 +324,25 @@ func decode(r *http.Request, v any, optional bool) error {
 	if err != nil {
 		return err
 	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	trimmed := strings.TrimSpace(string(b))
+	if len(trimmed) == 0 {
 		if optional {
 			return nil
 		}
 		return badRequest("the request needs a JSON body")
+	}
+	if trimmed[0] != '{' {
+		return badRequest("the body must be a JSON object")
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return badRequest("decoding the body: %v", err)
+	}
+	if where := nullAt(generic, ""); where != "" {
+		return badRequest("decoding the body: %s is null: leave the field out for its default", where)
+	}
+	if missing := missingField(generic, reflect.TypeOf(v), ""); missing != "" {
+		return badRequest("decoding the body: %s is required", missing)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
@@ -338,6 +353,78 @@ func decode(r *http.Request, v any, optional bool) error {
 		return badRequest("decoding the body: more than one JSON value")
 	}
 	return nil
+}
+
+// missingField names the first field of t (a struct, or a pointer, slice
+// of them) without omitempty that the decoded JSON v lacks, or "".
+func missingField(v any, t reflect.Type, at string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		if l, ok := v.([]any); ok && t.Elem().Kind() == reflect.Struct {
+			for i, e := range l {
+				if m := missingField(e, t.Elem(), fmt.Sprintf("%s[%d]", at, i)); m != "" {
+					return m
+				}
+			}
+		}
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok || t == reflect.TypeOf(json.RawMessage{}) {
+			return ""
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			e, present := obj[name]
+			if !present && !strings.Contains(opts, "omitempty") {
+				return or(at+"."+name, name)
+			}
+			if present {
+				if m := missingField(e, f.Type, at+"."+name); m != "" {
+					return m
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// nullAt names the first null in v (a decoded JSON value) but those of
+// model_patch (a prediction's patch that is None), or "".
+func nullAt(v any, at string) string {
+	switch t := v.(type) {
+	case nil:
+		return or(at, "the body")
+	case map[string]any:
+		for k, e := range t {
+			if e == nil && k == "model_patch" {
+				continue
+			}
+			if w := nullAt(e, at+"."+k); w != "" {
+				return w
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if w := nullAt(e, fmt.Sprintf("%s[%d]", at, i)); w != "" {
+				return w
+			}
+		}
+	}
+	return ""
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return strings.TrimPrefix(s, ".")
 }
 
 // sandbox is the live sandbox the request names.

@@ -95,7 +95,6 @@ const (
 	excTimeout       = "swerex.exceptions.CommandTimeoutError"
 	excSyntax        = "swerex.exceptions.BashIncorrectSyntaxError"
 	excNonZero       = "swerex.exceptions.NonZeroExitCodeError"
-	excNoExitCode    = "swerex.exceptions.NoExitCodeError"
 	excSessionExists = "swerex.exceptions.SessionExistsError"
 	excNoSession     = "swerex.exceptions.SessionDoesNotExistError"
 	excSwerex        = "swerex.exceptions.SwerexException"
@@ -192,6 +191,7 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 	}
 	sb, err := s.e.Sandbox(id)
 	if err != nil {
+		s.rex.forget(id) // closed or reaped: its sessions are gone too
 		status, _ := classify(err)
 		return answer(status, map[string]string{"detail": err.Error()})
 	}

@@ -32,21 +32,22 @@ const (
 	OpSessionOpen  = "session.open"  // start a named persistent bash
 	OpSessionExec  = "session.exec"  // run a command in it
 	OpSessionClose = "session.close" // end it
-	// OpSessionInterrupt interrupts the commands running or waiting in a
-	// session as Ctrl-C would; their OpSessionExec answers with the
-	// result so far (timed_out). Response.Exit is how many there were.
-	OpSessionInterrupt = "session.interrupt"
-	OpReadFile         = "file.read"
-	OpWriteFile        = "file.write"
-	OpListDir          = "file.list"
-	OpPutTar           = "file.put_tar" // unpack a tar into a directory
-	OpGetTar           = "file.get_tar" // pack a file or directory as tar
-	OpShutdown         = "shutdown"
+	OpReadFile     = "file.read"
+	OpWriteFile    = "file.write"
+	OpListDir      = "file.list"
+	OpPutTar       = "file.put_tar" // unpack a tar into a directory
+	OpGetTar       = "file.get_tar" // pack a file or directory as tar
+	OpShutdown     = "shutdown"
 	// OpStart is the frame after the Config that tells init the host has
 	// put it in its cgroup; init builds the root meanwhile, and nothing of
 	// the agent's runs before it.
 	OpStart = "start"
 )
+
+// OpSessionInterrupt interrupts the commands running or waiting in a
+// session as Ctrl-C would; their OpSessionExec answers with the result so
+// far (timed_out). Response.Exit is how many there were.
+const OpSessionInterrupt = "session.interrupt"
 
 // Request is one call from the host.
 type Request struct {

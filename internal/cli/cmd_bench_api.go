@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/bench"
+	"github.com/minisandbox/msb/internal/demo"
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+func newBenchAPICmd(g *globals) *cobra.Command {
+	o := bench.APIOptions{}
+	var dataset, specFile string
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "The daemon's API: exec round trips (unix socket, loopback TCP), create → first exec, a concurrent load, memory per sandbox, against swerex-remote",
+		Example: `  msb bench api
+  MSB_BENCH_SWEREX=.venv-test/bin/swerex-remote msb bench api --sandboxes 200 --execs 100 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Exe, o.StateDir = exe, g.settings.StateDir
+			o.SwerexRemote = first(o.SwerexRemote, g.env.SwerexRemote)
+			if dataset == "" {
+				// The demo's project and instances, in a temp dir with its own cache.
+				dir, err := os.MkdirTemp(g.env.TmpDir, "msb-bench-api-")
+				if err != nil {
+					return err
+				}
+				defer sandbox.RemoveAll(dir)
+				gen, err := demo.Generate(ctx, filepath.Join(dir, "gen"))
+				if err != nil {
+					return err
+				}
+				dataset, specFile = gen.DatasetPath, gen.SpecPath
+				o.Instance = first(o.Instance, gen.Instances[0].InstanceID)
+				o.ServeArgs = append(o.ServeArgs, "--cache", filepath.Join(dir, "cache"))
+			} else {
+				o.ServeArgs = append(o.ServeArgs, "--cache", g.settings.CacheDir)
+			}
+			o.ServeArgs = append(o.ServeArgs, "--dataset", dataset)
+			if specFile != "" {
+				o.ServeArgs = append(o.ServeArgs, "--spec", specFile)
+			}
+			if o.SwerexRemote == "" {
+				fmt.Fprintln(os.Stderr, "msb bench api: no swerex-remote (--swerex-remote or MSB_BENCH_SWEREX): the SWE-ReX baseline is left out")
+			}
+			rows := bench.API(ctx, o)
+			if g.json {
+				return json.NewEncoder(os.Stdout).Encode(map[string]any{"rows": rows})
+			}
+			fmt.Printf("%d CPUs\n\n", runtime.NumCPU())
+			printRows(rows)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.RoundTrips, "round-trips", 2000, "execs per round-trip measure")
+	f.IntVar(&o.Creates, "creates", 50, "create from a cached instance → first exec rounds")
+	f.IntVar(&o.Sandboxes, "sandboxes", 200, "sandboxes of the load run")
+	f.IntVar(&o.Execs, "execs", 100, "execs per sandbox in the load run")
+	f.IntVar(&o.Concurrency, "concurrency", 32, "requests in flight at once in the load run (the bounded load client)")
+	f.StringVar(&o.SwerexRemote, "swerex-remote", "", "SWE-ReX's swerex-remote, for the baseline (env MSB_BENCH_SWEREX)")
+	f.IntVar(&o.SwerexServers, "swerex-servers", 20, "swerex-remote servers (one per sandbox) of the baseline's load run")
+	f.StringVar(&dataset, "dataset", "", "a dataset the daemon loads (default: the demo's, generated in a temp dir)")
+	f.StringVar(&specFile, "spec", "", "its spec file")
+	f.StringVar(&o.Instance, "instance", "", "a cached instance for create → first exec (default: the demo's first)")
+	return cmd
+}
