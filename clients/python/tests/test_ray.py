@@ -74,7 +74,12 @@ def daemons(cluster, demo, tmp_root):
     subprocess.run(["cp", "-a", demo.cache, os.path.join(base, seeded[:16], "cache")], check=True)
     ds = Daemons.start(NodeConfig(base_dir=base, msb=msb_bin(), dataset=demo.dataset, spec=demo.spec))
     yield ds
-    pids = [ray.get(h.info.remote())["pid"] for nid, h in ds.handles.items() if nid in ds.alive()]
+    pids = []
+    for h in ds.handles.values():
+        try:  # a killed node's actor is gone (Ray may still list the node as alive for a while)
+            pids.append(ray.get(h.info.remote(), timeout=10)["pid"])
+        except ray.exceptions.RayError:
+            pass
     ds.stop()
     for pid in pids:
         assert not _alive(pid), f"msb serve {pid} outlived its node actor"
