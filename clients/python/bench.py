@@ -13,9 +13,11 @@ cache). Each figure is measured in one run of this script:
   gold patches on a Ray test cluster of 1 and of 3 nodes (each node's cache
   seeded with the demo's, so builds are not timed; a Ray worker already up
   on every node), on this one machine: the nodes share its cores;
-- ``episode_msb``/``episode_local``: the same scripted mini-swe-agent
-  episode (its own agent loop) on ``MsbEnvironment`` and on mini-swe-agent's
-  ``LocalEnvironment`` in a checkout of the same commit; wall time per step.
+- ``episode_msb``/``episode_local``/``episode_bubblewrap``: the same
+  scripted mini-swe-agent episode (its own agent loop) on ``MsbEnvironment``
+  and on mini-swe-agent's ``LocalEnvironment`` and ``BubblewrapEnvironment``
+  (when ``bwrap`` is installed) in a checkout of the same commit; wall time
+  per step.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def bench_episode(args: argparse.Namespace, c: msb.Client, work: str, rounds: in
     from msb.minisweagent import MsbEnvironment
 
     steps = ["grep -n 'return s\\[mid\\]' calc/stats.py", FIX,
-             "python -m unittest tests.test_stats 2>&1 | tail -1",
+             "python3 -m unittest tests.test_stats 2>&1 | tail -1",
              "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]
     outputs = [{"role": "assistant", "content": a, "extra": {"actions": [{"command": a}]}} for a in steps]
     row = next(json.loads(line) for line in open(args.dataset) if json.loads(line)["instance_id"] == IID)
@@ -102,20 +104,27 @@ def bench_episode(args: argparse.Namespace, c: msb.Client, work: str, rounds: in
         assert info["exit_status"] == "Submitted", info
         return dt / len(steps)
 
-    per_msb, per_local = [], []
+    def checkout(name: str) -> str:
+        co = os.path.join(work, name)
+        subprocess.run(["git", "clone", "-q", row["repo_url"], co], check=True)
+        subprocess.run(["git", "-C", co, "checkout", "-q", row["base_commit"]], check=True)
+        return co
+
+    per: Dict[str, List[float]] = {"msb": [], "local": [], "bubblewrap": []}
     for i in range(rounds):
         env = MsbEnvironment(client=c, instance_id=IID)
         try:
-            per_msb.append(episode(env))
+            per["msb"].append(episode(env))
         finally:
             env.close()
-        co = os.path.join(work, f"local-{i}")
-        subprocess.run(["git", "clone", "-q", row["repo_url"], co], check=True)
-        subprocess.run(["git", "-C", co, "checkout", "-q", row["base_commit"]], check=True)
-        per_local.append(episode(LocalEnvironment(cwd=co)))
-    return {"episode_msb_per_step": {"n": rounds, "p50_ms": pct(per_msb, .5) * 1e3},
-            "episode_local_per_step": {"n": rounds, "p50_ms": pct(per_local, .5) * 1e3},
-            "episode_steps": len(steps)}
+        per["local"].append(episode(LocalEnvironment(cwd=checkout(f"local-{i}"))))
+        if shutil.which("bwrap"):
+            from minisweagent.environments.extra.bubblewrap import BubblewrapEnvironment
+            per["bubblewrap"].append(episode(BubblewrapEnvironment(cwd=checkout(f"bwrap-{i}"))))
+    out: Dict[str, Any] = {f"episode_{k}_per_step": {"n": len(v), "p50_ms": pct(v, .5) * 1e3}
+                           for k, v in per.items() if v}
+    out["episode_steps"] = len(steps)
+    return out
 
 
 def bench_ray(args: argparse.Namespace, work: str, n: int) -> Dict[str, Any]:
