@@ -3,7 +3,7 @@
 export CGO_ENABLED = 0
 GO ?= go
 
-.PHONY: build demo test test-short bench vet fmt clean test-venv
+.PHONY: build demo test test-go test-python pyenv pyenv-harbor test-short bench vet fmt clean test-venv
 
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
@@ -21,14 +21,43 @@ demo: build
 # MSB_TEST_REQUIRE_ROOT (set when make test runs as root) "skipped for lack
 # of root" (internal/privtest).
 # The server's Python tests (SWE-ReX's own client, schemathesis) use the
-# venv .ci/run makes from internal/server/testdata/requirements.txt.
+# venv test-venv makes from internal/server/testdata/requirements.txt.
 TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 
-test: build vet
-	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} \
-	MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
-	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)} \
-	$(GO) test -count=1 -timeout 30m ./...
+test: test-go test-python
+
+STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
+	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
+
+test-go: build vet test-venv
+	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} $(STRICT) $(GO) test -count=1 -timeout 30m ./...
+
+# The Python client, its backends and msb.ray, against a daemon built from
+# this tree (bin/msb), in a venv with the pinned test requirements.
+PYTHON ?= python3
+VENV ?= .venv
+# Harbor needs Python >= 3.12: its test runs in a venv of its own, on pyenv's
+# 3.12 (or python3.12 on PATH).
+HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+HARBOR_VENV ?= .venv-harbor
+test-python: build pyenv pyenv-harbor
+	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(HARBOR_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_harbor.py
+
+pyenv: $(VENV)/.msb-stamp
+$(VENV)/.msb-stamp: clients/python/requirements-test.txt clients/python/pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r clients/python/requirements-test.txt
+	$(VENV)/bin/pip install -q --no-deps -e clients/python
+	touch $@
+
+pyenv-harbor: $(HARBOR_VENV)/.msb-stamp
+$(HARBOR_VENV)/.msb-stamp: clients/python/requirements-harbor.txt clients/python/pyproject.toml
+	@test -n "$(HARBOR_PYTHON)" || { echo "no Python 3.12 for Harbor's test (set HARBOR_PYTHON)"; exit 1; }
+	test -x $(HARBOR_VENV)/bin/python || $(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/pip install -q -r clients/python/requirements-harbor.txt
+	$(HARBOR_VENV)/bin/pip install -q --no-deps -e clients/python
+	touch $@
 
 test-short: build
 	$(GO) test -count=1 -short ./...
@@ -37,14 +66,17 @@ bench: build
 	$(GO) test -run XXX -bench . -benchtime 200x ./internal/sandbox/ ./internal/session/
 	./bin/msb bench sandbox
 
-# The venv of the Python test dependencies (pinned).
-test-venv:
-	python3 -m venv .venv-test
+# The venv of the server's Python test dependencies (pinned): SWE-ReX's own
+# client and schemathesis drive msb serve from the Go tests.
+test-venv: .venv-test/.msb-stamp
+.venv-test/.msb-stamp: internal/server/testdata/requirements.txt
+	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
+	touch $@
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt needed"; exit 1; }
 
 clean:
-	rm -rf bin
+	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test

@@ -447,3 +447,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) (any, err
 func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.e.InstanceInfo(r.PathValue("instance_id"))
 }
+
+func (s *Server) getInstanceLayers(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.e.InstanceLayers(r.Context(), r.PathValue("instance_id"))
+}

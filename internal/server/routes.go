@@ -96,6 +96,8 @@ func (s *Server) routes() []route {
 			resp: api.InstanceList{}, status: 200, h: s.listInstances},
 		{method: "GET", path: "/v1/instances/{instance_id}", op: "getInstance", tag: "instances", summary: "an instance: problem statement, tests, resolved spec",
 			resp: api.InstanceInfo{}, status: 200, errors: []int{404}, h: s.getInstance},
+		{method: "GET", path: "/v1/instances/{instance_id}/layers", op: "getInstanceLayers", tag: "instances", summary: "the layers a task of the instance needs and which this cache holds (builds nothing; for placement by cache affinity)",
+			resp: api.InstanceLayers{}, status: 200, errors: []int{404}, h: s.getInstanceLayers},
 
 		{method: "POST", path: "/v1/jobs", op: "createJob", tag: "jobs", summary: "start a batch evaluation or validation writing the harness's files",
 			req: api.JobRequest{}, resp: api.Job{}, status: 202, errors: []int{404}, h: s.createJob},

@@ -1,0 +1,335 @@
+"""Batch evaluation and validation over a Ray cluster.
+
+The same run as ``msb eval`` / ``msb validate`` on one node, spread over
+every node's daemon, and the same files at the end:
+
+1. **Work**: one prediction (evaluation) or one instance (validation: its
+   gold and empty patches). Work whose result is already under
+   ``out/<run>/<model>/<instance>/result.json`` with the same patch digest
+   and spec digest (and a verdict, unless ``keep_errors``) is done: results
+   are idempotent by (run, instance, model, patch digest), and a rerun
+   resumes.
+2. Each piece of work is placed by cache affinity (``placement.Placer``),
+   the chosen node pulls missing layers from a peer first, then a Ray task
+   pinned to that node, holding one ``msb_sandbox`` unit, runs it as a
+   one-instance job on that node's daemon (``POST /v1/jobs``), which writes
+   the harness's files under the daemon's ``--out``; the task sends those
+   files back and the driver puts them, unchanged, in ``out`` (a directory
+   replaced at once, as the harness does).
+3. A node that dies takes its running work with it: that work is placed
+   again on the nodes left; work already back is never run again.
+4. The summary: ``msb eval`` (or ``msb validate``) with the same run id on
+   the driver, which finds every result stored and evaluates nothing, so
+   the summary file (and valid.json / invalid.json) are written by the same
+   code as on one node. The driver checks that nothing was evaluated then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from .. import Client
+from ..errors import MsbError
+from .node import SANDBOX, Daemons
+from .placement import Placement, Placer
+
+
+def patch_digest(patch: Optional[str]) -> str:
+    """The digest msb keys a stored result by ("none" for a null patch)."""
+    if patch is None:
+        return "none"
+    return "sha256:" + hashlib.sha256(patch.encode()).hexdigest()
+
+
+def model_dir(model: str) -> str:
+    """A model name as the harness's directory name."""
+    return model.replace("/", "__")
+
+
+def load_predictions(path: str) -> List[Dict[str, Any]]:
+    """A predictions file as the harness reads it: a JSON list, JSONL, or a
+    dict by instance id; every row needs its three fields."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows = list(data.values()) if isinstance(data, dict) else data
+    for i, r in enumerate(rows):
+        missing = [k for k in ("instance_id", "model_name_or_path", "model_patch") if k not in r]
+        if missing:
+            raise ValueError(f"{path}: row {i + 1} lacks {', '.join(missing)}")
+    return rows
+
+
+@dataclass
+class Work:
+    """One unit of the run: a prediction, or (validation) an instance."""
+
+    instance_id: str
+    models: List[str]
+    prediction: Optional[Dict[str, Any]] = None
+    gold: bool = False
+    attempts: int = 0
+    refs: List[str] = field(default_factory=list)
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _run_on_node(address: str, run_id: str, kind: str, work: Dict[str, Any]) -> Dict[str, Any]:
+    """On the work's node: one-instance job on the local daemon, then the
+    harness's files it wrote, to be copied by the driver."""
+    c = Client(address)
+    pred = work["prediction"]
+    job = c.submit_job(run_id, kind=kind, instance_ids=[work["instance_id"]],
+                       predictions=[pred] if pred else (), gold=work["gold"], workers=1)
+    job = c.wait_job(job.id, poll=0.05)
+    if job.state != "done":
+        raise MsbError(f"job {job.id} for {work['instance_id']} on {address}: {job.state}: {job.error}")
+    files: Dict[str, bytes] = {}
+    for model in work["models"]:
+        d = os.path.join(job.out_dir, model_dir(model), work["instance_id"])  # out_dir: <--out>/<run>
+        if os.path.isdir(d):
+            for name in sorted(os.listdir(d)):
+                with open(os.path.join(d, name), "rb") as f:
+                    files[os.path.join(model_dir(model), work["instance_id"], name)] = f.read()
+    return {"files": files, "outcomes": [r.outcome for r in job.results]}
+
+
+def _replace_dir(final: str, files: Dict[str, bytes]) -> None:
+    """Make final hold exactly files, swapped in at once."""
+    parent = os.path.dirname(final)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(final) + ".new-", dir=parent)
+    for name, data in files.items():
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    os.chmod(tmp, 0o755)
+    old = ""
+    if os.path.lexists(final):
+        old = tmp + ".old"
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old:
+        shutil.rmtree(old)
+
+
+@dataclass
+class ClusterRun:
+    """A batch run over the cluster (see the module's steps)."""
+
+    daemons: Daemons
+    dataset: str
+    run_id: str
+    out: str
+    kind: str = "evaluation"
+    #: a predictions file, or "gold" (evaluation only)
+    predictions: str = "gold"
+    spec: str = ""
+    keep_errors: bool = False
+    #: placements tried per piece of work before it is reported as failed
+    attempts: int = 3
+    progress: Optional[Callable[[str], None]] = None
+    #: what happened, for tests and logs: (event, instance, node)
+    events: List[Tuple[str, str, str]] = field(default_factory=list)
+
+    def _say(self, event: str, iid: str, node: str = "") -> None:
+        self.events.append((event, iid, node))
+        if self.progress:
+            self.progress(f"{event} {iid} {node[:12]}".rstrip())
+
+    def _works(self, any_client: Client) -> List[Work]:
+        if self.kind == "validation":
+            return [Work(iid, ["gold", "empty"]) for iid in any_client.list_instances()]
+        if self.predictions == "gold":
+            return [Work(iid, ["gold"], gold=True) for iid in any_client.list_instances()]
+        return [Work(r["instance_id"], [r["model_name_or_path"]], prediction=r)
+                for r in load_predictions(self.predictions)]
+
+    def _done(self, w: Work, spec_digest: str) -> bool:
+        """The work's results are stored in out and can be kept."""
+        for model in w.models:
+            p = os.path.join(self.out, self.run_id, model_dir(model), w.instance_id, "result.json")
+            try:
+                with open(p, encoding="utf-8") as f:
+                    res = json.load(f)
+            except (OSError, ValueError):
+                return False
+            if res.get("spec_digest") != spec_digest:
+                return False
+            if w.prediction is not None and res.get("patch_digest") != patch_digest(w.prediction["model_patch"]):
+                return False
+            if not (self.keep_errors or res.get("outcome") in ("resolved", "unresolved", "empty_patch")):
+                return False
+        return True
+
+    def run(self) -> Dict[str, Any]:
+        """Run everything not done yet, then write the summary; the summary
+        pass's report (``msb eval --json`` / ``msb validate --json``)."""
+        alive = self.daemons.alive()
+        if not alive:
+            raise MsbError("no alive node with an msb daemon")
+        c0 = Client(self.daemons.infos[alive[0]].address)
+        pending: List[Work] = []
+        for w in self._works(c0):
+            if w.prediction is not None and not (w.prediction.get("model_patch") or "").strip():
+                continue  # an empty patch is not run; the summary pass records it
+            if self._done(w, c0.get_instance(w.instance_id).spec.get("spec_digest", "")):
+                self._say("kept", w.instance_id)
+                continue
+            pending.append(w)
+        placer = Placer({nid: self.daemons.infos[nid].sandboxes for nid in alive})
+        failed: Dict[str, str] = {}
+        running: Dict[Any, Tuple[Work, Placement]] = {}
+        while pending or running:
+            self._launch(pending, running, placer, failed)
+            if not running:
+                if pending:
+                    raise MsbError(f"nothing can run: {len(pending)} pending, no node with room")
+                break
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in ready:
+                w, p = running.pop(ref)
+                self._finish(ref, w, p, placer, pending, failed)
+            self._forget_dead(placer)
+        if failed:
+            raise MsbError("work failed on every try (rerun the same run id to resume):\n  " +
+                           "\n  ".join(f"{k}: {v}" for k, v in sorted(failed.items())))
+        return self._summarize()
+
+    def _launch(self, pending: List[Work], running: Dict[Any, Tuple[Work, Placement]], placer: Placer,
+                failed: Dict[str, str]) -> None:
+        waiting: List[Work] = []
+        while pending:
+            w = pending.pop(0)
+            if not w.refs:
+                w.refs = self._refs(w, placer)
+            p = placer.place(w.refs)
+            if p is None:
+                waiting.append(w)
+                if all(n.free <= 0 for n in placer.nodes.values()):
+                    break
+                continue
+            info = self.daemons.infos[p.node]
+            if p.pull:
+                try:
+                    self.daemons.pull(p.node, p.source, p.pull)
+                    placer.learn(p.node, p.pull)
+                    self._say("pulled", w.instance_id, p.node)
+                except Exception as e:  # noqa: BLE001  the build fallback is the node's own
+                    self._say(f"pull failed ({e})", w.instance_id, p.node)
+                    p.build = p.pull
+            placer.take(p)
+            w.attempts += 1
+            task = _run_on_node.options(
+                resources={SANDBOX: 1},
+                scheduling_strategy=NodeAffinitySchedulingStrategy(p.node, soft=False))
+            ref = task.remote(info.address, self.run_id, self.kind,
+                              {"instance_id": w.instance_id, "models": w.models, "prediction": w.prediction,
+                               "gold": w.gold})
+            running[ref] = (w, p)
+            self._say("placed", w.instance_id, p.node)
+        pending[:0] = waiting
+
+    def _refs(self, w: Work, placer: Placer) -> List[str]:
+        """The instance's layer refs, and which nodes hold them."""
+        refs: List[str] = []
+        for nid in list(placer.nodes):
+            try:
+                st = self.daemons.layers(nid, w.instance_id)
+            except Exception:  # noqa: BLE001  a node that died meanwhile
+                continue
+            refs = [layer["ref"] for layer in st["layers"]]
+            placer.learn(nid, [layer["ref"] for layer in st["layers"] if layer["present"]])
+        return refs
+
+    def _finish(self, ref: Any, w: Work, p: Placement, placer: Placer, pending: List[Work],
+                failed: Dict[str, str]) -> None:
+        try:
+            out = ray.get(ref)
+        except ray.exceptions.RayTaskError as e:  # the work itself failed on a live node
+            placer.release(p.node, w.refs, ok=False)
+            self._retry(w, pending, failed, f"on {p.node[:12]}: {e}")
+            return
+        except ray.exceptions.RayError as e:  # the node (or its worker) died
+            placer.release(p.node, w.refs, ok=False)
+            self._say("lost", w.instance_id, p.node)
+            if not self.daemons.ping(p.node):
+                placer.remove(p.node)
+                self._say("node gone", "", p.node)
+            self._retry(w, pending, failed, f"node {p.node[:12]} lost: {type(e).__name__}")
+            return
+        by_dir: Dict[str, Dict[str, bytes]] = {}
+        for rel, data in out["files"].items():
+            d, name = os.path.split(rel)
+            by_dir.setdefault(d, {})[name] = data
+        for d, files in by_dir.items():
+            _replace_dir(os.path.join(self.out, self.run_id, d), files)
+        placer.release(p.node, w.refs, ok=True)
+        self._say("done", w.instance_id, p.node)
+
+    def _retry(self, w: Work, pending: List[Work], failed: Dict[str, str], why: str) -> None:
+        if w.attempts >= self.attempts:
+            failed[w.instance_id] = why
+        else:
+            pending.append(w)
+
+    def _forget_dead(self, placer: Placer) -> None:
+        up = set(self.daemons.alive())
+        for nid in list(placer.nodes):
+            if nid not in up:
+                placer.remove(nid)
+                self._say("node gone", "", nid)
+
+    def _summarize(self) -> Dict[str, Any]:
+        """The summary pass: every result is stored, nothing is evaluated."""
+        verb = "validate" if self.kind == "validation" else "eval"
+        argv = [self.daemons.cfg.msb, verb, "--dataset", self.dataset, "--run-id", self.run_id, "--out", self.out,
+                "--keep-errors", "--json", "--cache", tempfile.mkdtemp(prefix="msb-summary-cache-")]
+        if self.spec:
+            argv += ["--spec", self.spec]
+        if verb == "eval":
+            argv += ["--predictions", self.predictions]
+        t0 = time.monotonic()
+        p = subprocess.run(argv, capture_output=True, text=True)
+        shutil.rmtree(argv[argv.index("--cache") + 1], ignore_errors=True)
+        if p.returncode not in (0, 1):
+            raise MsbError(f"summary pass {' '.join(argv)}: exit {p.returncode}: {p.stderr.strip()}")
+        rep = json.loads(p.stdout)
+        results = rep.get("results") if verb == "eval" else [x for v in rep.get("validations", [])
+                                                              for x in (v["gold"], v["empty"])]
+        fresh = [r["instance_id"] for r in results or []
+                 if not r.get("resumed") and r.get("outcome") != "empty_patch"]
+        if fresh:
+            raise MsbError(f"the summary pass evaluated {fresh} again: their stored results did not match")
+        rep["summary_seconds"] = time.monotonic() - t0
+        return rep
+
+
+def evaluate(daemons: Daemons, *, dataset: str, run_id: str, out: str, predictions: str = "gold",
+             spec: str = "", keep_errors: bool = False, progress: Optional[Callable[[str], None]] = None
+             ) -> Dict[str, Any]:
+    """Evaluate predictions (a file, or "gold") over the cluster, as
+    ``msb eval`` does on one node; the run report (msb eval --json)."""
+    return ClusterRun(daemons, dataset, run_id, out, kind="evaluation", predictions=predictions, spec=spec,
+                      keep_errors=keep_errors, progress=progress).run()
+
+
+def validate(daemons: Daemons, *, dataset: str, run_id: str, out: str, spec: str = "",
+             keep_errors: bool = False, progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+    """Validate every instance over the cluster, as ``msb validate`` does."""
+    return ClusterRun(daemons, dataset, run_id, out, kind="validation", spec=spec, keep_errors=keep_errors,
+                      progress=progress).run()
