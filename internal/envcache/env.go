@@ -67,23 +67,38 @@ type envResult struct {
 
 // envLayer returns the instance's environment layer, building it once.
 func (c *Cache) envLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo) (envResult, error) {
+	res, job, err := c.envJob(ctx, r, inst, sp, base)
+	if err != nil {
+		return res, err
+	}
+	res.layer, err = c.layerOnce(ctx, r, job, EnvRef(res.key), &c.envBuilds, job.stack[:min(len(job.stack), 1)])
+	if err != nil {
+		return res, err
+	}
+	res.stack, err = c.store.Stack(res.layer)
+	return res, err
+}
+
+// envJob is the build of the instance's environment and its key (res has
+// the key and the interpreter, not yet a layer), without building it.
+func (c *Cache) envJob(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo) (envResult, buildJob, error) {
 	py, err := c.python(ctx, sp.Python, base)
 	if err != nil {
-		return envResult{}, fmt.Errorf("environment of %s: %w", inst.InstanceID, err)
+		return envResult{}, buildJob{}, fmt.Errorf("environment of %s: %w", inst.InstanceID, err)
 	}
 	res := envResult{python: py}
 	reqs, err := c.requirements(ctx, r, inst, sp)
 	if err != nil {
-		return res, err
+		return res, buildJob{}, err
 	}
 	script, err := envScript(sp, py, c.opts.SystemSitePackages, reqs)
 	if err != nil {
-		return res, &BuildError{Kind: KindEnv, EnvKey: inst.EnvironmentKey(), Reason: err.Error()}
+		return res, buildJob{}, &BuildError{Kind: KindEnv, EnvKey: inst.EnvironmentKey(), Reason: err.Error()}
 	}
 	wh := ""
 	if c.opts.Wheelhouse != "" {
 		if wh, err = listingDigest(c.opts.Wheelhouse); err != nil {
-			return res, fmt.Errorf("wheelhouse: %w", err)
+			return res, buildJob{}, fmt.Errorf("wheelhouse: %w", err)
 		}
 	}
 	res.key = digestJSON(envKeyInput{Format: FormatVersion, Base: base.keyStr, Python: py.Path, PythonVersion: py.Version, Script: script, Wheelhouse: wh, IndexDate: sp.IndexDate})
@@ -94,15 +109,10 @@ func (c *Cache) envLayer(ctx context.Context, r *run, inst dataset.Instance, sp 
 	}
 	if !base.host {
 		if job.stack, err = c.store.Stack(base.layer); err != nil {
-			return res, fmt.Errorf("reading the base layer: %w", err)
+			return res, job, fmt.Errorf("reading the base layer: %w", err)
 		}
 	}
-	res.layer, err = c.layerOnce(ctx, r, job, EnvRef(res.key), &c.envBuilds, job.stack[:min(len(job.stack), 1)])
-	if err != nil {
-		return res, err
-	}
-	res.stack, err = c.store.Stack(res.layer)
-	return res, err
+	return res, job, nil
 }
 
 // layerOnce returns the layer under ref, building it with job (under the

@@ -64,11 +64,10 @@ func installScript(sp spec.Spec) string {
 // like every layer (identical outputs are one layer). ok is false when the
 // spec has no install steps.
 func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
-	script := installScript(sp)
+	key, script := installKey(inst, sp, env.key, scmEnv)
 	if script == "" {
 		return "", id, false, nil
 	}
-	key = digestJSON(installKeyInput{Format: FormatVersion, EnvKey: env.key, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate})
 	// bottom first: base, environment, repository; the store's stacks are topmost first
 	stack := []store.LayerID{repoID}
 	stack = append(stack, env.stack...)
@@ -79,4 +78,14 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 	}
 	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
 	return key, id, err == nil, err
+}
+
+// installKey is the key of the instance's install layer and its script;
+// both are "" when the spec has no install steps.
+func installKey(inst dataset.Instance, sp spec.Spec, envKey string, scmEnv []string) (key, script string) {
+	script = installScript(sp)
+	if script == "" {
+		return "", ""
+	}
+	return digestJSON(installKeyInput{Format: FormatVersion, EnvKey: envKey, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate}), script
 }

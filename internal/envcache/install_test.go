@@ -1,6 +1,7 @@
 package envcache
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,16 @@ func TestInstallLayer(t *testing.T) {
 	// A second prepare reuses it.
 	if p2 := prepare(t, c, inst, installSpec(true)); !p2.Reused || p2.InstallLayer != p.InstallLayer {
 		t.Fatalf("second prepare: %+v", p2)
+	}
+	// Layers names the same three refs, all present.
+	sts, err := c.Layers(context.Background(), inst, installSpec(true))
+	if err != nil || len(sts) != len(want) {
+		t.Fatalf("layers: %v %+v", err, sts)
+	}
+	for i, st := range sts {
+		if st.Ref != want[i] || !st.Present || c.Store().TreePath(st.Layer) != p.Layers[i] {
+			t.Fatalf("layer %d: %+v, want %s at %s", i, st, want[i], p.Layers[i])
+		}
 	}
 }
 

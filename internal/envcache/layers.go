@@ -2,6 +2,7 @@ package envcache
 
 import (
 	"context"
+	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/spec"
@@ -18,25 +19,32 @@ type LayerStatus struct {
 }
 
 // Layers lists the layers a task sandbox of inst is made of, its
-// environment then its repository commit, and which of them this store
-// holds, without building or fetching anything. When all are present,
-// Prepare builds nothing; a missing one can be pulled by its ref from a
-// node whose cache holds it (Cache.Pull on the engine), since the refs are
-// the same on every node of the same base and interpreter.
+// environment, its repository commit and its install layer (when the spec
+// has install steps), and which of them this store holds, without building
+// anything (the repository's mirror is fetched when the keys need it).
+// When all are present, Prepare builds nothing; a missing one can be pulled
+// by its ref from a node whose cache holds it (Cache.Pull on the engine),
+// since the refs are the same on every node of the same base and
+// interpreter.
 func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec) ([]LayerStatus, error) {
 	base, err := c.base()
 	if err != nil {
 		return nil, err
 	}
-	py, err := c.python(ctx, sp.Python, base)
+	r := &run{inst: inst.InstanceID, timings: map[string]time.Duration{}}
+	env, _, err := c.envJob(ctx, r, inst, sp, base)
 	if err != nil {
 		return nil, err
 	}
-	key, err := c.envKey(inst, sp, base, py)
-	if err != nil {
-		return nil, err
+	refs := []string{EnvRef(env.key), RepoRef(inst.Repo, inst.BaseCommit)}
+	if installScript(sp) != "" {
+		// the install key has the version git describe gives in the mirror
+		if _, err := c.mirror(ctx, r, inst, inst.BaseCommit); err != nil {
+			return nil, err
+		}
+		key, _ := installKey(inst, sp, env.key, c.scmEnv(ctx, inst))
+		refs = append(refs, InstallRef(key))
 	}
-	refs := []string{EnvRef(key), RepoRef(inst.Repo, inst.BaseCommit)}
 	out := make([]LayerStatus, 0, len(refs))
 	for _, ref := range refs {
 		st := LayerStatus{Ref: ref}
