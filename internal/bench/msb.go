@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// msbMethod makes a task the way the engine does: Prepare (the cached
+// layers looked up and leased), a sandbox over them, and, with session, a
+// persistent shell that takes the commands; otherwise each command runs in
+// a fresh bash -c (Exec).
+type msbMethod struct {
+	rt      *sandbox.Runtime
+	wl      *workload
+	session bool
+}
+
+func (m *msbMethod) name() string { return MethodMSB }
+
+func (m *msbMethod) files() []string {
+	fs := []string{m.rt.Exe()}
+	if m.wl.cache != nil {
+		fs = append(fs, m.wl.cache.Store().Root())
+	}
+	return fs
+}
+
+func (m *msbMethod) create(ctx context.Context, i int) (task, error) {
+	cfg := sandbox.Config{HostBase: true}
+	release := func() error { return nil }
+	if m.wl.cache != nil {
+		p, err := m.wl.cache.Prepare(ctx, m.wl.instance(i), m.wl.spec, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg, release = p.SandboxConfig(), p.Release
+	}
+	sb, err := m.rt.Create(ctx, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	t := &msbTask{sb: sb, release: release}
+	if m.session {
+		t.session = "bench"
+		if err := sb.OpenSession(ctx, t.session, sandbox.SessionOptions{}); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+type msbTask struct {
+	sb      *sandbox.Sandbox
+	session string // "" runs each command with Exec
+	release func() error
+}
+
+func (t *msbTask) run(ctx context.Context, command string) error {
+	req := session.ExecRequest{Command: command, Timeout: commandTimeout}
+	var res session.Result
+	var err error
+	if t.session != "" {
+		res, err = t.sb.SessionExec(ctx, t.session, req)
+	} else {
+		res, err = t.sb.Exec(ctx, req)
+	}
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitError(res.ExitCode, res.Output)
+	}
+	return nil
+}
+
+func (t *msbTask) close() error { return errors.Join(t.sb.Close(), t.release()) }
+
+func (t *msbTask) pids() []int { return []int{t.sb.InitPid()} }
+
+// dirs is the sandbox's state dir (its upper and work dirs).
+func (t *msbTask) dirs(context.Context) ([]string, error) {
+	return []string{filepath.Dir(t.sb.UpperDir())}, nil
+}
