@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,16 +22,18 @@ type CacheStat struct {
 }
 
 // DropCache evicts the page cache of every regular file under paths (each
-// inode once, never crossing into another mount): dirty pages are written
-// back first, then POSIX_FADV_DONTNEED drops the clean ones. Only these
-// files lose their cache, so a cold trial of one method leaves the other
-// methods and the rest of the machine warm. Pages a running process has
-// mapped stay; dentries and inodes stay too (only a machine-wide
-// drop_caches removes them).
-func DropCache(paths []string) (CacheStat, error) {
-	return walkFiles(paths, func(f *os.File, size int64, st *CacheStat) error {
-		if err := unix.Fdatasync(int(f.Fd())); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("fdatasync %s: %w", f.Name(), err)
+// inode once, never crossing into another mount): sync_file_range writes
+// the file's dirty pages back (without the disk cache flush an fsync
+// costs, so a clean file costs nothing), then POSIX_FADV_DONTNEED drops
+// them. Only these files lose their cache, so a cold trial of one method
+// leaves the other methods and the rest of the machine warm. Pages a
+// running process has mapped stay, and so do dentries and inodes (only a
+// machine-wide drop_caches removes those).
+func DropCache(ctx context.Context, paths []string) (CacheStat, error) {
+	return walkFiles(ctx, paths, func(f *os.File, size int64, st *CacheStat) error {
+		const wait = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+		if err := unix.SyncFileRange(int(f.Fd()), 0, 0, wait); err != nil {
+			return fmt.Errorf("sync_file_range %s: %w", f.Name(), err)
 		}
 		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 			return fmt.Errorf("fadvise %s: %w", f.Name(), err)
@@ -41,8 +44,8 @@ func DropCache(paths []string) (CacheStat, error) {
 
 // Resident reports how much of the files under paths is in the page cache
 // (mincore of a mapping of each file).
-func Resident(paths []string) (CacheStat, error) {
-	return walkFiles(paths, func(f *os.File, size int64, st *CacheStat) error {
+func Resident(ctx context.Context, paths []string) (CacheStat, error) {
+	return walkFiles(ctx, paths, func(f *os.File, size int64, st *CacheStat) error {
 		n, err := residentBytes(f, size)
 		st.Resident += n
 		return err
@@ -74,9 +77,9 @@ func residentBytes(f *os.File, size int64) (int64, error) {
 
 // walkFiles opens every regular file under paths once per inode and calls
 // fn on it.
-func walkFiles(paths []string, fn func(f *os.File, size int64, st *CacheStat) error) (CacheStat, error) {
+func walkFiles(ctx context.Context, paths []string, fn func(f *os.File, size int64, st *CacheStat) error) (CacheStat, error) {
 	var st CacheStat
-	err := walkInodes(paths, func(p string, fi fs.FileInfo) error {
+	err := walkInodes(ctx, paths, func(p string, fi fs.FileInfo) error {
 		if !fi.Mode().IsRegular() {
 			return nil
 		}
@@ -99,7 +102,7 @@ func walkFiles(paths []string, fn func(f *os.File, size int64, st *CacheStat) er
 // inode once.
 func diskBytes(paths ...string) (int64, error) {
 	var total int64
-	err := walkInodes(paths, func(_ string, fi fs.FileInfo) error {
+	err := walkInodes(context.Background(), paths, func(_ string, fi fs.FileInfo) error {
 		total += fi.Sys().(*syscall.Stat_t).Blocks * 512
 		return nil
 	})
@@ -110,8 +113,8 @@ func diskBytes(paths ...string) (int64, error) {
 // skipped), without following symlinks or crossing into another mount (a
 // running container's merged dir would count its image twice). What
 // vanishes or cannot be read during the walk (a sandbox's overlay work
-// dir) is skipped.
-func walkInodes(paths []string, fn func(p string, fi fs.FileInfo) error) error {
+// dir) is skipped. It stops when ctx ends.
+func walkInodes(ctx context.Context, paths []string, fn func(p string, fi fs.FileInfo) error) error {
 	type ino struct{ dev, ino uint64 }
 	seen := map[ino]bool{}
 	for _, root := range paths {
@@ -124,6 +127,9 @@ func walkInodes(paths []string, fn func(p string, fi fs.FileInfo) error) error {
 		}
 		rdev := rfi.Sys().(*syscall.Stat_t).Dev
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 					return nil

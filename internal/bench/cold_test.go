@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"crypto/rand"
 	"os"
 	"path/filepath"
@@ -43,21 +44,22 @@ func TestDropCache(t *testing.T) {
 	if _, err := os.ReadFile(a); err != nil {
 		t.Fatal(err)
 	}
-	before, err := Resident([]string{dir})
+	ctx := context.Background()
+	before, err := Resident(ctx, []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if before.Files != 1 || before.Bytes != int64(len(data)) || before.Resident == 0 {
 		t.Fatalf("before the drop: %+v (want one file of %d bytes, some of it resident)", before, len(data))
 	}
-	st, err := DropCache([]string{dir, filepath.Join(dir, "missing")})
+	st, err := DropCache(ctx, []string{dir, filepath.Join(dir, "missing")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Files != 1 {
 		t.Fatalf("dropped %d files, want 1", st.Files)
 	}
-	after, err := Resident([]string{dir})
+	after, err := Resident(ctx, []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}

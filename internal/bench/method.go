@@ -17,9 +17,9 @@ type method interface {
 	// create makes task i (an instance index, modulo the workload's
 	// instances) ready to take a command.
 	create(ctx context.Context, i int) (task, error)
-	// files are the method's own files: what a cold trial evicts from the
-	// page cache first.
-	files() []string
+	// files are the method's own files that task i reads: what a cold
+	// trial evicts from the page cache first.
+	files(ctx context.Context, i int) ([]string, error)
 }
 
 // task is one live task of a method.

@@ -21,12 +21,14 @@ type msbMethod struct {
 
 func (m *msbMethod) name() string { return MethodMSB }
 
-func (m *msbMethod) files() []string {
+// files are the sandbox binary and the task's layers (their trees are
+// hard links to the store's objects).
+func (m *msbMethod) files(_ context.Context, i int) ([]string, error) {
 	fs := []string{m.rt.Exe()}
-	if m.wl.cache != nil {
-		fs = append(fs, m.wl.cache.Store().Root())
+	if !m.wl.bare() {
+		fs = append(fs, m.wl.envTree, m.wl.repoTrees[i%len(m.wl.insts)])
 	}
-	return fs
+	return fs, nil
 }
 
 func (m *msbMethod) create(ctx context.Context, i int) (task, error) {

@@ -51,14 +51,15 @@ var paperTools = []string{"tar", "gzip", "unshare", "mount", "chroot", "rm"}
 
 func (m *paperMethod) name() string { return MethodPaper }
 
-func (m *paperMethod) files() []string {
-	fs := append([]string{}, m.wl.paperTars...)
+// files are the task's tarballs and the programs the mechanism runs.
+func (m *paperMethod) files(_ context.Context, i int) ([]string, error) {
+	fs := m.wl.paperTarballs(i)
 	for _, t := range paperTools {
 		if p, err := exec.LookPath(t); err == nil {
 			fs = append(fs, p)
 		}
 	}
-	return fs
+	return fs, nil
 }
 
 func (m *paperMethod) create(ctx context.Context, i int) (task, error) {

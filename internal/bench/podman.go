@@ -275,14 +275,18 @@ type podmanMethod struct {
 
 func (m *podmanMethod) name() string { return MethodPodman }
 
-func (m *podmanMethod) files() []string {
-	fs := []string{m.pm.graphRoot()}
+// files are the layers of the task's image and the programs podman runs.
+func (m *podmanMethod) files(ctx context.Context, i int) ([]string, error) {
+	fs, err := m.pm.imageDirs(ctx, m.wl.podmanImage(i))
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range []string{"podman", "conmon", m.pm.runtime} {
 		if p, err := exec.LookPath(t); err == nil {
 			fs = append(fs, p)
 		}
 	}
-	return fs
+	return fs, nil
 }
 
 func containerName() string {

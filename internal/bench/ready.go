@@ -28,18 +28,23 @@ func (b *bencher) ready(ctx context.Context, w *workload) {
 	caches := []string{Warm}
 	if b.o.Cold {
 		caches = []string{Cold, Warm}
-		b.checkDrop(ms)
+		b.checkDrop(ctx, w, ms)
 	}
 	byName, names := index(ms)
 	failed := interleave(ctx, b.o.Rounds, b.o.Warmup, names, func(ctx context.Context, round, slot int, name string) error {
 		m := byName[name]
 		for _, c := range caches {
+			i := max(round, 0)
 			if c == Cold {
-				if _, err := DropCache(m.files()); err != nil {
+				fs, err := m.files(ctx, i)
+				if err != nil {
+					return err
+				}
+				if _, err := DropCache(ctx, fs); err != nil {
 					return err
 				}
 			}
-			l, err := lifeOf(ctx, m, max(round, 0), w.answer, w.task)
+			l, err := lifeOf(ctx, m, i, w.answer, w.task)
 			if err != nil {
 				return err
 			}
@@ -97,21 +102,24 @@ func lifeOf(ctx context.Context, m method, i int, answer, task string) (life, er
 	return life{create: t1.Sub(t0), answer: t2.Sub(t1), task: t3.Sub(t2), close: t4.Sub(t3)}, nil
 }
 
-// checkDrop drops each method's files once and notes how much of them
+// checkDrop drops each method's files of task 0 once and notes how much
 // stayed resident: the evidence that a cold trial is cold.
-func (b *bencher) checkDrop(ms []method) {
+func (b *bencher) checkDrop(ctx context.Context, w *workload, ms []method) {
 	for _, m := range ms {
-		if _, err := DropCache(m.files()); err != nil {
+		fs, err := m.files(ctx, 0)
+		if err == nil {
+			_, err = DropCache(ctx, fs)
+		}
+		var st CacheStat
+		if err == nil {
+			st, err = Resident(ctx, fs)
+		}
+		if err != nil {
 			b.note("failed", "dropping the page cache of %s's files: %v", m.name(), err)
 			continue
 		}
-		st, err := Resident(m.files())
-		if err != nil {
-			b.note("failed", "checking the page cache of %s's files: %v", m.name(), err)
-			continue
-		}
-		b.note("", "cold trials: %s's own files: %d files, %.1f MiB; %.2f MiB resident right after the drop (mapped by running processes)",
-			m.name(), st.Files, mib(st.Bytes), mib(st.Resident))
+		b.note("", "cold trials of %s, %s: its own files of a task: %d files, %.1f MiB; %.2f MiB resident right after the drop (pages mapped by running processes stay)",
+			w.name, m.name(), st.Files, mib(st.Bytes), mib(st.Resident))
 	}
 }
 

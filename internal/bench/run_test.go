@@ -10,19 +10,18 @@ import (
 	"time"
 )
 
-// TestRunSmall runs every measure for real, at a tiny size, on the bare
-// and synthetic workloads against the paper's mechanism (podman is not
-// part of the test suite's machine), and checks that every comparison
-// produced its samples, interleaved, and left nothing behind.
-func TestRunSmall(t *testing.T) {
+// run runs o for real with a test runtime and a fresh work dir, fails on
+// any failure the report lists, writes the report and checks that nothing
+// was left behind. It returns the samples counted by key, and the slots
+// each key's samples ran in.
+func run(t *testing.T, o Options) (*Report, map[Key]int, map[Key]map[int]bool) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("runs real sandboxes and builds two venvs")
+		t.Skip("runs real sandboxes")
 	}
 	rt := testRuntime(t)
-	work := t.TempDir()
-	o := Options{Work: work, Workloads: []string{WorkloadBare, WorkloadSynthetic}, Rounds: 2, Warmup: 1, Cold: true,
-		Instances: 2, DiskNs: []int{1, 2}, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2,
-		RoundTrips: 20, Density: 3, PrepInstances: 2, Files: 30, FileSize: 256}
+	o.Work = t.TempDir()
+	o.Progress = func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, rt, o)
@@ -38,7 +37,7 @@ func TestRunSmall(t *testing.T) {
 	count := map[Key]int{}
 	slots := map[Key]map[int]bool{}
 	for _, s := range rep.Samples {
-		if s.Value <= 0 && s.Measure != MeasurePSS {
+		if s.Value <= 0 && s.Phase != PhaseMemAvail && s.Phase != PhaseHost {
 			t.Errorf("sample %+v is not positive", s)
 		}
 		count[s.Key]++
@@ -47,58 +46,13 @@ func TestRunSmall(t *testing.T) {
 		}
 		slots[s.Key][s.Slot] = true
 	}
-	want := func(k Key, n int) {
-		t.Helper()
-		if count[k] != n {
-			t.Errorf("%+v: %d samples, want %d", k, count[k], n)
-		}
-	}
-	for _, w := range []string{WorkloadBare, WorkloadSynthetic} {
-		for _, m := range []string{MethodMSB, MethodPaper} {
-			for _, c := range []string{Warm, Cold} {
-				for _, ph := range []string{"create", "answer", "ready", "close", "cycle"} {
-					want(Key{MeasureReady, w, m, ph, c, ""}, o.Rounds)
-				}
-				tasks := 0 // the bare workload has no real task
-				if w == WorkloadSynthetic {
-					tasks = o.Rounds
-				}
-				want(Key{MeasureReady, w, m, "task", c, ""}, tasks)
-			}
-			// two rounds of two methods: each ran first once and second once
-			if s := slots[Key{MeasureReady, w, m, "ready", Warm, ""}]; !s[0] || !s[1] {
-				t.Errorf("%s %s ran in slots %v, want 0 and 1", w, m, s)
-			}
-			for _, wk := range []string{"workers=1", "workers=2"} {
-				want(Key{MeasureThroughput, w, m, "cycle", Warm, wk}, o.ThroughputRounds)
-			}
-		}
-	}
-	for _, m := range []string{MethodRaw, MethodMSBHost, MethodMSB, MethodPaper} {
-		want(Key{MeasureRoundTrip, WorkloadBare, m, PhaseSession, Warm, ""}, o.RoundTrips)
-	}
-	for _, m := range []string{MethodRaw, MethodMSB} {
-		want(Key{MeasureRoundTrip, WorkloadBare, m, PhaseExec, Warm, ""}, o.RoundTrips)
-	}
-	for _, m := range []string{MethodMSB, MethodPaper} {
-		want(Key{MeasurePSS, WorkloadBare, m, PhasePSS, "", "n=3"}, 3)
-		want(Key{MeasurePSS, WorkloadBare, m, PhaseTop, "", "n=3"}, 3)
-		for _, n := range []string{"n=1", "n=2"} {
-			want(Key{MeasureDisk, WorkloadSynthetic, m, PhaseTotal, "", n}, 1)
-			want(Key{MeasureDisk, WorkloadSynthetic, m, PhaseTasks, "", n}, 1)
-		}
-		want(Key{MeasurePrep, WorkloadSynthetic, m, PhaseEnv, "", ""}, 1)
-		want(Key{MeasurePrep, WorkloadSynthetic, m, PhaseInstance, "", ""}, 1)
-	}
-	want(Key{MeasureDisk, WorkloadSynthetic, MethodMSB, PhaseMirror, "", "n=2"}, 1)
-	want(Key{MeasureDisk, WorkloadSynthetic, MethodPaper, PhaseTarballs, "", "n=2"}, 1)
 
 	out := filepath.Join(t.TempDir(), "out")
 	files, err := rep.Write(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"samples.csv", "summary.csv", "summary.txt", "summary.md", "report.json", "ready-synthetic-warm.png", "disk-synthetic.png"} {
+	for _, f := range []string{"samples.csv", "summary.csv", "summary.txt", "summary.md", "report.json"} {
 		if !slices.Contains(files, filepath.Join(out, f)) {
 			t.Errorf("%s not written (wrote %v)", f, files)
 		}
@@ -108,17 +62,14 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	back, err := ReadCSV(f)
-	if err != nil || len(back) != len(rep.Samples) {
+	if back, err := ReadCSV(f); err != nil || len(back) != len(rep.Samples) {
 		t.Fatalf("samples.csv holds %d samples (%v), the report %d", len(back), err, len(rep.Samples))
 	}
 
-	// nothing left: no task dirs of the paper, no sandbox state
-	if left, _ := os.ReadDir(filepath.Join(work, "tasks")); len(left) > 0 {
-		t.Errorf("task dirs left behind: %v", left)
-	}
-	if left, _ := os.ReadDir(filepath.Join(work, "prep")); len(left) > 0 {
-		t.Errorf("preparation dirs left behind: %v", left)
+	for _, d := range []string{"tasks", "prep"} {
+		if left, _ := os.ReadDir(filepath.Join(o.Work, d)); len(left) > 0 {
+			t.Errorf("left behind in %s: %v", d, left)
+		}
 	}
 	states, _ := os.ReadDir(rt.StateDir())
 	for _, s := range states {
@@ -126,4 +77,74 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("sandbox state left behind: %s", s.Name())
 		}
 	}
+	return rep, count, slots
+}
+
+func wantSamples(t *testing.T, count map[Key]int, k Key, n int) {
+	t.Helper()
+	if count[k] != n {
+		t.Errorf("%+v: %d samples, want %d", k, count[k], n)
+	}
+}
+
+// TestRunBare runs the sandbox comparisons for real, at a tiny size,
+// against the paper's mechanism and the raw shells (podman is not on the
+// test machine).
+func TestRunBare(t *testing.T) {
+	o := Options{Workloads: []string{WorkloadBare}, Measures: []string{MeasureReady, MeasureThroughput, MeasureRoundTrip, MeasurePSS},
+		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3}
+	_, count, slots := run(t, o)
+	for _, m := range []string{MethodMSB, MethodPaper} {
+		for _, c := range []string{Warm, Cold} {
+			for _, ph := range []string{"create", "answer", "ready", "close", "cycle"} {
+				wantSamples(t, count, Key{MeasureReady, WorkloadBare, m, ph, c, ""}, o.Rounds)
+			}
+			wantSamples(t, count, Key{MeasureReady, WorkloadBare, m, "task", c, ""}, 0) // no real task in the bare workload
+		}
+		// two rounds of two methods: each ran first once and second once
+		if s := slots[Key{MeasureReady, WorkloadBare, m, "ready", Warm, ""}]; !s[0] || !s[1] {
+			t.Errorf("%s ran in slots %v, want 0 and 1", m, s)
+		}
+		for _, w := range []string{"workers=1", "workers=2"} {
+			wantSamples(t, count, Key{MeasureThroughput, WorkloadBare, m, "cycle", Warm, w}, o.ThroughputRounds)
+		}
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhasePSS, "", "n=3"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseTop, "", "n=3"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseMemAvail, "", "n=3"}, 1)
+	}
+	wantSamples(t, count, Key{MeasurePSS, WorkloadBare, MethodMSB, PhaseHost, "", "n=3"}, 1)
+	for _, m := range []string{MethodRaw, MethodMSBHost, MethodMSB, MethodPaper} {
+		wantSamples(t, count, Key{MeasureRoundTrip, WorkloadBare, m, PhaseSession, Warm, ""}, o.RoundTrips)
+	}
+	for _, m := range []string{MethodRaw, MethodMSB} {
+		wantSamples(t, count, Key{MeasureRoundTrip, WorkloadBare, m, PhaseExec, Warm, ""}, o.RoundTrips)
+	}
+}
+
+// TestRunSynthetic runs the repository comparisons for real on a tiny
+// generated repository: task ready with the real task's command, disk,
+// and first-time preparation (which builds two more venvs).
+func TestRunSynthetic(t *testing.T) {
+	o := Options{Workloads: []string{WorkloadSynthetic}, Measures: []string{MeasureReady, MeasureDisk, MeasurePrep},
+		Rounds: 1, Cold: true, Instances: 2, DiskNs: []int{1, 2}, PrepInstances: 2, Files: 30, FileSize: 256}
+	rep, count, _ := run(t, o)
+	if len(rep.Workloads) != 1 || rep.Workloads[0].Instances != 2 || !strings.Contains(rep.Workloads[0].Task, "import pkg00") {
+		t.Errorf("workloads %+v", rep.Workloads)
+	}
+	for _, m := range []string{MethodMSB, MethodPaper} {
+		for _, c := range []string{Warm, Cold} {
+			for _, ph := range []string{"create", "answer", "ready", "task", "close", "cycle"} {
+				wantSamples(t, count, Key{MeasureReady, WorkloadSynthetic, m, ph, c, ""}, o.Rounds)
+			}
+		}
+		for _, n := range []string{"n=1", "n=2"} {
+			wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, m, PhaseTotal, "", n}, 1)
+			wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, m, PhaseTasks, "", n}, 1)
+		}
+		wantSamples(t, count, Key{MeasurePrep, WorkloadSynthetic, m, PhaseEnv, "", ""}, 1)
+		wantSamples(t, count, Key{MeasurePrep, WorkloadSynthetic, m, PhaseInstance, "", ""}, 1)
+	}
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodMSB, PhaseLayers, "", "n=2"}, 1)
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodMSB, PhaseMirror, "", "n=2"}, 1)
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodPaper, PhaseTarballs, "", "n=2"}, 1)
 }
