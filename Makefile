@@ -24,9 +24,12 @@ test: build vet
 test-short: build
 	$(GO) test -count=1 -short ./...
 
+# Go micro-benchmarks, then the harness against the baselines (docs/bench.md);
+# e.g. BENCH_FLAGS="--repo-source psf/requests=/srv/repos/requests.git".
+BENCH_FLAGS ?=
 bench: build
 	$(GO) test -run XXX -bench . -benchtime 200x ./internal/sandbox/ ./internal/session/
-	./bin/msb bench sandbox
+	./bin/msb bench $(BENCH_FLAGS)
 
 vet:
 	$(GO) vet ./...

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -47,6 +49,9 @@ type benchFlags struct {
 	out    string
 	source string
 	podman bool
+	// profiles of this process, where msb's host side (Prepare, Create,
+	// Close) runs
+	cpuProfile, trace string
 }
 
 func (f *benchFlags) register(fs *pflag.FlagSet) {
@@ -76,6 +81,41 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter the environments are built with")
 	fs.BoolVar(&f.podman, "podman", true, "compare with podman (skipped, and said so, when it is not installed)")
 	fs.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (msb's host side) to FILE (go tool pprof)")
+	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to FILE (go tool trace)")
+}
+
+// profile starts the profiles asked for and returns what stops them.
+func (f *benchFlags) profile() (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if f.cpuProfile != "" {
+		out, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return stop, err
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			out.Close()
+			return stop, fmt.Errorf("cpu profile: %w", err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
+	}
+	if f.trace != "" {
+		out, err := os.Create(f.trace)
+		if err != nil {
+			return stop, err
+		}
+		if err := trace.Start(out); err != nil {
+			out.Close()
+			return stop, fmt.Errorf("trace: %w", err)
+		}
+		stops = append(stops, func() { trace.Stop(); out.Close() })
+	}
+	return stop, nil
 }
 
 func defaultBenchWork() string {
@@ -129,7 +169,13 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	}
 	o.Logger = g.logger()
 	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
+	stop, err := f.profile()
+	if err != nil {
+		stop()
+		return err
+	}
 	rep, err := bench.Run(cmd.Context(), rt, o)
+	stop()
 	if rep == nil {
 		return err
 	}
