@@ -20,9 +20,11 @@ type Options struct {
 	// msb caches, the paper's tarballs, podman's storage and base rootfs.
 	Work string
 	// Measures to run (default AllMeasures) on Workloads (default bare,
-	// synthetic and the real one when Real.Source is set).
+	// synthetic and the real one when Real.Source is set), with Methods
+	// (default all: msb, paper, podman, and raw and msb-host in round trips).
 	Measures  []string
 	Workloads []string
+	Methods   []string
 	// Rounds of the ready comparison (after Warmup rounds not recorded);
 	// Cold adds a cold trial before each warm one.
 	Rounds, Warmup int
@@ -160,6 +162,11 @@ func (b *bencher) logf(format string, args ...any) {
 }
 
 func (b *bencher) wants(measure string) bool { return slices.Contains(b.o.Measures, measure) }
+
+// uses reports whether the run compares method.
+func (b *bencher) uses(method string) bool {
+	return len(b.o.Methods) == 0 || slices.Contains(b.o.Methods, method)
+}
 
 // Run runs the measures of o with rt and returns the report; a method that
 // fails is reported in Report.Failures and the rest goes on.
@@ -305,13 +312,14 @@ func (b *bencher) setup(ctx context.Context, w *workload) error {
 	return nil
 }
 
-// methods are the methods of a workload's comparison.
+// methods are the methods of a workload's comparison; session makes
+// msb's tasks run their commands in a session.
 func (b *bencher) methods(w *workload, session bool) []method {
 	ms := []method{&msbMethod{rt: b.rt, wl: w, session: session}, &paperMethod{wl: w, tasks: b.tasksDir(), rootless: b.rt.Rootless()}}
 	if b.pm != nil && (w.bare() || w.podmanReady) {
 		ms = append(ms, &podmanMethod{pm: b.pm, wl: w})
 	}
-	return ms
+	return slices.DeleteFunc(ms, func(m method) bool { return !b.uses(m.name()) })
 }
 
 // tasksDir is where the paper's task dirs are made.

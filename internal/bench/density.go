@@ -23,11 +23,7 @@ const (
 // chroot shell; podman: the container's bash under conmon), and records
 // each task's PSS.
 func (b *bencher) density(ctx context.Context, w *workload) {
-	ms := []method{&msbMethod{rt: b.rt, wl: w, session: true}, &paperMethod{wl: w, tasks: b.tasksDir(), rootless: b.rt.Rootless()}}
-	if b.pm != nil {
-		ms = append(ms, &podmanMethod{pm: b.pm, wl: w})
-	}
-	byName, names := index(ms)
+	byName, names := index(b.methods(w, true))
 	failed := interleave(ctx, 1, 0, names, func(ctx context.Context, round, slot int, name string) error {
 		return b.hold(ctx, w, byName[name], round, slot)
 	})

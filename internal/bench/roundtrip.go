@@ -52,7 +52,7 @@ func (b *bencher) roundTrips(ctx context.Context, w *workload) {
 		var ts []tripper
 		var names []string
 		for _, t := range trippers {
-			if t.phase == phase {
+			if t.phase == phase && b.uses(t.method) {
 				ts, names = append(ts, t), append(names, t.method)
 			}
 		}

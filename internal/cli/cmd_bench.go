@@ -60,6 +60,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.out, "out", "msb-bench-out", "where the tables, CSV files and PNG plots are written")
 	fs.StringSliceVar(&o.Measures, "measures", nil, "measures to run (default all): "+strings.Join(bench.AllMeasures, ","))
 	fs.StringSliceVar(&o.Workloads, "workloads", nil, "workloads: bare, synthetic, real (default all three; real needs --repo-source)")
+	fs.StringSliceVar(&o.Methods, "methods", nil, "methods compared (default all): msb, paper, podman, raw, msb-host")
 	fs.IntVar(&o.Rounds, "rounds", 20, "interleaved rounds of the task-ready comparison")
 	fs.IntVar(&o.Warmup, "warmup", 1, "rounds run first and not recorded")
 	fs.BoolVar(&o.Cold, "cold", true, "add a cold trial (the method's own files dropped from the page cache) before each warm one")
