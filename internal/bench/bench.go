@@ -208,31 +208,25 @@ func (b *bencher) finish() *Report {
 	return b.report
 }
 
-// measure runs one measure on one workload, if it applies.
+// measure runs one measure on one workload, if it applies: round trips
+// and PSS on the bare workload, disk and preparation on repositories.
 func (b *bencher) measure(ctx context.Context, m string, w *workload) {
-	b.logf("%s: %s", m, w.name)
+	run := map[string]func(context.Context, *workload){
+		MeasureReady: b.ready, MeasureThroughput: b.throughput, MeasureRoundTrip: b.roundTrips,
+		MeasurePSS: b.density, MeasureDisk: b.disk, MeasurePrep: b.prep,
+	}[m]
 	switch m {
-	case MeasureReady:
-		b.ready(ctx, w)
-	case MeasureThroughput:
-		b.throughput(ctx, w)
-	case MeasureRoundTrip:
-		if w.bare() {
-			b.roundTrips(ctx, w)
-		}
-	case MeasurePSS:
-		if w.bare() {
-			b.density(ctx, w)
-		}
-	case MeasureDisk:
+	case MeasureRoundTrip, MeasurePSS:
 		if !w.bare() {
-			b.disk(ctx, w)
+			return
 		}
-	case MeasurePrep:
-		if !w.bare() {
-			b.prep(ctx, w)
+	case MeasureDisk, MeasurePrep:
+		if w.bare() {
+			return
 		}
 	}
+	b.logf("%s: %s", m, w.name)
+	run(ctx, w)
 }
 
 // preflight finds what this host lacks for the baselines and says so.

@@ -51,6 +51,9 @@ func (b *bencher) prep(ctx context.Context, w *workload) {
 	by := map[string]preparer{}
 	var names []string
 	for _, p := range ps {
+		if !b.uses(p.method) {
+			continue
+		}
 		by[p.method], names = p, append(names, p.method)
 		defer p.cleanup()
 	}
@@ -171,12 +174,29 @@ func (m *paperMethod) build(ctx context.Context, task, script string) error {
 }
 
 // podmanEnvBuild builds the environment in a RUN step FROM the base image,
-// with the instance's /testbed bound (writes discarded) and the host's
-// network, the way SWE-bench's env images run their setup script.
+// the way SWE-bench's env images run their setup script: a copy of the
+// checkout at /testbed (a bind mount would take the install's writes back
+// into the build context, and the instance image copies that), the install
+// steps, the copy removed in the same step so no layer holds it.
 func podmanEnvBuild(from string) string {
-	return fmt.Sprintf("FROM %s\nRUN --mount=type=bind,source=testbed,target=%s,rw --mount=type=bind,source=msb-install.sh,target=/msb-install.sh "+
-		"PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 bash /msb-install.sh\nENV PATH=%s/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin VIRTUAL_ENV=%s\nWORKDIR %s\n",
-		from, envcache.Testbed, envcache.VenvPath, envcache.VenvPath, envcache.Testbed)
+	return fmt.Sprintf("FROM %s\nRUN --mount=type=bind,source=.,target=/msb-build cp -a /msb-build/testbed %s && "+
+		"PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 bash /msb-build/msb-install.sh && rm -rf %s\n"+
+		"ENV PATH=%s/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin VIRTUAL_ENV=%s\nWORKDIR %s\n",
+		from, envcache.Testbed, envcache.Testbed, envcache.VenvPath, envcache.VenvPath, envcache.Testbed)
+}
+
+// hostNetworkConfig are the podman build flags that give an env build what
+// msb's build sandbox and the paper's chroot get from the host's /etc: the
+// host's network, its TLS trust store (a host behind a TLS-inspecting proxy
+// trusts the proxy's CA there) and its pip configuration.
+func hostNetworkConfig() []string {
+	flags := []string{"--network", "host"}
+	for _, p := range []string{"/etc/ssl/certs", "/etc/pip.conf"} {
+		if _, err := os.Stat(p); err == nil {
+			flags = append(flags, "--volume", p+":"+p+":ro")
+		}
+	}
+	return flags
 }
 
 func (b *bencher) podmanPreparer(w *workload, dir string) preparer {
@@ -208,7 +228,7 @@ func (b *bencher) podmanPreparer(w *workload, dir string) preparer {
 					return err
 				}
 				built = append(built, repo+":env")
-				if err := b.pm.build(ctx, repo+":env", bctx, podmanEnvBuild(podmanBase), "prep", "--network", "host"); err != nil {
+				if err := b.pm.build(ctx, repo+":env", bctx, podmanEnvBuild(podmanBase), "prep", hostNetworkConfig()...); err != nil {
 					return err
 				}
 			}
