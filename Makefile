@@ -17,9 +17,13 @@ demo: build
 
 # The whole suite: unit tests, root-mode sandbox tests and (as root) the
 # rootless suite re-run as an unprivileged user it creates. MSB_TEST_STRICT
-# turns "skipped for lack of privileges" into a failure.
+# turns "skipped for lack of a host feature" into a failure, and
+# MSB_TEST_REQUIRE_ROOT (set when make test runs as root) "skipped for lack
+# of root" (internal/privtest).
 test: build vet
-	MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} $(GO) test -count=1 -timeout 30m ./...
+	MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
+	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)} \
+	$(GO) test -count=1 -timeout 30m ./...
 
 test-short: build
 	$(GO) test -count=1 -short ./...

@@ -36,7 +36,7 @@ func (b *bencher) hold(ctx context.Context, w *workload, m method, round, slot i
 		return Key{Measure: MeasurePSS, Workload: w.name, Method: m.name(), Phase: phase, Param: fmt.Sprintf("n=%d", n)}
 	}
 	before, selfBefore := cgroup.MemAvailable(), pssOf(os.Getpid())
-	var tasks []task
+	var tasks []liveTask
 	defer func() {
 		for _, t := range tasks {
 			err = errors.Join(err, t.close())

@@ -22,7 +22,8 @@ const (
 // while N tasks of N different instances exist: st_blocks, each inode
 // once (the store's trees are hard links into its objects). msb's and the
 // paper's system dirs are the host's and cost nothing; podman's base image
-// is counted.
+// is counted. msb's tasks write to host upper dirs here (see
+// msbMethod.uppers), so their bytes can be counted like the others'.
 func (b *bencher) disk(ctx context.Context, w *workload) {
 	for _, n := range b.o.DiskNs {
 		if n > len(w.insts) {
@@ -30,6 +31,9 @@ func (b *bencher) disk(ctx context.Context, w *workload) {
 			continue
 		}
 		for _, m := range b.methods(w, false) {
+			if mm, ok := m.(*msbMethod); ok {
+				mm.uppers = b.tasksDir()
+			}
 			if err := b.diskOf(ctx, w, m, n); err != nil {
 				b.note("failed", "disk %s n=%d %s: %v", w.name, n, m.name(), err)
 			}
@@ -38,7 +42,7 @@ func (b *bencher) disk(ctx context.Context, w *workload) {
 }
 
 func (b *bencher) diskOf(ctx context.Context, w *workload, m method, n int) (err error) {
-	var tasks []task
+	var tasks []liveTask
 	defer func() {
 		for _, t := range tasks {
 			err = errors.Join(err, t.close())

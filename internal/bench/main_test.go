@@ -37,10 +37,16 @@ func testRuntime(t testing.TB) *sandbox.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: dir})
 	if err != nil {
+		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Error(err)
+		}
+		os.RemoveAll(dir)
+	})
 	return rt
 }

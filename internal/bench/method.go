@@ -16,14 +16,14 @@ type method interface {
 	name() string
 	// create makes task i (an instance index, modulo the workload's
 	// instances) ready to take a command.
-	create(ctx context.Context, i int) (task, error)
+	create(ctx context.Context, i int) (liveTask, error)
 	// files are the method's own files that task i reads: what a cold
 	// trial evicts from the page cache first.
 	files(ctx context.Context, i int) ([]string, error)
 }
 
-// task is one live task of a method.
-type task interface {
+// liveTask is one live task of a method.
+type liveTask interface {
 	// run runs a bash command and fails unless it exits 0.
 	run(ctx context.Context, command string) error
 	// close ends the task and removes everything it made.

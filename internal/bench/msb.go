@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -17,6 +18,11 @@ type msbMethod struct {
 	rt      *sandbox.Runtime
 	wl      *workload
 	session bool
+	// uppers, when set, is where each task gets its writable layer as a
+	// host directory (Config.UpperDir), so that the disk measure can count
+	// what it wrote: by default the layer is a volume of the runtime's disk
+	// pool (root) or a tmpfs (rootless), which no host path reaches.
+	uppers string
 }
 
 func (m *msbMethod) name() string { return MethodMSB }
@@ -31,7 +37,7 @@ func (m *msbMethod) files(_ context.Context, i int) ([]string, error) {
 	return fs, nil
 }
 
-func (m *msbMethod) create(ctx context.Context, i int) (task, error) {
+func (m *msbMethod) create(ctx context.Context, i int) (liveTask, error) {
 	cfg := sandbox.Config{HostBase: true}
 	release := func() error { return nil }
 	if m.wl.cache != nil {
@@ -41,12 +47,23 @@ func (m *msbMethod) create(ctx context.Context, i int) (task, error) {
 		}
 		cfg, release = p.SandboxConfig(), p.Release
 	}
+	var upper string
+	if m.uppers != "" {
+		d, err := os.MkdirTemp(m.uppers, "upper-")
+		if err != nil {
+			release()
+			return nil, err
+		}
+		upper, cfg.UpperDir = d, d
+		inner := release
+		release = func() error { return errors.Join(inner(), sandbox.RemoveAll(d)) }
+	}
 	sb, err := m.rt.Create(ctx, cfg)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	t := &msbTask{sb: sb, release: release}
+	t := &msbTask{sb: sb, release: release, upper: upper, state: filepath.Join(m.rt.StateDir(), sb.ID)}
 	if m.session {
 		t.session = "bench"
 		if err := sb.OpenSession(ctx, t.session, sandbox.SessionOptions{}); err != nil {
@@ -61,6 +78,8 @@ type msbTask struct {
 	sb      *sandbox.Sandbox
 	session string // "" runs each command with Exec
 	release func() error
+	state   string // the sandbox's state dir
+	upper   string // its host upper dir, when the method gave one
 }
 
 func (t *msbTask) run(ctx context.Context, command string) error {
@@ -85,7 +104,10 @@ func (t *msbTask) close() error { return errors.Join(t.sb.Close(), t.release()) 
 
 func (t *msbTask) pids() []int { return []int{t.sb.InitPid()} }
 
-// dirs is the sandbox's state dir (its upper and work dirs).
+// dirs are the sandbox's state dir and its writable layer.
 func (t *msbTask) dirs(context.Context) ([]string, error) {
-	return []string{filepath.Dir(t.sb.UpperDir())}, nil
+	if t.upper == "" {
+		return nil, errors.New("msb's task has no host upper dir to count (msbMethod.uppers unset)")
+	}
+	return []string{t.state, t.upper}, nil
 }

@@ -62,7 +62,7 @@ func (m *paperMethod) files(_ context.Context, i int) ([]string, error) {
 	return fs, nil
 }
 
-func (m *paperMethod) create(ctx context.Context, i int) (task, error) {
+func (m *paperMethod) create(ctx context.Context, i int) (liveTask, error) {
 	d, err := os.MkdirTemp(m.tasks, "task-")
 	if err != nil {
 		return nil, err

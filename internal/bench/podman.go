@@ -295,7 +295,7 @@ func containerName() string {
 	return podmanNames + hex.EncodeToString(b[:])
 }
 
-func (m *podmanMethod) create(ctx context.Context, i int) (task, error) {
+func (m *podmanMethod) create(ctx context.Context, i int) (liveTask, error) {
 	name := containerName()
 	id, err := m.pm.out(ctx, "run", "--detach", "--interactive", "--network", "none", "--name", name, m.wl.podmanImage(i), "bash")
 	if err != nil {

@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
 	"testing"
@@ -12,7 +13,7 @@ func TestCreateLimitKillDestroy(t *testing.T) {
 		if os.Geteuid() == 0 {
 			t.Fatalf("root but no usable cgroup: %s", info.Reason)
 		}
-		t.Skipf("no cgroup: %s", info.Reason)
+		privtest.Skip(t, "no cgroup: %s", info.Reason)
 	}
 	if err := PrepareParents(info); err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestCreateLimitKillDestroy(t *testing.T) {
 func TestNegativeLimitRejected(t *testing.T) {
 	info := Detect(os.Getenv("MSB_CGROUP_PARENT"))
 	if !info.Usable() {
-		t.Skip(info.Reason)
+		privtest.Skip(t, "no cgroup: %s", info.Reason)
 	}
 	if err := PrepareParents(info); err != nil {
 		t.Fatal(err)

@@ -1,24 +1,123 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/demo"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 )
+
+// mainEnv makes the test binary run msb's Main on its arguments, so that
+// tests see real exit codes, stdout and stderr.
+const mainEnv = "MSB_CLI_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
-	os.Exit(m.Run())
+	if os.Getenv(mainEnv) == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
+	code := m.Run()
+	if fixture.dir != "" {
+		if err := sandbox.RemoveAll(fixture.dir); err != nil {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// result is what one msb invocation did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// msbCmd prepares msb with args in dir, its own state dir and cache.
+func msbCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), mainEnv+"=1", "MSB_STATE_DIR="+stateDir(t), "MSB_CACHE="+filepath.Join(t.TempDir(), "cache"), "MSB_CONFIG=")
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+func run(cmd *exec.Cmd) result {
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		r.code = -1
+		r.stderr += err.Error()
+	}
+	return r
+}
+
+func msb(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	return run(msbCmd(t, dir, env, args...))
+}
+
+var stateOnce sync.Map
+
+// stateDir is a state dir for one test, checked empty afterwards.
+func stateDir(t *testing.T) string {
+	if d, ok := stateOnce.Load(t.Name()); ok {
+		return d.(string)
+	}
+	d := privtest.StateDir(t)
+	stateOnce.Store(t.Name(), d)
+	return d
+}
+
+// fixture is the demo project, generated once per test binary, with a
+// cache the first evaluation builds.
+var fixture struct {
+	once sync.Once
+	dir  string
+	gen  *demo.Generated
+	err  error
+}
+
+func demoFixture(t *testing.T) (*demo.Generated, []string) {
+	t.Helper()
+	fixture.once.Do(func() {
+		if fixture.dir, fixture.err = os.MkdirTemp("", "msb-cli-test-"); fixture.err == nil {
+			fixture.gen, fixture.err = demo.Generate(context.Background(), filepath.Join(fixture.dir, "demo"))
+		}
+	})
+	if fixture.err != nil {
+		t.Fatal(fixture.err)
+	}
+	return fixture.gen, []string{"MSB_CACHE=" + filepath.Join(fixture.dir, "cache")}
 }
 
 // TestExitCodes checks the one exit-code map end to end, through real
 // sandboxes where a command runs.
 func TestExitCodes(t *testing.T) {
-	state := t.TempDir()
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -29,22 +128,252 @@ func TestExitCodes(t *testing.T) {
 		{"killed by a signal", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137},
 		{"missing command", []string{"run", "--", "/no/such/program"}, exitFailure},
 		{"bad size", []string{"run", "--memory", "lots", "--", "true"}, exitUsage},
-		{"invalid spec", []string{"run", "--layer", "relative/dir", "--", "true"}, exitInvalidConfig},
+		{"invalid sandbox config", []string{"run", "--layer", "relative/dir", "--", "true"}, exitInvalidConfig},
+		{"unknown flag", []string{"eval", "--no-such-flag"}, exitUsage},
+		{"wrong number of arguments", []string{"spec", "show"}, exitUsage},
 		{"validate without dataset", []string{"validate"}, exitUsage},
 		{"eval without predictions", []string{"eval", "--dataset", "x.jsonl"}, exitUsage},
 		{"doctor", []string{"doctor"}, 0},
 		{"gc", []string{"gc"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Main(append([]string{"--state-dir", state}, tc.args...)); got != tc.want {
-				t.Fatalf("msb %v exited %d, want %d", tc.args, got, tc.want)
+			if r := msb(t, dir, nil, tc.args...); r.code != tc.want {
+				t.Fatalf("msb %v exited %d, want %d\n%s%s", tc.args, r.code, tc.want, r.stdout, r.stderr)
 			}
 		})
 	}
-	ents, _ := os.ReadDir(state)
-	for _, e := range ents {
-		if e.Name() != ".empty" {
-			t.Errorf("left behind %s", filepath.Join(state, e.Name()))
+}
+
+// TestBadInputIsAUsageError: every input msb cannot use is refused with a
+// clear message, exit 2, before any sandbox starts, and creates nothing.
+func TestBadInputIsAUsageError(t *testing.T) {
+	gen, env := demoFixture(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		return p
+	}
+	data, err := os.ReadFile(gen.DatasetPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(data)), "\n")
+	row0 := strings.TrimSpace(lines[0])
+	badJSON := write("bad-json.jsonl", string(data)+"{not json\n")
+	traversal := write("traversal.jsonl", strings.Replace(row0, `"instance_id":"demo__calc-1"`, `"instance_id":"../../../../x"`, 1)+"\n")
+	predsUnknown := write("unknown.jsonl", `{"instance_id": "nope", "model_name_or_path": "m", "model_patch": ""}`+"\n")
+	predsNoPatch := write("nopatch.jsonl", `{"instance_id": "demo__calc-1", "model_name_or_path": "m"}`+"\n")
+	predsDotDot := write("dotdot.jsonl", `{"instance_id": "demo__calc-1", "model_name_or_path": "..", "model_patch": ""}`+"\n")
+	badParser := write("parser.yaml", demo.SpecYAML(gen.PyVersion)+"instances:\n  demo__calc-1:\n    log_parser: nosuchparser\n")
+	ds, sp := gen.DatasetPath, gen.SpecPath
+	out := filepath.Join(dir, "out")
+	evalArgs := func(extra ...string) []string {
+		return append([]string{"eval", "--dataset", ds, "--spec", sp, "--out", out, "--predictions", "gold", "--run-id", "r"}, extra...)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"invalid JSON line", evalArgs("--dataset", badJSON), "row 5: not a JSON object"},
+		{"instance id leaving --out", []string{"validate", "--dataset", traversal, "--spec", sp, "--out", out}, "invalid name"},
+		{"run id ..", evalArgs("--run-id", ".."), `--run-id ".."`},
+		{"unknown --instances id", evalArgs("--instances", "demo__calc-1,nope"), "no such instance in " + ds + ": nope"},
+		{"prediction for an unknown instance", evalArgs("--predictions", predsUnknown), "not in " + ds + ": nope"},
+		{"prediction without model_patch", evalArgs("--predictions", predsNoPatch), "no model_patch"},
+		{"model name ..", evalArgs("--predictions", predsDotDot), "invalid name"},
+		{"unknown log parser", evalArgs("--spec", badParser), `unknown log parser "nosuchparser"`},
+		{"missing spec file", evalArgs("--spec", filepath.Join(dir, "none.yaml")), "none.yaml"},
+		{"--workers 0", evalArgs("--workers", "0"), "--workers 0"},
+		{"--memory 0", evalArgs("--memory", "0"), "--memory 0"},
+		{"--workers abc", evalArgs("--workers", "abc"), `--workers "abc": want a whole number`},
+		{"msb run --pids 0", []string{"run", "--pids", "0", "--", "true"}, "--pids 0"},
+		{"msb run --cpus 64", []string{"run", "--cpus", "64", "--", "true"}, "--cpus 64"},
+		{"cache verify of no cache", []string{"cache", "verify", "--cache", filepath.Join(dir, "nonexistent")}, "no cache at"},
+		{"cache du of no cache", []string{"cache", "du", "--cache", filepath.Join(dir, "nonexistent")}, "no cache at"},
+		{"gc of no state dir", []string{"gc", "--state-dir", filepath.Join(dir, "nonexistent")}, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := msb(t, dir, env, tc.args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("msb %v exited %d, want %d and %q:\n%s%s", tc.args, r.code, exitUsage, tc.want, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stderr, "strconv") {
+				t.Fatalf("raw parser error: %s", r.stderr)
+			}
+			for _, p := range []string{out, filepath.Join(dir, "nonexistent"), filepath.Join(filepath.Dir(dir), "x")} {
+				if _, err := os.Stat(p); err == nil {
+					t.Fatalf("%s was created", p)
+				}
+			}
+		})
+	}
+	// --skip-bad-rows runs without the bad row, and counts it.
+	r := msb(t, dir, env, "eval", "--dataset", badJSON, "--spec", sp, "--out", out, "--predictions", "gold", "--run-id", "skip", "--skip-bad-rows", "--json")
+	var rep api.RunReport
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || len(rep.Summaries) != 1 || rep.Summaries[0].SkippedRows != 1 || rep.Summaries[0].ResolvedInstances != 4 {
+		t.Fatalf("--skip-bad-rows: %d %+v\n%s", r.code, rep, r.stderr)
+	}
+	if strings.Contains(r.stdout, "null") {
+		t.Fatalf("null in JSON output:\n%s", r.stdout)
+	}
+	// A ref that would leave the store's refs (the cache exists now).
+	r = msb(t, dir, env, "cache", "export", filepath.Join(dir, "x.zst"), "../../etc")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "invalid ref name") {
+		t.Fatalf("bad ref: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.zst")); err == nil {
+		t.Fatal("the archive of a failed export is left")
+	}
+}
+
+// TestInstanceErrors: an instance that cannot be evaluated (unknown Python
+// version, unknown base commit) is an error with its full reason printed
+// under the table, and exit 1; a validation with nothing valid is exit 1.
+func TestInstanceErrors(t *testing.T) {
+	gen, env := demoFixture(t)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	os.WriteFile(spec, []byte(demo.SpecYAML(gen.PyVersion)+"instances:\n  demo__calc-1:\n    python: \"2.1\"\n"), 0o644)
+	data, _ := os.ReadFile(gen.DatasetPath)
+	noCommit := filepath.Join(dir, "nocommit.jsonl")
+	os.WriteFile(noCommit, []byte(strings.Replace(string(data), gen.Instances[1].BaseCommit, strings.Repeat("0", 40), 1)), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown python", []string{"eval", "--dataset", gen.DatasetPath, "--spec", spec, "--predictions", "gold", "--run-id", "py", "--instances", "demo__calc-1"},
+			[]string{"Errors:", "demo__calc-1 (gold, infra_error)", "2.1"}},
+		{"unknown base commit", []string{"eval", "--dataset", noCommit, "--spec", gen.SpecPath, "--predictions", "gold", "--run-id", "c", "--instances", "demo__calc-2"},
+			[]string{"Errors:", "repository unavailable", "--repo-source demo/calc=PATH_OR_URL"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := msb(t, dir, env, tc.args...)
+			if r.code != exitFailure {
+				t.Fatalf("exit %d, want %d:\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+	// An instance whose FAIL_TO_PASS test passes at the base commit is not
+	// valid, and with nothing valid validate fails.
+	easy := filepath.Join(dir, "easy.jsonl")
+	os.WriteFile(easy, []byte(strings.Replace(strings.SplitN(string(data), "\n", 2)[0], `"FAIL_TO_PASS":["`, `"FAIL_TO_PASS":["test_mean (tests.test_stats.TestStats.test_mean)","`, 1)+"\n"), 0o644)
+	r := msb(t, dir, env, "validate", "--dataset", easy, "--spec", gen.SpecPath, "--out", filepath.Join(dir, "v"))
+	valid, _ := os.ReadFile(filepath.Join(dir, "v", "validate", "valid.json"))
+	if r.code != exitFailure || !strings.Contains(r.stderr, "no instance is valid") || string(valid) != "[]" || !strings.Contains(r.stdout, "wrote "+filepath.Join(dir, "v", "validate", "valid.json")) {
+		t.Fatalf("validate with nothing valid: %d %q\n%s%s", r.code, valid, r.stdout, r.stderr)
+	}
+}
+
+// TestInterruptResumes: Ctrl-C stops a run with 130 and says how to go on;
+// the rerun keeps what finished.
+func TestInterruptResumes(t *testing.T) {
+	gen, env := demoFixture(t)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	os.WriteFile(spec, []byte(demo.SpecYAML(gen.PyVersion)+"instances:\n  demo__calc-4:\n    eval_commands: [\"sleep 600\"]\n"), 0o644)
+	args := []string{"eval", "--dataset", gen.DatasetPath, "--spec", spec, "--predictions", "gold", "--run-id", "int", "--workers", "1", "--timeout", "20m"}
+	cmd := msbCmd(t, dir, env, args...)
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Three instances finish; the fourth sleeps in its tests.
+	for !strings.Contains(errb.String(), "[3/4]") {
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(errb.String(), "rerun with the same run id") {
+		t.Fatalf("interrupted run: %v\n%s%s", err, out.String(), errb.String())
+	}
+	os.WriteFile(spec, []byte(demo.SpecYAML(gen.PyVersion)), 0o644)
+	r := msb(t, dir, env, args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "3 results kept from an earlier run") {
+		t.Fatalf("resumed run: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestShellWithoutATerminal: msb shell on a pipe runs the shell on it
+// instead of waiting for a terminal.
+func TestShellWithoutATerminal(t *testing.T) {
+	cmd := msbCmd(t, t.TempDir(), nil, "shell")
+	cmd.Stdin = strings.NewReader("echo hello from $(hostname | cut -c1-4)\nexit 3\n")
+	r := run(cmd)
+	if r.code != 3 || !strings.Contains(r.stdout, "hello from msb-") {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestOOMKillSaysSo: a command the OOM killer ends exits 137 with a message.
+func TestOOMKillSaysSo(t *testing.T) {
+	privtest.RequireRoot(t) // a cgroup memory limit
+	r := msb(t, t.TempDir(), nil, "run", "--memory", "64M", "--tmp", "16M", "--", "python3", "-c", "x = bytearray(512 << 20); x[::4096] = b'x' * len(x[::4096])")
+	if r.code != 137 || !strings.Contains(r.stderr, "OOM killer") {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCacheWords: the cache's numbers say what they mean: unique bytes
+// never above a layer's disk bytes, a dedup ratio of at least 1, an export
+// that counts its layers; and the demo leaves no temp dir.
+func TestCacheWords(t *testing.T) {
+	gen, env := demoFixture(t)
+	dir := t.TempDir()
+	if r := msb(t, dir, env, "cache", "build", "--dataset", gen.DatasetPath, "--spec", gen.SpecPath); r.code != 0 || strings.ContainsAny(r.stderr, "\r\x1b") {
+		t.Fatalf("build: %d %q\n%s", r.code, r.stderr, r.stdout)
+	}
+	var ls api.CacheListing
+	r := msb(t, dir, env, "cache", "ls", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || len(ls.Layers) == 0 {
+		t.Fatalf("ls: %v %s", err, r.stdout)
+	}
+	for _, l := range ls.Layers {
+		if l.UniqueBytes > l.DiskBytes {
+			t.Errorf("layer %s: %d unique of %d bytes", l.ID, l.UniqueBytes, l.DiskBytes)
+		}
+	}
+	var du api.CacheUsage
+	if r := msb(t, dir, env, "cache", "du", "--json"); json.Unmarshal([]byte(r.stdout), &du) != nil || du.DedupRatio < 1 {
+		t.Fatalf("du: %s", r.stdout)
+	}
+	var ex api.TransferReport
+	archive := filepath.Join(dir, "c.msb.zst")
+	if r := msb(t, dir, env, "cache", "export", archive, "--json"); json.Unmarshal([]byte(r.stdout), &ex) != nil || len(ex.Layers) < 2 || ex.ArchiveBytes == 0 {
+		t.Fatalf("export: %s %s", r.stdout, r.stderr)
+	}
+	tmp := t.TempDir()
+	if r := msb(t, dir, append(env, "TMPDIR="+tmp), "demo"); r.code != 0 {
+		t.Fatalf("demo: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Fatalf("the demo left %v in TMPDIR", ents)
 	}
 }

@@ -13,9 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/minisandbox/msb/internal/bench"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/bench"
 )
 
 // newBenchCmd is `msb bench`: every comparison of the harness (package
@@ -168,6 +170,7 @@ func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	defer rt.Close()
 	o.Logger = g.logger()
 	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 	stop, err := f.profile()
@@ -267,13 +270,18 @@ func newBenchEvalCmd(g *globals) *cobra.Command {
 		Example: "  msb bench eval\n  msb bench eval --rounds 20 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.jobRuntime()
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: at least 1", errUsage, o.Rounds)
+			}
+			cfg, err := g.settings.engineConfig(engineOptions{})
 			if err != nil {
 				return err
 			}
-			rows := bench.Eval(cmd.Context(), rt, o)
+			cfg.Logger = g.logger()
+			o.PodmanImage, o.PodmanFlags, o.TmpDir = g.env.PodmanImage, strings.Fields(g.env.PodmanFlags), g.env.TmpDir
+			rows := bench.Eval(cmd.Context(), cfg, o)
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "rows": rows})
+				return printJSON(api.BenchReport{Rows: benchRows(rows)})
 			}
 			printRows(rows)
 			return nil
@@ -282,4 +290,14 @@ func newBenchEvalCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 10, "evaluations of each of the 4 demo instances (after one warm-up round)")
 	cmd.Flags().BoolVar(&o.Podman, "podman", true, "include podman run --rm when podman and MSB_BENCH_PODMAN_IMAGE are available")
 	return cmd
+}
+
+// benchRows is the wire form of benchmark rows.
+func benchRows(rows []bench.Row) []api.BenchRow {
+	out := make([]api.BenchRow, len(rows))
+	for i, r := range rows {
+		out[i] = api.BenchRow{Name: r.Name, N: r.Stats.N, P50Ns: int64(r.Stats.P50), P95Ns: int64(r.Stats.P95), Value: r.Value,
+			Unit: r.Unit, Note: r.Note, Failed: r.Failed}
+	}
+	return out
 }

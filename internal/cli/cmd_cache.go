@@ -2,68 +2,42 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
-	"github.com/minisandbox/msb/internal/dataset"
-	"github.com/minisandbox/msb/internal/envcache"
-	"github.com/minisandbox/msb/internal/spec"
-	"github.com/minisandbox/msb/internal/store"
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
-// cacheFlags are shared by the cache subcommands.
-type cacheFlags struct {
-	dir      string
-	ioBudget string
-}
-
-func (f *cacheFlags) budget() (*store.Budget, error) {
-	n, err := parseBytes(f.ioBudget)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --io-budget: %v", errUsage, err)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	return store.NewBudget(n), nil
-}
-
-// open opens the cache; commands that build pass a runtime in o.
-func (f *cacheFlags) open(g *globals, o envcache.Options) (*envcache.Cache, error) {
-	b, err := f.budget()
-	if err != nil {
-		return nil, err
-	}
-	o.Dir, o.Budget, o.Logger = f.dir, b, g.logger()
-	return envcache.Open(o)
-}
-
 func newCacheCmd(g *globals) *cobra.Command {
-	f := &cacheFlags{}
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Build, inspect and move the environment cache (layers of environments and repositories)",
-		Example: `  msb cache build --dataset instances.jsonl --workers 4
+		Example: `  msb cache build --dataset demo/dataset.jsonl --spec demo/specs.yaml
   msb cache du`,
 	}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.dir, "cache", envOr("MSB_CACHE", envcache.DefaultDir()), "cache directory (env MSB_CACHE)")
-	pf.StringVar(&f.ioBudget, "io-budget", "2G", "bytes of copying/building in flight at once, e.g. 512M, 2G (0: unbounded)")
-	cmd.AddCommand(newCacheBuildCmd(g, f), newCacheLsCmd(g, f), newCacheDuCmd(g, f), newCacheVerifyCmd(g, f),
-		newCacheGCCmd(g, f), newCacheExportCmd(g, f), newCacheImportCmd(g, f), newCacheServeCmd(g, f),
-		newCachePullCmd(g, f), newCacheImportRootfsCmd(g, f))
+	cmd.AddCommand(newCacheBuildCmd(g), newCacheLsCmd(g), newCacheDuCmd(g), newCacheVerifyCmd(g),
+		newCacheGCCmd(g), newCacheExportCmd(g), newCacheImportCmd(g), newCacheServeCmd(g),
+		newCachePullCmd(g), newCacheImportRootfsCmd(g))
 	return cmd
+}
+
+// openCache opens the cache alone; inspection commands require that it
+// exists (and create nothing when it does not).
+func (g *globals) openCache(mustExist bool) (*engine.Cache, error) {
+	cfg, err := g.settings.cacheConfig(engineOptions{mustExist: mustExist})
+	if err != nil {
+		return nil, err
+	}
+	return engine.OpenCache(cfg, g.logger())
 }
 
 type cacheBuildFlags struct {
@@ -72,336 +46,237 @@ type cacheBuildFlags struct {
 	workers int
 }
 
-func newCacheBuildCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheBuildCmd(g *globals) *cobra.Command {
 	f := &cacheBuildFlags{}
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build the environment and repository layers of a dataset's instances (each once)",
-		Example: `  msb cache build --dataset /work/shared/datasets/swe-bench-verified.jsonl --instances astropy__astropy-12907 \
-      --python 3.9=/root/.pyenv/versions/3.9.18/bin/python3.9
+		Example: `  msb cache build --dataset demo/dataset.jsonl --spec demo/specs.yaml
   msb cache build --dataset mine.jsonl --workers 8 --wheelhouse ./wheels --system-site-packages \
       --repo-source acme/proj=/srv/git/proj.git --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runCacheBuild(cmd.Context(), g, cf, f) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runCacheBuild(cmd.Context(), g, f) },
 	}
 	fs := cmd.Flags()
 	f.datasetFlags.register(fs)
 	f.envFlags.register(fs)
-	fs.IntVar(&f.workers, "workers", 4, "instances prepared at once (the same environment is still built once)")
+	fs.IntVar(&f.workers, "workers", 4, "instances prepared at once (at least 1; the same environment is still built once)")
 	return cmd
 }
 
-// buildResult is one instance's line in the summary.
-type buildResult struct {
-	Instance string                   `json:"instance_id"`
-	Status   string                   `json:"status"` // built, reused, failed
-	EnvKey   string                   `json:"env_key,omitempty"`
-	Error    string                   `json:"error,omitempty"`
-	Log      string                   `json:"log,omitempty"`
-	Timings  map[string]time.Duration `json:"timings_ns,omitempty"`
-}
-
-func runCacheBuild(ctx context.Context, g *globals, cf *cacheFlags, f *cacheBuildFlags) error {
-	insts, ov, err := f.load()
+func runCacheBuild(ctx context.Context, g *globals, f *cacheBuildFlags) error {
+	if f.workers < 1 {
+		return fmt.Errorf("%w: --workers %d: at least 1", errUsage, f.workers)
+	}
+	e, err := g.openEngine(ctx, engineOptions{env: &f.envFlags, specFile: f.specFile})
 	if err != nil {
 		return err
 	}
-	o, err := f.options()
+	defer e.Close()
+	d, err := f.load(e)
 	if err != nil {
 		return err
 	}
-	if o.Runtime, err = g.jobRuntime(); err != nil {
-		return err
-	}
-	c, err := cf.open(g, o)
-	if err != nil {
-		return err
-	}
-	prog := newBuildProgress(len(insts), !g.json)
-	results := make([]buildResult, len(insts))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range max(f.workers, 1) {
-		wg.Go(func() {
-			for i := range jobs {
-				results[i] = buildOne(ctx, c, insts[i], ov, prog.event)
-				prog.finished(results[i])
+	prog := newProgress("building", len(d.Selected), g.json)
+	phases := newPhaseCounter(prog)
+	rep, runErr := e.Build(ctx, engine.BuildRun{InstanceIDs: ids(d), Workers: f.workers, SkippedRows: len(d.RowErrors),
+		Events: func(ev engine.BuildEvent) {
+			if ev.Finished != nil {
+				r := ev.Finished
+				prog.step(fmt.Sprintf("%s: %s %s", r.InstanceID, r.Status, firstLine(r.Error)), r.Status == api.BuildFailed)
+				return
 			}
-		})
-	}
-	for i := range insts {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+			phases.event(ev)
+		}})
 	prog.stop()
-	return printBuildSummary(g, c, results)
-}
-
-func buildOne(ctx context.Context, c *envcache.Cache, inst dataset.Instance, ov *spec.Overrides, ev envcache.Progress) buildResult {
-	r := buildResult{Instance: inst.InstanceID}
-	sp, err := spec.Resolve(inst, ov)
-	if err == nil {
-		var p *envcache.Prepared
-		if p, err = c.Prepare(ctx, inst, sp, ev); err == nil {
-			p.Release()
-			r.Status, r.EnvKey, r.Timings = "built", p.EnvKey, p.Timings
-			if p.Reused {
-				r.Status = "reused"
-			}
-			return r
-		}
-	}
-	r.Status, r.Error = "failed", err.Error()
-	var be *envcache.BuildError
-	if errors.As(err, &be) {
-		r.Error, r.Log, r.EnvKey = be.Reason, be.Log, be.Key
-		if be.Recorded {
-			r.Error += " (recorded earlier; --retry-failed to build again)"
-		}
-	}
-	return r
-}
-
-// buildProgress draws one status line: instances done, and how many are in
-// each phase now.
-type buildProgress struct {
-	mu      sync.Mutex
-	total   int
-	done    int
-	failed  int
-	active  map[string]int // phase -> instances in it
-	tty     bool
-	stopped bool
-}
-
-func newBuildProgress(total int, show bool) *buildProgress {
-	fi, err := os.Stderr.Stat()
-	tty := show && err == nil && fi.Mode()&os.ModeCharDevice != 0
-	return &buildProgress{total: total, active: map[string]int{}, tty: tty}
-}
-
-func (p *buildProgress) event(e envcache.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e.Done {
-		p.active[e.Phase]--
-	} else {
-		p.active[e.Phase]++
-	}
-	p.draw()
-}
-
-func (p *buildProgress) finished(r buildResult) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done++
-	if r.Status == "failed" {
-		p.failed++
-	}
-	if !p.tty {
-		return
-	}
-	if r.Status == "failed" {
-		fmt.Fprintf(os.Stderr, "\r\033[K%s: failed: %s\n", r.Instance, oneLine(r.Error))
-	}
-	p.draw()
-}
-
-func (p *buildProgress) draw() {
-	if !p.tty || p.stopped {
-		return
-	}
-	const width = 30
-	n := width * p.done / max(p.total, 1)
-	var phases []string
-	for _, ph := range []string{envcache.PhaseMirror, envcache.PhaseCheckout, envcache.PhaseEnvBuild, envcache.PhaseCommit} {
-		phases = append(phases, fmt.Sprintf("%s %d", ph, max(p.active[ph], 0)))
-	}
-	fmt.Fprintf(os.Stderr, "\r\033[K[%s%s] %d/%d (%d failed) | %s", strings.Repeat("#", n), strings.Repeat(".", width-n),
-		p.done, p.total, p.failed, strings.Join(phases, ", "))
-}
-
-func (p *buildProgress) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty {
-		fmt.Fprintln(os.Stderr)
-	}
-	p.stopped = true
-}
-
-func printBuildSummary(g *globals, c *envcache.Cache, results []buildResult) error {
-	count := map[string]int{}
-	for _, r := range results {
-		count[r.Status]++
-	}
 	if g.json {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{"built": count["built"], "reused": count["reused"], "failed": count["failed"],
-			"stats": c.Stats(), "instances": results})
-	} else {
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "INSTANCE\tSTATUS\tENV\tMIRROR\tCHECKOUT\tENV BUILD\tCOMMIT\tDETAIL")
-		for _, r := range results {
-			key := r.EnvKey
-			if len(key) > 12 {
-				key = key[:12]
-			}
-			detail := r.Error
-			if r.Log != "" {
-				detail += " (log " + r.Log + ")"
-			}
-			t := r.Timings
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Status, key, dur(t, envcache.PhaseMirror),
-				dur(t, envcache.PhaseCheckout), dur(t, envcache.PhaseEnvBuild), dur(t, envcache.PhaseCommit), oneLine(detail))
+		if err := printJSON(rep); err != nil {
+			return err
 		}
-		tw.Flush()
-		s := c.Stats()
-		fmt.Printf("\n%d built, %d reused, %d failed (%d environment builds, %d repository layers)\n",
-			count["built"], count["reused"], count["failed"], s.EnvBuilds, s.RepoBuilds)
+	} else if err := printBuildReport(rep); err != nil {
+		return err
 	}
-	if count["failed"] > 0 {
-		return &exitError{code: exitFailure}
+	switch {
+	case runErr != nil:
+		return runErr
+	case rep.Failed > 0:
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d instances failed to build", rep.Failed, len(rep.Instances))}
 	}
 	return nil
 }
 
-func dur(t map[string]time.Duration, k string) string {
-	if d, ok := t[k]; ok {
-		return fmtDur(d)
-	}
-	return "-"
+// phaseCounter shows how many instances are in each build phase.
+type phaseCounter struct {
+	mu     sync.Mutex // guards active
+	active map[string]int
+	prog   *progress
 }
 
-func newCacheLsCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newPhaseCounter(p *progress) *phaseCounter {
+	return &phaseCounter{active: map[string]int{}, prog: p}
+}
+
+func (c *phaseCounter) event(ev engine.BuildEvent) {
+	c.mu.Lock()
+	if ev.PhaseDone {
+		c.active[ev.Phase]--
+	} else {
+		c.active[ev.Phase]++
+	}
+	parts := make([]string, 0, len(engine.BuildPhases))
+	for _, ph := range engine.BuildPhases {
+		parts = append(parts, fmt.Sprintf("%s %d", ph, max(c.active[ph], 0)))
+	}
+	c.mu.Unlock()
+	c.prog.describe("building (" + strings.Join(parts, ", ") + ")")
+}
+
+func printBuildReport(rep api.BuildReport) error {
+	t := newTable("INSTANCE", "STATUS", "ENV", "MIRROR", "CHECKOUT", "ENV BUILD", "COMMIT", "DETAIL")
+	var problems []problem
+	for _, r := range rep.Instances {
+		key := r.EnvKey
+		if len(key) > 12 {
+			key = key[:12]
+		}
+		detail := r.Error
+		if r.Log != "" {
+			detail += "\nbuild log: " + r.Log
+		}
+		p := r.Timings
+		t.row(r.InstanceID, string(r.Status), or(key, "-"), fmtNs(p.Mirror), fmtNs(p.Checkout), fmtNs(p.EnvBuild), fmtNs(p.Commit), firstLine(detail))
+		if r.Status == api.BuildFailed {
+			problems = append(problems, problem{r.InstanceID, detail})
+		}
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printProblems(os.Stdout, "Failed", problems)
+	fmt.Printf("\n%d built, %d reused, %d failed, %d interrupted (%d environment builds, %d repository layers)\n",
+		rep.Built, rep.Reused, rep.Failed, rep.Interrupted, rep.EnvBuilds, rep.RepoBuilds)
+	return nil
+}
+
+func newCacheLsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
-		Short:   "List layers (environments, repository commits, bases) with logical size, unique size and last use",
+		Short:   "List layers (environments, repository commits, bases): file bytes, disk bytes, bytes no other layer shares, last use",
 		Example: "  msb cache ls\n  msb cache ls --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
 			}
-			u, err := c.Store().Usage(cmd.Context())
+			l, err := c.Listing(cmd.Context())
 			if err != nil {
 				return err
 			}
-			fails, _ := c.Failures()
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"layers": u.Layers, "failed": fails})
+				return printJSON(l)
 			}
-			sort.Slice(u.Layers, func(i, j int) bool { return u.Layers[i].LastUse.After(u.Layers[j].LastUse) })
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "LAYER\tKIND\tREF\tLOGICAL\tUNIQUE\tLAST USE")
-			for _, l := range u.Layers {
-				ref, kind := "-", "-"
-				if len(l.Refs) > 0 {
-					ref = strings.Join(l.Refs, ",")
-					kind, _, _ = strings.Cut(l.Refs[0], "/")
+			t := newTable("LAYER", "KIND", "REF", "FILES", "ON DISK", "NOT SHARED", "LAST USE")
+			for _, x := range l.Layers {
+				last := x.LastUse
+				if tm, err := time.Parse(time.RFC3339, x.LastUse); err == nil {
+					last = tm.Local().Format("2006-01-02 15:04")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID.Short(), kind, ref, fmtBytes(l.LogicalBytes), fmtBytes(l.UniqueBytes), l.LastUse.Local().Format("2006-01-02 15:04"))
+				t.row(strings.TrimPrefix(x.ID, "sha256:")[:12], or(x.Kind, "-"), or(strings.Join(x.Refs, ","), "-"),
+					fmtBytes(x.FileBytes), fmtBytes(x.DiskBytes), fmtBytes(x.UniqueBytes), last)
 			}
-			tw.Flush()
-			for _, f := range fails {
-				fmt.Printf("failed env %s (%s): %s; log %s\n", f.Key[:12], f.EnvKey, f.Reason, f.Log)
+			if err := t.flush(); err != nil {
+				return err
+			}
+			fmt.Println("\nFILES: the sum of the layer's file sizes; ON DISK: the blocks its files take; NOT SHARED: the part of those no other layer uses")
+			for _, f := range l.Failures {
+				fmt.Printf("failed env %s (%s): %s; log %s\n", f.Key[:min(12, len(f.Key))], f.EnvKey, f.Reason, f.Log)
 			}
 			return nil
 		},
 	}
 }
 
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func newCacheDuCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheDuCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "du",
-		Short:   "Disk use: logical bytes (as separate copies), bytes on disk (st_blocks), dedup ratio",
-		Example: "  msb cache du\n  MSB_CACHE=/data/msb msb cache du --json",
+		Short:   "Disk use: the layers' files as separate copies, shared, and everything on disk; the dedup ratio",
+		Example: "  msb cache du\n  msb cache du --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
 			}
-			u, err := c.Store().Usage(cmd.Context())
+			u, err := c.Usage(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"dir": c.Dir(), "layers": len(u.Layers), "objects": u.Objects,
-					"inodes": u.Inodes, "logical_bytes": u.LogicalBytes, "disk_bytes": u.DiskBytes, "dedup_ratio": u.DedupRatio})
+				return printJSON(u)
 			}
-			fmt.Printf("cache %s: %d layers, %d objects\nlogical %s, on disk %s, dedup ratio %.2fx\n", c.Dir(), len(u.Layers), u.Objects,
-				fmtBytes(u.LogicalBytes), fmtBytes(u.DiskBytes), u.DedupRatio)
+			fmt.Printf("cache %s: %d layers, %d objects, %d shared files\n", u.Dir, u.Layers, u.Objects, u.Inodes)
+			fmt.Printf("layers' files as separate copies %s; shared on disk %s (dedup ratio %.2fx)\n", fmtBytes(u.FileBytes), fmtBytes(u.TreeBytes), u.DedupRatio)
+			fmt.Printf("everything on disk %s (the shared files, the objects that export and verify use, manifests)\n", fmtBytes(u.DiskBytes))
 			return nil
 		},
 	}
 }
 
-func newCacheVerifyCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheVerifyCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "verify",
 		Short:   "Re-hash every object and layer; report corruption and the layers it affects",
 		Example: "  msb cache verify\n  msb cache verify --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
 			}
-			rep, err := c.Store().Verify(cmd.Context())
+			rep, err := c.Verify(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if g.json {
-				json.NewEncoder(os.Stdout).Encode(rep)
+				if err := printJSON(rep); err != nil {
+					return err
+				}
 			} else {
-				fmt.Printf("checked %d objects, %d inodes, %d layers (%s)\n", rep.Objects, rep.Inodes, rep.Layers, fmtBytes(rep.Bytes))
+				fmt.Printf("checked %d objects, %d inodes, %d layers (%s) in %s\n", rep.Objects, rep.Inodes, rep.Layers, fmtBytes(rep.BytesHashed), rep.Dir)
 				for _, p := range rep.Problems {
-					fmt.Println(p.String())
+					fmt.Printf("%s %s: %s (layers %s)\n", p.Kind, p.Path, p.Detail, strings.Join(p.Layers, ", "))
 				}
 			}
-			if !rep.OK() {
-				return fmt.Errorf("%d problems in %s", len(rep.Problems), c.Store().Root())
+			if !rep.OK {
+				return &exitError{code: exitFailure, msg: fmt.Sprintf("%d problems in %s", len(rep.Problems), rep.Dir)}
 			}
 			return nil
 		},
 	}
 }
 
-func newCacheGCCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheGCCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "gc",
 		Short:   "Remove layers no ref and no running sandbox uses, and what only they used",
 		Example: "  msb cache gc\n  msb cache gc --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
 			}
-			rep, err := c.Store().GC(cmd.Context())
+			rep, err := c.GC(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(rep)
+				return printJSON(rep)
 			}
 			fmt.Printf("removed %d layers, %d inodes, %d objects, %d stale leases, %d temp files; freed %s; kept %d layers\n",
 				len(rep.Layers), rep.Inodes, rep.Objects, rep.Leases, rep.Temp, fmtBytes(rep.FreedBytes), rep.Kept)
-			for _, r := range rep.DanglingRef {
+			for _, r := range rep.DanglingRefs {
 				fmt.Println("dangling ref (layer missing):", r)
 			}
 			return nil
@@ -409,80 +284,67 @@ func newCacheGCCmd(g *globals, cf *cacheFlags) *cobra.Command {
 	}
 }
 
-func newCacheExportCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheExportCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "export FILE [REF|DIGEST...]",
 		Short: "Write layers (with their parents, objects and refs) to a zstd archive; all refs when none are named",
 		Example: `  msb cache export envs.msb.zst
-  msb cache export one.msb.zst repo/acme/proj@0123abcd env/5f1e...`,
+  msb cache export one.msb.zst repo/demo/calc@<commit>`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
-			}
-			opts := store.ExportOptions{}
-			for _, a := range args[1:] {
-				if id, err := store.ParseLayerID(a); err == nil {
-					opts.Layers = append(opts.Layers, id)
-				} else {
-					opts.Refs = append(opts.Refs, a)
-				}
-			}
-			if len(args) == 1 {
-				refs, err := c.Store().Refs()
-				if err != nil {
-					return err
-				}
-				for _, r := range refs {
-					opts.Refs = append(opts.Refs, r.Name)
-				}
 			}
 			out, err := os.Create(args[0])
 			if err != nil {
 				return err
 			}
-			if err := c.Store().Export(cmd.Context(), out, opts); err != nil {
-				out.Close()
+			rep, err := c.Export(cmd.Context(), out, args[1:])
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				os.Remove(args[0])
 				return err
 			}
-			if err := out.Close(); err != nil {
+			fi, err := os.Stat(args[0])
+			if err != nil {
 				return err
 			}
-			fi, _ := os.Stat(args[0])
-			if !g.json {
-				fmt.Printf("exported %d refs, %d layers to %s (%s)\n", len(opts.Refs), len(opts.Layers), args[0], fmtBytes(fi.Size()))
-			} else {
-				json.NewEncoder(os.Stdout).Encode(map[string]any{"file": args[0], "bytes": fi.Size(), "refs": opts.Refs, "layers": opts.Layers})
+			rep.File, rep.ArchiveBytes = args[0], fi.Size()
+			if g.json {
+				return printJSON(rep)
 			}
+			fmt.Printf("exported %d layers and %d refs to %s (%s)\n", len(rep.Layers), len(rep.Refs), rep.File, fmtBytes(rep.ArchiveBytes))
 			return nil
 		},
 	}
 }
 
-func newCacheImportCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheImportCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "import FILE",
 		Short:   "Read an archive written by msb cache export: verify, store what is new, set its refs",
 		Example: "  msb cache import envs.msb.zst",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
-			if err != nil {
-				return err
-			}
 			in, err := os.Open(args[0])
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errNoInput, err)
 			}
 			defer in.Close()
-			rep, err := c.Store().Import(cmd.Context(), in)
+			c, err := g.openCache(false)
 			if err != nil {
 				return err
 			}
+			rep, err := c.Import(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			rep.File = args[0]
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(rep)
+				return printJSON(rep)
 			}
 			fmt.Printf("imported %d layers, %d new objects (%s), %d refs\n", len(rep.Layers), rep.Objects, fmtBytes(rep.Bytes), len(rep.Refs))
 			return nil
@@ -490,7 +352,7 @@ func newCacheImportCmd(g *globals, cf *cacheFlags) *cobra.Command {
 	}
 }
 
-func newCacheServeCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheServeCmd(g *globals) *cobra.Command {
 	var listen string
 	cmd := &cobra.Command{
 		Use:     "serve",
@@ -498,7 +360,7 @@ func newCacheServeCmd(g *globals, cf *cacheFlags) *cobra.Command {
 		Example: "  msb cache serve --listen 127.0.0.1:7070",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(true)
 			if err != nil {
 				return err
 			}
@@ -506,12 +368,12 @@ func newCacheServeCmd(g *globals, cf *cacheFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: c.Store().Handler(), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-cmd.Context().Done()
 				srv.Close()
 			}()
-			fmt.Fprintf(os.Stderr, "serving %s on http://%s\n", c.Store().Root(), ln.Addr())
+			fmt.Fprintf(os.Stderr, "serving %s on http://%s\n", c.Dir(), ln.Addr())
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -522,7 +384,7 @@ func newCacheServeCmd(g *globals, cf *cacheFlags) *cobra.Command {
 	return cmd
 }
 
-func newCachePullCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCachePullCmd(g *globals) *cobra.Command {
 	var ref string
 	cmd := &cobra.Command{
 		Use:   "pull URL DIGEST|REF",
@@ -531,38 +393,18 @@ func newCachePullCmd(g *globals, cf *cacheFlags) *cobra.Command {
   msb cache pull http://node2.example:7070 repo/acme/proj@0123abcd`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(false)
 			if err != nil {
 				return err
 			}
-			url := strings.TrimRight(args[0], "/")
-			id, err := store.ParseLayerID(args[1])
-			if err != nil {
-				// a ref: ask the server what it points at
-				if id, err = remoteRef(cmd.Context(), url, args[1]); err != nil {
-					return err
-				}
-				if ref == "" {
-					ref = args[1]
-				}
-			}
-			rep, err := c.Store().Pull(cmd.Context(), url, id, store.PullOptions{})
+			rep, err := c.Pull(cmd.Context(), args[0], args[1], ref)
 			if err != nil {
 				return err
-			}
-			if ref != "" {
-				if err := c.Store().SetRef(cmd.Context(), ref, id); err != nil {
-					return err
-				}
 			}
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"layer": id, "ref": ref, "report": rep})
+				return printJSON(rep)
 			}
-			fmt.Printf("pulled %s: %d layers, %d objects (%s)", id.Short(), len(rep.Layers), rep.Objects, fmtBytes(rep.Bytes))
-			if ref != "" {
-				fmt.Printf(", ref %s", ref)
-			}
-			fmt.Println()
+			fmt.Printf("pulled %s: %d new layers, %d objects (%s); refs %s\n", args[1], len(rep.Layers), rep.Objects, fmtBytes(rep.Bytes), or(strings.Join(rep.Refs, ", "), "none"))
 			return nil
 		},
 	}
@@ -570,27 +412,7 @@ func newCachePullCmd(g *globals, cf *cacheFlags) *cobra.Command {
 	return cmd
 }
 
-func remoteRef(ctx context.Context, base, name string) (store.LayerID, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/refs/"+name, nil)
-	if err != nil {
-		return store.LayerID{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return store.LayerID{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if err != nil {
-		return store.LayerID{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return store.LayerID{}, fmt.Errorf("ref %s at %s: %s", name, base, resp.Status)
-	}
-	return store.ParseLayerID(strings.TrimSpace(string(b)))
-}
-
-func newCacheImportRootfsCmd(g *globals, cf *cacheFlags) *cobra.Command {
+func newCacheImportRootfsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "import-rootfs DIR",
 		Short: "Commit a root filesystem tree (debootstrap dir, exported image) as the base layer (ref base/rootfs)",
@@ -598,18 +420,18 @@ func newCacheImportRootfsCmd(g *globals, cf *cacheFlags) *cobra.Command {
   msb cache build --dataset mine.jsonl --base base/rootfs --python 3.11=/usr/bin/python3.11`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.open(g, envcache.Options{})
+			c, err := g.openCache(false)
 			if err != nil {
 				return err
 			}
-			id, err := c.ImportRootfs(cmd.Context(), args[0])
+			ref, err := c.ImportRootfs(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(map[string]any{"layer": id, "ref": envcache.RootfsRef})
+				return printJSON(ref)
 			}
-			fmt.Printf("base layer %s (ref %s)\n", id, envcache.RootfsRef)
+			fmt.Printf("base layer %s (ref %s)\n", ref.Layer, ref.Ref)
 			return nil
 		},
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -20,13 +22,16 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			checks := rt.Doctor(cmd.Context())
 			failed := false
 			for _, c := range checks {
 				failed = failed || (c.Required && !c.OK)
 			}
 			if g.json {
-				json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": rt.Mode(), "enforcement": rt.Enforcement(), "checks": checks, "ok": !failed})
+				if err := printJSON(doctorReport(rt, checks, !failed)); err != nil {
+					return err
+				}
 			} else {
 				fmt.Printf("mode: %s (state dir %s, sandbox init %s)\n\n", rt.Mode(), rt.StateDir(), rt.Exe())
 				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -52,4 +57,15 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// doctorReport is the wire form of msb doctor's findings.
+func doctorReport(rt *sandbox.Runtime, checks []sandbox.Check, ok bool) api.DoctorReport {
+	en := rt.Enforcement()
+	r := api.DoctorReport{Mode: rt.Mode(), StateDir: rt.StateDir(), OK: ok, Checks: []api.Check{},
+		Enforcement: api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp, Disk: en.Disk, HostFiles: en.HostFiles}}
+	for _, c := range checks {
+		r.Checks = append(r.Checks, api.Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix, Required: c.Required})
+	}
+	return r
 }

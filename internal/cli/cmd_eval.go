@@ -2,31 +2,36 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"text/tabwriter"
+	"strings"
 
-	"github.com/minisandbox/msb/internal/eval"
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/harness"
 )
 
 func newEvalCmd(g *globals) *cobra.Command {
 	var f evalFlags
 	var preds string
 	cmd := &cobra.Command{
-		Use:   "eval --dataset FILE --predictions FILE --run-id ID",
+		Use:   "eval --dataset FILE --predictions FILE|gold --run-id ID",
 		Short: "Grade predictions exactly as the SWE-bench harness does, each in a fresh sandbox",
-		Example: `  msb eval --dataset verified.jsonl --predictions preds.jsonl --run-id try1 --workers 4
-  msb eval --dataset demo/dataset.jsonl --spec demo/specs.yaml --predictions gold.jsonl --run-id gold`,
+		Example: `  msb eval --dataset demo/dataset.jsonl --spec demo/specs.yaml --predictions gold --run-id gold
+  msb eval --dataset verified.jsonl --predictions preds.jsonl --run-id try1 --workers 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runEval(cmd.Context(), g, &f, preds)
 		},
 	}
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&preds, "predictions", "", "predictions: instance_id, model_name_or_path, model_patch (JSON, JSONL or a dict by id)")
-	cmd.Flags().StringVar(&f.runID, "run-id", "", "name of this run; rerunning with it resumes (finished instances are kept)")
+	cmd.Flags().StringVar(&preds, "predictions", "", `predictions: instance_id, model_name_or_path, model_patch (JSON, JSONL or a dict by id), or "gold" for the reference fixes`)
+	cmd.Flags().StringVar(&f.runID, "run-id", "", "name of this run; rerunning with it resumes (results of the same patch and spec are kept)")
 	return cmd
 }
 
@@ -34,74 +39,135 @@ func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string) err
 	if predPath == "" || f.runID == "" {
 		return fmt.Errorf("%w: --predictions and --run-id are required", errUsage)
 	}
-	insts, ov, err := f.load()
+	o, err := f.options()
 	if err != nil {
 		return err
 	}
-	preds, err := eval.LoadPredictions(predPath)
+	var preds []api.Prediction
+	if predPath != dataset.GoldPredictions {
+		if preds, err = dataset.LoadPredictions(predPath); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: --predictions: %w", errNoInput, err)
+			}
+			return err
+		}
+	}
+	e, err := g.openEngine(ctx, o)
 	if err != nil {
 		return err
 	}
-	o, err := f.options(g)
+	defer e.Close()
+	d, err := f.load(e)
 	if err != nil {
 		return err
 	}
-	o.Overrides = ov
-	r, err := eval.NewRunner(eval.RunOptions{Options: o, RunID: f.runID, OutDir: f.outDir, Workers: f.workers})
-	if err != nil {
+	if predPath == dataset.GoldPredictions {
+		preds = dataset.Gold(d.Selected)
+	} else if err := dataset.CheckPredictions(d, preds); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "evaluating %d predictions on %d instances with %d workers\n", len(preds), len(insts), r.Workers())
-	sum, results, err := r.Run(ctx, insts, preds, progressLine)
-	fmt.Fprintln(os.Stderr)
+	preds = selected(d, preds)
+	out := harness.New(f.outDir)
+	prog := newProgress("evaluating", len(preds), g.json)
+	fmt.Fprintf(os.Stderr, "evaluating %d predictions on %d instances, %d at once\n", len(preds), len(d.Selected),
+		min(f.workers, e.Concurrency(o.limits)))
+	rep, runErr := e.RunEvaluation(ctx, engine.EvalRun{RunID: f.runID, InstanceIDs: ids(d), Predictions: preds, Workers: f.workers,
+		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog)}, out)
+	prog.stop()
+	rep.Files = map[string]string{}
+	for _, s := range rep.Summaries {
+		if p, err := out.SummaryPath(s.RunID, s.Model); err == nil {
+			rep.Files["summary:"+s.Model] = p
+		}
+	}
 	if g.json {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{"summary": sum, "results": eval.SortedResults(results)})
-	} else {
-		printResults(eval.SortedResults(results))
-		fmt.Printf("\nresolved %d of %d submitted (%d errors, %d empty patches); summary: %s\n",
-			sum.ResolvedInstances, sum.SubmittedInstances, sum.ErrorInstances, sum.EmptyPatchInstances, r.SummaryPath(modelOf(results)))
+		if err := printJSON(rep); err != nil {
+			return err
+		}
+	} else if err := printRunReport(rep); err != nil {
+		return err
 	}
-	return err
+	if runErr != nil {
+		return runErr
+	}
+	for _, s := range rep.Summaries {
+		if s.ErrorInstances > 0 {
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%d evaluations ended without a verdict (see error_ids in the summary)", errorCount(rep))}
+		}
+	}
+	return nil
 }
 
-func modelOf(rs []eval.Result) string {
-	for _, r := range rs {
-		if r.Model != "" {
-			return r.Model
+// selected keeps the predictions of the selected instances (the harness
+// runs only those, and warns about nothing else).
+func selected(d *dataset.Dataset, preds []api.Prediction) []api.Prediction {
+	keep := map[string]bool{}
+	for _, in := range d.Selected {
+		keep[in.InstanceID] = true
+	}
+	var out []api.Prediction
+	for _, p := range preds {
+		if keep[p.InstanceID] {
+			out = append(out, p)
 		}
+	}
+	return out
+}
+
+func errorCount(rep api.RunReport) int {
+	n := 0
+	for _, s := range rep.Summaries {
+		n += s.ErrorInstances
+	}
+	return n
+}
+
+// resultProgress feeds a run's results to the progress display.
+func resultProgress(p *progress) engine.Progress {
+	return func(done, total int, r api.EvalResult) {
+		how := ""
+		if r.Resumed {
+			how = " (kept from an earlier run: same patch and spec)"
+		}
+		p.step(fmt.Sprintf("%s %s: %s%s", r.Model, r.InstanceID, r.Outcome, how), !r.Outcome.IsVerdict() && r.Outcome != api.OutcomeEmptyPatch)
+	}
+}
+
+func printRunReport(rep api.RunReport) error {
+	t := newTable("INSTANCE", "MODEL", "OUTCOME", "REWARD", "APPLIED WITH", "ENV", "TASK READY", "TESTS", "DETAIL")
+	var problems []problem
+	for _, r := range rep.Results {
+		t.row(r.InstanceID, r.Model, string(r.Outcome)+resumedMark(r), fmt.Sprintf("%.2f", r.Reward), or(r.ApplyMethod, "-"),
+			fmtNs(r.Timings.Env), fmtNs(r.Timings.TaskReady), fmtNs(r.Timings.Tests), firstLine(r.Detail))
+		if r.Outcome.IsError() {
+			problems = append(problems, problem{r.InstanceID + " (" + r.Model + ", " + string(r.Outcome) + ")", r.Detail})
+		}
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printProblems(os.Stdout, "Errors", problems)
+	fmt.Println()
+	for _, s := range rep.Summaries {
+		fmt.Printf("%s: resolved %d of %d submitted (%d unresolved, %d empty patches, %d errors); summary %s\n", s.Model,
+			s.ResolvedInstances, s.SubmittedInstances, s.UnresolvedInstances, s.EmptyPatchInstances, s.ErrorInstances, rep.Files["summary:"+s.Model])
+	}
+	if rep.Resumed > 0 {
+		fmt.Printf("%d results kept from an earlier run of %s (same patch and spec)\n", rep.Resumed, rep.RunID)
+	}
+	return nil
+}
+
+func resumedMark(r api.EvalResult) string {
+	if r.Resumed {
+		return "*"
 	}
 	return ""
 }
 
-// progressLine redraws one status line on stderr.
-func progressLine(done, total int, res eval.Result, resumed bool) {
-	how := ""
-	if resumed {
-		how = " (from an earlier run)"
+func or(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
 	}
-	width := 30
-	fill := done * width / total
-	fmt.Fprintf(os.Stderr, "\r[%s%s] %d/%d %s: %s%s\033[K", bar(fill, '#'), bar(width-fill, '.'), done, total, res.InstanceID, res.Outcome, how)
-}
-
-func bar(n int, c byte) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = c
-	}
-	return string(b)
-}
-
-func printResults(rs []eval.Result) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tOUTCOME\tAPPLIED WITH\tENV\tTASK READY\tTESTS\tDETAIL")
-	for _, r := range rs {
-		detail := r.Detail
-		if len(detail) > 60 {
-			detail = detail[:57] + "..."
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.InstanceID, r.Outcome, r.ApplyMethod,
-			fmtDur(r.Timings["env"]), fmtDur(r.Timings["task_ready"]), fmtDur(r.Timings["tests"]), oneLine(detail))
-	}
-	tw.Flush()
+	return s
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -15,16 +14,27 @@ func newGCCmd(g *globals) *cobra.Command {
 		Example: "  msb gc",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := os.Stat(g.settings.StateDir); err != nil {
+				if !g.settings.StateDirGiven && os.IsNotExist(err) {
+					fmt.Printf("nothing to collect: no state dir %s (no sandbox ran here)\n", g.settings.StateDir)
+					return nil
+				}
+				return fmt.Errorf("%w: state dir: %w", errUsage, err)
+			}
 			rt, err := g.runtime()
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			rep := rt.GC()
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(rep)
+				if err := printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Printf("removed %d sandbox state dirs, killed %d sandbox inits, removed %d cgroups\n",
+					len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
 			}
-			fmt.Printf("removed %d sandbox state dirs, killed %d sandbox inits, removed %d cgroups\n",
-				len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
 			for _, e := range rep.Errors {
 				fmt.Fprintln(os.Stderr, "msb gc:", e)
 			}

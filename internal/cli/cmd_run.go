@@ -14,8 +14,13 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
 		Short: "Run one command in a new sandbox and pass its exit code through",
+		Long: `Run one command in a new sandbox and pass its exit code through.
+
+The command's stdin, stdout and stderr are pipes that msb relays to and from
+its own: the sandbox never holds msb's files, and the command has no terminal
+(use msb shell for one). Nothing else msb has open reaches the sandbox.`,
 		Example: `  msb run -- bash -c 'id; hostname; ls /'
-  msb run --memory 256M --pids 64 --rw "$PWD" -w "$PWD" -- make test`,
+  msb run --memory 256M --pids 64 --disk 2G --rw "$PWD" -w "$PWD" -- make test`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd.Context(), g, &f, args)
@@ -36,11 +41,13 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 	if err != nil {
 		return err
 	}
+	defer rt.Close()
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return err
 	}
 	code, err := sb.Run(ctx, argv)
+	oom := oomMessage(sb, code)
 	if cerr := sb.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -51,7 +58,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", sb.UpperDir())
 	}
 	if code != 0 {
-		return &exitError{code: code}
+		return &exitError{code: code, msg: oom}
 	}
 	return nil
 }

@@ -7,18 +7,20 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 func newShellCmd(g *globals) *cobra.Command {
 	var f specFlags
 	cmd := &cobra.Command{
 		Use:   "shell [flags] [-- COMMAND [ARG...]]",
-		Short: "Open an interactive shell (a real tty) in a new sandbox",
+		Short: "Open an interactive shell (a real tty) in a new sandbox; without a terminal, run the shell on plain stdin",
 		Example: `  msb shell
-  msb shell --rw "$PWD" -w "$PWD"`,
+  msb shell --rw "$PWD" -w "$PWD"
+  echo 'id; ls /' | msb shell`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runShell(cmd.Context(), g, &f, args)
 		},
@@ -43,33 +45,17 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 	}
 	defer sb.Close()
 	fd := int(os.Stdin.Fd())
-	ws, wsErr := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
-	if old, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
-		raw := *old
-		raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-		raw.Oflag &^= unix.OPOST
-		raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-		raw.Cflag &^= unix.CSIZE | unix.PARENB
-		raw.Cflag |= unix.CS8
-		raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-		unix.IoctlSetTermios(fd, unix.TCSETS, &raw)
-		defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
-	}
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
-	go func() {
-		for range winch {
-			if w, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
-				sb.Resize(ctx, w.Row, w.Col)
-			}
+	var code int
+	if !term.IsTerminal(fd) {
+		// No terminal to put in raw mode: the shell reads commands from
+		// stdin like `bash -s`, as msb run would run it.
+		if len(argv) == 0 {
+			argv = []string{"/bin/bash"}
 		}
-	}()
-	var rows, cols uint16
-	if wsErr == nil {
-		rows, cols = ws.Row, ws.Col
+		code, err = sb.Run(ctx, argv)
+	} else {
+		code, err = ttyShell(ctx, sb, fd, argv)
 	}
-	code, err := sb.Shell(ctx, argv, rows, cols)
 	if err != nil {
 		return err
 	}
@@ -77,4 +63,29 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// ttyShell relays the terminal, in raw mode, to a pty in the sandbox,
+// following window size changes.
+func ttyShell(ctx context.Context, sb *sandbox.Sandbox, fd int, argv []string) (int, error) {
+	cols, rows, err := term.GetSize(fd)
+	if err != nil {
+		cols, rows = 0, 0
+	}
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return 0, fmt.Errorf("putting the terminal in raw mode: %w", err)
+	}
+	defer term.Restore(fd, old)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer func() { signal.Stop(winch); close(winch) }()
+	go func() {
+		for range winch {
+			if c, r, err := term.GetSize(fd); err == nil {
+				sb.Resize(ctx, uint16(r), uint16(c))
+			}
+		}
+	}()
+	return sb.Shell(ctx, argv, uint16(rows), uint16(cols))
 }

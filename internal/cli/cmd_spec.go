@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/minisandbox/msb/internal/dataset"
-	"github.com/minisandbox/msb/internal/spec"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
@@ -17,40 +15,55 @@ func newSpecCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show INSTANCE_ID --dataset FILE",
 		Short: "Print the resolved spec of an instance (built-in table, defaults and your spec file applied)",
-		Example: `  msb spec show django__django-11099 --dataset verified.jsonl
-  msb spec show demo__calc-1 --dataset demo/dataset.jsonl --spec demo/specs.yaml --json`,
+		Example: `  msb spec show demo__calc-1 --dataset demo/dataset.jsonl --spec demo/specs.yaml
+  msb spec show django__django-11099 --dataset verified.jsonl --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if datasetPath == "" {
-				return fmt.Errorf("%w: --dataset is required", errUsage)
-			}
-			insts, _, err := dataset.Load(datasetPath, dataset.Filter{IDs: args})
+			f := datasetFlags{dataset: datasetPath, instances: args, specFile: specFile, skipBad: true}
+			e, err := g.openEngine(cmd.Context(), engineOptions{specFile: specFile})
 			if err != nil {
 				return err
 			}
-			if len(insts) == 0 {
-				return fmt.Errorf("%w: no instance %s in %s", errUsage, args[0], datasetPath)
+			defer e.Close()
+			if _, err := f.load(e); err != nil {
+				return err
 			}
-			var ov *spec.Overrides
-			if specFile != "" {
-				if ov, err = spec.LoadOverrides(specFile); err != nil {
-					return err
-				}
-			}
-			sp, err := spec.Resolve(insts[0], ov)
+			v, err := e.Spec(args[0])
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"spec": sp, "test_command": sp.TestCommand(insts[0]), "test_files": spec.TestFiles(insts[0].TestPatch),
-				"environment_commit": spec.EnvironmentCommit(insts[0])}
 			if g.json {
-				return json.NewEncoder(os.Stdout).Encode(out)
+				return printJSON(v)
 			}
-			return yaml.NewEncoder(os.Stdout).Encode(out)
+			// The JSON form is valid YAML: decoding it keeps the api's
+			// field names and order.
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			var doc yaml.Node
+			if err := yaml.Unmarshal(b, &doc); err != nil {
+				return err
+			}
+			blockStyle(&doc)
+			enc := yaml.NewEncoder(os.Stdout)
+			if err := enc.Encode(&doc); err != nil {
+				return fmt.Errorf("writing output: %w", err)
+			}
+			return enc.Close()
 		},
 	}
 	show.Flags().StringVar(&datasetPath, "dataset", "", "the dataset holding the instance")
 	show.Flags().StringVar(&specFile, "spec", "", "YAML spec file (docs/spec-format.md)")
 	cmd.AddCommand(show)
 	return cmd
+}
+
+// blockStyle drops the JSON text's flow and quoting styles, so the YAML
+// reads as YAML.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }

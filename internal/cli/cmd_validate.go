@@ -2,19 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
-	"text/tabwriter"
 
-	"github.com/minisandbox/msb/internal/dataset"
-	"github.com/minisandbox/msb/internal/eval"
-	"github.com/minisandbox/msb/internal/grading"
-	"github.com/minisandbox/msb/internal/patch"
-	"github.com/minisandbox/msb/internal/spec"
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/harness"
 )
 
 func newValidateCmd(g *globals) *cobra.Command {
@@ -22,12 +17,11 @@ func newValidateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate --dataset FILE",
 		Short: "Admit instances for RL: the gold patch must resolve, an empty patch must not",
-		Example: `  msb validate --dataset verified.jsonl --instances astropy__astropy-12907 --workers 2
-  msb validate --dataset demo/dataset.jsonl --spec demo/specs.yaml --run-id v1`,
+		Example: `  msb validate --dataset demo/dataset.jsonl --spec demo/specs.yaml --run-id v1
+  msb validate --dataset verified.jsonl --instances astropy__astropy-12907 --workers 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := runValidate(cmd.Context(), g, &f, nil)
-			return err
+			return runValidate(cmd.Context(), g, &f)
 		},
 	}
 	f.register(cmd.Flags())
@@ -35,139 +29,81 @@ func newValidateCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// Validation is one instance's admission.
-type Validation struct {
-	InstanceID string      `json:"instance_id"`
-	Valid      bool        `json:"valid"`
-	Reason     string      `json:"reason,omitempty"`
-	Gold       eval.Result `json:"gold"`
-	Empty      eval.Result `json:"empty"`
-}
-
-// runValidate evaluates the gold and the empty patch of every instance,
-// writes valid.json and invalid.json next to the run, and returns the
-// validations. insts, when given, replaces loading --dataset.
-func runValidate(ctx context.Context, g *globals, f *evalFlags, insts []dataset.Instance) ([]Validation, error) {
-	var err error
-	var ov *spec.Overrides
-	if insts == nil {
-		if insts, ov, err = f.load(); err != nil {
-			return nil, err
-		}
-	} else if ov, err = loadOverrides(f.specFile); err != nil {
-		return nil, err
-	}
-	o, err := f.options(g)
+func runValidate(ctx context.Context, g *globals, f *evalFlags) error {
+	o, err := f.options()
 	if err != nil {
-		return nil, err
-	}
-	o.Overrides = ov
-	gold, empty := map[string]eval.Prediction{}, map[string]eval.Prediction{}
-	for _, in := range insts {
-		p := in.Patch
-		if in.BugIsGoldPatch() {
-			// SWE-smith: the gold patch introduces the bug; the repository
-			// at base_commit is already broken, and reverting it fixes it.
-			p = patch.Reverse(p)
-		}
-		gold[in.InstanceID] = eval.Prediction{InstanceID: in.InstanceID, Model: "gold", Patch: &p}
-		none := ""
-		empty[in.InstanceID] = eval.Prediction{InstanceID: in.InstanceID, Model: "empty", Patch: &none}
-	}
-	run := func(name string, preds map[string]eval.Prediction, gradeEmpty bool) ([]eval.Result, error) {
-		oo := o
-		oo.GradeEmpty = gradeEmpty
-		r, err := eval.NewRunner(eval.RunOptions{Options: oo, RunID: f.runID, OutDir: f.outDir, Workers: f.workers})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(os.Stderr, "%s patches of %d instances, %d workers\n", name, len(insts), r.Workers())
-		_, res, err := r.Run(ctx, insts, preds, progressLine)
-		fmt.Fprintln(os.Stderr)
-		return res, err
-	}
-	goldRes, err := run("gold", gold, false)
-	if err != nil {
-		return nil, err
-	}
-	emptyRes, err := run("empty", empty, true)
-	if err != nil {
-		return nil, err
-	}
-	vals := judgeValidations(goldRes, emptyRes)
-	if err := writeValidations(filepath.Join(f.outDir, f.runID), vals); err != nil {
-		return vals, err
-	}
-	if g.json {
-		return vals, json.NewEncoder(os.Stdout).Encode(vals)
-	}
-	printValidations(vals)
-	return vals, nil
-}
-
-func judgeValidations(gold, empty []eval.Result) []Validation {
-	byID := map[string]*Validation{}
-	var out []Validation
-	for _, r := range eval.SortedResults(gold) {
-		out = append(out, Validation{InstanceID: r.InstanceID, Gold: r})
-	}
-	for i := range out {
-		byID[out[i].InstanceID] = &out[i]
-	}
-	for _, r := range empty {
-		if v := byID[r.InstanceID]; v != nil {
-			v.Empty = r
-		}
-	}
-	for i := range out {
-		v := &out[i]
-		switch {
-		case v.Gold.Outcome != grading.OutcomeResolved:
-			v.Reason = fmt.Sprintf("gold patch: %s %s", v.Gold.Outcome, v.Gold.Detail)
-		case v.Empty.Outcome == grading.OutcomeResolved:
-			v.Reason = "an empty patch resolves it: its FAIL_TO_PASS tests do not fail at the base commit"
-		case !v.Empty.Outcome.IsVerdict():
-			v.Reason = fmt.Sprintf("empty patch: %s %s", v.Empty.Outcome, v.Empty.Detail)
-		default:
-			v.Valid = true
-		}
-	}
-	return out
-}
-
-func writeValidations(dir string, vals []Validation) error {
-	var valid []string
-	invalid := map[string]string{}
-	for _, v := range vals {
-		if v.Valid {
-			valid = append(valid, v.InstanceID)
-		} else {
-			invalid[v.InstanceID] = v.Reason
-		}
-	}
-	sort.Strings(valid)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, v := range map[string]any{"valid.json": valid, "invalid.json": invalid} {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+	e, err := g.openEngine(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	d, err := f.load(e)
+	if err != nil {
+		return err
+	}
+	out := harness.New(f.outDir)
+	prog := newProgress("validating", 2*len(d.Selected), g.json)
+	fmt.Fprintf(os.Stderr, "validating %d instances (gold and empty patch each), %d evaluations at once\n", len(d.Selected),
+		min(f.workers, e.Concurrency(o.limits)))
+	rep, runErr := e.RunValidation(ctx, engine.ValidateRun{RunID: f.runID, InstanceIDs: ids(d), Workers: f.workers,
+		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog)}, out)
+	prog.stop()
+	return finishValidation(g, out, rep, runErr)
+}
+
+// finishValidation writes valid.json and invalid.json, prints the report
+// and returns the command's error: none when every instance was judged
+// and at least one is valid.
+func finishValidation(g *globals, out *harness.Dir, rep api.ValidationReport, runErr error) error {
+	valid, invalid, err := out.WriteValidation(rep)
+	if err != nil {
+		return err
+	}
+	rep.Files = map[string]string{"valid": valid, "invalid": invalid}
+	for _, m := range []string{"gold", "empty"} {
+		if p, err := out.SummaryPath(rep.RunID, m); err == nil {
+			rep.Files["summary:"+m] = p
+		}
+	}
+	if g.json {
+		if err := printJSON(rep); err != nil {
 			return err
 		}
+	} else if err := printValidations(rep); err != nil {
+		return err
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case len(rep.Errored) > 0:
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d instances could not be judged (an evaluation ended without a verdict)", len(rep.Errored))}
+	case len(rep.Valid) == 0:
+		return &exitError{code: exitFailure, msg: "no instance is valid"}
 	}
 	return nil
 }
 
-func printValidations(vals []Validation) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tVALID\tGOLD\tEMPTY\tREASON")
-	n := 0
-	for _, v := range vals {
-		if v.Valid {
-			n++
+func printValidations(rep api.ValidationReport) error {
+	t := newTable("INSTANCE", "VALID", "GOLD", "EMPTY", "ENV", "TASK READY", "TESTS", "REASON")
+	var problems []problem
+	for _, v := range rep.Validations {
+		t.row(v.InstanceID, fmt.Sprint(v.Valid), fmt.Sprintf("%s (reward %.0f)", v.Gold.Outcome, v.Gold.Reward),
+			fmt.Sprintf("%s (reward %.0f)", v.Empty.Outcome, v.Empty.Reward), fmtNs(v.Gold.Timings.Env),
+			fmtNs(v.Gold.Timings.TaskReady), fmtNs(v.Gold.Timings.Tests), firstLine(v.Reason))
+		if !v.Valid {
+			problems = append(problems, problem{v.InstanceID, v.Reason})
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", v.InstanceID, v.Valid, v.Gold.Outcome, v.Empty.Outcome, oneLine(v.Reason))
 	}
-	tw.Flush()
-	fmt.Printf("\n%d of %d instances valid\n", n, len(vals))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printProblems(os.Stdout, "Not valid", problems)
+	fmt.Printf("\n%d of %d instances valid", len(rep.Valid), len(rep.Validations))
+	if rep.SkippedRows > 0 {
+		fmt.Printf(" (%d dataset rows skipped)", rep.SkippedRows)
+	}
+	fmt.Printf("; wrote %s and %s\n", rep.Files["valid"], rep.Files["invalid"])
+	return nil
 }

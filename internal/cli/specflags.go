@@ -23,7 +23,9 @@ type specFlags struct {
 	pids     int64
 	cpus     float64
 	tmp      string
+	disk     string
 	keep     bool
+	fs       *pflag.FlagSet
 }
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
@@ -40,7 +42,9 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
 	fs.StringVar(&f.tmp, "tmp", "", "size of the private /tmp, e.g. 256M (default 1G)")
+	fs.StringVar(&f.disk, "disk", "", "limit on what the sandbox writes (its root, /tmp, /dev/shm), e.g. 2G (default 10G)")
 	fs.BoolVar(&f.keep, "keep-upper", false, "keep the sandbox's writable layer after it exits, for debugging")
+	f.fs = fs
 }
 
 func (f *specFlags) spec() (sandbox.Config, error) {
@@ -72,8 +76,11 @@ func (f *specFlags) spec() (sandbox.Config, error) {
 	if s.Limits.TmpBytes, err = parseBytes(f.tmp); err != nil {
 		return s, fmt.Errorf("--tmp: %w", err)
 	}
+	if s.Limits.DiskBytes, err = parseBytes(f.disk); err != nil {
+		return s, fmt.Errorf("--disk: %w", err)
+	}
 	s.Limits.Pids, s.Limits.CPUs = f.pids, f.cpus
-	return s, nil
+	return s, f.checkLimits(s.Limits)
 }
 
 // parseBytes reads sizes like 512, 64K, 512M, 4G (powers of 1024).

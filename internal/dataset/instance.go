@@ -1,6 +1,10 @@
 package dataset
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/minisandbox/msb/internal/patch"
+)
 
 // Source is the dataset family of a row.
 type Source string
@@ -39,6 +43,15 @@ type Instance struct {
 // task's starting tree is the base commit with Patch applied, and the
 // reference fix is Patch reversed.
 func (in Instance) BugIsGoldPatch() bool { return in.Source == SWESmith }
+
+// ReferenceFix is the patch that solves the task: the gold patch, or for an
+// instance whose gold patch introduces the bug (SWE-smith) its reverse.
+func (in Instance) ReferenceFix() string {
+	if in.BugIsGoldPatch() {
+		return patch.Reverse(in.Patch)
+	}
+	return in.Patch
+}
 
 // EnvironmentKey names the environment the instance's dependencies live in:
 // SWE-smith instances share theirs by image_name; the others by repository

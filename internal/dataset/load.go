@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/minisandbox/msb/internal/api"
 )
 
 // Format is a file format.
@@ -72,50 +74,95 @@ type Options struct {
 // Load reads the instances of a dataset file that pass the filter. Rows that
 // are not valid instances are returned as RowErrors and do not stop the
 // others; err is for the file as a whole (unreadable, unknown format, bad
-// filter).
+// filter, ids asked for that no row has).
 func Load(path string, f Filter) ([]Instance, []RowError, error) {
 	return LoadFile(path, Options{Filter: f})
 }
 
 // LoadFile is Load with options.
 func LoadFile(path string, opt Options) ([]Instance, []RowError, error) {
-	m, err := opt.Filter.compile()
+	d, err := Read(path, opt)
 	if err != nil {
 		return nil, nil, err
+	}
+	return d.Selected, d.RowErrors, nil
+}
+
+// Dataset is a dataset file as read: every valid row, the rows the filter
+// selects, and the rows that are not valid instances.
+type Dataset struct {
+	Path string
+	// All holds every valid instance of the file, in file order.
+	All []Instance
+	// Selected holds the instances the filter keeps.
+	Selected []Instance
+	// RowErrors are the rows that are not valid instances, except rows
+	// whose instance_id the filter excludes.
+	RowErrors []RowError
+}
+
+// ErrUnknownID is returned for instance ids asked for (Filter.IDs) that no
+// row of the file has.
+var ErrUnknownID = errors.New("no such instance")
+
+// Read reads a dataset file. Besides Load's errors, it fails with
+// ErrUnknownID naming every id of Filter.IDs that no row has.
+func Read(path string, opt Options) (*Dataset, error) {
+	m, err := opt.Filter.compile()
+	if err != nil {
+		return nil, err
 	}
 	rows, rowErrs, err := readRows(path, opt.Format)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var out []Instance
+	d := &Dataset{Path: path, RowErrors: rowErrs}
+	var kept []Instance
 	seen := map[string]int{}
+	named := map[string]bool{} // ids of every row, valid or not
 	for i, row := range rows {
 		n := i + 1
 		if row.err != nil {
-			rowErrs = append(rowErrs, RowError{Row: n, Err: row.err})
+			d.RowErrors = append(d.RowErrors, RowError{Row: n, Err: row.err})
 			continue
 		}
 		in, errs := decode(row.fields, opt.Source)
+		named[in.InstanceID] = true
 		if in.InstanceID != "" && !m.keep(in.InstanceID) {
+			if len(errs) == 0 && seen[in.InstanceID] == 0 {
+				seen[in.InstanceID] = n
+				d.All = append(d.All, in)
+			}
 			continue
 		}
 		if len(errs) > 0 {
 			for _, e := range errs {
 				e.Row = n
-				rowErrs = append(rowErrs, e)
+				d.RowErrors = append(d.RowErrors, e)
 			}
 			continue
 		}
 		if first, dup := seen[in.InstanceID]; dup {
-			rowErrs = append(rowErrs, RowError{Row: n, InstanceID: in.InstanceID, Field: "instance_id",
+			d.RowErrors = append(d.RowErrors, RowError{Row: n, InstanceID: in.InstanceID, Field: "instance_id",
 				Err: fmt.Errorf("%w (first at row %d)", ErrDuplicateID, first)})
 			continue
 		}
 		seen[in.InstanceID] = n
-		out = append(out, in)
+		d.All = append(d.All, in)
+		kept = append(kept, in)
 	}
-	sortRowErrors(rowErrs)
-	return m.slice(out), rowErrs, nil
+	var unknown []string
+	for _, id := range opt.Filter.IDs {
+		if !named[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("%w in %s: %s", ErrUnknownID, path, strings.Join(unknown, ", "))
+	}
+	sortRowErrors(d.RowErrors)
+	d.Selected = m.slice(kept)
+	return d, nil
 }
 
 func sortRowErrors(errs []RowError) {
@@ -312,6 +359,12 @@ func decode(row map[string]any, force Source) (Instance, []RowError) {
 	for _, f := range req {
 		if v, ok := row[f]; !ok || v == nil || v == "" && f != "patch" && f != "test_patch" {
 			bad(f, ErrMissingField)
+		}
+	}
+	if in.InstanceID != "" {
+		// The id names the instance's directory of results.
+		if err := api.CheckName("instance_id", in.InstanceID); err != nil {
+			bad("instance_id", err)
 		}
 	}
 	if in.Source == SWESmith && in.BaseCommit == "" {

@@ -57,7 +57,7 @@ func TestFilters(t *testing.T) {
 		n    int
 		ids  []string
 	}{
-		{"ids", Filter{IDs: []string{"django__django-11099", "sympy__sympy-20590", "nope"}}, 2, []string{"django__django-11099", "sympy__sympy-20590"}},
+		{"ids", Filter{IDs: []string{"django__django-11099", "sympy__sympy-20590"}}, 2, []string{"django__django-11099", "sympy__sympy-20590"}},
 		{"regex", Filter{Regex: `^psf__requests-`}, 8, nil},
 		{"slice", Filter{Slice: "0:3"}, 3, []string{"astropy__astropy-12907", "astropy__astropy-13033", "astropy__astropy-13236"}},
 		{"negative slice", Filter{Slice: "-2:"}, 2, nil},

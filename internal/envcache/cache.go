@@ -108,13 +108,14 @@ type Options struct {
 	BuildLimits sandbox.Limits
 }
 
-// DefaultDir is the cache directory when none is given: <user cache dir>/msb.
-func DefaultDir() string {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), fmt.Sprintf("msb-cache-%d", os.Getuid()))
+// DefaultDir is the cache directory for a user whose cache directory
+// ($XDG_CACHE_HOME, or ~/.cache) is userCacheDir: <userCacheDir>/msb, or
+// /tmp/msb-cache-<uid> without one.
+func DefaultDir(userCacheDir string) string {
+	if userCacheDir == "" {
+		return filepath.Join("/tmp", fmt.Sprintf("msb-cache-%d", os.Getuid()))
 	}
-	return filepath.Join(d, "msb")
+	return filepath.Join(userCacheDir, "msb")
 }
 
 // Cache builds and hands out layers. Safe for concurrent use.
@@ -146,7 +147,7 @@ func (c *Cache) Stats() Stats {
 // Open opens (creating) the cache at opts.Dir.
 func Open(opts Options) (*Cache, error) {
 	if opts.Dir == "" {
-		opts.Dir = DefaultDir()
+		opts.Dir = DefaultDir("")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {

@@ -16,9 +16,6 @@ import (
 	"github.com/minisandbox/msb/internal/spec"
 )
 
-// strict turns skips for missing host features into failures (CI).
-func strict() bool { return os.Getenv("MSB_TEST_STRICT") == "1" }
-
 func testRuntimeAt(dir string) (*sandbox.Runtime, error) {
 	return sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: dir})
 }

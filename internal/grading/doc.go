@@ -15,16 +15,19 @@
 //     published datasets were produced by those parsers and must be matched
 //     name for name.
 //   - Expected: the FAIL_TO_PASS and PASS_TO_PASS lists of an instance.
-//   - TestsStatus: for each list, which tests succeeded and which failed
+//   - TestsStatus (api.TestsStatus): for each list, which tests succeeded and which failed
 //     (the harness's tests_status JSON object).
-//   - Resolution: RESOLVED_FULL, RESOLVED_PARTIAL or RESOLVED_NO. An
+//   - Resolution (api.Resolution): RESOLVED_FULL, RESOLVED_PARTIAL or RESOLVED_NO. An
 //     instance is resolved when its resolution is FULL.
-//   - Outcome: what happened to one evaluation, infrastructure included:
+//   - Outcome (api.Outcome): what happened to one evaluation, infrastructure included:
 //     resolved, unresolved, patch_apply_failed, empty_patch, test_timeout,
 //     env_build_failed, infra_error. An infrastructure failure is never
 //     reported as "unresolved".
-//   - InstanceReport, ReportFile: the per-instance report.json the harness
-//     writes; Summary: the run summary the harness writes.
+//   - Verdict: Judge's answer for one Evaluation (what happened in the
+//     sandbox): the outcome and the harness's per-instance report. Summarize
+//     makes the harness's run summary. The data types (api.TestsStatus,
+//     api.InstanceReport, api.RunSummary, api.Outcome) live in package api,
+//     because they are what msb writes and serves.
 //
 // Grading rules (SWE-bench harness, grading.py): a FAIL_TO_PASS test
 // succeeds when its status is PASSED or XFAIL and fails when it is FAILED,

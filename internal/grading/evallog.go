@@ -1,6 +1,9 @@
 package grading
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Markers an evaluation script prints around the test command, and the
 // harness's markers for runs that went wrong, as the harness spells them.
@@ -13,6 +16,9 @@ const (
 	ResetFailed     = ">>>>> Reset Failed"
 	TestsError      = ">>>>> Tests Errored"
 	TestsTimeout    = ">>>>> Tests Timed Out"
+	// TestExitCode is followed by ": <n>", the test command's own exit
+	// status, printed after EndTestOutput (the harness's newer scripts).
+	TestExitCode = ">>>>> Test Exit Code"
 )
 
 // LogProblem says why a log has no test results.
@@ -26,14 +32,36 @@ const (
 	LogTestsErrored   LogProblem = "tests errored"
 	LogTestsTimedOut  LogProblem = "tests timed out"
 	LogMarkersMissing LogProblem = "test output markers missing"
+	// LogExitMismatch: the test command exited non-zero, yet the log reports
+	// tests and none of them failed: the log does not describe the run (a
+	// patch can print its own PASSED lines), so it is not trusted.
+	LogExitMismatch LogProblem = "the test command failed but the log reports no failing test"
 )
+
+// ExitCodeOf reads the TestExitCode line of a log: the first
+// ">>>>> Test Exit Code: <n>".
+func ExitCodeOf(log string) (int, bool) {
+	_, after, found := strings.Cut(log, TestExitCode+":")
+	if !found {
+		return 0, false
+	}
+	after = strings.TrimLeft(after, " \t")
+	end := 0
+	for end < len(after) && (after[end] >= '0' && after[end] <= '9' || end == 0 && after[end] == '-') {
+		end++
+	}
+	n, err := strconv.Atoi(after[:end])
+	return n, err == nil
+}
 
 // ParseEvalLog reads a whole evaluation log as the harness's get_logs_eval
 // does: a log that contains a bad marker, or lacks either test marker, has
 // no results (found is false, problem says why). Otherwise the text between
 // the first start marker and the first end marker after it is parsed; if
 // that yields nothing, the whole log is parsed instead (test output that
-// went to another stream).
+// went to another stream). A log whose TestExitCode line says the test
+// command failed while its tests all passed has no results either
+// (LogExitMismatch), as in the harness.
 func ParseEvalLog(parse ParseFunc, log string) (m StatusMap, problem LogProblem) {
 	for _, bad := range [...]struct {
 		marker  string
@@ -56,6 +84,9 @@ func ParseEvalLog(parse ParseFunc, log string) (m StatusMap, problem LogProblem)
 	m = parse(between)
 	if len(m) == 0 {
 		m = parse(log)
+	}
+	if code, ok := ExitCodeOf(log); ok && code != 0 && len(m) > 0 && !m.anyFailed() {
+		return StatusMap{}, LogExitMismatch
 	}
 	return m, LogOK
 }

@@ -1,5 +1,7 @@
 package grading
 
+import "github.com/minisandbox/msb/internal/api"
+
 // Keys of the harness's tests_status object.
 const (
 	FailToPass = "FAIL_TO_PASS"
@@ -50,31 +52,6 @@ type Options struct {
 	CalculateToFail bool     // also grade FailToFail and PassToFail
 }
 
-// Outcomes lists which tests of one list succeeded and which failed. Both
-// slices are non-nil so that JSON shows [] rather than null.
-type Outcomes struct {
-	Success []string `json:"success"`
-	Failure []string `json:"failure"`
-}
-
-// TestsStatus is the harness's tests_status object.
-type TestsStatus struct {
-	FailToPass Outcomes `json:"FAIL_TO_PASS"`
-	PassToPass Outcomes `json:"PASS_TO_PASS"`
-	FailToFail Outcomes `json:"FAIL_TO_FAIL"`
-	PassToFail Outcomes `json:"PASS_TO_FAIL"`
-}
-
-// Resolution is the harness's ResolvedStatus.
-type Resolution string
-
-// The harness's resolution values.
-const (
-	ResolvedFull    Resolution = "RESOLVED_FULL"
-	ResolvedPartial Resolution = "RESOLVED_PARTIAL"
-	ResolvedNo      Resolution = "RESOLVED_NO"
-)
-
 // passed: the harness's test_passed.
 func passed(m StatusMap, test string) bool {
 	st, ok := m[test]
@@ -95,10 +72,10 @@ func maintained(m StatusMap, test string) bool {
 // Grade sorts each expected test into success or failure by its status in
 // m, with the harness's rules (see the package comment). A test whose status
 // is not one the harness knows lands in neither list, as in the harness.
-func Grade(m StatusMap, exp Expected, opt Options) TestsStatus {
+func Grade(m StatusMap, exp Expected, opt Options) api.TestsStatus {
 	failOnly := opt.EvalType == FailOnly
-	check := func(tests []string, isP2P bool) Outcomes {
-		o := Outcomes{Success: []string{}, Failure: []string{}}
+	check := func(tests []string, isP2P bool) api.Outcomes {
+		o := api.Outcomes{Success: []string{}, Failure: []string{}}
 		for _, t := range tests {
 			switch {
 			case failOnly:
@@ -115,7 +92,7 @@ func Grade(m StatusMap, exp Expected, opt Options) TestsStatus {
 		}
 		return o
 	}
-	ts := TestsStatus{
+	ts := api.TestsStatus{
 		FailToPass: check(exp.FailToPass, false),
 		PassToPass: check(exp.PassToPass, true),
 		FailToFail: check(nil, false),
@@ -129,7 +106,7 @@ func Grade(m StatusMap, exp Expected, opt Options) TestsStatus {
 }
 
 // rate is the harness's compute_fail_to_pass / compute_pass_to_pass.
-func (o Outcomes) rate() float64 {
+func rate(o api.Outcomes) float64 {
 	total := len(o.Success) + len(o.Failure)
 	if total == 0 {
 		return 1
@@ -138,48 +115,39 @@ func (o Outcomes) rate() float64 {
 }
 
 // FailToPassRate is the share of graded FAIL_TO_PASS tests that succeeded (1 when none).
-func (ts TestsStatus) FailToPassRate() float64 { return ts.FailToPass.rate() }
+func FailToPassRate(ts api.TestsStatus) float64 { return rate(ts.FailToPass) }
 
 // PassToPassRate is the share of graded PASS_TO_PASS tests that succeeded (1 when none).
-func (ts TestsStatus) PassToPassRate() float64 { return ts.PassToPass.rate() }
+func PassToPassRate(ts api.TestsStatus) float64 { return rate(ts.PassToPass) }
 
-// Resolution is the harness's get_resolution_status.
-func (ts TestsStatus) Resolution() Resolution {
+// ResolutionOf is the harness's get_resolution_status.
+func ResolutionOf(ts api.TestsStatus) api.Resolution {
 	// rate()==1 exactly when there is no failure; 0<rate<1 when both lists are non-empty.
 	f2pAll := len(ts.FailToPass.Failure) == 0
 	p2pAll := len(ts.PassToPass.Failure) == 0
 	f2pSome := len(ts.FailToPass.Success) > 0 && len(ts.FailToPass.Failure) > 0
 	switch {
 	case f2pAll && p2pAll:
-		return ResolvedFull
+		return api.ResolvedFull
 	case f2pSome && p2pAll:
-		return ResolvedPartial
+		return api.ResolvedPartial
 	default:
-		return ResolvedNo
+		return api.ResolvedNo
 	}
 }
 
 // Resolved reports whether the resolution is FULL.
-func (ts TestsStatus) Resolved() bool { return ts.Resolution() == ResolvedFull }
+func Resolved(ts api.TestsStatus) bool { return ResolutionOf(ts) == api.ResolvedFull }
 
-// RewardMode chooses how a graded evaluation becomes a number.
-type RewardMode string
-
-const (
-	// RewardBinary: 1 when resolved (FULL), else 0.
-	RewardBinary RewardMode = "binary"
-	// RewardFraction: the share of FAIL_TO_PASS and PASS_TO_PASS tests that
-	// succeeded, counted together; 1 when resolved and 1 when no test is
-	// graded. A dense signal for training, not a SWE-bench metric.
-	RewardFraction RewardMode = "fraction"
-)
-
-// Reward turns the tests status into a reward in [0, 1].
-func (ts TestsStatus) Reward(mode RewardMode) float64 {
-	if ts.Resolved() {
+// RewardOf turns the tests status into a reward in [0, 1] (see
+// api.RewardMode): 1 when resolved; with RewardFraction otherwise the share
+// of FAIL_TO_PASS and PASS_TO_PASS tests that succeeded (1 when none is
+// graded); 0 otherwise.
+func RewardOf(ts api.TestsStatus, mode api.RewardMode) float64 {
+	if Resolved(ts) {
 		return 1
 	}
-	if mode != RewardFraction {
+	if mode != api.RewardFraction {
 		return 0
 	}
 	ok := len(ts.FailToPass.Success) + len(ts.PassToPass.Success)

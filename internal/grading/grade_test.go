@@ -3,7 +3,9 @@ package grading
 import (
 	"encoding/json"
 	"errors"
+	"github.com/minisandbox/msb/internal/api"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -15,34 +17,34 @@ func TestGrade(t *testing.T) {
 		name    string
 		exp     Expected
 		opt     Options
-		wantF2P Outcomes
-		wantP2P Outcomes
-		res     Resolution
+		wantF2P api.Outcomes
+		wantP2P api.Outcomes
+		res     api.Resolution
 	}{
 		{"passed and xfail pass", Expected{FailToPass: []string{"p", "x"}, PassToPass: []string{"p"}},
-			Options{}, oc([]string{"p", "x"}, nil), oc([]string{"p"}, nil), ResolvedFull},
+			Options{}, oc([]string{"p", "x"}, nil), oc([]string{"p"}, nil), api.ResolvedFull},
 		{"missing f2p fails", Expected{FailToPass: []string{"p", "gone"}},
-			Options{}, oc([]string{"p"}, []string{"gone"}), oc(nil, nil), ResolvedPartial},
+			Options{}, oc([]string{"p"}, []string{"gone"}), oc(nil, nil), api.ResolvedPartial},
 		{"missing p2p fails", Expected{FailToPass: []string{"p"}, PassToPass: []string{"gone"}},
-			Options{}, oc([]string{"p"}, nil), oc(nil, []string{"gone"}), ResolvedNo},
+			Options{}, oc([]string{"p"}, nil), oc(nil, []string{"gone"}), api.ResolvedNo},
 		{"failed and error fail", Expected{FailToPass: []string{"f", "e"}},
-			Options{}, oc(nil, []string{"f", "e"}), oc(nil, nil), ResolvedNo},
+			Options{}, oc(nil, []string{"f", "e"}), oc(nil, nil), api.ResolvedNo},
 		{"skipped f2p fails", Expected{FailToPass: []string{"s"}},
-			Options{}, oc(nil, []string{"s"}), oc(nil, nil), ResolvedNo},
+			Options{}, oc(nil, []string{"s"}), oc(nil, nil), api.ResolvedNo},
 		{"skipped p2p is maintained", Expected{FailToPass: []string{"p"}, PassToPass: []string{"s"}},
-			Options{}, oc([]string{"p"}, nil), oc([]string{"s"}, nil), ResolvedFull},
+			Options{}, oc([]string{"p"}, nil), oc([]string{"s"}, nil), api.ResolvedFull},
 		{"unknown status in neither list", Expected{FailToPass: []string{"p", "odd"}, PassToPass: []string{"odd"}},
-			Options{}, oc([]string{"p"}, nil), oc(nil, nil), ResolvedFull},
+			Options{}, oc([]string{"p"}, nil), oc(nil, nil), api.ResolvedFull},
 		{"empty lists resolve", Expected{},
-			Options{}, oc(nil, nil), oc(nil, nil), ResolvedFull},
+			Options{}, oc(nil, nil), oc(nil, nil), api.ResolvedFull},
 		{"partial needs p2p intact", Expected{FailToPass: []string{"p", "f"}, PassToPass: []string{"f"}},
-			Options{}, oc([]string{"p"}, []string{"f"}), oc(nil, []string{"f"}), ResolvedNo},
+			Options{}, oc([]string{"p"}, []string{"f"}), oc(nil, []string{"f"}), api.ResolvedNo},
 		{"no f2p success is NO", Expected{FailToPass: []string{"f"}, PassToPass: []string{"p"}},
-			Options{}, oc(nil, []string{"f"}), oc([]string{"p"}, nil), ResolvedNo},
+			Options{}, oc(nil, []string{"f"}), oc([]string{"p"}, nil), api.ResolvedNo},
 		{"fail only: missing succeeds", Expected{FailToPass: []string{"gone", "e", "s"}, PassToPass: []string{"gone"}},
-			Options{EvalType: FailOnly}, oc([]string{"gone", "e", "s"}, nil), oc([]string{"gone"}, nil), ResolvedFull},
+			Options{EvalType: FailOnly}, oc([]string{"gone", "e", "s"}, nil), oc([]string{"gone"}, nil), api.ResolvedFull},
 		{"fail only: FAILED fails", Expected{FailToPass: []string{"f"}, PassToPass: []string{"p"}},
-			Options{EvalType: FailOnly}, oc(nil, []string{"f"}), oc([]string{"p"}, nil), ResolvedNo},
+			Options{EvalType: FailOnly}, oc(nil, []string{"f"}), oc([]string{"p"}, nil), api.ResolvedNo},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,24 +55,24 @@ func TestGrade(t *testing.T) {
 			if !reflect.DeepEqual(ts.PassToPass, tc.wantP2P) {
 				t.Errorf("PASS_TO_PASS = %+v, want %+v", ts.PassToPass, tc.wantP2P)
 			}
-			if got := ts.Resolution(); got != tc.res {
-				t.Errorf("Resolution = %s, want %s", got, tc.res)
+			if got := ResolutionOf(ts); got != tc.res {
+				t.Errorf("api.Resolution = %s, want %s", got, tc.res)
 			}
-			if ts.Resolved() != (tc.res == ResolvedFull) {
-				t.Errorf("Resolved = %v with resolution %s", ts.Resolved(), tc.res)
+			if Resolved(ts) != (tc.res == api.ResolvedFull) {
+				t.Errorf("Resolved = %v with resolution %s", Resolved(ts), tc.res)
 			}
 		})
 	}
 }
 
-func oc(success, failure []string) Outcomes {
+func oc(success, failure []string) api.Outcomes {
 	if success == nil {
 		success = []string{}
 	}
 	if failure == nil {
 		failure = []string{}
 	}
-	return Outcomes{Success: success, Failure: failure}
+	return api.Outcomes{Success: success, Failure: failure}
 }
 
 func TestGradeToFail(t *testing.T) {
@@ -105,22 +107,22 @@ func TestReward(t *testing.T) {
 		exp        Expected
 		binary     float64
 		fraction   float64
-		resolution Resolution
+		resolution api.Resolution
 	}{
-		{"resolved", StatusMap{"a": Passed, "b": Passed}, Expected{FailToPass: []string{"a"}, PassToPass: []string{"b"}}, 1, 1, ResolvedFull},
-		{"half", StatusMap{"a": Passed, "b": Failed}, Expected{FailToPass: []string{"a", "b"}}, 0, 0.5, ResolvedPartial},
-		{"one of four", StatusMap{"a": Passed}, Expected{FailToPass: []string{"a", "b"}, PassToPass: []string{"c", "d"}}, 0, 0.25, ResolvedNo},
+		{"resolved", StatusMap{"a": Passed, "b": Passed}, Expected{FailToPass: []string{"a"}, PassToPass: []string{"b"}}, 1, 1, api.ResolvedFull},
+		{"half", StatusMap{"a": Passed, "b": Failed}, Expected{FailToPass: []string{"a", "b"}}, 0, 0.5, api.ResolvedPartial},
+		{"one of four", StatusMap{"a": Passed}, Expected{FailToPass: []string{"a", "b"}, PassToPass: []string{"c", "d"}}, 0, 0.25, api.ResolvedNo},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := Grade(tc.sm, tc.exp, Options{})
-			if got := ts.Reward(RewardBinary); got != tc.binary {
+			if got := RewardOf(ts, api.RewardBinary); got != tc.binary {
 				t.Errorf("binary reward = %v, want %v", got, tc.binary)
 			}
-			if got := ts.Reward(RewardFraction); got != tc.fraction {
+			if got := RewardOf(ts, api.RewardFraction); got != tc.fraction {
 				t.Errorf("fraction reward = %v, want %v", got, tc.fraction)
 			}
-			if got := ts.Resolution(); got != tc.resolution {
+			if got := ResolutionOf(ts); got != tc.resolution {
 				t.Errorf("resolution = %v, want %v", got, tc.resolution)
 			}
 		})
@@ -188,27 +190,31 @@ func TestJudge(t *testing.T) {
 	tests := []struct {
 		name    string
 		e       Evaluation
-		outcome Outcome
+		outcome api.Outcome
 		applied bool
 		isNone  bool
 	}{
-		{"resolved", base, OutcomeResolved, true, false},
-		{"unresolved", with(func(e *Evaluation) { e.Expected.FailToPass = []string{"tests/test_a.py::test_other"} }), OutcomeUnresolved, true, false},
-		{"missing test unresolved", with(func(e *Evaluation) { e.Expected.PassToPass = []string{"gone"} }), OutcomeUnresolved, true, false},
-		{"nil patch", with(func(e *Evaluation) { e.Patch = nil }), OutcomeEmptyPatch, false, true},
-		{"empty patch", with(func(e *Evaluation) { e.Patch = &empty }), OutcomeEmptyPatch, false, false},
+		{"resolved", base, api.OutcomeResolved, true, false},
+		{"unresolved", with(func(e *Evaluation) { e.Expected.FailToPass = []string{"tests/test_a.py::test_other"} }), api.OutcomeUnresolved, true, false},
+		{"missing test unresolved", with(func(e *Evaluation) { e.Expected.PassToPass = []string{"gone"} }), api.OutcomeUnresolved, true, false},
+		{"nil patch", with(func(e *Evaluation) { e.Patch = nil }), api.OutcomeEmptyPatch, false, true},
+		{"empty patch", with(func(e *Evaluation) { e.Patch = &empty }), api.OutcomeEmptyPatch, false, false},
 		{"empty patch graded", with(func(e *Evaluation) {
 			e.Patch, e.GradeEmpty = &empty, true
 			e.Log = "+ : '>>>>> Start Test Output'\nFAILED tests/test_a.py::test_fixed\nPASSED tests/test_a.py::test_kept\n+ : '>>>>> End Test Output'\n"
-		}), OutcomeUnresolved, true, false},
-		{"apply failed", with(func(e *Evaluation) { e.ApplyErr = errors.New("git apply: corrupt patch") }), OutcomePatchApplyFailed, false, false},
-		{"apply failed marker", with(func(e *Evaluation) { e.Log += ApplyPatchFail }), OutcomePatchApplyFailed, false, false},
-		{"timeout", with(func(e *Evaluation) { e.TimedOut = true }), OutcomeTestTimeout, false, false},
-		{"timeout marker", with(func(e *Evaluation) { e.Log += TestsTimeout }), OutcomeTestTimeout, false, false},
-		{"env build", with(func(e *Evaluation) { e.EnvBuildErr = errors.New("pip failed") }), OutcomeEnvBuildFailed, false, false},
-		{"infra", with(func(e *Evaluation) { e.InfraErr = errors.New("sandbox died") }), OutcomeInfraError, false, false},
-		{"no markers is infra, not unresolved", with(func(e *Evaluation) { e.Log = "PASSED tests/test_a.py::test_fixed\n" }), OutcomeInfraError, false, false},
-		{"no parser", with(func(e *Evaluation) { e.Parse = nil }), OutcomeInfraError, false, false},
+		}), api.OutcomeUnresolved, true, false},
+		{"apply failed", with(func(e *Evaluation) { e.ApplyErr = errors.New("git apply: corrupt patch") }), api.OutcomePatchApplyFailed, false, false},
+		{"apply failed marker", with(func(e *Evaluation) { e.Log += ApplyPatchFail }), api.OutcomePatchApplyFailed, false, false},
+		{"timeout", with(func(e *Evaluation) { e.TimedOut = true }), api.OutcomeTestTimeout, false, false},
+		{"timeout marker", with(func(e *Evaluation) { e.Log += TestsTimeout }), api.OutcomeTestTimeout, false, false},
+		{"env build", with(func(e *Evaluation) { e.EnvBuildErr = errors.New("pip failed") }), api.OutcomeEnvBuildFailed, false, false},
+		{"infra", with(func(e *Evaluation) { e.InfraErr = errors.New("sandbox died") }), api.OutcomeInfraError, false, false},
+		{"no markers is infra, not unresolved", with(func(e *Evaluation) { e.Log = "PASSED tests/test_a.py::test_fixed\n" }), api.OutcomeInfraError, false, false},
+		{"no parser", with(func(e *Evaluation) { e.Parse = nil }), api.OutcomeInfraError, false, false},
+		{"passes with a failing exit code are not trusted", with(func(e *Evaluation) {
+			e.Log = strings.Replace(goodLog, "FAILED tests/test_a.py::test_other - assert 0\n", "", 1) + "\n" + TestExitCode + ": 1\n"
+		}), api.OutcomeUnresolved, false, false},
+		{"an exit code of 0 is consistent", with(func(e *Evaluation) { e.Log += "\n" + TestExitCode + ": 0\n" }), api.OutcomeResolved, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,10 +228,10 @@ func TestJudge(t *testing.T) {
 			if v.Report.PatchIsNone != tc.isNone || v.Report.PatchExists == tc.isNone {
 				t.Errorf("patch_is_None/patch_exists = %v/%v", v.Report.PatchIsNone, v.Report.PatchExists)
 			}
-			if v.Report.Resolved != (tc.outcome == OutcomeResolved) {
+			if v.Report.Resolved != (tc.outcome == api.OutcomeResolved) {
 				t.Errorf("resolved = %v with outcome %s", v.Report.Resolved, v.Outcome)
 			}
-			if (v.Report.TestsStatus != nil) != tc.outcome.IsVerdict() {
+			if (v.Report.TestsStatus != nil) != tc.applied {
 				t.Errorf("tests_status present = %v with outcome %s", v.Report.TestsStatus != nil, v.Outcome)
 			}
 		})
@@ -236,7 +242,7 @@ func TestReportFileJSON(t *testing.T) {
 	patch := "diff"
 	v := Judge(Evaluation{InstanceID: "a__b-1", Patch: &patch, Log: goodLog, Parse: ParsePytest,
 		Expected: Expected{FailToPass: []string{"tests/test_a.py::test_fixed"}}})
-	b, err := json.Marshal(ReportFile{"a__b-1": v.Report})
+	b, err := json.Marshal(api.ReportFile{"a__b-1": v.Report})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,28 +262,45 @@ func TestReportFileJSON(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	dataset := []string{"a", "b", "c", "d", "e", "f", "g"}
-	submitted := []string{"a", "b", "c", "d", "e", "f", "zz"}
-	outcomes := map[string]Outcome{
-		"a": OutcomeResolved, "b": OutcomeUnresolved, "c": OutcomeEmptyPatch,
-		"d": OutcomePatchApplyFailed, "e": OutcomeTestTimeout, // f: submitted, never finished
+	dataset := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	submitted := []string{"a", "b", "c", "d", "e", "f", "h", "zz"}
+	finished := map[string]Finished{
+		"a": {Outcome: api.OutcomeResolved}, "b": {Outcome: api.OutcomeUnresolved}, "c": {Outcome: api.OutcomeEmptyPatch},
+		"d": {Outcome: api.OutcomePatchApplyFailed}, "e": {Outcome: api.OutcomeTestTimeout}, // f: submitted, never finished
+		"h": {Outcome: api.OutcomeEnvBuildFailed, Detail: "pip failed\nlong log"},
 	}
-	s := Summarize(dataset, submitted, outcomes)
+	s := Summarize("m", "r1", dataset, submitted, finished)
 	check := func(name string, got, want any) {
 		t.Helper()
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	check("total", s.TotalInstances, 7)
-	check("submitted", s.SubmittedInstances, 7)
-	check("completed_ids", s.CompletedIDs, []string{"a", "b"})
-	check("resolved_ids", s.ResolvedIDs, []string{"a"})
-	check("unresolved_ids", s.UnresolvedIDs, []string{"b"})
-	check("empty_patch_ids", s.EmptyPatchIDs, []string{"c"})
-	check("error_ids", s.ErrorIDs, []string{"d", "e", "f"})
-	check("incomplete_ids", s.IncompleteIDs, []string{"g"})
-	check("outcomes", s.Outcomes[OutcomeTestTimeout], []string{"e"})
-	check("counts", []int{s.CompletedInstances, s.ResolvedInstances, s.UnresolvedInstances, s.EmptyPatchInstances, s.ErrorInstances},
-		[]int{2, 1, 1, 1, 3})
+	ids := func(s ...string) api.List[string] { return s }
+	check("total", s.TotalInstances, 8)
+	check("submitted", s.SubmittedInstances, 8)
+	check("completed_ids", s.CompletedIDs, ids("a", "b"))
+	check("resolved_ids", s.ResolvedIDs, ids("a"))
+	check("unresolved_ids", s.UnresolvedIDs, ids("b"))
+	check("empty_patch_ids", s.EmptyPatchIDs, ids("c"))
+	check("error_ids", s.ErrorIDs, ids("d", "e", "f", "h"))
+	check("infra_failure_ids", s.InfraFailureIDs, ids("h"))
+	check("failure_reasons", s.FailureReasons, api.Map[string, string]{"h": "pip failed"})
+	check("incomplete_ids", s.IncompleteIDs, ids("g"))
+	check("outcomes", s.Outcomes[api.OutcomeTestTimeout], ids("e"))
+	check("counts", []int{s.CompletedInstances, s.ResolvedInstances, s.UnresolvedInstances, s.EmptyPatchInstances, s.ErrorInstances, s.InfraFailureInstances},
+		[]int{2, 1, 1, 1, 4, 1})
+	check("model", s.Model+"/"+s.RunID, "m/r1")
+}
+
+// TestSummaryJSONHasNoNulls: every list of an empty summary is [] and every
+// map {}, as the harness writes them.
+func TestSummaryJSONHasNoNulls(t *testing.T) {
+	b, err := json.Marshal(Summarize("m", "r", nil, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "null") {
+		t.Fatalf("null in %s", b)
+	}
 }

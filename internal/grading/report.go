@@ -5,45 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/minisandbox/msb/internal/api"
 )
-
-// Outcome is what happened to one evaluation. Only OutcomeResolved and
-// OutcomeUnresolved are verdicts on the patch; the others say the patch
-// could not be judged (or, for an empty patch, was not).
-type Outcome string
-
-// The outcomes of an evaluation.
-const (
-	OutcomeResolved         Outcome = "resolved"
-	OutcomeUnresolved       Outcome = "unresolved"
-	OutcomePatchApplyFailed Outcome = "patch_apply_failed"
-	OutcomeEmptyPatch       Outcome = "empty_patch"
-	OutcomeTestTimeout      Outcome = "test_timeout"
-	OutcomeEnvBuildFailed   Outcome = "env_build_failed"
-	OutcomeInfraError       Outcome = "infra_error"
-)
-
-// AllOutcomes lists every outcome, verdicts first.
-var AllOutcomes = []Outcome{
-	OutcomeResolved, OutcomeUnresolved, OutcomePatchApplyFailed, OutcomeEmptyPatch,
-	OutcomeTestTimeout, OutcomeEnvBuildFailed, OutcomeInfraError,
-}
-
-// IsVerdict reports whether the outcome judges the patch (resolved or unresolved).
-func (o Outcome) IsVerdict() bool { return o == OutcomeResolved || o == OutcomeUnresolved }
-
-// InstanceReport is one instance's entry in the harness's report.json.
-type InstanceReport struct {
-	PatchIsNone              bool         `json:"patch_is_None"`
-	PatchExists              bool         `json:"patch_exists"`
-	PatchSuccessfullyApplied bool         `json:"patch_successfully_applied"`
-	Resolved                 bool         `json:"resolved"`
-	TestsStatus              *TestsStatus `json:"tests_status,omitempty"`
-}
-
-// ReportFile is the content of a per-instance report.json:
-// {"<instance_id>": {...}}.
-type ReportFile map[string]InstanceReport
 
 // Evaluation is everything known about one evaluation run, for Judge. The
 // caller fills in what happened; Judge decides the outcome and grades.
@@ -69,11 +33,11 @@ type Evaluation struct {
 
 // Verdict is Judge's answer.
 type Verdict struct {
-	Outcome    Outcome
+	Outcome    api.Outcome
 	Detail     string // why, for outcomes other than resolved/unresolved
-	Report     InstanceReport
-	Resolution Resolution // empty unless graded
-	Statuses   StatusMap  // parsed test statuses; empty unless the log was read
+	Report     api.InstanceReport
+	Resolution api.Resolution // empty unless graded
+	Statuses   StatusMap      // parsed test statuses; empty unless the log was read
 }
 
 // ErrNoParser is returned in a verdict's detail when an Evaluation has no Parse.
@@ -83,39 +47,44 @@ var ErrNoParser = errors.New("no log parser")
 // are reported as such, never as "unresolved": an environment that did not
 // build, an infrastructure error, an empty patch (unless GradeEmpty), a
 // patch that did not apply, a timeout, a log without test results. Only a
-// log with test results is graded.
+// log with test results is graded, and a log the test command's exit status
+// contradicts (LogExitMismatch) is unresolved without tests_status, as the
+// harness reports it.
 func Judge(e Evaluation) Verdict {
 	v := Verdict{Statuses: StatusMap{}}
 	v.Report.PatchIsNone = e.Patch == nil
 	v.Report.PatchExists = e.Patch != nil
 	empty := e.Patch == nil || strings.TrimSpace(*e.Patch) == ""
-	fail := func(o Outcome, format string, args ...any) Verdict {
+	fail := func(o api.Outcome, format string, args ...any) Verdict {
 		v.Outcome, v.Detail = o, fmt.Sprintf(format, args...)
 		return v
 	}
 	switch {
 	case e.InfraErr != nil:
-		return fail(OutcomeInfraError, "%v", e.InfraErr)
+		return fail(api.OutcomeInfraError, "%s", e.InfraErr.Error())
 	case e.EnvBuildErr != nil:
-		return fail(OutcomeEnvBuildFailed, "%v", e.EnvBuildErr)
+		return fail(api.OutcomeEnvBuildFailed, "%s", e.EnvBuildErr.Error())
 	case empty && !e.GradeEmpty:
-		return fail(OutcomeEmptyPatch, "the prediction has no patch")
+		return fail(api.OutcomeEmptyPatch, "the prediction has no patch")
 	case e.ApplyErr != nil:
-		return fail(OutcomePatchApplyFailed, "%v", e.ApplyErr)
+		return fail(api.OutcomePatchApplyFailed, "%s", e.ApplyErr.Error())
 	case e.TimedOut:
-		return fail(OutcomeTestTimeout, "the tests ran past their timeout")
+		return fail(api.OutcomeTestTimeout, "the tests ran past their timeout")
 	case e.Parse == nil:
-		return fail(OutcomeInfraError, "%v", ErrNoParser)
+		return fail(api.OutcomeInfraError, "%s", ErrNoParser.Error())
 	}
 	m, problem := ParseEvalLog(e.Parse, e.Log)
 	switch problem {
 	case LogOK:
 	case LogPatchFailed:
-		return fail(OutcomePatchApplyFailed, "log: %s", problem)
+		return fail(api.OutcomePatchApplyFailed, "log: %s", problem)
 	case LogTestsTimedOut:
-		return fail(OutcomeTestTimeout, "log: %s", problem)
+		return fail(api.OutcomeTestTimeout, "log: %s", problem)
+	case LogExitMismatch:
+		v.Resolution = api.ResolvedNo
+		return fail(api.OutcomeUnresolved, "log: %s", problem)
 	default:
-		return fail(OutcomeInfraError, "log: %s", problem)
+		return fail(api.OutcomeInfraError, "log: %s", problem)
 	}
 	opt := e.Options
 	if opt.EvalType == "" {
@@ -123,53 +92,41 @@ func Judge(e Evaluation) Verdict {
 	}
 	ts := Grade(m, e.Expected, opt)
 	v.Statuses = m
-	v.Resolution = ts.Resolution()
+	v.Resolution = ResolutionOf(ts)
 	v.Report.PatchSuccessfullyApplied = true
-	v.Report.Resolved = ts.Resolved()
+	v.Report.Resolved = Resolved(ts)
 	v.Report.TestsStatus = &ts
-	v.Outcome = OutcomeUnresolved
+	v.Outcome = api.OutcomeUnresolved
 	if v.Report.Resolved {
-		v.Outcome = OutcomeResolved
+		v.Outcome = api.OutcomeResolved
 	}
 	return v
 }
 
-// Summary is the harness's run summary (make_run_report), with the outcome
-// of every instance added under "outcomes". Instances whose evaluation did
-// not end in a verdict (patch did not apply, timeout, build failure,
-// infrastructure error) are error_ids, as in the harness, where they leave
-// no report.json.
-type Summary struct {
-	TotalInstances      int                  `json:"total_instances"`
-	SubmittedInstances  int                  `json:"submitted_instances"`
-	CompletedInstances  int                  `json:"completed_instances"`
-	ResolvedInstances   int                  `json:"resolved_instances"`
-	UnresolvedInstances int                  `json:"unresolved_instances"`
-	EmptyPatchInstances int                  `json:"empty_patch_instances"`
-	ErrorInstances      int                  `json:"error_instances"`
-	CompletedIDs        []string             `json:"completed_ids"`
-	IncompleteIDs       []string             `json:"incomplete_ids"`
-	EmptyPatchIDs       []string             `json:"empty_patch_ids"`
-	SubmittedIDs        []string             `json:"submitted_ids"`
-	ResolvedIDs         []string             `json:"resolved_ids"`
-	UnresolvedIDs       []string             `json:"unresolved_ids"`
-	ErrorIDs            []string             `json:"error_ids"`
-	SchemaVersion       int                  `json:"schema_version"`
-	Outcomes            map[Outcome][]string `json:"outcomes"`
+// Finished is one instance's result for Summarize.
+type Finished struct {
+	Outcome api.Outcome
+	Detail  string
 }
 
-// Summarize builds the run summary. datasetIDs are all instances of the
-// dataset (after filters), submitted the instances with a prediction, and
-// outcomes the outcome of each instance that has finished. A submitted
-// instance without an outcome is an error, as a missing report.json is for
-// the harness; an instance without a prediction is incomplete.
-func Summarize(datasetIDs, submitted []string, outcomes map[string]Outcome) Summary {
-	s := Summary{
+// Summarize builds the harness's run summary for one model. datasetIDs are
+// the selected instances of the dataset, submitted those this model has a
+// prediction for, and finished the result of each submitted instance that
+// finished. As in the harness: an instance without a prediction is
+// incomplete; a resolved or unresolved one is completed (it has a
+// report.json); an empty patch is counted apart; every other submitted
+// instance, finished or not, is an error. Infrastructure outcomes are also
+// infra_failure_ids, with the first line of their detail in
+// failure_reasons.
+func Summarize(model, runID string, datasetIDs, submitted []string, finished map[string]Finished) api.RunSummary {
+	s := api.RunSummary{
+		Model: model, RunID: runID,
 		TotalInstances: len(datasetIDs),
 		SchemaVersion:  2,
 		CompletedIDs:   []string{}, IncompleteIDs: []string{}, EmptyPatchIDs: []string{},
 		SubmittedIDs: []string{}, ResolvedIDs: []string{}, UnresolvedIDs: []string{}, ErrorIDs: []string{},
-		Outcomes: map[Outcome][]string{},
+		InfraFailureIDs: []string{}, FailureReasons: map[string]string{},
+		Outcomes: map[api.Outcome]api.List[string]{},
 	}
 	isSubmitted := make(map[string]bool, len(submitted))
 	for _, id := range submitted {
@@ -183,24 +140,28 @@ func Summarize(datasetIDs, submitted []string, outcomes map[string]Outcome) Summ
 			s.IncompleteIDs = append(s.IncompleteIDs, id)
 			continue
 		}
-		o, done := outcomes[id]
+		f, done := finished[id]
 		if done {
-			s.Outcomes[o] = append(s.Outcomes[o], id)
+			s.Outcomes[f.Outcome] = append(s.Outcomes[f.Outcome], id)
 		}
 		switch {
-		case o == OutcomeEmptyPatch:
+		case f.Outcome == api.OutcomeEmptyPatch:
 			s.EmptyPatchIDs = append(s.EmptyPatchIDs, id)
-		case o == OutcomeResolved:
+		case f.Outcome == api.OutcomeResolved:
 			s.CompletedIDs = append(s.CompletedIDs, id)
 			s.ResolvedIDs = append(s.ResolvedIDs, id)
-		case o == OutcomeUnresolved:
+		case f.Outcome == api.OutcomeUnresolved:
 			s.CompletedIDs = append(s.CompletedIDs, id)
 			s.UnresolvedIDs = append(s.UnresolvedIDs, id)
 		default: // not finished, or finished without a verdict
 			s.ErrorIDs = append(s.ErrorIDs, id)
+			if f.Outcome.IsInfra() {
+				s.InfraFailureIDs = append(s.InfraFailureIDs, id)
+				s.FailureReasons[id], _, _ = strings.Cut(f.Detail, "\n")
+			}
 		}
 	}
-	for _, ids := range [][]string{s.CompletedIDs, s.IncompleteIDs, s.EmptyPatchIDs, s.SubmittedIDs, s.ResolvedIDs, s.UnresolvedIDs, s.ErrorIDs} {
+	for _, ids := range []api.List[string]{s.CompletedIDs, s.IncompleteIDs, s.EmptyPatchIDs, s.SubmittedIDs, s.ResolvedIDs, s.UnresolvedIDs, s.ErrorIDs, s.InfraFailureIDs} {
 		sort.Strings(ids)
 	}
 	for _, ids := range s.Outcomes {
@@ -212,5 +173,6 @@ func Summarize(datasetIDs, submitted []string, outcomes map[string]Outcome) Summ
 	s.UnresolvedInstances = len(s.UnresolvedIDs)
 	s.EmptyPatchInstances = len(s.EmptyPatchIDs)
 	s.ErrorInstances = len(s.ErrorIDs)
+	s.InfraFailureInstances = len(s.InfraFailureIDs)
 	return s
 }

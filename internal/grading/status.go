@@ -55,3 +55,13 @@ func (m StatusMap) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(map[string]Status(m))
 }
+
+// anyFailed reports whether some test FAILED or had an ERROR.
+func (m StatusMap) anyFailed() bool {
+	for _, st := range m {
+		if st == Failed || st == Error {
+			return true
+		}
+	}
+	return false
+}

@@ -1,11 +1,14 @@
 // Package privtest holds what the tests of privileged packages share: the
-// check that no sandbox of the test process outlived the tests, and the
-// rerun of a test binary as an unprivileged user (the rootless mode).
+// check that no sandbox of the test process outlived the tests, the rerun
+// of a test binary as an unprivileged user (the rootless mode), and skips
+// that turn into failures when the suite says it has the privileges
+// (MSB_TEST_STRICT=1, MSB_TEST_REQUIRE_ROOT=1, both set by make test).
 //
 // A Leak is a sandbox init still running as a child of the test process, or
-// a mount whose path names the test's state. Other test binaries running at
-// the same time (go test runs packages in parallel) are not this process's
-// leaks and are ignored.
+// a mount whose path names the test's state; a pool leak is a loop device
+// still attached to a disk pool this process made. Other test binaries
+// running at the same time (go test runs packages in parallel) are not this
+// process's leaks and are ignored.
 package privtest
 
 import (
@@ -19,11 +22,76 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 )
 
 // User is the unprivileged account rootless tests run as; Unprivileged
 // creates it when missing.
 const User = "msbtest"
+
+// Environment variables that make privilege skips failures.
+const (
+	// StrictEnv=1: the host has every feature the suite uses (user
+	// namespaces, cgroups, overlayfs, python3, git); a test that would skip
+	// for lack of one fails instead.
+	StrictEnv = "MSB_TEST_STRICT"
+	// RequireRootEnv=1: the suite runs as root; a test that needs root
+	// fails instead of skipping when it is not.
+	RequireRootEnv = "MSB_TEST_REQUIRE_ROOT"
+	// StateBaseEnv is where the rootless rerun lets tests make state dirs.
+	StateBaseEnv = "MSB_TEST_STATE_BASE"
+)
+
+// Strict reports whether StrictEnv is set.
+func Strict() bool { return os.Getenv(StrictEnv) == "1" }
+
+// Skip skips t for lack of a host feature or privilege, or fails it when
+// the suite is strict: under make test nothing is skipped silently.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Strict() {
+		t.Fatalf("%s (%s=1: the suite must have this; fix the host, see .ci/run)", msg, StrictEnv)
+	}
+	t.Skip(msg)
+}
+
+// RequireRoot skips a test that needs root when not root, or fails it
+// when RequireRootEnv says the suite runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv(RequireRootEnv) == "1" {
+		t.Fatalf("test needs root but %s=1 and we are uid %d", RequireRootEnv, os.Geteuid())
+	}
+	t.Skip("needs root")
+}
+
+// StateDir makes a state directory for a test's sandbox runtime, under
+// StateBaseEnv in the rootless rerun (a directory its user owns), else
+// under the temp dir; it is removed after the test, which fails if a
+// sandbox left anything in it.
+func StateDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(os.Getenv(StateBaseEnv), "msb-test-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Name() != ".empty" {
+				t.Errorf("state dir %s still holds %s after the test", dir, e.Name())
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
 
 // Leaks lists sandbox inits that are children of this process and mounts in
 // this mount namespace whose line contains mountMark.
@@ -57,6 +125,37 @@ func Leaks(mountMark string) []string {
 func CheckLeaks(mountMark string) error {
 	if l := Leaks(mountMark); len(l) > 0 {
 		return fmt.Errorf("%d leaks:\n%s", len(l), strings.Join(l, "\n"))
+	}
+	return nil
+}
+
+// PoolLeaks lists loop devices still attached to a disk pool this process
+// made (see package pool): a runtime was not closed, or a sandbox of it
+// still lives.
+func PoolLeaks() []string {
+	// A pool's backing file is named after the process that made it.
+	mine := "/" + pool.BackingPrefix + strconv.Itoa(os.Getpid()) + "-"
+	var leaks []string
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), mine) {
+			leaks = append(leaks, "loop device "+filepath.Base(filepath.Dir(filepath.Dir(f)))+": "+strings.TrimSpace(string(b)))
+		}
+	}
+	return leaks
+}
+
+// CheckPoolLeaks returns an error naming the pools' loop devices still
+// attached. A loop device detaches itself a moment after its last user is
+// gone, so it waits a little for them to go.
+func CheckPoolLeaks() error {
+	l := PoolLeaks()
+	for i := 0; i < 100 && len(l) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		l = PoolLeaks()
+	}
+	if len(l) > 0 {
+		return fmt.Errorf("%d disk pools left attached:\n%s", len(l), strings.Join(l, "\n"))
 	}
 	return nil
 }
@@ -96,8 +195,8 @@ func Unprivileged(t *testing.T, run string) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = state
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin", "HOME=" + u.HomeDir, "MSB_TEST_STATE_BASE=" + state,
-		"TMPDIR=" + state, "MSB_TEST_STRICT=" + os.Getenv("MSB_TEST_STRICT")}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin", "HOME=" + u.HomeDir, StateBaseEnv + "=" + state,
+		"TMPDIR=" + state, StrictEnv + "=" + os.Getenv(StrictEnv)}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s as %s (uid %d):\n%s", run, User, uid, out)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,14 +52,26 @@ type Config struct {
 	User User `json:"user,omitempty"`
 	// MaxOutput caps the bytes of each output stream a command returns.
 	MaxOutput int `json:"max_output,omitempty"`
-	// Stdio is what Run and Shell talk to: `msb run` and `msb shell` pass
-	// the caller's terminal. Nil means /dev/null.
+	// HostReadAsRoot, in root mode, lets the sandbox read the host dirs with
+	// root's rights, as a root container over a read-only bind would (the
+	// masks of known secrets still apply). By default a root-mode sandbox
+	// reads in them only what an unprivileged user could. Rootless sandboxes
+	// always read with the caller's rights.
+	HostReadAsRoot bool `json:"host_read_as_root,omitempty"`
+	// Stdio is what Run and Shell talk to (`msb run` and `msb shell` pass
+	// the caller's stdin, stdout and stderr). The sandbox never holds these
+	// files: msb relays them through pipes, so a command sees a pipe (never
+	// a terminal or a host file it could reopen through /proc/self/fd).
+	// Nil means /dev/null.
 	Stdio *Stdio `json:"-"`
 }
 
-// Stdio are the files a sandbox's Run and Shell commands use.
+// Stdio are what a sandbox's Run and Shell commands are relayed to, from
+// Create until Close. A nil field is /dev/null. In is read by a goroutine
+// that ends at In's end of file or, after Close, at its next read.
 type Stdio struct {
-	In, Out, Err *os.File
+	In       io.Reader
+	Out, Err io.Writer
 }
 
 // Bind mounts a host path into the sandbox.
@@ -75,18 +88,28 @@ type User struct {
 }
 
 // Limits bound a sandbox's resources; zero means the default (see
-// DefaultLimits), negative is an error.
+// DefaultLimits), negative is an error. Runtime.Enforcement says what holds
+// each one in a runtime's mode.
 type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	// TmpBytes is the size of the sandbox's private /tmp (tmpfs, charged
-	// to its memory).
+	// to its memory), at most DiskBytes.
 	TmpBytes int64 `json:"tmp_bytes,omitempty"`
+	// DiskBytes bounds what the sandbox writes: its root (the overlay's
+	// upper dir), and /tmp and /dev/shm, which are never larger. A write
+	// past it fails (ENOSPC or EDQUOT) inside the sandbox. It does not
+	// apply where the caller provides the writable tree (Config.UpperDir,
+	// Config.RootDir) or keeps it (KeepUpper): those are host directories.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // DefaultLimits apply where a Config leaves a limit at zero.
-var DefaultLimits = Limits{MemoryBytes: 4 << 30, Pids: 1024, TmpBytes: 1 << 30}
+var DefaultLimits = Limits{MemoryBytes: 4 << 30, Pids: 1024, TmpBytes: 1 << 30, DiskBytes: 10 << 30}
+
+// shmBytes is the size of a sandbox's /dev/shm (at most its DiskBytes).
+const shmBytes = 64 << 20
 
 func (l Limits) withDefaults() Limits {
 	if l.MemoryBytes == 0 {
@@ -97,6 +120,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.TmpBytes == 0 {
 		l.TmpBytes = DefaultLimits.TmpBytes
+	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = DefaultLimits.DiskBytes
 	}
 	return l
 }
@@ -156,8 +182,11 @@ func (s *Config) Validate(rootless bool) error {
 		return invalid("network %q: use %q or %q", s.Network, NetworkNone, NetworkHost)
 	}
 	l := s.Limits
-	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 {
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {
 		return invalid("negative limit in %+v", l)
+	}
+	if l.DiskBytes != 0 && l.DiskBytes < 1<<20 {
+		return invalid("disk limit %d bytes is below the 1 MiB a sandbox needs to start", l.DiskBytes)
 	}
 	if l.MemoryBytes != 0 && l.MemoryBytes < 8<<20 {
 		return invalid("memory limit %d bytes is below the 8 MiB a sandbox needs to start", l.MemoryBytes)

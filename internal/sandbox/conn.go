@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"github.com/minisandbox/msb/internal/session"
 )
 
 // ErrClosed means the sandbox is gone (closed, or its init died).
@@ -117,7 +118,7 @@ func (e *OpError) Error() string { return e.Op + ": " + e.Msg }
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrExists       = errors.New("already exists")
-	ErrSessionEnded = errors.New("session ended")
+	ErrSessionEnded = session.ErrSessionEnded // one error for a session's end, on both sides
 	ErrEscape       = errors.New("path escapes the sandbox")
 	ErrTooLarge     = errors.New("too large")
 	ErrInvalid      = errors.New("invalid request")

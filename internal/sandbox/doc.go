@@ -11,8 +11,15 @@
 // socket, and whose Close kills every process in it and removes everything
 // it made.
 //
-// Every sandbox has a state directory (<state>/<id>) with its upper and
-// work dirs, its mount point and an owner lock. The owning msb process holds
-// the lock for the sandbox's life; Runtime.GC removes the state, cgroups and
-// processes of sandboxes whose owner is gone (a killed msb).
+// Every sandbox has a state directory (<state>/<id>) with its mount points
+// (and, when its writable layer is a host directory, its upper and work
+// dirs) and an owner lock. The owning msb process holds the lock for the
+// sandbox's life; Runtime.GC removes the state, cgroups and processes of
+// sandboxes whose owner is gone (a killed msb).
+//
+// A sandbox's disk bounds what it writes (Limits.DiskBytes): a volume of
+// the runtime's disk pool in root mode (package pool), a tmpfs otherwise.
+// Its stdio (Config.Stdio) is relayed through pipes. Runtime.Enforcement
+// says what holds each limit in the runtime's mode, and what a sandbox can
+// read of the host's files; docs/sandbox.md has the details.
 package sandbox

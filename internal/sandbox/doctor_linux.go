@@ -27,10 +27,7 @@ type Check struct {
 // Doctor checks the kernel features sandboxes need, in this runtime's mode,
 // and finally creates a sandbox and runs a command in it.
 func (rt *Runtime) Doctor(ctx context.Context) []Check {
-	userns := uintptr(0)
-	if rt.rootless {
-		userns = unix.CLONE_NEWUSER
-	}
+	userns := rt.probeUserns()
 	fixUserns := "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000 (and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
 	checks := []Check{
 		rt.probe("user namespace", "true", unix.CLONE_NEWUSER, rt.rootless, fixUserns),
@@ -44,12 +41,52 @@ func (rt *Runtime) Doctor(ctx context.Context) []Check {
 		rt.probe("pivot_root", "pivot_root", userns|unix.CLONE_NEWNS, true, "a kernel that allows pivot_root in a mount namespace"),
 		rt.probe("seccomp filter", "seccomp", 0, true, "a kernel with CONFIG_SECCOMP_FILTER"),
 		rt.cgroupCheck(),
+		rt.diskCheck(),
+		rt.hostFilesCheck(),
 	}
 	checks = append(checks, rt.smokeTest(ctx))
 	return checks
 }
 
-func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix string) Check {
+func (rt *Runtime) diskCheck() Check {
+	d := rt.disk()
+	c := Check{Name: "disk limit", OK: d.kind != diskHost, Detail: d.describe()}
+	switch {
+	case d.kind == diskHost:
+		c.Fix = "Linux 6.6+ (a tmpfs with user xattrs can be the overlay's upper dir in a user namespace)"
+		if !rt.rootless {
+			c.Fix = "install btrfs-progs and have loop devices (/dev/loop-control) and btrfs; or " + c.Fix
+		}
+	case d.kind == diskTmpfs && !rt.rootless:
+		c.OK = false // holds, in memory: degraded
+		c.Fix = "install btrfs-progs and have loop devices (/dev/loop-control) and btrfs, for a disk pool"
+	}
+	return c
+}
+
+func (rt *Runtime) hostFilesCheck() Check {
+	c := Check{Name: "host files", OK: true, Detail: rt.hostFiles()}
+	if _, why := rt.idmap(); !rt.rootless && why != "" {
+		c.OK = false
+		c.Fix = "Linux 5.12+ and host dirs on filesystems with idmapped mounts (ext4, xfs, btrfs, overlayfs 5.19+, tmpfs 6.3+)"
+	}
+	return c
+}
+
+// cloneNewNS is the mount namespace flag, for probes.
+const cloneNewNS = unix.CLONE_NEWNS
+
+// probeUserns is the user namespace flag a probe needs in this mode.
+func (rt *Runtime) probeUserns() uintptr {
+	if rt.rootless {
+		return unix.CLONE_NEWUSER
+	}
+	return 0
+}
+
+// probe runs one of sbinit's probes in a child with the namespaces flags
+// (and the extra environment entries env) and reports whether it worked.
+func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix string, env ...string) Check {
 	c := Check{Name: name, Required: required}
 	cmd := exec.Command(rt.exe)
 	cmd.Args = []string{"msb-probe-" + probe}
@@ -65,6 +102,7 @@ func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix s
 	if rt.rootless {
 		cmd.Env = append(cmd.Env, "MSB_PROBE_USERXATTR=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	attr := &syscall.SysProcAttr{Cloneflags: flags}
@@ -104,7 +142,8 @@ func (rt *Runtime) cgroupCheck() Check {
 		c.Detail = fmt.Sprintf("cgroup %s under %v; %s", rt.cg.Version, rt.cg.Parents, c.Detail)
 		return c
 	}
-	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a cgroup v2 directory delegated to you (e.g. systemd-run --user -p Delegate=yes)"
+	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a directory under a cgroup v2 subtree delegated to you " +
+		"(memory and pids controllers): see \"Rootless limits\" in docs/sandbox.md"
 	return c
 }
 

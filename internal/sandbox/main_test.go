@@ -17,9 +17,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		if err := privtest.CheckLeaks("/msb-test-state"); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
+		for _, err := range []error{privtest.CheckLeaks("/msb-test-state"), privtest.CheckPoolLeaks()} {
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "leak check:", err)
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -62,17 +63,20 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	return err
 }
 
-// Run runs argv on the sandbox's stdio (Config.Stdio) and returns its exit code.
+// Run runs argv on the sandbox's stdio (Config.Stdio, relayed through
+// pipes) and returns its exit code once what it wrote has reached
+// Stdio.Out and Stdio.Err. The command has no terminal.
 func (s *Sandbox) Run(ctx context.Context, argv []string) (int, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpRun, Argv: argv})
-	return resp.Exit, err
+	return resp.Exit, errors.Join(err, s.stdio.sync(ctx))
 }
 
 // Shell runs argv (default an interactive bash) on a pty inside the
-// sandbox relayed to its stdio, which the caller has put in raw mode.
+// sandbox, relayed to its stdio (which the caller has put in raw mode when
+// it is a terminal), and returns once the output has been relayed.
 func (s *Sandbox) Shell(ctx context.Context, argv []string, rows, cols uint16) (int, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpShell, Argv: argv, Rows: rows, Cols: cols})
-	return resp.Exit, err
+	return resp.Exit, errors.Join(err, s.stdio.sync(ctx))
 }
 
 // Resize changes the window size of the running Shell.

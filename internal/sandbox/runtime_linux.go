@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -14,8 +17,7 @@ import (
 
 // RuntimeOptions configure a Runtime; zero values pick the defaults.
 type RuntimeOptions struct {
-	// StateDir holds per-sandbox state; default /run/msb for root,
-	// $XDG_RUNTIME_DIR/msb or /tmp/msb-<uid> otherwise.
+	// StateDir holds per-sandbox state; default DefaultStateDir("").
 	StateDir string
 	// CgroupParent is a delegated cgroup v2 directory for an unprivileged
 	// user (MSB_CGROUP_PARENT).
@@ -23,19 +25,36 @@ type RuntimeOptions struct {
 	// Exe is the binary started as the sandbox's init: default
 	// msb-sandbox next to the running executable, else the running
 	// executable itself (msb re-executes itself in that role).
-	Exe    string
-	Logger *slog.Logger
+	Exe string
+	// DiskDir is where a root-mode runtime makes its disk pool's backing
+	// file (see package pool; unlinked at once, it leaves no file behind):
+	// a directory on a disk, default /var/tmp.
+	DiskDir string
+	Logger  *slog.Logger
 }
 
-// Runtime creates sandboxes and cleans up after dead ones.
+// Runtime creates sandboxes and cleans up after dead ones. Close it when
+// done (after its sandboxes): it holds a disk pool and a user namespace.
 type Runtime struct {
 	stateDir string
 	exe      string
+	diskDir  string
 	rootless bool
 	cg       cgroup.Info
 	log      *slog.Logger
 	empty    string // an empty dir, the lower layer of a host-base root
+
+	// Made on first use, once: see disk and idmap.
+	diskOnce  sync.Once
+	diskSetup diskSetup
+	idmapOnce sync.Once
+	idmapNS   *os.File // user namespace of idmapped host dirs; nil: none
+	idmapWhy  string   // why there is none
+	closed    atomic.Bool
 }
+
+// ErrRuntimeClosed is returned by Create after Close.
+var ErrRuntimeClosed = errors.New("sandbox runtime is closed")
 
 // Mode names how sandboxes are isolated.
 func (rt *Runtime) Mode() string {
@@ -55,22 +74,27 @@ func (rt *Runtime) StateDir() string { return rt.stateDir }
 // Cgroup says which cgroup hierarchy sandboxes use, if any.
 func (rt *Runtime) Cgroup() cgroup.Info { return rt.cg }
 
-// DefaultStateDir is the state directory for the calling user.
-func DefaultStateDir() string {
+// DefaultStateDir is the state directory for the calling user:
+// /run/msb for root, else <runtimeDir>/msb (runtimeDir is the caller's
+// $XDG_RUNTIME_DIR) or /tmp/msb-<uid> without one.
+func DefaultStateDir(runtimeDir string) string {
 	if os.Geteuid() == 0 {
 		return "/run/msb"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "msb")
+	if runtimeDir != "" {
+		return filepath.Join(runtimeDir, "msb")
 	}
-	return filepath.Join(os.TempDir(), "msb-"+strconv.Itoa(os.Geteuid()))
+	return filepath.Join("/tmp", "msb-"+strconv.Itoa(os.Geteuid()))
 }
 
 // NewRuntime prepares the state directory and detects cgroup support.
 func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
-	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, rootless: os.Geteuid() != 0, log: opts.Logger}
+	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, diskDir: opts.DiskDir, rootless: os.Geteuid() != 0, log: opts.Logger}
 	if rt.stateDir == "" {
-		rt.stateDir = DefaultStateDir()
+		rt.stateDir = DefaultStateDir("")
+	}
+	if rt.diskDir == "" {
+		rt.diskDir = "/var/tmp"
 	}
 	if !filepath.IsAbs(rt.stateDir) {
 		return nil, fmt.Errorf("state dir %q must be absolute", rt.stateDir)
@@ -124,17 +148,26 @@ func initExecutable() (string, error) {
 func (rt *Runtime) Exe() string { return rt.exe }
 
 // Enforcement says, per limit, what enforces it in this runtime; a limit
-// nothing enforces says so.
+// nothing enforces says so. HostFiles says what a sandbox can read in the
+// host directories it sees.
 type Enforcement struct {
-	Memory string `json:"memory"`
-	Pids   string `json:"pids"`
-	CPU    string `json:"cpu"`
-	Tmp    string `json:"tmp"`
+	Memory    string `json:"memory"`
+	Pids      string `json:"pids"`
+	CPU       string `json:"cpu"`
+	Tmp       string `json:"tmp"`
+	Disk      string `json:"disk"`
+	HostFiles string `json:"host_files"`
 }
 
-// Enforcement reports which limits hold and by what mechanism.
+// Enforcement reports which limits hold and by what mechanism. It makes the
+// runtime's disk pool and idmap namespace if they are not made yet.
 func (rt *Runtime) Enforcement() Enforcement {
-	e := Enforcement{Tmp: "tmpfs size"}
+	e := Enforcement{Tmp: "tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
+	if rt.memoryHoldsFiles() {
+		e.Tmp = "tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
+			"so the sandbox's tmpfs together stay within the memory limit (and hold one file per 8 KiB of their size)"
+	}
+	e.HostFiles = rt.hostFiles()
 	if rt.cg.Usable() {
 		by := "cgroup " + string(rt.cg.Version)
 		e.Memory, e.Pids = by, by
@@ -146,10 +179,34 @@ func (rt *Runtime) Enforcement() Enforcement {
 		}
 		return e
 	}
-	e.Memory = "rlimit AS (per process, virtual memory; no cgroup: " + rt.cg.Reason + ")"
+	e.Memory = "rlimit AS, per process: each process may map up to the limit, so N processes can use N times it " +
+		"(no cgroup: " + rt.cg.Reason + "); files in the sandbox's tmpfs count against the limit"
 	e.Pids = "rlimit NPROC (processes of the sandbox's user namespace)"
 	e.CPU = "not enforced (no cgroup)"
 	return e
+}
+
+// memoryHoldsFiles reports whether no cgroup charges a sandbox's tmpfs
+// pages to it: then the tmpfs sizes are bounded by the memory limit too.
+func (rt *Runtime) memoryHoldsFiles() bool { return !rt.cg.Usable() }
+
+// Close releases what the runtime holds for its sandboxes (the disk pool,
+// the idmap user namespace). Close the sandboxes first: a pool's volumes
+// cannot be removed after Close. Closing again does nothing.
+func (rt *Runtime) Close() error {
+	if rt.closed.Swap(true) {
+		return nil // closed before
+	}
+	var errs []error
+	rt.diskOnce.Do(func() {}) // nothing more is made after Close
+	if p := rt.diskSetup.pool; p != nil {
+		errs = append(errs, p.Close())
+	}
+	rt.idmapOnce.Do(func() {})
+	if rt.idmapNS != nil {
+		errs = append(errs, rt.idmapNS.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // rlimits are the fallback limits for a runtime without cgroups.

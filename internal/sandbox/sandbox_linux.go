@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
@@ -31,15 +32,20 @@ type Sandbox struct {
 	log  *slog.Logger
 
 	dir      string // state dir
-	upper    string
+	upper    string // host path of the upper dir; "" when it has none (a bounded disk)
 	work     string
-	ownUpper bool // upper was made for this sandbox
+	ownUpper bool         // upper was made for this sandbox
+	volume   *pool.Volume // the bounded disk, in root mode
 	lock     *os.File
 	cmd      *exec.Cmd
 	waitDone chan struct{}
 	cg       *cgroup.Group
 	conn     *conn
-	stderr   *tailBuffer // init's stderr when Config.Stdio is nil
+	stderr   *tailBuffer // the end of what init and the supervisor wrote to stderr
+	stdio    *relays     // copies between Config.Stdio and the sandbox's pipes
+	// childEnds are this process's copies of init's stdio pipe ends,
+	// closed once init started.
+	childEnds []*os.File
 
 	closeOnce sync.Once
 	closeErr  error
@@ -60,6 +66,9 @@ func newID() string {
 
 // Create builds and starts a sandbox. On error nothing is left behind.
 func (rt *Runtime) Create(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if rt.closed.Load() {
+		return nil, ErrRuntimeClosed
+	}
 	if err := cfg.Validate(rt.rootless); err != nil {
 		return nil, err
 	}
@@ -80,6 +89,14 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	limits := s.conf.Limits.withDefaults()
+	disk, err := s.prepareDisk(limits)
+	if err != nil {
+		return err
+	}
+	wcfg, err := s.config(limits, disk)
+	if err != nil {
+		return err
+	}
 	if s.rt.cg.Usable() {
 		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
 		if err != nil {
@@ -94,8 +111,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("socketpair: %w", err)
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
-	s.cmd = s.initCommand(child)
-	err = s.cmd.Start()
+	s.cmd, err = s.initCommand(child, wcfg.HostIdmap)
+	if err == nil {
+		err = s.cmd.Start()
+		s.closeChildEnds()
+	}
 	child.Close()
 	if err != nil {
 		parent.Close()
@@ -106,7 +126,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	s.writeInfo()
 	// Init builds the root while the host attaches it to the cgroup (a v1
 	// attach waits for an RCU grace period); OpStart lets it go on.
-	if err := wire.WriteFrame(parent, s.config(limits)); err != nil {
+	if err := wire.WriteFrame(parent, wcfg); err != nil {
 		parent.Close()
 		return fmt.Errorf("sending config to sandbox init: %w", err)
 	}
@@ -226,9 +246,10 @@ func (s *Sandbox) prepareDirs() error {
 		s.upper = s.conf.UpperDir
 		s.work = s.conf.UpperDir + ".work"
 		dirs = append(dirs, s.upper, s.work)
-	default:
+	case s.rt.diskFor(&s.conf) == diskHost:
 		s.upper, s.work, s.ownUpper = filepath.Join(s.dir, "upper"), filepath.Join(s.dir, "work"), true
 		dirs = append(dirs, s.upper, s.work)
+	default: // a bounded disk: see prepareDisk
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -238,18 +259,38 @@ func (s *Sandbox) prepareDirs() error {
 	return nil
 }
 
-func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
+// initCommand is the sandbox's init: msb-sandbox (or msb) in new
+// namespaces, given the control socket as fd 3, the idmap user namespace as
+// fd 4 when idmap, and pipes for stdio (see setupStdio).
+func (s *Sandbox) initCommand(ctl *os.File, idmap bool) (*exec.Cmd, error) {
 	cmd := exec.Command(s.rt.exe)
 	cmd.Args = []string{"msb-sandbox-init"}
 	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit}
 	cmd.ExtraFiles = []*os.File{ctl}
-	if io := s.conf.Stdio; io != nil {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.In, io.Out, io.Err
-	} else {
-		// What init and the supervisor say when they fail (a panic, an
-		// error) is kept for the error that reports the sandbox gone.
-		s.stderr = &tailBuffer{max: 8 << 10}
-		cmd.Stderr = s.stderr
+	if idmap {
+		ns, _ := s.rt.idmap()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ns)
+	}
+	// What init and the supervisor say when they fail (a panic, an error)
+	// is kept for the error that reports the sandbox gone.
+	s.stderr = &tailBuffer{max: 8 << 10}
+	cmd.Stderr = s.stderr
+	if std := s.conf.Stdio; std != nil {
+		in, out, errOut, r, err := setupStdio(std, s.stderr)
+		if err != nil {
+			return nil, err
+		}
+		s.stdio = r
+		// The child ends, closed here once init has them (nil stays
+		// /dev/null: a nil *os.File in the interface would not).
+		if in != nil {
+			cmd.Stdin = in
+		}
+		if out != nil {
+			cmd.Stdout = out
+		}
+		cmd.Stderr = errOut
+		s.childEnds = []*os.File{in, out, errOut}
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if s.conf.Network != NetworkHost {
@@ -263,18 +304,32 @@ func (s *Sandbox) initCommand(ctl *os.File) *exec.Cmd {
 		attr.GidMappingsEnableSetgroups = false
 	}
 	cmd.SysProcAttr = attr
-	return cmd
+	return cmd, nil
+}
+
+// closeChildEnds closes this process's copies of the pipe ends init holds.
+func (s *Sandbox) closeChildEnds() {
+	for _, f := range s.childEnds {
+		if f != nil {
+			f.Close()
+		}
+	}
+	s.childEnds = nil
 }
 
 // config turns the sandbox config into what init carries out.
-func (s *Sandbox) config(limits Limits) wire.Config {
+func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	c := s.conf
+	tmp, rest := scratchSizes(limits, s.rt.memoryHoldsFiles())
 	cfg := wire.Config{
-		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work,
+		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work, Disk: disk,
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
-		Hostname: c.Hostname, Network: c.Network, TmpBytes: limits.TmpBytes, ShmBytes: 64 << 20,
+		Hostname: c.Hostname, Network: c.Network, TmpBytes: tmp, ShmBytes: min(shmBytes, rest), LimitInodes: s.rt.memoryHoldsFiles(),
 		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,
 		Lowers: c.Layers, RootBind: c.RootDir,
+	}
+	if disk != nil {
+		cfg.Upper, cfg.Work = filepath.Join(disk.Mount, "upper"), filepath.Join(disk.Mount, "work")
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "msb-" + s.ID[:8]
@@ -295,6 +350,17 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 		}
 		if !s.rt.rootless {
 			cfg.Masks = hostMasks
+			if !c.HostReadAsRoot {
+				ns, _ := s.rt.idmap()
+				if ns != nil {
+					for _, d := range c.HostDirs { // the defaults were checked once
+						if err := checkIdmap(d, ns); err != nil {
+							return cfg, invalid("host dir %s: %v (Config.HostReadAsRoot binds it without)", d, err)
+						}
+					}
+					cfg.HostIdmap = true
+				}
+			}
 		}
 	}
 	cfg.Env = defaultEnv(c.Env, cfg.Hostname)
@@ -302,7 +368,7 @@ func (s *Sandbox) config(limits Limits) wire.Config {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
 	cfg.Rlimits = s.rt.rlimits(limits)
-	return cfg
+	return cfg, nil
 }
 
 // defaultEnv is the sandbox's environment: a clean base the config extends.
@@ -341,6 +407,7 @@ func (s *Sandbox) Close() error {
 // teardown undoes start, whatever stage it reached.
 func (s *Sandbox) teardown() error {
 	var errs []error
+	s.closeChildEnds()
 	if s.cmd != nil && s.cmd.Process != nil {
 		select {
 		case <-s.waitDone:
@@ -349,8 +416,19 @@ func (s *Sandbox) teardown() error {
 			<-s.waitDone
 		}
 	}
+	// Every process of the sandbox is gone: its ends of the stdio pipes are
+	// closed, and the relays finish what is left.
+	s.stdio.close()
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.stdio.wait()
+	}
 	if s.conn != nil {
 		s.conn.close()
+	}
+	if s.volume != nil {
+		if err := s.volume.Remove(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.cg != nil {
 		if err := s.cg.Destroy(); err != nil {
@@ -380,7 +458,10 @@ func (s *Sandbox) teardown() error {
 	return errors.Join(errs...)
 }
 
-// UpperDir is the sandbox's writable layer (after Close, where it was kept).
+// UpperDir is the sandbox's writable layer on the host (after Close, where
+// it was kept): Config.UpperDir, or the private one of a sandbox without a
+// bounded disk (KeepUpper). A bounded disk (see Limits.DiskBytes) has no
+// host path, and UpperDir is "".
 func (s *Sandbox) UpperDir() string { return s.upper }
 
 // Usage reports the sandbox's cgroup counters; without a cgroup it reports

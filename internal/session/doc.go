@@ -32,12 +32,17 @@
 // runs (it is not in the command's environment, arguments or input).
 //
 // The status channel is a pipe the engine holds. The shell does not keep a
-// descriptor for it: each frame opens it by path, /proc/<engine pid>/fd/<n>,
-// for the one printf. The same holds for the command's stdin (a pipe nobody
-// ever writes to, so `read`, `cat` or `python3 -i` wait until the timeout)
-// and its output pipes (fresh ones for every command). Closing or
-// redirecting descriptors in a command therefore cannot take the channel
-// away, and no process the command starts inherits it.
+// descriptor for it: each frame opens it by path, for the one printf. The
+// same holds for the command's stdin (a pipe nobody ever writes to, so
+// `read`, `cat` or `python3 -i` wait until the timeout) and its output pipes
+// (fresh ones for every command). Closing or redirecting descriptors in a
+// command therefore cannot take the channel away, and no process the command
+// starts inherits it. The paths are named pipes (FIFOs) with random names in
+// the channel dir (Options.ChanDir; inside a sandbox, a directory of the
+// sandbox's own /dev), which the engine makes and opens before it sends the
+// frame and removes once the command is done. Named pipes rather than the
+// engine's /proc/<pid>/fd entries: the engine may be a process its commands
+// cannot reach through /proc (a sandbox's supervisor is not dumpable).
 //
 // # Design
 //
@@ -67,9 +72,13 @@
 // (`__msb_rc_<hex> N && :`, which trips neither set -e nor an ERR trap).
 //
 // Timeouts (and a cancelled context) interrupt the command like Ctrl-C:
-// SIGINT to the processes the command started (the shell's children that
-// were not there before it, and their descendants; background jobs of
-// earlier commands are left alone) and to the shell. On kernels without
+// SIGINT to the shell and then to the processes the command started (the
+// shell's children that were not there before it, and their descendants;
+// background jobs of earlier commands are left alone). The shell comes
+// first because bash abandons the rest of a list only if it has seen the
+// interrupt before its foreground job dies of it; processes that appear or
+// exec after the interrupt (the shell was forking) get one of their own,
+// the shell again first. On kernels without
 // /proc/<pid>/task/<tid>/children, "not there before" is judged by start
 // time, so a job started less than one clock tick (10 ms) before the
 // command counts as the command's. The shell is signalled only while it
@@ -115,8 +124,8 @@
 // The framing resists accidents and ordinary agent behaviour, not a
 // deliberately hostile process with the shell's privileges. Such a process
 // could read the shell's memory (/proc/<pid>/mem) or turn history back on to
-// learn the current nonce, open the engine's pipes through
-// /proc/<engine pid>/fd to write frames or status lines, define a function
+// learn the current nonce, open the named pipes in the channel dir to
+// write output or status lines (or remove them), define a function
 // named `builtin` or disable builtins (enable -n) so that frames misbehave
 // (reported as ErrStatusLost or a timeout), or set PROMPT_COMMAND to
 // something that reads the frame pipe. Sandboxing, not this package, bounds

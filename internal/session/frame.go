@@ -46,8 +46,8 @@ func ansiCQuote(b *strings.Builder, s string) {
 	b.WriteByte('\'')
 }
 
-// framePaths are the /proc paths through which a frame reaches the pipes the
-// engine holds (see doc.go, "Status channel").
+// framePaths are the named pipes, held open by the engine, that a frame
+// opens by path (see doc.go).
 type framePaths struct {
 	stdin  string // never receives data
 	stdout string
@@ -70,14 +70,14 @@ func buildFrame(command, nonce string, p framePaths) string {
 	b.WriteString(`\builtin eval `)
 	ansiCQuote(&b, command)
 	b.WriteString(" <")
-	b.WriteString(p.stdin)
+	shellWord(&b, p.stdin)
 	b.WriteString(" >|")
-	b.WriteString(p.stdout)
+	shellWord(&b, p.stdout)
 	if p.stderr == "" {
 		b.WriteString(" 2>&1")
 	} else {
 		b.WriteString(" 2>|")
-		b.WriteString(p.stderr)
+		shellWord(&b, p.stderr)
 	}
 	b.WriteString("; ")
 	writeStatusCmd(&b, nonce, p.status)
@@ -106,7 +106,24 @@ func writeStatusCmd(b *strings.Builder, nonce, statusPath string) {
 	b.WriteString(`\builtin printf '`)
 	b.WriteString(nonce)
 	b.WriteString(` %d\n' "$?" >|`)
-	b.WriteString(statusPath)
+	shellWord(b, statusPath)
+}
+
+// shellWord writes a path as one shell word: as is when it holds only
+// characters no shell treats specially, else single-quoted.
+func shellWord(b *strings.Builder, p string) {
+	plain := p != ""
+	for i := 0; i < len(p) && plain; i++ {
+		c := p[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-+", c) >= 0
+	}
+	if plain {
+		b.WriteString(p)
+		return
+	}
+	b.WriteByte('\'')
+	b.WriteString(strings.ReplaceAll(p, "'", `'\''`))
+	b.WriteByte('\'')
 }
 
 // statusParser splits the status channel into lines and finds the one that

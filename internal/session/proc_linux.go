@@ -85,6 +85,7 @@ func forEachPID(fn func(pid int)) {
 }
 
 type procStat struct {
+	comm      string // the program's name; it changes when the process execs
 	state     byte
 	ppid      int
 	startTime uint64 // clock ticks after boot; with pid, identifies a process
@@ -108,6 +109,9 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	var st procStat
+	if j := bytes.IndexByte(data, '('); j >= 0 && j < i {
+		st.comm = string(data[j+1 : i])
+	}
 	st.state = f[0][0]
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.startTime, _ = strconv.ParseUint(f[19], 10, 64)

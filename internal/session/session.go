@@ -45,6 +45,11 @@ type Options struct {
 	// KillGrace is the time between interrupting a timed-out command
 	// (SIGINT) and killing it (SIGKILL). Default DefaultKillGrace.
 	KillGrace time.Duration
+	// ChanDir is the directory in which a session makes the named pipes
+	// its frames open by path (see doc.go); the engine must be able to
+	// create files in it and the shell to open them. Default: a new
+	// directory under os.TempDir, removed by Close. RunOnce does not use it.
+	ChanDir string
 }
 
 func (o Options) withDefaults() Options {

@@ -34,15 +34,19 @@ type Session struct {
 	rcFunc string // shell function that sets $? (defined by the setup line)
 	shell  *shellProc
 
-	// The engine's ends of the session's pipes (all close-on-exec).
+	// The engine's ends of the session's pipes (all close-on-exec). The
+	// shell reaches the stdin, output and status pipes by path, as named
+	// pipes in chanDir (see doc.go).
 	scriptW    int    // frames, to the shell's stdin (non-blocking)
 	scriptLink string // "pipe:[ino]" of that pipe, to recognise the shell's fd 0
-	stdinR     int    // stdin of every command: a pipe nobody writes to
-	stdinW     int
+	stdinW     int    // held, never written: commands read from a pipe that never ends
+	stdinPath  string
 	statusR    int // status channel (non-blocking)
 	statusW    int // held so that the read end never reports hang-up
-	ptyMaster  int // see openPTY; -1 if none
-	procFD     string
+	statusPath string
+	chanDir    string
+	ownDir     bool // chanDir was made by Start and goes with Close
+	ptyMaster  int  // see openPTY; -1 if none
 	wake       wakePipe
 	orphans    orphanSet
 
@@ -68,9 +72,8 @@ func Start(ctx context.Context, name string, opts Options) (*Session, error) {
 	opts = opts.withDefaults()
 	s := &Session{
 		name: name, opts: opts, marker: newNonce(),
-		scriptW: -1, stdinR: -1, stdinW: -1, statusR: -1, statusW: -1, ptyMaster: -1,
+		scriptW: -1, stdinW: -1, statusR: -1, statusW: -1, ptyMaster: -1,
 		wake:    wakePipe{-1, -1},
-		procFD:  "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/",
 		scratch: make([]byte, 64<<10),
 	}
 	if err := s.start(ctx); err != nil {
@@ -97,11 +100,8 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("stat of script pipe: %w", err)
 	}
 	s.scriptLink = "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
-	if s.stdinR, s.stdinW, err = nbPipe(); err != nil {
-		return fmt.Errorf("creating stdin pipe: %w", err)
-	}
-	if s.statusR, s.statusW, err = nbPipe(); err != nil {
-		return fmt.Errorf("creating status pipe: %w", err)
+	if err := s.openChannels(); err != nil {
+		return err
 	}
 	if s.wake, err = newWakePipe(); err != nil {
 		return fmt.Errorf("creating wake pipe: %w", err)
@@ -160,6 +160,29 @@ func (s *Session) start(ctx context.Context) error {
 		if !s.idleOK {
 			time.Sleep(time.Millisecond / 2)
 		}
+	}
+	return nil
+}
+
+// openChannels makes the named pipes of the command's stdin and of the
+// status channel.
+func (s *Session) openChannels() error {
+	s.chanDir = s.opts.ChanDir
+	if s.chanDir == "" {
+		dir, err := os.MkdirTemp("", "msb-session-")
+		if err != nil {
+			return fmt.Errorf("creating the session's channel dir: %w", err)
+		}
+		s.chanDir, s.ownDir = dir, true
+	}
+	path, r, w, err := newFifo(s.chanDir)
+	if err != nil {
+		return fmt.Errorf("creating stdin pipe: %w", err)
+	}
+	unix.Close(r) // the commands are its readers
+	s.stdinPath, s.stdinW = path, w
+	if s.statusPath, s.statusR, s.statusW, err = newFifo(s.chanDir); err != nil {
+		return fmt.Errorf("creating status pipe: %w", err)
 	}
 	return nil
 }
@@ -227,8 +250,16 @@ func (s *Session) teardown() {
 	if s.shell != nil {
 		s.shell.closeFDs()
 	}
-	for _, fd := range []*int{&s.scriptW, &s.stdinR, &s.stdinW, &s.statusR, &s.statusW, &s.ptyMaster} {
+	for _, fd := range []*int{&s.scriptW, &s.stdinW, &s.statusR, &s.statusW, &s.ptyMaster} {
 		closeFD(fd)
+	}
+	for _, p := range []string{s.stdinPath, s.statusPath} {
+		if p != "" {
+			os.Remove(p)
+		}
+	}
+	if s.ownDir {
+		os.RemoveAll(s.chanDir)
 	}
 	s.wake.close()
 	s.orphans.closeAll()
@@ -251,7 +282,8 @@ type run struct {
 	deadline time.Time
 
 	aborting     bool
-	interrupted  bool // the shell got SIGINT
+	interrupted  bool           // the shell got SIGINT
+	signaled     map[int]string // processes of the command that got SIGINT: their comm then
 	abortAt      time.Time
 	killedShell  bool
 	lastRecovery time.Time
@@ -278,19 +310,15 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Res
 		n = 2
 	}
 	for i := 0; i < n; i++ {
-		st, err := newStream(max)
+		st, err := newFifoStream(s.chanDir, max)
 		if err != nil {
 			return Result{}, fmt.Errorf("session %q: %w", s.name, err)
 		}
 		r.streams = append(r.streams, st)
 	}
-	paths := framePaths{
-		stdin:  s.procFD + strconv.Itoa(s.stdinR),
-		stdout: s.procFD + strconv.Itoa(r.streams[0].w),
-		status: s.procFD + strconv.Itoa(s.statusW),
-	}
+	paths := framePaths{stdin: s.stdinPath, stdout: r.streams[0].path, status: s.statusPath}
 	if req.SeparateStderr {
-		paths.stderr = s.procFD + strconv.Itoa(r.streams[1].w)
+		paths.stderr = r.streams[1].path
 	}
 	if s.lastStatus != 0 {
 		// `f N && :` sets $? to N without tripping set -e or an ERR trap.
@@ -398,15 +426,62 @@ func (r *run) nextWake() time.Time {
 	return next
 }
 
-// startAbort interrupts the command as Ctrl-C would: SIGINT to the processes
-// the command started and to the shell, which then abandons the rest of the
-// command line and goes back to reading input.
+// startAbort interrupts the command as Ctrl-C would: SIGINT to the shell,
+// which then abandons the rest of the command line and goes back to reading
+// input, and to the processes the command started.
 func (r *run) startAbort(now time.Time, cause error) {
 	r.aborting, r.abortAt, r.ctxErr = true, now, cause
 	r.recNonce = newNonce()
-	signal(r.newProcesses(), unix.SIGINT)
 	r.s.shell.signal(unix.SIGCONT)
+	r.interrupt(now, true)
+}
+
+// interrupt sends SIGINT to the shell (see interruptShell) and then, when
+// the shell got it or always is set, to the processes the command started.
+// The shell comes first: bash abandons the rest of the line only if the
+// interrupt has reached it by the time it learns that its foreground job
+// died of SIGINT. A job that dies first looks to bash like a command killed
+// by someone else, and the list goes on (`cat; echo NOT-REACHED` would
+// print). A terminal's Ctrl-C, sent to the whole process group at once,
+// gives the same order. The processes are listed after the shell was
+// signalled, so none it started before the interrupt is missed.
+func (r *run) interrupt(now time.Time, always bool) {
 	r.interruptShell(now)
+	if always || r.interrupted {
+		r.signalNew(r.newProcesses())
+	}
+}
+
+// interruptLate interrupts, the shell first again, the processes of the
+// command that the earlier interrupts missed: those started since, and those
+// that have exec'd since. The shell may have been forking one when the
+// interrupt came, and a forked shell that has not yet reset its signal
+// handlers takes SIGINT as a note to itself and execs the command anyway.
+func (r *run) interruptLate(now time.Time) {
+	var late []int
+	for _, pid := range r.newProcesses() {
+		if st, ok := readStat(pid); ok && r.signaled[pid] != st.comm {
+			late = append(late, pid)
+		}
+	}
+	r.lastSignal = now
+	if len(late) > 0 {
+		r.interruptShell(now)
+		r.signalNew(late)
+	}
+}
+
+// signalNew sends SIGINT to procs and remembers what each was running.
+func (r *run) signalNew(procs []int) {
+	if r.signaled == nil {
+		r.signaled = map[int]string{}
+	}
+	for _, pid := range procs {
+		if st, ok := readStat(pid); ok {
+			r.signaled[pid] = st.comm
+		}
+	}
+	signal(procs, unix.SIGINT)
 }
 
 // interruptShell sends SIGINT to the shell, but only while it is running the
@@ -442,7 +517,9 @@ func (r *run) abortStep(now time.Time) {
 		signal(r.newProcesses(), unix.SIGKILL)
 		r.interruptShell(now)
 	case !r.interrupted:
-		r.interruptShell(now) // the command had not started at the deadline
+		r.interrupt(now, false) // the command had not started at the deadline
+	case elapsed < grace && now.Sub(r.lastSignal) >= recoveryEvery:
+		r.interruptLate(now)
 	}
 	if len(r.pending) > 0 {
 		return
@@ -457,7 +534,7 @@ func (r *run) abortStep(now time.Time) {
 		// The interrupt skipped the shell's undoing of the command's
 		// redirections, which leaves the shell's saved copies of its
 		// descriptors open; close them along the way.
-		frame := recoveryFrame(r.recNonce, s.procFD+strconv.Itoa(s.statusW), leakedFDs(s.shell.pid))
+		frame := recoveryFrame(r.recNonce, s.statusPath, leakedFDs(s.shell.pid))
 		_, _ = unix.Write(s.scriptW, []byte(frame)) // small: atomic, or EAGAIN and retried later
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
 	"runtime"
@@ -326,7 +327,7 @@ func TestTimeout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if strings.HasPrefix(tt.command, "python3") {
 				if _, err := exec.LookPath("python3"); err != nil {
-					t.Skip("python3 not installed")
+					privtest.Skip(t, "python3 not installed")
 				}
 			}
 			// Long enough for the command to be running (timeout to have
@@ -349,7 +350,10 @@ func TestTimeout(t *testing.T) {
 // next frame past its deadline. The shell must not be interrupted while it
 // reads or parses the frame; the session stays consistent either way.
 func TestTimeoutBeforeCommandStarts(t *testing.T) {
-	s := startSession(t, Options{})
+	// The shell is killed 2*KillGrace after the deadline; the grace must
+	// leave the 0.3 s PROMPT_COMMAND room to finish on a loaded machine, or
+	// the test measures the machine's load rather than the framing.
+	s := startSession(t, Options{KillGrace: 2 * time.Second})
 	sh(t, s, "PROMPT_COMMAND='sleep 0.3'")
 	for i := 0; i < 3; i++ {
 		res, err := s.Exec(context.Background(), ExecRequest{Command: "echo hi", Timeout: 20 * time.Millisecond})
@@ -870,5 +874,39 @@ func BenchmarkStartClose(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.Close()
+	}
+}
+
+// TestInterruptAbandonsList repeats the race behind a timed-out
+// `cat; echo NOT-REACHED`: the interrupt must reach the shell before its
+// foreground job dies of it, or bash goes on with the list.
+func TestInterruptAbandonsList(t *testing.T) {
+	// A long grace: on a starved machine the shell must not be killed
+	// (ending the session) before it gets to run; cat dies of the SIGINT.
+	s := startSession(t, Options{KillGrace: 10 * time.Second})
+	for i := 0; i < 50; i++ {
+		res := mustExec(t, s, ExecRequest{Command: "cat; echo NOT-REACHED", Timeout: 20 * time.Millisecond})
+		if !res.TimedOut || strings.Contains(res.Output, "NOT-REACHED") {
+			t.Fatalf("round %d: got %+v, want TimedOut without NOT-REACHED", i, res)
+		}
+	}
+}
+
+// TestChanDir: the named pipes of a session live in its channel dir, are
+// not the engine's /proc entries, and are all gone after Close.
+func TestChanDir(t *testing.T) {
+	dir := t.TempDir()
+	s := startSession(t, Options{ChanDir: dir})
+	res := sh(t, s, "readlink /proc/self/fd/1; ls "+dir+" | wc -l")
+	lines := strings.Split(strings.TrimSpace(res.Output), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], dir+"/ch-") || lines[1] != "3" {
+		t.Fatalf("output %q: want the command's stdout to be a named pipe in %s, beside stdin and status", res.Output, dir)
+	}
+	if res := mustExec(t, s, ExecRequest{Command: "sleep 100", Timeout: 20 * time.Millisecond}); !res.TimedOut {
+		t.Fatalf("not timed out: %+v", res)
+	}
+	s.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%d entries left in the channel dir after Close", len(ents))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -148,17 +149,60 @@ func closeFD(fd *int) {
 
 // stream is the engine's side of one output pipe of one command.
 type stream struct {
-	r, w int // w: the engine's copy of the write end, held while running
+	r, w int    // w: the engine's copy of the write end, held while running
+	path string // the named pipe a session's frame opens, removed by finish
 	buf  capBuf
 	eof  bool
 }
 
+// newStream makes an anonymous pipe, whose write end the caller hands to
+// the command (RunOnce).
 func newStream(max int) (*stream, error) {
 	r, w, err := pipeFor(true)
 	if err != nil {
 		return nil, fmt.Errorf("creating output pipe: %w", err)
 	}
 	return &stream{r: r, w: w, buf: newCapBuf(max)}, nil
+}
+
+// newFifoStream makes a named pipe in dir that a session's frame opens.
+func newFifoStream(dir string, max int) (*stream, error) {
+	path, r, w, err := newFifo(dir)
+	if err != nil {
+		return nil, fmt.Errorf("creating output pipe: %w", err)
+	}
+	return &stream{r: r, w: w, path: path, buf: newCapBuf(max)}, nil
+}
+
+// newFifo makes a named pipe with a fresh random name in dir, which only
+// this process's user can open, and opens its read end (non-blocking) and
+// write end, both close-on-exec. The name is independent of every nonce:
+// a command that looks at its descriptors learns nothing it could forge a
+// status line with.
+func newFifo(dir string) (path string, r, w int, err error) {
+	path = filepath.Join(dir, "ch-"+newNonce()[:20])
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return "", -1, -1, fmt.Errorf("mkfifo %s: %w", path, err)
+	}
+	// A named pipe opens for writing without blocking once it has a reader.
+	if r, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+		if w, err = unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			unix.Close(r)
+		}
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", -1, -1, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return path, r, w, nil
+}
+
+// unlink removes the stream's named pipe; the descriptors stay valid.
+func (st *stream) unlink() {
+	if st.path != "" {
+		os.Remove(st.path)
+		st.path = ""
+	}
 }
 
 // readAvailable reads what the pipe holds, without blocking.
@@ -185,6 +229,7 @@ func (st *stream) readAvailable(scratch []byte) {
 // hold the pipe open, it goes to orphans, which drains it until they close
 // it; what they write from now on is discarded.
 func (st *stream) finish(scratch []byte, orphans *orphanSet) {
+	st.unlink()
 	closeFD(&st.w)
 	if st.r < 0 {
 		return
@@ -215,6 +260,7 @@ func (st *stream) finish(scratch []byte, orphans *orphanSet) {
 }
 
 func (st *stream) close() {
+	st.unlink()
 	closeFD(&st.r)
 	closeFD(&st.w)
 }

@@ -267,69 +267,42 @@ func (w *walker) meta(rel string, typ EntryType, st *unix.Stat_t) Entry {
 // new object gets the metadata of the first entry that needs it, so that it
 // doubles as that entry's inode.
 func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string) ([]pendingObject, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
-		mu       sync.Mutex // guards claimed, pending, firstErr
-		claimed  = map[Digest]bool{}
-		pending  []pendingObject
-		firstErr error
+		mu      sync.Mutex // guards claimed, pending
+		claimed = map[Digest]bool{}
+		pending []pendingObject
 	)
-	fail := func(err error) {
+	claim := func(d Digest) bool {
 		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
+		defer mu.Unlock()
+		if claimed[d] {
+			return false
 		}
-		mu.Unlock()
+		claimed[d] = true
+		return true
 	}
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range s.workers {
-		wg.Go(func() {
-			for i := range work {
-				e := &entries[i]
-				p, err := s.storeFile(ctx, e, srcs[i], func(d Digest) bool {
-					mu.Lock()
-					defer mu.Unlock()
-					if claimed[d] {
-						return false
-					}
-					claimed[d] = true
-					return true
-				})
-				if err != nil {
-					fail(err)
-					continue
-				}
-				if p.tmp != "" {
-					mu.Lock()
-					pending = append(pending, p)
-					mu.Unlock()
-				}
-			}
-		})
-	}
+	var files []int
 	for i := range entries {
-		if entries[i].Type != TypeFile {
-			continue
-		}
-		select {
-		case work <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+		if entries[i].Type == TypeFile {
+			files = append(files, i)
 		}
 	}
-	close(work)
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		firstErr = ctx.Err()
-	}
-	if firstErr != nil {
+	err := parallel(ctx, s.workers, len(files), func(ctx context.Context, k int) error {
+		i := files[k]
+		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim)
+		if err != nil {
+			return err
+		}
+		if p.tmp != "" {
+			mu.Lock()
+			pending = append(pending, p)
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
 		discard(pending)
-		return nil, firstErr
+		return nil, err
 	}
 	return pending, nil
 }

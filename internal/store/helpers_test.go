@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/minisandbox/msb/internal/privtest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,17 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// requireRoot skips a test that needs root, or fails it when
-// MSB_TEST_REQUIRE_ROOT=1 says the suite runs as root (CI).
+// requireRoot skips a test that needs root, or fails it when the suite
+// runs as root (privtest.RequireRoot).
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("MSB_TEST_REQUIRE_ROOT") == "1" {
-		t.Fatal("test needs root but MSB_TEST_REQUIRE_ROOT=1 and we are not root")
-	}
-	t.Skip("needs root")
+	privtest.RequireRoot(t)
 }
 
 func newStore(t testing.TB) *Store {

@@ -5,12 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,39 +91,61 @@ func (s *Store) ensureInodes(ctx context.Context, m *Manifest) error {
 // parallel runs fn(i) for i in [0, n) on up to workers goroutines and
 // returns the first error; after an error the remaining calls are skipped.
 func parallel(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		next     atomic.Int64
-		once     sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	for range min(workers, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					return
-				}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(workers, 1))
+	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
 			}
+			return fn(gctx, i)
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	return ctx.Err() // the caller's: the group's ends when Wait returns
 }
 
-// buildTree creates the tree of m at dst: directories first (writable, so
-// that an unprivileged caller can fill them), then everything else in
-// parallel, then directory metadata bottom-up.
+// ApplyLayers writes the layers, bottom first, onto dst as one merged
+// tree of real files (copy mode, for hosts without overlayfs): each
+// layer's deletions remove, its opaque directories are emptied first, its
+// files are copies (copy_file_range, which clones where the filesystem
+// can) with their metadata, so that writes to dst never reach the store.
+// Devices and fifos are made where the caller may make them and left out
+// otherwise. The layers' inodes are made first if missing.
+func (s *Store) ApplyLayers(ctx context.Context, dst string, bottomFirst []LayerID) error {
+	for _, id := range bottomFirst {
+		m, err := s.Manifest(id)
+		if err != nil {
+			return err
+		}
+		if err := s.ensureInodes(ctx, m); err != nil {
+			return fmt.Errorf("applying layer %s: %w", id.Short(), err)
+		}
+		if err := s.writeTree(ctx, dst, m, true); err != nil {
+			return fmt.Errorf("applying layer %s: %w", id.Short(), err)
+		}
+	}
+	return nil
+}
+
+// buildTree creates the tree of m at dst as the layer's own tree (an
+// overlay lower dir): files hard-linked to the inode pool, whiteouts and
+// opaque markers kept.
 func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest) error {
+	return s.writeTree(ctx, dst, m, false)
+}
+
+// writeTree writes the entries of m under dst: directories first
+// (writable, so that an unprivileged caller can fill them), then everything
+// else in parallel, then directory metadata bottom-up. merge writes onto an
+// existing tree (ApplyLayers); otherwise dst is new and the layer's own
+// tree is made (buildTree).
+func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bool) error {
 	var leaves []int
 	for i := range m.Entries {
 		e := &m.Entries[i]
@@ -130,12 +153,22 @@ func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest) error {
 			leaves = append(leaves, i)
 			continue
 		}
-		if err := os.Mkdir(filepath.Join(dst, e.Path), 0o700); err != nil {
+		p := filepath.Join(dst, e.Path)
+		if merge {
+			if err := mergeDir(p, e.Opaque); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Mkdir(p, 0o700); err != nil {
 			return err
 		}
 	}
 	var copied atomic.Int64
 	err := parallel(ctx, s.workers, len(leaves), func(ctx context.Context, i int) error {
+		if merge {
+			return s.mergeLeaf(ctx, dst, &m.Entries[leaves[i]])
+		}
 		return s.makeLeaf(ctx, dst, &m.Entries[leaves[i]], &copied)
 	})
 	if err != nil {
@@ -146,13 +179,126 @@ func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest) error {
 			"files", n, "store", s.root)
 	}
 	for i := len(m.Entries) - 1; i >= 0; i-- {
-		if e := &m.Entries[i]; e.Type == TypeDir {
-			if err := s.setMeta(filepath.Join(dst, e.Path), e); err != nil {
+		if e := m.Entries[i]; e.Type == TypeDir {
+			e.Opaque = e.Opaque && !merge // a merged tree has no overlay markers
+			if err := s.setMeta(filepath.Join(dst, e.Path), &e); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// mergeDir makes p a writable directory over what a lower layer left
+// there: a non-directory is replaced, an opaque directory emptied.
+func mergeDir(p string, opaque bool) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return os.Mkdir(p, 0o700)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		return os.Mkdir(p, 0o700)
+	}
+	if err := os.Chmod(p, 0o700); err != nil {
+		return err
+	}
+	if opaque {
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			return err
+		}
+		for _, x := range ents {
+			if err := removeAllWritable(filepath.Join(p, x.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mergeLeaf writes one non-directory entry over what a lower layer left.
+func (s *Store) mergeLeaf(ctx context.Context, root string, e *Entry) error {
+	p := filepath.Join(root, e.Path)
+	if err := removeAllWritable(p); err != nil {
+		return err
+	}
+	switch e.Type {
+	case TypeDelete:
+		return nil // the removal is the entry
+	case TypeFile:
+		if s.budget != nil {
+			if err := s.budget.Acquire(ctx, e.Size); err != nil {
+				return err
+			}
+			defer s.budget.Release(e.Size)
+		}
+		key := s.keyOf(e)
+		return s.copyFile(ctx, s.inodePath(key), p, &key)
+	case TypeSymlink:
+		if err := unix.Symlink(e.Target, p); err != nil {
+			return fmt.Errorf("symlink %s: %w", e.Path, err)
+		}
+		return s.setMeta(p, e)
+	default:
+		// Devices and fifos: made where the caller may (root), left out
+		// otherwise; sandboxes bind-mount /dev anyway.
+		typ := uint32(unix.S_IFIFO)
+		switch e.Type {
+		case TypeChar:
+			typ = unix.S_IFCHR
+		case TypeBlock:
+			typ = unix.S_IFBLK
+		}
+		if unix.Mknod(p, typ|e.Mode&0o7777, int(unix.Mkdev(e.Major, e.Minor))) != nil {
+			return nil
+		}
+		return s.setMeta(p, e)
+	}
+}
+
+// copyFile copies src to a new file dst with key's metadata.
+func (s *Store) copyFile(ctx context.Context, src, dst string, key *inodeKey) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil { // copy_file_range where the kernel can
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	if err := s.setFileMeta(out, key); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// removeAllWritable removes p, making read-only directories under it
+// writable first where that is what stops an unprivileged caller.
+func removeAllWritable(p string) error {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
 }
 
 func (s *Store) makeLeaf(ctx context.Context, root string, e *Entry, copied *atomic.Int64) error {
@@ -294,16 +440,4 @@ func (s *Store) copyAcross(ctx context.Context, src, dst string, key inodeKey) e
 
 // removeTree removes a directory tree, making read-only directories
 // writable first when that is what stops an unprivileged caller.
-func (s *Store) removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil {
-		return nil
-	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
-}
+func (s *Store) removeTree(dir string) error { return removeAllWritable(dir) }

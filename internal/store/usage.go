@@ -19,8 +19,11 @@ type LayerUsage struct {
 	Entries int       `json:"entries"`
 	// LogicalBytes is the sum of the layer's file sizes.
 	LogicalBytes int64 `json:"logical_bytes"`
-	// UniqueBytes is the disk space (st_blocks) of the inodes no other
-	// layer uses: what removing this layer alone would free, at least.
+	// DiskBytes is the disk space (st_blocks) of the layer's inodes, each
+	// once: what the layer's files take on disk.
+	DiskBytes int64 `json:"disk_bytes"`
+	// UniqueBytes is the part of DiskBytes in inodes no other layer uses:
+	// what removing this layer alone would free, at least.
 	UniqueBytes int64 `json:"unique_bytes"`
 	// LastUse is when the layer was last committed, materialized or leased.
 	LastUse time.Time `json:"last_use"`
@@ -37,8 +40,14 @@ type Usage struct {
 	DiskBytes int64 `json:"disk_bytes"`
 	// DedupRatio is LogicalBytes / DiskBytes (0 for an empty store).
 	DedupRatio float64 `json:"dedup_ratio"`
-	Objects    int     `json:"objects"`
-	Inodes     int     `json:"inodes"`
+	// LayerDiskBytes is the sum of the layers' DiskBytes: what their files
+	// would take on disk as separate copies.
+	LayerDiskBytes int64 `json:"layer_disk_bytes"`
+	// TreeBytes is the disk space of the inodes the layers use, each once:
+	// what their files take on disk, shared.
+	TreeBytes int64 `json:"tree_bytes"`
+	Objects   int   `json:"objects"`
+	Inodes    int   `json:"inodes"`
 }
 
 // Usage measures the store. It reads every manifest and stats every file.
@@ -89,17 +98,23 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 		u.LogicalBytes += lu.LogicalBytes
 		u.Layers = append(u.Layers, lu)
 	}
+	blocks := map[inodeKey]int64{}
+	for k := range useCount {
+		var st unix.Stat_t
+		if unix.Lstat(s.inodePath(k), &st) == nil {
+			blocks[k] = st.Blocks * 512
+			u.TreeBytes += st.Blocks * 512
+		}
+	}
 	for i := range u.Layers {
 		lu := &u.Layers[i]
 		for k := range keysOf[lu.ID] {
-			if useCount[k] != 1 {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Lstat(s.inodePath(k), &st) == nil {
-				lu.UniqueBytes += st.Blocks * 512
+			lu.DiskBytes += blocks[k]
+			if useCount[k] == 1 {
+				lu.UniqueBytes += blocks[k]
 			}
 		}
+		u.LayerDiskBytes += lu.DiskBytes
 	}
 	sort.Slice(u.Layers, func(i, j int) bool { return u.Layers[i].LastUse.After(u.Layers[j].LastUse) })
 

@@ -74,5 +74,35 @@ func TestDedup(t *testing.T) {
 		if l.UniqueBytes > changed+8192 {
 			t.Errorf("layer %s holds %d unique bytes, more than its changes", l.ID.Short(), l.UniqueBytes)
 		}
+		if l.UniqueBytes > l.DiskBytes || l.DiskBytes < l.LogicalBytes {
+			t.Errorf("layer %s: unique %d, disk %d, logical %d bytes", l.ID.Short(), l.UniqueBytes, l.DiskBytes, l.LogicalBytes)
+		}
+	}
+	// Ten layers sharing almost every file: about ten times the tree bytes.
+	if r := float64(u10.LayerDiskBytes) / float64(u10.TreeBytes); r < 8 || r > 10.01 {
+		t.Errorf("layers' disk bytes %d over tree bytes %d = %.2f, want about 10", u10.LayerDiskBytes, u10.TreeBytes, r)
+	}
+}
+
+// TestUsageOfTinyFiles: a layer of files smaller than a block still has
+// unique bytes at most its disk bytes (the words of msb cache ls hold).
+func TestUsageOfTinyFiles(t *testing.T) {
+	s := newStore(t)
+	src := t.TempDir()
+	nodes := map[string]node{}
+	for i := range 50 {
+		nodes[fmt.Sprintf("f%02d", i)] = node{content: fmt.Sprint(i)}
+	}
+	writeTree(t, src, nodes)
+	if _, err := s.CommitDir(t.Context(), src, CommitOptions{Ref: "repo/tiny@0"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Usage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := u.Layers[0]
+	if l.UniqueBytes > l.DiskBytes || l.DiskBytes != u.TreeBytes || u.LayerDiskBytes != u.TreeBytes {
+		t.Fatalf("layer unique %d, disk %d; store trees %d, layers %d", l.UniqueBytes, l.DiskBytes, u.TreeBytes, u.LayerDiskBytes)
 	}
 }

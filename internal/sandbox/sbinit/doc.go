@@ -19,9 +19,15 @@
 //
 // The supervisor holds exactly the capabilities, seccomp filter and user of
 // the agent's processes, so it gives an agent nothing the agent does not
-// already have. It stays dumpable: session frames reach the session pipes
-// it holds through /proc/1/fd (see package session), which also means a
-// deliberately hostile agent can tamper with the supervisor of its own
-// sandbox and make it misreport that sandbox's results. Grading never
-// trusts an agent's sandbox: it runs in a fresh one.
+// already have, and it is not dumpable: without CAP_SYS_PTRACE, which no
+// process of the sandbox has, nothing reaches its memory, its descriptors
+// (the control socket) or its environment through /proc or pidfd_getfd.
+// Its config comes on a memfd, not in its environment. Sessions' frames
+// reach the pipes it holds as named pipes in wire.SessionDir (see package
+// session), which the agent can reach too: it can tamper with its own
+// sessions, not with the supervisor or what one-shot commands report.
+//
+// Nothing else reaches the supervisor or the agent's processes: init marks
+// every descriptor it inherited close-on-exec before it does anything, and
+// its stdio are pipes the host relays (never the caller's files).
 package sbinit

@@ -3,20 +3,25 @@ package sbinit
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"runtime"
+	"strconv"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
 // Environment variables by which msb tells a re-executed copy of itself
-// which role to play.
+// which role to play. The supervisor's config comes on a descriptor (a
+// memfd) whose number EnvConfigFd gives: nothing but that number is in an
+// environment a process of the sandbox could read.
 const (
-	EnvStage  = "MSB_SANDBOX_STAGE"
-	EnvConfig = "MSB_SANDBOX_CONFIG"
-	StageInit = "init"
-	StageSup  = "supervisor"
+	EnvStage    = "MSB_SANDBOX_STAGE"
+	EnvConfigFd = "MSB_SANDBOX_CONFIG_FD"
+	StageInit   = "init"
+	StageSup    = "supervisor"
 )
 
 // CtlFd is the control socket's descriptor number in init and supervisor.
@@ -37,6 +42,8 @@ func Main() {
 		err = probeMain()
 	case StageLimits:
 		err = limitsMain()
+	case StageHold:
+		err = holdMain()
 	default:
 		err = fmt.Errorf("unknown sandbox stage %q", os.Getenv(EnvStage))
 	}
@@ -54,6 +61,12 @@ func Main() {
 // pivot into it, cut the capability bounding set.
 func initMain() error {
 	runtime.LockOSThread() // unshare below applies to this thread, which forks the supervisor
+	// Whatever msb's caller left open without close-on-exec came along;
+	// none of it may reach the supervisor, which keeps only what init
+	// passes on purpose (the control socket, its config).
+	if err := unix.CloseRange(CtlFd+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
+	}
 	ctl := os.NewFile(CtlFd, "ctl")
 	var cfg wire.Config
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
@@ -78,8 +91,11 @@ func initMain() error {
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.
 	var start wire.Request
-	if err := wire.ReadFrame(ctl, &start); err != nil || start.Op != wire.OpStart {
-		return fmt.Errorf("waiting for start: %v (op %q)", err, start.Op)
+	if err := wire.ReadFrame(ctl, &start); err != nil {
+		return fmt.Errorf("waiting for start: %w", err)
+	}
+	if start.Op != wire.OpStart {
+		return fmt.Errorf("waiting for start: got op %q", start.Op)
 	}
 	if cfg.CgroupNS {
 		// This makes the sandbox's cgroup the root of what it sees.
@@ -93,15 +109,59 @@ func initMain() error {
 	if err := dropBoundingCaps(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(cfg)
+	cfgFd, err := configFd(&cfg)
 	if err != nil {
 		return err
+	}
+	if _, err := unix.FcntlInt(CtlFd, unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("passing the control socket on: %w", err)
 	}
 	// Become the supervisor by exec, staying PID 1: the kernel shields the
 	// init of a PID namespace from signals sent inside it, so `kill -9 -1`
 	// cannot take the supervisor down. Every thread of the new image
 	// descends from this one and inherits the cut bounding set.
-	env := []string{EnvStage + "=" + StageSup, EnvConfig + "=" + string(b)}
+	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd)}
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
+}
+
+// configFd writes cfg to a memfd that the supervisor inherits (the only
+// descriptor besides the control socket without close-on-exec).
+func configFd(cfg *wire.Config) (int, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.MemfdCreate("msb-sandbox-config", 0)
+	if err != nil {
+		return -1, fmt.Errorf("creating the supervisor's config memfd: %w", err)
+	}
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("writing the supervisor's config: %w", err)
+		}
+		b = b[n:]
+	}
+	return fd, nil
+}
+
+// readConfig reads and closes the config init passed on.
+func readConfig() (wire.Config, error) {
+	var cfg wire.Config
+	fd, err := strconv.Atoi(os.Getenv(EnvConfigFd))
+	if err != nil || fd <= CtlFd {
+		return cfg, fmt.Errorf("no config descriptor in %s=%q", EnvConfigFd, os.Getenv(EnvConfigFd))
+	}
+	f := os.NewFile(uintptr(fd), "config")
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
+	if err != nil {
+		return cfg, fmt.Errorf("reading config: %w", err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return cfg, fmt.Errorf("decoding config: %w", err)
+	}
+	return cfg, nil
 }

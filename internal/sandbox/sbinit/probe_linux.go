@@ -2,6 +2,7 @@ package sbinit
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -34,21 +35,30 @@ func probeMain() error {
 	return p()
 }
 
-// probeOverlay mounts an overlay with an upper dir in a fresh temp dir
-// (with userxattr when not root on the host) and writes through it.
+// probeOverlay mounts an overlay with an upper dir in a fresh temp dir (on
+// a tmpfs with MSB_PROBE_TMPFS=1; with userxattr when not root on the host)
+// and writes through it.
 func probeOverlay() error {
 	dir, err := os.MkdirTemp(os.Getenv("MSB_PROBE_DIR"), "probe-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	if os.Getenv("MSB_PROBE_TMPFS") == "1" {
+		// The upper and work dirs on a tmpfs, as a sandbox's bounded
+		// writable layer has them.
+		if err := mount.Tmpfs(dir, 0, "size=1m").Mount(); err != nil {
+			return err
+		}
+		defer unix.Unmount(dir, unix.MNT_DETACH)
+	}
 	for _, d := range []string{"l", "u", "w", "m"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making mounts private: %w", err)
 	}
 	m, err := mount.Overlay(filepath.Join(dir, "m"), mount.OverlayOptions{
 		Lowers: []string{filepath.Join(dir, "l")}, Upper: filepath.Join(dir, "u"), Work: filepath.Join(dir, "w"),
@@ -78,4 +88,14 @@ func probePivot() error {
 		return err
 	}
 	return pivot(dir)
+}
+
+// StageHold keeps a process alive until its stdin ends: msb starts one in a
+// new user namespace, opens /proc/<pid>/ns/user and lets it go, which is how
+// it gets a user namespace (for idmapped mounts) without a process to keep.
+const StageHold = "hold"
+
+func holdMain() error {
+	_, err := io.Copy(io.Discard, os.Stdin)
+	return err
 }

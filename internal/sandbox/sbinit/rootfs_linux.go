@@ -31,8 +31,13 @@ func buildRoot(cfg *wire.Config) error {
 		return err
 	}
 	r := cfg.Root
+	idmap := -1
+	if cfg.HostIdmap {
+		idmap = wire.IdmapFd
+		defer unix.Close(idmap)
+	}
 	for _, d := range cfg.HostDirs {
-		if err := hostDir(r, d); err != nil {
+		if err := hostDir(r, d, idmap); err != nil {
 			return err
 		}
 	}
@@ -42,7 +47,7 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountDev(r, cfg); err != nil {
 		return err
 	}
-	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.TmpBytes, 10))
+	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.TmpBytes))
 	if err := mkdirMount(tmp); err != nil {
 		return err
 	}
@@ -62,6 +67,11 @@ func buildRoot(cfg *wire.Config) error {
 // mountRoot mounts the overlay of the layers at cfg.Root, or binds the
 // copy-mode root dir there.
 func mountRoot(cfg *wire.Config) error {
+	if cfg.Disk != nil {
+		if err := mountDisk(cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.RootBind != "" {
 		if err := (mount.Mount{Source: cfg.RootBind, Target: cfg.Root, Flags: unix.MS_BIND | unix.MS_REC}).Mount(); err != nil {
 			return fmt.Errorf("binding copy-mode root: %w", err)
@@ -78,9 +88,66 @@ func mountRoot(cfg *wire.Config) error {
 	return nil
 }
 
+// mountDisk mounts the filesystem that holds the writable layer: the
+// sandbox's volume of the runtime's pool, or a tmpfs in which it makes the
+// upper and work dirs (and the dir /dev/shm shares it through).
+func mountDisk(cfg *wire.Config) error {
+	d := cfg.Disk
+	if d.Device != "" {
+		m := mount.Mount{Source: d.Device, Target: d.Mount, FSType: "btrfs", Flags: unix.MS_NOATIME, Data: "subvol=" + d.Subvol}
+		if err := m.Mount(); err != nil {
+			return fmt.Errorf("mounting the sandbox's disk volume: %w", err)
+		}
+		return nil
+	}
+	m := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes))
+	if err := m.Mount(); err != nil {
+		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
+	}
+	dirs := map[string]os.FileMode{"upper": 0o755, "work": 0o755}
+	if d.ShareShm {
+		dirs["shm"] = 0o1777
+	}
+	for name, mode := range dirs {
+		p := filepath.Join(d.Mount, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			return fmt.Errorf("creating %s: %w", p, err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			return err
+		}
+	}
+	return nil
+}
+
+// tmpfsData is the mount data of a tmpfs of the sandbox with mode and
+// size. Where the sandbox's memory limit must bound its files and no cgroup
+// charges kernel memory to it (cfg.LimitInodes), the number of inodes is
+// bounded too: empty files take no pages, so size alone would let a flood of
+// them take kernel memory without end. One inode per 8 KiB of size keeps
+// their memory (about 1 KiB each) within an eighth of it.
+func tmpfsData(cfg *wire.Config, mode string, size int64) string {
+	data := "mode=" + mode + ",size=" + strconv.FormatInt(size, 10)
+	if cfg.LimitInodes {
+		data += ",nr_inodes=" + strconv.FormatInt(max(size/(8<<10), 1024), 10)
+	}
+	return data
+}
+
+// mountShm mounts /dev/shm inside root: a tmpfs of cfg.ShmBytes, or a bind
+// of its dir of the sandbox's disk tmpfs, whose size the two then share.
+func mountShm(root string, cfg *wire.Config) error {
+	if cfg.Disk != nil && cfg.Disk.ShareShm {
+		return bindIn(root, filepath.Join(cfg.Disk.Mount, "shm"), "/dev/shm", true, false)
+	}
+	m := mount.Tmpfs(filepath.Join(root, "dev", "shm"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.ShmBytes))
+	return mkdirMount(m)
+}
+
 // hostDir binds host directory d read-only at the same path, or recreates
-// it as a symlink when it is one on the host (merged /usr).
-func hostDir(root, d string) error {
+// it as a symlink when it is one on the host (merged /usr). With an idmap
+// user namespace (idmap >= 0) the bind goes through it.
+func hostDir(root, d string, idmap int) error {
 	fi, err := os.Lstat(d)
 	if err != nil {
 		return nil // not on this host; the host side already chose the list
@@ -99,7 +166,41 @@ func hostDir(root, d string) error {
 		}
 		return nil
 	}
+	if idmap >= 0 {
+		return bindIdmapped(root, d, idmap)
+	}
 	return bindIn(root, d, d, true, true)
+}
+
+// bindIdmapped binds host dir d (with what is mounted below it) read-only
+// at the same path inside root, through an idmapped mount whose user
+// namespace maps none of the host's ids. Every file then belongs, as far as
+// the kernel's checks go, to an id without a mapping: no capability
+// overrides its permissions (CAP_DAC_OVERRIDE needs a mapped owner), so even
+// the sandbox's root reads only what the permissions give everyone, as an
+// unprivileged user would.
+func bindIdmapped(root, d string, userns int) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("cloning host dir %s: %w", d, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(userns),
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("idmapping host dir %s: %w", d, err)
+	}
+	target, err := resolveCreate(root, d, true)
+	if err != nil {
+		return fmt.Errorf("bind target %s: %w", d, err)
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(fd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting host dir %s in the sandbox: %w", d, err)
+	}
+	return nil
 }
 
 func mkdirMount(m mount.Mount) error {
@@ -133,7 +234,7 @@ func mountProc(root string) error {
 
 func mountDev(root string, cfg *wire.Config) error {
 	dev := filepath.Join(root, "dev")
-	if err := mkdirMount(mount.Tmpfs(dev, unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536")); err != nil {
+	if err := mkdirMount(mount.Tmpfs(dev, unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData(cfg, "755", 64<<10))); err != nil {
 		return err
 	}
 	for _, d := range devices {
@@ -150,9 +251,17 @@ func mountDev(root string, cfg *wire.Config) error {
 	if err := mkdirMount(pts); err != nil {
 		return err
 	}
-	shm := mount.Tmpfs(filepath.Join(dev, "shm"), unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(cfg.ShmBytes, 10))
-	if err := mkdirMount(shm); err != nil {
+	if err := mountShm(root, cfg); err != nil {
 		return err
+	}
+	// Sessions' named pipes: in the sandbox's own /dev, not in /tmp, which
+	// commands clean up.
+	sessions := filepath.Join(root, wire.SessionDir)
+	if err := os.Mkdir(sessions, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", wire.SessionDir, err)
+	}
+	if err := os.Chown(sessions, cfg.UID, cfg.GID); err != nil {
+		return fmt.Errorf("handing %s to the sandbox user: %w", wire.SessionDir, err)
 	}
 	for name, target := range map[string]string{
 		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",

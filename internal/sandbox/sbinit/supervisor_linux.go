@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 
@@ -25,14 +26,26 @@ type supervisor struct {
 }
 
 func supervisorMain() error {
-	var cfg wire.Config
-	if err := json.Unmarshal([]byte(os.Getenv(EnvConfig)), &cfg); err != nil {
-		return fmt.Errorf("decoding config: %w", err)
+	// exec made the process dumpable again. A dumpable supervisor could be
+	// reached by the agent's processes, which have its user: its memory
+	// (/proc/1/mem), its descriptors (/proc/1/fd, pidfd_getfd: the control
+	// socket), its environment. Not dumpable, only CAP_SYS_PTRACE reaches
+	// it, and no process of the sandbox has that. Nothing of the agent's
+	// runs before this line: init waited for the host's start.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the supervisor non-dumpable: %w", err)
 	}
-	os.Unsetenv(EnvConfig)
+	cfg, err := readConfig()
+	if err != nil {
+		return err
+	}
+	os.Unsetenv(EnvConfigFd)
 	os.Unsetenv(EnvStage)
-	// The control socket came through exec; no command may inherit it.
-	unix.CloseOnExec(CtlFd)
+	// The control socket came through exec; no command may inherit it,
+	// nor anything else (init already marked the rest close-on-exec).
+	if err := unix.CloseRange(CtlFd, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("marking descriptors close-on-exec: %w", err)
+	}
 	handleSignals()
 	if err := harden(&cfg); err != nil {
 		return err
@@ -51,7 +64,7 @@ func supervisorMain() error {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	go prewarmThreads()
-	err := s.serve(ctl)
+	err = s.serve(ctl)
 	s.closeAll()
 	if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
 		return nil
@@ -151,7 +164,7 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 		dir = req.Dir
 	}
 	shell, env := s.wrap(session.DefaultShell, env)
-	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput}
+	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput, ChanDir: wire.SessionDir}
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {

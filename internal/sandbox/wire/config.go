@@ -12,8 +12,15 @@ type Config struct {
 	Work      string `json:"work"`
 	UserXattr bool   `json:"userxattr,omitempty"`
 	Rootless  bool   `json:"rootless,omitempty"`
+	// Disk, when set, is the filesystem init mounts first, holding Upper
+	// and Work (and, with ShareShm, /dev/shm).
+	Disk *Disk `json:"disk,omitempty"`
 	// HostDirs are host system directories bound read-only at the same path.
 	HostDirs []string `json:"host_dirs,omitempty"`
+	// HostIdmap binds HostDirs through an idmapped mount whose user
+	// namespace (init's descriptor IdmapFd) maps no host id: the sandbox
+	// then reads in them only what their permissions give everyone.
+	HostIdmap bool `json:"host_idmap,omitempty"`
 	// Masks are paths inside the sandbox hidden behind /dev/null or an empty dir.
 	Masks    []string `json:"masks,omitempty"`
 	Binds    []Bind   `json:"binds,omitempty"`
@@ -21,15 +28,43 @@ type Config struct {
 	Network  string   `json:"network"` // "none" or "host"
 	TmpBytes int64    `json:"tmp_bytes"`
 	ShmBytes int64    `json:"shm_bytes"`
-	Workdir  string   `json:"workdir"`
-	Env      []string `json:"env"`
-	UID      int      `json:"uid"`
-	GID      int      `json:"gid"`
+	// LimitInodes bounds the inodes of the sandbox's tmpfs by their size:
+	// set where no cgroup charges the kernel memory of files to the sandbox.
+	LimitInodes bool     `json:"limit_inodes,omitempty"`
+	Workdir     string   `json:"workdir"`
+	Env         []string `json:"env"`
+	UID         int      `json:"uid"`
+	GID         int      `json:"gid"`
 	// Rlimits applied to every process in the sandbox (the fallback where no
 	// cgroup holds the limits).
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
 	CgroupNS  bool     `json:"cgroupns"`
 	MaxOutput int      `json:"max_output,omitempty"`
+}
+
+// IdmapFd is the descriptor of the idmap user namespace in init (after the
+// control socket, fd 3).
+const IdmapFd = 4
+
+// SessionDir is the directory, inside the sandbox, where sessions make the
+// named pipes their frames open (see package session); init makes it in the
+// sandbox's own /dev, owned by the sandbox user.
+const SessionDir = "/dev/.msb-session"
+
+// Disk is the filesystem that holds a sandbox's writable layer.
+type Disk struct {
+	// Mount is where init mounts it (a host path, in init's namespace).
+	Mount string `json:"mount"`
+	// Device and Subvol: a btrfs subvolume of a pool device, whose quota
+	// group holds the limit; the host made Upper and Work in it.
+	Device string `json:"device,omitempty"`
+	Subvol string `json:"subvol,omitempty"`
+	// TmpfsBytes: else a tmpfs of this size, in which init makes Upper and
+	// Work.
+	TmpfsBytes int64 `json:"tmpfs_bytes,omitempty"`
+	// ShareShm puts /dev/shm on this tmpfs as well, so that the two share
+	// its size.
+	ShareShm bool `json:"share_shm,omitempty"`
 }
 
 // Bind is a host path mounted into the sandbox.

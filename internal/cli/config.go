@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// environ is what msb reads from its environment: here, once, and nowhere
+// else (the packages below take values, not variables).
+type environ struct {
+	StateDir     string // MSB_STATE_DIR
+	Cache        string // MSB_CACHE
+	CgroupParent string // MSB_CGROUP_PARENT
+	Config       string // MSB_CONFIG
+	RuntimeDir   string // XDG_RUNTIME_DIR
+	UserCacheDir string // $XDG_CACHE_HOME, else $HOME/.cache
+	TmpDir       string // TMPDIR, else /tmp
+	PodmanImage  string // MSB_BENCH_PODMAN_IMAGE (bench eval)
+	PodmanFlags  string // MSB_BENCH_PODMAN_FLAGS
+}
+
+func readEnviron(lookup func(string) (string, bool)) environ {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	e := environ{StateDir: get("MSB_STATE_DIR"), Cache: get("MSB_CACHE"), CgroupParent: get("MSB_CGROUP_PARENT"),
+		Config: get("MSB_CONFIG"), RuntimeDir: get("XDG_RUNTIME_DIR"), UserCacheDir: get("XDG_CACHE_HOME"), TmpDir: get("TMPDIR"),
+		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS")}
+	if e.UserCacheDir == "" && get("HOME") != "" {
+		e.UserCacheDir = filepath.Join(get("HOME"), ".cache")
+	}
+	if e.TmpDir == "" {
+		e.TmpDir = "/tmp"
+	}
+	return e
+}
+
+// fileConfig is the optional config file (docs/config.md). Flags beat the
+// environment, which beats the file, which beats the defaults.
+type fileConfig struct {
+	StateDir           string            `yaml:"state_dir"`
+	CacheDir           string            `yaml:"cache_dir"`
+	CgroupParent       string            `yaml:"cgroup_parent"`
+	IOBudget           string            `yaml:"io_budget"`
+	Base               string            `yaml:"base"`
+	Wheelhouse         string            `yaml:"wheelhouse"`
+	SystemSitePackages bool              `yaml:"system_site_packages"`
+	CopyMode           bool              `yaml:"copy_mode"`
+	Pythons            map[string]string `yaml:"pythons"`
+	RepoSources        map[string]string `yaml:"repo_sources"`
+	SpecFile           string            `yaml:"spec"`
+	Limits             struct {
+		Memory string  `yaml:"memory"`
+		Pids   int64   `yaml:"pids"`
+		CPUs   float64 `yaml:"cpus"`
+		Tmp    string  `yaml:"tmp"`
+		Disk   string  `yaml:"disk"`
+	} `yaml:"limits"`
+	TestTimeout time.Duration `yaml:"test_timeout"`
+}
+
+// settings are the resolved global settings.
+type settings struct {
+	StateDir, CacheDir, CgroupParent string
+	// StateDirGiven: the state dir was named (flag, environment or file),
+	// not the default.
+	StateDirGiven bool
+	file          fileConfig
+	env           environ
+}
+
+func resolveSettings(g *globals) (*settings, error) {
+	s := &settings{env: g.env}
+	path := first(g.configFile, g.env.Config)
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: config file: %w", errUsage, err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&s.file); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: config file %s: %w", errUsage, path, err)
+		}
+	}
+	s.StateDir = first(g.stateDir, g.env.StateDir, s.file.StateDir)
+	s.StateDirGiven = s.StateDir != ""
+	if s.StateDir == "" {
+		s.StateDir = sandbox.DefaultStateDir(g.env.RuntimeDir)
+	}
+	s.CacheDir = first(g.cacheDir, g.env.Cache, s.file.CacheDir, envcache.DefaultDir(g.env.UserCacheDir))
+	s.CgroupParent = first(g.env.CgroupParent, s.file.CgroupParent)
+	return s, nil
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// engineOptions are what a command's own flags add to the settings.
+type engineOptions struct {
+	env      *envFlags // nil: the file's
+	specFile string
+	limits   api.Limits
+	timeout  time.Duration
+	reward   api.RewardMode
+	// mustExist: the cache must exist already (inspection commands).
+	mustExist bool
+	// cacheDir replaces the settings' cache directory (msb demo's own).
+	cacheDir string
+}
+
+// cacheConfig is the cache part of the engine's config.
+func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
+	f := s.file
+	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
+		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist}
+	var err error
+	if c.IOBudget, err = parseBytes(first(f.IOBudget, "2G")); err != nil {
+		return c, fmt.Errorf("%w: io_budget: %v", errUsage, err)
+	}
+	if o.env != nil {
+		if err := o.env.apply(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
+	cc, err := s.cacheConfig(o)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward}
+	if cfg.TestTimeout == 0 {
+		cfg.TestTimeout = s.file.TestTimeout
+	}
+	if cfg.Limits, err = s.fileLimits(); err != nil {
+		return cfg, err
+	}
+	mergeLimits(&cfg.Limits, o.limits)
+	specFile := first(o.specFile, s.file.SpecFile)
+	if specFile != "" {
+		if cfg.Overrides, err = spec.LoadOverrides(specFile); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return cfg, fmt.Errorf("%w: --spec: %w", errNoInput, err)
+			}
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func (s *settings) fileLimits() (api.Limits, error) {
+	l := s.file.Limits
+	out := api.Limits{Pids: l.Pids, CPUs: l.CPUs}
+	var err error
+	for _, f := range []struct {
+		name, v string
+		dst     *int64
+	}{{"memory", l.Memory, &out.MemoryBytes}, {"tmp", l.Tmp, &out.TmpBytes}, {"disk", l.Disk, &out.DiskBytes}} {
+		if *f.dst, err = parseBytes(f.v); err != nil {
+			return out, fmt.Errorf("%w: config file limits.%s: %v", errUsage, f.name, err)
+		}
+	}
+	return out, nil
+}
+
+// mergeLimits sets in dst every non-zero field of src.
+func mergeLimits(dst *api.Limits, src api.Limits) {
+	for _, p := range []struct{ d, s *int64 }{{&dst.MemoryBytes, &src.MemoryBytes}, {&dst.Pids, &src.Pids},
+		{&dst.TmpBytes, &src.TmpBytes}, {&dst.DiskBytes, &src.DiskBytes}} {
+		if *p.s != 0 {
+			*p.d = *p.s
+		}
+	}
+	if src.CPUs != 0 {
+		dst.CPUs = src.CPUs
+	}
+}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+// datasetFlags choose instances and the spec file that says how to build
+// and test them; cache build, validate and eval share them.
+type datasetFlags struct {
+	dataset   string
+	instances []string
+	regex     string
+	slice     string
+	specFile  string
+	skipBad   bool
+}
+
+func (f *datasetFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.dataset, "dataset", "", "instances: JSON, JSONL or Parquet (SWE-bench, SWE-smith, SWE-Gym or custom rows; rows may carry repo_url)")
+	fs.StringSliceVar(&f.instances, "instances", nil, "only these instance ids (comma-separated); an id the dataset lacks is an error")
+	fs.StringVar(&f.regex, "regex", "", "only instance ids matching this regular expression")
+	fs.StringVar(&f.slice, "slice", "", "only rows start:end of the (filtered) dataset")
+	fs.StringVar(&f.specFile, "spec", "", "YAML spec file adding or overriding specs (docs/spec-format.md)")
+	fs.BoolVar(&f.skipBad, "skip-bad-rows", false, "leave out dataset rows that are not valid instances (counted in the summary) instead of stopping")
+}
+
+// load reads the dataset into the engine: every bad row is an error unless
+// --skip-bad-rows (then each is named on stderr and counted).
+func (f *datasetFlags) load(e *engine.Engine) (*dataset.Dataset, error) {
+	if f.dataset == "" {
+		return nil, fmt.Errorf("%w: --dataset is required", errUsage)
+	}
+	d, err := e.LoadDataset(f.dataset, dataset.Filter{IDs: f.instances, Regex: f.regex, Slice: f.slice}, f.skipBad)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: --dataset: %w", errNoInput, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, re := range d.RowErrors {
+		fmt.Fprintln(os.Stderr, "msb: skipping", re.Error())
+	}
+	if len(d.Selected) == 0 {
+		return nil, fmt.Errorf("%w: no instance of %s matches", errUsage, f.dataset)
+	}
+	return d, nil
+}
+
+// ids are the selected instances' ids.
+func ids(d *dataset.Dataset) []string {
+	out := make([]string, len(d.Selected))
+	for i, in := range d.Selected {
+		out[i] = in.InstanceID
+	}
+	return out
+}
+
+// envFlags say how environments are found and built.
+type envFlags struct {
+	pythons     []string
+	sources     []string
+	wheels      string
+	base        string
+	siteLibs    bool
+	copyMode    bool
+	retryFailed bool
+	ioBudget    string
+	fs          *pflag.FlagSet
+}
+
+func (f *envFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.pythons, "python", nil, "interpreter for a Python version, e.g. 3.9=/usr/bin/python3.9 (repeatable)")
+	fs.StringArrayVar(&f.sources, "repo-source", nil, "where to mirror a repository from, owner/name=PATH_OR_URL (repeatable)")
+	fs.StringVar(&f.wheels, "wheelhouse", "", "a directory of wheels: pip installs offline from it only")
+	fs.StringVar(&f.base, "base", "", "what environments are built on: host (default), or a ref/digest of an imported rootfs (e.g. base/rootfs)")
+	fs.BoolVar(&f.siteLibs, "system-site-packages", false, "venvs see the interpreter's site-packages (e.g. Debian's python3-* packages, for offline hosts)")
+	fs.BoolVar(&f.copyMode, "copy-mode", false, "copy the layers into a private root per task instead of overlay mounts (slower; for hosts where msb doctor finds no overlayfs)")
+	fs.BoolVar(&f.retryFailed, "retry-failed", false, "build again environments whose earlier build failed")
+	fs.StringVar(&f.ioBudget, "io-budget", "", "bytes of copying/building in flight at once, e.g. 512M, 2G (default 2G; 0: unbounded)")
+	f.fs = fs
+}
+
+// apply puts the flags given into the cache config (flags beat the config file).
+func (f *envFlags) apply(c *engine.CacheConfig) error {
+	pythons, err := keyValues(f.pythons, "--python")
+	if err != nil {
+		return err
+	}
+	sources, err := keyValues(f.sources, "--repo-source")
+	if err != nil {
+		return err
+	}
+	c.Pythons = mergeMaps(c.Pythons, pythons)
+	c.RepoSources = mergeMaps(c.RepoSources, sources)
+	if f.wheels != "" {
+		c.Wheelhouse = f.wheels
+	}
+	if f.base != "" {
+		c.Base = f.base
+	}
+	c.SystemSitePackages = c.SystemSitePackages || f.siteLibs
+	c.CopyMode = c.CopyMode || f.copyMode
+	c.RetryFailed = f.retryFailed
+	if f.ioBudget != "" {
+		if c.IOBudget, err = parseBytes(f.ioBudget); err != nil {
+			return fmt.Errorf("%w: --io-budget: %v", errUsage, err)
+		}
+	}
+	return nil
+}
+
+func mergeMaps(base, over map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// evalFlags are validate's and eval's: instances, environments, and the
+// evaluation sandboxes.
+type evalFlags struct {
+	datasetFlags
+	envFlags
+	workers    int
+	timeout    time.Duration
+	memory     string
+	disk       string
+	runID      string
+	outDir     string
+	reward     string
+	keepErrors bool
+	flags      *pflag.FlagSet
+}
+
+func (f *evalFlags) register(fs *pflag.FlagSet) {
+	f.datasetFlags.register(fs)
+	f.envFlags.register(fs)
+	fs.IntVar(&f.workers, "workers", 2, "instances evaluated at once (at least 1; also bounded by available memory)")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "test command timeout per instance")
+	fs.StringVar(&f.memory, "memory", "", "memory limit of each evaluation sandbox (default 4G)")
+	fs.StringVar(&f.disk, "disk", "", "disk limit of each evaluation sandbox, e.g. 10G (default: the sandbox default)")
+	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summaries go")
+	fs.StringVar(&f.reward, "reward", string(api.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
+	fs.BoolVar(&f.keepErrors, "keep-errors", false, "on resume, keep results that ended without a verdict instead of evaluating them again")
+	f.flags = fs
+}
+
+// options checks the flags and turns them into engine options. It runs
+// before anything is opened, so a bad flag creates nothing.
+func (f *evalFlags) options() (engineOptions, error) {
+	o := engineOptions{env: &f.envFlags, specFile: f.specFile, reward: api.RewardMode(f.reward)}
+	if o.reward != api.RewardBinary && o.reward != api.RewardFraction {
+		return o, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
+	}
+	if f.workers < 1 {
+		return o, fmt.Errorf("%w: --workers %d: at least 1", errUsage, f.workers)
+	}
+	if f.timeout <= 0 {
+		return o, fmt.Errorf("%w: --timeout %s: must be positive", errUsage, f.timeout)
+	}
+	o.timeout = f.timeout
+	var err error
+	if o.limits.MemoryBytes, err = sizeFlag(f.flags, "memory", f.memory); err != nil {
+		return o, err
+	}
+	if o.limits.DiskBytes, err = sizeFlag(f.flags, "disk", f.disk); err != nil {
+		return o, err
+	}
+	if err := api.CheckName("--run-id", f.runID); err != nil {
+		return o, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, nil
+}
+
+// sizeFlag parses a size flag; one given explicitly must be positive.
+func sizeFlag(fs *pflag.FlagSet, name, v string) (int64, error) {
+	n, err := parseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+	}
+	if n == 0 && fs != nil && fs.Changed(name) {
+		return 0, fmt.Errorf("%w: --%s 0: give a size like 512M or 4G (leave the flag out for the default)", errUsage, name)
+	}
+	return n, nil
+}
+
+// checkLimits refuses limits given explicitly as 0 (which would silently
+// mean "the default") and a CPU limit the host cannot give.
+func (f *specFlags) checkLimits(l sandbox.Limits) error {
+	for _, c := range []struct {
+		name string
+		zero bool
+	}{{"memory", l.MemoryBytes == 0}, {"tmp", l.TmpBytes == 0}, {"pids", l.Pids == 0}, {"cpus", l.CPUs == 0}} {
+		if c.zero && f.fs != nil && f.fs.Changed(c.name) {
+			return fmt.Errorf("--%s 0: give a positive value (leave the flag out for the default)", c.name)
+		}
+	}
+	if l.CPUs < 0 || l.CPUs > float64(runtime.NumCPU()) {
+		return fmt.Errorf("--cpus %g: this host has %d CPUs", l.CPUs, runtime.NumCPU())
+	}
+	if l.Pids < 0 {
+		return fmt.Errorf("--pids %d: give a positive number", l.Pids)
+	}
+	return nil
+}
+
+func keyValues(list []string, flag string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%w: %s %q: want KEY=VALUE", errUsage, flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// oomMessage says why a command died with SIGKILL when the kernel's OOM
+// killer killed something in the sandbox ("" otherwise).
+func oomMessage(sb *sandbox.Sandbox, code int) string {
+	if code != 128+9 {
+		return ""
+	}
+	u, err := sb.Usage()
+	if err != nil || u.OOMKills == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the command was killed by the OOM killer: the sandbox reached its memory limit (%d OOM kills; raise it with --memory)", u.OOMKills)
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printJSON writes v (a type of package api) to stdout as one JSON value.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON output: %w", err)
+	}
+	return nil
+}
+
+// table writes rows aligned in columns to stdout.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// problem is one failed item, printed in full under a table.
+type problem struct{ id, text string }
+
+// printProblems writes every problem in full (tables show a first line only).
+func printProblems(w io.Writer, title string, ps []problem) {
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, p := range ps {
+		fmt.Fprintf(w, "\n%s:\n", p.id)
+		for _, l := range strings.Split(strings.TrimRight(p.text, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+}
+
+// firstLine is a cell's text: the first line of s, cut at 80 runes; the
+// full text goes under the table (printProblems).
+func firstLine(s string) string {
+	s, _, more := strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > 80 {
+		s, more = string(r[:77]), true
+	}
+	if more {
+		s += " ..."
+	}
+	return s
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// fmtNs is a duration in a table cell ("-" for none).
+func fmtNs(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return fmtDur(time.Duration(ns))
+}

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// Cache is the environment cache: its inventory and the operations that
+// move layers. Without a runtime (OpenCache) it cannot build.
+type Cache struct {
+	c *envcache.Cache
+}
+
+// OpenCache opens the cache alone, for inspection and transfer commands.
+func OpenCache(cfg CacheConfig, log *slog.Logger) (*Cache, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return openCache(cfg, nil, log)
+}
+
+func openCache(cfg CacheConfig, rt *sandbox.Runtime, log *slog.Logger) (*Cache, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: no cache directory given", ErrBadRequest)
+	}
+	if cfg.MustExist {
+		if _, err := os.Stat(filepath.Join(cfg.Dir, "store")); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s (build one with msb cache build, or name another with --cache)", ErrNoCache, cfg.Dir)
+		}
+	}
+	var budget *store.Budget
+	if cfg.IOBudget > 0 {
+		budget = store.NewBudget(cfg.IOBudget)
+	}
+	c, err := envcache.Open(envcache.Options{Dir: cfg.Dir, Runtime: rt, Budget: budget, Logger: log, Pythons: cfg.Pythons,
+		Wheelhouse: cfg.Wheelhouse, SystemSitePackages: cfg.SystemSitePackages, RepoSources: cfg.RepoSources,
+		RetryFailed: cfg.RetryFailed, CopyMode: cfg.CopyMode, Base: cfg.Base})
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{c: c}, nil
+}
+
+// Dir is the cache directory.
+func (c *Cache) Dir() string { return c.c.Dir() }
+
+func (c *Cache) st() *store.Store { return c.c.Store() }
+
+// Listing lists layers, newest use first, and recorded build failures.
+func (c *Cache) Listing(ctx context.Context) (api.CacheListing, error) {
+	u, err := c.st().Usage(ctx)
+	if err != nil {
+		return api.CacheListing{}, err
+	}
+	out := api.CacheListing{Dir: c.Dir(), Layers: []api.CacheLayer{}, Failures: []api.BuildFailure{}}
+	for _, l := range u.Layers {
+		cl := api.CacheLayer{ID: l.ID.String(), Refs: l.Refs, Parents: ids(l.Parents), Entries: l.Entries, FileBytes: l.LogicalBytes,
+			DiskBytes: l.DiskBytes, UniqueBytes: l.UniqueBytes, LastUse: l.LastUse.UTC().Format(time.RFC3339)}
+		if len(l.Refs) > 0 {
+			cl.Kind, _, _ = strings.Cut(l.Refs[0], "/")
+		}
+		out.Layers = append(out.Layers, cl)
+	}
+	fails, err := c.c.Failures()
+	if err != nil {
+		return out, err
+	}
+	for _, f := range fails {
+		out.Failures = append(out.Failures, api.BuildFailure{Key: f.Key, EnvKey: f.EnvKey, Reason: f.Reason, Log: f.Log, At: f.At.UTC().Format(time.RFC3339)})
+	}
+	return out, nil
+}
+
+// Usage measures the cache's disk use.
+func (c *Cache) Usage(ctx context.Context) (api.CacheUsage, error) {
+	u, err := c.st().Usage(ctx)
+	if err != nil {
+		return api.CacheUsage{}, err
+	}
+	out := api.CacheUsage{Dir: c.Dir(), Layers: len(u.Layers), Objects: u.Objects, Inodes: u.Inodes,
+		FileBytes: u.LayerDiskBytes, TreeBytes: u.TreeBytes, DiskBytes: u.DiskBytes}
+	if u.TreeBytes > 0 {
+		out.DedupRatio = float64(u.LayerDiskBytes) / float64(u.TreeBytes)
+	}
+	return out, nil
+}
+
+// Verify re-hashes every object and layer. The error is for failures to
+// check; what the check found is in the report.
+func (c *Cache) Verify(ctx context.Context) (api.VerifyReport, error) {
+	r, err := c.st().Verify(ctx)
+	if err != nil {
+		return api.VerifyReport{}, err
+	}
+	out := api.VerifyReport{Dir: c.Dir(), Objects: r.Objects, Inodes: r.Inodes, Layers: r.Layers, BytesHashed: r.Bytes,
+		Problems: []api.VerifyProblem{}, OK: r.OK()}
+	for _, p := range r.Problems {
+		vp := api.VerifyProblem{Kind: string(p.Kind), Path: p.Path, Layers: ids(p.Layers), Detail: p.Detail}
+		if p.Digest != (store.Digest{}) {
+			vp.Digest = p.Digest.String()
+		}
+		out.Problems = append(out.Problems, vp)
+	}
+	return out, nil
+}
+
+// GC removes what no ref and no running sandbox uses.
+func (c *Cache) GC(ctx context.Context) (api.CacheGCReport, error) {
+	r, err := c.st().GC(ctx)
+	if err != nil {
+		return api.CacheGCReport{}, err
+	}
+	return api.CacheGCReport{Layers: ids(r.Layers), Inodes: r.Inodes, Objects: r.Objects, Leases: r.Leases, Temp: r.Temp,
+		FreedBytes: r.FreedBytes, Kept: r.Kept, DanglingRefs: r.DanglingRef}, nil
+}
+
+// resolve turns a ref or a digest into a layer id.
+func (c *Cache) resolve(name string) (store.LayerID, error) {
+	if id, err := store.ParseLayerID(name); err == nil {
+		return id, nil
+	}
+	id, err := c.st().Ref(name)
+	if err != nil {
+		return id, fmt.Errorf("%w: layer %q: %w", ErrNotFound, name, err)
+	}
+	return id, nil
+}
+
+// Export writes the named layers (refs or digests; every ref when none)
+// with their parents, objects and refs to w as a zstd archive.
+func (c *Cache) Export(ctx context.Context, w io.Writer, names []string) (api.TransferReport, error) {
+	opts := store.ExportOptions{}
+	if len(names) == 0 {
+		refs, err := c.st().Refs()
+		if err != nil {
+			return api.TransferReport{}, err
+		}
+		for _, r := range refs {
+			names = append(names, r.Name)
+		}
+	}
+	var roots []store.LayerID
+	for _, n := range names {
+		id, err := c.resolve(n)
+		if err != nil {
+			return api.TransferReport{}, err
+		}
+		roots = append(roots, id)
+		if _, err := store.ParseLayerID(n); err == nil {
+			opts.Layers = append(opts.Layers, id)
+		} else {
+			opts.Refs = append(opts.Refs, n)
+		}
+	}
+	layers, err := c.stacks(roots)
+	if err != nil {
+		return api.TransferReport{}, err
+	}
+	if err := c.st().Export(ctx, w, opts); err != nil {
+		return api.TransferReport{}, err
+	}
+	return api.TransferReport{Layers: ids(layers), Refs: opts.Refs}, nil
+}
+
+// stacks lists the layers of roots with all their parents, each once.
+func (c *Cache) stacks(roots []store.LayerID) ([]store.LayerID, error) {
+	seen := map[store.LayerID]bool{}
+	var out []store.LayerID
+	for _, r := range roots {
+		stack, err := c.st().Stack(r)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(stack) - 1; i >= 0; i-- {
+			if !seen[stack[i]] {
+				seen[stack[i]] = true
+				out = append(out, stack[i])
+			}
+		}
+	}
+	return out, nil
+}
+
+// Import reads an archive written by Export.
+func (c *Cache) Import(ctx context.Context, r io.Reader) (api.TransferReport, error) {
+	rep, err := c.st().Import(ctx, r)
+	if err != nil {
+		return api.TransferReport{}, err
+	}
+	return api.TransferReport{Layers: ids(rep.Layers), Refs: rep.Refs, Objects: rep.Objects, Bytes: rep.Bytes}, nil
+}
+
+// Pull fetches a layer (a digest, or a ref the server resolves) and its
+// parents from another node's Handler, only what is missing here, and
+// points ref at it (default: the ref pulled by name).
+func (c *Cache) Pull(ctx context.Context, baseURL, name, ref string) (api.TransferReport, error) {
+	baseURL = strings.TrimRight(baseURL, "/")
+	id, err := store.ParseLayerID(name)
+	if err != nil {
+		if id, err = remoteRef(ctx, baseURL, name); err != nil {
+			return api.TransferReport{}, err
+		}
+		if ref == "" {
+			ref = name
+		}
+	}
+	rep, err := c.st().Pull(ctx, baseURL, id, store.PullOptions{})
+	if err != nil {
+		return api.TransferReport{}, err
+	}
+	out := api.TransferReport{URL: baseURL, Layers: ids(rep.Layers), Refs: []string{}, Objects: rep.Objects, Bytes: rep.Bytes}
+	if ref != "" {
+		if err := c.st().SetRef(ctx, ref, id); err != nil {
+			return out, err
+		}
+		out.Refs = append(out.Refs, ref)
+	}
+	return out, nil
+}
+
+func remoteRef(ctx context.Context, base, name string) (store.LayerID, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/refs/"+name, nil)
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return store.LayerID{}, fmt.Errorf("ref %s at %s: %s", name, base, resp.Status)
+	}
+	return store.ParseLayerID(strings.TrimSpace(string(b)))
+}
+
+// Handler serves the cache's layers read-only for Pull on other nodes.
+func (c *Cache) Handler() http.Handler { return c.st().Handler() }
+
+// ImportRootfs commits a root filesystem tree as the base layer.
+func (c *Cache) ImportRootfs(ctx context.Context, dir string) (api.LayerRef, error) {
+	id, err := c.c.ImportRootfs(ctx, dir)
+	if err != nil {
+		return api.LayerRef{}, err
+	}
+	return api.LayerRef{Layer: id.String(), Ref: envcache.RootfsRef}, nil
+}
+
+// leaseLayers resolves cache layers (refs or digests, bottom first) to
+// their trees, parents included, materialized and leased.
+func (c *Cache) leaseLayers(ctx context.Context, names []string) ([]string, *store.Lease, error) {
+	var roots []store.LayerID
+	for _, n := range names {
+		id, err := c.resolve(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		roots = append(roots, id)
+	}
+	layers, err := c.stacks(roots)
+	if err != nil {
+		return nil, nil, err
+	}
+	paths := make([]string, len(layers))
+	for i, id := range layers {
+		if paths[i], err = c.st().Materialize(ctx, id); err != nil {
+			return nil, nil, err
+		}
+	}
+	lease, err := c.st().Lease(ctx, roots...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return paths, lease, nil
+}
+
+func ids(l []store.LayerID) api.List[string] {
+	out := make([]string, len(l))
+	for i, id := range l {
+		out[i] = id.String()
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// Config is what an Engine is opened with. Zero values pick the defaults.
+type Config struct {
+	// StateDir holds running sandboxes' state (default: see
+	// sandbox.DefaultStateDir, computed by the caller).
+	StateDir string
+	// CgroupParent is a delegated cgroup v2 directory for rootless limits.
+	CgroupParent string
+	// InitBinary is the sandbox init executable (default: msb-sandbox next
+	// to the running executable, else the running executable).
+	InitBinary string
+	Cache      CacheConfig
+	// Overrides are the user's spec file, nil for none.
+	Overrides *spec.Overrides
+	// Limits are every sandbox's defaults; a request's non-zero fields
+	// replace them; zero fields fall back to sandbox.DefaultLimits.
+	Limits api.Limits
+	// TestTimeout bounds an evaluation's eval script (default 30 minutes).
+	TestTimeout time.Duration
+	// MaxLog caps the bytes of test output kept per evaluation (default 64 MiB).
+	MaxLog int
+	// Reward is how results' rewards are computed (default binary).
+	Reward api.RewardMode
+	// MemoryBudget is the memory admitted sandboxes may reserve in total:
+	// 0 is the memory available when the engine opens; negative admits
+	// everything.
+	MemoryBudget int64
+	// Logger receives what the engine does (default: discarded).
+	Logger *slog.Logger
+}
+
+// CacheConfig says where the environment cache is and how it builds.
+type CacheConfig struct {
+	// Dir is the cache directory (required).
+	Dir string
+	// IOBudget bounds bytes of copying and building in flight (0: none).
+	IOBudget int64
+	// Pythons maps a version ("3.9") to an interpreter path.
+	Pythons map[string]string
+	// RepoSources maps "owner/name" to a URL or path to mirror from.
+	RepoSources map[string]string
+	// Wheelhouse: pip installs offline from this directory only.
+	Wheelhouse string
+	// Base: "host" (default) or a ref or digest of an imported rootfs.
+	Base               string
+	SystemSitePackages bool
+	CopyMode           bool
+	RetryFailed        bool
+	// MustExist: fail with ErrNoCache instead of creating a missing cache
+	// (inspection commands must not create one).
+	MustExist bool
+}
+
+// sandboxLimits merges a request's limits over the engine's defaults.
+func (c *Config) sandboxLimits(req api.Limits) sandbox.Limits {
+	pick := func(a, b int64) int64 {
+		if a != 0 {
+			return a
+		}
+		return b
+	}
+	l := sandbox.Limits{
+		MemoryBytes: pick(req.MemoryBytes, c.Limits.MemoryBytes),
+		Pids:        pick(req.Pids, c.Limits.Pids),
+		TmpBytes:    pick(req.TmpBytes, c.Limits.TmpBytes),
+		DiskBytes:   pick(req.DiskBytes, c.Limits.DiskBytes),
+		CPUs:        req.CPUs,
+	}
+	if l.CPUs == 0 {
+		l.CPUs = c.Limits.CPUs
+	}
+	return l
+}
+
+// apiLimits is the wire form of l, defaults filled in.
+func apiLimits(l sandbox.Limits) api.Limits {
+	d := sandbox.DefaultLimits
+	pick := func(a, b int64) int64 {
+		if a != 0 {
+			return a
+		}
+		return b
+	}
+	return api.Limits{MemoryBytes: pick(l.MemoryBytes, d.MemoryBytes), Pids: pick(l.Pids, d.Pids), CPUs: l.CPUs,
+		TmpBytes: pick(l.TmpBytes, d.TmpBytes), DiskBytes: pick(l.DiskBytes, d.DiskBytes)}
+}

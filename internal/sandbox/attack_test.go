@@ -1,0 +1,265 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
+)
+
+// The attacks of issue 7, each as an agent (or a caller's leftover) would
+// try it, in both modes.
+
+// testInheritedDescriptors: a descriptor on a host directory that the caller
+// left open without close-on-exec (`exec 7</root; msb run ...`) reaches no
+// process of the sandbox: not a one-shot command, not a session, not Run,
+// and not the supervisor.
+func testInheritedDescriptors(t *testing.T, rt *Runtime) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("HOST-SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	n := strconv.Itoa(fd)
+	var out strings.Builder
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{Out: &out, Err: &out}})
+	attack := "ls /proc/self/fd | tr '\\n' ' '; cat /proc/self/fd/" + n + "/secret; echo pwned > /proc/self/fd/" + n + "/pwned"
+	check := func(how, got string) {
+		t.Helper()
+		if strings.Contains(got, "HOST-SECRET") {
+			t.Errorf("%s read the host file through inherited fd %d: %q", how, fd, got)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+			t.Fatalf("%s wrote into the host dir through inherited fd %d", how, fd)
+		}
+		if !strings.HasPrefix(got, "0 1 2 3 ") || strings.HasPrefix(got, "0 1 2 3 4") {
+			t.Errorf("%s: descriptors %q, want only 0, 1, 2 and ls's own", how, got)
+		}
+	}
+	check("exec", sh(t, sb, attack).Output)
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: attack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("session", res.Output)
+	if _, err := sb.Run(ctx, []string{"bash", "-c", attack}); err != nil {
+		t.Fatal(err)
+	}
+	check("run", out.String())
+	// The supervisor holds nothing of the host's either.
+	pfd := "/proc/" + strconv.Itoa(sb.InitPid()) + "/fd/"
+	ents, err := os.ReadDir(pfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if link, _ := os.Readlink(pfd + e.Name()); link == dir {
+			t.Errorf("the supervisor holds fd %s -> %s", e.Name(), link)
+		}
+	}
+}
+
+// testStdioNotHostFile: stdin or stdout that is a host file cannot be
+// reopened through /proc/self/fd (to read what it held, or truncate it);
+// the command still reads and writes them through msb's relay.
+func testStdioNotHostFile(t *testing.T, rt *Runtime) {
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, "stdout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("HOST-SECRET\n")
+	in, err := os.CreateTemp(dir, "stdin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	in.WriteString("input line\n")
+	in.Seek(0, 0)
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{In: in, Out: f, Err: f}})
+	code, err := sb.Run(context.Background(), []string{"sh", "-c",
+		"if test -f /proc/self/fd/1; then cat /proc/self/fd/1; : > /proc/self/fd/1; exit 9; fi; " +
+			"if test -f /proc/self/fd/0; then : > /proc/self/fd/0; exit 8; fi; readlink /proc/self/fd/1; cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(f.Name())
+	if code != 0 || strings.Count(string(b), "HOST-SECRET") != 1 || !strings.Contains(string(b), "pipe:[") || !strings.HasSuffix(string(b), "input line\n") {
+		t.Fatalf("exit %d; the stdout file holds %q: want its old line, the pipe the command wrote to and its input", code, b)
+	}
+	if b, _ := os.ReadFile(in.Name()); string(b) != "input line\n" {
+		t.Fatalf("the stdin file holds %q", b)
+	}
+}
+
+// testSupervisorUnreachable: the agent cannot take the supervisor's control
+// socket (pidfd_getfd), write its memory, or read its descriptors or
+// environment.
+func testSupervisorUnreachable(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	out := mustOK(t, sb, `python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+pidfd = os.pidfd_open(1)
+for fd in range(16):
+    if libc.syscall(438, pidfd, fd, 0) >= 0:  # pidfd_getfd
+        got.append("pidfd_getfd %d" % fd)
+for path, mode in [("/proc/1/mem", "r+b"), ("/proc/1/environ", "rb"), ("/proc/1/maps", "rb")]:
+    try:
+        open(path, mode).read(1)
+        got.append(path)
+    except OSError:
+        pass
+for fd in range(16):
+    try:
+        os.close(os.open("/proc/1/fd/%d" % fd, os.O_RDONLY))
+        got.append("/proc/1/fd/%d" % fd)
+    except OSError:
+        pass
+    try:
+        got.append("/proc/1/fd/%d -> %s" % (fd, os.readlink("/proc/1/fd/%d" % fd)))
+    except OSError:
+        pass
+for path in ["/proc/1/root", "/proc/1/cwd"]:
+    try:
+        os.listdir(path)
+        got.append(path)
+    except OSError:
+        pass
+print("reached: " + ", ".join(got) if got else "unreachable")
+EOF`)
+	if strings.TrimSpace(out) != "unreachable" {
+		t.Fatalf("the agent got at the supervisor: %s", out)
+	}
+}
+
+// testDiskLimit: what the sandbox writes past its disk limit fails inside;
+// the sandbox stays usable, and freed space can be used again.
+func testDiskLimit(t *testing.T, rt *Runtime) {
+	if e := rt.Enforcement().Disk; strings.HasPrefix(e, "not enforced") {
+		t.Fatalf("no disk limit in this mode: %s", e)
+	}
+	full := func(out string) bool {
+		return strings.Contains(out, "No space left") || strings.Contains(out, "Disk quota exceeded")
+	}
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{DiskBytes: 64 << 20}})
+	if out := mustFail(t, sb, "dd if=/dev/zero of=/bigfile bs=1M count=100 2>&1"); !full(out) {
+		t.Fatalf("dd of 100 MiB into a 64 MiB disk: %q, want ENOSPC or EDQUOT", out)
+	}
+	mustOK(t, sb, "rm /bigfile && sync && dd if=/dev/zero of=/again bs=1M count=16 2>&1")
+	small := create(t, rt, Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20}})
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if out := mustFail(t, small, "dd if=/dev/zero of="+dir+"/fill bs=1M count=48 2>&1"); !full(out) {
+			t.Fatalf("dd of 48 MiB into %s of a 32 MiB disk: %q, want ENOSPC", dir, out)
+		}
+		mustOK(t, small, "rm "+dir+"/fill")
+	}
+	// Nothing of it landed in the host's state dir.
+	var size int64
+	filepath.Walk(rt.stateDir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if size > 1<<20 {
+		t.Fatalf("the state dir holds %d bytes", size)
+	}
+}
+
+// testHostSecrets: in root mode the sandbox, root as it is, reads in the host
+// dirs only what an unprivileged user could; rootless, what its caller can.
+func testHostSecrets(t *testing.T, rt *Runtime) {
+	// Not under /tmp, which the sandbox's own /tmp covers.
+	dir, err := os.MkdirTemp("/var/tmp", "msb-hostdir-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	for name, mode := range map[string]os.FileMode{"public": 0o644, "secret": 0o600, "group": 0o640} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name+"-content\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(dir, name), mode)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "private", "key"), []byte("key-content\n"), 0o644)
+	hostDirs := append(append([]string(nil), DefaultHostDirs...), dir)
+	read := "for f in public secret group private/key; do cat " + dir + "/$f 2>/dev/null || echo no-$f; done"
+	sb := create(t, rt, Config{HostBase: true, HostDirs: hostDirs})
+	got := mustOK(t, sb, read)
+	want := "public-content\nno-secret\nno-group\nno-private/key\n"
+	if rt.Rootless() {
+		want = "public-content\nsecret-content\ngroup-content\nkey-content\n" // the caller's own files
+	}
+	if got != want {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if rt.Rootless() {
+		return
+	}
+	if out := sh(t, sb, "cat /etc/shadow").Output; strings.Contains(out, "root:") {
+		t.Fatalf("/etc/shadow readable: %q", out)
+	}
+	asRoot := create(t, rt, Config{HostBase: true, HostDirs: hostDirs, HostReadAsRoot: true})
+	if got := mustOK(t, asRoot, read); got != "public-content\nsecret-content\ngroup-content\nkey-content\n" {
+		t.Fatalf("with HostReadAsRoot: read %q", got)
+	}
+}
+
+// testMemoryBoundWithoutCgroup: where no cgroup holds the memory limit,
+// the sandbox's tmpfs together stay within it (/tmp at most half).
+func testMemoryBoundWithoutCgroup(t *testing.T, rt *Runtime) {
+	if rt.cg.Usable() {
+		t.Skip("a cgroup holds the memory limit, files in tmpfs included (see MemoryBomb)")
+	}
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{MemoryBytes: 64 << 20}})
+	mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=40 2>&1")
+	mustOK(t, sb, "rm -f /tmp/fill; dd if=/dev/zero of=/tmp/fill bs=1M count=24 2>&1")
+	mustOK(t, sb, "dd if=/dev/zero of=/fill bs=1M count=20 2>&1")
+	if out := mustFail(t, sb, "dd if=/dev/zero of=/dev/shm/fill bs=1M count=20 2>&1"); !strings.Contains(out, "No space left") {
+		t.Fatalf("the root and /dev/shm hold more than the memory limit leaves: %q", out)
+	}
+	// Empty files take no pages: their number is bounded too.
+	out := mustOK(t, sb, `python3 -c '
+n = 0
+try:
+    for n in range(100000):
+        open("/tmp/e%d" % n, "w").close()
+except OSError as e:
+    print("stopped after", n, e.strerror)'`)
+	if !strings.Contains(out, "stopped after") {
+		t.Fatalf("100000 empty files fit in a /tmp of 32 MiB: %q", out)
+	}
+}
+
+// waitFor polls cond for up to a few seconds.
+func waitFor(cond func() bool) bool {
+	for i := 0; i < 300; i++ {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}

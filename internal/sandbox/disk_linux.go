@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/minisandbox/msb/internal/sandbox/pool"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+)
+
+// A sandbox's disk is where its writable layer (the overlay's upper and
+// work dirs) lives, which is what bounds what it writes.
+type diskKind int
+
+const (
+	diskHost  diskKind = iota // a host directory: nothing bounds it
+	diskPool                  // a volume of the runtime's btrfs pool (root mode)
+	diskTmpfs                 // a tmpfs of the disk limit
+)
+
+// diskSetup is the runtime's answer, found once, to where bounded writable
+// layers go.
+type diskSetup struct {
+	kind diskKind
+	pool *pool.Pool
+	why  string // why not the pool (root) or not a tmpfs (rootless)
+	memo string // for a tmpfs: what bounds it besides its size
+}
+
+// disk finds, the first time, how this runtime bounds writable layers: in
+// root mode a pool of its own (a btrfs filesystem with quota groups on a
+// loop device), else a tmpfs, which rootless sandboxes can mount (overlayfs
+// takes a tmpfs upper dir in a user namespace from Linux 6.6, tmpfs having
+// user xattrs).
+func (rt *Runtime) disk() diskSetup {
+	rt.diskOnce.Do(func() {
+		d := &rt.diskSetup
+		if !rt.rootless {
+			p, err := pool.New(pool.Options{Dir: rt.diskDir})
+			if err == nil {
+				d.kind, d.pool = diskPool, p
+				return
+			}
+			d.why = err.Error()
+			rt.log.Info("no disk pool: sandboxes' writable layers go to tmpfs", "err", err)
+		}
+		probe := rt.probe("tmpfs upper", "overlay", rt.probeUserns()|cloneNewNS, true, "", "MSB_PROBE_TMPFS=1")
+		if !probe.OK {
+			d.why = appendWhy(d.why, "a tmpfs cannot be the overlay's upper dir here: "+probe.Detail)
+			return
+		}
+		d.kind = diskTmpfs
+		switch {
+		case rt.memoryHoldsFiles():
+			d.memo = "in RAM that no cgroup counts, so the memory limit bounds it too: the writable layer and /dev/shm " +
+				"share one tmpfs of min(disk limit, memory limit - /tmp's size)"
+		default:
+			d.memo = "in memory charged to the sandbox's cgroup (past the memory limit a write is an OOM kill, not ENOSPC)"
+		}
+	})
+	return rt.diskSetup
+}
+
+func appendWhy(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// describe is Enforcement.Disk.
+func (d diskSetup) describe() string {
+	const callers = "; not for a writable tree the caller provides or keeps (Config.UpperDir, as environment builds use; " +
+		"RootDir, copy mode; KeepUpper): those are host directories, bounded by nothing"
+	switch d.kind {
+	case diskPool:
+		return fmt.Sprintf("btrfs quota group of the sandbox's subvolume (writes past it fail with EDQUOT), "+
+			"in a pool of %d GiB on a loop device (deleted backing file in %s) that all of this process's sandboxes share; "+
+			"/tmp and /dev/shm are tmpfs of at most the limit%s", d.pool.Size()>>30, d.pool.Dir(), callers)
+	case diskTmpfs:
+		s := "tmpfs of the limit for the writable layer (ENOSPC past it), " + d.memo
+		if d.why != "" {
+			s += " (no disk pool: " + d.why + ")"
+		}
+		return s + callers
+	}
+	return "not enforced: writable layers are host directories (" + d.why + ")"
+}
+
+// diskFor is where the writable layer of a sandbox with this config goes.
+func (rt *Runtime) diskFor(c *Config) diskKind {
+	if c.RootDir != "" || c.UpperDir != "" || c.KeepUpper {
+		return diskHost
+	}
+	return rt.disk().kind
+}
+
+// prepareDisk makes the sandbox's bounded writable layer, when it has one,
+// and says where init finds it.
+func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
+	mnt := filepath.Join(s.dir, "disk")
+	switch s.rt.diskFor(&s.conf) {
+	case diskPool:
+		v, err := s.rt.diskSetup.pool.Create(s.ID, limits.DiskBytes)
+		if err != nil {
+			return nil, err
+		}
+		s.volume = v
+		for _, d := range []string{"upper", "work"} {
+			if err := os.Mkdir(filepath.Join(v.Path(), d), 0o755); err != nil {
+				return nil, fmt.Errorf("creating the sandbox's %s dir: %w", d, err)
+			}
+		}
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", mnt, err)
+		}
+		return &wire.Disk{Mount: mnt, Device: s.rt.diskSetup.pool.Device(), Subvol: v.Name()}, nil
+	case diskTmpfs:
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", mnt, err)
+		}
+		_, rest := scratchSizes(limits, s.rt.memoryHoldsFiles())
+		return &wire.Disk{Mount: mnt, TmpfsBytes: rest, ShareShm: s.rt.memoryHoldsFiles()}, nil
+	}
+	return nil, nil
+}
+
+// scratchSizes are the sizes of a sandbox's /tmp and of what it may write
+// besides (a tmpfs writable layer, /dev/shm): never more than the disk
+// limit, and, where no cgroup charges tmpfs pages to the sandbox
+// (memoryHoldsFiles), all of its tmpfs together within the memory limit:
+// /tmp takes at most half of it, the rest the others.
+func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, rest int64) {
+	tmp, rest = min(l.TmpBytes, l.DiskBytes), l.DiskBytes
+	if memoryHoldsFiles {
+		tmp = min(tmp, l.MemoryBytes/2)
+		rest = min(rest, l.MemoryBytes-tmp)
+	}
+	return tmp, rest
+}

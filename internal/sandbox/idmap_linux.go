@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"golang.org/x/sys/unix"
+)
+
+// unusedID is the one id the idmap user namespace maps (to itself): a user
+// namespace needs a mapping to serve for idmapped mounts, and this id owns
+// no file and no account. Every id a file really has is unmapped through it.
+const unusedID = 4000000000
+
+// idmap returns, making it the first time, the user namespace through which
+// root-mode sandboxes bind the host dirs (see sbinit's bindIdmapped), or nil
+// and why there is none. It is made once per runtime and checked against
+// the default host dirs: if any of them cannot be idmapped (an old kernel, a
+// filesystem without idmapped mounts), none is, and Enforcement says so.
+func (rt *Runtime) idmap() (*os.File, string) {
+	rt.idmapOnce.Do(func() {
+		if rt.rootless {
+			rt.idmapWhy = "rootless: the kernel allows idmapped mounts to root only"
+			return
+		}
+		ns, err := newUnmappedUserns(rt.exe)
+		if err != nil {
+			rt.idmapWhy = err.Error()
+			return
+		}
+		for _, d := range DefaultHostDirs {
+			if err := checkIdmap(d, ns); err != nil {
+				ns.Close()
+				rt.idmapWhy = err.Error()
+				return
+			}
+		}
+		rt.idmapNS = ns
+	})
+	return rt.idmapNS, rt.idmapWhy
+}
+
+// newUnmappedUserns makes a user namespace that maps only unusedID: msb's
+// init stage "hold" is started in it, its namespace opened, and let go.
+func newUnmappedUserns(exe string) (*os.File, error) {
+	cmd := exec.Command(exe)
+	cmd.Args = []string{"msb-sandbox-hold"}
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageHold}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	ids := []syscall.SysProcIDMap{{ContainerID: unusedID, HostID: unusedID, Size: 1}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: ids, GidMappings: ids}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a process in a new user namespace: %w", err)
+	}
+	ns, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
+	stdin.Close()
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = fmt.Errorf("user namespace holder: %w", werr)
+	}
+	if err != nil {
+		if ns != nil {
+			ns.Close()
+		}
+		return nil, err
+	}
+	return ns, nil
+}
+
+// checkIdmap makes, and drops, an idmapped clone of dir (with its
+// submounts), as a sandbox's init does; the clone is never attached
+// anywhere.
+func checkIdmap(dir string, ns *os.File) error {
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return nil // absent, or a symlink (merged /usr): not bound
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("cloning %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("idmapped mount of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// hostFiles is Enforcement.HostFiles.
+func (rt *Runtime) hostFiles() string {
+	if rt.rootless {
+		return "what the calling user can read (its own files, and through its groups, supplementary ones included) " +
+			"in the host dirs bound into the sandbox and in its binds"
+	}
+	masks := "; " + strings.Join(hostMasks, ", ") + " hidden besides"
+	if _, why := rt.idmap(); why != "" {
+		return "everything root can read in the host dirs but " + strings.Join(hostMasks, ", ") +
+			" (no idmapped mounts: " + why + ")"
+	}
+	return "what an unprivileged user can read in the host dirs (idmapped read-only binds: no id of theirs is mapped, " +
+		"so no capability overrides their permissions)" + masks + "; Config.HostReadAsRoot gives root's rights instead; " +
+		"binds (Config.Binds) are read with root's rights"
+}

@@ -1,0 +1,304 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// EvalOptions configure evaluations.
+type EvalOptions struct {
+	// Limits of each evaluation sandbox (zero fields: the sandbox defaults).
+	Limits sandbox.Limits
+	// TestTimeout bounds the eval script (default 30 minutes).
+	TestTimeout time.Duration
+	// MaxLog caps the bytes of test output kept (default 64 MiB).
+	MaxLog int
+	// Reward is how EvalResult.Reward is computed (default binary).
+	Reward api.RewardMode
+	// GradeEmpty runs and grades an empty patch (validation) instead of
+	// reporting empty_patch without running anything.
+	GradeEmpty bool
+	// Progress receives the cache's build events.
+	Progress envcache.Progress
+}
+
+func (o EvalOptions) maxLog() int {
+	if o.MaxLog > 0 {
+		return o.MaxLog
+	}
+	return 64 << 20
+}
+
+func (o EvalOptions) testTimeout() time.Duration {
+	if o.TestTimeout > 0 {
+		return o.TestTimeout
+	}
+	return 30 * time.Minute
+}
+
+// Evaluation is one evaluation's result and the files it leaves.
+type Evaluation struct {
+	Result    api.EvalResult
+	Artifacts api.EvalArtifacts
+}
+
+// Evaluate grades pred's patch on the task in a fresh sandbox, as the
+// harness does: the patch applied with ApplyCommands, the eval script run
+// under the timeout, the log judged. It never fails: what went wrong is the
+// outcome (an infrastructure failure is never "unresolved").
+func Evaluate(ctx context.Context, env Env, t *Task, pred api.Prediction, o EvalOptions) Evaluation {
+	start := time.Now()
+	e := &evaluation{ctx: ctx, env: env, t: t, o: o, log: &RunLog{}}
+	e.res = api.EvalResult{InstanceID: t.ID(), Model: pred.Model, PatchDigest: PatchDigest(pred.ModelPatch), SpecDigest: t.SpecDigest}
+	e.ev = grading.Evaluation{InstanceID: t.ID(), Repo: t.Instance.Repo, Patch: pred.ModelPatch, GradeEmpty: o.GradeEmpty, Parse: t.parse,
+		Expected: grading.Expected{FailToPass: t.Instance.FailToPass, PassToPass: t.Instance.PassToPass}}
+	if pred.ModelPatch != nil {
+		e.art.Patch = *pred.ModelPatch
+	}
+	if !e.empty() || o.GradeEmpty {
+		e.art.Ran = true
+		e.run()
+	}
+	out := e.verdict()
+	out.Result.Timings.Total = int64(time.Since(start))
+	return out
+}
+
+// evaluation is one Evaluate in progress.
+type evaluation struct {
+	ctx context.Context
+	env Env
+	t   *Task
+	o   EvalOptions
+	log *RunLog
+	res api.EvalResult
+	art api.EvalArtifacts
+	ev  grading.Evaluation
+}
+
+func (e *evaluation) empty() bool {
+	return e.ev.Patch == nil || strings.TrimSpace(*e.ev.Patch) == ""
+}
+
+func (e *evaluation) run() {
+	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox", e.t.ID(), e.res.Model)
+	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Progress: e.o.Progress})
+	if err != nil {
+		e.log.Printf("Error creating the sandbox for %s: %v", e.t.ID(), err)
+		if errors.Is(err, envcache.ErrEnvBuildFailed) {
+			e.ev.EnvBuildErr = err
+		} else {
+			e.ev.InfraErr = err
+		}
+		return
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			e.log.Printf("Error closing the sandbox: %v", err)
+			e.ev.InfraErr = errors.Join(e.ev.InfraErr, fmt.Errorf("closing the sandbox: %w", err))
+		}
+	}()
+	e.res.Timings.Env, e.res.Timings.TaskReady = int64(sb.EnvTime), int64(sb.ReadyTime)
+	e.log.Printf("Sandbox %s for %s started (layers %s, ready in %s)", sb.ID, e.t.ID(), sb.EnvTime.Round(time.Millisecond), sb.ReadyTime.Round(time.Millisecond))
+	if !e.empty() {
+		t := time.Now()
+		e.art.PatchWritten = true
+		e.log.Printf("Patch for %s written to %s, now applying it", e.t.ID(), PatchPath)
+		e.res.ApplyMethod, err = sb.ApplyPatch(e.ctx, *e.ev.Patch, e.log)
+		e.res.Timings.Patch = int64(time.Since(t))
+		if errors.Is(err, ErrPatchApply) {
+			e.ev.ApplyErr = err
+			return
+		}
+		if err != nil {
+			e.ev.InfraErr = err
+			return
+		}
+	}
+	e.ev.Log, e.ev.TimedOut, e.ev.InfraErr = e.runTests(sb)
+}
+
+// runTests writes and runs the eval script; it returns the log, whether
+// the tests timed out, and an infrastructure error.
+func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
+	before, err := e.gitDiff(sb)
+	if err != nil {
+		return "", false, err
+	}
+	e.log.Printf("Git diff before:\n%s", before)
+	e.art.EvalScript = EvalScript(e.t)
+	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(e.art.EvalScript), 0o755); err != nil {
+		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
+	}
+	e.art.ScriptWritten = true
+	e.log.Printf("Eval script for %s written to %s; running it", e.t.ID(), ScriptPath)
+	t := time.Now()
+	res, err := sb.Exec(e.ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: e.o.testTimeout()})
+	e.res.Timings.Tests = int64(time.Since(t))
+	if err != nil {
+		return res.Output, false, fmt.Errorf("running the tests: %w", err)
+	}
+	e.art.TestsRan = true
+	e.log.Printf("Test runtime: %.2f seconds", time.Since(t).Seconds())
+	if res.TimedOut {
+		e.log.Printf("Test timed out after %s", e.o.testTimeout())
+		return res.Output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
+	}
+	if code, ok := grading.ExitCodeOf(res.Output); ok {
+		e.res.TestExitCode = &code
+	}
+	after, err := e.gitDiff(sb)
+	if err != nil {
+		return res.Output, false, err
+	}
+	e.log.Printf("Git diff after:\n%s", after)
+	if after != before {
+		e.log.Printf("Git diff changed after running eval script")
+	}
+	return res.Output, false, nil
+}
+
+func (e *evaluation) gitDiff(sb *Sandbox) (string, error) {
+	res, err := sb.run(e.ctx, "git -c core.fileMode=false diff", time.Minute)
+	if err != nil {
+		return "", fmt.Errorf("git diff: %w", err)
+	}
+	return strings.TrimSpace(res.Output), nil
+}
+
+func (e *evaluation) verdict() Evaluation {
+	t := time.Now()
+	v := grading.Judge(e.ev)
+	e.res.Outcome, e.res.Detail, e.res.Report, e.res.Resolution = v.Outcome, v.Detail, v.Report, v.Resolution
+	if v.Report.TestsStatus != nil {
+		e.res.Reward = grading.RewardOf(*v.Report.TestsStatus, e.o.Reward)
+	}
+	e.res.Timings.Grading = int64(time.Since(t))
+	if e.art.Ran {
+		e.log.Printf("Result for %s: %s (resolved: %v)", e.t.ID(), v.Outcome, v.Report.Resolved)
+		if v.Detail != "" {
+			e.log.Printf("Detail: %s", v.Detail)
+		}
+	}
+	e.art.TestOutput = e.ev.Log
+	e.art.RunLog = e.log.String()
+	return Evaluation{Result: e.res, Artifacts: e.art}
+}
+
+// heredoc is the harness's delimiter for the test_patch in eval.sh.
+const heredoc = "EOF_114329324912"
+
+// EvalScript is the harness's eval.sh for the task: run in /testbed with
+// the model patch applied (not committed), it sets the spec's environment,
+// runs its eval commands, resets the test files to HEAD (the base commit;
+// for SWE-smith the committed bug), applies the test_patch, runs the test
+// command between the output markers, records its exit status after the end
+// marker (the harness's newer scripts) and resets the test files again.
+func EvalScript(t *Task) string {
+	var b strings.Builder
+	files := t.TestFiles()
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = spec.ShellQuote(f)
+	}
+	reset := ""
+	if len(files) > 0 {
+		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
+	}
+	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd /testbed\n")
+	keys := make([]string, 0, len(t.Spec.Env))
+	for k := range t.Spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(t.Spec.Env[k]))
+	}
+	for _, c := range t.Spec.EvalCommands {
+		b.WriteString(c + "\n")
+	}
+	if reset != "" {
+		fmt.Fprintf(&b, "%s || echo '%s'\n", reset, grading.ResetFailed)
+	}
+	if tp := t.Instance.TestPatch; tp != "" {
+		delim := heredoc
+		for strings.Contains(tp, delim) {
+			delim += "_"
+		}
+		fmt.Fprintf(&b, "git apply -v - <<'%s' || { echo '%s'; exit 1; }\n%s%s\n", delim, grading.ApplyPatchFail, withNewline(tp), delim)
+	}
+	fmt.Fprintf(&b, "echo '%s'\n", grading.StartTestOutput)
+	b.WriteString(t.Spec.TestCommand(t.Instance) + "\n")
+	b.WriteString("SWEBENCH_TEST_EXIT_CODE=$?\n")
+	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
+	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
+	if reset != "" {
+		b.WriteString(reset + "\n")
+	}
+	return b.String()
+}
+
+// Judge decides whether an instance is admitted from the evaluation of
+// its reference fix (gold) and of an empty patch graded like any other
+// (empty): gold must resolve and empty must not. When either evaluation
+// ended without a verdict, the instance is not valid and Errored says the
+// question is open, not answered.
+func Judge(gold, empty api.EvalResult) api.Validation {
+	v := api.Validation{InstanceID: gold.InstanceID, Gold: gold, Empty: empty}
+	switch {
+	case !gold.Outcome.IsVerdict():
+		v.Reason, v.Errored = fmt.Sprintf("gold patch: %s: %s", gold.Outcome, gold.Detail), true
+	case gold.Outcome != api.OutcomeResolved:
+		v.Reason = "the gold patch does not resolve it" + failingTests(gold)
+	case !empty.Outcome.IsVerdict():
+		v.Reason, v.Errored = fmt.Sprintf("empty patch: %s: %s", empty.Outcome, empty.Detail), true
+	case empty.Outcome == api.OutcomeResolved:
+		v.Reason = "an empty patch resolves it: its FAIL_TO_PASS tests do not fail at the base commit"
+	default:
+		v.Valid = true
+	}
+	return v
+}
+
+// failingTests names the tests that kept a result from resolving.
+func failingTests(r api.EvalResult) string {
+	ts := r.Report.TestsStatus
+	if ts == nil {
+		if r.Detail != "" {
+			return " (" + r.Detail + ")"
+		}
+		return ""
+	}
+	var parts []string
+	if f := ts.FailToPass.Failure; len(f) > 0 {
+		parts = append(parts, "FAIL_TO_PASS failing: "+strings.Join(f, ", "))
+	}
+	if f := ts.PassToPass.Failure; len(f) > 0 {
+		parts = append(parts, "PASS_TO_PASS failing: "+strings.Join(f, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// Validate evaluates the task's reference fix and an empty patch, each in a
+// fresh sandbox, one after the other, and judges them (Judge).
+func Validate(ctx context.Context, env Env, t *Task, o EvalOptions) (api.Validation, [2]Evaluation) {
+	fix, none := t.Instance.ReferenceFix(), ""
+	gold := Evaluate(ctx, env, t, api.Prediction{InstanceID: t.ID(), Model: "gold", ModelPatch: &fix}, o)
+	o.GradeEmpty = true
+	empty := Evaluate(ctx, env, t, api.Prediction{InstanceID: t.ID(), Model: "empty", ModelPatch: &none}, o)
+	return Judge(gold.Result, empty.Result), [2]Evaluation{gold, empty}
+}

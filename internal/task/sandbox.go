@@ -1,0 +1,236 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// ApplyCommands are tried in order to apply a patch, as the harness does
+// (its GIT_APPLY_CMDS); the first that succeeds is recorded.
+var ApplyCommands = []string{
+	"git apply --verbose",
+	"git apply --verbose --3way",
+	"git apply --verbose --reject",
+	"patch --batch --forward --fuzz=5 -p1 -i",
+}
+
+// AlreadyApplied is the apply method recorded when every command failed but
+// the patch reverses cleanly: it was applied already (the harness's check).
+const AlreadyApplied = "already applied (git apply --check --reverse)"
+
+// Paths inside a task sandbox, as the harness names them.
+const (
+	PatchPath  = "/tmp/patch.diff"
+	ScriptPath = "/eval.sh"
+	bugPath    = "/tmp/msb-bug.patch"
+)
+
+// Errors of task sandboxes; test with errors.Is.
+var (
+	// ErrPatchApply: no apply command applied the patch. The message holds
+	// each command's output.
+	ErrPatchApply = errors.New("patch did not apply")
+	// ErrStartState: the task's starting state could not be made (a
+	// SWE-smith bug patch that does not apply to its base commit).
+	ErrStartState = errors.New("cannot put the task in its starting state")
+	// ErrDiff: the agent's patch could not be read.
+	ErrDiff = errors.New("cannot read the patch")
+)
+
+// Options shape a task sandbox.
+type Options struct {
+	Limits sandbox.Limits
+	// MaxOutput caps each output stream of a command (0: the sandbox
+	// package's default).
+	MaxOutput int
+	// Network is sandbox.NetworkNone (default) or sandbox.NetworkHost.
+	Network string
+	// Progress receives the cache's build events.
+	Progress envcache.Progress
+}
+
+// Sandbox is a task's sandbox in the task's starting state. It is a
+// sandbox.Sandbox (exec, sessions, files) plus the task operations.
+type Sandbox struct {
+	*sandbox.Sandbox
+	Task *Task
+	// EnvTime is how long the layers took to look up (or build);
+	// ReadyTime how long the sandbox took to start in its starting state.
+	EnvTime, ReadyTime time.Duration
+	prep               *envcache.Prepared
+}
+
+// Open prepares the task's layers and starts its sandbox in the starting
+// state. Errors: envcache.ErrEnvBuildFailed (the environment does not
+// build), envcache.ErrRepo (the repository or commit cannot be had; the
+// message says how to name its source), ErrStartState, and the sandbox
+// package's.
+func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
+	start := time.Now()
+	prep, err := env.Cache.Prepare(ctx, t.Instance, t.Spec, o.Progress)
+	if err != nil {
+		return nil, explainPrepare(t, err)
+	}
+	s := &Sandbox{Task: t, prep: prep, EnvTime: time.Since(start)}
+	start = time.Now()
+	conf := prep.SandboxConfig()
+	conf.Limits, conf.MaxOutput, conf.Network = o.Limits, o.MaxOutput, o.Network
+	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
+		prep.Release()
+		return nil, fmt.Errorf("creating the sandbox of %s: %w", t.ID(), err)
+	}
+	if t.Instance.BugIsGoldPatch() {
+		if err := s.commitBug(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.ReadyTime = time.Since(start)
+	return s, nil
+}
+
+// explainPrepare adds what to do to a cache error.
+func explainPrepare(t *Task, err error) error {
+	if errors.Is(err, envcache.ErrRepo) {
+		return fmt.Errorf("preparing %s: %w (tell msb where %s is: --repo-source %s=PATH_OR_URL, or repo_sources in the config file)",
+			t.ID(), err, t.Instance.Repo, t.Instance.Repo)
+	}
+	return fmt.Errorf("preparing %s: %w", t.ID(), err)
+}
+
+// Close closes the sandbox and releases its layers.
+func (s *Sandbox) Close() error {
+	err := s.Sandbox.Close()
+	return errors.Join(err, s.prep.Release())
+}
+
+// run runs a shell command in /testbed in a fresh bash.
+func (s *Sandbox) run(ctx context.Context, cmd string, timeout time.Duration) (session.Result, error) {
+	return s.Exec(ctx, session.ExecRequest{Command: "cd /testbed && " + cmd, Timeout: timeout})
+}
+
+// commitBug puts a SWE-smith instance in its starting state: the base
+// commit with the bug-introducing patch applied and committed, so that a
+// model patch (a diff against that state) applies on top and HEAD is what
+// test files are reset to.
+func (s *Sandbox) commitBug(ctx context.Context) error {
+	if err := s.WriteFile(ctx, bugPath, []byte(withNewline(s.Task.Instance.Patch)), 0o644); err != nil {
+		return fmt.Errorf("%w: writing the bug patch: %w", ErrStartState, err)
+	}
+	res, err := s.run(ctx, "git apply "+bugPath+" 2>&1 && rm -f "+bugPath+
+		" && git -c user.name=msb -c user.email=msb@localhost commit -qam 'SWE-smith bug' 2>&1", time.Minute)
+	if err != nil {
+		return fmt.Errorf("%w: applying the bug patch: %w", ErrStartState, err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%w: the bug patch of %s does not apply to %s: %s", ErrStartState, s.Task.ID(), s.Task.Instance.BaseCommit, lastLines(res.Output, 5))
+	}
+	return nil
+}
+
+// ApplyPatch applies patch with the first of ApplyCommands that works and
+// returns it. Between attempts it resets the tree as the harness does
+// (tracked files checked out, untracked files removed), so use it on a
+// sandbox in its starting state. When no command works but the patch
+// reverses cleanly, it is already applied (AlreadyApplied). Log, when not
+// nil, receives each attempt. The error is ErrPatchApply with each
+// command's output, or an infrastructure error.
+func (s *Sandbox) ApplyPatch(ctx context.Context, patch string, log *RunLog) (string, error) {
+	if err := s.WriteFile(ctx, PatchPath, []byte(withNewline(patch)), 0o644); err != nil {
+		return "", fmt.Errorf("writing the patch into the sandbox: %w", err)
+	}
+	var tried []string
+	for i, c := range ApplyCommands {
+		if i > 0 {
+			// A failed attempt (--reject notably) leaves a partial state.
+			res, err := s.run(ctx, "git reset -q --hard && git clean -fdq", time.Minute)
+			if err != nil {
+				return "", fmt.Errorf("resetting the tree after %q: %w", ApplyCommands[i-1], err)
+			}
+			if res.ExitCode != 0 {
+				return "", fmt.Errorf("resetting the tree after %q: exit %d: %s", ApplyCommands[i-1], res.ExitCode, lastLines(res.Output, 5))
+			}
+		}
+		res, err := s.run(ctx, c+" "+PatchPath+" 2>&1", 5*time.Minute)
+		if err != nil {
+			return "", fmt.Errorf("applying the patch: %w", err)
+		}
+		if res.ExitCode == 0 {
+			log.Printf(">>>>> Applied Patch (%s):\n%s", c, strings.TrimRight(res.Output, "\n"))
+			return c, nil
+		}
+		log.Printf("Failed to apply patch: %s: exit %d", c, res.ExitCode)
+		tried = append(tried, fmt.Sprintf("%s: exit %d: %s", c, res.ExitCode, lastLines(res.Output, 5)))
+	}
+	res, err := s.run(ctx, "git apply --check --reverse "+PatchPath+" 2>&1", time.Minute)
+	if err != nil {
+		return "", fmt.Errorf("checking whether the patch is applied: %w", err)
+	}
+	if res.ExitCode == 0 {
+		log.Printf(">>>>> Applied Patch: verified already applied")
+		return AlreadyApplied, nil
+	}
+	err = fmt.Errorf("%w:\n%s", ErrPatchApply, strings.Join(tried, "\n"))
+	log.Printf(">>>>> Patch Apply Failed:\n%v", err)
+	return "", err
+}
+
+// Diff returns the agent's patch: every change in /testbed against HEAD
+// (the base commit; for SWE-smith the committed bug), untracked files
+// included and ignored files left out, as `git add -A && git diff --cached`
+// gives it. The sandbox's own git index is not touched, and the bytes are
+// the file's, not a terminal's rendering of them.
+func (s *Sandbox) Diff(ctx context.Context) (string, error) {
+	const out = "/tmp/msb-agent.patch"
+	const script = `f=$(mktemp) || exit 1
+cp .git/index "$f" 2>/dev/null
+GIT_INDEX_FILE="$f" git add -A && GIT_INDEX_FILE="$f" git -c core.fileMode=false diff --cached HEAD >` + out + `
+rc=$?
+rm -f "$f"
+exit $rc`
+	res, err := s.Exec(ctx, session.ExecRequest{Command: "cd /testbed && " + script, Timeout: 5 * time.Minute})
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrDiff, err)
+	}
+	if res.TimedOut || res.ExitCode != 0 {
+		return "", fmt.Errorf("%w: git exited %d (timed out: %v): %s", ErrDiff, res.ExitCode, res.TimedOut, lastLines(res.Output, 5))
+	}
+	b, err := s.ReadFile(ctx, out, maxPatch)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrDiff, err)
+	}
+	if _, err := s.Exec(ctx, session.ExecRequest{Command: "rm -f " + out, Timeout: time.Minute}); err != nil {
+		return "", fmt.Errorf("%w: removing %s: %w", ErrDiff, out, err)
+	}
+	return string(b), nil
+}
+
+// maxPatch bounds a patch read from a sandbox.
+const maxPatch = 64 << 20
+
+// TestFiles are the files the task's test_patch changes that existed
+// before it; evaluation resets them to HEAD.
+func (t *Task) TestFiles() []string { return spec.TestFiles(t.Instance.TestPatch) }
+
+func withNewline(s string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		return s + "\n"
+	}
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
