@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,42 @@ func (o *Options) Defaults() {
 	}
 }
 
+// ErrOptions marks options a run cannot use.
+var ErrOptions = errors.New("bench options")
+
+// Methods are the methods a run can compare.
+var Methods = []string{MethodMSB, MethodPaper, MethodPodman, MethodRaw, MethodMSBHost}
+
+func (o *Options) check() error {
+	if o.Work == "" {
+		return fmt.Errorf("%w: no work dir", ErrOptions)
+	}
+	for _, m := range o.Measures {
+		if !slices.Contains(AllMeasures, m) {
+			return fmt.Errorf("%w: unknown measure %q (%s)", ErrOptions, m, strings.Join(AllMeasures, ", "))
+		}
+	}
+	for _, m := range o.Methods {
+		if !slices.Contains(Methods, m) {
+			return fmt.Errorf("%w: unknown method %q (%s)", ErrOptions, m, strings.Join(Methods, ", "))
+		}
+	}
+	if o.Rounds < 1 || o.Warmup < 0 || o.ThroughputRounds < 1 || o.Duration <= 0 || o.RoundTrips < 1 || o.Density < 1 || o.PrepInstances < 1 || o.Instances < 1 {
+		return fmt.Errorf("%w: rounds, slices, duration, round trips, density, instances and prep instances must be positive (warmup at least 0)", ErrOptions)
+	}
+	for _, n := range o.DiskNs {
+		if n < 1 {
+			return fmt.Errorf("%w: disk N %d is not positive", ErrOptions, n)
+		}
+	}
+	for _, n := range o.Workers {
+		if n < 1 {
+			return fmt.Errorf("%w: worker count %d is not positive", ErrOptions, n)
+		}
+	}
+	return nil
+}
+
 // bencher is one run.
 type bencher struct {
 	o  Options
@@ -135,23 +172,26 @@ func (b *bencher) add(s ...Sample) {
 	b.mu.Unlock()
 }
 
-// note records something the reader must know: a skip, a failure, a
-// condition of the run.
+// Kinds of notes.
+const (
+	noteInfo    = "note"    // a condition of the run the reader must know
+	noteSkipped = "skipped" // what could not run on this host, and why
+	noteFailed  = "failed"  // what failed; the run goes on, the command fails
+)
+
+// note records something the reader must know.
 func (b *bencher) note(kind, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	b.mu.Lock()
 	switch kind {
-	case "failed":
+	case noteFailed:
 		b.report.Failures = append(b.report.Failures, msg)
-	case "skipped":
+	case noteSkipped:
 		b.report.Skipped = append(b.report.Skipped, msg)
 	default:
 		b.report.Notes = append(b.report.Notes, msg)
 	}
 	b.mu.Unlock()
-	if kind == "" {
-		kind = "note"
-	}
 	b.logf("%s: %s", kind, msg)
 }
 
@@ -172,8 +212,8 @@ func (b *bencher) uses(method string) bool {
 // fails is reported in Report.Failures and the rest goes on.
 func Run(ctx context.Context, rt *sandbox.Runtime, o Options) (*Report, error) {
 	o.Defaults()
-	if o.Work == "" {
-		return nil, errors.New("bench: no work dir")
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	work, err := filepath.Abs(o.Work)
 	if err != nil {
@@ -231,8 +271,8 @@ func (b *bencher) measure(ctx context.Context, m string, w *workload) {
 
 // preflight finds what this host lacks for the baselines and says so.
 func (b *bencher) preflight(ctx context.Context) {
-	if !b.o.Podman {
-		b.note("skipped", "podman: not asked for (--podman=false)")
+	if !b.o.Podman || !b.uses(MethodPodman) {
+		b.note(noteSkipped, "podman: not asked for (--podman=false or --methods)")
 		return
 	}
 	pm, err := newPodman(ctx, filepath.Join(b.o.Work, "podman"))
@@ -244,9 +284,9 @@ func (b *bencher) preflight(ctx context.Context) {
 		}
 	}
 	if errors.Is(err, errSkipped) {
-		b.note("skipped", "podman: %v", err)
+		b.note(noteSkipped, "podman: %v", err)
 	} else {
-		b.note("failed", "podman setup: %v", err)
+		b.note(noteFailed, "podman setup: %v", err)
 	}
 }
 
@@ -278,9 +318,9 @@ func (b *bencher) workloads(ctx context.Context) []*workload {
 		}
 		switch {
 		case errors.Is(err, errSkipped):
-			b.note("skipped", "workload %s: %v", n, err)
+			b.note(noteSkipped, "workload %s: %v", n, err)
 		case err != nil:
-			b.note("failed", "workload %s: %v", n, err)
+			b.note(noteFailed, "workload %s: %v", n, err)
 		default:
 			out = append(out, w)
 			b.report.Workloads = append(b.report.Workloads, w.describe())
@@ -298,7 +338,7 @@ func (b *bencher) setup(ctx context.Context, w *workload) error {
 	}
 	if b.pm != nil {
 		if err := b.setupPodman(ctx, w); err != nil {
-			b.note("failed", "podman images for %s: %v", w.name, err)
+			b.note(noteFailed, "podman images for %s: %v", w.name, err)
 		} else {
 			w.podmanReady = true
 		}

@@ -27,7 +27,7 @@ const (
 func (b *bencher) disk(ctx context.Context, w *workload) {
 	for _, n := range b.o.DiskNs {
 		if n > len(w.insts) {
-			b.note("skipped", "disk %s n=%d: only %d instances", w.name, n, len(w.insts))
+			b.note(noteSkipped, "disk %s n=%d: only %d instances", w.name, n, len(w.insts))
 			continue
 		}
 		for _, m := range b.methods(w, false) {
@@ -35,7 +35,7 @@ func (b *bencher) disk(ctx context.Context, w *workload) {
 				mm.uppers = b.tasksDir()
 			}
 			if err := b.diskOf(ctx, w, m, n); err != nil {
-				b.note("failed", "disk %s n=%d %s: %v", w.name, n, m.name(), err)
+				b.note(noteFailed, "disk %s n=%d %s: %v", w.name, n, m.name(), err)
 			}
 		}
 	}

@@ -76,3 +76,30 @@ func TestInterleaveStopsWithContext(t *testing.T) {
 		t.Fatalf("%d trials ran after the context ended at the 3rd", n)
 	}
 }
+
+func TestOptionsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		ok   bool
+	}{
+		{"defaults", func(o *Options) {}, true},
+		{"no work dir", func(o *Options) { o.Work = "" }, false},
+		{"unknown measure", func(o *Options) { o.Measures = []string{"ready", "speed"} }, false},
+		{"unknown method", func(o *Options) { o.Methods = []string{"docker"} }, false},
+		{"negative warmup", func(o *Options) { o.Warmup = -1 }, false},
+		{"zero disk N", func(o *Options) { o.DiskNs = []int{0, 10} }, false},
+		{"zero workers", func(o *Options) { o.Workers = []int{0} }, false},
+		{"some methods", func(o *Options) { o.Methods = []string{MethodMSB, MethodRaw} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Work: "/tmp/w"}
+			o.Defaults()
+			tc.edit(&o)
+			err := o.check()
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrOptions)) {
+				t.Fatalf("check() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}

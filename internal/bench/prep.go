@@ -207,7 +207,7 @@ func (b *bencher) podmanPreparer(w *workload, dir string) preparer {
 		cleanup: func() {
 			if len(built) > 0 {
 				if _, err := b.pm.out(context.Background(), append([]string{"rmi", "--force"}, built...)...); err != nil {
-					b.note("failed", "removing the preparation's images: %v", err)
+					b.note(noteFailed, "removing the preparation's images: %v", err)
 				}
 			}
 		},

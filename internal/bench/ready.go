@@ -115,10 +115,10 @@ func (b *bencher) checkDrop(ctx context.Context, w *workload, ms []method) {
 			st, err = Resident(ctx, fs)
 		}
 		if err != nil {
-			b.note("failed", "dropping the page cache of %s's files: %v", m.name(), err)
+			b.note(noteFailed, "dropping the page cache of %s's files: %v", m.name(), err)
 			continue
 		}
-		b.note("", "cold trials of %s, %s: its own files of a task: %d files, %.1f MiB; %.2f MiB resident right after the drop (pages mapped by running processes stay)",
+		b.note(noteInfo, "cold trials of %s, %s: its own files of a task: %d files, %.1f MiB; %.2f MiB resident right after the drop (pages mapped by running processes stay)",
 			w.name, m.name(), st.Files, mib(st.Bytes), mib(st.Resident))
 	}
 }
@@ -138,6 +138,6 @@ func index(ms []method) (map[string]method, []string) {
 // failures records the methods that failed in a measure.
 func (b *bencher) failures(measure string, w *workload, failed map[string]error) {
 	for m, err := range failed {
-		b.note("failed", "%s %s %s: %v", measure, w.name, m, err)
+		b.note(noteFailed, "%s %s %s: %v", measure, w.name, m, err)
 	}
 }

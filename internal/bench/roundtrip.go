@@ -74,7 +74,7 @@ func (b *bencher) tripBatches(ctx context.Context, w *workload, phase string, ts
 	defer func() {
 		for name, o := range opened {
 			if err := o.close(); err != nil {
-				b.note("failed", "roundtrip %s %s: closing: %v", phase, name, err)
+				b.note(noteFailed, "roundtrip %s %s: closing: %v", phase, name, err)
 			}
 		}
 	}()
@@ -82,13 +82,13 @@ func (b *bencher) tripBatches(ctx context.Context, w *workload, phase string, ts
 	for _, t := range ts {
 		do, cl, err := t.open(ctx)
 		if err != nil {
-			b.note("failed", "roundtrip %s %s: %v", phase, t.method, err)
+			b.note(noteFailed, "roundtrip %s %s: %v", phase, t.method, err)
 			continue
 		}
 		opened[t.method] = open{do, cl, t.n}
 		live = append(live, t.method)
 		if err := do(ctx); err != nil {
-			b.note("failed", "roundtrip %s %s: first command: %v", phase, t.method, err)
+			b.note(noteFailed, "roundtrip %s %s: first command: %v", phase, t.method, err)
 		}
 	}
 	failed := interleave(ctx, rounds, 0, live, func(ctx context.Context, round, slot int, name string) error {
