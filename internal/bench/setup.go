@@ -32,6 +32,9 @@ func (b *bencher) setupMSB(ctx context.Context, w *workload) error {
 			b.logf("msb: built %s in %s", in.InstanceID, time.Since(t0).Round(time.Millisecond))
 		}
 		p.Release()
+		if len(p.Layers) < 2 {
+			return fmt.Errorf("preparing %s: %d layers, want the environment's and the repository's (copy mode is not benchmarked)", in.InstanceID, len(p.Layers))
+		}
 		if i == 0 {
 			w.envLayer, w.envTree = p.EnvLayer, p.Layers[len(p.Layers)-2]
 		}
