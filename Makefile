@@ -62,9 +62,12 @@ $(HARBOR_VENV)/.msb-stamp: clients/python/requirements-harbor.txt clients/python
 test-short: build
 	$(GO) test -count=1 -short ./...
 
+# Go micro-benchmarks, then the harness against the baselines (docs/bench.md);
+# e.g. BENCH_FLAGS="--repo-source psf/requests=/srv/repos/requests.git".
+BENCH_FLAGS ?=
 bench: build
 	$(GO) test -run XXX -bench . -benchtime 200x ./internal/sandbox/ ./internal/session/
-	./bin/msb bench sandbox
+	./bin/msb bench $(BENCH_FLAGS)
 
 # The venv of the server's Python test dependencies (pinned): SWE-ReX's own
 # client and schemathesis drive msb serve from the Go tests.

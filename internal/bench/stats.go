@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -18,18 +18,34 @@ func Summarize(d []time.Duration) Stats {
 	if len(d) == 0 {
 		return Stats{}
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	slices.Sort(d)
 	var sum time.Duration
 	for _, x := range d {
 		sum += x
 	}
-	return Stats{N: len(d), P50: pct(d, 50), P95: pct(d, 95), Mean: sum / time.Duration(len(d))}
+	return Stats{N: len(d), P50: d[rank(len(d), 50)], P95: d[rank(len(d), 95)], Mean: sum / time.Duration(len(d))}
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
+// rank is the index of the p-th percentile in a sorted sample of n values,
+// by the nearest-rank method: the smallest value with at least p% of the
+// sample at or below it.
+func rank(n, p int) int {
+	i := (n*p + 99) / 100
 	if i > 0 {
 		i--
 	}
-	return sorted[i]
+	return i
+}
+
+// quantiles returns the p50, p95, mean, min and max of v (which it sorts).
+func quantiles(v []float64) (p50, p95, mean, lo, hi float64) {
+	if len(v) == 0 {
+		return 0, 0, 0, 0, 0
+	}
+	slices.Sort(v)
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return v[rank(len(v), 50)], v[rank(len(v), 95)], sum / float64(len(v)), v[0], v[len(v)-1]
 }

@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/minisandbox/msb/internal/cgroup"
+)
+
+// PSS phases.
+const (
+	PhasePSS      = "pss"      // the task's whole process tree
+	PhaseTop      = "top"      // its root process: msb's supervisor, the paper's unshare, podman's conmon
+	PhaseMemAvail = "memavail" // MemAvailable's drop per task (page cache and kernel objects included)
+	PhaseHost     = "host"     // growth of the benchmark process itself per task (msb's host side)
+)
+
+// density holds Density idle tasks of each method at once, each with a
+// shell that has answered a command (msb: a session; the paper: its
+// chroot shell; podman: the container's bash under conmon), and records
+// each task's PSS.
+func (b *bencher) density(ctx context.Context, w *workload) {
+	byName, names := index(b.methods(w, true))
+	failed := interleave(ctx, 1, 0, names, func(ctx context.Context, round, slot int, name string) error {
+		return b.hold(ctx, w, byName[name], round, slot)
+	})
+	b.failures(MeasurePSS, w, failed)
+}
+
+func (b *bencher) hold(ctx context.Context, w *workload, m method, round, slot int) (err error) {
+	n := b.o.Density
+	key := func(phase string) Key {
+		return Key{Measure: MeasurePSS, Workload: w.name, Method: m.name(), Phase: phase, Param: fmt.Sprintf("n=%d", n)}
+	}
+	before, selfBefore := cgroup.MemAvailable(), pssOf(os.Getpid())
+	var tasks []liveTask
+	defer func() {
+		for _, t := range tasks {
+			err = errors.Join(err, t.close())
+		}
+	}()
+	for i := range n {
+		t, err := m.create(ctx, i)
+		if err != nil {
+			return fmt.Errorf("after %d tasks: %w", i, err)
+		}
+		tasks = append(tasks, t)
+		if err := t.run(ctx, "true"); err != nil {
+			return fmt.Errorf("task %d: %w", i, err)
+		}
+	}
+	time.Sleep(time.Second) // let exited helpers be reaped and memory settle
+	for _, t := range tasks {
+		tree, top := treePSS(t.pids())
+		if tree == 0 {
+			return fmt.Errorf("no processes found for a live task (pids %v)", t.pids())
+		}
+		b.add(Sample{Key: key(PhasePSS), Round: round, Slot: slot, Value: float64(tree), Unit: UnitBytes},
+			Sample{Key: key(PhaseTop), Round: round, Slot: slot, Value: float64(top), Unit: UnitBytes})
+	}
+	b.add(Sample{Key: key(PhaseMemAvail), Round: round, Slot: slot, Value: float64(before-cgroup.MemAvailable()) / float64(n), Unit: UnitBytes})
+	if m.name() == MethodMSB {
+		b.add(Sample{Key: key(PhaseHost), Round: round, Slot: slot, Value: float64(pssOf(os.Getpid())-selfBefore) / float64(n), Unit: UnitBytes})
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+)
+
+// TestMain lets the test binary serve as the sandbox's init (it
+// re-executes itself, as msb does) and checks, after all tests, that no
+// sandbox or mount outlived them.
+func TestMain(m *testing.M) {
+	if sbinit.IsChild() {
+		sbinit.Main()
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := privtest.CheckLeaks("msb-bench-test"); err != nil {
+			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func testRuntime(t testing.TB) *sandbox.Runtime {
+	t.Helper()
+	base := os.Getenv("MSB_TEST_STATE_BASE")
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "msb-bench-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Error(err)
+		}
+		os.RemoveAll(dir)
+	})
+	return rt
+}

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Cache states of a trial.
+const (
+	Warm = "warm"
+	Cold = "cold"
+)
+
+// ready times, per round and method, one task's life: create (the task
+// made: msb's Prepare lookup and sandbox up; the paper's tarballs
+// extracted and its shell started; podman run -d returned), answer (the
+// first command, `cd /testbed` or `true`, sent and its status back: for
+// the paper and msb this includes the shell's start), task (the real
+// task's first command: git rev-parse HEAD and the import of the package
+// under test), close (everything removed). ready = create + answer is what
+// an agent waits for; cycle is all of it. With Cold, each round first runs
+// a cold trial (the method's own files dropped from the page cache) and
+// then a warm one on the same instance.
+func (b *bencher) ready(ctx context.Context, w *workload) {
+	ms := b.methods(w, false)
+	caches := []string{Warm}
+	if b.o.Cold {
+		caches = []string{Cold, Warm}
+		b.checkDrop(ctx, w, ms)
+	}
+	byName, names := index(ms)
+	failed := interleave(ctx, b.o.Rounds, b.o.Warmup, names, func(ctx context.Context, round, slot int, name string) error {
+		m := byName[name]
+		for _, c := range caches {
+			i := max(round, 0)
+			if c == Cold {
+				fs, err := m.files(ctx, i)
+				if err != nil {
+					return err
+				}
+				if _, err := DropCache(ctx, fs); err != nil {
+					return err
+				}
+			}
+			l, err := lifeOf(ctx, m, i, w.answer, w.task)
+			if err != nil {
+				return err
+			}
+			if round < 0 {
+				continue
+			}
+			for _, p := range l.phases(w.task != "") {
+				b.add(Sample{Key: Key{Measure: MeasureReady, Workload: w.name, Method: name, Phase: p.phase, Cache: c},
+					Round: round, Slot: slot, Value: p.d.Seconds(), Unit: UnitSeconds})
+			}
+		}
+		return nil
+	})
+	b.failures(MeasureReady, w, failed)
+}
+
+// life is how long the steps of a task's life took.
+type life struct{ create, answer, task, close time.Duration }
+
+type phaseTime struct {
+	phase string
+	d     time.Duration
+}
+
+// phases are the ready measure's phases of l.
+func (l life) phases(task bool) []phaseTime {
+	ps := []phaseTime{{"create", l.create}, {"answer", l.answer}, {"ready", l.create + l.answer}}
+	if task {
+		ps = append(ps, phaseTime{"task", l.task})
+	}
+	return append(ps, phaseTime{"close", l.close}, phaseTime{"cycle", l.create + l.answer + l.task + l.close})
+}
+
+// lifeOf creates task i of m, runs answer and then task (unless "") in it
+// and closes it.
+func lifeOf(ctx context.Context, m method, i int, answer, task string) (life, error) {
+	var l life
+	t0 := time.Now()
+	t, err := m.create(ctx, i)
+	if err != nil {
+		return l, fmt.Errorf("create: %w", err)
+	}
+	t1 := time.Now()
+	err = t.run(ctx, answer)
+	t2 := time.Now()
+	if err == nil && task != "" {
+		err = t.run(ctx, task)
+	}
+	t3 := time.Now()
+	cerr := t.close()
+	t4 := time.Now()
+	if err := errors.Join(err, cerr); err != nil {
+		return l, err
+	}
+	return life{create: t1.Sub(t0), answer: t2.Sub(t1), task: t3.Sub(t2), close: t4.Sub(t3)}, nil
+}
+
+// checkDrop drops each method's files of task 0 once and notes how much
+// stayed resident: the evidence that a cold trial is cold.
+func (b *bencher) checkDrop(ctx context.Context, w *workload, ms []method) {
+	for _, m := range ms {
+		fs, err := m.files(ctx, 0)
+		if err == nil {
+			_, err = DropCache(ctx, fs)
+		}
+		var st CacheStat
+		if err == nil {
+			st, err = Resident(ctx, fs)
+		}
+		if err != nil {
+			b.note(noteFailed, "dropping the page cache of %s's files: %v", m.name(), err)
+			continue
+		}
+		b.note(noteInfo, "cold trials of %s, %s: its own files of a task: %d files, %.1f MiB; %.2f MiB resident right after the drop (pages mapped by running processes stay)",
+			w.name, m.name(), st.Files, mib(st.Bytes), mib(st.Resident))
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func index(ms []method) (map[string]method, []string) {
+	by := map[string]method{}
+	var names []string
+	for _, m := range ms {
+		by[m.name()] = m
+		names = append(names, m.name())
+	}
+	return by, names
+}
+
+// failures records the methods that failed in a measure.
+func (b *bencher) failures(measure string, w *workload, failed map[string]error) {
+	for m, err := range failed {
+		b.note(noteFailed, "%s %s %s: %v", measure, w.name, m, err)
+	}
+}

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run runs o for real with a test runtime and a fresh work dir, fails on
+// any failure the report lists, writes the report and checks that nothing
+// was left behind. It returns the samples counted by key, and the slots
+// each key's samples ran in.
+func run(t *testing.T, o Options) (*Report, map[Key]int, map[Key]map[int]bool) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real sandboxes")
+	}
+	rt := testRuntime(t)
+	o.Work = t.TempDir()
+	o.Progress = func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, rt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) > 0 {
+		t.Fatalf("failures:\n%s", strings.Join(rep.Failures, "\n"))
+	}
+	if !slices.ContainsFunc(rep.Skipped, func(s string) bool { return strings.HasPrefix(s, "podman:") }) {
+		t.Errorf("podman's absence is not reported: skipped %v", rep.Skipped)
+	}
+	count := map[Key]int{}
+	slots := map[Key]map[int]bool{}
+	for _, s := range rep.Samples {
+		if s.Value <= 0 && s.Phase != PhaseMemAvail && s.Phase != PhaseHost {
+			t.Errorf("sample %+v is not positive", s)
+		}
+		count[s.Key]++
+		if slots[s.Key] == nil {
+			slots[s.Key] = map[int]bool{}
+		}
+		slots[s.Key][s.Slot] = true
+	}
+
+	out := filepath.Join(t.TempDir(), "out")
+	files, err := rep.Write(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"samples.csv", "summary.csv", "summary.txt", "summary.md", "report.json"} {
+		if !slices.Contains(files, filepath.Join(out, f)) {
+			t.Errorf("%s not written (wrote %v)", f, files)
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "samples.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if back, err := ReadCSV(f); err != nil || len(back) != len(rep.Samples) {
+		t.Fatalf("samples.csv holds %d samples (%v), the report %d", len(back), err, len(rep.Samples))
+	}
+
+	for _, d := range []string{"tasks", "prep"} {
+		if left, _ := os.ReadDir(filepath.Join(o.Work, d)); len(left) > 0 {
+			t.Errorf("left behind in %s: %v", d, left)
+		}
+	}
+	states, _ := os.ReadDir(rt.StateDir())
+	for _, s := range states {
+		if s.Name() != ".empty" {
+			t.Errorf("sandbox state left behind: %s", s.Name())
+		}
+	}
+	return rep, count, slots
+}
+
+func wantSamples(t *testing.T, count map[Key]int, k Key, n int) {
+	t.Helper()
+	if count[k] != n {
+		t.Errorf("%+v: %d samples, want %d", k, count[k], n)
+	}
+}
+
+// TestRunBare runs the sandbox comparisons for real, at a tiny size,
+// against the paper's mechanism and the raw shells (podman is not on the
+// test machine).
+func TestRunBare(t *testing.T) {
+	o := Options{Workloads: []string{WorkloadBare}, Measures: []string{MeasureReady, MeasureThroughput, MeasureRoundTrip, MeasurePSS},
+		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3}
+	_, count, slots := run(t, o)
+	for _, m := range []string{MethodMSB, MethodPaper} {
+		for _, c := range []string{Warm, Cold} {
+			for _, ph := range []string{"create", "answer", "ready", "close", "cycle"} {
+				wantSamples(t, count, Key{MeasureReady, WorkloadBare, m, ph, c, ""}, o.Rounds)
+			}
+			wantSamples(t, count, Key{MeasureReady, WorkloadBare, m, "task", c, ""}, 0) // no real task in the bare workload
+		}
+		// two rounds of two methods: each ran first once and second once
+		if s := slots[Key{MeasureReady, WorkloadBare, m, "ready", Warm, ""}]; !s[0] || !s[1] {
+			t.Errorf("%s ran in slots %v, want 0 and 1", m, s)
+		}
+		for _, w := range []string{"workers=1", "workers=2"} {
+			wantSamples(t, count, Key{MeasureThroughput, WorkloadBare, m, "cycle", Warm, w}, o.ThroughputRounds)
+		}
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhasePSS, "", "n=3"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseTop, "", "n=3"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseMemAvail, "", "n=3"}, 1)
+	}
+	wantSamples(t, count, Key{MeasurePSS, WorkloadBare, MethodMSB, PhaseHost, "", "n=3"}, 1)
+	for _, m := range []string{MethodRaw, MethodMSBHost, MethodMSB, MethodPaper} {
+		wantSamples(t, count, Key{MeasureRoundTrip, WorkloadBare, m, PhaseSession, Warm, ""}, o.RoundTrips)
+	}
+	for _, m := range []string{MethodRaw, MethodMSB} {
+		wantSamples(t, count, Key{MeasureRoundTrip, WorkloadBare, m, PhaseExec, Warm, ""}, o.RoundTrips)
+	}
+}
+
+// TestRunSynthetic runs the repository comparisons for real on a tiny
+// generated repository: task ready with the real task's command, disk,
+// and first-time preparation (which builds two more venvs).
+func TestRunSynthetic(t *testing.T) {
+	o := Options{Workloads: []string{WorkloadSynthetic}, Measures: []string{MeasureReady, MeasureDisk, MeasurePrep},
+		Rounds: 1, Cold: true, Instances: 2, DiskNs: []int{1, 2}, PrepInstances: 2, Files: 30, FileSize: 256}
+	rep, count, _ := run(t, o)
+	if len(rep.Workloads) != 1 || rep.Workloads[0].Instances != 2 || !strings.Contains(rep.Workloads[0].Task, "import pkg00") {
+		t.Errorf("workloads %+v", rep.Workloads)
+	}
+	for _, m := range []string{MethodMSB, MethodPaper} {
+		for _, c := range []string{Warm, Cold} {
+			for _, ph := range []string{"create", "answer", "ready", "task", "close", "cycle"} {
+				wantSamples(t, count, Key{MeasureReady, WorkloadSynthetic, m, ph, c, ""}, o.Rounds)
+			}
+		}
+		for _, n := range []string{"n=1", "n=2"} {
+			wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, m, PhaseTotal, "", n}, 1)
+			wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, m, PhaseTasks, "", n}, 1)
+		}
+		wantSamples(t, count, Key{MeasurePrep, WorkloadSynthetic, m, PhaseEnv, "", ""}, 1)
+		wantSamples(t, count, Key{MeasurePrep, WorkloadSynthetic, m, PhaseInstance, "", ""}, 1)
+	}
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodMSB, PhaseLayers, "", "n=2"}, 1)
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodMSB, PhaseMirror, "", "n=2"}, 1)
+	wantSamples(t, count, Key{MeasureDisk, WorkloadSynthetic, MethodPaper, PhaseTarballs, "", "n=2"}, 1)
+}
