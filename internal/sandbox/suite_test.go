@@ -128,6 +128,7 @@ func TestSuite(t *testing.T) {
 		{"Devices", testDevices},
 		{"ForkBomb", testForkBomb},
 		{"MemoryBomb", testMemoryBomb},
+		{"SmallMemoryConcurrentExecs", testSmallMemoryConcurrentExecs},
 		{"TmpQuota", testTmpQuota},
 		{"CloseKillsEverything", testCloseKillsEverything},
 		{"BadInput", testBadInput},
@@ -365,6 +366,34 @@ func testForkBomb(t *testing.T, rt *Runtime) {
 		t.Fatal(err)
 	}
 	mustOK(t, sb, "echo alive")
+}
+
+// testSmallMemoryConcurrentExecs: under a small memory limit many commands
+// start at once and every one runs. Rootless, each goes through the rlimit
+// wrapper, a Go process whose address space is far above the RLIMIT_AS it
+// sets: it must not allocate once the limit is set.
+func testSmallMemoryConcurrentExecs(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{MemoryBytes: 32 << 20}})
+	const n = 24
+	errs := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := sb.Exec(ctx, session.ExecRequest{Command: fmt.Sprintf("echo run-%d", i), Timeout: 30 * time.Second})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Output) != fmt.Sprintf("run-%d", i) {
+				errs <- fmt.Sprintf("exec %d: err %v, exit %d, output %q", i, err, res.ExitCode, res.Output)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }
 
 func testMemoryBomb(t *testing.T, rt *Runtime) {

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"syscall"
+	"unsafe"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
@@ -38,17 +42,17 @@ func (s *supervisor) wrap(prog string, env []string) (string, []string) {
 	return "/proc/self/exe", out
 }
 
+// limitsMain sets the rlimits and execs the program. The wrapper's own
+// address space (a Go runtime's reservations, over a GiB) is far above a
+// small RLIMIT_AS, so once the limit is set it must not map anything: a
+// heap growth, a new thread's stack or a GC cycle would die of "runtime:
+// out of memory". Everything exec needs is made first; then, with GC off
+// and on one locked thread, only raw system calls run.
 func limitsMain() error {
 	prog := os.Getenv(envLimitsExec)
 	var rls []wire.Rlimit
 	if err := json.Unmarshal([]byte(os.Getenv(envLimits)), &rls); err != nil {
 		return fmt.Errorf("decoding rlimits: %w", err)
-	}
-	for _, rl := range rls {
-		lim := unix.Rlimit{Cur: rl.Value, Max: rl.Value}
-		if err := unix.Setrlimit(rl.Resource, &lim); err != nil {
-			return fmt.Errorf("setting rlimit %s=%d: %w", rl.Name, rl.Value, err)
-		}
 	}
 	var env []string
 	for _, kv := range os.Environ() {
@@ -60,6 +64,29 @@ func limitsMain() error {
 	if argv[0] == "exe" { // named after /proc/self/exe by the caller
 		argv[0] = filepath.Base(prog)
 	}
-	err := unix.Exec(prog, argv, env)
-	return fmt.Errorf("exec %s: %w", prog, err)
+	progp, err := unix.BytePtrFromString(prog)
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", prog, err)
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", prog, err)
+	}
+	envp, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", prog, err)
+	}
+	lims := make([]unix.Rlimit, len(rls))
+	for i, rl := range rls {
+		lims[i] = unix.Rlimit{Cur: rl.Value, Max: rl.Value}
+	}
+	runtime.LockOSThread()
+	debug.SetGCPercent(-1)
+	for i, rl := range rls {
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(rl.Resource), uintptr(unsafe.Pointer(&lims[i])), 0, 0, 0); e != 0 {
+			return fmt.Errorf("setting rlimit %s=%d: %w", rl.Name, rl.Value, e)
+		}
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(progp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	return fmt.Errorf("exec %s: %w", prog, e)
 }
