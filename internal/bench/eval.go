@@ -92,7 +92,7 @@ func Eval(ctx context.Context, cfg engine.Config, o EvalOptions) []Row {
 		{Name: "msb eval: whole evaluation", Stats: Summarize(total)},
 	}
 	if o.Podman {
-		r := podmanRow(len(overhead), ov50)
+		r := podmanRow(len(overhead), ov50, o)
 		r.Name = "podman run --rm (container floor, no work)"
 		rows = append(rows, r)
 		rows = append(rows, podmanEvalRow(ctx, cfg, gen, dir, o, Summarize(total)))

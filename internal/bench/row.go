@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -19,18 +18,17 @@ type Row struct {
 	Failed string  `json:"failed,omitempty"`
 }
 
-// podmanRow times `podman run --rm IMAGE true` n times, IMAGE from
-// MSB_BENCH_PODMAN_IMAGE and global flags from MSB_BENCH_PODMAN_FLAGS, for
-// `msb bench eval`.
-func podmanRow(n int, msb Stats) Row {
+// podmanRow times `podman run --rm IMAGE true` n times, with the image and
+// global podman flags of o, for `msb bench eval`.
+func podmanRow(n int, msb Stats, o EvalOptions) Row {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return Row{Name: "podman run --rm", Failed: "podman not installed"}
 	}
-	img := os.Getenv("MSB_BENCH_PODMAN_IMAGE")
+	img := o.PodmanImage
 	if img == "" {
 		return Row{Name: "podman run --rm", Failed: "set MSB_BENCH_PODMAN_IMAGE to a local image (no registry is reached)"}
 	}
-	args := append(strings.Fields(os.Getenv("MSB_BENCH_PODMAN_FLAGS")), "run", "--rm", "--network=none", img, "true")
+	args := append(append([]string{}, o.PodmanFlags...), "run", "--rm", "--network=none", img, "true")
 	var d []time.Duration
 	for range n {
 		start := time.Now()

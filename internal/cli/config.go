@@ -34,7 +34,10 @@ type environ struct {
 	Socket       string // MSB_SOCKET: the daemon the client verbs talk to
 	Token        string // MSB_TOKEN: the daemon's token (TCP)
 	SwerexRemote string // MSB_BENCH_SWEREX: swerex-remote for msb bench api
-	UID          int
+	// Pythons: where interpreters are searched for (PATH, HOME,
+	// PYENV_ROOT, UV_PYTHON_INSTALL_DIR)
+	Pythons envcache.PythonSearch
+	UID     int
 }
 
 func readEnviron(lookup func(string) (string, bool)) environ {
@@ -42,7 +45,8 @@ func readEnviron(lookup func(string) (string, bool)) environ {
 	e := environ{StateDir: get("MSB_STATE_DIR"), Cache: get("MSB_CACHE"), CgroupParent: get("MSB_CGROUP_PARENT"),
 		Config: get("MSB_CONFIG"), RuntimeDir: get("XDG_RUNTIME_DIR"), UserCacheDir: get("XDG_CACHE_HOME"), TmpDir: get("TMPDIR"),
 		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS"),
-		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), SwerexRemote: get("MSB_BENCH_SWEREX"), UID: os.Getuid()}
+		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), SwerexRemote: get("MSB_BENCH_SWEREX"), UID: os.Getuid(),
+		Pythons: envcache.PythonSearch{Path: filepath.SplitList(get("PATH")), Home: get("HOME"), PyenvRoot: get("PYENV_ROOT"), UVDir: get("UV_PYTHON_INSTALL_DIR")}}
 	if e.UserCacheDir == "" && get("HOME") != "" {
 		e.UserCacheDir = filepath.Join(get("HOME"), ".cache")
 	}
@@ -142,7 +146,7 @@ type engineOptions struct {
 // cacheConfig is the cache part of the engine's config.
 func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 	f := s.file
-	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
+	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, PythonSearch: s.env.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
 		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist,
 		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL}
 	var err error

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
@@ -135,5 +137,24 @@ func TestConfigDocExample(t *testing.T) {
 	}
 	if c.ReposDir != "/srv/repos" || c.DownloadCache != "/data/downloads" || c.IndexURL == "" || st.file.EvalNetwork != sandbox.NetworkNone {
 		t.Fatalf("cache config %+v, eval network %q", c, st.file.EvalNetwork)
+	}
+}
+
+// TestInterpreterSearchFromEnvironment: where interpreters are searched for
+// comes from the environment, read here and nowhere below.
+func TestInterpreterSearchFromEnvironment(t *testing.T) {
+	env := map[string]string{"PATH": "/a/bin:/b/bin", "HOME": "/home/u", "PYENV_ROOT": "/opt/pyenv", "UV_PYTHON_INSTALL_DIR": "/opt/uv"}
+	g := &globals{env: readEnviron(func(k string) (string, bool) { v, ok := env[k]; return v, ok })}
+	s, err := resolveSettings(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.cacheConfig(engineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := envcache.PythonSearch{Path: []string{"/a/bin", "/b/bin"}, Home: "/home/u", PyenvRoot: "/opt/pyenv", UVDir: "/opt/uv"}
+	if !reflect.DeepEqual(c.PythonSearch, want) {
+		t.Fatalf("python search %+v, want %+v", c.PythonSearch, want)
 	}
 }

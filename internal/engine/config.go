@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 )
@@ -84,6 +85,9 @@ type CacheConfig struct {
 	IOBudget int64
 	// Pythons maps a version ("3.9") to an interpreter path.
 	Pythons map[string]string
+	// PythonSearch is where other versions are looked for (the caller's
+	// PATH, home, pyenv and uv dirs; zero: the system's dirs only).
+	PythonSearch envcache.PythonSearch
 	// RepoSources maps "owner/name" to a URL or path to mirror from.
 	RepoSources map[string]string
 	// ReposDir holds local repositories to mirror from, named

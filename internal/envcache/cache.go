@@ -91,6 +91,8 @@ type Options struct {
 	// Pythons maps a version ("3.9") to an interpreter path; versions not
 	// listed are searched for (see FindPython).
 	Pythons map[string]string
+	// PythonSearch is where versions not in Pythons are looked for.
+	PythonSearch PythonSearch
 	// Wheelhouse is a directory of wheels; when set, pip installs offline
 	// from it only (--no-index --find-links).
 	Wheelhouse string

@@ -41,7 +41,7 @@ func (c *Cache) python(ctx context.Context, version string, base baseInfo) (*Pyt
 	}
 	var err error
 	if base.host {
-		p, err = FindPython(ctx, version, c.opts.Pythons)
+		p, err = FindPython(ctx, version, c.opts.Pythons, c.opts.PythonSearch)
 	} else {
 		p, err = c.rootfsPython(version, base)
 	}
@@ -73,11 +73,25 @@ func (c *Cache) rootfsPython(version string, base baseInfo) (*Python, error) {
 	return nil, fmt.Errorf("%w: python %s in base layer %s; searched %s (give --python %s=/path/in/rootfs)", ErrNoPython, version, base.layer.Short(), strings.Join(cands, ", "), version)
 }
 
+// PythonSearch is where FindPython looks for interpreters, as the caller's
+// environment says (the CLI fills it from PATH, HOME, PYENV_ROOT and
+// UV_PYTHON_INSTALL_DIR). The zero value searches /usr/local/bin, /usr/bin
+// and /bin, and the system-wide conda dirs.
+type PythonSearch struct {
+	Path      []string // dirs searched for python<version> first (PATH)
+	Home      string   // the user's home: ~/.pyenv, ~/miniconda3 and the like
+	PyenvRoot string   // pyenv's root (default Home/.pyenv)
+	UVDir     string   // uv's managed interpreters (default Home/.local/share/uv/python)
+}
+
+var defaultPythonPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
+
 // FindPython finds a host interpreter for version ("3.9"): explicit[version]
-// if given, else python<version> on PATH (pyenv shims skipped: they do not
-// work in a sandbox), in pyenv, conda and uv-managed installs. It runs the
-// interpreter to check its version. The error lists every place searched.
-func FindPython(ctx context.Context, version string, explicit map[string]string) (*Python, error) {
+// if given, else python<version> in search's path (pyenv shims skipped:
+// they do not work in a sandbox), in pyenv, conda and uv-managed installs.
+// It runs the interpreter to check its version. The error lists every place
+// searched.
+func FindPython(ctx context.Context, version string, explicit map[string]string, search PythonSearch) (*Python, error) {
 	if version == "" {
 		version = "3"
 	}
@@ -85,7 +99,7 @@ func FindPython(ctx context.Context, version string, explicit map[string]string)
 	if p := explicit[version]; p != "" {
 		cands = []string{p}
 	} else {
-		cands = pythonCandidates(version)
+		cands = search.candidates(version)
 	}
 	var tried []string
 	for _, cand := range cands {
@@ -107,7 +121,9 @@ func FindPython(ctx context.Context, version string, explicit map[string]string)
 		ErrNoPython, version, strings.Join(tried, "; "), version, version)
 }
 
-func pythonCandidates(version string) []string {
+// candidates lists the interpreters for version in the search's places,
+// in order, each once.
+func (search PythonSearch) candidates(version string) []string {
 	exe := "python" + version
 	var out []string
 	seen := map[string]bool{}
@@ -117,7 +133,11 @@ func pythonCandidates(version string) []string {
 			out = append(out, p)
 		}
 	}
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+	path := search.Path
+	if len(path) == 0 {
+		path = defaultPythonPath
+	}
+	for _, d := range path {
 		if strings.Contains(d, "shims") {
 			continue
 		}
@@ -125,22 +145,7 @@ func pythonCandidates(version string) []string {
 			add(p)
 		}
 	}
-	home, _ := os.UserHomeDir()
-	pyenv := os.Getenv("PYENV_ROOT")
-	if pyenv == "" {
-		pyenv = filepath.Join(home, ".pyenv")
-	}
-	var globs []string
-	globs = append(globs, filepath.Join(pyenv, "versions", version+"*", "bin", exe))
-	for _, conda := range []string{filepath.Join(home, "miniconda3"), filepath.Join(home, "anaconda3"), filepath.Join(home, "miniforge3"), "/opt/conda", "/opt/miniconda3"} {
-		globs = append(globs, filepath.Join(conda, "bin", exe), filepath.Join(conda, "envs", "*", "bin", exe))
-	}
-	uv := os.Getenv("UV_PYTHON_INSTALL_DIR")
-	if uv == "" {
-		uv = filepath.Join(home, ".local", "share", "uv", "python")
-	}
-	globs = append(globs, filepath.Join(uv, "cpython-"+version+"*", "bin", exe))
-	for _, g := range globs {
+	for _, g := range search.globs(version, exe) {
 		m, _ := filepath.Glob(g)
 		sort.Sort(sort.Reverse(byVersion(m))) // newest patch release first
 		for _, p := range m {
@@ -150,6 +155,34 @@ func pythonCandidates(version string) []string {
 		}
 	}
 	return out
+}
+
+// globs are the patterns of pyenv, conda and uv installs of version.
+func (search PythonSearch) globs(version, exe string) []string {
+	pyenv, uv := search.PyenvRoot, search.UVDir
+	condas := []string{"/opt/conda", "/opt/miniconda3"}
+	if search.Home != "" {
+		if pyenv == "" {
+			pyenv = filepath.Join(search.Home, ".pyenv")
+		}
+		if uv == "" {
+			uv = filepath.Join(search.Home, ".local", "share", "uv", "python")
+		}
+		for _, d := range []string{"miniconda3", "anaconda3", "miniforge3"} {
+			condas = append(condas, filepath.Join(search.Home, d))
+		}
+	}
+	var globs []string
+	if pyenv != "" {
+		globs = append(globs, filepath.Join(pyenv, "versions", version+"*", "bin", exe))
+	}
+	for _, conda := range condas {
+		globs = append(globs, filepath.Join(conda, "bin", exe), filepath.Join(conda, "envs", "*", "bin", exe))
+	}
+	if uv != "" {
+		globs = append(globs, filepath.Join(uv, "cpython-"+version+"*", "bin", exe))
+	}
+	return globs
 }
 
 // byVersion sorts paths by the version numbers in them.
