@@ -18,7 +18,7 @@ import socket
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import errors
 
@@ -89,6 +89,22 @@ def read_token_file(path: str) -> str:
     """The token in a token file: its first line, stripped."""
     with open(path, encoding="utf-8") as f:
         return f.readline().strip()
+
+
+def resolve_endpoint(address: Union[str, "Address", None], token: Optional[str],
+                     token_file: Optional[str]) -> Tuple["Address", str]:
+    """The daemon's address and token as a client's arguments give them:
+    the address (a path or URL, or the default) and the token (given, from
+    token_file, or the default)."""
+    if address is None:
+        addr = default_address()
+    elif isinstance(address, Address):
+        addr = address
+    else:
+        addr = Address.parse(address)
+    if token is None:
+        token = read_token_file(token_file) if token_file else default_token()
+    return addr, token
 
 
 Parse = Callable[[int, Mapping[str, str], bytes], Any]

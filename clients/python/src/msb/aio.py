@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Iterable, List, Mapping, Optional, Sequen
 from . import _api, _tar
 from . import types as t
 from ._api import Env
-from ._transport import Address, AsyncTransport, default_address, default_token, read_token_file
+from ._transport import Address, AsyncTransport, resolve_endpoint
 from .errors import NotFound, SandboxGone
 
 
@@ -33,14 +33,7 @@ class Client:
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
                  token_file: Optional[str] = None, max_idle: int = 16) -> None:
-        if address is None:
-            addr = default_address()
-        elif isinstance(address, Address):
-            addr = address
-        else:
-            addr = Address.parse(address)
-        if token is None:
-            token = read_token_file(token_file) if token_file else default_token()
+        addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
         self._t = AsyncTransport(addr, token, max_idle=max_idle)
 

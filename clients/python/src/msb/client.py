@@ -21,7 +21,7 @@ from . import _api, _tar
 from . import types as t
 from ._api import Env
 from .errors import NotFound, SandboxGone
-from ._transport import Address, SyncTransport, default_address, default_token, read_token_file
+from ._transport import Address, SyncTransport, resolve_endpoint
 
 
 class Client:
@@ -36,14 +36,7 @@ class Client:
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
                  token_file: Optional[str] = None) -> None:
-        if address is None:
-            addr = default_address()
-        elif isinstance(address, Address):
-            addr = address
-        else:
-            addr = Address.parse(address)
-        if token is None:
-            token = read_token_file(token_file) if token_file else default_token()
+        addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
         self._t = SyncTransport(addr, token)
 
