@@ -128,6 +128,27 @@ func TestServerSandboxes(t *testing.T) {
 	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "echo $PWD $V"}); err != nil || res.Stdout != "/tmp 1\n" {
 		t.Fatalf("after interrupt %v %+v", err, res)
 	}
+	// An interactive command: python3 reads lines from its terminal until
+	// an interrupt (idle, at its prompt) ends it; the shell's state stays.
+	py := api.ExecRequest{Session: "main", Command: "python3 -q", Interactive: true, Expect: []string{">>> "}, TimeoutNs: int64(time.Minute)}
+	if res, err := c.Exec(ctx, id, py); err != nil || !res.Running || res.Matched != ">>> " {
+		t.Fatalf("python3 %v %+v", err, res)
+	}
+	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "print(6*7)\n", Input: true, Expect: []string{">>> "}}); err != nil || !res.Running || res.Stdout != "42\n" {
+		t.Fatalf("input %v %+v", err, res)
+	}
+	_, err = c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "true"})
+	wantCode(t, err, api.CodeBadRequest)
+	_, err = c.Exec(ctx, id, api.ExecRequest{Command: "true", Interactive: true})
+	wantCode(t, err, api.CodeBadRequest)
+	if ok, err := c.InterruptSession(ctx, id, "main"); err != nil || !ok {
+		t.Fatalf("interrupt of the waiting python3: %v %v", ok, err)
+	}
+	_, err = c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "x\n", Input: true})
+	wantCode(t, err, api.CodeBadRequest)
+	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "echo $PWD $V"}); err != nil || res.Stdout != "/tmp 1\n" {
+		t.Fatalf("after python3 %v %+v", err, res)
+	}
 	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "exit 7"}); err != nil || !res.SessionEnded || res.ExitCode != 7 {
 		t.Fatalf("exit %v %+v", err, res)
 	}
