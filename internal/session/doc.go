@@ -116,8 +116,9 @@
 // goes to the frame's fresh pipes, merged. The terminal does not echo
 // (what the caller sends is not output), its control characters are data
 // (Ctrl-C is the session's interrupt, which knows the command's
-// processes), "\n" stays "\n"; what a process writes to it (/dev/tty)
-// is read into the running command's output. Input left unread by an
+// processes), "\n" stays "\n"; input is passed on line by line, and a
+// line longer than the terminal's 4095 bytes is cut. What a process writes
+// to it (/dev/tty) is read into the running command's output. Input left unread by an
 // earlier interactive command is discarded before the next starts. The
 // first frame that opens it makes it the shell's controlling terminal;
 // since the engine holds both ends until Close, it never hangs up.

@@ -124,6 +124,8 @@ func TestInteractiveRequestErrors(t *testing.T) {
 		{Command: "cat", Interactive: true, SeparateStderr: true},
 		{Command: "cat", Expect: []string{"x"}},
 		{Command: "cat", Interactive: true, Expect: []string{"("}},
+		{Command: "cat", Interactive: true, Input: true},
+		{Command: "cat", Interrupt: true},
 	} {
 		if _, err := s.Exec(context.Background(), req); !errors.Is(err, ErrInvalidCommand) {
 			t.Errorf("Exec(%+v): %v, want ErrInvalidCommand", req, err)

@@ -218,6 +218,8 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 		return Result{}, fmt.Errorf("session %q: shell exited with status %d: %w", s.name, s.exitCode, ErrSessionEnded)
 	case ctx.Err() != nil:
 		return Result{}, fmt.Errorf("session %q: command not run: %w", s.name, ctx.Err())
+	case req.Input && req.Interactive, req.Interrupt && !req.Input:
+		return Result{}, fmt.Errorf("session %q: interrupt goes with input, and input is not a new interactive command: %w", s.name, ErrInvalidCommand)
 	case req.Input:
 		return s.input(ctx, req)
 	case s.active != nil:
@@ -430,7 +432,7 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string, expe
 		r.before = s.childrenIDs() // one small read; a full /proc scan otherwise
 	}
 	r.beforeTicks = bootTicks()
-	s.drainTerminal(r.streams[0]) // what earlier commands wrote to it is not this one's
+	s.drainTerminal(nil) // what earlier commands wrote to it is not this one's
 
 	stop := context.AfterFunc(ctx, s.wake.wake)
 	defer stop()
@@ -536,7 +538,7 @@ func writeSome(fd int, b []byte) []byte {
 
 // drainTerminal reads what processes wrote to the session's terminal (an
 // interactive command's prompts may go to /dev/tty) into st, as output of
-// the running command, so that writers never block on it.
+// the running command (nil: discarded), so that writers never block on it.
 func (s *Session) drainTerminal(st *stream) {
 	if s.ptyPath == "" {
 		return
@@ -544,7 +546,9 @@ func (s *Session) drainTerminal(st *stream) {
 	for {
 		n, err := unix.Read(s.ptyMaster, s.scratch)
 		if n > 0 {
-			st.write(s.scratch[:n])
+			if st != nil {
+				st.write(s.scratch[:n])
+			}
 			continue
 		}
 		if err != unix.EINTR {
