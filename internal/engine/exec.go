@@ -36,9 +36,6 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 	}
 	r := session.ExecRequest{Command: req.Command, Timeout: time.Duration(req.TimeoutNs), SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput,
 		Interactive: req.Interactive, Input: req.Input, Interrupt: req.Interrupt, Expect: req.Expect}
-	if req.Session == "" && (req.Interactive || req.Input || req.Interrupt || len(req.Expect) > 0) {
-		return api.ExecResult{}, fmt.Errorf("%w: interactive, input, interrupt and expect are for a session's command", ErrBadRequest)
-	}
 	if req.Session != "" {
 		if req.Cwd != "" || len(req.Env) > 0 || req.Stdin != "" {
 			return api.ExecResult{}, fmt.Errorf("%w: cwd, env and stdin are for a fresh bash; a session keeps its own directory and variables", ErrBadRequest)
@@ -72,6 +69,9 @@ func checkExec(req api.ExecRequest) error {
 	}
 	if req.TimeoutNs < 0 || req.MaxOutput < 0 {
 		return fmt.Errorf("%w: negative timeout_ns or max_output", ErrBadRequest)
+	}
+	if req.Session == "" && (req.Interactive || req.Input || req.Interrupt || len(req.Expect) > 0) {
+		return fmt.Errorf("%w: interactive, input, interrupt and expect are for a session's command", ErrBadRequest)
 	}
 	return nil
 }

@@ -498,4 +498,33 @@ func TestServerSwerexProtocol(t *testing.T) {
 	if first != again || first == other {
 		t.Fatalf("replay: %s / %s / %s", first, again, other)
 	}
+
+	// Interactive commands, answered as SWE-ReX answers them.
+	obs := func(out, expect string) string {
+		return `{"exit_code":0,"expect_string":"` + expect + `","failure_reason":"","output":"` + out + `","session_type":"bash"}`
+	}
+	const ps1, prompt = "SHELLPS1PREFIX", `\u003e\u003e\u003e ` // ">>> " as encoding/json writes it
+	for _, step := range []struct{ body, want string }{
+		{`{"action_type":"bash","command":"cd /tmp; V=7","check":"silent"}`, ""},
+		{`{"action_type":"bash","command":"python3 -q","is_interactive_command":true,"expect":[">>> "],"timeout":20}`, obs("", prompt)},
+		{`{"action_type":"bash","command":"print(6*7)","is_interactive_command":true,"expect":[">>> "],"timeout":10}`, obs("42", prompt)},
+		{`{"action_type":"bash","command":"print('SHELLPS1PREFIX')","is_interactive_command":true,"expect":["[*]"],"timeout":0.3}`,
+			`{"swerexception":{"class_path":"swerex.exceptions.CommandTimeoutError","extra_info":{},"message":"timeout after 0.3 seconds while running command \"print('SHELLPS1PREFIX')\"","traceback":""}}`},
+		{`{"action_type":"bash","command":"1+","is_interactive_command":true,"expect":["SyntaxError.*\\n>>> "],"timeout":10}`, ""},
+		{`{"action_type":"bash","command":"true","check":"silent"}`,
+			`{"swerexception":{"class_path":"swerex.exceptions.SwerexException","extra_info":{},"message":"an interactive command runs in session 'default': send it input with is_interactive_command, quit it with is_interactive_quit, or interrupt it","traceback":""}}`},
+		{`{"action_type":"bash_interrupt","expect":[">>> "]}`, obs("KeyboardInterrupt", prompt)},
+		{`{"action_type":"bash","command":"exit()","is_interactive_quit":true,"timeout":10}`, obs("", ps1)},
+		{`{"action_type":"bash","command":"echo $PWD $V","check":"silent"}`, `{"exit_code":0,"expect_string":"` + ps1 + `","failure_reason":"","output":"/tmp 7\n","session_type":"bash"}`},
+	} {
+		if strings.Contains(step.body, `"cd /tmp`) {
+			if st, b := send("POST", "/create_session", testToken, "", `{"session_type":"bash"}`); st != 200 {
+				t.Fatalf("create_session: %d %s", st, b)
+			}
+		}
+		st, b := send("POST", "/run_in_session", testToken, "", step.body)
+		if step.want != "" && b != step.want || step.want == "" && st != 200 {
+			t.Errorf("%s: %d %s\nwant %s", step.body, st, b, step.want)
+		}
+	}
 }
