@@ -162,7 +162,8 @@
 // deliberately hostile process with the shell's privileges. Such a process
 // could read the shell's memory (/proc/<pid>/mem) or turn history back on to
 // learn the current nonce, open the named pipes in the channel dir to
-// write output or status lines (or remove them), define a function
+// write output or status lines (or remove them), open the session's
+// terminal to type into an interactive command, define a function
 // named `builtin` or disable builtins (enable -n) so that frames misbehave
 // (reported as ErrStatusLost or a timeout), or set PROMPT_COMMAND to
 // something that reads the frame pipe. Sandboxing, not this package, bounds

@@ -109,10 +109,15 @@ async def main(url, token, workdir):
     check(obs.output == "42" and obs.expect_string == ">>> " and obs.exit_code == 0, f"print(6*7): {obs}")
     obs = await rt.run_in_session(BashAction(command="print('SHELLPS1PREFIX')", is_interactive_command=True, expect=[">>> "], timeout=10))
     check(obs.output == "SHELLPS1PREFIX" and obs.expect_string == ">>> ", f"a printed prompt is output: {obs}")
+    sleeping = f"/tmp/msb-python-sleeps-{os.getpid()}"
     e = await raises(CommandTimeoutError,
-                     rt.run_in_session(BashAction(command="import time; time.sleep(60)", is_interactive_command=True, expect=[">>> "], timeout=0.3)),
+                     rt.run_in_session(BashAction(command=f"import time; open({sleeping!r}, 'w').close(); time.sleep(60)", is_interactive_command=True, expect=[">>> "], timeout=0.3)),
                      "interactive timeout")
     check("timeout after 0.3 seconds while running command" in str(e), f"interactive timeout message: {e}")
+    for _ in range(600):  # the interrupt is for the sleep, not for the prompt before it
+        if (await rt.execute(Command(command=["test", "-e", sleeping]))).exit_code == 0:
+            break
+        time.sleep(0.05)
     obs = await rt.run_in_session(BashInterruptAction(expect=[">>> "]))
     check("KeyboardInterrupt" in obs.output and obs.expect_string == ">>> ", f"interrupt of python3: {obs}")
     obs = await rt.run_in_session(BashAction(command="print('still', 'here')", is_interactive_command=True, expect=[">>> "], timeout=10))
