@@ -35,6 +35,29 @@ type ExecRequest struct {
 	// MaxOutput caps each stream in bytes (0: the sandbox's cap, 1 MiB by
 	// default); capped output keeps its head and tail.
 	MaxOutput int `json:"max_output,omitempty"`
+
+	// Interactive (sessions only) starts Command with a terminal as its
+	// stdin (no echo, line by line), so that a REPL such as python3 or
+	// gdb prompts and reads; output is merged. The call returns when the
+	// output matches one of Expect (running, matched), when the command
+	// completes, or when TimeoutNs passes (running and timed_out; the
+	// command is not interrupted). While it runs the session takes only
+	// input requests.
+	Interactive bool `json:"interactive,omitempty"`
+	// Input (sessions only) sends Command, byte for byte, to the running
+	// interactive command's terminal (end a line with "\n"), then waits
+	// as an interactive request does.
+	Input bool `json:"input,omitempty"`
+	// Interrupt, with Input, first interrupts the interactive command as
+	// Ctrl-C would (SIGKILL after the grace time), then waits for a match
+	// of Expect or its end; TimeoutNs does not apply. A program that
+	// survives (python3 prints its prompt again) keeps running.
+	Interrupt bool `json:"interrupt,omitempty"`
+	// Expect holds regular expressions (RE2 syntax) matched against the
+	// interactive command's output not returned yet; the earliest match
+	// ends the wait. Stdout is the output before it; what follows the
+	// match is kept for the next request.
+	Expect List[string] `json:"expect,omitempty"`
 }
 
 // ExecResult is what a command did.
@@ -60,6 +83,13 @@ type ExecResult struct {
 	// SessionEnded: the session's shell exited during the command (exit,
 	// exec, set -e); the session is gone.
 	SessionEnded bool `json:"session_ended"`
+	// Running: an interactive command has not completed (ExitCode means
+	// nothing yet); send it input. With TimedOut, the wait ran past its
+	// timeout and Stdout, what it printed so far, is not consumed: the
+	// next request returns it again.
+	Running bool `json:"running"`
+	// Matched is the Expect pattern whose match ended the wait.
+	Matched string `json:"matched"`
 }
 
 // SessionRequest opens a persistent shell.

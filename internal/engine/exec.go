@@ -34,7 +34,8 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 	if err := checkExec(req); err != nil {
 		return api.ExecResult{}, err
 	}
-	r := session.ExecRequest{Command: req.Command, Timeout: time.Duration(req.TimeoutNs), SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput}
+	r := session.ExecRequest{Command: req.Command, Timeout: time.Duration(req.TimeoutNs), SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput,
+		Interactive: req.Interactive, Input: req.Input, Interrupt: req.Interrupt, Expect: req.Expect}
 	if req.Session != "" {
 		if req.Cwd != "" || len(req.Env) > 0 || req.Stdin != "" {
 			return api.ExecResult{}, fmt.Errorf("%w: cwd, env and stdin are for a fresh bash; a session keeps its own directory and variables", ErrBadRequest)
@@ -69,12 +70,15 @@ func checkExec(req api.ExecRequest) error {
 	if req.TimeoutNs < 0 || req.MaxOutput < 0 {
 		return fmt.Errorf("%w: negative timeout_ns or max_output", ErrBadRequest)
 	}
+	if req.Session == "" && (req.Interactive || req.Input || req.Interrupt || len(req.Expect) > 0) {
+		return fmt.Errorf("%w: interactive, input, interrupt and expect are for a session's command", ErrBadRequest)
+	}
 	return nil
 }
 
 func execResult(res session.Result) api.ExecResult {
 	return api.ExecResult{Stdout: res.Output, Stderr: res.Stderr, ExitCode: res.ExitCode, DurationNs: int64(res.Duration),
-		Truncated: res.Truncated, TimedOut: res.TimedOut, SessionEnded: res.SessionEnded}
+		Truncated: res.Truncated, TimedOut: res.TimedOut, SessionEnded: res.SessionEnded, Running: res.Running, Matched: res.Matched}
 }
 
 // prepare turns a one-shot request into the script the fresh bash runs:

@@ -60,8 +60,10 @@ func (s *Sandbox) SessionExec(ctx context.Context, name string, req session.Exec
 // InterruptSession interrupts what runs in session name as Ctrl-C would
 // (SIGINT, then SIGKILL after the session's grace time): a SessionExec in
 // flight returns its output so far with TimedOut set, and one waiting for
-// the session returns an error. It reports how many it interrupted; the
-// session stays usable.
+// the session returns an error. With none in flight, an interactive
+// command waiting for input (session.ExecRequest.Interactive) is
+// interrupted the same way and its end awaited. It reports how many it
+// interrupted; the session stays usable.
 func (s *Sandbox) InterruptSession(ctx context.Context, name string) (int, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpSessionInterrupt, Session: name})
 	return resp.Exit, err

@@ -128,6 +128,27 @@ func TestServerSandboxes(t *testing.T) {
 	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "echo $PWD $V"}); err != nil || res.Stdout != "/tmp 1\n" {
 		t.Fatalf("after interrupt %v %+v", err, res)
 	}
+	// An interactive command: python3 reads lines from its terminal until
+	// an interrupt (idle, at its prompt) ends it; the shell's state stays.
+	py := api.ExecRequest{Session: "main", Command: "python3 -q", Interactive: true, Expect: []string{">>> "}, TimeoutNs: int64(time.Minute)}
+	if res, err := c.Exec(ctx, id, py); err != nil || !res.Running || res.Matched != ">>> " {
+		t.Fatalf("python3 %v %+v", err, res)
+	}
+	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "print(6*7)\n", Input: true, Expect: []string{">>> "}}); err != nil || !res.Running || res.Stdout != "42\n" {
+		t.Fatalf("input %v %+v", err, res)
+	}
+	_, err = c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "true"})
+	wantCode(t, err, api.CodeBadRequest)
+	_, err = c.Exec(ctx, id, api.ExecRequest{Command: "true", Interactive: true})
+	wantCode(t, err, api.CodeBadRequest)
+	if ok, err := c.InterruptSession(ctx, id, "main"); err != nil || !ok {
+		t.Fatalf("interrupt of the waiting python3: %v %v", ok, err)
+	}
+	_, err = c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "x\n", Input: true})
+	wantCode(t, err, api.CodeBadRequest)
+	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "echo $PWD $V"}); err != nil || res.Stdout != "/tmp 1\n" {
+		t.Fatalf("after python3 %v %+v", err, res)
+	}
 	if res, err := c.Exec(ctx, id, api.ExecRequest{Session: "main", Command: "exit 7"}); err != nil || !res.SessionEnded || res.ExitCode != 7 {
 		t.Fatalf("exit %v %+v", err, res)
 	}
@@ -476,5 +497,34 @@ func TestServerSwerexProtocol(t *testing.T) {
 	_, other := send("POST", "/execute", testToken, "req-2", cmd)
 	if first != again || first == other {
 		t.Fatalf("replay: %s / %s / %s", first, again, other)
+	}
+
+	// Interactive commands, answered as SWE-ReX answers them.
+	obs := func(out, expect string) string {
+		return `{"exit_code":0,"expect_string":"` + expect + `","failure_reason":"","output":"` + out + `","session_type":"bash"}`
+	}
+	const ps1, prompt = "SHELLPS1PREFIX", `\u003e\u003e\u003e ` // ">>> " as encoding/json writes it
+	for _, step := range []struct{ body, want string }{
+		{`{"action_type":"bash","command":"cd /tmp; V=7","check":"silent"}`, ""},
+		{`{"action_type":"bash","command":"python3 -q","is_interactive_command":true,"expect":[">>> "],"timeout":20}`, obs("", prompt)},
+		{`{"action_type":"bash","command":"print(6*7)","is_interactive_command":true,"expect":[">>> "],"timeout":10}`, obs("42", prompt)},
+		{`{"action_type":"bash","command":"print('SHELLPS1PREFIX')","is_interactive_command":true,"expect":["[*]"],"timeout":0.3}`,
+			`{"swerexception":{"class_path":"swerex.exceptions.CommandTimeoutError","extra_info":{},"message":"timeout after 0.3 seconds while running command \"print('SHELLPS1PREFIX')\"","traceback":""}}`},
+		{`{"action_type":"bash","command":"1+","is_interactive_command":true,"expect":["SyntaxError.*\\n>>> "],"timeout":10}`, ""},
+		{`{"action_type":"bash","command":"true","check":"silent"}`,
+			`{"swerexception":{"class_path":"swerex.exceptions.SwerexException","extra_info":{},"message":"an interactive command runs in session 'default': send it input with is_interactive_command, quit it with is_interactive_quit, or interrupt it","traceback":""}}`},
+		{`{"action_type":"bash_interrupt","expect":[">>> "]}`, obs("KeyboardInterrupt", prompt)},
+		{`{"action_type":"bash","command":"exit()","is_interactive_quit":true,"timeout":10}`, obs("", ps1)},
+		{`{"action_type":"bash","command":"echo $PWD $V","check":"silent"}`, `{"exit_code":0,"expect_string":"` + ps1 + `","failure_reason":"","output":"/tmp 7\n","session_type":"bash"}`},
+	} {
+		if strings.Contains(step.body, `"cd /tmp`) {
+			if st, b := send("POST", "/create_session", testToken, "", `{"session_type":"bash"}`); st != 200 {
+				t.Fatalf("create_session: %d %s", st, b)
+			}
+		}
+		st, b := send("POST", "/run_in_session", testToken, "", step.body)
+		if step.want != "" && b != step.want || step.want == "" && st != 200 {
+			t.Errorf("%s: %d %s\nwant %s", step.body, st, b, step.want)
+		}
 	}
 }

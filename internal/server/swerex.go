@@ -46,12 +46,26 @@ type rexSandbox struct {
 	last     *recorded
 }
 
-// rexSession is a SWE-ReX session: an engine session, and the commands
-// that timed out and still run (their results come back at an interrupt).
+// rexSession is a SWE-ReX session: an engine session, the commands that
+// timed out and still run (their results come back at an interrupt), and
+// whether an interactive command runs in it.
 type rexSession struct {
-	engineName string
-	mu         sync.Mutex // guards pending
-	pending    []chan execOutcome
+	engineName  string
+	mu          sync.Mutex // guards pending and interactive
+	pending     []chan execOutcome
+	interactive bool
+}
+
+func (rs *rexSession) isInteractive() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.interactive
+}
+
+func (rs *rexSession) setInteractive(running bool) {
+	rs.mu.Lock()
+	rs.interactive = running
+	rs.mu.Unlock()
 }
 
 type execOutcome struct {
@@ -359,10 +373,14 @@ func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, bod
 	if err != nil {
 		return nil, err
 	}
-	if !interactive && !interactiveQuit {
-		if err := bashSyntax(r.Context(), sb, command); err != nil {
-			return nil, err
-		}
+	if interactive || interactiveQuit {
+		return s.rexInteractive(x, sb, rs, name, command, interactiveQuit, timeout, expect)
+	}
+	if rs.isInteractive() {
+		return nil, raise(excSwerex, "an interactive command runs in session %s: send it input with is_interactive_command, quit it with is_interactive_quit, or interrupt it", pyRepr(name))
+	}
+	if err := bashSyntax(r.Context(), sb, command); err != nil {
+		return nil, err
 	}
 	// The command runs on after a timeout, until an interrupt: it is not
 	// tied to this request.
@@ -391,17 +409,11 @@ func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, bod
 	}
 	res := end.res
 	if res.SessionEnded {
-		x.mu.Lock()
-		delete(x.sessions, name)
-		x.mu.Unlock()
+		x.forgetSession(name)
 	}
 	out, matched := res.Stdout, rexPS1
 	if m, before, ok := firstMatch(expect, out); ok {
 		out, matched = before, m
-	}
-	if interactive || interactiveQuit {
-		zero := 0
-		return observation(strings.TrimSpace(out), &zero, matched), nil
 	}
 	code := res.ExitCode
 	switch check {
@@ -417,6 +429,78 @@ func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, bod
 		}
 	}
 	return observation(out, &code, matched), nil
+}
+
+func (x *rexSandbox) forgetSession(name string) {
+	x.mu.Lock()
+	delete(x.sessions, name)
+	x.mu.Unlock()
+}
+
+// rexInteractive runs an interactive action as SWE-ReX does: the command
+// goes to the session as a line (the shell runs it, or the interactive
+// program that runs reads it), and the answer is the output up to the
+// first expect pattern or, when the program ends, up to the prompt. The
+// session's own framing, not a printed prompt, says that it ended.
+func (s *Server) rexInteractive(x *rexSandbox, sb *engine.Sandbox, rs *rexSession, name, command string, quit bool, timeout *float64, expect []string) (any, error) {
+	patterns := rexPatterns(expect)
+	req := api.ExecRequest{Session: rs.engineName, Command: command, Expect: patterns}
+	if timeout != nil {
+		req.TimeoutNs = seconds(*timeout)
+	}
+	if rs.isInteractive() {
+		req.Input, req.Command = true, command+"\n"
+	} else {
+		req.Interactive = true
+	}
+	res, err := sb.Exec(s.base, req)
+	if err != nil {
+		return nil, err
+	}
+	rs.setInteractive(res.Running)
+	if res.SessionEnded {
+		x.forgetSession(name)
+	}
+	if res.Running && res.TimedOut {
+		return nil, raise(excTimeout, "timeout after %s seconds while running command %s", pyFloat(*timeout), pyRepr(command))
+	}
+	out, matched := rexObserved(res, patterns, expect)
+	if !quit {
+		out = strings.TrimSpace(strings.TrimPrefix(strings.TrimLeft(out, " \t\r\n\v\f"), command))
+	}
+	zero := 0
+	return observation(out, &zero, matched), nil
+}
+
+// rexPatterns turns SWE-ReX's expect strings (Python regular expressions)
+// into the engine's: the same text where RE2 reads it, else the literal.
+func rexPatterns(expect []string) []string {
+	out := make([]string, len(expect))
+	for i, p := range expect {
+		out[i] = p
+		if _, err := regexp.Compile(p); err != nil {
+			out[i] = regexp.QuoteMeta(p)
+		}
+	}
+	return out
+}
+
+// rexObserved is an interactive result's output and expect_string: the
+// caller's pattern that matched, or, once the program ended, the earliest
+// pattern in its last output or the prompt.
+func rexObserved(res api.ExecResult, patterns, expect []string) (string, string) {
+	if res.Running {
+		for i, p := range patterns {
+			if p == res.Matched {
+				return res.Stdout, expect[i]
+			}
+		}
+		return res.Stdout, res.Matched
+	}
+	if m, before, ok := firstMatch(expect, res.Stdout); ok {
+		return before, m
+	}
+	return res.Stdout, rexPS1
 }
 
 // firstMatch finds the expect pattern (a regular expression, as pexpect
@@ -468,6 +552,18 @@ func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox
 	rs.pending = nil
 	rs.mu.Unlock()
 	zero := 0
+	if len(pending) == 0 && rs.isInteractive() {
+		// Ctrl-C to the interactive program: it ends (then the prompt
+		// comes back), or survives and prints an expected pattern.
+		patterns := rexPatterns(expect)
+		res, err := sb.Exec(s.base, api.ExecRequest{Session: rs.engineName, Input: true, Interrupt: true, Expect: patterns})
+		if err != nil {
+			return nil, err
+		}
+		rs.setInteractive(res.Running)
+		out, matched := rexObserved(res, patterns, expect)
+		return observation(strings.TrimSpace(out), &zero, matched), nil
+	}
 	if len(pending) == 0 {
 		return observation("", &zero, rexPS1), nil
 	}

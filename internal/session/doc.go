@@ -34,7 +34,8 @@
 // The status channel is a pipe the engine holds. The shell does not keep a
 // descriptor for it: each frame opens it by path, for the one printf. The
 // same holds for the command's stdin (a pipe nobody ever writes to, so
-// `read`, `cat` or `python3 -i` wait until the timeout) and its output pipes
+// `read`, `cat` or `python3 -i` wait until the timeout; an interactive
+// command's stdin is the session's terminal instead, see below) and its output pipes
 // (fresh ones for every command). Closing or redirecting descriptors in a
 // command therefore cannot take the channel away, and no process the command
 // starts inherits it. The paths are named pipes (FIFOs) with random names in
@@ -106,6 +107,42 @@
 // torn down as well; Close on its own is best effort against processes that
 // both leave the tree and clear their environment.
 //
+// # Interactive commands
+//
+// An interactive command (ExecRequest.Interactive) is an ordinary frame
+// whose stdin is the session's terminal, a pseudo-terminal the engine
+// holds both ends of, instead of the pipe nobody writes to. A REPL sees a
+// tty on its stdin and prompts and reads line by line; its output still
+// goes to the frame's fresh pipes, merged. The terminal does not echo
+// (what the caller sends is not output), its control characters are data
+// (Ctrl-C is the session's interrupt, which knows the command's
+// processes), "\n" stays "\n"; input is passed on line by line, and a
+// line longer than the terminal's 4095 bytes is cut. What a process writes
+// to it (/dev/tty) is read into the running command's output. Input left unread by an
+// earlier interactive command is discarded before the next starts. The
+// first frame that opens it makes it the shell's controlling terminal;
+// since the engine holds both ends until Close, it never hangs up.
+//
+// The caller writes to the terminal with Input requests while the
+// command runs, and every call waits for one of three ends: the status
+// line of the command's frame (it completed; the nonce rules above hold,
+// so nothing the program prints, a prompt or a status-like line, can
+// fake it); the earliest match of the call's Expect patterns in the
+// output not yet returned (Result.Running, Result.Matched; the output
+// before the match is returned, the match consumed, the rest kept for
+// the next call); or the call's Timeout (Result.Running and TimedOut;
+// the output so far is shown but kept, and the command is not
+// interrupted). Between calls nobody reads the command's pipes, so a
+// program that prints more than a pipe holds waits for the next call, as
+// at a terminal nobody looks at. Pending output is bounded by MaxOutput
+// (oldest bytes dropped, Truncated). An Input with Interrupt first
+// interrupts the command as a timeout does; a match of Expect (python3
+// survives SIGINT and prompts again) stops the escalation there, and the
+// command runs on. While an interactive command runs, Exec accepts only
+// Input (ErrInteractiveRunning); Input with none running is
+// ErrNotInteractive. A normal command's stdin stays the pipe nobody
+// writes to.
+//
 // # Semantics worth knowing
 //
 // Commands run as typed at an interactive prompt: aliases expand, `exit`
@@ -125,7 +162,8 @@
 // deliberately hostile process with the shell's privileges. Such a process
 // could read the shell's memory (/proc/<pid>/mem) or turn history back on to
 // learn the current nonce, open the named pipes in the channel dir to
-// write output or status lines (or remove them), define a function
+// write output or status lines (or remove them), open the session's
+// terminal to type into an interactive command, define a function
 // named `builtin` or disable builtins (enable -n) so that frames misbehave
 // (reported as ErrStatusLost or a timeout), or set PROMPT_COMMAND to
 // something that reads the frame pipe. Sandboxing, not this package, bounds

@@ -28,6 +28,15 @@ var (
 	// `builtin`, disabled builtins (enable -n) or set a DEBUG trap that skips
 	// commands. The session stays usable as far as the shell allows.
 	ErrStatusLost = errors.New("command status lost")
+	// ErrNotInteractive: an Input request while no interactive command
+	// waits for input.
+	ErrNotInteractive = errors.New("no interactive command is running")
+	// ErrInteractiveRunning: a command (not Input) while an interactive
+	// command still runs; send it input, or interrupt it.
+	ErrInteractiveRunning = errors.New("an interactive command is running")
+	// ErrNoTerminal: an interactive command in a session that could not
+	// open a pseudo-terminal (no /dev/ptmx).
+	ErrNoTerminal = errors.New("no terminal for interactive commands")
 )
 
 // Options for a session's shell (and for RunOnce).
@@ -77,6 +86,30 @@ type ExecRequest struct {
 	SeparateStderr bool `json:"separate_stderr,omitempty"`
 	// MaxOutput overrides Options.MaxOutput for this command when > 0.
 	MaxOutput int `json:"max_output,omitempty"`
+
+	// Interactive starts Command with the session's terminal as its stdin
+	// (a pseudo-terminal without echo, line by line) instead of the pipe
+	// nobody writes to, so that a REPL (python3, gdb) prompts and reads.
+	// Exec then returns when the output matches one of Expect (Result.Running,
+	// Result.Matched), when the command completes, or when Timeout passes
+	// (Result.Running and TimedOut; the command is not interrupted). While
+	// it runs, only Input requests are accepted. Output is merged (no
+	// SeparateStderr).
+	Interactive bool `json:"interactive,omitempty"`
+	// Input sends Command, byte for byte, to the running interactive
+	// command's terminal (add the "\n" that ends a line), and then waits as
+	// an Interactive Exec does.
+	Input bool `json:"input,omitempty"`
+	// Interrupt, with Input, first interrupts the interactive command as a
+	// timeout does (Ctrl-C, SIGKILL after KillGrace), then waits for a
+	// match or its end; Timeout does not apply. A program that survives
+	// the interrupt and prints a pattern (python3's ">>> ") keeps running.
+	Interrupt bool `json:"interrupt,omitempty"`
+	// Expect are regular expressions (Go's RE2 syntax) matched against an
+	// interactive command's output not yet returned; the earliest match
+	// ends the wait. Output before it is returned, the match is consumed,
+	// and output after it waits for the next call.
+	Expect []string `json:"expect,omitempty"`
 }
 
 // Result of one command.
@@ -103,4 +136,11 @@ type Result struct {
 	// SessionEnded: the shell exited during this command (exit, exec,
 	// set -e, ...). Further Exec calls return ErrSessionEnded.
 	SessionEnded bool `json:"session_ended,omitempty"`
+	// Running: an interactive command has not completed; ExitCode means
+	// nothing yet. Send it Input (or interrupt it). With TimedOut, the
+	// wait ran past its Timeout and Output is what the command printed
+	// so far, which is not consumed: the next call returns it again.
+	Running bool `json:"running,omitempty"`
+	// Matched is the Expect pattern whose match ended the wait.
+	Matched string `json:"matched,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,8 +46,10 @@ type Session struct {
 	statusW    int // held so that the read end never reports hang-up
 	statusPath string
 	chanDir    string
-	ownDir     bool // chanDir was made by Start and goes with Close
-	ptyMaster  int  // see openPTY; -1 if none
+	ownDir     bool     // chanDir was made by Start and goes with Close
+	ptyMaster  int      // see openPTY; -1 if none
+	ptySlave   *os.File // held open so that the master never hangs up
+	ptyPath    string   // the slave's path, stdin of interactive commands; "" if none
 	wake       wakePipe
 	orphans    orphanSet
 
@@ -64,6 +67,9 @@ type Session struct {
 	lastStatus int
 	status     statusParser
 	scratch    []byte
+	// active is the interactive command that has not completed, between
+	// the calls that wait for its output.
+	active *run
 }
 
 // Start starts a session's shell and waits until it answers. ctx bounds the
@@ -122,9 +128,11 @@ func (s *Session) start(ctx context.Context) error {
 	// the session works the same and the message may appear.
 	master, slave, err := openPTY()
 	if err == nil {
-		s.ptyMaster = master
+		s.ptyMaster, s.ptySlave = master, slave
 		cmd.Stderr = slave
-		defer slave.Close()
+		if s.ptyPath, err = prepareTerminal(master); err != nil {
+			s.ptyPath = "" // interactive commands fail with ErrNoTerminal
+		}
 	}
 	if s.shell, err = startShell(cmd); err != nil {
 		return fmt.Errorf("running %s: %w", s.opts.Shell, err)
@@ -143,7 +151,7 @@ func (s *Session) start(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
-	res, err := s.exec(ctx, ExecRequest{Command: `[[ $- == *i* ]]`}, setup)
+	res, err := s.exec(ctx, ExecRequest{Command: `[[ $- == *i* ]]`}, setup, nil)
 	switch {
 	case err != nil:
 		return err
@@ -210,8 +218,77 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 		return Result{}, fmt.Errorf("session %q: shell exited with status %d: %w", s.name, s.exitCode, ErrSessionEnded)
 	case ctx.Err() != nil:
 		return Result{}, fmt.Errorf("session %q: command not run: %w", s.name, ctx.Err())
+	case req.Input && req.Interactive, req.Interrupt && !req.Input:
+		return Result{}, fmt.Errorf("session %q: interrupt goes with input, and input is not a new interactive command: %w", s.name, ErrInvalidCommand)
+	case req.Input:
+		return s.input(ctx, req)
+	case s.active != nil:
+		return Result{}, fmt.Errorf("session %q: %w; send it input or interrupt it", s.name, ErrInteractiveRunning)
+	case req.Interactive && s.ptyPath == "":
+		return Result{}, fmt.Errorf("session %q: %w", s.name, ErrNoTerminal)
+	case req.Interactive && req.SeparateStderr:
+		return Result{}, fmt.Errorf("session %q: an interactive command's output is merged (no separate stderr): %w", s.name, ErrInvalidCommand)
+	case len(req.Expect) > 0 && !req.Interactive:
+		return Result{}, fmt.Errorf("session %q: expect patterns are for interactive commands: %w", s.name, ErrInvalidCommand)
 	}
-	return s.exec(ctx, req, "")
+	expect, err := compileExpect(req.Expect)
+	if err != nil {
+		return Result{}, fmt.Errorf("session %q: %w", s.name, err)
+	}
+	return s.exec(ctx, req, "", expect)
+}
+
+// input sends req.Command to the interactive command that runs and waits
+// for its output, with s.mu held.
+func (s *Session) input(ctx context.Context, req ExecRequest) (Result, error) {
+	r := s.active
+	if r == nil {
+		return Result{}, fmt.Errorf("session %q: %w", s.name, ErrNotInteractive)
+	}
+	expect, err := compileExpect(req.Expect)
+	if err != nil {
+		return Result{}, fmt.Errorf("session %q: %w", s.name, err)
+	}
+	s.active = nil
+	defer func() {
+		if s.active != r {
+			r.closeStreams() // finished (or failed): finish already read them
+		}
+	}()
+	r.expect, r.input = expect, append(r.input, req.Command...)
+	r.deadline = time.Time{}
+	stop := context.AfterFunc(ctx, s.wake.wake)
+	defer stop()
+	r.start = time.Now()
+	r.lastIdle = r.start
+	if req.Interrupt {
+		r.startAbort(r.start, nil)
+		r.patientAbort = true
+	} else if req.Timeout > 0 {
+		r.deadline = r.start.Add(req.Timeout)
+	}
+	return r.loop(ctx)
+}
+
+// compileExpect compiles an interactive command's expect patterns.
+func compileExpect(patterns []string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, p := range patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("expect pattern %q: %v: %w", p, err, ErrInvalidCommand)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// Interactive reports whether an interactive command runs and waits for
+// input (see ExecRequest.Interactive).
+func (s *Session) Interactive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active != nil
 }
 
 // Alive reports whether the session's shell is running and not closed.
@@ -236,6 +313,10 @@ func (s *Session) Close() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.closed = true
+		if s.active != nil {
+			s.active.closeStreams()
+			s.active = nil
+		}
 		s.shell.wait()
 		killTree(s.shell, s.marker) // what forked while the shell died
 		s.aliveMu.Lock()
@@ -252,6 +333,9 @@ func (s *Session) teardown() {
 	}
 	for _, fd := range []*int{&s.scriptW, &s.stdinW, &s.statusR, &s.statusW, &s.ptyMaster} {
 		closeFD(fd)
+	}
+	if s.ptySlave != nil {
+		s.ptySlave.Close()
 	}
 	for _, p := range []string{s.stdinPath, s.statusPath} {
 		if p != "" {
@@ -281,6 +365,15 @@ type run struct {
 	start    time.Time
 	deadline time.Time
 
+	// An interactive command (see ExecRequest.Interactive): its input not
+	// yet written to the terminal, and the patterns that end a wait.
+	interactive bool
+	input       []byte
+	expect      []*regexp.Regexp
+	// patientAbort: an interrupt asked for by Input (not a timeout); a
+	// match of expect ends it, and the program runs on.
+	patientAbort bool
+
 	aborting     bool
 	interrupted  bool           // the shell got SIGINT
 	signaled     map[int]string // processes of the command that got SIGINT: their comm then
@@ -294,15 +387,15 @@ type run struct {
 }
 
 // exec runs one frame (preceded by prefix, raw shell input) with s.mu held.
-func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Result, error) {
+func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string, expect []*regexp.Regexp) (Result, error) {
 	max := req.MaxOutput
 	if max <= 0 {
 		max = s.opts.MaxOutput
 	}
-	r := &run{s: s, nonce: newNonce()}
+	r := &run{s: s, nonce: newNonce(), interactive: req.Interactive, expect: expect}
 	defer func() {
-		for _, st := range r.streams {
-			st.close()
+		if s.active != r {
+			r.closeStreams()
 		}
 	}()
 	n := 1
@@ -320,6 +413,11 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Res
 	if req.SeparateStderr {
 		paths.stderr = r.streams[1].path
 	}
+	if r.interactive {
+		paths.stdin = s.ptyPath
+		r.streams[0].raw = true
+		flushInput(s.ptyMaster)
+	}
 	if s.lastStatus != 0 {
 		// `f N && :` sets $? to N without tripping set -e or an ERR trap.
 		prefix += `\` + s.rcFunc + " " + strconv.Itoa(s.lastStatus) + " && :; "
@@ -334,6 +432,7 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Res
 		r.before = s.childrenIDs() // one small read; a full /proc scan otherwise
 	}
 	r.beforeTicks = bootTicks()
+	s.drainTerminal(nil) // what earlier commands wrote to it is not this one's
 
 	stop := context.AfterFunc(ctx, s.wake.wake)
 	defer stop()
@@ -347,16 +446,11 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string) (Res
 
 func (r *run) loop(ctx context.Context) (Result, error) {
 	s := r.s
-	fds := make([]unix.PollFd, 0, 6)
+	fds := make([]unix.PollFd, 0, 8)
 	for {
-		if len(r.pending) > 0 {
-			n, err := unix.Write(s.scriptW, r.pending)
-			if n > 0 {
-				r.pending = r.pending[n:]
-			}
-			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-				r.pending = nil // EPIPE: the shell is gone; exitFD will say so
-			}
+		r.pending = writeSome(s.scriptW, r.pending)
+		if r.interactive {
+			r.input = writeSome(s.ptyMaster, r.input)
 		}
 		fds = fds[:0]
 		fds = append(fds,
@@ -369,12 +463,20 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		if len(r.pending) > 0 {
 			fds = append(fds, unix.PollFd{Fd: int32(s.scriptW), Events: unix.POLLOUT})
 		}
+		if s.ptyPath != "" {
+			ev := int16(unix.POLLIN)
+			if len(r.input) > 0 {
+				ev |= unix.POLLOUT
+			}
+			fds = append(fds, unix.PollFd{Fd: int32(s.ptyMaster), Events: ev})
+		}
 		if err := pollFor(fds, r.nextWake()); err != nil {
 			return Result{}, fmt.Errorf("session %q: poll: %w", s.name, err)
 		}
 		for _, st := range r.streams {
 			st.readAvailable(s.scratch)
 		}
+		s.drainTerminal(r.streams[0])
 		if code, ok := s.readStatus(r.nonce, r.recNonce); ok {
 			return r.finish(code, false)
 		}
@@ -384,6 +486,9 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		if readable(fds[2]) {
 			s.wake.drain()
 		}
+		if res, ok := r.matched(ctx); ok {
+			return res, nil
+		}
 		now := time.Now()
 		if !r.aborting {
 			switch {
@@ -391,6 +496,8 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 				r.startAbort(now, nil)
 			case ctx.Err() != nil:
 				r.startAbort(now, ctx.Err())
+			case r.interactive && !r.deadline.IsZero() && !now.Before(r.deadline):
+				return r.waitTimedOut(), nil
 			case !r.deadline.IsZero() && !now.Before(r.deadline):
 				r.startAbort(now, nil)
 			case s.idleOK && len(r.pending) == 0 && now.Sub(r.lastIdle) >= idleCheckEvery:
@@ -409,6 +516,85 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 			continue
 		}
 		r.abortStep(now)
+	}
+}
+
+// writeSome writes what it can of b to the non-blocking fd and returns the
+// rest; on an error other than EAGAIN (EPIPE: the reader is gone) the rest
+// is dropped.
+func writeSome(fd int, b []byte) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	n, err := unix.Write(fd, b)
+	if n > 0 {
+		b = b[n:]
+	}
+	if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+		return nil
+	}
+	return b
+}
+
+// drainTerminal reads what processes wrote to the session's terminal (an
+// interactive command's prompts may go to /dev/tty) into st, as output of
+// the running command (nil: discarded), so that writers never block on it.
+func (s *Session) drainTerminal(st *stream) {
+	if s.ptyPath == "" {
+		return
+	}
+	for {
+		n, err := unix.Read(s.ptyMaster, s.scratch)
+		if n > 0 {
+			if st != nil {
+				st.write(s.scratch[:n])
+			}
+			continue
+		}
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// matched ends an interactive command's wait at the earliest match of its
+// expect patterns in the output not yet returned: the output before the
+// match is returned, the command runs on. An interrupt asked for by Input
+// stops there too (the program survived it); one from a timeout or a
+// cancelled context does not.
+func (r *run) matched(ctx context.Context) (Result, bool) {
+	if !r.interactive || len(r.expect) == 0 || r.aborting && !r.patientAbort || ctx.Err() != nil {
+		return Result{}, false
+	}
+	st := r.streams[0]
+	best, end, pat := -1, 0, ""
+	for _, re := range r.expect {
+		if loc := re.FindIndex(st.pend); loc != nil && (best < 0 || loc[0] < best) {
+			best, end, pat = loc[0], loc[1], re.String()
+		}
+	}
+	if best < 0 {
+		return Result{}, false
+	}
+	out, trunc := st.take(best, end-best)
+	r.aborting, r.patientAbort, r.interrupted, r.signaled = false, false, false, nil
+	r.s.active = r
+	return Result{Output: out, Truncated: trunc, Running: true, Matched: pat, Duration: time.Since(r.start)}, true
+}
+
+// waitTimedOut ends an interactive command's wait at its timeout: the
+// command runs on, and its output so far is shown but not consumed.
+func (r *run) waitTimedOut() Result {
+	st := r.streams[0]
+	b := newCapBuf(st.max)
+	b.write(st.pend)
+	r.s.active = r
+	return Result{Output: b.String(), Truncated: st.dropped > 0 || b.truncated(), Running: true, TimedOut: true, Duration: time.Since(r.start)}
+}
+
+func (r *run) closeStreams() {
+	for _, st := range r.streams {
+		st.close()
 	}
 }
 
@@ -596,8 +782,13 @@ func (r *run) finish(code int, ended bool) (Result, error) {
 	for _, st := range r.streams {
 		st.finish(s.scratch, &s.orphans)
 	}
-	res.Output = r.streams[0].buf.String()
-	res.Truncated = r.streams[0].buf.truncated()
+	s.drainTerminal(r.streams[0])
+	if st := r.streams[0]; st.raw {
+		res.Output, res.Truncated = st.take(len(st.pend), 0)
+	} else {
+		res.Output = st.buf.String()
+		res.Truncated = st.buf.truncated()
+	}
 	if len(r.streams) > 1 {
 		res.Stderr = r.streams[1].buf.String()
 		res.Truncated = res.Truncated || r.streams[1].buf.truncated()

@@ -9,6 +9,7 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -689,10 +690,10 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("got %s, want %s", b, want)
 	}
 	var req ExecRequest
-	if err := json.Unmarshal([]byte(`{"command":"ls","timeout_ns":5,"separate_stderr":true,"max_output":9}`), &req); err != nil {
+	if err := json.Unmarshal([]byte(`{"command":"ls","timeout_ns":5,"separate_stderr":true,"max_output":9,"interactive":true,"input":true,"interrupt":true,"expect":[">>> "]}`), &req); err != nil {
 		t.Fatal(err)
 	}
-	if req != (ExecRequest{Command: "ls", Timeout: 5, SeparateStderr: true, MaxOutput: 9}) {
+	if !reflect.DeepEqual(req, ExecRequest{Command: "ls", Timeout: 5, SeparateStderr: true, MaxOutput: 9, Interactive: true, Input: true, Interrupt: true, Expect: []string{">>> "}}) {
 		t.Errorf("decoded %+v", req)
 	}
 }

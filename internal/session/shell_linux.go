@@ -153,6 +153,37 @@ type stream struct {
 	path string // the named pipe a session's frame opens, removed by finish
 	buf  capBuf
 	eof  bool
+	// raw, for an interactive command: output is kept in pend, bytes not
+	// yet returned, which expect patterns are matched against; at most
+	// max bytes, the oldest dropped first (counted in dropped).
+	raw     bool
+	max     int
+	pend    []byte
+	dropped int64
+}
+
+// write keeps p as the stream's output.
+func (st *stream) write(p []byte) {
+	if !st.raw {
+		st.buf.write(p)
+		return
+	}
+	st.pend = append(st.pend, p...)
+	if over := len(st.pend) - st.max; over > 0 {
+		st.pend = append(st.pend[:0], st.pend[over:]...)
+		st.dropped += int64(over)
+	}
+}
+
+// take returns the first n pending bytes as output (capped and encoded as
+// a finished command's), then drops them and the skip bytes after them.
+func (st *stream) take(n, skip int) (out string, truncated bool) {
+	b := newCapBuf(st.max)
+	b.write(st.pend[:n])
+	truncated = st.dropped > 0 || b.truncated()
+	st.pend = append(st.pend[:0], st.pend[n+skip:]...)
+	st.dropped = 0
+	return b.String(), truncated
 }
 
 // newStream makes an anonymous pipe, whose write end the caller hands to
@@ -171,7 +202,7 @@ func newFifoStream(dir string, max int) (*stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating output pipe: %w", err)
 	}
-	return &stream{r: r, w: w, path: path, buf: newCapBuf(max)}, nil
+	return &stream{r: r, w: w, path: path, buf: newCapBuf(max), max: max}, nil
 }
 
 // newFifo makes a named pipe with a fresh random name in dir, which only
@@ -211,7 +242,7 @@ func (st *stream) readAvailable(scratch []byte) {
 		n, err := unix.Read(st.r, scratch)
 		switch {
 		case n > 0:
-			st.buf.write(scratch[:n])
+			st.write(scratch[:n])
 		case err == unix.EINTR:
 		case n == 0 && err == nil:
 			st.eof = true
@@ -237,7 +268,7 @@ func (st *stream) finish(scratch []byte, orphans *orphanSet) {
 	for pending := fionread(st.r); pending > 0 && !st.eof; {
 		n, err := unix.Read(st.r, scratch[:min(len(scratch), pending)])
 		if n > 0 {
-			st.buf.write(scratch[:n])
+			st.write(scratch[:n])
 			pending -= n
 			continue
 		}

@@ -248,6 +248,10 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 	if errors.Is(err, session.ErrSessionEnded) {
 		return wire.Response{}, fail(wire.CodeSessionEnded, "session %q has ended; open a new one", req.Session)
 	}
+	if errors.Is(err, session.ErrInvalidCommand) || errors.Is(err, session.ErrNotInteractive) ||
+		errors.Is(err, session.ErrInteractiveRunning) || errors.Is(err, session.ErrNoTerminal) {
+		return wire.Response{}, &opError{code: wire.CodeInvalid, err: err}
+	}
 	if err != nil {
 		return wire.Response{}, err
 	}
@@ -259,14 +263,24 @@ var errInterrupted = errors.New("interrupted")
 
 func (s *supervisor) interruptSession(name string) (wire.Response, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.sessions[name]; !ok {
+	sess, ok := s.sessions[name]
+	if !ok {
+		s.mu.Unlock()
 		return wire.Response{}, fail(wire.CodeNotFound, "no session %q", name)
 	}
 	for _, interrupt := range s.running[name] {
 		interrupt()
 	}
-	return wire.Response{Exit: len(s.running[name])}, nil
+	n := len(s.running[name])
+	s.mu.Unlock()
+	if n == 0 && sess.Interactive() {
+		// An interactive command waiting for input: interrupt it and wait
+		// for its end. Its last output goes unread, as the caller chose.
+		if _, err := sess.Exec(context.Background(), session.ExecRequest{Input: true, Interrupt: true}); err == nil {
+			n = 1
+		}
+	}
+	return wire.Response{Exit: n}, nil
 }
 
 func (s *supervisor) closeSession(name string) error {

@@ -46,7 +46,9 @@ const (
 
 // OpSessionInterrupt interrupts the commands running or waiting in a
 // session as Ctrl-C would; their OpSessionExec answers with the result so
-// far (timed_out). Response.Exit is how many there were.
+// far (timed_out). With none in flight, an interactive command waiting for
+// input is interrupted and its end awaited. Response.Exit is how many
+// there were.
 const OpSessionInterrupt = "session.interrupt"
 
 // Request is one call from the host.

@@ -100,6 +100,40 @@ async def main(url, token, workdir):
     obs = await rt.run_in_session(BashInterruptAction())
     check(obs.output == "" and obs.exit_code == 0, f"interrupt of an idle session: {obs}")
 
+    # Interactive commands, as SWE-agent drives a REPL: start python3 up to
+    # its prompt, send it lines, interrupt it, quit it; the shell's state
+    # survives.
+    obs = await rt.run_in_session(BashAction(command="python3", is_interactive_command=True, expect=[">>> "], timeout=20))
+    check(obs.expect_string == ">>> " and obs.exit_code == 0 and obs.output.startswith("Python 3"), f"python3 started: {obs}")
+    obs = await rt.run_in_session(BashAction(command="print(6*7)", is_interactive_command=True, expect=[">>> "], timeout=10))
+    check(obs.output == "42" and obs.expect_string == ">>> " and obs.exit_code == 0, f"print(6*7): {obs}")
+    obs = await rt.run_in_session(BashAction(command="print('SHELLPS1PREFIX')", is_interactive_command=True, expect=[">>> "], timeout=10))
+    check(obs.output == "SHELLPS1PREFIX" and obs.expect_string == ">>> ", f"a printed prompt is output: {obs}")
+    sleeping = f"/tmp/msb-python-sleeps-{os.getpid()}"
+    e = await raises(CommandTimeoutError,
+                     rt.run_in_session(BashAction(command=f"import time; open({sleeping!r}, 'w').close(); time.sleep(60)", is_interactive_command=True, expect=[">>> "], timeout=0.3)),
+                     "interactive timeout")
+    check("timeout after 0.3 seconds while running command" in str(e), f"interactive timeout message: {e}")
+    for _ in range(600):  # the interrupt is for the sleep, not for the prompt before it
+        if (await rt.execute(Command(command=["test", "-e", sleeping]))).exit_code == 0:
+            break
+        time.sleep(0.05)
+    obs = await rt.run_in_session(BashInterruptAction(expect=[">>> "]))
+    check("KeyboardInterrupt" in obs.output and obs.expect_string == ">>> ", f"interrupt of python3: {obs}")
+    obs = await rt.run_in_session(BashAction(command="print('still', 'here')", is_interactive_command=True, expect=[">>> "], timeout=10))
+    check(obs.output == "still here", f"python3 survived the interrupt: {obs}")
+    await raises(Exception, rt.run_in_session(BashAction(command="echo $X", check="silent", timeout=5)), "normal command while python3 runs")
+    obs = await rt.run_in_session(BashAction(command="exit()", is_interactive_quit=True, timeout=10))
+    check(obs.expect_string == "SHELLPS1PREFIX" and obs.exit_code == 0, f"quit: {obs}")
+    obs = await rt.run_in_session(BashAction(command="echo $PWD $X", check="silent", timeout=5))
+    check(obs.output.strip() == "/tmp 41" and obs.exit_code == 0, f"state after the interactive command: {obs}")
+    # An interrupt with no expect ends the program; the shell comes back.
+    await rt.run_in_session(BashAction(command="python3", is_interactive_command=True, expect=[">>> "], timeout=20))
+    obs = await rt.run_in_session(BashInterruptAction())
+    check(obs.expect_string == "SHELLPS1PREFIX", f"interrupt without expect: {obs}")
+    obs = await rt.run_in_session(BashAction(command="echo back", check="silent", timeout=5))
+    check(obs.output.strip() == "back", f"shell after the killed REPL: {obs}")
+
     # execute: shell, argv, env (replaces), cwd, merged streams, timeout, check.
     r = await rt.execute(Command(command="echo out; echo err >&2; exit 3", shell=True))
     check((r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 3), f"execute: {r}")
