@@ -139,6 +139,8 @@ func TestSuite(t *testing.T) {
 		{"CopyModeRoot", testCopyModeRoot},
 		{"Concurrent", testConcurrent},
 		{"GC", testGC},
+		{"CloseThenRuntimeClose", testCloseThenRuntimeClose},
+		{"KilledDuringCleanup", testKilledDuringCleanup},
 		{"ShellTTY", testShellTTY},
 		{"ZombiesReaped", testZombiesReaped},
 		{"InheritedDescriptors", testInheritedDescriptors},
