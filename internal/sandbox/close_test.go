@@ -46,7 +46,7 @@ func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
 		t.Fatalf("state dir %s left after Runtime.Close", dir)
 	}
 	want := []string{PhaseDirs, PhaseConfig, PhaseSpawn, PhaseInitRun, PhaseMounts, PhaseWaitStart, PhaseInitExec, PhaseSupRuntime,
-		PhaseSupHarden, PhaseSupReady, PhaseCreate, PhaseShutdown, PhaseReap, PhaseRelease, PhaseClose, PhaseStateRm, PhaseCleanup}
+		PhaseSupHarden, PhaseSupReady, PhaseCreate, PhaseShutdown, PhaseReap, PhaseRelease, PhaseClose, PhaseMountsRm, PhaseStateRm, PhaseCleanup}
 	if rt.disk().kind != diskHost {
 		want = append(want, PhaseDisk)
 	}
@@ -179,4 +179,27 @@ func helperPools(pid int) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return left
+}
+
+// testDiskAdmittedClose: with RuntimeOptions.DiskAdmitted, the sandbox's
+// volume is gone when Close returns (its disk reservation may be given
+// back then), not later in the background.
+func testDiskAdmittedClose(t *testing.T, _ *Runtime) {
+	rt := testRuntime(t)
+	rt.syncDisk = true
+	if rt.disk().kind != diskPool {
+		t.Skipf("no disk pool in %s mode: no volume to remove", rt.Mode())
+	}
+	sb := create(t, rt, Config{HostBase: true})
+	mustOK(t, sb, "head -c 1M /dev/zero > /written")
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var volume bool
+	for _, p := range sb.Timings() {
+		volume = volume || p.Name == PhaseVolume
+	}
+	if !volume {
+		t.Fatalf("Close returned before removing the volume: %v", sb.Timings())
+	}
 }

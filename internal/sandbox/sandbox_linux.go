@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,7 @@ type Sandbox struct {
 	ownUpper bool         // upper was made for this sandbox
 	volume   *pool.Volume // the bounded disk, in root mode
 	lock     *os.File
+	mountNS  *os.File // init's mount namespace, held: see holdMounts
 	cmd      *exec.Cmd
 	waitDone chan struct{}
 	cg       *cgroup.Group
@@ -135,6 +137,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("starting sandbox init (%s): %w", s.rt.exe, err)
 	}
 	t = s.times.since(PhaseSpawn, t)
+	s.holdMounts()
 	s.waitDone = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
 	s.writeInfo()
@@ -427,6 +430,7 @@ func (s *Sandbox) Close() error {
 		}
 		s.closeErr = s.stop()
 		if s.rt.syncDisk {
+			s.releaseMounts() // the volume is busy while mounted
 			s.closeErr = errors.Join(s.closeErr, s.removeVolume())
 		}
 		s.times.since(PhaseClose, start)
@@ -487,6 +491,11 @@ func (s *Sandbox) stop() error {
 	if s.conn != nil {
 		s.conn.close()
 	}
+	if s.conf.UpperDir != "" || s.conf.RootDir != "" || s.conf.KeepUpper {
+		// The caller uses these trees once Close returns: no mount of
+		// them may be left.
+		s.releaseMounts()
+	}
 	if s.dir != "" {
 		if s.ownUpper && s.conf.KeepUpper {
 			kept := filepath.Join(s.rt.stateDir, "kept-"+s.ID)
@@ -503,6 +512,32 @@ func (s *Sandbox) stop() error {
 	}
 	s.times.since(PhaseRelease, t)
 	return errors.Join(errs...)
+}
+
+// holdMounts opens init's mount namespace, so that the kernel unmounts
+// the sandbox's mounts (some 25, each unmount waiting for an RCU grace
+// period) when releaseMounts closes it, in the cleanup after Close, instead
+// of in init's exit, which Close waits for. It is taken before init makes
+// itself non-dumpable; without it init's exit does the unmounting.
+func (s *Sandbox) holdMounts() {
+	ns, err := os.Open("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/ns/mnt")
+	if err != nil {
+		s.log.Debug("not holding the sandbox's mount namespace: its mounts go with init", "err", err)
+		return
+	}
+	s.mountNS = ns
+}
+
+// releaseMounts lets go of init's mount namespace: once init is gone, this
+// unmounts everything the sandbox mounted.
+func (s *Sandbox) releaseMounts() {
+	if s.mountNS == nil {
+		return
+	}
+	t := time.Now()
+	s.mountNS.Close()
+	s.mountNS = nil
+	s.times.since(PhaseMountsRm, t)
 }
 
 // testHookCleanup, in tests, stops a cleanup at a step to kill msb there.
@@ -527,6 +562,7 @@ func (s *Sandbox) cleanup() {
 	var errs []error
 	start := time.Now()
 	testHookCleanup("begin")
+	s.releaseMounts()
 	errs = append(errs, s.removeVolume())
 	testHookCleanup("volume")
 	t := time.Now()

@@ -141,6 +141,7 @@ func TestSuite(t *testing.T) {
 		{"GC", testGC},
 		{"CloseThenRuntimeClose", testCloseThenRuntimeClose},
 		{"KilledDuringCleanup", testKilledDuringCleanup},
+		{"DiskAdmittedClose", testDiskAdmittedClose},
 		{"ShellTTY", testShellTTY},
 		{"ZombiesReaped", testZombiesReaped},
 		{"InheritedDescriptors", testInheritedDescriptors},

@@ -40,6 +40,7 @@ const (
 	PhaseReap       = "close.reap"     // until init is reaped: every process of the sandbox gone
 	PhaseRelease    = "close.release"  // stdio relays, the control socket, kept upper dir
 	PhaseClose      = "close.total"
+	PhaseMountsRm   = "cleanup.mounts" // the sandbox's mounts undone (see holdMounts)
 	PhaseVolume     = "cleanup.volume" // btrfs subvolume deleted
 	PhaseCgroupRm   = "cleanup.cgroup" // cgroup dirs removed
 	PhaseStateRm    = "cleanup.state"  // state dir removed
