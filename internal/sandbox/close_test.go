@@ -203,3 +203,27 @@ func testDiskAdmittedClose(t *testing.T, _ *Runtime) {
 		t.Fatalf("Close returned before removing the volume: %v", sb.Timings())
 	}
 }
+
+// testUpperHoldsOnlyWrites: the mount points of a host-base root are in
+// the runtime's lower dir (makeMountPoints), so a caller's upper dir holds
+// only what the sandbox wrote, and nothing the caller removes is a former
+// mount point.
+func testUpperHoldsOnlyWrites(t *testing.T, rt *Runtime) {
+	upper := t.TempDir()
+	sb := create(t, rt, Config{HostBase: true, UpperDir: upper})
+	mustOK(t, sb, "echo x > /written && ls /usr/bin/env /proc/self /dev/null /tmp >/dev/null")
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "written" {
+		t.Fatalf("upper dir holds %v, want only the file written", names)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ type Runtime struct {
 	syncDisk bool // RuntimeOptions.DiskAdmitted
 	cg       cgroup.Info
 	log      *slog.Logger
-	empty    string // an empty dir, the lower layer of a host-base root
+	empty    string // the lower layer of a root without layers: only mount points (makeMountPoints)
 
 	// Made on first use, once: see disk and idmap.
 	diskOnce  sync.Once
@@ -183,8 +184,8 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, fmt.Errorf("creating state dir: %w", err)
 	}
 	rt.empty = filepath.Join(rt.stateDir, ".empty")
-	if err := os.MkdirAll(rt.empty, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", rt.empty, err)
+	if err := makeMountPoints(rt.empty); err != nil {
+		return nil, err
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
 	if rt.cg.Usable() {
@@ -194,6 +195,44 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// makeMountPoints makes dir, the lower layer of sandboxes without layers,
+// holding only what init mounts on in every host-base root: the default
+// host dirs (as symlinks where they are symlinks on the host, as with a
+// merged /usr), /proc, /dev and /tmp. Made once here, init need not make
+// them in each sandbox's upper dir.
+func makeMountPoints(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for _, d := range append([]string{"/proc", "/dev", "/tmp"}, DefaultHostDirs...) {
+		p := filepath.Join(dir, d)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		var err error
+		if slices.Contains(DefaultHostDirs, d) {
+			var fi os.FileInfo
+			if fi, err = os.Lstat(d); err != nil {
+				continue // not on this host
+			}
+			if fi.Mode()&os.ModeSymlink != 0 {
+				var link string
+				if link, err = os.Readlink(d); err == nil {
+					err = os.Symlink(link, p)
+				}
+				if err != nil {
+					return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
+				}
+				continue
+			}
+		}
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
+		}
+	}
+	return nil
 }
 
 // InitBinary is the name of the small sandbox-side binary msb prefers.

@@ -142,6 +142,7 @@ func TestSuite(t *testing.T) {
 		{"CloseThenRuntimeClose", testCloseThenRuntimeClose},
 		{"KilledDuringCleanup", testKilledDuringCleanup},
 		{"DiskAdmittedClose", testDiskAdmittedClose},
+		{"UpperHoldsOnlyWrites", testUpperHoldsOnlyWrites},
 		{"ShellTTY", testShellTTY},
 		{"ZombiesReaped", testZombiesReaped},
 		{"InheritedDescriptors", testInheritedDescriptors},
