@@ -126,6 +126,12 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("socketpair: %w", err)
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
+	// The config waits in the socket for init, which reads it as soon as
+	// its runtime is up. Should it not fit in the socket's buffer, the
+	// write ends once init reads the rest, or fails once child is closed
+	// without an init.
+	sent := make(chan error, 1)
+	go func() { sent <- wire.WriteFrame(parent, wcfg) }()
 	s.cmd, err = s.initCommand(child, wcfg.HostIdmap)
 	if err == nil {
 		err = s.cmd.Start()
@@ -133,6 +139,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	child.Close()
 	if err != nil {
+		<-sent
 		parent.Close()
 		return fmt.Errorf("starting sandbox init (%s): %w", s.rt.exe, err)
 	}
@@ -140,12 +147,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 	s.holdMounts()
 	s.waitDone = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
-	s.writeInfo()
 	// Init builds the root while the host attaches it to the cgroup (a v1
 	// attach waits for an RCU grace period); OpStart lets it go on.
-	if err := wire.WriteFrame(parent, wcfg); err != nil {
-		parent.Close()
-		return fmt.Errorf("sending config to sandbox init: %w", err)
+	if err := <-sent; err != nil {
+		return s.initFailure(parent, fmt.Errorf("sending config to sandbox init: %w", err))
 	}
 	// If init fails while building the root it says why and exits; the
 	// cgroup attach or the start frame may then fail, and the answer read
@@ -162,6 +167,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if startErr != nil {
 		return s.initFailure(parent, startErr)
 	}
+	s.writeInfo() // while init goes on
 	var ready wire.Response
 	if err := readWithContext(ctx, parent, &ready); err != nil {
 		parent.Close()
