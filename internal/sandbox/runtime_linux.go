@@ -212,23 +212,18 @@ func makeMountPoints(dir string) error {
 			continue
 		}
 		var err error
-		if slices.Contains(DefaultHostDirs, d) {
-			var fi os.FileInfo
-			if fi, err = os.Lstat(d); err != nil {
-				continue // not on this host
+		switch fi, lerr := os.Lstat(d); {
+		case !slices.Contains(DefaultHostDirs, d) || lerr == nil && fi.IsDir():
+			err = os.Mkdir(p, 0o755)
+		case lerr == nil && fi.Mode()&os.ModeSymlink != 0:
+			var link string
+			if link, err = os.Readlink(d); err == nil {
+				err = os.Symlink(link, p)
 			}
-			if fi.Mode()&os.ModeSymlink != 0 {
-				var link string
-				if link, err = os.Readlink(d); err == nil {
-					err = os.Symlink(link, p)
-				}
-				if err != nil {
-					return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
-				}
-				continue
-			}
+		default:
+			continue // not on this host, or not a dir: init deals with it
 		}
-		if err := os.Mkdir(p, 0o755); err != nil {
+		if err != nil && !errors.Is(err, os.ErrExist) { // another runtime of the state dir made it meanwhile
 			return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
 		}
 	}
