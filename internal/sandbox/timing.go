@@ -12,33 +12,33 @@ import (
 // Names are "create.<step>", "close.<step>" (on the caller's path) and
 // "cleanup.<step>" (after Close returned, see Sandbox.Cleaned). Phases can
 // overlap: create.attach (the host puts init in its cgroups) runs while
-// init builds the root (init.mounts), and init.wait-start is what init
-// waited for it.
+// init starts and builds the root (create.init-runtime, init-mounts), and
+// create.init-wait-start is what init then waited for it.
 type Phase struct {
 	Name     string
 	Duration time.Duration
 }
 
-// Phases of create, in order; the init and supervisor ones come from the
-// stamps in the ready answer.
+// Phase names, in the order they happen; create.init-* and create.sup-*
+// come from the stamps in the ready answer.
 const (
-	PhaseDirs       = "create.dirs"         // state dir, owner lock, mount points
-	PhaseDisk       = "create.disk"         // the bounded disk (a pool volume with its quota)
-	PhaseConfig     = "create.config"       // what init is told
-	PhaseCgroup     = "create.cgroup"       // cgroup made and limited
-	PhaseSpawn      = "create.spawn"        // clone in new namespaces and execve of init
-	PhaseAttach     = "create.attach"       // init's pid written to the cgroups
-	PhaseInitRun    = "create.init-runtime" // spawned until init's config is read (its Go runtime start)
-	PhaseMounts     = "create.init-mounts"  // init builds the root and pivots
-	PhaseWaitStart  = "create.init-wait-start"
-	PhaseInitExec   = "create.init-exec"   // cgroup namespace, bounding set
-	PhaseSupRuntime = "create.sup-runtime" // execve of the supervisor until its main
-	PhaseSupHarden  = "create.sup-harden"  // seccomp and the rest of harden
-	PhaseSupReady   = "create.sup-ready"   // hardened until the host has the ready answer
+	PhaseDirs       = "create.dirs"            // state dir, owner lock, mount points (the first sandbox: the disk pool too)
+	PhaseDisk       = "create.disk"            // the bounded disk (a pool volume with its quota)
+	PhaseConfig     = "create.config"          // what init is told
+	PhaseCgroup     = "create.cgroup"          // cgroup made and limited
+	PhaseSpawn      = "create.spawn"           // clone in new namespaces and execve of init
+	PhaseAttach     = "create.attach"          // init's pid written to the cgroups
+	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start)
+	PhaseMounts     = "create.init-mounts"     // init builds the root and pivots
+	PhaseWaitStart  = "create.init-wait-start" // until the host's start: the cgroup attach done
+	PhaseInitExec   = "create.init-exec"       // cgroup namespace, bounding set
+	PhaseSupRuntime = "create.sup-runtime"     // execve of the supervisor until its main
+	PhaseSupHarden  = "create.sup-harden"      // seccomp and the rest of harden
+	PhaseSupReady   = "create.sup-ready"       // hardened until the host has the ready answer
 	PhaseCreate     = "create.total"
 	PhaseShutdown   = "close.shutdown" // the supervisor's answer to shutdown
 	PhaseReap       = "close.reap"     // until init is reaped: every process of the sandbox gone
-	PhaseRelease    = "close.release"  // stdio relays, the control socket, kept upper dir
+	PhaseRelease    = "close.release"  // stdio relays, the control socket; a caller's trees (their mounts, kept upper, work dir)
 	PhaseClose      = "close.total"
 	PhaseMountsRm   = "cleanup.mounts" // the sandbox's mounts undone (see holdMounts)
 	PhaseVolume     = "cleanup.volume" // btrfs subvolume deleted
