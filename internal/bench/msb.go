@@ -102,6 +102,17 @@ func (t *msbTask) run(ctx context.Context, command string) error {
 
 func (t *msbTask) close() error { return errors.Join(t.sb.Close(), t.release()) }
 
+// phaseTimes are the sandbox's phases (sandbox.Timings), its cleanup's
+// included: it waits for that.
+func (t *msbTask) phaseTimes() []phaseTime {
+	<-t.sb.Cleaned()
+	var out []phaseTime
+	for _, p := range t.sb.Timings() {
+		out = append(out, phaseTime{p.Name, p.Duration})
+	}
+	return out
+}
+
 func (t *msbTask) pids() []int { return []int{t.sb.InitPid()} }
 
 // dirs are the sandbox's state dir and its writable layer.

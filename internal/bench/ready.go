@@ -61,8 +61,19 @@ func (b *bencher) ready(ctx context.Context, w *workload) {
 	b.failures(MeasureReady, w, failed)
 }
 
-// life is how long the steps of a task's life took.
-type life struct{ create, answer, task, close time.Duration }
+// life is how long the steps of a task's life took; detail holds the
+// method's own breakdown, where it has one (see phased).
+type life struct {
+	create, answer, task, close time.Duration
+	detail                      []phaseTime
+}
+
+// phased is a liveTask that times its own steps (msb: sandbox.Timings).
+type phased interface {
+	// phaseTimes, called after close, waits for what close left to the
+	// background and returns the phases of create, close and that.
+	phaseTimes() []phaseTime
+}
 
 type phaseTime struct {
 	phase string
@@ -75,7 +86,8 @@ func (l life) phases(task bool) []phaseTime {
 	if task {
 		ps = append(ps, phaseTime{"task", l.task})
 	}
-	return append(ps, phaseTime{"close", l.close}, phaseTime{"cycle", l.create + l.answer + l.task + l.close})
+	ps = append(ps, phaseTime{"close", l.close}, phaseTime{"cycle", l.create + l.answer + l.task + l.close})
+	return append(ps, l.detail...)
 }
 
 // lifeOf creates task i of m, runs answer and then task (unless "") in it
@@ -99,7 +111,11 @@ func lifeOf(ctx context.Context, m method, i int, answer, task string) (life, er
 	if err := errors.Join(err, cerr); err != nil {
 		return l, err
 	}
-	return life{create: t1.Sub(t0), answer: t2.Sub(t1), task: t3.Sub(t2), close: t4.Sub(t3)}, nil
+	l = life{create: t1.Sub(t0), answer: t2.Sub(t1), task: t3.Sub(t2), close: t4.Sub(t3)}
+	if p, ok := t.(phased); ok {
+		l.detail = p.phaseTimes()
+	}
+	return l, nil
 }
 
 // checkDrop drops each method's files of task 0 once and notes how much

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // run runs o for real with a test runtime and a fresh work dir, fails on
@@ -93,7 +95,7 @@ func wantSamples(t *testing.T, count map[Key]int, k Key, n int) {
 func TestRunBare(t *testing.T) {
 	o := Options{Workloads: []string{WorkloadBare}, Measures: []string{MeasureReady, MeasureThroughput, MeasureRoundTrip, MeasurePSS},
 		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3}
-	_, count, slots := run(t, o)
+	rep, count, slots := run(t, o)
 	for _, m := range []string{MethodMSB, MethodPaper} {
 		for _, c := range []string{Warm, Cold} {
 			for _, ph := range []string{"create", "answer", "ready", "close", "cycle"} {
@@ -113,6 +115,18 @@ func TestRunBare(t *testing.T) {
 		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseMemAvail, "", "n=3"}, 1)
 	}
 	wantSamples(t, count, Key{MeasurePSS, WorkloadBare, MethodMSB, PhaseHost, "", "n=3"}, 1)
+	// msb's own phases, its background cleanup's included; the paper's
+	// method has none.
+	for _, ph := range []string{sandbox.PhaseSpawn, sandbox.PhaseMounts, sandbox.PhaseReap, sandbox.PhaseClose, sandbox.PhaseStateRm, sandbox.PhaseCleanup} {
+		for _, c := range []string{Warm, Cold} {
+			wantSamples(t, count, Key{MeasureReady, WorkloadBare, MethodMSB, ph, c, ""}, o.Rounds)
+			wantSamples(t, count, Key{MeasureReady, WorkloadBare, MethodPaper, ph, c, ""}, 0)
+		}
+	}
+	var txt strings.Builder
+	if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "phase by phase") || !strings.Contains(txt.String(), sandbox.PhaseReap) {
+		t.Errorf("the summary has no table of msb's phases (%v):\n%s", err, txt.String())
+	}
 	for _, m := range []string{MethodRaw, MethodMSBHost, MethodMSB, MethodPaper} {
 		wantSamples(t, count, Key{MeasureRoundTrip, WorkloadBare, m, PhaseSession, Warm, ""}, o.RoundTrips)
 	}

@@ -11,7 +11,7 @@ import (
 
 // Measures.
 const (
-	MeasureReady      = "ready"      // phases create, answer, ready (= create+answer), close, cycle (= all three)
+	MeasureReady      = "ready"      // phases create, answer, ready (= create+answer), close, cycle (= all three); msb's own too (sandbox.Phase names)
 	MeasureThroughput = "throughput" // tasks created, answered and closed per second; Param workers=N
 	MeasureRoundTrip  = "roundtrip"  // one command's round trip; phase session or exec
 	MeasurePSS        = "pss"        // idle memory per task; phase pss (whole tree), top (root process), memavail

@@ -23,10 +23,16 @@ type view struct {
 	by        map[Key]Summary
 	workloads []string
 	params    map[string][]string // measure → params, in order of appearance
+	steps     []string            // msb's own phases of the ready measure (sandbox.Phase), in order
 }
 
 func newView(samples []Sample) *view {
 	v := &view{by: map[Key]Summary{}, params: map[string][]string{}}
+	for _, s := range samples {
+		if s.Measure == MeasureReady && strings.Contains(s.Phase, ".") && !slices.Contains(v.steps, s.Phase) {
+			v.steps = append(v.steps, s.Phase)
+		}
+	}
 	for _, s := range Summaries(samples) {
 		v.by[s.Key] = s
 		if !slices.Contains(v.workloads, s.Workload) {
@@ -117,6 +123,9 @@ func (r *Report) tables() []table {
 	for _, c := range []string{Warm, Cold} {
 		out = append(out, v.readyTable(c)...)
 	}
+	for _, c := range []string{Warm, Cold} {
+		out = append(out, v.stepTable(c)...)
+	}
 	out = append(out, v.throughputTable()...)
 	out = append(out, v.roundTripTable()...)
 	out = append(out, v.pssTable()...)
@@ -137,6 +146,24 @@ func (v *view) readyTable(cache string) []table {
 			t.rows = append(t.rows, []string{w, m, strconv.Itoa(s.N), v.cell(k, false), v.cell(k, true), v.cell(ph("create"), false), v.cell(ph("answer"), false),
 				v.cell(ph("task"), false), v.cell(ph("close"), false), v.cell(ph("cycle"), false), v.ratio(k, MethodPodman), v.ratio(k, MethodPaper),
 				v.ratio(ph("cycle"), MethodPodman), v.ratio(ph("cycle"), MethodPaper)})
+		}
+	}
+	return nonEmpty(t)
+}
+
+// stepTable breaks msb's create and close down into the sandbox's own
+// phases (sandbox.Timings): close.* is the caller's path, cleanup.* what
+// runs in the background after Close returned. Phases overlap (see
+// sandbox.Phase), so they do not add up to the totals.
+func (v *view) stepTable(cache string) []table {
+	t := table{title: "msb's create and close, phase by phase, " + cache + " (sandbox.Timings; phases overlap: create.attach runs during create.init-mounts; cleanup.* runs after Close returned)",
+		header: []string{"workload", "phase", "n", "p50", "p95", "mean"}}
+	for _, w := range v.workloads {
+		for _, ph := range v.steps {
+			k := Key{Measure: MeasureReady, Workload: w, Method: MethodMSB, Phase: ph, Cache: cache}
+			if s, ok := v.get(k); ok {
+				t.rows = append(t.rows, []string{w, ph, strconv.Itoa(s.N), v.cell(k, false), v.cell(k, true), fmtValue(s.Mean, s.Unit)})
+			}
 		}
 	}
 	return nonEmpty(t)

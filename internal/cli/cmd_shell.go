@@ -39,6 +39,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 	if err != nil {
 		return err
 	}
+	defer rt.Close() // after sb.Close: it waits for the sandbox's cleanup
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return err

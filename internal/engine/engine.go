@@ -56,7 +56,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, Exe: cfg.InitBinary, Logger: log})
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, Exe: cfg.InitBinary,
+		DiskAdmitted: cfg.DiskBudget > 0, Logger: log}) // a reservation is given back when Close returns: see closeAs
 	if err != nil {
 		return nil, err
 	}

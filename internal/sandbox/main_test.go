@@ -15,6 +15,11 @@ func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
+	if os.Getenv(envHelper) == helperDieClean {
+		err := dieInCleanup()
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	if code == 0 {
 		for _, err := range []error{privtest.CheckLeaks("/msb-test-state"), privtest.CheckPoolLeaks()} {

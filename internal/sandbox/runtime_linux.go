@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,14 @@ type RuntimeOptions struct {
 	// file (see package pool; unlinked at once, it leaves no file behind):
 	// a directory on a disk, default /var/tmp.
 	DiskDir string
-	Logger  *slog.Logger
+	// DiskAdmitted says the caller admits sandboxes by their disk limits
+	// (Limits.DiskBytes) and gives a sandbox's share back when its Close
+	// returns (the engine's disk budget): Close then deletes the sandbox's
+	// volume before it returns, instead of leaving that to the background
+	// cleanup, so that a sandbox admitted next never shares the pool with
+	// a volume whose share was given back.
+	DiskAdmitted bool
+	Logger       *slog.Logger
 }
 
 // Runtime creates sandboxes and cleans up after dead ones. Close it when
@@ -40,9 +48,10 @@ type Runtime struct {
 	exe      string
 	diskDir  string
 	rootless bool
+	syncDisk bool // RuntimeOptions.DiskAdmitted
 	cg       cgroup.Info
 	log      *slog.Logger
-	empty    string // an empty dir, the lower layer of a host-base root
+	empty    string // the lower layer of a root without layers: only mount points (makeMountPoints)
 
 	// Made on first use, once: see disk and idmap.
 	diskOnce  sync.Once
@@ -51,6 +60,67 @@ type Runtime struct {
 	idmapNS   *os.File // user namespace of idmapped host dirs; nil: none
 	idmapWhy  string   // why there is none
 	closed    atomic.Bool
+
+	// Sandboxes' cleanups after Close (Sandbox.cleanup): bg counts those
+	// running; once bgClosed, cleanLater runs them on the caller's path.
+	bgMu     sync.Mutex // guards bgClosed, bgErrs, bgFailed and bg.Add
+	bg       sync.WaitGroup
+	bgClosed bool
+	bgErrs   []error // the first maxCleanupErrs failures
+	bgFailed int     // how many failed in all
+}
+
+// maxCleanupErrs bounds the cleanup failures a runtime keeps for Close.
+const maxCleanupErrs = 16
+
+// cleanLater runs s.cleanup in the background, or at once after Close.
+func (rt *Runtime) cleanLater(s *Sandbox) {
+	rt.bgMu.Lock()
+	if rt.bgClosed {
+		rt.bgMu.Unlock()
+		s.cleanup()
+		rt.cleaned(s)
+		return
+	}
+	rt.bg.Add(1)
+	rt.bgMu.Unlock()
+	go func() {
+		defer rt.bg.Done()
+		s.cleanup()
+		rt.cleaned(s)
+	}()
+}
+
+// cleaned notes the outcome of s's cleanup.
+func (rt *Runtime) cleaned(s *Sandbox) {
+	if s.cleanupErr == nil {
+		return
+	}
+	s.log.Warn("cleaning up after a closed sandbox", "err", s.cleanupErr)
+	rt.bgMu.Lock()
+	defer rt.bgMu.Unlock()
+	if rt.bgFailed++; len(rt.bgErrs) < maxCleanupErrs {
+		rt.bgErrs = append(rt.bgErrs, fmt.Errorf("sandbox %s: %w", s.ID, s.cleanupErr))
+	}
+}
+
+// waitCleanups waits for the cleanups running in the background, stops
+// more from starting there, and returns what they could not remove.
+func (rt *Runtime) waitCleanups() error {
+	rt.bgMu.Lock()
+	rt.bgClosed = true
+	rt.bgMu.Unlock()
+	rt.bg.Wait()
+	rt.bgMu.Lock()
+	defer rt.bgMu.Unlock()
+	errs := rt.bgErrs
+	if n := rt.bgFailed - len(errs); n > 0 {
+		errs = append(errs, fmt.Errorf("and %d more sandboxes' cleanups failed", n))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("cleaning up after closed sandboxes: %w", errors.Join(errs...))
 }
 
 // ErrRuntimeClosed is returned by Create after Close.
@@ -89,7 +159,8 @@ func DefaultStateDir(runtimeDir string) string {
 
 // NewRuntime prepares the state directory and detects cgroup support.
 func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
-	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, diskDir: opts.DiskDir, rootless: os.Geteuid() != 0, log: opts.Logger}
+	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, diskDir: opts.DiskDir, rootless: os.Geteuid() != 0,
+		syncDisk: opts.DiskAdmitted, log: opts.Logger}
 	if rt.stateDir == "" {
 		rt.stateDir = DefaultStateDir("")
 	}
@@ -113,8 +184,8 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, fmt.Errorf("creating state dir: %w", err)
 	}
 	rt.empty = filepath.Join(rt.stateDir, ".empty")
-	if err := os.MkdirAll(rt.empty, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", rt.empty, err)
+	if err := makeMountPoints(rt.empty); err != nil {
+		return nil, err
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
 	if rt.cg.Usable() {
@@ -124,6 +195,39 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// makeMountPoints makes dir, the lower layer of sandboxes without layers,
+// holding only what init mounts on in every host-base root: the default
+// host dirs (as symlinks where they are symlinks on the host, as with a
+// merged /usr), /proc, /dev and /tmp. Made once here, init need not make
+// them in each sandbox's upper dir.
+func makeMountPoints(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for _, d := range append([]string{"/proc", "/dev", "/tmp"}, DefaultHostDirs...) {
+		p := filepath.Join(dir, d)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		var err error
+		switch fi, lerr := os.Lstat(d); {
+		case !slices.Contains(DefaultHostDirs, d) || lerr == nil && fi.IsDir():
+			err = os.Mkdir(p, 0o755)
+		case lerr == nil && fi.Mode()&os.ModeSymlink != 0:
+			var link string
+			if link, err = os.Readlink(d); err == nil {
+				err = os.Symlink(link, p)
+			}
+		default:
+			continue // not on this host, or not a dir: init deals with it
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) { // another runtime of the state dir made it meanwhile
+			return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
+		}
+	}
+	return nil
 }
 
 // InitBinary is the name of the small sandbox-side binary msb prefers.
@@ -190,14 +294,16 @@ func (rt *Runtime) Enforcement() Enforcement {
 // pages to it: then the tmpfs sizes are bounded by the memory limit too.
 func (rt *Runtime) memoryHoldsFiles() bool { return !rt.cg.Usable() }
 
-// Close releases what the runtime holds for its sandboxes (the disk pool,
-// the idmap user namespace). Close the sandboxes first: a pool's volumes
-// cannot be removed after Close. Closing again does nothing.
+// Close waits for the cleanups of closed sandboxes (see Sandbox.Close) and
+// releases what the runtime holds for its sandboxes (the disk pool, the
+// idmap user namespace); it returns what those cleanups could not remove.
+// Close the sandboxes first: a pool's volumes cannot be removed after
+// Close. Closing again does nothing.
 func (rt *Runtime) Close() error {
 	if rt.closed.Swap(true) {
 		return nil // closed before
 	}
-	var errs []error
+	errs := []error{rt.waitCleanups()}
 	rt.diskOnce.Do(func() {}) // nothing more is made after Close
 	if p := rt.diskSetup.pool; p != nil {
 		errs = append(errs, p.Close())

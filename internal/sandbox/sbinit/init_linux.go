@@ -24,6 +24,17 @@ const (
 	StageSup    = "supervisor"
 )
 
+// Steps init and the supervisor stamp on their way to ready (wire.Stamp),
+// in order.
+const (
+	StepInitConfig = "init.config"  // init's Go runtime up, its config read
+	StepInitRoot   = "init.root"    // the root built and pivoted into
+	StepInitStart  = "init.start"   // the host's start (init is in its cgroups)
+	StepInitExec   = "init.exec"    // bounding set cut, about to exec the supervisor
+	StepSupMain    = "sup.main"     // the supervisor's Go runtime up
+	StepSupHarden  = "sup.hardened" // seccomp and the rest of harden done
+)
+
 // CtlFd is the control socket's descriptor number in init and supervisor.
 const CtlFd = 3
 
@@ -72,6 +83,7 @@ func initMain() error {
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
+	cfg.Stamps = wire.Stamped(nil, StepInitConfig)
 	if err := buildRoot(&cfg); err != nil {
 		return err
 	}
@@ -88,6 +100,7 @@ func initMain() error {
 	if err := pivot(cfg.Root); err != nil {
 		return err
 	}
+	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitRoot)
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.
 	var start wire.Request
@@ -97,6 +110,7 @@ func initMain() error {
 	if start.Op != wire.OpStart {
 		return fmt.Errorf("waiting for start: got op %q", start.Op)
 	}
+	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitStart)
 	if cfg.CgroupNS {
 		// This makes the sandbox's cgroup the root of what it sees.
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -109,6 +123,7 @@ func initMain() error {
 	if err := dropBoundingCaps(); err != nil {
 		return err
 	}
+	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitExec)
 	cfgFd, err := configFd(&cfg)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ type supervisor struct {
 }
 
 func supervisorMain() error {
+	mainAt := wire.Mono()
 	// exec made the process dumpable again. A dumpable supervisor could be
 	// reached by the agent's processes, which have its user: its memory
 	// (/proc/1/mem), its descriptors (/proc/1/fd, pidfd_getfd: the control
@@ -41,6 +42,7 @@ func supervisorMain() error {
 	if err != nil {
 		return err
 	}
+	cfg.Stamps = append(cfg.Stamps, wire.Stamp{Step: StepSupMain, Mono: mainAt})
 	os.Unsetenv(EnvConfigFd)
 	os.Unsetenv(EnvStage)
 	// The control socket came through exec; no command may inherit it,
@@ -52,6 +54,7 @@ func supervisorMain() error {
 	if err := harden(&cfg); err != nil {
 		return err
 	}
+	cfg.Stamps = wire.Stamped(cfg.Stamps, StepSupHarden)
 	if err := openRoot(); err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func supervisorMain() error {
 	ctl := os.NewFile(CtlFd, "ctl")
 	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), sessions: map[string]*session.Session{},
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
-	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid()}}); err != nil {
+	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	go prewarmThreads()

@@ -40,6 +40,17 @@ type Config struct {
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
 	CgroupNS  bool     `json:"cgroupns"`
 	MaxOutput int      `json:"max_output,omitempty"`
+	// Stamps are the moments init reached its steps, which it hands on to
+	// the supervisor (see Ready.Stamps); the host sends none.
+	Stamps []Stamp `json:"stamps,omitempty"`
+}
+
+// Stamp is the moment a sandbox stage reached a step, on CLOCK_MONOTONIC
+// (which the host and the sandbox share: sandboxes have no time
+// namespace), so that the host can place it among its own.
+type Stamp struct {
+	Step string `json:"step"`
+	Mono int64  `json:"mono"` // nanoseconds
 }
 
 // IdmapFd is the descriptor of the idmap user namespace in init (after the

@@ -94,6 +94,8 @@ const (
 // Ready is the supervisor's first answer.
 type Ready struct {
 	SupervisorPid int `json:"supervisor_pid"`
+	// Stamps are init's and the supervisor's steps until ready, in order.
+	Stamps []Stamp `json:"stamps,omitempty"`
 }
 
 // Entry is one directory entry of OpListDir.

@@ -1,0 +1,229 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/sandbox/pool"
+)
+
+// testCloseThenRuntimeClose: Close returns with the sandbox's processes
+// gone; the rest of its cleanup ends by the time Runtime.Close returns,
+// leaving nothing (testRuntime checks the state dir and cgroups), and its
+// phases are all timed.
+func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
+	rt := testRuntime(t)
+	sb := create(t, rt, Config{HostBase: true})
+	mustOK(t, sb, "echo x > /written")
+	pid, dir := sb.InitPid(), sb.dir
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Fatalf("init %d still exists after Close", pid)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sb.Cleaned():
+	default:
+		t.Fatal("Runtime.Close returned before the sandbox's cleanup ended")
+	}
+	if err := sb.CleanupErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("state dir %s left after Runtime.Close", dir)
+	}
+	want := []string{PhaseDirs, PhaseConfig, PhaseSpawn, PhaseInitRun, PhaseMounts, PhaseWaitStart, PhaseInitExec, PhaseSupRuntime,
+		PhaseSupHarden, PhaseSupReady, PhaseCreate, PhaseShutdown, PhaseReap, PhaseRelease, PhaseClose, PhaseMountsRm, PhaseStateRm, PhaseCleanup}
+	if rt.disk().kind != diskHost {
+		want = append(want, PhaseDisk)
+	}
+	if rt.disk().kind == diskPool {
+		want = append(want, PhaseVolume)
+	}
+	if rt.cg.Usable() {
+		want = append(want, PhaseCgroup, PhaseAttach, PhaseCgroupRm)
+	}
+	t.Logf("phases: %v", sb.Timings())
+	got := map[string]time.Duration{}
+	for _, p := range sb.Timings() {
+		if _, dup := got[p.Name]; dup || p.Duration < 0 {
+			t.Errorf("phase %s twice or negative: %v", p.Name, sb.Timings())
+		}
+		got[p.Name] = p.Duration
+	}
+	for _, w := range want {
+		if _, ok := got[w]; !ok {
+			t.Errorf("phase %s not timed: %v", w, sb.Timings())
+		}
+	}
+	if got[PhaseReap] > got[PhaseClose] || got[PhaseMounts] > got[PhaseCreate] {
+		t.Errorf("a phase is longer than its whole: %v", sb.Timings())
+	}
+}
+
+// Environment of the helper process testKilledDuringCleanup starts.
+const (
+	envHelper      = "MSB_TEST_HELPER"
+	helperDieClean = "die-in-cleanup"
+	envHelperState = "MSB_TEST_HELPER_STATE"
+	envHelperStep  = "MSB_TEST_HELPER_STEP"
+)
+
+// helperReport is what the helper says once its cleanup stopped.
+type helperReport struct {
+	ID      string   `json:"id"`
+	Dir     string   `json:"dir"`
+	Cgroups []string `json:"cgroups"`
+	Step    string   `json:"step"`
+}
+
+// dieInCleanup is the helper: it closes a sandbox, stops the cleanup after
+// Close at the step $MSB_TEST_HELPER_STEP, says so and waits to be killed.
+func dieInCleanup() error {
+	rt, err := NewRuntime(RuntimeOptions{StateDir: os.Getenv(envHelperState)})
+	if err != nil {
+		return err
+	}
+	sb, err := rt.Create(context.Background(), Config{HostBase: true})
+	if err != nil {
+		return err
+	}
+	rep := helperReport{ID: sb.ID, Dir: sb.dir}
+	if sb.cg != nil {
+		rep.Cgroups = sb.cg.Dirs()
+	}
+	testHookCleanup = func(step string) {
+		if step == os.Getenv(envHelperStep) {
+			rep.Step = step
+			json.NewEncoder(os.Stdout).Encode(rep)
+			select {}
+		}
+	}
+	if err := sb.Close(); err != nil {
+		return err
+	}
+	select {}
+}
+
+// testKilledDuringCleanup: an msb killed while a closed sandbox's cleanup
+// runs in the background leaves only what GC removes.
+func testKilledDuringCleanup(t *testing.T, _ *Runtime) {
+	for _, step := range []string{"begin", "volume"} {
+		t.Run(step, func(t *testing.T) {
+			rt := testRuntime(t)
+			cmd := exec.Command("/proc/self/exe", "-test.run=^$")
+			cmd.Env = append(os.Environ(), envHelper+"="+helperDieClean, envHelperState+"="+rt.StateDir(), envHelperStep+"="+step)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadBytes('\n')
+			cmd.Process.Kill()
+			cmd.Wait()
+			var rep helperReport
+			if err != nil || json.Unmarshal(line, &rep) != nil || rep.Step != step {
+				t.Fatalf("helper said %q (%v)", line, err)
+			}
+			if _, err := os.Stat(rep.Dir); err != nil {
+				t.Fatalf("the killed msb's state dir is gone already (%v): nothing left to test", err)
+			}
+			gc := rt.GC()
+			if len(gc.Sandboxes) != 1 || gc.Sandboxes[0] != rep.Dir || len(gc.Errors) > 0 {
+				t.Fatalf("gc report %+v, want the state dir %s", gc, rep.Dir)
+			}
+			for _, d := range rep.Cgroups {
+				if _, err := os.Stat(d); err == nil {
+					t.Errorf("cgroup %s left after gc", d)
+				}
+			}
+			if left := helperPools(cmd.Process.Pid); len(left) > 0 {
+				t.Errorf("the killed msb's disk pool is still attached: %v", left)
+			}
+		})
+	}
+}
+
+// helperPools lists the loop devices of disk pools the process pid made
+// (see privtest.PoolLeaks), waiting a little for them to detach.
+func helperPools(pid int) []string {
+	mine := fmt.Sprintf("/%s%d-", pool.BackingPrefix, pid)
+	var left []string
+	for i := 0; i < 100; i++ {
+		left = nil
+		files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), mine) {
+				left = append(left, f)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return left
+}
+
+// testDiskAdmittedClose: with RuntimeOptions.DiskAdmitted, the sandbox's
+// volume is gone when Close returns (its disk reservation may be given
+// back then), not later in the background.
+func testDiskAdmittedClose(t *testing.T, _ *Runtime) {
+	rt := testRuntime(t)
+	rt.syncDisk = true
+	if rt.disk().kind != diskPool {
+		t.Skipf("no disk pool in %s mode: no volume to remove", rt.Mode())
+	}
+	sb := create(t, rt, Config{HostBase: true})
+	mustOK(t, sb, "head -c 1M /dev/zero > /written")
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var volume bool
+	for _, p := range sb.Timings() {
+		volume = volume || p.Name == PhaseVolume
+	}
+	if !volume {
+		t.Fatalf("Close returned before removing the volume: %v", sb.Timings())
+	}
+}
+
+// testUpperHoldsOnlyWrites: the mount points of a host-base root are in
+// the runtime's lower dir (makeMountPoints), so a caller's upper dir holds
+// only what the sandbox wrote, and nothing the caller removes is a former
+// mount point.
+func testUpperHoldsOnlyWrites(t *testing.T, rt *Runtime) {
+	upper := t.TempDir()
+	sb := create(t, rt, Config{HostBase: true, UpperDir: upper})
+	mustOK(t, sb, "echo x > /written && ls /usr/bin/env /proc/self /dev/null /tmp >/dev/null")
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "written" {
+		t.Fatalf("upper dir holds %v, want only the file written", names)
+	}
+}
