@@ -32,8 +32,8 @@ func (b *bencher) setupMSB(ctx context.Context, w *workload) error {
 			b.logf("msb: built %s in %s", in.InstanceID, time.Since(t0).Round(time.Millisecond))
 		}
 		p.Release()
-		if len(p.Layers) < 2 {
-			return fmt.Errorf("preparing %s: %d layers, want the environment's and the repository's (copy mode is not benchmarked)", in.InstanceID, len(p.Layers))
+		if len(p.Layers) < 2 || p.InstallLayer != "" {
+			return fmt.Errorf("preparing %s: %d layers, want the environment's and the repository's only (copy mode and install layers are not benchmarked)", in.InstanceID, len(p.Layers))
 		}
 		if i == 0 {
 			w.envLayer, w.envTree = p.EnvLayer, p.Layers[len(p.Layers)-2]
@@ -46,7 +46,7 @@ func (b *bencher) setupMSB(ctx context.Context, w *workload) error {
 
 func (b *bencher) openCache(dir string, offline bool) (*envcache.Cache, error) {
 	return envcache.Open(envcache.Options{Dir: dir, Runtime: b.rt, Pythons: map[string]string{"3": b.o.Python},
-		SystemSitePackages: offline, Logger: b.o.Logger})
+		SystemSitePackages: offline, BuildNetwork: !offline, Logger: b.o.Logger})
 }
 
 // setupPaper makes the paper's tarballs from msb's layers (the same venv

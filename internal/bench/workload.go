@@ -122,17 +122,19 @@ type RealRepo struct {
 	Repo    string // owner/name, e.g. psf/requests
 	Source  string // a local clone or mirror (never fetched from the network)
 	Package string // the package under test, imported by the task command
-	// Packages and Install are the environment's pip packages and install
-	// step (the SWE-bench spec's "packages" and "install").
+	// Packages are the shared environment's pip packages: the test runner
+	// and what the package under test needs (its checkout in /testbed is
+	// what the task imports). No per-instance install step: every method
+	// shares one venv, as the comparison requires.
 	Packages string
-	Install  string
 }
 
 func (r RealRepo) name() string { return r.Repo[strings.LastIndexByte(r.Repo, '/')+1:] }
 
-// Requests is the default real workload: psf/requests as SWE-bench
-// installs it.
-var Requests = RealRepo{Repo: "psf/requests", Package: "requests", Packages: "pytest", Install: "python -m pip install ."}
+// Requests is the default real workload: psf/requests, its environment
+// pytest and requests' release from PyPI (for its dependencies; the task
+// imports the checkout's own requests from /testbed, first on sys.path).
+var Requests = RealRepo{Repo: "psf/requests", Package: "requests", Packages: "pytest requests"}
 
 // realWorkload reads n commits of r.Source.
 func realWorkload(ctx context.Context, r RealRepo, n int) (*workload, error) {
@@ -152,8 +154,8 @@ func realWorkload(ctx context.Context, r RealRepo, n int) (*workload, error) {
 		return nil, fmt.Errorf("%s has %d commits on its first-parent line, the benchmark needs %d", src, len(commits), n)
 	}
 	w := &workload{name: r.name(), answer: repoAnswer, task: taskCommand(r.Package), repo: r.Repo, source: src,
-		spec:    spec.Spec{Repo: r.Repo, Version: "bench", Python: "3", Packages: r.Packages, Install: r.Install},
-		install: installScript(false, r.Packages, r.Install)}
+		spec:    spec.Spec{Repo: r.Repo, Version: "bench", Python: "3", Packages: r.Packages},
+		install: installScript(false, r.Packages, "")}
 	w.insts = instances(w.repo, w.source, commits)
 	return w, nil
 }

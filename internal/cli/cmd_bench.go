@@ -78,8 +78,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.FileSize, "file-size", 4096, "bytes per file of the synthetic repository")
 	fs.StringVar(&f.source, "repo-source", "", "the real workload's repository, owner/name=PATH of a local clone (default repository psf/requests)")
 	fs.StringVar(&o.Real.Package, "package", "", "the real workload's package under test (default requests)")
-	fs.StringVar(&o.Real.Packages, "pip-packages", "", "the real workload's pip packages (default pytest)")
-	fs.StringVar(&o.Real.Install, "install", "", "the real workload's install step (default python -m pip install .)")
+	fs.StringVar(&o.Real.Packages, "pip-packages", "", "the real workload's shared environment: pip packages, the test runner and the package's dependencies (default pytest requests)")
 	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter the environments are built with")
 	fs.BoolVar(&f.podman, "podman", true, "compare with podman (skipped, and said so, when it is not installed)")
 	fs.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
@@ -138,8 +137,8 @@ func (f *benchFlags) options() (bench.Options, error) {
 			return o, fmt.Errorf("%w: --repo-source %q: want owner/name=PATH", errUsage, f.source)
 		}
 		def := bench.Requests
-		if repo != def.Repo && (o.Real.Package == "" || o.Real.Install == "") {
-			return o, fmt.Errorf("%w: --repo-source %s: give --package and --install for a repository other than %s", errUsage, repo, def.Repo)
+		if repo != def.Repo && (o.Real.Package == "" || o.Real.Packages == "") {
+			return o, fmt.Errorf("%w: --repo-source %s: give --package and --pip-packages for a repository other than %s", errUsage, repo, def.Repo)
 		}
 		o.Real.Repo, o.Real.Source = repo, path
 		if o.Real.Package == "" {
@@ -147,9 +146,6 @@ func (f *benchFlags) options() (bench.Options, error) {
 		}
 		if o.Real.Packages == "" && repo == def.Repo {
 			o.Real.Packages = def.Packages
-		}
-		if o.Real.Install == "" {
-			o.Real.Install = def.Install
 		}
 	}
 	return o, nil

@@ -27,6 +27,13 @@ import (
 const testGrace = 200 * time.Millisecond
 
 func TestMain(m *testing.M) {
+	// Every process this binary starts stays its descendant, orphans
+	// included (they are re-parented here), so the leak check below can
+	// tell its own from other test binaries' sessions on the same host.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: PR_SET_CHILD_SUBREAPER: %v\n", err)
+		os.Exit(1)
+	}
 	fdsBefore, goroutinesBefore := countFDs(), runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
@@ -51,19 +58,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leakedProcesses lists live processes carrying any session's marker.
-var selfPidNS, _ = os.Readlink("/proc/self/ns/pid")
-
+// leakedProcesses lists this binary's live descendants that carry a
+// session's marker (other test binaries' sessions are not its leaks).
 func leakedProcesses() []string {
 	var out []string
 	forEachPID(func(pid int) {
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err != nil || !bytes.Contains(env, []byte(MarkerEnv+"=")) {
-			return
-		}
-		// Sessions of other test binaries (sandboxes run in PID namespaces
-		// of their own) are not this process's leaks.
-		if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); ns != selfPidNS {
+		if err != nil || !bytes.Contains(env, []byte(MarkerEnv+"=")) || !descendant(pid) {
 			return
 		}
 		if st, ok := readStat(pid); ok && alive(st) {
@@ -72,6 +73,22 @@ func leakedProcesses() []string {
 		}
 	})
 	return out
+}
+
+// descendant: pid's parent chain reaches this process.
+func descendant(pid int) bool {
+	self := os.Getpid()
+	for pid > 1 {
+		st, ok := readStat(pid)
+		if !ok {
+			return false
+		}
+		if st.ppid == self {
+			return true
+		}
+		pid = st.ppid
+	}
+	return false
 }
 
 func countFDs() int {
