@@ -32,8 +32,10 @@ func testInheritedDescriptors(t *testing.T, rt *Runtime) {
 	}
 	defer unix.Close(fd)
 	n := strconv.Itoa(fd)
-	var out strings.Builder
-	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{Out: &out, Err: &out}})
+	// Run's stdout and stderr are relayed apart (two pipes): one builder
+	// each, so that the order in which they arrive cannot matter.
+	var out, errOut strings.Builder
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{Out: &out, Err: &errOut}})
 	attack := "ls /proc/self/fd | tr '\\n' ' '; cat /proc/self/fd/" + n + "/secret; echo pwned > /proc/self/fd/" + n + "/pwned"
 	check := func(how, got string) {
 		t.Helper()
@@ -61,6 +63,9 @@ func testInheritedDescriptors(t *testing.T, rt *Runtime) {
 		t.Fatal(err)
 	}
 	check("run", out.String())
+	if strings.Contains(errOut.String(), "HOST-SECRET") {
+		t.Errorf("run read the host file through inherited fd %d: %q", fd, errOut.String())
+	}
 	// The supervisor holds nothing of the host's either.
 	pfd := "/proc/" + strconv.Itoa(sb.InitPid()) + "/fd/"
 	ents, err := os.ReadDir(pfd)

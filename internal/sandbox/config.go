@@ -68,7 +68,10 @@ type Config struct {
 
 // Stdio are what a sandbox's Run and Shell commands are relayed to, from
 // Create until Close. A nil field is /dev/null. In is read by a goroutine
-// that ends at In's end of file or, after Close, at its next read.
+// that ends at In's end of file or, after Close, at its next read. Out and
+// Err are written by a goroutine each, so one Writer given as both must be
+// safe for concurrent writes (an *os.File is; a bytes.Buffer is not), and
+// what the two streams carry arrives in no set order between them.
 type Stdio struct {
 	In       io.Reader
 	Out, Err io.Writer
