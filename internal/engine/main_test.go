@@ -2,66 +2,28 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/minisandbox/msb/internal/demo"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/privtest"
-	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
-func TestMain(m *testing.M) {
-	if sbinit.IsChild() {
-		sbinit.Main()
-	}
-	code := m.Run()
-	if gen.dir != "" {
-		if err := sandbox.RemoveAll(gen.dir); err != nil {
-			fmt.Fprintln(os.Stderr, "removing the fixture:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks(""); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
 // TestRootless reruns the engine tests as an unprivileged user.
 func TestRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestEngine")
 }
 
-// gen is the demo project and a cache shared by the tests of the binary
-// (the environment is built once).
-var gen struct {
-	once sync.Once
-	dir  string
-	g    *demo.Generated
-	err  error
-}
+// gen is the demo project and a cache (under its dir) shared by the
+// tests of the binary: the environment is built once.
+var gen = demotest.New("msb-engine-test-")
 
-func generated(t *testing.T) *demo.Generated {
-	t.Helper()
-	gen.once.Do(func() {
-		if gen.dir, gen.err = os.MkdirTemp(os.Getenv(privtest.StateBaseEnv), "msb-engine-test-"); gen.err == nil {
-			gen.g, gen.err = demo.Generate(context.Background(), filepath.Join(gen.dir, "gen"))
-		}
-	})
-	if gen.err != nil {
-		t.Fatal(gen.err)
-	}
-	return gen.g
-}
+func generated(t testing.TB) *demo.Generated { return gen.Generated(t) }
 
 // openEngine opens an engine on the shared cache with the demo's specs
 // (plus extra YAML) and its instances; it is closed after the test, which
@@ -73,7 +35,7 @@ func openEngine(t *testing.T, extra string, edit func(*Config)) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{StateDir: privtest.StateDir(t), Cache: CacheConfig{Dir: filepath.Join(gen.dir, "cache")}, Overrides: ov, TestTimeout: time.Minute}
+	cfg := Config{StateDir: privtest.StateDir(t), Cache: CacheConfig{Dir: filepath.Join(gen.Dir(), "cache")}, Overrides: ov, TestTimeout: time.Minute}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -2,68 +2,32 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/demo"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
-	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
-func TestMain(m *testing.M) {
-	if sbinit.IsChild() {
-		sbinit.Main()
-	}
-	code := m.Run()
-	if gen.dir != "" {
-		if err := sandbox.RemoveAll(gen.dir); err != nil {
-			fmt.Fprintln(os.Stderr, "removing the fixture:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks(""); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
 // TestRootless reruns the daemon's API tests as an unprivileged user.
 func TestRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestServer")
 }
 
-// gen is the demo project and a cache shared by the tests of the binary.
-var gen struct {
-	once sync.Once
-	dir  string
-	g    *demo.Generated
-	err  error
-}
+// gen is the demo project and a cache (under its dir) shared by the
+// tests of the binary: the environment is built once.
+var gen = demotest.New("msb-server-test-")
 
-func generated(t testing.TB) *demo.Generated {
-	t.Helper()
-	gen.once.Do(func() {
-		if gen.dir, gen.err = os.MkdirTemp(os.Getenv(privtest.StateBaseEnv), "msb-server-test-"); gen.err == nil {
-			gen.g, gen.err = demo.Generate(context.Background(), filepath.Join(gen.dir, "gen"))
-		}
-	})
-	if gen.err != nil {
-		t.Fatal(gen.err)
-	}
-	return gen.g
-}
+func generated(t testing.TB) *demo.Generated { return gen.Generated(t) }
 
 // daemon is a real msb serve in the test process: an engine on the demo's
 // cache, a unix socket and a TCP listener with a token.
@@ -89,7 +53,7 @@ func startDaemon(t *testing.T, edit func(*engine.Config), opts func(*Options)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.Config{StateDir: privtest.StateDir(t), Cache: engine.CacheConfig{Dir: filepath.Join(gen.dir, "cache")}, Overrides: ov,
+	cfg := engine.Config{StateDir: privtest.StateDir(t), Cache: engine.CacheConfig{Dir: filepath.Join(gen.Dir(), "cache")}, Overrides: ov,
 		TestTimeout: time.Minute, ReapInterval: 20 * time.Millisecond}
 	if edit != nil {
 		edit(&cfg)

@@ -1,53 +1,33 @@
 package task
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/minisandbox/msb/internal/demo"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
-func TestMain(m *testing.M) {
-	if sbinit.IsChild() {
-		sbinit.Main()
-	}
-	code := m.Run()
-	if fix != nil {
-		if err := sandbox.RemoveAll(fix.dir); err != nil {
-			fmt.Fprintln(os.Stderr, "removing the fixture:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks(""); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
 // TestRootless reruns the task tests as an unprivileged user.
 func TestRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready)")
 }
 
-// fixture is a generated project, its instances and a cache shared by the
-// tests of a test binary (the environment is built once).
+// gen is the demo project of the test binary; fixture adds a runtime and
+// a cache in its dir, shared by the tests (the environment is built once).
+var gen = demotest.New("msb-task-test-")
+
 type fixture struct {
 	gen *demo.Generated
 	env Env
-	dir string
 }
 
 var (
@@ -58,28 +38,20 @@ var (
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	g := gen.Generated(t)
 	fixOnce.Do(func() {
-		dir, err := os.MkdirTemp(os.Getenv(privtest.StateBaseEnv), "msb-task-test-")
+		rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: filepath.Join(gen.Dir(), "state")})
 		if err != nil {
 			fixErr = err
 			return
 		}
-		f := &fixture{dir: dir}
-		if f.gen, fixErr = demo.Generate(context.Background(), filepath.Join(dir, "gen")); fixErr != nil {
-			return
-		}
-		rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: filepath.Join(dir, "state")})
+		gen.OnClose(rt.Close)
+		cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache"), Runtime: rt})
 		if err != nil {
 			fixErr = err
 			return
 		}
-		cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(dir, "cache"), Runtime: rt})
-		if err != nil {
-			fixErr = err
-			return
-		}
-		f.env = Env{Runtime: rt, Cache: cache}
-		fix = f
+		fix = &fixture{gen: g, env: Env{Runtime: rt, Cache: cache}}
 	})
 	if fixErr != nil {
 		t.Fatal(fixErr)
