@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		if err := privtest.CheckLeaks("msb-bench-test"); err != nil {
+		if err := privtest.CheckLeaks("msb-test-state-"); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)
 			code = 1
 		}
@@ -29,24 +29,14 @@ func TestMain(m *testing.M) {
 
 func testRuntime(t testing.TB) *sandbox.Runtime {
 	t.Helper()
-	base := os.Getenv("MSB_TEST_STATE_BASE")
-	if base == "" {
-		base = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "msb-bench-test-")
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: privtest.StateDir(t)})
 	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: dir})
-	if err != nil {
-		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := rt.Close(); err != nil {
 			t.Error(err)
 		}
-		os.RemoveAll(dir)
 	})
 	return rt
 }
