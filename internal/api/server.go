@@ -63,6 +63,10 @@ type Quota struct {
 	DiskUsedBytes    int64 `json:"disk_used_bytes"`
 	MaxBodyBytes     int64 `json:"max_body_bytes"`
 	MaxAdmissionWait int64 `json:"max_admission_wait_ns"`
+	// GradingReserve is how many evaluation sandboxes the budgets keep
+	// room for that agents' sandboxes cannot take (a sandbox's evaluate
+	// grades in a second sandbox while the agent's is open).
+	GradingReserve int `json:"grading_reserve"`
 }
 
 // CreateSandboxRequest is POST /v1/sandboxes. Give InstanceID (an instance

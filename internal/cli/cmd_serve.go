@@ -24,6 +24,7 @@ type serveFlags struct {
 	tokenFile      string
 	socketGroup    string
 	maxSandboxes   int
+	gradingReserve int
 	memoryBudget   string
 	diskBudget     string
 	memory, disk   string
@@ -59,6 +60,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.tokenFile, "token-file", "", "file whose first line is the token TCP clients must send (Authorization: Bearer; env MSB_TOKEN)")
 	fs.StringVar(&f.socketGroup, "socket-group", "", "group that may use the unix socket (mode 0660; default only you, 0600)")
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "live sandboxes at once, evaluations' included (0: no bound)")
+	fs.IntVar(&f.gradingReserve, "grading-reserve", 1, "evaluation sandboxes the budgets keep room for that agents' sandboxes cannot take (0: none)")
 	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve (their limits), e.g. 16G (default: available memory)")
 	fs.StringVar(&f.diskBudget, "disk-budget", "", "disk all sandboxes may reserve (their disk limits), e.g. 200G (default: none)")
 	fs.StringVar(&f.memory, "memory", "", "default memory limit of a sandbox (default 4G)")
@@ -101,8 +103,8 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	if err != nil {
 		return err
 	}
-	if f.maxSandboxes < 0 || f.lifetime < 0 || f.idle < 0 {
-		return fmt.Errorf("%w: --max-sandboxes, --lifetime and --idle-timeout must not be negative", errUsage)
+	if f.maxSandboxes < 0 || f.gradingReserve < 0 || f.lifetime < 0 || f.idle < 0 {
+		return fmt.Errorf("%w: --max-sandboxes, --grading-reserve, --lifetime and --idle-timeout must not be negative", errUsage)
 	}
 	if f.instance != "" && !f.swerex {
 		return fmt.Errorf("%w: --instance is for --swerex (the one sandbox it serves)", errUsage)
@@ -140,6 +142,10 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		return err
 	}
 	cfg.Logger, cfg.MaxSandboxes, cfg.DiskBudget, cfg.Lifetime, cfg.IdleTimeout = log, f.maxSandboxes, diskBudget, f.lifetime, f.idle
+	cfg.GradingReserve = f.gradingReserve
+	if f.gradingReserve == 0 {
+		cfg.GradingReserve = -1 // the engine's 0 is its default
+	}
 	if memBudget > 0 {
 		cfg.MemoryBudget = memBudget
 	}

@@ -12,12 +12,21 @@ import (
 
 // admission bounds what live sandboxes reserve together: memory (their
 // memory limits), disk (their disk limits) and their number. A request
-// that does not fit waits in line (first come, first served, so a large
-// one is not starved by small ones) for as long as it may.
+// that does not fit waits in line (first come, first served within its
+// class, so a large one is not starved by small ones) for as long as it may.
+//
+// Room for grading is held back from agents' sandboxes: a sandbox's
+// evaluate grades in a second, fresh sandbox while the agent's is still
+// open, so if agents could fill every slot, agents all evaluating at once
+// would each wait for room only their own close frees. Agents may use the
+// budgets minus the grading reserve; evaluations may use all of them, and
+// wait only on other evaluations, which end.
 type admission struct {
 	memBudget  int64 // <= 0: memory is not admitted
 	diskBudget int64 // <= 0: disk is not admitted
 	maxCount   int   // <= 0: any number
+	reserve    share // held back for evaluations (see holdBack)
+	graders    int   // the evaluations reserve holds room for
 
 	mu       sync.Mutex // guards the fields below
 	mem      int64
@@ -27,8 +36,23 @@ type admission struct {
 	rejected map[string]int64 // by resource, for the stats
 }
 
+// class is whom a reservation is for.
+type class int
+
+const (
+	agentClass   class = iota // an agent's sandbox: not the grading reserve
+	gradingClass              // an evaluation's sandbox: the whole budgets
+)
+
+// share is an amount of each budget.
+type share struct {
+	mem, disk int64
+	count     int
+}
+
 type waiter struct {
 	mem, disk int64
+	class     class
 	ready     chan struct{} // closed once admitted
 }
 
@@ -36,16 +60,62 @@ func newAdmission(mem, disk int64, count int) *admission {
 	return &admission{memBudget: mem, diskBudget: disk, maxCount: count, rejected: map[string]int64{}}
 }
 
-// fits says whether mem and disk fit now, with a reason when they do not.
-// a.mu must be held.
-func (a *admission) fits(mem, disk int64) (bool, string) {
+// holdBack keeps room for n evaluation sandboxes of mem and disk that
+// agents' sandboxes cannot take, as much of it as still leaves room for
+// one agent's sandbox of the same size. It returns the evaluations held
+// back for: 0 when nothing bounds the sandboxes or the budgets hold only
+// one.
+func (a *admission) holdBack(n int, mem, disk int64) int {
+	if a.maxCount > 0 {
+		n = min(n, a.maxCount-1)
+	}
+	if a.memBudget > 0 && mem > 0 {
+		n = min(n, int(a.memBudget/mem)-1)
+	}
+	if a.diskBudget > 0 && disk > 0 {
+		n = min(n, int(a.diskBudget/disk)-1)
+	}
+	if n <= 0 || (a.maxCount <= 0 && a.memBudget <= 0 && a.diskBudget <= 0) {
+		a.reserve, a.graders = share{}, 0
+		return 0
+	}
+	a.reserve, a.graders = share{count: n, mem: int64(n) * mem, disk: int64(n) * disk}, n
+	if a.maxCount <= 0 {
+		a.reserve.count = 0
+	}
+	if a.memBudget <= 0 {
+		a.reserve.mem = 0
+	}
+	if a.diskBudget <= 0 {
+		a.reserve.disk = 0
+	}
+	return n
+}
+
+// room is what class c may reserve in all.
+func (a *admission) room(c class) share {
+	r := share{mem: a.memBudget, disk: a.diskBudget, count: a.maxCount}
+	if c == agentClass {
+		r.mem, r.disk, r.count = r.mem-a.reserve.mem, r.disk-a.reserve.disk, r.count-a.reserve.count
+	}
+	return r
+}
+
+// fits says whether mem and disk fit now for class c, with a reason when
+// they do not. a.mu must be held.
+func (a *admission) fits(mem, disk int64, c class) (bool, string) {
+	r := a.room(c)
+	held := ""
+	if c == agentClass && a.graders > 0 {
+		held = fmt.Sprintf(", room for %d held back for grading", a.graders)
+	}
 	switch {
-	case a.maxCount > 0 && a.count >= a.maxCount:
-		return false, fmt.Sprintf("sandboxes: %d of %d live (max sandboxes)", a.count, a.maxCount)
-	case a.memBudget > 0 && a.mem+mem > a.memBudget:
-		return false, fmt.Sprintf("memory: %d MiB of %d MiB reserved and this sandbox needs %d MiB (memory budget)", a.mem>>20, a.memBudget>>20, mem>>20)
-	case a.diskBudget > 0 && a.disk+disk > a.diskBudget:
-		return false, fmt.Sprintf("disk: %d MiB of %d MiB reserved and this sandbox needs %d MiB (disk budget)", a.disk>>20, a.diskBudget>>20, disk>>20)
+	case a.maxCount > 0 && a.count >= r.count:
+		return false, fmt.Sprintf("sandboxes: %d of %d live%s (max sandboxes)", a.count, a.maxCount, held)
+	case a.memBudget > 0 && a.mem+mem > r.mem:
+		return false, fmt.Sprintf("memory: %d MiB of %d MiB reserved%s and this sandbox needs %d MiB (memory budget)", a.mem>>20, a.memBudget>>20, held, mem>>20)
+	case a.diskBudget > 0 && a.disk+disk > r.disk:
+		return false, fmt.Sprintf("disk: %d MiB of %d MiB reserved%s and this sandbox needs %d MiB (disk budget)", a.disk>>20, a.diskBudget>>20, held, disk>>20)
 	}
 	return true, ""
 }
@@ -56,24 +126,28 @@ func (a *admission) take(mem, disk int64) {
 	a.count++
 }
 
-// acquire reserves mem and disk for one sandbox. wait < 0: fail at once
-// (ErrQuota) when they do not fit; wait 0: wait until ctx ends; wait > 0:
-// at most that long. A request larger than a whole budget fails with
-// ErrTooLarge.
-func (a *admission) acquire(ctx context.Context, mem, disk int64, wait time.Duration) (release func(), err error) {
-	if a.memBudget > 0 && mem > a.memBudget {
-		return nil, fmt.Errorf("%w: a memory limit of %d MiB, and the budget is %d MiB (lower the limit or raise the budget)", ErrTooLarge, mem>>20, a.memBudget>>20)
+// queued says whether a request of class c is waiting. a.mu must be held.
+func (a *admission) queued(c class) bool {
+	for _, w := range a.waiting {
+		if w.class == c {
+			return true
+		}
 	}
-	if a.diskBudget > 0 && disk > a.diskBudget {
-		return nil, fmt.Errorf("%w: a disk limit of %d MiB, and the disk budget is %d MiB (lower the limit or raise the budget)", ErrTooLarge, disk>>20, a.diskBudget>>20)
-	}
-	if a.diskBudget > 0 && disk <= 0 {
-		return nil, fmt.Errorf("%w: a disk budget is set, so every sandbox needs a disk limit (limits.disk_bytes, or a default --disk)", ErrBadRequest)
+	return false
+}
+
+// acquire reserves mem and disk for one sandbox of class c. wait < 0: fail
+// at once (ErrQuota) when they do not fit; wait 0: wait until ctx ends;
+// wait > 0: at most that long. A request larger than a whole budget fails
+// with ErrTooLarge.
+func (a *admission) acquire(ctx context.Context, mem, disk int64, wait time.Duration, c class) (release func(), err error) {
+	if err := a.check(mem, disk); err != nil {
+		return nil, err
 	}
 	release = func() { a.release(mem, disk) }
 	a.mu.Lock()
-	ok, why := a.fits(mem, disk)
-	if ok && len(a.waiting) == 0 {
+	ok, why := a.fits(mem, disk, c)
+	if ok && !a.queued(c) {
 		a.take(mem, disk)
 		a.mu.Unlock()
 		return release, nil
@@ -83,7 +157,7 @@ func (a *admission) acquire(ctx context.Context, mem, disk int64, wait time.Dura
 		a.mu.Unlock()
 		return nil, fmt.Errorf("%w: no room for a sandbox now: %s", ErrQuota, orQueue(why))
 	}
-	w := &waiter{mem: mem, disk: disk, ready: make(chan struct{})}
+	w := &waiter{mem: mem, disk: disk, class: c, ready: make(chan struct{})}
 	a.waiting = append(a.waiting, w)
 	a.mu.Unlock()
 
@@ -101,13 +175,51 @@ func (a *admission) acquire(ctx context.Context, mem, disk int64, wait time.Dura
 	case <-timeout:
 		err = fmt.Errorf("%w: no room for a sandbox within %s", ErrQuota, wait)
 	}
+	return nil, a.leave(w, err)
+}
+
+// check refuses a request that no state of the budgets could admit.
+func (a *admission) check(mem, disk int64) error {
+	if a.memBudget > 0 && mem > a.memBudget {
+		return fmt.Errorf("%w: a memory limit of %d MiB, and the budget is %d MiB (lower the limit or raise the budget)", ErrTooLarge, mem>>20, a.memBudget>>20)
+	}
+	if a.diskBudget > 0 && disk > a.diskBudget {
+		return fmt.Errorf("%w: a disk limit of %d MiB, and the disk budget is %d MiB (lower the limit or raise the budget)", ErrTooLarge, disk>>20, a.diskBudget>>20)
+	}
+	if a.diskBudget > 0 && disk <= 0 {
+		return fmt.Errorf("%w: a disk budget is set, so every sandbox needs a disk limit (limits.disk_bytes, or a default --disk)", ErrBadRequest)
+	}
+	return nil
+}
+
+// beside refuses an evaluation of mem and disk that could never be
+// admitted while a sandbox holding held stays open (the budgets cannot
+// hold both): waiting for it would wait for that sandbox's own close.
+func (a *admission) beside(held share, mem, disk int64) error {
+	why := ""
+	switch {
+	case a.maxCount > 0 && a.maxCount < 2:
+		why = fmt.Sprintf("max sandboxes %d", a.maxCount)
+	case a.memBudget > 0 && held.mem+mem > a.memBudget:
+		why = fmt.Sprintf("memory budget %d MiB, this sandbox %d MiB, the grading sandbox %d MiB", a.memBudget>>20, held.mem>>20, mem>>20)
+	case a.diskBudget > 0 && held.disk+disk > a.diskBudget:
+		why = fmt.Sprintf("disk budget %d MiB, this sandbox %d MiB, the grading sandbox %d MiB", a.diskBudget>>20, held.disk>>20, disk>>20)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: grading needs a second sandbox beside this one and the budgets cannot hold both (%s): close this sandbox and grade its diff (POST /v1/evaluate), or raise the budget", ErrTooLarge, why)
+}
+
+// leave takes w out of the line after its wait ended with err, giving back
+// what it was admitted meanwhile, and returns the error to report.
+func (a *admission) leave(w *waiter, err error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	select {
 	case <-w.ready: // admitted meanwhile: give it back
-		a.mem, a.disk, a.count = a.mem-mem, a.disk-disk, a.count-1
+		a.mem, a.disk, a.count = a.mem-w.mem, a.disk-w.disk, a.count-1
 		a.grant()
-		return nil, err
+		return err
 	default:
 	}
 	for i, x := range a.waiting {
@@ -116,13 +228,13 @@ func (a *admission) acquire(ctx context.Context, mem, disk int64, wait time.Dura
 			break
 		}
 	}
-	_, why = a.fits(mem, disk)
+	_, why := a.fits(w.mem, w.disk, w.class)
 	a.rejected[resource(why)]++
 	a.grant() // the head may fit now that this one left
 	if errors.Is(err, ErrQuota) {
 		err = fmt.Errorf("%w: %s", err, orQueue(why))
 	}
-	return nil, err
+	return err
 }
 
 func (a *admission) release(mem, disk int64) {
@@ -132,17 +244,31 @@ func (a *admission) release(mem, disk int64) {
 	a.grant()
 }
 
-// grant admits waiters in order while the first one fits. a.mu must be held.
+// grant admits waiters in order while the first of each class fits: an
+// agent that does not fit never holds an evaluation up. a.mu must be held.
 func (a *admission) grant() {
-	for len(a.waiting) > 0 {
-		w := a.waiting[0]
-		if ok, _ := a.fits(w.mem, w.disk); !ok {
-			return
+	var blocked [2]bool
+	kept := a.waiting[:0]
+	for _, w := range a.waiting {
+		if !blocked[w.class] {
+			if ok, _ := a.fits(w.mem, w.disk, w.class); ok {
+				a.take(w.mem, w.disk)
+				close(w.ready)
+				continue
+			}
+			blocked[w.class] = true
 		}
-		a.take(w.mem, w.disk)
-		a.waiting = a.waiting[1:]
-		close(w.ready)
+		kept = append(kept, w)
 	}
+	clear(a.waiting[len(kept):])
+	a.waiting = kept
+}
+
+// waitingNow is how many requests wait.
+func (a *admission) waitingNow() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.waiting)
 }
 
 // quota reports the budgets and what is reserved.
@@ -150,7 +276,7 @@ func (a *admission) quota() api.Quota {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return api.Quota{MaxSandboxes: a.maxCount, Sandboxes: a.count, MemoryBytes: max(a.memBudget, 0), MemoryUsedBytes: a.mem,
-		DiskBytes: max(a.diskBudget, 0), DiskUsedBytes: a.disk}
+		DiskBytes: max(a.diskBudget, 0), DiskUsedBytes: a.disk, GradingReserve: a.graders}
 }
 
 func (a *admission) rejections() map[string]int64 {

@@ -48,6 +48,12 @@ type Config struct {
 	// MaxSandboxes bounds the live sandboxes, evaluations' included (0:
 	// any number).
 	MaxSandboxes int
+	// GradingReserve is how many evaluation sandboxes of the default
+	// limits the budgets keep room for that agents' sandboxes cannot take
+	// (0: 1; negative: none). Without it, agents filling every slot and
+	// each evaluating before closing would wait forever. It is cut to what
+	// still leaves room for one agent's sandbox (see Engine.Quota).
+	GradingReserve int
 	// Lifetime and IdleTimeout are every sandbox's defaults (0: none); a
 	// request may set its own. Past either the engine closes the sandbox
 	// and its info says reaped.
@@ -68,6 +74,13 @@ func (c *Config) reapInterval() time.Duration {
 		return c.ReapInterval
 	}
 	return 250 * time.Millisecond
+}
+
+func (c *Config) gradingReserve() int {
+	if c.GradingReserve == 0 {
+		return 1
+	}
+	return max(c.GradingReserve, 0)
 }
 
 func (c *Config) tombstones() int {

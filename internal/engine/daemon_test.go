@@ -16,7 +16,10 @@ import (
 // request fails at once (ErrQuota) or waits for a close; a limit above the
 // whole budget is ErrTooLarge; nothing is left half-made.
 func TestEngineAdmissionQuota(t *testing.T) {
-	e := openEngine(t, "", func(c *Config) { c.MaxSandboxes = 2; c.DiskBudget = 1 << 30; c.Limits.DiskBytes = 256 << 20 })
+	e := openEngine(t, "", func(c *Config) {
+		c.MaxSandboxes, c.GradingReserve = 2, -1
+		c.DiskBudget, c.Limits.DiskBytes = 1<<30, 256<<20
+	})
 	ctx := context.Background()
 	a, err := e.CreateSandbox(ctx, SandboxRequest{})
 	if err != nil {
@@ -44,7 +47,7 @@ func TestEngineAdmissionQuota(t *testing.T) {
 		c, cerr = e.CreateSandbox(ctx, SandboxRequest{AdmissionWait: time.Minute})
 	}()
 	// The waiter is admitted once a sandbox closes.
-	for e.admit.quota().Sandboxes == 2 && len(e.admit.waiting) == 0 {
+	for e.admit.quota().Sandboxes == 2 && e.admit.waitingNow() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	if err := a.Close(); err != nil {
@@ -64,6 +67,63 @@ func TestEngineAdmissionQuota(t *testing.T) {
 	}
 	if st := e.Stats(); st.Rejected["sandboxes"] != 2 || st.Created["raw"] != 3 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestEngineGradingReserve: agents' sandboxes cannot take the room held
+// back for grading, so agents filling every slot they may have, all
+// evaluating before they close, are all graded (without the reserve each
+// waited for a slot only its own close frees); where the budgets cannot
+// hold a grading sandbox beside the agent's, evaluate says so at once.
+func TestEngineGradingReserve(t *testing.T) {
+	id := generated(t).Instances[0].InstanceID
+	e := openEngine(t, "", func(c *Config) { c.MaxSandboxes = 3 })
+	if q := e.Quota(); q.GradingReserve != 1 {
+		t.Fatalf("quota %+v", q)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	agents := make([]*Sandbox, 2)
+	for i := range agents {
+		s, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		agents[i] = s
+	}
+	if _, err := e.CreateSandbox(ctx, SandboxRequest{AdmissionWait: -1}); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "held back for grading") {
+		t.Fatalf("a third agent: %v", err)
+	}
+	var wg sync.WaitGroup
+	outcomes := make([]api.Outcome, len(agents))
+	errs := make([]error, len(agents))
+	for i, s := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, _, err := s.Evaluate(ctx, "agent")
+			outcomes[i], errs[i] = res.Outcome, err
+		}()
+	}
+	wg.Wait()
+	for i := range agents {
+		if errs[i] != nil || outcomes[i] != api.OutcomeEmptyPatch { // the agents changed nothing
+			t.Fatalf("agent %d graded: %v %q", i, errs[i], outcomes[i])
+		}
+	}
+
+	one := openEngine(t, "", func(c *Config) { c.MaxSandboxes = 1 })
+	if q := one.Quota(); q.GradingReserve != 0 {
+		t.Fatalf("one slot: quota %+v", q)
+	}
+	s, err := one.CreateSandbox(ctx, SandboxRequest{InstanceID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Evaluate(ctx, "agent"); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "max sandboxes 1") {
+		t.Fatalf("grading beside the only slot: %v", err)
 	}
 }
 

@@ -79,6 +79,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		budget = cgroup.MemAvailable() // -1 when unknown: no admission by memory
 	}
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
+	grading := cfg.sandboxLimits(api.Limits{})
+	e.admit.holdBack(cfg.gradingReserve(), memOf(grading), grading.DiskBytes)
 	go e.reap()
 	return e, nil
 }
@@ -120,10 +122,10 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-// reserve admits a sandbox of limits l (see admission.acquire for wait);
-// release gives its share back.
-func (e *Engine) reserve(ctx context.Context, l sandbox.Limits, wait time.Duration) (release func(), err error) {
-	return e.admit.acquire(ctx, memOf(l), l.DiskBytes, wait)
+// reserve admits a sandbox of limits l for class c (see admission.acquire
+// for wait); release gives its share back.
+func (e *Engine) reserve(ctx context.Context, l sandbox.Limits, wait time.Duration, c class) (release func(), err error) {
+	return e.admit.acquire(ctx, memOf(l), l.DiskBytes, wait, c)
 }
 
 // Quota reports the admission budgets and what is reserved now.
@@ -301,7 +303,7 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 // (the context ended while waiting); everything else is the outcome.
 func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
 	o := e.evalOptions(j.gradeEmpty, j.network(e))
-	release, err := e.reserve(ctx, o.Limits, 0)
+	release, err := e.reserve(ctx, o.Limits, 0, gradingClass)
 	if err != nil {
 		return task.Evaluation{}, err
 	}

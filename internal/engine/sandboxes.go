@@ -60,6 +60,7 @@ type Sandbox struct {
 	task    *task.Sandbox // nil for a raw sandbox
 	lease   *store.Lease  // raw sandboxes' layers
 	release func()        // admission
+	limits  sandbox.Limits
 	info    api.SandboxInfo
 
 	deadline   time.Time     // end of the lifetime (zero: none)
@@ -93,11 +94,11 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		return nil, fmt.Errorf("%w: negative limit in %+v", ErrBadRequest, l)
 	}
 	limits := e.cfg.sandboxLimits(req.Limits)
-	release, err := e.reserve(ctx, limits, req.AdmissionWait)
+	release, err := e.reserve(ctx, limits, req.AdmissionWait, agentClass)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{e: e, release: release, sessions: map[string]bool{}}
+	s := &Sandbox{e: e, release: release, limits: limits, sessions: map[string]bool{}}
 	if err := s.start(ctx, req, limits); err != nil {
 		release()
 		return nil, err
@@ -452,10 +453,16 @@ func (s *Sandbox) Evaluate(ctx context.Context, model string) (api.EvalResult, a
 }
 
 // EvaluatePatch grades patch in a fresh sandbox of the sandbox's instance.
+// It fails at once (ErrTooLarge) where the budgets cannot hold that
+// sandbox beside this one, rather than wait for this one's close.
 func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.EvalResult, api.EvalArtifacts, error) {
 	defer s.use()()
 	if s.task == nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
+	}
+	g := s.e.evalOptions(false, "").Limits
+	if err := s.e.admit.beside(share{mem: memOf(s.limits), disk: s.limits.DiskBytes}, memOf(g), g.DiskBytes); err != nil {
+		return api.EvalResult{}, api.EvalArtifacts{}, err
 	}
 	return s.e.Evaluate(ctx, s.info.InstanceID, model, &patch)
 }

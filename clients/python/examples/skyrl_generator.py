@@ -5,12 +5,11 @@ makes an environment for the instance, runs mini-swe-agent's loop with the
 policy's model, and computes the reward in a second, fresh environment.
 This generator does the same on msb:
 
-- each trajectory is a Ray task placed where a daemon has two sandbox
-  slots (``sandbox_options(2)``: the agent's sandbox is still open while
-  its patch is graded in a fresh one, so a task asking for one slot could
-  wait forever for the second when every slot holds an agent); it takes its
-  sandboxes from its OWN node's daemon (``local_client()``), so commands
-  never cross nodes;
+- each trajectory is a Ray task placed where a daemon has a free sandbox
+  slot (``sandbox_options()``; the patch is graded in a fresh sandbox while
+  the agent's is still open, in the room each daemon holds back for
+  grading beyond its slots); it takes its sandboxes from its OWN node's
+  daemon (``local_client()``), so commands never cross nodes;
 - the agent runs in ``msb.minisweagent.MsbEnvironment`` (commands in the
   task's /testbed, v1 string actions as SkyRL sends them work too);
 - the reward is msb's grade of the patch in a FRESH sandbox with SWE-bench's
@@ -95,7 +94,7 @@ def trajectory(row: Dict[str, Any], model_config: Dict[str, Any], step_limit: in
 
 def generate(rows: List[Dict[str, Any]], policy: ScriptedPolicy) -> List[Dict[str, Any]]:
     """A batch of trajectories, one Ray task each (as SkyRL's generator does)."""
-    refs = [trajectory.options(**sandbox_options(2)).remote(r, policy.model_config(r["instance_id"])) for r in rows]
+    refs = [trajectory.options(**sandbox_options()).remote(r, policy.model_config(r["instance_id"])) for r in rows]
     return ray.get(refs)
 
 

@@ -3,8 +3,9 @@
 Nouns:
 
 - **capacity**: what a node offers, as Ray custom resources declared when
-  the node starts: ``msb_sandbox`` (sandbox slots; the daemon is started
-  with ``--max-sandboxes`` equal to it) and ``msb_io`` (the I/O budget:
+  the node starts: ``msb_sandbox`` (agents' sandbox slots; the daemon is
+  started with ``--max-sandboxes`` that many plus its grading reserve, the
+  room a sandbox's ``evaluate`` grades in) and ``msb_io`` (the I/O budget:
   concurrent layer pulls and builds). ``node_resources`` makes the dict for
   ``ray start --resources`` or ``Cluster.add_node(resources=...)``.
 - **NodeDaemon**: the actor pinned to one node (hard node affinity) that
@@ -83,6 +84,10 @@ class NodeConfig:
     #: the host peers reach this node's msb cache serve at
     cache_host: str = "127.0.0.1"
     startup_timeout: float = 60.0
+    #: grading sandboxes each daemon holds room for beyond the node's slots
+    #: (``msb serve --grading-reserve``): an agent's evaluate grades in a
+    #: second sandbox while its own is open, so slots alone would deadlock
+    grading_reserve: int = 1
 
 
 @dataclass
@@ -158,7 +163,8 @@ class NodeDaemon:
         if what == "serve":
             argv = [msb, "serve", "--listen", self.address, "--cache", self.cache_dir, "--out", self.out_dir]
             if self.sandboxes:
-                argv += ["--max-sandboxes", str(self.sandboxes)]
+                reserve = max(self.cfg.grading_reserve, 0)
+                argv += ["--max-sandboxes", str(self.sandboxes + reserve), "--grading-reserve", str(reserve)]
             if self.cfg.spec:
                 argv += ["--spec", self.cfg.spec]
             return argv + list(self.cfg.serve_args)
