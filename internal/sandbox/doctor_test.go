@@ -1,0 +1,29 @@
+package sandbox
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestAttachCheck: the cgroup attach note never fails doctor, and says
+// which case holds: no cgroups, expedited grace periods, or the wait and
+// what removes it.
+func TestAttachCheck(t *testing.T) {
+	rt := testRuntime(t)
+	c := rt.attachCheck()
+	if !c.OK || c.Required {
+		t.Fatalf("a performance note must not fail doctor: %+v", c)
+	}
+	b, _ := os.ReadFile("/sys/kernel/rcu_expedited")
+	want := "rcu_expedited"
+	switch {
+	case !rt.cg.Usable():
+		want = "no cgroups"
+	case strings.TrimSpace(string(b)) == "1":
+		want = "fast: RCU grace periods are expedited"
+	}
+	if !strings.Contains(c.Detail, want) {
+		t.Fatalf("detail %q, want it to say %q", c.Detail, want)
+	}
+}
