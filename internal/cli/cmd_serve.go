@@ -25,6 +25,9 @@ type serveFlags struct {
 	socketGroup    string
 	maxSandboxes   int
 	gradingReserve int
+	spares         int
+	sparesPer      int
+	spareIdle      time.Duration
 	memoryBudget   string
 	diskBudget     string
 	memory, disk   string
@@ -61,6 +64,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.socketGroup, "socket-group", "", "group that may use the unix socket (mode 0660; default only you, 0600)")
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "live sandboxes at once, evaluations' included (0: no bound)")
 	fs.IntVar(&f.gradingReserve, "grading-reserve", 1, "evaluation sandboxes the budgets keep room for that agents' sandboxes cannot take (0: none)")
+	fs.IntVar(&f.spares, "spares", 0, "task sandboxes kept started ahead for the instances created most recently, taken by the next create (0: none)")
+	fs.IntVar(&f.sparesPer, "spares-per-instance", 1, "most spares of one instance (with --spares)")
+	fs.DurationVar(&f.spareIdle, "spare-idle", 5*time.Minute, "a spare nobody takes for this long is closed")
 	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve (their limits), e.g. 16G (default: available memory)")
 	fs.StringVar(&f.diskBudget, "disk-budget", "", "disk all sandboxes may reserve (their disk limits), e.g. 200G (default: none)")
 	fs.StringVar(&f.memory, "memory", "", "default memory limit of a sandbox (default 4G)")
@@ -103,8 +109,8 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	if err != nil {
 		return err
 	}
-	if f.maxSandboxes < 0 || f.gradingReserve < 0 || f.lifetime < 0 || f.idle < 0 {
-		return fmt.Errorf("%w: --max-sandboxes, --grading-reserve, --lifetime and --idle-timeout must not be negative", errUsage)
+	if f.maxSandboxes < 0 || f.gradingReserve < 0 || f.spares < 0 || f.sparesPer < 1 || f.spareIdle <= 0 || f.lifetime < 0 || f.idle < 0 {
+		return fmt.Errorf("%w: --max-sandboxes, --grading-reserve, --spares, --lifetime and --idle-timeout must not be negative, --spares-per-instance and --spare-idle must be positive", errUsage)
 	}
 	if f.instance != "" && !f.swerex {
 		return fmt.Errorf("%w: --instance is for --swerex (the one sandbox it serves)", errUsage)
@@ -143,6 +149,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	}
 	cfg.Logger, cfg.MaxSandboxes, cfg.DiskBudget, cfg.Lifetime, cfg.IdleTimeout = log, f.maxSandboxes, diskBudget, f.lifetime, f.idle
 	cfg.GradingReserve = f.gradingReserve
+	cfg.Spares, cfg.SparesPerInstance, cfg.SpareIdle = f.spares, f.sparesPer, f.spareIdle
 	if f.gradingReserve == 0 {
 		cfg.GradingReserve = -1 // the engine's 0 is its default
 	}

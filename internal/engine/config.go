@@ -54,6 +54,16 @@ type Config struct {
 	// each evaluating before closing would wait forever. It is cut to what
 	// still leaves room for one agent's sandbox (see Engine.Quota).
 	GradingReserve int
+	// Spares is how many task sandboxes the engine keeps started ahead, in
+	// their starting state, for the instances created most recently (0:
+	// none): a create that finds one takes it at once instead of starting
+	// a sandbox. Spares count against no budget until taken (admission
+	// comes first, as for any create); each holds an idle supervisor and
+	// shell. SparesPerInstance bounds one instance's (default 1); a spare
+	// not taken within SpareIdle (default 5 minutes) is closed.
+	Spares            int
+	SparesPerInstance int
+	SpareIdle         time.Duration
 	// Lifetime and IdleTimeout are every sandbox's defaults (0: none); a
 	// request may set its own. Past either the engine closes the sandbox
 	// and its info says reaped.
@@ -81,6 +91,13 @@ func (c *Config) gradingReserve() int {
 		return 1
 	}
 	return max(c.GradingReserve, 0)
+}
+
+func (c *Config) spareIdle() time.Duration {
+	if c.SpareIdle > 0 {
+		return c.SpareIdle
+	}
+	return 5 * time.Minute
 }
 
 func (c *Config) tombstones() int {

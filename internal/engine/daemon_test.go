@@ -10,6 +10,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/warm"
 )
 
 // TestEngineAdmissionQuota: the number of sandboxes is bounded; over it a
@@ -267,4 +268,75 @@ func TestEngineInterrupt(t *testing.T) {
 	if _, err := s.InterruptSession(ctx, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("unknown session: %v", err)
 	}
+}
+
+// TestEngineSpares: with spares on, the create after the first of an
+// instance takes a sandbox started ahead, which is as fresh as a new one
+// (nothing the previous agent did is in it); spares are not live
+// sandboxes, follow the instances created most recently, expire, and are
+// closed with the engine.
+func TestEngineSpares(t *testing.T) {
+	g := generated(t)
+	a, b := g.Instances[0].InstanceID, g.Instances[1].InstanceID
+	e := openEngine(t, "", func(c *Config) { c.Spares, c.SpareIdle = 1, time.Hour })
+	ctx := context.Background()
+	waitFor := func(what string, ok func(warm.Stats) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if st := e.Stats().Spares; ok(st) && st.Making == 0 {
+				return
+			}
+		}
+		t.Fatalf("spares: never %s: %+v", what, e.Stats().Spares)
+	}
+	first, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Exec(ctx, api.ExecRequest{Command: "echo dirty > /testbed/LEFT && touch /tmp/left"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("made", func(st warm.Stats) bool { return st.Made == 1 })
+	if n := len(e.Sandboxes(nil)); n != 1 {
+		t.Fatalf("the spare is listed: %d live", n)
+	}
+	first.Close()
+	second, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats().Spares; st.Hits != 1 || st.Misses != 1 {
+		t.Fatalf("the second create did not take the spare: %+v", st)
+	}
+	res, err := second.Exec(ctx, api.ExecRequest{Command: "git status --short; ls /tmp/left /testbed/LEFT 2>&1 | wc -l; pwd"})
+	if err != nil || res.Stdout != "2\n/testbed\n" || second.ID() == first.ID() {
+		t.Fatalf("the spare is not fresh: %v %q", err, res.Stdout)
+	}
+	if d, err := second.Diff(ctx); err != nil || d != "" {
+		t.Fatalf("diff of the spare: %v %q", err, d)
+	}
+	second.Close()
+	waitFor("made again", func(st warm.Stats) bool { return st.Made == 2 && st.Spares == 1 })
+	// Another instance is another key: its spare evicts a's (Spares 1).
+	other, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	waitFor("evicted", func(st warm.Stats) bool { return st.Evicted == 1 && st.Made == 3 && st.Spares == 1 })
+	if st := e.Stats().Spares; st.Hits != 1 || st.Misses != 2 {
+		t.Fatalf("after another instance: %+v", st)
+	}
+	e.spares.Expire(time.Now().Add(2 * time.Hour))
+	if st := e.Stats().Spares; st.Spares != 0 || st.Expired != 1 {
+		t.Fatalf("after expiry: %+v", st)
+	}
+	// The next spare is closed with the engine (openEngine's cleanup
+	// checks that nothing is left).
+	again, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	waitFor("made for the engine's close", func(st warm.Stats) bool { return st.Made == 4 })
 }

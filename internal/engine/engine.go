@@ -19,6 +19,7 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/minisandbox/msb/internal/task"
+	"github.com/minisandbox/msb/internal/warm"
 )
 
 // Engine holds the runtime, the cache, the specs and the live sandboxes.
@@ -34,8 +35,10 @@ type Engine struct {
 	// admit reserves sandboxes' memory and disk limits and counts them.
 	admit *admission
 	stats counters
-	stop  chan struct{} // closed by Close: ends the reaper
-	done  chan struct{} // closed when the reaper has ended
+	// spares are task sandboxes started ahead (see Config.Spares).
+	spares *warm.Pool[spareKey, *task.Sandbox]
+	stop   chan struct{} // closed by Close: ends the reaper
+	done   chan struct{} // closed when the reaper has ended
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -78,6 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	case cfg.MemoryBudget == 0:
 		budget = cgroup.MemAvailable() // -1 when unknown: no admission by memory
 	}
+	e.spares = e.newSpares()
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
 	grading := cfg.sandboxLimits(api.Limits{})
 	e.admit.holdBack(cfg.gradingReserve(), memOf(grading), grading.DiskBytes)
@@ -118,6 +122,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, s.closeAs(api.SandboxClosed, ""))
 	}
 	<-e.done
+	e.spares.Close()
 	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/warm"
 )
 
 // Activity: every operation on a Sandbox runs between use() and the func it
@@ -45,6 +46,7 @@ func (e *Engine) reap() {
 		case <-e.stop:
 			return
 		case now := <-t.C:
+			e.spares.Expire(now)
 			e.mu.Lock()
 			var due []*Sandbox
 			var why []string
@@ -151,6 +153,8 @@ type Stats struct {
 	// Rejected counts admissions refused or timed out, by resource
 	// (sandboxes, memory, disk, queue).
 	Rejected map[string]int64
+	// Spares are the task sandboxes started ahead and what became of them.
+	Spares warm.Stats
 }
 
 // Stats reports what the engine did since it opened.
@@ -169,6 +173,7 @@ func (e *Engine) Stats() Stats {
 	cs := e.cache.c.Stats()
 	st.EnvBuilds, st.RepoBuilds, st.FailedBuilds = cs.EnvBuilds, cs.RepoBuilds, cs.FailedBuilds
 	st.Rejected = e.admit.rejections()
+	st.Spares = e.spares.Stats()
 	return st
 }
 

@@ -160,7 +160,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network})
+		ts, err := s.e.openTask(ctx, spareKey{t: t, limits: limits, network: req.Network, maxOutput: req.MaxOutput})
 		if err != nil {
 			return err
 		}

@@ -446,6 +446,17 @@ func (s *Sandbox) Close() error {
 	return s.closeErr
 }
 
+// Alive reports whether the sandbox's init is still running (it ends at
+// Close, or when something outside the sandbox kills it).
+func (s *Sandbox) Alive() bool {
+	select {
+	case <-s.waitDone:
+		return false
+	default:
+		return true
+	}
+}
+
 // Cleaned is closed once the sandbox's cleanup after Close is done (see
 // Close); CleanupErr then says what failed.
 func (s *Sandbox) Cleaned() <-chan struct{} { return s.cleaned }

@@ -70,10 +70,12 @@ var (
 	descRejected  = prometheus.NewDesc("msb_admission_rejected_total", "Sandboxes refused for lack of room, by resource.", []string{"reason"}, nil)
 	descQuotaUsed = prometheus.NewDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", []string{"resource"}, nil)
 	descQuotaMax  = prometheus.NewDesc("msb_quota_max", "Budget, by resource (0: none).", []string{"resource"}, nil)
+	descSpares    = prometheus.NewDesc("msb_spares", "Task sandboxes started ahead (--spares), by state (ready, making).", []string{"state"}, nil)
+	descSpareUse  = prometheus.NewDesc("msb_spares_total", "What became of spares and of the creates that looked for one, by event (hit, miss, made, failed, evicted, expired).", []string{"event"}, nil)
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive, descCreated, descReaped, descEvals, descBuilds, descHits, descMisses, descRejected, descQuotaUsed, descQuotaMax} {
+	for _, d := range []*prometheus.Desc{descLive, descCreated, descReaped, descEvals, descBuilds, descHits, descMisses, descRejected, descQuotaUsed, descQuotaMax, descSpares, descSpareUse} {
 		ch <- d
 	}
 }
@@ -103,6 +105,15 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descMisses, st.CacheMisses)
 	for k, v := range st.Rejected {
 		counter(descRejected, v, k)
+	}
+	sp := st.Spares
+	gauge(descSpares, float64(sp.Spares), "ready")
+	gauge(descSpares, float64(sp.Making), "making")
+	for _, e := range []struct {
+		name string
+		v    int64
+	}{{"hit", sp.Hits}, {"miss", sp.Misses}, {"made", sp.Made}, {"failed", sp.Failed}, {"evicted", sp.Evicted}, {"expired", sp.Expired}} {
+		counter(descSpareUse, e.v, e.name)
 	}
 	q := c.e.Quota()
 	gauge(descQuotaUsed, float64(q.Sandboxes), "sandboxes")
