@@ -124,7 +124,7 @@ func (o *Options) Defaults() {
 var ErrOptions = errors.New("bench options")
 
 // Methods are the methods a run can compare.
-var Methods = []string{MethodMSB, MethodPaper, MethodPodman, MethodRaw, MethodMSBHost}
+var Methods = []string{MethodMSB, MethodMSBSpare, MethodPaper, MethodPodman, MethodRaw, MethodMSBHost}
 
 func (o *Options) check() error {
 	if o.Work == "" {

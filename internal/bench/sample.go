@@ -26,6 +26,9 @@ const (
 	MethodPodman  = "podman"
 	MethodRaw     = "raw"      // a shell on a pipe (or bash -c) on the host: no isolation
 	MethodMSBHost = "msb-host" // msb's session protocol on the host, no sandbox
+	// MethodMSBSpare is msb where the task was made ahead (msb serve
+	// --spares), untimed: the ready measure only.
+	MethodMSBSpare = "msb-spare"
 )
 
 // Baselines are the methods ratios are taken against, most telling first.

@@ -16,7 +16,7 @@ type table struct {
 }
 
 // methodOrder is the order methods appear in tables.
-var methodOrder = []string{MethodMSB, MethodMSBHost, MethodPaper, MethodPodman, MethodRaw}
+var methodOrder = []string{MethodMSB, MethodMSBSpare, MethodMSBHost, MethodPaper, MethodPodman, MethodRaw}
 
 // view indexes a run's summaries.
 type view struct {
