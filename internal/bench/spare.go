@@ -17,7 +17,9 @@ type spareMethod struct {
 
 func (m *spareMethod) name() string { return MethodMSBSpare }
 
-func (m *spareMethod) files(ctx context.Context, i int) ([]string, error) { return m.inner.files(ctx, i) }
+func (m *spareMethod) files(ctx context.Context, i int) ([]string, error) {
+	return m.inner.files(ctx, i)
+}
 
 // makeAhead makes the spare of task i (untimed: ready calls it before
 // the trial), closing one left from a task that did not take it.
