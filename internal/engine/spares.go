@@ -42,6 +42,9 @@ const refillDelay = 100 * time.Millisecond
 // ready (nothing ran in it but its start), else a new one; either way the
 // instance gets a spare again for the next create.
 func (e *Engine) openTask(ctx context.Context, k spareKey) (*task.Sandbox, error) {
+	if e.cfg.Spares <= 0 {
+		return e.makeTask(ctx, k)
+	}
 	defer time.AfterFunc(refillDelay, func() { e.spares.Refill(k) })
 	if ts, ok := e.spares.Take(k); ok {
 		if ts.Alive() {

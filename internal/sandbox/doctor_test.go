@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/minisandbox/msb/internal/cgroup"
 )
 
 // TestAttachCheck: the cgroup attach note never fails doctor, and says
@@ -22,6 +24,8 @@ func TestAttachCheck(t *testing.T) {
 		want = "no cgroups"
 	case strings.TrimSpace(string(b)) == "1":
 		want = "fast: RCU grace periods are expedited"
+	case rt.cg.Version == cgroup.V2 && cgroup2Favors():
+		want = "favordynmods"
 	}
 	if !strings.Contains(c.Detail, want) {
 		t.Fatalf("detail %q, want it to say %q", c.Detail, want)
