@@ -23,7 +23,7 @@ import (
 // without anything in it needing relocation.
 const (
 	Testbed    = "/testbed"
-	VenvPath   = "/opt/msb/venv"
+	VenvPath   = spec.VenvPath
 	wheelMount = "/opt/msb/wheelhouse"
 	// FormatVersion is mixed into every environment key; bump it when the
 	// way environments are built changes.

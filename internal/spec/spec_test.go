@@ -133,6 +133,15 @@ func TestBuiltinTable(t *testing.T) {
 	if s.Python != "3.10" || !slices.Contains(s.SystemPackages, "graphviz") {
 		t.Errorf("sphinx 8.0 = %+v", s)
 	}
+	// From 3.4 on, tox gets the venv's interpreter; before, its tox.ini
+	// runs pytest from PATH and the install step is the harness's.
+	for v, want := range map[string]string{"3.3": "", "3.4": "python3.9", "8.0": "python3.10"} {
+		s, _ = Builtin("sphinx-doc/sphinx", v)
+		last := s.PreInstall[len(s.PreInstall)-1]
+		if got := strings.Contains(last, ".tox/py39/bin"); got != (want != "") || (want != "" && !strings.Contains(last, want)) {
+			t.Errorf("sphinx %s: last pre-install step %q, want the tox shim %v (%s)", v, last, want != "", want)
+		}
+	}
 	s, _ = Builtin("django/django", "4.0")
 	if !reflect.DeepEqual(s.RequirementsPaths, []string{"tests/requirements/py3.txt"}) {
 		t.Errorf("django requirements = %q", s.RequirementsPaths)

@@ -323,9 +323,34 @@ func init() {
 	})
 }
 
+// VenvPath is where a task's environment, a venv, is in its sandbox
+// (envcache builds it there); specs that must name it use this.
+const VenvPath = "/opt/msb/venv"
+
+// toxPythonShim makes tox-current-env's interpreter (python, python3 and
+// pythonX.Y for the spec's version py) the venv's. From Sphinx
+// 3.4 on, tox.ini runs `python -X dev -m pytest`, and tox-current-env puts
+// `.tox/py39/bin/python` first on PATH as a symlink to the interpreter that
+// runs tox. In the harness's conda env that is a real interpreter and the
+// symlink finds the env; a venv's interpreter reached through a symlink
+// elsewhere is the bare base interpreter (the venv is found next to the path
+// it is started by), without pytest. tox-current-env leaves an existing file
+// alone, so the install step puts a script there that starts the venv's
+// python by its own path (.tox/ is in Sphinx's .gitignore: no diff sees it).
+func toxPythonShim(py string) string {
+	return `mkdir -p .tox/py39/bin && for n in python python3 python` + py + `; do printf '#!/bin/sh\nexec ` + VenvPath +
+		`/bin/python "$@"\n' > .tox/py39/bin/$n && chmod +x .tox/py39/bin/$n; done`
+}
+
 // sphinxEdits pins the dependencies that later broke old Sphinx versions,
-// and installs graphviz where the tests need it, as the harness does.
+// installs graphviz where the tests need it, as the harness does, and from
+// 3.4 on gives tox the venv's interpreter (toxPythonShim).
 func sphinxEdits(v string, s *Spec) {
+	switch v {
+	case "1.5", "1.6", "1.7", "1.8", "2.0", "2.1", "2.2", "2.3", "2.4", "3.0", "3.1", "3.2", "3.3":
+	default:
+		defer func() { s.PreInstall = append(s.PreInstall, toxPythonShim(s.Python)) }()
+	}
 	switch v {
 	case "3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1", "4.2", "4.3", "4.4":
 		s.PreInstall = append(s.PreInstall,
