@@ -202,9 +202,9 @@ func API(ctx context.Context, o APIOptions) []Row {
 
 // createRows times create from a cached instance → first exec answered on
 // the daemon (c) and on a second daemon kept with one spare (--spares 1),
-// rounds interleaved; before each round the spare's refill is awaited
-// (untimed), so that no round runs beside it and every spare round is what
-// a create that finds its spare costs.
+// rounds interleaved; before each pair of rounds the last spare round's
+// refill is awaited (untimed), so that no round runs beside it and every
+// spare round is what a create that finds its spare costs.
 func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 	// The first create builds the instance's layers (untimed).
 	if info, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{InstanceID: o.Instance}); err != nil {
@@ -244,15 +244,14 @@ func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 	var cold, warm []time.Duration
 	var coldErr, warmErr error
 	for i := 0; i < o.Creates && coldErr == nil && warmErr == nil; i++ {
-		if warmErr = sparesReady(ctx, d2); warmErr != nil { // the refill is not running during the round
+		// The last spare round's refill is done before either round runs,
+		// and nothing takes the spare until the spare round.
+		if warmErr = sparesReady(ctx, d2); warmErr != nil {
 			break
 		}
 		var took time.Duration
 		if took, coldErr = round(c); coldErr == nil {
 			cold = append(cold, took)
-		}
-		if warmErr = sparesReady(ctx, d2); warmErr != nil {
-			break
 		}
 		if took, warmErr = round(warmC); warmErr == nil {
 			warm = append(warm, took)

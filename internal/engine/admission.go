@@ -75,21 +75,20 @@ func (a *admission) holdBack(n int, mem, disk int64) int {
 	if a.diskBudget > 0 && disk > 0 {
 		n = min(n, int(a.diskBudget/disk)-1)
 	}
-	if n <= 0 || (a.maxCount <= 0 && a.memBudget <= 0 && a.diskBudget <= 0) {
-		a.reserve, a.graders = share{}, 0
-		return 0
+	if a.maxCount <= 0 && a.memBudget <= 0 && a.diskBudget <= 0 {
+		n = 0 // nothing bounded: nothing to hold back
 	}
-	a.reserve, a.graders = share{count: n, mem: int64(n) * mem, disk: int64(n) * disk}, n
-	if a.maxCount <= 0 {
-		a.reserve.count = 0
+	a.graders, a.reserve = max(n, 0), share{}
+	if a.maxCount > 0 {
+		a.reserve.count = a.graders
 	}
-	if a.memBudget <= 0 {
-		a.reserve.mem = 0
+	if a.memBudget > 0 {
+		a.reserve.mem = int64(a.graders) * mem
 	}
-	if a.diskBudget <= 0 {
-		a.reserve.disk = 0
+	if a.diskBudget > 0 {
+		a.reserve.disk = int64(a.graders) * disk
 	}
-	return n
+	return a.graders
 }
 
 // room is what class c may reserve in all.

@@ -86,6 +86,9 @@ func (c *Config) reapInterval() time.Duration {
 	return 250 * time.Millisecond
 }
 
+// gradingLimits are every evaluation sandbox's limits: the defaults.
+func (c *Config) gradingLimits() sandbox.Limits { return c.sandboxLimits(api.Limits{}) }
+
 func (c *Config) gradingReserve() int {
 	if c.GradingReserve == 0 {
 		return 1

@@ -83,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.spares = e.newSpares()
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
-	grading := cfg.sandboxLimits(api.Limits{})
+	grading := cfg.gradingLimits()
 	e.admit.holdBack(cfg.gradingReserve(), memOf(grading), grading.DiskBytes)
 	go e.reap()
 	return e, nil
@@ -259,7 +259,7 @@ func (e *Engine) task(id string) (*task.Task, error) {
 // evalOptions are the engine's evaluation options, for an evaluation
 // sandbox with network.
 func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
-	return task.EvalOptions{Limits: e.cfg.sandboxLimits(api.Limits{}), TestTimeout: e.cfg.TestTimeout, MaxLog: e.cfg.MaxLog,
+	return task.EvalOptions{Limits: e.cfg.gradingLimits(), TestTimeout: e.cfg.TestTimeout, MaxLog: e.cfg.MaxLog,
 		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network}
 }
 

@@ -460,7 +460,7 @@ func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.E
 	if s.task == nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
 	}
-	g := s.e.evalOptions(false, "").Limits
+	g := s.e.cfg.gradingLimits()
 	if err := s.e.admit.beside(share{mem: memOf(s.limits), disk: s.limits.DiskBytes}, memOf(g), g.DiskBytes); err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
 	}

@@ -39,18 +39,24 @@ func (e *Engine) makeTask(ctx context.Context, k spareKey) (*task.Sandbox, error
 const refillDelay = 100 * time.Millisecond
 
 // openTask is a task sandbox in its starting state: a spare when one is
-// ready (nothing ran in it but its start), else a new one; either way the
-// instance gets a spare again for the next create.
+// ready (nothing ran in it but its start), else a new one; once it has
+// one, the instance gets a spare again for the next create (not after a
+// failure: the make would fail again).
 func (e *Engine) openTask(ctx context.Context, k spareKey) (*task.Sandbox, error) {
 	if e.cfg.Spares <= 0 {
 		return e.makeTask(ctx, k)
 	}
-	defer time.AfterFunc(refillDelay, func() { e.spares.Refill(k) })
-	if ts, ok := e.spares.Take(k); ok {
-		if ts.Alive() {
-			return ts, nil
-		}
+	ts, ok := e.spares.Take(k)
+	if ok && !ts.Alive() {
 		ts.Close() // died waiting (killed from outside): make one
+		ok = false
 	}
-	return e.makeTask(ctx, k)
+	var err error
+	if !ok {
+		if ts, err = e.makeTask(ctx, k); err != nil {
+			return nil, err
+		}
+	}
+	time.AfterFunc(refillDelay, func() { e.spares.Refill(k) })
+	return ts, nil
 }
