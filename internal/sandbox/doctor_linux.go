@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
@@ -150,44 +149,23 @@ func (rt *Runtime) cgroupCheck() Check {
 }
 
 // attachCheck says what moving a sandbox's init into its cgroups costs a
-// create. The move takes the kernel's cgroup_threadgroup_rwsem for writing,
-// which waits for an RCU grace period unless another move happened moments
-// before, or the kernel expedites grace periods, or (cgroup v2) the
-// hierarchy is mounted with favordynmods. A performance note, never a
-// failure: the limits hold either way.
+// create (cgroup.Info.AttachWait). A performance note, never a failure:
+// the limits hold either way.
 func (rt *Runtime) attachCheck() Check {
 	c := Check{Name: "cgroup attach", OK: true}
 	if !rt.cg.Usable() {
 		c.Detail = "no cgroups: nothing to attach"
 		return c
 	}
-	if b, err := os.ReadFile("/sys/kernel/rcu_expedited"); err == nil && strings.TrimSpace(string(b)) != "0" {
-		c.Detail = "fast: RCU grace periods are expedited (kernel.rcu_expedited)"
-		return c
-	}
-	if rt.cg.Version == cgroup.V2 && cgroup2Favors() {
-		c.Detail = "fast: cgroup2 is mounted with favordynmods"
+	waits, why := rt.cg.AttachWait()
+	if !waits {
+		c.Detail = "fast: " + why
 		return c
 	}
 	c.Detail = "each create's cgroup move waits for an RCU grace period (up to ~10 ms at p95 here, see docs/bench.md); " +
 		"on a node that runs sandboxes, echo 1 > /sys/kernel/rcu_expedited (or, cgroup v2, mount it with favordynmods) removes the wait, " +
 		"at a cost to the rest of the system"
 	return c
-}
-
-// cgroup2Favors reports whether a cgroup2 mount has favordynmods.
-func cgroup2Favors() bool {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 4 && f[2] == "cgroup2" && strings.Contains(","+f[3]+",", ",favordynmods,") {
-			return true
-		}
-	}
-	return false
 }
 
 func (rt *Runtime) smokeTest(ctx context.Context) Check {
