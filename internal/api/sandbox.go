@@ -49,7 +49,8 @@ type ExecRequest struct {
 	// as an interactive request does.
 	Input bool `json:"input,omitempty"`
 	// Interrupt, with Input, first interrupts the interactive command as
-	// Ctrl-C would (SIGKILL after the grace time), then waits for a match
+	// Ctrl-C would (pressed again every 250 ms while the program prints
+	// nothing, SIGKILL after the grace time), then waits for a match
 	// of Expect or its end; TimeoutNs does not apply. A program that
 	// survives (python3 prints its prompt again) keeps running.
 	Interrupt bool `json:"interrupt,omitempty"`

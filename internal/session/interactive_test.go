@@ -96,6 +96,21 @@ func TestInteractiveInterruptSurvivor(t *testing.T) {
 	expectOutput(t, s, "echo $?", "3\n", 0)
 }
 
+// TestInteractiveInterruptRepeated: a program that misses the first Ctrl-C
+// (python3 can, at its prompt) gets another while it stays quiet, before
+// the grace time ends in SIGKILL.
+func TestInteractiveInterruptRepeated(t *testing.T) {
+	s := startSession(t, Options{KillGrace: 10 * time.Second})
+	deaf := `python3 -c $'import signal, time\nn = 0\ndef h(*a):\n    global n\n    n += 1\n    if n == 2: print("second", flush=True)\nsignal.signal(signal.SIGINT, h)\nprint("ready", flush=True)\nwhile True: time.sleep(1)'`
+	if res := mustExec(t, s, ExecRequest{Command: deaf, Interactive: true, Expect: []string{`ready\n`}}); !res.Running {
+		t.Fatalf("start: %+v", res)
+	}
+	res := interact(t, s, ExecRequest{Interrupt: true, Expect: []string{`second\n`}})
+	if !res.Running || res.Matched != `second\n` || res.Duration >= 5*time.Second {
+		t.Fatalf("interrupt: %+v, want the program's answer to a second SIGINT, well before the grace time", res)
+	}
+}
+
 // TestInteractiveCannotFakeEnd: what an interactive command prints
 // (status-like lines, a prompt, to its output or to its terminal) ends
 // neither the command nor a wait, unless it matches the caller's pattern.

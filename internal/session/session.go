@@ -101,7 +101,8 @@ type ExecRequest struct {
 	// an Interactive Exec does.
 	Input bool `json:"input,omitempty"`
 	// Interrupt, with Input, first interrupts the interactive command as a
-	// timeout does (Ctrl-C, SIGKILL after KillGrace), then waits for a
+	// timeout does (Ctrl-C, SIGKILL after KillGrace; Ctrl-C again whenever
+	// the program has printed nothing for 250 ms), then waits for a
 	// match or its end; Timeout does not apply. A program that survives
 	// the interrupt and prints a pattern (python3's ">>> ") keeps running.
 	Interrupt bool `json:"interrupt,omitempty"`

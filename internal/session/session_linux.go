@@ -22,6 +22,7 @@ import (
 const (
 	idleCheckEvery = 100 * time.Millisecond // look for a lost status
 	abortTick      = 5 * time.Millisecond   // while interrupting a command
+	repeatIntEvery = 250 * time.Millisecond // Ctrl-C again to a quiet interactive program
 	recoveryEvery  = 20 * time.Millisecond  // at most one recovery frame per
 	setupTimeout   = 30 * time.Second       // when Start's ctx has no deadline
 )
@@ -264,6 +265,7 @@ func (s *Session) input(ctx context.Context, req ExecRequest) (Result, error) {
 	if req.Interrupt {
 		r.startAbort(r.start, nil)
 		r.patientAbort = true
+		r.quietFrom, r.writtenThen = r.start, r.streams[0].written
 	} else if req.Timeout > 0 {
 		r.deadline = r.start.Add(req.Timeout)
 	}
@@ -371,8 +373,12 @@ type run struct {
 	input       []byte
 	expect      []*regexp.Regexp
 	// patientAbort: an interrupt asked for by Input (not a timeout); a
-	// match of expect ends it, and the program runs on.
+	// match of expect ends it, and the program runs on. The program has
+	// written nothing since quietFrom, when it had written writtenThen
+	// bytes (see repeatInterrupt).
 	patientAbort bool
+	quietFrom    time.Time
+	writtenThen  int64
 
 	aborting     bool
 	interrupted  bool           // the shell got SIGINT
@@ -657,6 +663,23 @@ func (r *run) interruptLate(now time.Time) {
 	}
 }
 
+// repeatInterrupt presses Ctrl-C again, as a user at a terminal would,
+// when the interactive program asked to take one has written nothing for
+// repeatIntEvery. A program may lose the first: python3 at its prompt
+// checks for a signal only when one interrupts its wait for input, and a
+// SIGINT that lands after its check but before the wait goes unnoticed
+// until the next key. SWE-ReX's interrupt retries for the same reason.
+func (r *run) repeatInterrupt(now time.Time) {
+	if n := r.streams[0].written; n != r.writtenThen {
+		r.quietFrom, r.writtenThen = now, n
+		return
+	}
+	if now.Sub(r.quietFrom) >= repeatIntEvery {
+		r.quietFrom = now
+		r.signalNew(r.newProcesses())
+	}
+}
+
 // signalNew sends SIGINT to procs and remembers what each was running.
 func (r *run) signalNew(procs []int) {
 	if r.signaled == nil {
@@ -706,6 +729,9 @@ func (r *run) abortStep(now time.Time) {
 		r.interrupt(now, false) // the command had not started at the deadline
 	case elapsed < grace && now.Sub(r.lastSignal) >= recoveryEvery:
 		r.interruptLate(now)
+		if r.patientAbort {
+			r.repeatInterrupt(now)
+		}
 	}
 	if len(r.pending) > 0 {
 		return

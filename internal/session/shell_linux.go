@@ -160,10 +160,12 @@ type stream struct {
 	max     int
 	pend    []byte
 	dropped int64
+	written int64 // bytes written in all, for a wait that looks for new output
 }
 
 // write keeps p as the stream's output.
 func (st *stream) write(p []byte) {
+	st.written += int64(len(p))
 	if !st.raw {
 		st.buf.write(p)
 		return
