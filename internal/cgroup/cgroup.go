@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Root is where cgroup hierarchies are mounted.
@@ -63,13 +66,14 @@ func (i Info) Usable() bool { return i.Version != "" }
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
 // Detect finds where sandbox groups can be created. delegated, when not
-// empty, is a v2 directory the caller may write (MSB_CGROUP_PARENT).
+// empty, is a directory the caller may write (MSB_CGROUP_PARENT): one in a
+// cgroup v2 hierarchy, or one in a v1 hierarchy (see detectDelegated).
 func Detect(delegated string) Info {
 	if delegated != "" {
-		return detectV2(delegated)
+		return detectDelegated(delegated)
 	}
 	if os.Geteuid() != 0 {
-		return Info{Reason: "not root and no delegated cgroup (set MSB_CGROUP_PARENT to a writable cgroup v2 directory)"}
+		return Info{Reason: "not root and no delegated cgroup (set MSB_CGROUP_PARENT to a directory under a cgroup subtree delegated to you)"}
 	}
 	self, err := selfCgroups()
 	if err != nil {
@@ -81,19 +85,67 @@ func Detect(delegated string) Info {
 	if ctrls, _ := readControllers(filepath.Join(Root, "unified", "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
 		return detectV2(filepath.Join(Root, "unified", self[""], "msb"))
 	}
+	return detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, false)
+}
+
+// detectDelegated takes a directory in a v1 hierarchy, such as
+// /sys/fs/cgroup/memory/alice/msb, to name the same path in each v1
+// hierarchy a group joins (memory and pids, and cpu and cpuacct where they
+// are delegated too); any other directory is a v2 one.
+func detectDelegated(parent string) Info {
+	parent = filepath.Clean(parent)
+	if rel, err := filepath.Rel(Root, parent); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		hier, sub, _ := strings.Cut(rel, string(filepath.Separator))
+		if slices.Contains(v1Controllers, hier) && isV1(filepath.Join(Root, hier)) {
+			if sub == "" {
+				return Info{Reason: fmt.Sprintf("MSB_CGROUP_PARENT %s is the root of a cgroup v1 hierarchy: name a directory below one delegated to you", parent)}
+			}
+			return detectV1(func(c string) string { return filepath.Join(Root, c, sub) }, true)
+		}
+	}
+	return detectV2(parent)
+}
+
+// detectV1 places groups under parentOf(controller) in each v1 hierarchy.
+// Delegated parents must be writable (the directory, or the one above it
+// where msb is to create it); cpu and cpuacct are used only where they are.
+func detectV1(parentOf func(controller string) string, delegated bool) Info {
 	info := Info{Version: V1, Parents: map[string]string{}}
 	for _, c := range v1Controllers {
+		optional := c == "cpu" || c == "cpuacct" // CPU quota and accounting
 		base := filepath.Join(Root, c)
 		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
-			if c == "cpu" || c == "cpuacct" {
-				continue // CPU quota and accounting are optional
+			if optional {
+				continue
 			}
 			return Info{Reason: fmt.Sprintf("cgroup v1 %s controller not mounted at %s", c, base)}
 		}
-		info.Parents[c] = filepath.Join(base, self[c], "msb")
+		parent := parentOf(c)
+		if delegated && !writable(parent) {
+			if optional {
+				continue
+			}
+			return Info{Reason: fmt.Sprintf("delegated cgroup v1 %s: cannot write %s (nor create it)", c, parent)}
+		}
+		info.Parents[c] = parent
 		info.Controllers = append(info.Controllers, c)
 	}
 	return info
+}
+
+// writable reports whether dir can be written, or else created in the
+// directory above it, by this process.
+func writable(dir string) bool {
+	if _, err := os.Stat(dir); err == nil {
+		return unix.Access(dir, unix.W_OK) == nil && unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) == nil
+	}
+	return unix.Access(filepath.Dir(dir), unix.W_OK) == nil
+}
+
+// isV1 reports whether dir is the mount of a cgroup v1 hierarchy.
+func isV1(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC
 }
 
 func detectV2(parent string) Info {

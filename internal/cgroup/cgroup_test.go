@@ -1,10 +1,14 @@
 package cgroup
 
 import (
-	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
 )
 
 func TestCreateLimitKillDestroy(t *testing.T) {
@@ -67,5 +71,30 @@ func TestNegativeLimitRejected(t *testing.T) {
 func TestMemAvailable(t *testing.T) {
 	if n := MemAvailable(); n <= 0 {
 		t.Fatalf("MemAvailable = %d", n)
+	}
+}
+
+// TestDetectDelegatedV1: a directory in a v1 hierarchy names the same path
+// in each v1 hierarchy; a hierarchy's root is refused (TestRootlessDelegatedCgroup
+// in package sandbox runs sandboxes under such a parent as an unprivileged user).
+func TestDetectDelegatedV1(t *testing.T) {
+	privtest.RequireRoot(t)
+	if !isV1(filepath.Join(Root, "memory")) || !isV1(filepath.Join(Root, "pids")) {
+		privtest.Skip(t, "no cgroup v1 memory and pids hierarchies")
+	}
+	name := "msb-test-detect-" + strconv.Itoa(os.Getpid())
+	for _, c := range []string{"memory", "pids"} {
+		if err := os.Mkdir(filepath.Join(Root, c, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(Root, c, name))
+	}
+	info := Detect(filepath.Join(Root, "memory", name, "msb"))
+	if info.Version != V1 || info.Parents["memory"] != filepath.Join(Root, "memory", name, "msb") ||
+		info.Parents["pids"] != filepath.Join(Root, "pids", name, "msb") {
+		t.Fatalf("delegated v1: %+v", info)
+	}
+	if info := Detect(filepath.Join(Root, "pids")); info.Usable() || !strings.Contains(info.Reason, "root of a cgroup v1 hierarchy") {
+		t.Fatalf("a hierarchy's root: %+v", info)
 	}
 }

@@ -10,7 +10,8 @@
 // Groups are created below a parent named "msb" in the caller's own cgroup,
 // so a host-level limit on msb also bounds its sandboxes. Creating a group
 // needs write access to the hierarchy: root has it; an unprivileged user has
-// it only where the hierarchy was delegated (MSB_CGROUP_PARENT names such a
-// v2 directory). Where neither holds, Detect says so and callers fall back
+// it only where the hierarchy was delegated (MSB_CGROUP_PARENT names a
+// directory there: in a v2 hierarchy, or in a v1 one, whose path is then
+// used in each v1 hierarchy). Where neither holds, Detect says so and callers fall back
 // to rlimits.
 package cgroup

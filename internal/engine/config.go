@@ -16,7 +16,8 @@ type Config struct {
 	// StateDir holds running sandboxes' state (default: see
 	// sandbox.DefaultStateDir, computed by the caller).
 	StateDir string
-	// CgroupParent is a delegated cgroup v2 directory for rootless limits.
+	// CgroupParent is a directory in a delegated cgroup (v2 or v1) for
+	// rootless limits.
 	CgroupParent string
 	// InitBinary is the sandbox init executable (default: msb-sandbox next
 	// to the running executable, else the running executable).

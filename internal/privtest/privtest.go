@@ -166,6 +166,13 @@ func CheckPoolLeaks() error {
 // root-only build dir, so it is copied somewhere the user can execute.
 func Unprivileged(t *testing.T, run string) {
 	t.Helper()
+	UnprivilegedEnv(t, run)
+}
+
+// UnprivilegedEnv is Unprivileged with more environment variables
+// ("NAME=value") for the rerun.
+func UnprivilegedEnv(t *testing.T, run string, env ...string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: the other tests cover the rootless mode")
 	}
@@ -197,6 +204,7 @@ func Unprivileged(t *testing.T, run string) {
 	cmd.Dir = state
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin", "HOME=" + u.HomeDir, StateBaseEnv + "=" + state,
 		"TMPDIR=" + state, StrictEnv + "=" + os.Getenv(StrictEnv)}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s as %s (uid %d):\n%s", run, User, uid, out)
@@ -236,5 +244,93 @@ func copyExecutable(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// DelegateCgroupV1 does, as root, what an administrator does to give User
+// cgroup limits on a host whose memory and pids controllers are on cgroup
+// v1: a directory in each v1 hierarchy, owned by User. It returns the
+// MSB_CGROUP_PARENT that names a parent below it; the directories (and any
+// group left in them) are removed after the test. A host without v1 memory
+// and pids hierarchies (pure cgroup v2) has nothing of the kind to
+// delegate: the test is skipped, even when strict.
+func DelegateCgroupV1(t *testing.T) string {
+	t.Helper()
+	u := ensureUser(t)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	name := fmt.Sprintf("msb-test-delegated-%d", os.Getpid())
+	var made []string
+	for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
+		base := filepath.Join("/sys/fs/cgroup", c)
+		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil || isV2(base) {
+			if c == "memory" || c == "pids" {
+				t.Skipf("no cgroup v1 %s hierarchy at %s: v1 delegation does not apply to this host", c, base)
+			}
+			continue
+		}
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, dir)
+		if err := chownTree(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range made {
+			removeCgroupTree(t, d)
+		}
+	})
+	return filepath.Join("/sys/fs/cgroup/memory", name, "msb")
+}
+
+// isV2 reports whether dir is in a cgroup v2 hierarchy.
+func isV2(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "cgroup.controllers"))
+	return err == nil
+}
+
+// chownTree gives a cgroup directory and its files to uid, as delegation
+// does.
+func chownTree(dir string, uid, gid int) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, uid, gid)
+	})
+}
+
+// removeCgroupTree removes a cgroup directory and the groups below it,
+// deepest first, killing what still runs in them; what the rerun left is
+// reported.
+func removeCgroupTree(t *testing.T, dir string) {
+	var dirs []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		if i > 0 && filepath.Base(filepath.Dir(d)) == "msb" {
+			t.Errorf("cgroup %s left behind by the rootless run", d)
+		}
+		for try := 0; try < 200; try++ {
+			if b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs")); len(strings.TrimSpace(string(b))) > 0 {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			if err := os.Remove(d); err == nil || os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

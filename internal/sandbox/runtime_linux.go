@@ -20,8 +20,8 @@ import (
 type RuntimeOptions struct {
 	// StateDir holds per-sandbox state; default DefaultStateDir("").
 	StateDir string
-	// CgroupParent is a delegated cgroup v2 directory for an unprivileged
-	// user (MSB_CGROUP_PARENT).
+	// CgroupParent is a directory in a cgroup subtree delegated to an
+	// unprivileged user, v2 or v1 (MSB_CGROUP_PARENT; see cgroup.Detect).
 	CgroupParent string
 	// Exe is the binary started as the sandbox's init: default
 	// msb-sandbox next to the running executable, else the running

@@ -34,9 +34,13 @@ func testRuntime(t testing.TB) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := NewRuntime(RuntimeOptions{StateDir: dir})
+	delegated := os.Getenv("MSB_CGROUP_PARENT")
+	rt, err := NewRuntime(RuntimeOptions{StateDir: dir, CgroupParent: delegated})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if delegated != "" && !rt.cg.Usable() {
+		t.Fatalf("MSB_CGROUP_PARENT=%s but no cgroup: %s", delegated, rt.cg.Reason)
 	}
 	t.Cleanup(func() {
 		if err := rt.Close(); err != nil {
@@ -128,6 +132,7 @@ func TestSuite(t *testing.T) {
 		{"Devices", testDevices},
 		{"ForkBomb", testForkBomb},
 		{"MemoryBomb", testMemoryBomb},
+		{"MemoryAcrossProcesses", testMemoryAcrossProcesses},
 		{"SmallMemoryConcurrentExecs", testSmallMemoryConcurrentExecs},
 		{"TmpQuota", testTmpQuota},
 		{"CloseKillsEverything", testCloseKillsEverything},
@@ -419,6 +424,34 @@ print('allocated 1 GiB')"`)
 		}
 	}
 	mustOK(t, sb, "echo still alive")
+}
+
+// testMemoryAcrossProcesses: the memory limit bounds a sandbox's processes
+// together (six of 40 MiB under 128 MiB), where a cgroup holds it; rlimits
+// bound each process alone (see "Rootless limits" in docs/sandbox.md).
+func testMemoryAcrossProcesses(t *testing.T, rt *Runtime) {
+	if !rt.cg.Usable() {
+		t.Skip("no cgroup: RLIMIT_AS bounds each process, not the sandbox")
+	}
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{MemoryBytes: 128 << 20}})
+	hold := `python3 -c "import time; b = b'x' * (40 << 20); time.sleep(3); print('kept', len(b) >> 20)"`
+	out := mustOK(t, sb, "for i in 1 2 3 4 5 6; do "+hold+" & done; wait; echo done")
+	kept := 0
+	for _, line := range strings.Split(out, "\n") {
+		if line == "kept 40" {
+			kept++
+		}
+	}
+	if kept > 3 || !strings.HasSuffix(out, "done\n") {
+		t.Fatalf("%d processes kept 40 MiB each under a 128 MiB limit: %q", kept, out)
+	}
+	u, err := sb.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.OOMKills == 0 || u.MemoryPeakBytes > 140<<20 {
+		t.Fatalf("usage %+v: want OOM kills and a peak within the limit", u)
+	}
 }
 
 func testTmpQuota(t *testing.T, rt *Runtime) {
