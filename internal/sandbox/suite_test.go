@@ -140,6 +140,7 @@ func TestSuite(t *testing.T) {
 		{"Files", testFiles},
 		{"SymlinkEscape", testSymlinkEscape},
 		{"Layers", testLayers},
+		{"MountinfoHidesHostPaths", testMountinfoHidesHostPaths},
 		{"KeepUpper", testKeepUpper},
 		{"CopyModeRoot", testCopyModeRoot},
 		{"Concurrent", testConcurrent},
@@ -639,6 +640,25 @@ func testLayers(t *testing.T, rt *Runtime) {
 		t.Fatal("write reached the lower layer")
 	}
 	mustFail(t, sb, "echo x > /mnt/top/f")
+}
+
+// testMountinfoHidesHostPaths: the root overlay's options, which the agent
+// reads in /proc/self/mountinfo, name its layers and writable dirs by
+// descriptor, not by their host paths (the cache's, the state dir's).
+func testMountinfoHidesHostPaths(t *testing.T, rt *Runtime) {
+	base, top := t.TempDir(), t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Chmod(top, 0o755)
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{base, top}})
+	out := mustOK(t, sb, "cat /proc/self/mountinfo")
+	for _, p := range []string{rt.StateDir(), base, top} {
+		if strings.Contains(out, p) {
+			t.Errorf("mountinfo shows the host path %s:\n%s", p, out)
+		}
+	}
+	if !strings.Contains(out, "lowerdir=/proc/self/fd/") {
+		t.Errorf("no overlay named by descriptors in:\n%s", out)
+	}
 }
 
 func testKeepUpper(t *testing.T, rt *Runtime) {

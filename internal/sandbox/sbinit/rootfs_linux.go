@@ -78,12 +78,51 @@ func mountRoot(cfg *wire.Config) error {
 		}
 		return nil
 	}
-	ov, err := mount.Overlay(cfg.Root, mount.OverlayOptions{Lowers: cfg.Lowers, Upper: cfg.Upper, Work: cfg.Work, UserXattr: cfg.UserXattr})
+	return mountOverlayByFD(cfg)
+}
+
+// mountOverlayByFD mounts the root overlay with each of its directories
+// named /proc/self/fd/N, a descriptor of init's held for the call. The
+// overlay's options are what every process of the sandbox reads in
+// /proc/self/mountinfo; named so, they show none of the host's paths (the
+// cache's, the state dir's), and stay far from the kernel's one-page limit.
+func mountOverlayByFD(cfg *wire.Config) error {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	byFD := func(dir string) (string, error) {
+		if dir == "" {
+			return "", nil
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", fmt.Errorf("opening overlay dir %s: %w", dir, err)
+		}
+		fds = append(fds, fd)
+		return "/proc/self/fd/" + strconv.Itoa(fd), nil
+	}
+	opts := mount.OverlayOptions{Lowers: make([]string, len(cfg.Lowers)), UserXattr: cfg.UserXattr}
+	var err error
+	for i, l := range cfg.Lowers {
+		if opts.Lowers[i], err = byFD(l); err != nil {
+			return err
+		}
+	}
+	if opts.Upper, err = byFD(cfg.Upper); err != nil {
+		return err
+	}
+	if opts.Work, err = byFD(cfg.Work); err != nil {
+		return err
+	}
+	ov, err := mount.Overlay(cfg.Root, opts)
 	if err != nil {
 		return err
 	}
 	if err := ov.Mount(); err != nil {
-		return fmt.Errorf("mounting root overlay: %w", err)
+		return fmt.Errorf("mounting root overlay of %d layers (%s): %w", len(cfg.Lowers), strings.Join(cfg.Lowers, ":"), err)
 	}
 	return nil
 }
