@@ -25,7 +25,7 @@ func newCacheCmd(g *globals) *cobra.Command {
   msb cache du`,
 	}
 	cmd.AddCommand(newCacheBuildCmd(g), newCacheLsCmd(g), newCacheDuCmd(g), newCacheVerifyCmd(g),
-		newCacheGCCmd(g), newCacheExportCmd(g), newCacheImportCmd(g), newCacheServeCmd(g),
+		newCacheRmCmd(g), newCacheGCCmd(g), newCacheExportCmd(g), newCacheImportCmd(g), newCacheServeCmd(g),
 		newCachePullCmd(g), newCacheImportRootfsCmd(g))
 	return cmd
 }
@@ -252,6 +252,35 @@ func newCacheVerifyCmd(g *globals) *cobra.Command {
 				return &exitError{code: exitFailure, msg: fmt.Sprintf("%d problems in %s", len(rep.Problems), rep.Dir)}
 			}
 			return nil
+		},
+	}
+}
+
+func newCacheRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm REF|GLOB...",
+		Short: "Remove refs (names, or globs such as 'repo/acme/proj@*'); msb cache gc then frees what only they used",
+		Long: `Remove refs (names, or globs such as 'repo/acme/proj@*'); msb cache gc then frees what only they used.
+
+A layer is made again at its next use once its ref is gone: remove the refs of
+layers built before their inputs changed (a repository layer made while a
+submodule's source was missing from --repos-dir). A pattern that matches no
+ref is an error, and then nothing is removed.`,
+		Example: "  msb cache rm 'repo/demo/calc@*'\n  msb cache rm install/demo__calc-1@<digest> --json",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.openCache(true)
+			if err != nil {
+				return err
+			}
+			removed, err := c.RemoveRefs(args)
+			if g.json && err == nil {
+				return printJSON(removed)
+			}
+			for _, r := range removed {
+				fmt.Printf("removed ref %s (layer %s)\n", r.Ref, r.Layer)
+			}
+			return err
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -127,6 +128,49 @@ func (c *Cache) GC(ctx context.Context) (api.CacheGCReport, error) {
 	}
 	return api.CacheGCReport{Layers: ids(r.Layers), Inodes: r.Inodes, Objects: r.Objects, Leases: r.Leases, Temp: r.Temp,
 		FreedBytes: r.FreedBytes, Kept: r.Kept, DanglingRefs: r.DanglingRef}, nil
+}
+
+// RemoveRefs deletes the refs that patterns name: ref names, or globs of
+// path.Match such as repo/astropy/astropy@* (a layer built before its inputs
+// changed, e.g. a repository layer made while a submodule's source was
+// missing, is made again at its next use). The layers become what GC
+// removes unless another ref or a running sandbox uses them. A pattern
+// that matches no ref is an error, and then nothing is removed.
+func (c *Cache) RemoveRefs(patterns []string) ([]api.LayerRef, error) {
+	refs, err := c.st().Refs()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("ref pattern %q: %w", p, err)
+		}
+	}
+	hits := make([]int, len(patterns))
+	var match []api.LayerRef
+	for _, r := range refs {
+		matched := false
+		for i, p := range patterns {
+			if ok, _ := path.Match(p, r.Name); ok {
+				hits[i]++
+				matched = true
+			}
+		}
+		if matched {
+			match = append(match, api.LayerRef{Ref: r.Name, Layer: r.Layer.String()})
+		}
+	}
+	for i, n := range hits {
+		if n == 0 {
+			return nil, fmt.Errorf("%w: no ref matches %q (msb cache ls lists them)", ErrNotFound, patterns[i])
+		}
+	}
+	for i, m := range match {
+		if err := c.st().DeleteRef(m.Ref); err != nil {
+			return match[:i], err
+		}
+	}
+	return match, nil
 }
 
 // resolve turns a ref or a digest into a layer id.
