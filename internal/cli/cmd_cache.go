@@ -266,7 +266,7 @@ A layer is made again at its next use once its ref is gone: remove the refs of
 layers built before their inputs changed (a repository layer made while a
 submodule's source was missing from --repos-dir). A pattern that matches no
 ref is an error, and then nothing is removed.`,
-		Example: "  msb cache rm 'repo/demo/calc@*'\n  msb cache rm install/demo__calc-1@<digest> --json",
+		Example: "  msb cache rm 'repo/demo/calc@*'\n  msb cache rm repo/demo/calc@<commit> --json",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.openCache(true)
