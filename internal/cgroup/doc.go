@@ -12,6 +12,6 @@
 // needs write access to the hierarchy: root has it; an unprivileged user has
 // it only where the hierarchy was delegated (MSB_CGROUP_PARENT names a
 // directory there: in a v2 hierarchy, or in a v1 one, whose path is then
-// used in each v1 hierarchy). Where neither holds, Detect says so and callers fall back
-// to rlimits.
+// used in each v1 hierarchy). Where neither holds, Detect says so and
+// callers fall back to rlimits.
 package cgroup
