@@ -347,11 +347,6 @@ func toxPythonShim(py string) string {
 // 3.4 on gives tox the venv's interpreter (toxPythonShim).
 func sphinxEdits(v string, s *Spec) {
 	switch v {
-	case "1.5", "1.6", "1.7", "1.8", "2.0", "2.1", "2.2", "2.3", "2.4", "3.0", "3.1", "3.2", "3.3":
-	default:
-		defer func() { s.PreInstall = append(s.PreInstall, toxPythonShim(s.Python)) }()
-	}
-	switch v {
 	case "3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1", "4.2", "4.3", "4.4":
 		s.PreInstall = append(s.PreInstall,
 			"sed -i 's/Jinja2>=2.3/Jinja2<3.0/' setup.py",
@@ -386,4 +381,11 @@ func sphinxEdits(v string, s *Spec) {
 	if v == "8.0" || v == "8.1" {
 		s.Python = "3.10"
 	}
+	if !slices.Contains(sphinxBeforeTox34, v) {
+		s.PreInstall = append(s.PreInstall, toxPythonShim(s.Python)) // last: it names the final Python
+	}
 }
+
+// sphinxBeforeTox34 are the Sphinx versions whose tox.ini runs pytest from
+// PATH, before toxPythonShim is needed.
+var sphinxBeforeTox34 = []string{"1.5", "1.6", "1.7", "1.8", "2.0", "2.1", "2.2", "2.3", "2.4", "3.0", "3.1", "3.2", "3.3"}
