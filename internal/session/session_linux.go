@@ -265,7 +265,7 @@ func (s *Session) input(ctx context.Context, req ExecRequest) (Result, error) {
 	if req.Interrupt {
 		r.startAbort(r.start, nil)
 		r.patientAbort = true
-		r.quietFrom, r.writtenThen = r.start, r.streams[0].written
+		r.quietFrom, r.receivedThen = r.start, r.streams[0].received()
 	} else if req.Timeout > 0 {
 		r.deadline = r.start.Add(req.Timeout)
 	}
@@ -374,11 +374,11 @@ type run struct {
 	expect      []*regexp.Regexp
 	// patientAbort: an interrupt asked for by Input (not a timeout); a
 	// match of expect ends it, and the program runs on. The program has
-	// written nothing since quietFrom, when it had written writtenThen
-	// bytes (see repeatInterrupt).
+	// written nothing since quietFrom, when its output stream had
+	// received receivedThen bytes (see repeatInterrupt).
 	patientAbort bool
 	quietFrom    time.Time
-	writtenThen  int64
+	receivedThen int64
 
 	aborting     bool
 	interrupted  bool           // the shell got SIGINT
@@ -670,8 +670,8 @@ func (r *run) interruptLate(now time.Time) {
 // SIGINT that lands after its check but before the wait goes unnoticed
 // until the next key. SWE-ReX's interrupt retries for the same reason.
 func (r *run) repeatInterrupt(now time.Time) {
-	if n := r.streams[0].written; n != r.writtenThen {
-		r.quietFrom, r.writtenThen = now, n
+	if n := r.streams[0].received(); n != r.receivedThen {
+		r.quietFrom, r.receivedThen = now, n
 		return
 	}
 	if now.Sub(r.quietFrom) >= repeatIntEvery {

@@ -160,12 +160,15 @@ type stream struct {
 	max     int
 	pend    []byte
 	dropped int64
-	written int64 // bytes written in all, for a wait that looks for new output
 }
+
+// received is how many bytes a raw stream has taken in since its output
+// was last returned (pend and what was dropped from it): it grows exactly
+// when the command writes.
+func (st *stream) received() int64 { return int64(len(st.pend)) + st.dropped }
 
 // write keeps p as the stream's output.
 func (st *stream) write(p []byte) {
-	st.written += int64(len(p))
 	if !st.raw {
 		st.buf.write(p)
 		return
