@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,6 +153,63 @@ print("reached: " + ", ".join(got) if got else "unreachable")
 EOF`)
 	if strings.TrimSpace(out) != "unreachable" {
 		t.Fatalf("the agent got at the supervisor: %s", out)
+	}
+}
+
+// testSupervisorThreads: every process of the sandbox, whichever way it was
+// started (exec, session, Run), has the cut bounding set and the sandbox's
+// cgroup namespace, not the host's; and every thread of the supervisor,
+// seen from the host, holds no capability outside that set. (The
+// supervisor forks from one thread only; its others keep the full bounding
+// set.) The sessions and commands run first make the runtime start more
+// threads.
+func testSupervisorThreads(t *testing.T, rt *Runtime) {
+	var out strings.Builder
+	sb := create(t, rt, Config{HostBase: true, Stdio: &Stdio{Out: &out, Err: &out}})
+	ctx := context.Background()
+	probe := "grep CapBnd /proc/self/status | cut -f2; readlink /proc/self/ns/cgroup"
+	want := mustOK(t, sb, probe)
+	host, err := os.Readlink("/proc/self/ns/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(want)
+	if len(f) != 2 || f[1] == host {
+		t.Fatalf("the sandbox's bounding set and cgroup namespace: %q (the host's namespace: %s)", want, host)
+	}
+	bset, err := strconv.ParseUint(f[0], 16, 64)
+	if err != nil || bset&(1<<unix.CAP_SYS_ADMIN) != 0 {
+		t.Fatalf("CapBnd %q", f[0])
+	}
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: probe})
+	if err != nil || res.Output != want {
+		t.Errorf("session: %q, %v; want %q", res.Output, err, want)
+	}
+	if _, err := sb.Run(ctx, []string{"sh", "-c", probe}); err != nil || out.String() != want {
+		t.Errorf("run: %q, %v; want %q", out.String(), err, want)
+	}
+	tasks := "/proc/" + strconv.Itoa(sb.InitPid()) + "/task/"
+	ents, err := os.ReadDir(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capRe := regexp.MustCompile(`(?m)^Cap(Inh|Prm|Eff|Amb):\t([0-9a-f]+)$`)
+	for _, e := range ents {
+		status, err := os.ReadFile(tasks + e.Name() + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range capRe.FindAllStringSubmatch(string(status), -1) {
+			if v, _ := strconv.ParseUint(m[2], 16, 64); v&^bset != 0 {
+				t.Errorf("supervisor thread %s: Cap%s %s, more than the bounding set %s", e.Name(), m[1], m[2], f[0])
+			}
+		}
+	}
+	if len(ents) < 4 {
+		t.Fatalf("the supervisor has %d threads: the check saw too few", len(ents))
 	}
 }
 

@@ -14,25 +14,60 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/pool"
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // testCloseThenRuntimeClose: Close returns with the sandbox's processes
-// gone; the rest of its cleanup ends by the time Runtime.Close returns,
-// leaving nothing (testRuntime checks the state dir and cgroups), and its
-// phases are all timed.
+// gone (init itself may still be exiting); the rest of its cleanup, init's
+// exit first, ends by the time Runtime.Close returns, leaving nothing
+// (testRuntime checks the state dir and cgroups), and its phases are all
+// timed.
 func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
 	rt := testRuntime(t)
 	sb := create(t, rt, Config{HostBase: true})
 	mustOK(t, sb, "echo x > /written")
+	marker := "msb-close-marker-" + strconv.Itoa(os.Getpid())
+	// A session's background job, and one that left the session's process
+	// tree, group and environment (closing the session does not find it):
+	// both live until Close.
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "bg", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := "(exec -a " + marker + " sleep 1000) </dev/null >/dev/null 2>&1 & (setsid env -i /bin/bash -c 'exec -a " + marker + " sleep 1000' </dev/null >/dev/null 2>&1 &)"
+	if _, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: job}); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for deadline := time.Now().Add(5 * time.Second); len(pids) != 2; time.Sleep(20 * time.Millisecond) {
+		if pids = findCmdline(t, marker); time.Now().After(deadline) {
+			t.Fatalf("%d processes named %s before Close, want 2", len(pids), marker)
+		}
+	}
+	// Their pidfds, polled at once after Close: exited, not merely about
+	// to be killed by init's exit.
+	var fds []unix.PollFd
+	for _, p := range pids {
+		fd, err := unix.PidfdOpen(p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
 	pid, dir := sb.InitPid(), sb.dir
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-		t.Fatalf("init %d still exists after Close", pid)
+	if n, err := unix.Poll(fds, 0); err != nil || n != len(fds) {
+		t.Fatalf("%d of the sandbox's %d processes had exited when Close returned (%v)", n, len(fds), err)
 	}
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Fatalf("init %d still exists after Runtime.Close", pid)
 	}
 	select {
 	case <-sb.Cleaned():
@@ -45,8 +80,13 @@ func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatalf("state dir %s left after Runtime.Close", dir)
 	}
-	want := []string{PhaseDirs, PhaseConfig, PhaseSpawn, PhaseInitRun, PhaseMounts, PhaseWaitStart, PhaseInitExec, PhaseSupRuntime,
-		PhaseSupHarden, PhaseSupReady, PhaseCreate, PhaseShutdown, PhaseReap, PhaseRelease, PhaseClose, PhaseMountsRm, PhaseStateRm, PhaseCleanup}
+	want := []string{PhaseDirs, PhaseConfig, PhaseSpawn, PhaseInitRun, PhaseMounts, PhaseWaitStart, PhaseInitCaps,
+		PhaseSupHarden, PhaseSupReady, PhaseCreate, PhaseShutdown, PhaseRelease, PhaseClose, PhaseMountsRm, PhaseStateRm, PhaseCleanup}
+	if rt.syncDisk {
+		want = append(want, PhaseReap) // the disk is deleted on Close's path, after init's exit
+	} else {
+		want = append(want, PhaseExit)
+	}
 	if rt.disk().kind != diskHost {
 		want = append(want, PhaseDisk)
 	}
@@ -69,7 +109,7 @@ func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
 			t.Errorf("phase %s not timed: %v", w, sb.Timings())
 		}
 	}
-	if got[PhaseReap] > got[PhaseClose] || got[PhaseMounts] > got[PhaseCreate] {
+	if got[PhaseReap] > got[PhaseClose] || got[PhaseMounts] > got[PhaseCreate] || got[PhaseExit] > got[PhaseCleanup] {
 		t.Errorf("a phase is longer than its whole: %v", sb.Timings())
 	}
 }
@@ -226,4 +266,25 @@ func testUpperHoldsOnlyWrites(t *testing.T, rt *Runtime) {
 	if strings.Join(names, " ") != "written" {
 		t.Fatalf("upper dir holds %v, want only the file written", names)
 	}
+}
+
+// findCmdline returns the host's processes whose command line starts with
+// name.
+func findCmdline(t *testing.T, name string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.HasPrefix(string(b), name+"\x00") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

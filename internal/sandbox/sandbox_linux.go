@@ -51,7 +51,11 @@ type Sandbox struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	times     timings
+	// ended: the supervisor answered shutdown, so every process but init
+	// is gone and init, exiting, holds no stdio pipe (see Close).
+	ended  bool
+	reaped bool // stop waited for init's exit
+	times  timings
 	// cleaned is closed when cleanup is done; cleanupErr is its outcome.
 	cleaned    chan struct{}
 	cleanupErr error
@@ -418,7 +422,9 @@ func (s *Sandbox) writeInfo() {
 }
 
 // Close kills every process in the sandbox and returns once they are all
-// gone (the supervisor shut down, init reaped), after moving a kept upper
+// gone (the supervisor killed and reaped the rest and answered shutdown,
+// or init was reaped; init's own exit may still be running), and all they
+// wrote to Config.Stdio is copied, after moving a kept upper
 // dir (KeepUpper) to where UpperDir says and removing the work dir of a
 // caller's upper dir (Config.UpperDir). The rest (its mounts, its disk
 // volume unless RuntimeOptions.DiskAdmitted, its cgroups and state dir)
@@ -430,7 +436,8 @@ func (s *Sandbox) Close() error {
 		start := time.Now()
 		if s.conn != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.conn.call(ctx, &wire.Request{Op: wire.OpShutdown})
+			_, err := s.conn.call(ctx, &wire.Request{Op: wire.OpShutdown})
+			s.ended = err == nil
 			cancel()
 			s.times.since(PhaseShutdown, start)
 		}
@@ -490,13 +497,13 @@ func (s *Sandbox) stop() error {
 	var errs []error
 	s.closeChildEnds()
 	t := time.Now()
-	if s.cmd != nil && s.cmd.Process != nil {
-		select {
-		case <-s.waitDone:
-		case <-time.After(2 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.waitDone
-		}
+	// The supervisor's answer to shutdown says every other process is gone;
+	// init's own exit is awaited by the cleanup, unless this Close needs
+	// its mounts gone (a caller's trees, a disk deleted on the path).
+	callerTrees := s.conf.UpperDir != "" || s.conf.RootDir != "" || s.conf.KeepUpper
+	if s.cmd != nil && s.cmd.Process != nil && (!s.ended || callerTrees || s.rt.syncDisk) {
+		s.awaitInit()
+		s.reaped = true
 		t = s.times.since(PhaseReap, t)
 	}
 	// Every process of the sandbox is gone: its ends of the stdio pipes are
@@ -508,7 +515,7 @@ func (s *Sandbox) stop() error {
 	if s.conn != nil {
 		s.conn.close()
 	}
-	if s.conf.UpperDir != "" || s.conf.RootDir != "" || s.conf.KeepUpper {
+	if callerTrees {
 		// The caller uses these trees once Close returns: no mount of
 		// them may be left.
 		s.releaseMounts()
@@ -529,6 +536,16 @@ func (s *Sandbox) stop() error {
 	}
 	s.times.since(PhaseRelease, t)
 	return errors.Join(errs...)
+}
+
+// awaitInit waits until init is reaped, killing it after 2 s.
+func (s *Sandbox) awaitInit() {
+	select {
+	case <-s.waitDone:
+	case <-time.After(2 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.waitDone
+	}
 }
 
 // holdMounts opens init's mount namespace, so that the kernel tears the
@@ -579,6 +596,11 @@ func (s *Sandbox) cleanup() {
 	var errs []error
 	start := time.Now()
 	testHookCleanup("begin")
+	if s.cmd != nil && s.cmd.Process != nil && !s.reaped {
+		t := time.Now()
+		s.awaitInit()
+		s.times.since(PhaseExit, t)
+	}
 	s.releaseMounts()
 	errs = append(errs, s.removeVolume())
 	testHookCleanup("volume")

@@ -26,6 +26,13 @@ import (
 
 func testRuntime(t testing.TB) *Runtime {
 	t.Helper()
+	return testRuntimeExe(t, "")
+}
+
+// testRuntimeExe is testRuntime with exe as every sandbox's init ("": this
+// test binary).
+func testRuntimeExe(t testing.TB, exe string) *Runtime {
+	t.Helper()
 	base := os.Getenv("MSB_TEST_STATE_BASE")
 	if base == "" {
 		base = os.TempDir()
@@ -35,7 +42,7 @@ func testRuntime(t testing.TB) *Runtime {
 		t.Fatal(err)
 	}
 	delegated := os.Getenv("MSB_CGROUP_PARENT")
-	rt, err := NewRuntime(RuntimeOptions{StateDir: dir, CgroupParent: delegated})
+	rt, err := NewRuntime(RuntimeOptions{StateDir: dir, CgroupParent: delegated, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +161,7 @@ func TestSuite(t *testing.T) {
 		{"InheritedDescriptors", testInheritedDescriptors},
 		{"StdioNotHostFile", testStdioNotHostFile},
 		{"SupervisorUnreachable", testSupervisorUnreachable},
+		{"SupervisorThreads", testSupervisorThreads},
 		{"DiskLimit", testDiskLimit},
 		{"HostSecrets", testHostSecrets},
 		{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},

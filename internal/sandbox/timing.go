@@ -31,15 +31,16 @@ const (
 	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start)
 	PhaseMounts     = "create.init-mounts"     // init builds the root and pivots
 	PhaseWaitStart  = "create.init-wait-start" // until the host's start: the cgroup attach done
-	PhaseInitExec   = "create.init-exec"       // cgroup namespace, bounding set
-	PhaseSupRuntime = "create.sup-runtime"     // execve of the supervisor until its main
+	PhaseInitCaps   = "create.init-caps"       // cgroup namespace, bounding set, the supervisor's capabilities
+	PhaseSupRuntime = "create.sup-runtime"     // execve of the supervisor until its main (an init built with cgo only)
 	PhaseSupHarden  = "create.sup-harden"      // seccomp and the rest of harden
 	PhaseSupReady   = "create.sup-ready"       // hardened until the host has the ready answer
 	PhaseCreate     = "create.total"
 	PhaseShutdown   = "close.shutdown" // the supervisor's answer to shutdown
-	PhaseReap       = "close.reap"     // until init is reaped: every process of the sandbox gone
+	PhaseReap       = "close.reap"     // until init is reaped (only where the supervisor did not end the rest itself, or Close needs init's mounts gone)
 	PhaseRelease    = "close.release"  // stdio relays, the control socket; a caller's trees (their mounts, kept upper, work dir)
 	PhaseClose      = "close.total"
+	PhaseExit       = "cleanup.exit"   // init's own exit after the supervisor answered shutdown: its memory torn down, until reaped
 	PhaseMountsRm   = "cleanup.mounts" // the sandbox's mounts undone (see holdMounts)
 	PhaseVolume     = "cleanup.volume" // btrfs subvolume deleted
 	PhaseCgroupRm   = "cleanup.cgroup" // cgroup dirs removed
@@ -51,7 +52,7 @@ const (
 // stamps: the phase ending at each step.
 var stampPhases = map[string]string{
 	sbinit.StepInitConfig: PhaseInitRun, sbinit.StepInitRoot: PhaseMounts, sbinit.StepInitStart: PhaseWaitStart,
-	sbinit.StepInitExec: PhaseInitExec, sbinit.StepSupMain: PhaseSupRuntime, sbinit.StepSupHarden: PhaseSupHarden,
+	sbinit.StepInitCaps: PhaseInitCaps, sbinit.StepSupMain: PhaseSupRuntime, sbinit.StepSupHarden: PhaseSupHarden,
 }
 
 // timings collects a sandbox's phases.

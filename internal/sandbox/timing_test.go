@@ -22,9 +22,9 @@ func TestTimingsStamps(t *testing.T) {
 		want   []Phase
 	}{
 		{"all", []wire.Stamp{stamp(sbinit.StepInitConfig, 12), stamp(sbinit.StepInitRoot, 15), stamp(sbinit.StepInitStart, 16),
-			stamp(sbinit.StepInitExec, 17), stamp(sbinit.StepSupMain, 20), stamp(sbinit.StepSupHarden, 21)}, ms(23),
+			stamp(sbinit.StepInitCaps, 17), stamp(sbinit.StepSupMain, 20), stamp(sbinit.StepSupHarden, 21)}, ms(23),
 			[]Phase{{PhaseInitRun, 2 * time.Millisecond}, {PhaseMounts, 3 * time.Millisecond}, {PhaseWaitStart, time.Millisecond},
-				{PhaseInitExec, time.Millisecond}, {PhaseSupRuntime, 3 * time.Millisecond}, {PhaseSupHarden, time.Millisecond},
+				{PhaseInitCaps, time.Millisecond}, {PhaseSupRuntime, 3 * time.Millisecond}, {PhaseSupHarden, time.Millisecond},
 				{PhaseSupReady, 2 * time.Millisecond}}},
 		{"none", nil, ms(30), nil},
 		{"backwards", []wire.Stamp{stamp(sbinit.StepInitConfig, 5), stamp(sbinit.StepInitRoot, 13)}, ms(14),

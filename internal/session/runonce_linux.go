@@ -81,7 +81,7 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 		streams[1].w = -1
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	shell, err := startShell(cmd)
+	shell, err := startShell(cmd, opts.Start)
 	if err != nil {
 		return Result{}, fmt.Errorf("run once: running %s: %w", opts.Shell, err)
 	}

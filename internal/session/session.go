@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"os/exec"
 	"time"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	// create files in it and the shell to open them. Default: a new
 	// directory under os.TempDir, removed by Close. RunOnce does not use it.
 	ChanDir string
+	// Start starts the shell's process. Default (*exec.Cmd).Start. A
+	// sandbox's supervisor passes one that forks from the thread whose
+	// capabilities and namespaces its processes must have.
+	Start func(*exec.Cmd) error
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
+	}
+	if o.Start == nil {
+		o.Start = (*exec.Cmd).Start
 	}
 	return o
 }

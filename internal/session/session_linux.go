@@ -135,7 +135,7 @@ func (s *Session) start(ctx context.Context) error {
 			s.ptyPath = "" // interactive commands fail with ErrNoTerminal
 		}
 	}
-	if s.shell, err = startShell(cmd); err != nil {
+	if s.shell, err = startShell(cmd, s.opts.Start); err != nil {
 		return fmt.Errorf("running %s: %w", s.opts.Shell, err)
 	}
 

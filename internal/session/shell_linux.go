@@ -30,8 +30,8 @@ type shellProc struct {
 	reaped   atomic.Bool // the pid may be reused: do not signal it
 }
 
-func startShell(cmd *exec.Cmd) (*shellProc, error) {
-	if err := cmd.Start(); err != nil {
+func startShell(cmd *exec.Cmd, start func(*exec.Cmd) error) (*shellProc, error) {
+	if err := start(cmd); err != nil {
 		return nil, err
 	}
 	p := &shellProc{cmd: cmd, pid: cmd.Process.Pid, exitFD: -1, exitW: -1, done: make(chan struct{})}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/seccomp"
@@ -24,7 +25,7 @@ var keptCaps = map[int]bool{
 // harden restricts the supervisor, and so everything it starts: the
 // sandbox user, no_new_privs and seccomp (rlimits bind only what it starts,
 // see wrap). The capability bounding set
-// was already cut by init (dropBoundingCaps) before it started the
+// was already cut by init (dropBoundingCaps) before it became the
 // supervisor.
 func harden(cfg *wire.Config) error {
 	if cfg.UID != 0 || cfg.GID != 0 {
@@ -36,9 +37,8 @@ func harden(cfg *wire.Config) error {
 }
 
 // dropBoundingCaps removes every capability but keptCaps from the calling
-// thread's bounding set. Init calls it on the locked thread that then forks
-// the supervisor, which inherits the cut set process-wide (prctl acts on
-// one thread, and Go's all-threads syscall is unavailable with cgo).
+// thread's bounding set: init's locked thread, from which every process of
+// the sandbox is forked (see spawner), or which execs the supervisor.
 func dropBoundingCaps() error {
 	last, err := lastCap()
 	if err != nil {
@@ -53,6 +53,31 @@ func dropBoundingCaps() error {
 		}
 	}
 	return nil
+}
+
+// limitCaps leaves every thread of the runtime keptCaps as its effective
+// and permitted capabilities and none inheritable, with one
+// syscall.AllThreadsSyscall. It reports
+// false, and changes nothing, where the runtime cannot do that: in a
+// binary built with cgo, whose threads it does not all own.
+func limitCaps() (bool, error) {
+	var kept uint64
+	for c := range keptCaps {
+		kept |= 1 << c
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: uint32(kept), Permitted: uint32(kept), Inheritable: 0},
+		{Effective: uint32(kept >> 32), Permitted: uint32(kept >> 32), Inheritable: 0},
+	}
+	_, _, errno := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	switch errno {
+	case 0:
+		return true, nil
+	case syscall.ENOTSUP:
+		return false, nil
+	}
+	return false, fmt.Errorf("limiting the supervisor's capabilities: %w", errno)
 }
 
 // switchUser makes every thread of the supervisor run as uid:gid.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -30,8 +29,8 @@ const (
 	StepInitConfig = "init.config"  // init's Go runtime up, its config read
 	StepInitRoot   = "init.root"    // the root built and pivoted into
 	StepInitStart  = "init.start"   // the host's start (init is in its cgroups)
-	StepInitExec   = "init.exec"    // bounding set cut, about to exec the supervisor
-	StepSupMain    = "sup.main"     // the supervisor's Go runtime up
+	StepInitCaps   = "init.caps"    // cgroup namespace, bounding set, the supervisor's capabilities
+	StepSupMain    = "sup.main"     // the exec'd supervisor's Go runtime up (not stamped in place)
 	StepSupHarden  = "sup.hardened" // seccomp and the rest of harden done
 )
 
@@ -43,8 +42,9 @@ func IsChild() bool { return os.Getenv(EnvStage) != "" }
 
 // Main runs the stage named in the environment and never returns.
 func Main() {
+	stage := os.Getenv(EnvStage)
 	var err error
-	switch os.Getenv(EnvStage) {
+	switch stage {
 	case StageInit:
 		err = initMain()
 	case StageSup:
@@ -56,34 +56,45 @@ func Main() {
 	case StageHold:
 		err = holdMain()
 	default:
-		err = fmt.Errorf("unknown sandbox stage %q", os.Getenv(EnvStage))
+		err = fmt.Errorf("unknown sandbox stage %q", stage)
 	}
+	exit(stage, err)
+}
+
+// exit ends the process: status 0 when err is nil, else 125 after saying
+// why on stderr and, in init and the supervisor, to the host.
+func exit(stage string, err error) {
 	if err != nil {
-		if stage := os.Getenv(EnvStage); stage == StageInit || stage == StageSup {
+		if stage == StageInit || stage == StageSup {
 			wire.WriteFrame(os.NewFile(CtlFd, "ctl"), wire.Response{Error: err.Error()})
 		}
-		fmt.Fprintf(os.Stderr, "msb sandbox %s: %v\n", os.Getenv(EnvStage), err)
+		fmt.Fprintf(os.Stderr, "msb sandbox %s: %v\n", stage, err)
 		os.Exit(125)
 	}
 	os.Exit(0)
 }
 
 // initMain is PID 1 before it becomes the supervisor: build the root,
-// pivot into it, cut the capability bounding set.
+// pivot into it, cut the capability bounding set, then serve as the
+// supervisor in the same process, or (in a binary built with cgo) by exec.
 func initMain() error {
-	runtime.LockOSThread() // unshare below applies to this thread, which forks the supervisor
-	// Whatever msb's caller left open without close-on-exec came along;
-	// none of it may reach the supervisor, which keeps only what init
-	// passes on purpose (the control socket, its config).
-	if err := unix.CloseRange(CtlFd+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
-	}
+	runtime.LockOSThread() // the thread every process of the sandbox is forked from (see spawner)
 	ctl := os.NewFile(CtlFd, "ctl")
 	var cfg wire.Config
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
 	cfg.Stamps = wire.Stamped(nil, StepInitConfig)
+	// Whatever msb's caller left open without close-on-exec came along;
+	// none of it may reach the supervisor, which keeps only the control
+	// socket (buildRoot closes the idmap namespace's descriptor).
+	keep := -1
+	if cfg.HostIdmap {
+		keep = wire.IdmapFd
+	}
+	if err := closeInherited(keep); err != nil {
+		return err
+	}
 	if err := buildRoot(&cfg); err != nil {
 		return err
 	}
@@ -123,7 +134,19 @@ func initMain() error {
 	if err := dropBoundingCaps(); err != nil {
 		return err
 	}
-	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitExec)
+	// In place, the supervisor's own threads keep only keptCaps, as an
+	// exec'd supervisor would (root's capabilities after exec are the
+	// bounding set); this thread, whose bounding set and cgroup namespace
+	// every process inherits, becomes the spawner's. Where the runtime
+	// cannot act on all its threads (cgo), exec instead.
+	inPlace, err := limitCaps()
+	if err != nil {
+		return err
+	}
+	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitCaps)
+	if inPlace {
+		return supervise(cfg, ctl) // one Go runtime start per sandbox instead of two
+	}
 	cfgFd, err := configFd(&cfg)
 	if err != nil {
 		return err
@@ -138,6 +161,36 @@ func initMain() error {
 	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd)}
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
+}
+
+// closeInherited closes every descriptor above the control socket that is
+// not close-on-exec, but keep, which it makes close-on-exec. Those are what
+// the host passed (the control socket, keep) and what msb's caller left
+// open: the Go runtime opens everything close-on-exec.
+func closeInherited(keep int) error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing inherited descriptors: %w", err)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= CtlFd {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue // ReadDir's own descriptor, gone by now, or the runtime's
+		}
+		if fd == keep {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		} else {
+			err = unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("closing inherited descriptor %d: %w", fd, err)
+		}
+	}
+	return nil
 }
 
 // configFd writes cfg to a memfd that the supervisor inherits (the only

@@ -24,7 +24,11 @@ func (s *supervisor) run(req *wire.Request) (wire.Response, error) {
 	cmd := s.command(req)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	return exitResponse(cmd.Run(), req.Argv[0])
+	err := s.spawn.start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return exitResponse(err, req.Argv[0])
 }
 
 func (s *supervisor) command(req *wire.Request) *exec.Cmd {
@@ -102,7 +106,7 @@ func (s *supervisor) shell(req *wire.Request) (wire.Response, error) {
 	cmd := s.command(req)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
+	if err := s.spawn.start(cmd); err != nil {
 		slave.Close()
 		return exitResponse(err, req.Argv[0])
 	}

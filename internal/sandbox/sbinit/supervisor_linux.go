@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -17,8 +18,9 @@ import (
 
 // supervisor serves the host's requests inside the sandbox.
 type supervisor struct {
-	cfg wire.Config
-	out *wire.Writer
+	cfg   wire.Config
+	out   *wire.Writer
+	spawn *spawner // every process of the sandbox is started through it
 
 	mu       sync.Mutex // guards sessions, running and tty
 	sessions map[string]*session.Session
@@ -44,9 +46,22 @@ func supervisorMain() error {
 	}
 	cfg.Stamps = append(cfg.Stamps, wire.Stamp{Step: StepSupMain, Mono: mainAt})
 	os.Unsetenv(EnvConfigFd)
+	runtime.LockOSThread() // the spawner's: every thread of this image has the cut set
+	return supervise(cfg, os.NewFile(CtlFd, "ctl"))
+}
+
+// supervise hardens PID 1, now in the sandbox's root with the bounding set
+// cut and not dumpable, says ready and serves the host on ctl until
+// shutdown. ctl is the one *os.File of the control socket in this process:
+// a second one would close the socket when collected. The calling
+// goroutine is locked to the thread every process is forked from (see
+// spawner) and serves as the spawner; supervise returns only an error of
+// its start, the process exits when serving ends.
+func supervise(cfg wire.Config, ctl *os.File) error {
 	os.Unsetenv(EnvStage)
-	// The control socket came through exec; no command may inherit it,
-	// nor anything else (init already marked the rest close-on-exec).
+	// The control socket came from init's spawn or through exec; no
+	// command may inherit it, nor anything else (init closed what msb's
+	// caller left open).
 	if err := unix.CloseRange(CtlFd, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("marking descriptors close-on-exec: %w", err)
 	}
@@ -63,19 +78,24 @@ func supervisorMain() error {
 			return fmt.Errorf("creating workdir %s: %w", cfg.Workdir, err)
 		}
 	}
-	ctl := os.NewFile(CtlFd, "ctl")
-	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), sessions: map[string]*session.Session{},
+	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), spawn: newSpawner(), sessions: map[string]*session.Session{},
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	go prewarmThreads()
-	err = s.serve(ctl)
-	s.closeAll()
-	if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+	go func() {
+		err := s.serve(ctl)
+		s.closeAll()
+		if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
+			err = nil
+		}
+		// Here, not on the spawner's thread, which would first have to
+		// be woken: the host waits for this exit.
+		exit(StageSup, err)
+	}()
+	s.spawn.loop()
+	return nil
 }
 
 var errShutdown = errors.New("shutdown requested")
@@ -92,7 +112,11 @@ func (s *supervisor) serve(ctl io.Reader) error {
 		}
 		if req.Op == wire.OpShutdown {
 			s.closeAll()
-			s.out.Write(wire.Response{ID: req.ID})
+			resp := wire.Response{ID: req.ID}
+			if err := endAll(); err != nil {
+				resp.Error = err.Error()
+			}
+			s.out.Write(resp)
 			return errShutdown
 		}
 		wg.Add(1)
@@ -172,7 +196,8 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 		dir = req.Dir
 	}
 	shell, env := s.wrap(session.DefaultShell, env)
-	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput, ChanDir: wire.SessionDir}
+	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput, ChanDir: wire.SessionDir,
+		Start: s.spawn.start}
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
@@ -304,6 +329,38 @@ func (s *supervisor) closeAll() {
 		sess.Close()
 		delete(s.sessions, name)
 	}
+}
+
+// endAll kills every other process of the sandbox, waits until none is
+// left, and lets go of the host's stdio pipes. The answer to shutdown then
+// tells the host that the sandbox's processes are gone and all they wrote
+// is in the pipes, while PID 1's own exit (its memory torn down, ~1 ms)
+// runs after Close returned.
+func endAll() error {
+	for {
+		// Every process of the namespace but PID 1, again after each reap:
+		// one forked meanwhile escaped the previous round.
+		unix.Kill(-1, unix.SIGKILL)
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WALL, nil)
+		if errors.Is(err, unix.ECHILD) {
+			break
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("reaping the sandbox's processes: %w", err)
+		}
+	}
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/null: %w", err)
+	}
+	defer unix.Close(null)
+	for fd := 0; fd <= 2; fd++ {
+		if err := unix.Dup3(null, fd, 0); err != nil {
+			return fmt.Errorf("letting go of stdio %d: %w", fd, err)
+		}
+	}
+	return nil
 }
 
 // MergeEnv returns base with the entries of extra added or replaced.

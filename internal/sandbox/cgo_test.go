@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// TestCgoInit runs the suite's isolation checks against an init built with
+// cgo (cmd/msb-sandbox with -tags msbcgo), whose runtime cannot act on all
+// its threads: init then execs the supervisor rather than becoming it, and
+// every guarantee must hold the same.
+func TestCgoInit(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		privtest.Skip(t, "no go toolchain to build an init with cgo: %v", err)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		privtest.Skip(t, "no C compiler to build an init with cgo: %v", err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	exe := filepath.Join(dir, InitBinary)
+	build := exec.Command(goBin, "build", "-tags", "msbcgo", "-o", exe, "github.com/minisandbox/msb/cmd/msb-sandbox")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the cgo init: %v\n%s", err, out)
+	}
+	rt := testRuntimeExe(t, exe)
+	sb := create(t, rt, Config{HostBase: true})
+	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
+		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *Runtime)
+	}{
+		{"Basics", testBasics},
+		{"Sessions", testSessions},
+		{"Escapes", testEscapes},
+		{"ShellTTY", testShellTTY},
+		{"InheritedDescriptors", testInheritedDescriptors},
+		{"SupervisorUnreachable", testSupervisorUnreachable},
+		{"SupervisorThreads", testSupervisorThreads},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
+	}
+}

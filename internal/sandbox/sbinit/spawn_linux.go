@@ -1,0 +1,40 @@
+package sbinit
+
+import (
+	"os/exec"
+	"runtime"
+)
+
+// spawner starts every process of the sandbox from one OS thread. A child
+// takes its credentials (the capability bounding set among them) and its
+// namespaces from the thread that forks it, and prctl and unshare act on
+// one thread: init cuts the bounding set and enters the cgroup namespace
+// on its locked thread, whose goroutine then runs the spawner's loop. The
+// runtime's other threads keep the full bounding set (cutting it on each
+// would cost a stop-the-world per capability); none of them forks.
+type spawner struct {
+	reqs chan spawnReq
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func newSpawner() *spawner { return &spawner{reqs: make(chan spawnReq)} }
+
+// start starts cmd (cmd.Start) on the spawner's thread.
+func (sp *spawner) start(cmd *exec.Cmd) error {
+	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	sp.reqs <- r
+	return <-r.done
+}
+
+// loop serves start for as long as the process lives. The caller's
+// goroutine must be locked to the thread that forks.
+func (sp *spawner) loop() {
+	runtime.LockOSThread() // already locked by the caller; never unlocked
+	for r := range sp.reqs {
+		r.done <- r.cmd.Start()
+	}
+}
