@@ -14,13 +14,16 @@ import (
 func InstallRef(key string) string { return "install/" + key }
 
 // installKeyInput is what an install layer depends on: the environment it
-// ran in, the commit it ran on and the script.
+// ran in, the commit it ran on, the repository layer that held that commit
+// (made again, e.g. with a submodule it lacked, it gives a new key and so a
+// new install layer, and no earlier failure stands) and the script.
 type installKeyInput struct {
-	Format int    `json:"format"`
-	EnvKey string `json:"env_key"`
-	Repo   string `json:"repo"`
-	Commit string `json:"commit"`
-	Script string `json:"script"`
+	Format    int    `json:"format"`
+	EnvKey    string `json:"env_key"`
+	Repo      string `json:"repo"`
+	Commit    string `json:"commit"`
+	RepoLayer string `json:"repo_layer"`
+	Script    string `json:"script"`
 	// SCMVersion is the setuptools-scm version pretended (scmVersion).
 	SCMVersion string `json:"scm_version,omitempty"`
 	IndexDate  string `json:"index_date,omitempty"`
@@ -64,7 +67,7 @@ func installScript(sp spec.Spec) string {
 // like every layer (identical outputs are one layer). ok is false when the
 // spec has no install steps.
 func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
-	key, script := installKey(inst, sp, env.key, scmEnv)
+	key, script := installKey(inst, sp, env.key, repoID, scmEnv)
 	if script == "" {
 		return "", id, false, nil
 	}
@@ -82,10 +85,11 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 
 // installKey is the key of the instance's install layer and its script;
 // both are "" when the spec has no install steps.
-func installKey(inst dataset.Instance, sp spec.Spec, envKey string, scmEnv []string) (key, script string) {
+func installKey(inst dataset.Instance, sp spec.Spec, envKey string, repoLayer store.LayerID, scmEnv []string) (key, script string) {
 	script = installScript(sp)
 	if script == "" {
 		return "", ""
 	}
-	return digestJSON(installKeyInput{Format: FormatVersion, EnvKey: envKey, Repo: inst.Repo, Commit: inst.BaseCommit, Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate}), script
+	return digestJSON(installKeyInput{Format: FormatVersion, EnvKey: envKey, Repo: inst.Repo, Commit: inst.BaseCommit,
+		RepoLayer: repoLayer.String(), Script: script, SCMVersion: strings.Join(scmEnv, " "), IndexDate: sp.IndexDate}), script
 }

@@ -139,3 +139,36 @@ func TestSubmoduleFromLocalSource(t *testing.T) {
 		t.Fatalf("submodule in the task: %q", got)
 	}
 }
+
+// TestInstallAfterRepositoryRemade is astropy 1.3's case: the repository
+// layer was made while its submodule's source was missing, and the install
+// steps, which need the submodule, failed (recorded). Once that repository
+// ref is removed and the source given, the repository layer is made again
+// with the submodule, and its install layer is a new key: built, not
+// refused as the recorded failure (and no install layer of the old
+// repository layer would be taken either).
+func TestInstallAfterRepositoryRemade(t *testing.T) {
+	helpers := makeRepo(t, 1, 10, 1)
+	repo := makeRepo(t, 2, 10, 1)
+	runCmd(t, repo.Path, "git", "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", helpers.Path, "helpers")
+	runCmd(t, repo.Path, "git", "config", "-f", ".gitmodules", "submodule.helpers.url", "https://github.com/demo/helpers.git")
+	runCmd(t, repo.Path, "git", "commit", "-qam", "helpers")
+	inst := repo.instance(0)
+	inst.BaseCommit = runCmd(t, repo.Path, "git", "rev-parse", "HEAD")
+	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11", Install: "cp helpers/hello.py helpers_copy.py"}
+	rt := testRuntime(t)
+	dir := filepath.Join(t.TempDir(), "cache")
+
+	without := openCache(t, Options{Runtime: rt, Dir: dir})
+	if _, err := without.Prepare(context.Background(), inst, sp, nil); err == nil || !strings.Contains(err.Error(), "install") {
+		t.Fatalf("install over a repository without its submodule: %v, want the install's failure", err)
+	}
+	if err := without.Store().DeleteRef(RepoRef(inst.Repo, inst.BaseCommit)); err != nil {
+		t.Fatal(err)
+	}
+	with := openCache(t, Options{Runtime: rt, Dir: dir, RepoSources: map[string]string{"demo/helpers": helpers.Path}})
+	p := prepare(t, with, inst, sp)
+	if got := sh(t, sandboxOf(t, rt, p), "cat helpers_copy.py"); got != "print('hello')" {
+		t.Fatalf("the install's output in the task: %q", got)
+	}
+}

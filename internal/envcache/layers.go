@@ -20,7 +20,8 @@ type LayerStatus struct {
 
 // Layers lists the layers a task sandbox of inst is made of, its
 // environment, its repository commit and its install layer (when the spec
-// has install steps), and which of them this store holds, without building
+// has install steps and the store holds the repository layer, whose id is
+// part of the install key), and which of them this store holds, without building
 // anything (the repository's mirror is fetched when the keys need it).
 // When all are present, Prepare builds nothing; a missing one can be pulled
 // by its ref from a node whose cache holds it (Cache.Pull on the engine),
@@ -37,12 +38,15 @@ func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec)
 		return nil, err
 	}
 	refs := []string{EnvRef(env.key), RepoRef(inst.Repo, inst.BaseCommit)}
-	if installScript(sp) != "" {
+	// The install key has the repository layer in it: without that layer
+	// here, the install layer is not listed (it is absent too).
+	repoID, repoErr := c.store.Ref(refs[1])
+	if installScript(sp) != "" && repoErr == nil {
 		// the install key has the version git describe gives in the mirror
 		if _, err := c.mirror(ctx, r, inst, inst.BaseCommit); err != nil {
 			return nil, err
 		}
-		key, _ := installKey(inst, sp, env.key, c.scmEnv(ctx, inst))
+		key, _ := installKey(inst, sp, env.key, repoID, c.scmEnv(ctx, inst))
 		refs = append(refs, InstallRef(key))
 	}
 	out := make([]LayerStatus, 0, len(refs))
