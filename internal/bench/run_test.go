@@ -126,14 +126,14 @@ func TestRunBare(t *testing.T) {
 	wantSamples(t, count, Key{MeasureThroughput, WorkloadBare, MethodMSBSpare, "cycle", Warm, "workers=1"}, 0)
 	// msb's own phases, its background cleanup's included; the paper's
 	// method has none.
-	for _, ph := range []string{sandbox.PhaseSpawn, sandbox.PhaseMounts, sandbox.PhaseReap, sandbox.PhaseClose, sandbox.PhaseStateRm, sandbox.PhaseCleanup} {
+	for _, ph := range []string{sandbox.PhaseSpawn, sandbox.PhaseMounts, sandbox.PhaseExit, sandbox.PhaseClose, sandbox.PhaseStateRm, sandbox.PhaseCleanup} {
 		for _, c := range []string{Warm, Cold} {
 			wantSamples(t, count, Key{MeasureReady, WorkloadBare, MethodMSB, ph, c, ""}, o.Rounds)
 			wantSamples(t, count, Key{MeasureReady, WorkloadBare, MethodPaper, ph, c, ""}, 0)
 		}
 	}
 	var txt strings.Builder
-	if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "phase by phase") || !strings.Contains(txt.String(), sandbox.PhaseReap) {
+	if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "phase by phase") || !strings.Contains(txt.String(), sandbox.PhaseExit) {
 		t.Errorf("the summary has no table of msb's phases (%v):\n%s", err, txt.String())
 	}
 	for _, m := range []string{MethodRaw, MethodMSBHost, MethodMSB, MethodPaper} {
