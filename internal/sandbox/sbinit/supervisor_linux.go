@@ -80,10 +80,13 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	}
 	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), spawn: newSpawner(), sessions: map[string]*session.Session{},
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
+	// Before ready, while nothing of the agent's runs: made after it, the
+	// spare threads raced a fork bomb started by the first command for the
+	// pids limit, and a runtime that cannot make a thread dies.
+	prewarmThreads()
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
-	go prewarmThreads()
 	go func() {
 		err := s.serve(ctl)
 		s.closeAll()
