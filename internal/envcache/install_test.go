@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -121,16 +122,24 @@ func TestSCMVersion(t *testing.T) {
 	}
 }
 
-// TestSubmoduleFromLocalSource: a submodule whose GitHub URL has a local
-// source is checked out in the repository layer at the recorded commit.
-func TestSubmoduleFromLocalSource(t *testing.T) {
-	helpers := makeRepo(t, 1, 10, 1)
+// repoWithSubmodule makes demo/helpers and a repository whose last commit
+// adds it as the submodule helpers, under its GitHub URL; inst is at that
+// commit.
+func repoWithSubmodule(t *testing.T) (helpers testRepo, inst dataset.Instance) {
+	helpers = makeRepo(t, 1, 10, 1)
 	repo := makeRepo(t, 2, 10, 1)
 	runCmd(t, repo.Path, "git", "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", helpers.Path, "helpers")
 	runCmd(t, repo.Path, "git", "config", "-f", ".gitmodules", "submodule.helpers.url", "https://github.com/demo/helpers.git")
 	runCmd(t, repo.Path, "git", "commit", "-qam", "helpers")
-	inst := repo.instance(0)
+	inst = repo.instance(0)
 	inst.BaseCommit = runCmd(t, repo.Path, "git", "rev-parse", "HEAD")
+	return helpers, inst
+}
+
+// TestSubmoduleFromLocalSource: a submodule whose GitHub URL has a local
+// source is checked out in the repository layer at the recorded commit.
+func TestSubmoduleFromLocalSource(t *testing.T) {
+	helpers, inst := repoWithSubmodule(t)
 	rt := testRuntime(t)
 	c := openCache(t, Options{Runtime: rt, RepoSources: map[string]string{"demo/helpers": helpers.Path}})
 	p := prepare(t, c, inst, spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11"})
@@ -148,13 +157,7 @@ func TestSubmoduleFromLocalSource(t *testing.T) {
 // refused as the recorded failure (and no install layer of the old
 // repository layer would be taken either).
 func TestInstallAfterRepositoryRemade(t *testing.T) {
-	helpers := makeRepo(t, 1, 10, 1)
-	repo := makeRepo(t, 2, 10, 1)
-	runCmd(t, repo.Path, "git", "-c", "protocol.file.allow=always", "submodule", "--quiet", "add", helpers.Path, "helpers")
-	runCmd(t, repo.Path, "git", "config", "-f", ".gitmodules", "submodule.helpers.url", "https://github.com/demo/helpers.git")
-	runCmd(t, repo.Path, "git", "commit", "-qam", "helpers")
-	inst := repo.instance(0)
-	inst.BaseCommit = runCmd(t, repo.Path, "git", "rev-parse", "HEAD")
+	helpers, inst := repoWithSubmodule(t)
 	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11", Install: "cp helpers/hello.py helpers_copy.py"}
 	rt := testRuntime(t)
 	dir := filepath.Join(t.TempDir(), "cache")

@@ -35,18 +35,6 @@ func TestCgoInit(t *testing.T) {
 	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
 		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
 	}
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, *Runtime)
-	}{
-		{"Basics", testBasics},
-		{"Sessions", testSessions},
-		{"Escapes", testEscapes},
-		{"ShellTTY", testShellTTY},
-		{"InheritedDescriptors", testInheritedDescriptors},
-		{"SupervisorUnreachable", testSupervisorUnreachable},
-		{"SupervisorThreads", testSupervisorThreads},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
-	}
+	runSuite(t, rt, []string{"Basics", "Sessions", "Escapes", "ShellTTY", "InheritedDescriptors",
+		"SupervisorUnreachable", "SupervisorThreads"})
 }

@@ -53,9 +53,8 @@ type Sandbox struct {
 	closeErr  error
 	// ended: the supervisor answered shutdown, so every process but init
 	// is gone and init, exiting, holds no stdio pipe (see Close).
-	ended  bool
-	reaped bool // stop waited for init's exit
-	times  timings
+	ended bool
+	times timings
 	// cleaned is closed when cleanup is done; cleanupErr is its outcome.
 	cleaned    chan struct{}
 	cleanupErr error
@@ -497,13 +496,8 @@ func (s *Sandbox) stop() error {
 	var errs []error
 	s.closeChildEnds()
 	t := time.Now()
-	// The supervisor's answer to shutdown says every other process is gone;
-	// init's own exit is awaited by the cleanup, unless this Close needs
-	// its mounts gone (a caller's trees, a disk deleted on the path).
-	callerTrees := s.conf.UpperDir != "" || s.conf.RootDir != "" || s.conf.KeepUpper
-	if s.cmd != nil && s.cmd.Process != nil && (!s.ended || callerTrees || s.rt.syncDisk) {
+	if s.cmd != nil && s.cmd.Process != nil && s.exitOnPath() {
 		s.awaitInit()
-		s.reaped = true
 		t = s.times.since(PhaseReap, t)
 	}
 	// Every process of the sandbox is gone: its ends of the stdio pipes are
@@ -515,7 +509,7 @@ func (s *Sandbox) stop() error {
 	if s.conn != nil {
 		s.conn.close()
 	}
-	if callerTrees {
+	if s.callerTrees() {
 		// The caller uses these trees once Close returns: no mount of
 		// them may be left.
 		s.releaseMounts()
@@ -536,6 +530,17 @@ func (s *Sandbox) stop() error {
 	}
 	s.times.since(PhaseRelease, t)
 	return errors.Join(errs...)
+}
+
+// exitOnPath says whether Close waits for init's exit: unless the
+// supervisor's answer to shutdown said every other process is gone, or
+// where Close needs init's mounts gone (a caller's trees, a disk deleted
+// on the path). Otherwise the cleanup awaits it.
+func (s *Sandbox) exitOnPath() bool { return !s.ended || s.callerTrees() || s.rt.syncDisk }
+
+// callerTrees: the caller uses trees of the sandbox after Close.
+func (s *Sandbox) callerTrees() bool {
+	return s.conf.UpperDir != "" || s.conf.RootDir != "" || s.conf.KeepUpper
 }
 
 // awaitInit waits until init is reaped, killing it after 2 s.
@@ -596,7 +601,7 @@ func (s *Sandbox) cleanup() {
 	var errs []error
 	start := time.Now()
 	testHookCleanup("begin")
-	if s.cmd != nil && s.cmd.Process != nil && !s.reaped {
+	if s.cmd != nil && s.cmd.Process != nil && !s.exitOnPath() {
 		t := time.Now()
 		s.awaitInit()
 		s.times.since(PhaseExit, t)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,51 +123,62 @@ func mustFail(t testing.TB, sb *Sandbox, cmd string) string {
 	return res.Output
 }
 
+// suiteCases are the suite's tests, each against one runtime.
+var suiteCases = []struct {
+	name string
+	fn   func(*testing.T, *Runtime)
+}{
+	{"Basics", testBasics},
+	{"Sessions", testSessions},
+	{"PIDNamespace", testPIDNamespace},
+	{"NoHostNetwork", testNoHostNetwork},
+	{"HostDirsReadOnly", testHostDirsReadOnly},
+	{"SandboxesIsolated", testSandboxesIsolated},
+	{"Escapes", testEscapes},
+	{"Devices", testDevices},
+	{"ForkBomb", testForkBomb},
+	{"MemoryBomb", testMemoryBomb},
+	{"MemoryAcrossProcesses", testMemoryAcrossProcesses},
+	{"SmallMemoryConcurrentExecs", testSmallMemoryConcurrentExecs},
+	{"TmpQuota", testTmpQuota},
+	{"CloseKillsEverything", testCloseKillsEverything},
+	{"BadInput", testBadInput},
+	{"Files", testFiles},
+	{"SymlinkEscape", testSymlinkEscape},
+	{"Layers", testLayers},
+	{"MountinfoHidesHostPaths", testMountinfoHidesHostPaths},
+	{"KeepUpper", testKeepUpper},
+	{"CopyModeRoot", testCopyModeRoot},
+	{"Concurrent", testConcurrent},
+	{"GC", testGC},
+	{"CloseThenRuntimeClose", testCloseThenRuntimeClose},
+	{"KilledDuringCleanup", testKilledDuringCleanup},
+	{"DiskAdmittedClose", testDiskAdmittedClose},
+	{"UpperHoldsOnlyWrites", testUpperHoldsOnlyWrites},
+	{"ShellTTY", testShellTTY},
+	{"ZombiesReaped", testZombiesReaped},
+	{"InheritedDescriptors", testInheritedDescriptors},
+	{"StdioNotHostFile", testStdioNotHostFile},
+	{"SupervisorUnreachable", testSupervisorUnreachable},
+	{"SupervisorThreads", testSupervisorThreads},
+	{"DiskLimit", testDiskLimit},
+	{"HostSecrets", testHostSecrets},
+	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
+}
+
 func TestSuite(t *testing.T) {
 	rt := testRuntime(t)
 	t.Logf("mode %s, cgroup %+v", rt.Mode(), rt.cg)
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, *Runtime)
-	}{
-		{"Basics", testBasics},
-		{"Sessions", testSessions},
-		{"PIDNamespace", testPIDNamespace},
-		{"NoHostNetwork", testNoHostNetwork},
-		{"HostDirsReadOnly", testHostDirsReadOnly},
-		{"SandboxesIsolated", testSandboxesIsolated},
-		{"Escapes", testEscapes},
-		{"Devices", testDevices},
-		{"ForkBomb", testForkBomb},
-		{"MemoryBomb", testMemoryBomb},
-		{"MemoryAcrossProcesses", testMemoryAcrossProcesses},
-		{"SmallMemoryConcurrentExecs", testSmallMemoryConcurrentExecs},
-		{"TmpQuota", testTmpQuota},
-		{"CloseKillsEverything", testCloseKillsEverything},
-		{"BadInput", testBadInput},
-		{"Files", testFiles},
-		{"SymlinkEscape", testSymlinkEscape},
-		{"Layers", testLayers},
-		{"MountinfoHidesHostPaths", testMountinfoHidesHostPaths},
-		{"KeepUpper", testKeepUpper},
-		{"CopyModeRoot", testCopyModeRoot},
-		{"Concurrent", testConcurrent},
-		{"GC", testGC},
-		{"CloseThenRuntimeClose", testCloseThenRuntimeClose},
-		{"KilledDuringCleanup", testKilledDuringCleanup},
-		{"DiskAdmittedClose", testDiskAdmittedClose},
-		{"UpperHoldsOnlyWrites", testUpperHoldsOnlyWrites},
-		{"ShellTTY", testShellTTY},
-		{"ZombiesReaped", testZombiesReaped},
-		{"InheritedDescriptors", testInheritedDescriptors},
-		{"StdioNotHostFile", testStdioNotHostFile},
-		{"SupervisorUnreachable", testSupervisorUnreachable},
-		{"SupervisorThreads", testSupervisorThreads},
-		{"DiskLimit", testDiskLimit},
-		{"HostSecrets", testHostSecrets},
-		{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
+	runSuite(t, rt, nil)
+}
+
+// runSuite runs the suite's cases named in only (all when only is nil)
+// against rt.
+func runSuite(t *testing.T, rt *Runtime, only []string) {
+	for _, tc := range suiteCases {
+		if only == nil || slices.Contains(only, tc.name) {
+			t.Run(tc.name, func(t *testing.T) { tc.fn(t, rt) })
+		}
 	}
 }
 

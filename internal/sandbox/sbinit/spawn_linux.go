@@ -30,10 +30,11 @@ func (sp *spawner) start(cmd *exec.Cmd) error {
 	return <-r.done
 }
 
-// loop serves start for as long as the process lives. The caller's
-// goroutine must be locked to the thread that forks.
+// loop serves start for as long as the process lives, on the caller's
+// thread (in place, init's, already locked: the one with the cut bounding
+// set; an exec'd supervisor's threads all have it).
 func (sp *spawner) loop() {
-	runtime.LockOSThread() // already locked by the caller; never unlocked
+	runtime.LockOSThread() // never unlocked
 	for r := range sp.reqs {
 		r.done <- r.cmd.Start()
 	}

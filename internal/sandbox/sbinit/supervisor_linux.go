@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"sync"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -46,7 +45,6 @@ func supervisorMain() error {
 	}
 	cfg.Stamps = append(cfg.Stamps, wire.Stamp{Step: StepSupMain, Mono: mainAt})
 	os.Unsetenv(EnvConfigFd)
-	runtime.LockOSThread() // the spawner's: every thread of this image has the cut set
 	return supervise(cfg, os.NewFile(CtlFd, "ctl"))
 }
 
@@ -54,9 +52,9 @@ func supervisorMain() error {
 // cut and not dumpable, says ready and serves the host on ctl until
 // shutdown. ctl is the one *os.File of the control socket in this process:
 // a second one would close the socket when collected. The calling
-// goroutine is locked to the thread every process is forked from (see
-// spawner) and serves as the spawner; supervise returns only an error of
-// its start, the process exits when serving ends.
+// goroutine becomes the spawner; in place it is init's, locked to the
+// thread every process must be forked from. supervise returns only an
+// error of its start, the process exits when serving ends.
 func supervise(cfg wire.Config, ctl *os.File) error {
 	os.Unsetenv(EnvStage)
 	// The control socket came from init's spawn or through exec; no
