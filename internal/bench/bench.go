@@ -42,8 +42,11 @@ type Options struct {
 	ThroughputRounds int
 	// RoundTrips per method (podman exec: at most PodmanRoundTrips).
 	RoundTrips, PodmanRoundTrips int
-	// Density is the number of idle tasks held at once for the PSS measure.
+	// Density is the number of idle tasks held at once for the PSS measure,
+	// Idle how long they sit idle before their memory is read (what a
+	// process allocates while it waits shows only over time).
 	Density int
+	Idle    time.Duration
 	// PrepInstances is how many instances the first-time preparation
 	// measure prepares from nothing (the first builds the environment).
 	PrepInstances int
@@ -98,6 +101,9 @@ func (o *Options) Defaults() {
 	if o.Density == 0 {
 		o.Density = 200
 	}
+	if o.Idle == 0 {
+		o.Idle = 10 * time.Second
+	}
 	if o.PrepInstances == 0 {
 		o.PrepInstances = 3
 	}
@@ -140,8 +146,8 @@ func (o *Options) check() error {
 			return fmt.Errorf("%w: unknown method %q (%s)", ErrOptions, m, strings.Join(Methods, ", "))
 		}
 	}
-	if o.Rounds < 1 || o.Warmup < 0 || o.ThroughputRounds < 1 || o.Duration <= 0 || o.RoundTrips < 1 || o.Density < 1 || o.PrepInstances < 1 || o.Instances < 1 {
-		return fmt.Errorf("%w: rounds, slices, duration, round trips, density, instances and prep instances must be positive (warmup at least 0)", ErrOptions)
+	if o.Rounds < 1 || o.Warmup < 0 || o.ThroughputRounds < 1 || o.Duration <= 0 || o.RoundTrips < 1 || o.Density < 1 || o.Idle < 0 || o.PrepInstances < 1 || o.Instances < 1 {
+		return fmt.Errorf("%w: rounds, slices, duration, round trips, density, instances and prep instances must be positive (warmup and idle at least 0)", ErrOptions)
 	}
 	for _, n := range o.DiskNs {
 		if n < 1 {

@@ -21,7 +21,7 @@ const (
 // density holds Density idle tasks of each method at once, each with a
 // shell that has answered a command (msb: a session; the paper: its
 // chroot shell; podman: the container's bash under conmon), and records
-// each task's PSS.
+// each task's PSS once they have all been idle for Idle.
 func (b *bencher) density(ctx context.Context, w *workload) {
 	byName, names := index(b.methods(w, true))
 	failed := interleave(ctx, 1, 0, names, func(ctx context.Context, round, slot int, name string) error {
@@ -52,7 +52,7 @@ func (b *bencher) hold(ctx context.Context, w *workload, m method, round, slot i
 			return fmt.Errorf("task %d: %w", i, err)
 		}
 	}
-	time.Sleep(time.Second) // let exited helpers be reaped and memory settle
+	time.Sleep(b.o.Idle) // exited helpers reaped, and what waiting costs shown
 	for _, t := range tasks {
 		tree, top := treePSS(t.pids())
 		if tree == 0 {

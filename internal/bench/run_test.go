@@ -94,7 +94,7 @@ func wantSamples(t *testing.T, count map[Key]int, k Key, n int) {
 // test machine).
 func TestRunBare(t *testing.T) {
 	o := Options{Workloads: []string{WorkloadBare}, Measures: []string{MeasureReady, MeasureThroughput, MeasureRoundTrip, MeasurePSS},
-		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3}
+		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3, Idle: time.Second}
 	rep, count, slots := run(t, o)
 	for _, m := range []string{MethodMSB, MethodPaper} {
 		for _, c := range []string{Warm, Cold} {

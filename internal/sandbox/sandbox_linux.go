@@ -296,7 +296,7 @@ func (s *Sandbox) prepareDirs() error {
 func (s *Sandbox) initCommand(ctl *os.File, idmap bool) (*exec.Cmd, error) {
 	cmd := exec.Command(s.rt.exe)
 	cmd.Args = []string{"msb-sandbox-init"}
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit}
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit, sbinit.RuntimeEnv}
 	cmd.ExtraFiles = []*os.File{ctl}
 	if idmap {
 		ns, _ := s.rt.idmap()

@@ -157,6 +157,8 @@ var suiteCases = []struct {
 	{"UpperHoldsOnlyWrites", testUpperHoldsOnlyWrites},
 	{"ShellTTY", testShellTTY},
 	{"ZombiesReaped", testZombiesReaped},
+	{"IdleSupervisorFlat", testIdleSupervisorFlat},
+	{"SupervisorTrims", testSupervisorTrims},
 	{"InheritedDescriptors", testInheritedDescriptors},
 	{"StdioNotHostFile", testStdioNotHostFile},
 	{"SupervisorUnreachable", testSupervisorUnreachable},
@@ -794,14 +796,18 @@ func openTestPty(t *testing.T) (master, slave *os.File) {
 	return m, os.NewFile(fd, "pty")
 }
 
-// testZombiesReaped leaves orphans that exit; the sandbox's init reaps them.
+// testZombiesReaped leaves orphans that exit, and zombies whose parent
+// never waited and then exited (the kernel hands them to init already
+// dead); the sandbox's init reaps both, on SIGCHLD alone.
 func testZombiesReaped(t *testing.T, rt *Runtime) {
 	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	if err := sb.OpenSession(ctx, "z", SessionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.SessionExec(ctx, "z", session.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do (sleep 0.05 &); done"}); err != nil {
+	orphans := "for i in 1 2 3 4 5 6 7 8; do (sleep 0.05 &); done; " +
+		"for i in 1 2 3 4; do (sh -c 'true & exec sleep 0.2' &); done"
+	if _, err := sb.SessionExec(ctx, "z", session.ExecRequest{Command: orphans}); err != nil {
 		t.Fatal(err)
 	}
 	count := "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l"

@@ -34,6 +34,14 @@ const (
 	StepSupHarden  = "sup.hardened" // seccomp and the rest of harden done
 )
 
+// RuntimeEnv is the Go runtime's setting for init and the supervisor, in
+// their environment from the start: one P. The supervisor mostly waits
+// (on its children, their pipes and the control socket), and each P costs
+// memory whether it is used or not: with one instead of this machine's two,
+// an idle supervisor's anonymous memory went from 1.48 to 1.20 MiB, and a
+// default of one P per CPU costs more on larger hosts.
+const RuntimeEnv = "GOMAXPROCS=1"
+
 // CtlFd is the control socket's descriptor number in init and supervisor.
 const CtlFd = 3
 
@@ -112,6 +120,10 @@ func initMain() error {
 		return err
 	}
 	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitRoot)
+	// Made while the host attaches init to its cgroups, which on cgroup v1
+	// often takes longer than building the root: the threads move with
+	// the process, and limitCaps below covers them.
+	prewarmThreads()
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.
 	var start wire.Request
@@ -158,7 +170,7 @@ func initMain() error {
 	// init of a PID namespace from signals sent inside it, so `kill -9 -1`
 	// cannot take the supervisor down. Every thread of the new image
 	// descends from this one and inherits the cut bounding set.
-	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd)}
+	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd), RuntimeEnv}
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
 }

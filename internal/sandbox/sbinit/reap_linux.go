@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,13 +30,7 @@ func handleSignals() {
 	signal.Notify(ch, unix.SIGCHLD, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
 		unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSYS)
 	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ch:
-			case <-tick.C:
-			}
+		for range ch {
 			reapOrphans()
 		}
 	}()
@@ -133,7 +126,13 @@ func heldPidfds() map[int]bool {
 // runtime and are reused, so the supervisor keeps working under the bomb.
 const spareThreads = 12
 
-func prewarmThreads() {
+func prewarmThreads() { prewarmOnce.Do(makeSpareThreads) }
+
+// prewarmOnce: init makes the threads, which its supervisor in place
+// keeps; an exec'd one (cgo) makes its own.
+var prewarmOnce sync.Once
+
+func makeSpareThreads() {
 	var ready, release sync.WaitGroup
 	ready.Add(spareThreads)
 	release.Add(1)

@@ -26,6 +26,8 @@ type supervisor struct {
 	// running holds, per session, the interrupt of each exec in flight.
 	running map[string]map[*wire.Request]context.CancelFunc
 	tty     *ttyRelay
+
+	trim trimmer // the free heap returned once idle
 }
 
 func supervisorMain() error {
@@ -80,7 +82,8 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
 	// Before ready, while nothing of the agent's runs: made after it, the
 	// spare threads raced a fork bomb started by the first command for the
-	// pids limit, and a runtime that cannot make a thread dies.
+	// pids limit, and a runtime that cannot make a thread dies. In place,
+	// init made them already, while the host attached it to its cgroups.
 	prewarmThreads()
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
@@ -121,8 +124,10 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			return errShutdown
 		}
 		wg.Add(1)
+		s.trim.begin()
 		go func() {
 			defer wg.Done()
+			defer s.trim.end()
 			resp := s.handle(ctx, &req)
 			resp.ID = req.ID
 			s.out.Write(resp)

@@ -1,0 +1,98 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// anonKB is a process's anonymous resident memory in kB, from
+// smaps_rollup: the supervisor's heap, stacks and runtime structures (its
+// binary's text is shared by every sandbox).
+func anonKB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		t.Fatalf("reading the supervisor's memory: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Anonymous:" {
+			kb, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("smaps_rollup line %q: %v", line, err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no Anonymous line in smaps_rollup:\n%s", b)
+	return 0
+}
+
+// testIdleSupervisorFlat holds a sandbox whose session has answered and
+// checks that its supervisor allocates nothing while nothing is asked of
+// it: a supervisor that polled (it used to scan /proc every second for
+// orphans) grew by ~13 kB a second until its first collection at 4 MB.
+func testIdleSupervisorFlat(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor's runtime setting (sbinit.RuntimeEnv) is its own.
+	if env := mustOK(t, sb, "env"); strings.Contains(env, "GOMAXPROCS") || strings.Contains(env, "MSB_SANDBOX") {
+		t.Fatalf("a command's environment has the supervisor's settings:\n%s", env)
+	}
+	time.Sleep(2 * time.Second) // past the trim's delay: what runs after a request has run
+	before := anonKB(t, sb.InitPid())
+	time.Sleep(3 * time.Second)
+	if after := anonKB(t, sb.InitPid()); after > before+16 {
+		t.Fatalf("an idle supervisor grew from %d to %d kB in 3 s", before, after)
+	}
+}
+
+// testSupervisorTrims runs a command with 4 MB of output (1 MiB kept) and
+// checks that the idle supervisor gives back most of the heap that took:
+// Go keeps freed heap mapped, and before the trim the supervisor stayed
+// 7-9 MiB above where it started for minutes; with it, ~2.5 MiB (the
+// runtime's structures for the larger heap stay).
+func testSupervisorTrims(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx := context.Background()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	base := anonKB(t, sb.InitPid())
+	res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "head -c 3000000 /dev/urandom | base64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated {
+		t.Fatalf("the output (%d bytes) was meant to exceed the cap", len(res.Output))
+	}
+	peak := anonKB(t, sb.InitPid())
+	const slack = 4 << 10 // kB
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		now := anonKB(t, sb.InitPid())
+		if now <= base+slack {
+			t.Logf("supervisor: %d kB before the command, %d kB right after it, %d kB once idle", base, peak, now)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle supervisor kept %d kB (%d before the command, %d right after it): its free heap was not given back", now, base, peak)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
