@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -222,15 +223,24 @@ func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 	defer d2.stop()
 	warmC, _ := client.New("unix://"+d2.sock, "")
 	defer warmC.Close()
-	// round creates, execs and deletes; it returns the time until the
-	// exec was answered.
-	round := func(c *client.Client) (time.Duration, error) {
+	// round creates, runs `true` and deletes; it returns the time until
+	// the command was answered. In a session, the session is opened first
+	// (as SWE-ReX's create_session does); else in a fresh bash.
+	round := func(c *client.Client, inSession bool) (time.Duration, error) {
 		start := time.Now()
 		info, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{InstanceID: o.Instance})
 		if err != nil {
 			return 0, err
 		}
-		res, err := c.Exec(ctx, info.ID, api.ExecRequest{Command: "true"})
+		req := api.ExecRequest{Command: "true"}
+		if inSession {
+			req.Session = "agent"
+			err = c.OpenSession(ctx, info.ID, api.SessionRequest{Name: req.Session})
+		}
+		var res api.ExecResult
+		if err == nil {
+			res, err = c.Exec(ctx, info.ID, req)
+		}
 		took := time.Since(start)
 		c.DeleteSandbox(ctx, info.ID)
 		if err == nil && res.ExitCode != 0 {
@@ -238,30 +248,39 @@ func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 		}
 		return took, err
 	}
-	if _, err := round(warmC); err != nil { // its first create makes the spare
+	if _, err := round(warmC, false); err != nil { // its first create makes the spare
 		return []Row{{Name: "msb serve --spares 1", Failed: err.Error()}}
 	}
-	var cold, warm []time.Duration
-	var coldErr, warmErr error
-	for i := 0; i < o.Creates && coldErr == nil && warmErr == nil; i++ {
-		// The last spare round's refill is done before either round runs,
-		// and nothing takes the spare until the spare round.
-		if warmErr = sparesReady(ctx, d2); warmErr != nil {
-			break
-		}
-		var took time.Duration
-		if took, coldErr = round(c); coldErr == nil {
-			cold = append(cold, took)
-		}
-		if took, warmErr = round(warmC); warmErr == nil {
-			warm = append(warm, took)
+	// Per way of answering (fresh bash, session): without and with a spare.
+	var took [2][2][]time.Duration
+	var errs [2][2]error
+	failed := func() bool { return errors.Join(errs[0][0], errs[0][1], errs[1][0], errs[1][1]) != nil }
+	for i := 0; i < o.Creates && !failed(); i++ {
+		for way := range 2 {
+			for spare, cl := range []*client.Client{c, warmC} {
+				// The last spare round's refill is done before any round
+				// runs, and nothing takes the spare until a spare round.
+				if err := sparesReady(ctx, d2); err != nil {
+					errs[way][1] = err
+					break
+				}
+				d, err := round(cl, way == 1)
+				if errs[way][spare] = err; err == nil {
+					took[way][spare] = append(took[way][spare], d)
+				}
+			}
 		}
 	}
-	r := apiRow("create from a cached instance → first exec answered", Summarize(cold), coldErr)
-	r.Note = "instance " + o.Instance + " (sandbox deleted after each round, untimed)"
-	w := apiRow("… the same on a daemon with --spares 1 (a spare ready)", Summarize(warm), warmErr)
-	w.Note = "rounds interleaved with the row above; the spare's refill awaited between rounds, untimed"
-	return []Row{r, w}
+	note := "instance " + o.Instance + " (sandbox deleted after each round, untimed)"
+	spareNote := "rounds interleaved with the row above; the spare's refill awaited between rounds, untimed"
+	rows := []Row{
+		apiRow("create from a cached instance → first exec answered", Summarize(took[0][0]), errs[0][0]),
+		apiRow("… the same on a daemon with --spares 1 (a spare ready)", Summarize(took[0][1]), errs[0][1]),
+		apiRow("create from a cached instance → session opened → its first command answered", Summarize(took[1][0]), errs[1][0]),
+		apiRow("… the same with --spares 1 (the spare's session shell started ahead)", Summarize(took[1][1]), errs[1][1]),
+	}
+	rows[0].Note, rows[1].Note, rows[2].Note, rows[3].Note = note, spareNote, note, spareNote
+	return rows
 }
 
 // sparesReady waits until the daemon reports a spare ready.

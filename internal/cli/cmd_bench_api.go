@@ -66,7 +66,7 @@ func newBenchAPICmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.RoundTrips, "round-trips", 2000, "execs per round-trip measure")
-	f.IntVar(&o.Creates, "creates", 50, "create from a cached instance → first exec rounds")
+	f.IntVar(&o.Creates, "creates", 50, "create from a cached instance → first command rounds (each in a fresh bash and in a session)")
 	f.IntVar(&o.Sandboxes, "sandboxes", 200, "sandboxes of the load run")
 	f.IntVar(&o.Execs, "execs", 100, "execs per sandbox in the load run")
 	f.IntVar(&o.Concurrency, "concurrency", 32, "requests in flight at once in the load run (the bounded load client)")

@@ -51,6 +51,7 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 		}
 		return execResult(res), nil
 	}
+	s.dropStandby(ctx)
 	script, err := s.prepare(ctx, req, "")
 	if err != nil {
 		return api.ExecResult{}, err
@@ -179,6 +180,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 	if err := checkExec(req); err != nil {
 		return api.ExecResult{}, err
 	}
+	s.dropStandby(ctx)
 	base := scratchDir + "/" + randomHex(8)
 	streams := []*outStream{{file: base + ".out", event: api.EventStdout}}
 	redirect := "1>" + shellQuote(streams[0].file) + " 2>&1"

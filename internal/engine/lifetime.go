@@ -113,7 +113,9 @@ type counters struct {
 	reapedBy    map[string]int64
 	evaluations map[api.Outcome]int64
 	cacheHits   atomic.Int64
-	cacheMisses atomic.Int64
+	// standbyTaken counts sessions opened on a spare's session started ahead.
+	standbyTaken atomic.Int64
+	cacheMisses  atomic.Int64
 }
 
 func (c *counters) add(m *map[string]int64, k string) {
@@ -153,8 +155,11 @@ type Stats struct {
 	// Rejected counts admissions refused or timed out, by resource
 	// (sandboxes, memory, disk, queue).
 	Rejected map[string]int64
-	// Spares are the task sandboxes started ahead and what became of them.
-	Spares warm.Stats
+	// Spares are the task sandboxes started ahead and what became of them;
+	// SpareSessions counts the clients' first sessions that were a spare's
+	// shell started ahead (renamed, not started).
+	Spares        warm.Stats
+	SpareSessions int64
 }
 
 // Stats reports what the engine did since it opened.
@@ -173,7 +178,7 @@ func (e *Engine) Stats() Stats {
 	cs := e.cache.c.Stats()
 	st.EnvBuilds, st.RepoBuilds, st.FailedBuilds = cs.EnvBuilds, cs.RepoBuilds, cs.FailedBuilds
 	st.Rejected = e.admit.rejections()
-	st.Spares = e.spares.Stats()
+	st.Spares, st.SpareSessions = e.spares.Stats(), c.standbyTaken.Load()
 	return st
 }
 

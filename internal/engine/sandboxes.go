@@ -68,8 +68,11 @@ type Sandbox struct {
 	active     atomic.Int32  // operations in flight
 	lastActive atomic.Int64  // unix ns when the last operation ended
 
-	mu        sync.Mutex // guards sessions
-	sessions  map[string]bool
+	mu       sync.Mutex // guards sessions and standby
+	sessions map[string]bool
+	// standby: the sandbox is a spare whose session shell, standbySession,
+	// was started ahead and is neither taken nor dropped yet.
+	standby   bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -160,11 +163,11 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		ts, err := s.e.openTask(ctx, spareKey{t: t, limits: limits, network: req.Network, maxOutput: req.MaxOutput})
+		ts, standby, err := s.e.openTask(ctx, spareKey{t: t, limits: limits, network: req.Network, maxOutput: req.MaxOutput})
 		if err != nil {
 			return err
 		}
-		s.task, s.sb = ts, ts.Sandbox
+		s.task, s.sb, s.standby = ts, ts.Sandbox, standby
 		return nil
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
@@ -335,13 +338,58 @@ func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error
 			return fmt.Errorf("%w: session directory %q is not a directory in the sandbox", ErrBadRequest, req.Dir)
 		}
 	}
-	if err := s.sb.OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
-		return err
+	if !s.openStandby(ctx, req) {
+		if err := s.sb.OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	s.sessions[req.Name] = true
 	s.mu.Unlock()
 	return nil
+}
+
+// openStandby opens session req as the spare's session started ahead,
+// by renaming it, where req asks for what that one is (no env, the
+// default directory) under a name not yet in use; it reports whether it
+// did. A session asked for otherwise ends the standby first.
+func (s *Sandbox) openStandby(ctx context.Context, req api.SessionRequest) bool {
+	if len(req.Env) > 0 || req.Dir != "" {
+		s.dropStandby(ctx)
+		return false
+	}
+	s.mu.Lock()
+	taken := s.sessions[req.Name]
+	s.mu.Unlock()
+	if taken || !s.takeStandby() {
+		return false
+	}
+	if err := s.sb.RenameSession(ctx, standbySession, req.Name); err != nil {
+		s.e.log.Debug("spare's session not taken", "sandbox", s.info.ID, "err", err)
+		s.sb.CloseSession(context.WithoutCancel(ctx), standbySession)
+		return false
+	}
+	s.e.stats.standbyTaken.Add(1)
+	return true
+}
+
+// dropStandby ends the spare's session started ahead, before the first
+// command the client runs outside a session: that command sees only
+// what the client started.
+func (s *Sandbox) dropStandby(ctx context.Context) {
+	if s.takeStandby() {
+		s.sb.DiscardSession(context.WithoutCancel(ctx), standbySession)
+	}
+}
+
+// takeStandby reports whether the spare's session started ahead was
+// still there to take, and marks it gone.
+func (s *Sandbox) takeStandby() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	had := s.standby
+	s.standby = false
+	return had
 }
 
 // CloseSession ends a session and everything it started.

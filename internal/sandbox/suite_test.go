@@ -159,6 +159,7 @@ var suiteCases = []struct {
 	{"ZombiesReaped", testZombiesReaped},
 	{"IdleSupervisorFlat", testIdleSupervisorFlat},
 	{"SupervisorTrims", testSupervisorTrims},
+	{"SessionRenameDiscard", testSessionRenameDiscard},
 	{"InheritedDescriptors", testInheritedDescriptors},
 	{"StdioNotHostFile", testStdioNotHostFile},
 	{"SupervisorUnreachable", testSupervisorUnreachable},

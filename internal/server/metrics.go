@@ -71,7 +71,7 @@ var (
 	descQuotaUsed = prometheus.NewDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", []string{"resource"}, nil)
 	descQuotaMax  = prometheus.NewDesc("msb_quota_max", "Budget, by resource (0: none).", []string{"resource"}, nil)
 	descSpares    = prometheus.NewDesc("msb_spares", "Task sandboxes started ahead (--spares), by state (ready, making).", []string{"state"}, nil)
-	descSpareUse  = prometheus.NewDesc("msb_spares_total", "What became of spares and of the creates that looked for one, by event (hit, miss, made, failed, evicted, expired).", []string{"event"}, nil)
+	descSpareUse  = prometheus.NewDesc("msb_spares_total", "What became of spares and of the creates that looked for one, by event (hit, miss, made, failed, evicted, expired; session: a client's first session that was the spare's shell started ahead).", []string{"event"}, nil)
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -112,7 +112,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range []struct {
 		name string
 		v    int64
-	}{{"hit", sp.Hits}, {"miss", sp.Misses}, {"made", sp.Made}, {"failed", sp.Failed}, {"evicted", sp.Evicted}, {"expired", sp.Expired}} {
+	}{{"hit", sp.Hits}, {"miss", sp.Misses}, {"made", sp.Made}, {"failed", sp.Failed}, {"evicted", sp.Evicted}, {"expired", sp.Expired}, {"session", st.SpareSessions}} {
 		counter(descSpareUse, e.v, e.name)
 	}
 	q := c.e.Quota()

@@ -56,7 +56,8 @@ type Session struct {
 
 	closeOnce sync.Once
 	closing   atomic.Bool
-	aliveMu   sync.Mutex // keeps Close from closing shell.exitFD under Alive
+	used      atomic.Bool // an Exec was asked for: Discard does a whole Close
+	aliveMu   sync.Mutex  // keeps Close from closing shell.exitFD under Alive
 
 	mu       sync.Mutex // serializes Exec and Close; guards the fields below
 	ended    bool       // the shell exited
@@ -210,6 +211,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return Result{}, fmt.Errorf("session %q: command contains a NUL byte: %w", s.name, ErrInvalidCommand)
 	}
+	s.used.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -300,8 +302,17 @@ func (s *Session) Alive() bool {
 	return !s.closing.Load() && !s.shell.exited()
 }
 
-// Name returns the name given to Start.
+// Name returns the name given to Start, or to the last Rename.
 func (s *Session) Name() string { return s.name }
+
+// Rename names the session anew (its errors say the new name). The caller
+// makes sure nothing else uses the session meanwhile: a session started
+// ahead is renamed before anyone can reach it under the new name.
+func (s *Session) Rename(name string) {
+	s.mu.Lock()
+	s.name = name
+	s.mu.Unlock()
+}
 
 // Close kills the shell and every process it started, including background
 // jobs and processes that left its process tree but kept its environment
@@ -326,6 +337,23 @@ func (s *Session) Close() error {
 		s.aliveMu.Unlock()
 	})
 	return nil
+}
+
+// Discard ends a session that has run no command, so that nothing but its
+// shell belongs to it: it returns once the shell is killed and reaped, and
+// the rest of Close (the descriptors, the search for strays) follows in
+// the background. A session started ahead and not wanted ends so.
+func (s *Session) Discard() {
+	if s.used.Load() {
+		s.Close() // what its commands started may have left the group
+		return
+	}
+	s.closing.Store(true)
+	if !s.shell.reaped.Load() {
+		_ = unix.Kill(-s.shell.pid, unix.SIGKILL) // the shell leads its own group
+	}
+	s.shell.wait()
+	go s.Close()
 }
 
 // teardown closes every descriptor the session holds.

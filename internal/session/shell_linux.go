@@ -368,8 +368,16 @@ func killTree(p *shellProc, marker string) {
 			return
 		}
 		signal(live, unix.SIGKILL)
-		time.Sleep(time.Duration(i+1) * time.Millisecond)
+		time.Sleep(killPause(i))
 	}
+}
+
+// killPause is how long killTree waits after its pass i for what it
+// killed to die: 0.1 ms at first, since a killed shell is gone within a
+// fraction of a millisecond (a session's close waited whole milliseconds
+// for it), then doubling up to i+1 ms, for some 1.2 s over 50 passes.
+func killPause(i int) time.Duration {
+	return min(100*time.Microsecond<<min(i, 10), time.Duration(i+1)*time.Millisecond)
 }
 
 // wakePipe lets a context's cancellation interrupt poll(2).

@@ -176,6 +176,10 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return s.sessionExec(ctx, req)
 	case wire.OpSessionClose:
 		return wire.Response{}, s.closeSession(req.Session)
+	case wire.OpSessionDiscard:
+		return wire.Response{}, s.discardSession(req.Session)
+	case wire.OpSessionRename:
+		return wire.Response{}, s.renameSession(req.Session, req.To)
 	case wire.OpSessionInterrupt:
 		return s.interruptSession(req.Session)
 	case wire.OpReadFile:
@@ -240,6 +244,52 @@ func (s *supervisor) openSession(ctx context.Context, req *wire.Request) error {
 		return fmt.Errorf("starting session %q: %w", req.Session, err)
 	}
 	s.sessions[req.Session] = sess
+	return nil
+}
+
+// discardSession ends session name, which has run no command.
+func (s *supervisor) discardSession(name string) error {
+	s.mu.Lock()
+	sess, ok := s.sessions[name]
+	delete(s.sessions, name)
+	s.mu.Unlock()
+	if !ok {
+		return fail(wire.CodeNotFound, "no session %q", name)
+	}
+	sess.Discard()
+	return nil
+}
+
+// renameSession gives session from the name to, which no live session
+// has; a session whose shell has ended is not renamed.
+func (s *supervisor) renameSession(from, to string) error {
+	if to == "" {
+		return fail(wire.CodeInvalid, "new session name is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[from]
+	if ok && !sess.Alive() {
+		sess.Close()
+		delete(s.sessions, from)
+		ok = false
+	}
+	if !ok {
+		return fail(wire.CodeNotFound, "no session %q", from)
+	}
+	if old, ok := s.sessions[to]; ok {
+		if old.Alive() {
+			return fail(wire.CodeExists, "session %q already exists", to)
+		}
+		old.Close()
+	}
+	delete(s.sessions, from)
+	sess.Rename(to)
+	s.sessions[to] = sess
+	if r, ok := s.running[from]; ok {
+		delete(s.running, from)
+		s.running[to] = r
+	}
 	return nil
 }
 

@@ -32,12 +32,18 @@ const (
 	OpSessionOpen  = "session.open"  // start a named persistent bash
 	OpSessionExec  = "session.exec"  // run a command in it
 	OpSessionClose = "session.close" // end it
-	OpReadFile     = "file.read"
-	OpWriteFile    = "file.write"
-	OpListDir      = "file.list"
-	OpPutTar       = "file.put_tar" // unpack a tar into a directory
-	OpGetTar       = "file.get_tar" // pack a file or directory as tar
-	OpShutdown     = "shutdown"
+	// OpSessionRename gives session Session the name To: a session
+	// started ahead, taken by the client that opens the first one.
+	OpSessionRename = "session.rename"
+	// OpSessionDiscard ends a session that has run no command, answering
+	// once its shell is dead (session.Session.Discard).
+	OpSessionDiscard = "session.discard"
+	OpReadFile       = "file.read"
+	OpWriteFile      = "file.write"
+	OpListDir        = "file.list"
+	OpPutTar         = "file.put_tar" // unpack a tar into a directory
+	OpGetTar         = "file.get_tar" // pack a file or directory as tar
+	OpShutdown       = "shutdown"
 	// OpStart is the frame after the Config that tells init the host has
 	// put it in its cgroup; init builds the root meanwhile, and nothing of
 	// the agent's runs before it.
@@ -56,6 +62,7 @@ type Request struct {
 	ID      uint64          `json:"id"`
 	Op      string          `json:"op"`
 	Session string          `json:"session,omitempty"`
+	To      string          `json:"to,omitempty"` // OpSessionRename's new name
 	Path    string          `json:"path,omitempty"`
 	Data    []byte          `json:"data,omitempty"`
 	Mode    uint32          `json:"mode,omitempty"`

@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// testSessionRenameDiscard: a session renamed keeps its shell under the
+// new name only; a rename onto a live session or of a missing one fails;
+// Discard ends an unused session's shell before it answers, and a used
+// session's whole tree.
+func testSessionRenameDiscard(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx := context.Background()
+	for _, name := range []string{"a", "c"} {
+		if err := sb.OpenSession(ctx, name, SessionOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sb.SessionExec(ctx, "a", session.ExecRequest{Command: "X=kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.RenameSession(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.SessionExec(ctx, "b", session.ExecRequest{Command: "echo $X"}); err != nil || res.Output != "kept\n" {
+		t.Fatalf("the renamed session: %v %+v", err, res)
+	}
+	if _, err := sb.SessionExec(ctx, "a", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the old name still answers: %v", err)
+	}
+	if err := sb.RenameSession(ctx, "a", "d"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("renaming a missing session: %v", err)
+	}
+	if err := sb.RenameSession(ctx, "b", "c"); !errors.Is(err, ErrExists) {
+		t.Fatalf("renaming onto a live session: %v", err)
+	}
+	bashes := "ps -eo comm= | grep -cx bash"
+	if got := mustOK(t, sb, bashes); got != "3\n" { // b's, c's and this command's
+		t.Fatalf("bash processes before the discard: %q", got)
+	}
+	if err := sb.DiscardSession(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustOK(t, sb, bashes); got != "2\n" {
+		t.Fatalf("the discarded session's shell is still there: %q bash processes", got)
+	}
+	if _, err := sb.SessionExec(ctx, "b", session.ExecRequest{Command: "sleep 100 &"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.DiscardSession(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustOK(t, sb, "ps -eo comm= | grep -cEx 'bash|sleep'"); got != "1\n" {
+		t.Fatalf("a used session's discard left its tree: %q of bash and sleep", got)
+	}
+	if err := sb.DiscardSession(ctx, "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("discarding a missing session: %v", err)
+	}
+}
