@@ -113,9 +113,9 @@ type counters struct {
 	reapedBy    map[string]int64
 	evaluations map[api.Outcome]int64
 	cacheHits   atomic.Int64
+	cacheMisses atomic.Int64
 	// standbyTaken counts sessions opened on a spare's session started ahead.
 	standbyTaken atomic.Int64
-	cacheMisses  atomic.Int64
 }
 
 func (c *counters) add(m *map[string]int64, k string) {
