@@ -378,7 +378,7 @@ func (s *Sandbox) openStandby(ctx context.Context, req api.SessionRequest) bool 
 // what the client started.
 func (s *Sandbox) dropStandby(ctx context.Context) {
 	if s.takeStandby() {
-		s.sb.DiscardSession(context.WithoutCancel(ctx), standbySession)
+		s.sb.CloseSession(context.WithoutCancel(ctx), standbySession)
 	}
 }
 

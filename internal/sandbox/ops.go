@@ -75,14 +75,6 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	return err
 }
 
-// DiscardSession ends session name, which must have run no command (one
-// started ahead and not wanted): it returns once the shell is dead, its
-// descriptors are let go of after.
-func (s *Sandbox) DiscardSession(ctx context.Context, name string) error {
-	_, err := s.call(ctx, &wire.Request{Op: wire.OpSessionDiscard, Session: name})
-	return err
-}
-
 // RenameSession gives session from the name to (no live session may have
 // it): a session started ahead handed to the client that asks for one.
 // ErrNotFound when from does not exist or its shell has ended.

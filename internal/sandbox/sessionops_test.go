@@ -9,11 +9,11 @@ import (
 	"github.com/minisandbox/msb/internal/session"
 )
 
-// testSessionRenameDiscard: a session renamed keeps its shell under the
+// testSessionRenameClose: a session renamed keeps its shell under the
 // new name only; a rename onto a live session or of a missing one fails;
-// Discard ends an unused session's shell before it answers, and a used
-// session's whole tree.
-func testSessionRenameDiscard(t *testing.T, rt *Runtime) {
+// Close ends a session that never ran a command (its shell alone, without
+// killTree's searches) before it answers, and a used session's whole tree.
+func testSessionRenameClose(t *testing.T, rt *Runtime) {
 	sb := create(t, rt, Config{HostBase: true})
 	ctx := context.Background()
 	for _, name := range []string{"a", "c"} {
@@ -43,18 +43,18 @@ func testSessionRenameDiscard(t *testing.T, rt *Runtime) {
 	// they exec, and ps could count them.
 	bashes := "pgrep -cx bash"
 	if got := mustOK(t, sb, bashes); got != "2\n" { // b's and c's
-		t.Fatalf("bash processes before the discard: %q", got)
+		t.Fatalf("bash processes before the close: %q", got)
 	}
-	if err := sb.DiscardSession(ctx, "c"); err != nil {
+	if err := sb.CloseSession(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustOK(t, sb, bashes); got != "1\n" {
-		t.Fatalf("the discarded session's shell is still there: %q bash processes", got)
+		t.Fatalf("the closed unused session's shell is still there: %q bash processes", got)
 	}
 	if _, err := sb.SessionExec(ctx, "b", session.ExecRequest{Command: "sleep 100 &"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.DiscardSession(ctx, "b"); err != nil {
+	if err := sb.CloseSession(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	// The killed sleep, reparented to init, is reaped on its SIGCHLD.
@@ -64,11 +64,11 @@ func testSessionRenameDiscard(t *testing.T, rt *Runtime) {
 			break
 		}
 		if i == 50 {
-			t.Fatalf("a used session's discard left its tree: %q", res.Output)
+			t.Fatalf("a used session's close left its tree: %q", res.Output)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := sb.DiscardSession(ctx, "b"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("discarding a missing session: %v", err)
+	if err := sb.CloseSession(ctx, "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("closing a missing session: %v", err)
 	}
 }

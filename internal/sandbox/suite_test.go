@@ -159,7 +159,7 @@ var suiteCases = []struct {
 	{"ZombiesReaped", testZombiesReaped},
 	{"IdleSupervisorFlat", testIdleSupervisorFlat},
 	{"SupervisorTrims", testSupervisorTrims},
-	{"SessionRenameDiscard", testSessionRenameDiscard},
+	{"SessionRenameClose", testSessionRenameClose},
 	{"InheritedDescriptors", testInheritedDescriptors},
 	{"StdioNotHostFile", testStdioNotHostFile},
 	{"SupervisorUnreachable", testSupervisorUnreachable},

@@ -56,7 +56,7 @@ type Session struct {
 
 	closeOnce sync.Once
 	closing   atomic.Bool
-	used      atomic.Bool // an Exec was asked for: Discard does a whole Close
+	used      atomic.Bool // an Exec was asked for (see closeUnused)
 	aliveMu   sync.Mutex  // keeps Close from closing shell.exitFD under Alive
 
 	mu       sync.Mutex // serializes Exec and Close; guards the fields below
@@ -321,6 +321,9 @@ func (s *Session) Rename(name string) {
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		if s.closeUnused() {
+			return
+		}
 		killTree(s.shell, s.marker)
 		s.wake.wake()
 		s.mu.Lock()
@@ -339,21 +342,30 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// Discard ends a session that has run no command, so that nothing but its
-// shell belongs to it: it returns once the shell is killed and reaped, and
-// the rest of Close (the descriptors, the search for strays) follows in
-// the background. A session started ahead and not wanted ends so.
-func (s *Session) Discard() {
-	if s.used.Load() {
-		s.Close() // what its commands started may have left the group
-		return
+// closeUnused closes a session in which no command was ever asked for, and
+// reports whether it did. Its shell's process group is then all there is
+// of it (nothing could have left the group or carry the marker), so the
+// group is killed and the shell reaped without killTree's searches of
+// /proc: a spare's session started ahead and not wanted ends in 1.5 ms
+// instead of 2.0. It holds mu from its check on, so that an Exec coming
+// after finds the session closed; one already waiting has marked it used.
+func (s *Session) closeUnused() bool {
+	if s.used.Load() || !s.mu.TryLock() {
+		return false
 	}
-	s.closing.Store(true)
+	defer s.mu.Unlock()
+	if s.used.Load() {
+		return false
+	}
+	s.closed = true
 	if !s.shell.reaped.Load() {
-		_ = unix.Kill(-s.shell.pid, unix.SIGKILL) // the shell leads its own group
+		_ = unix.Kill(-s.shell.pid, unix.SIGKILL) // the shell leads its own session and group
 	}
 	s.shell.wait()
-	go s.Close()
+	s.aliveMu.Lock()
+	s.teardown()
+	s.aliveMu.Unlock()
+	return true
 }
 
 // teardown closes every descriptor the session holds.

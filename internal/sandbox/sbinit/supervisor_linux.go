@@ -176,8 +176,6 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return s.sessionExec(ctx, req)
 	case wire.OpSessionClose:
 		return wire.Response{}, s.closeSession(req.Session)
-	case wire.OpSessionDiscard:
-		return wire.Response{}, s.discardSession(req.Session)
 	case wire.OpSessionRename:
 		return wire.Response{}, s.renameSession(req.Session, req.To)
 	case wire.OpSessionInterrupt:
@@ -233,30 +231,14 @@ func (s *supervisor) openSession(ctx context.Context, req *wire.Request) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.sessions[req.Session]; ok {
-		if old.Alive() {
-			return fail(wire.CodeExists, "session %q already exists", req.Session)
-		}
-		old.Close()
+	if _, ok := s.liveSession(req.Session); ok {
+		return fail(wire.CodeExists, "session %q already exists", req.Session)
 	}
 	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, s.sessionOptions(req))
 	if err != nil {
 		return fmt.Errorf("starting session %q: %w", req.Session, err)
 	}
 	s.sessions[req.Session] = sess
-	return nil
-}
-
-// discardSession ends session name, which has run no command.
-func (s *supervisor) discardSession(name string) error {
-	s.mu.Lock()
-	sess, ok := s.sessions[name]
-	delete(s.sessions, name)
-	s.mu.Unlock()
-	if !ok {
-		return fail(wire.CodeNotFound, "no session %q", name)
-	}
-	sess.Discard()
 	return nil
 }
 
@@ -268,20 +250,12 @@ func (s *supervisor) renameSession(from, to string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sess, ok := s.sessions[from]
-	if ok && !sess.Alive() {
-		sess.Close()
-		delete(s.sessions, from)
-		ok = false
-	}
+	sess, ok := s.liveSession(from)
 	if !ok {
 		return fail(wire.CodeNotFound, "no session %q", from)
 	}
-	if old, ok := s.sessions[to]; ok {
-		if old.Alive() {
-			return fail(wire.CodeExists, "session %q already exists", to)
-		}
-		old.Close()
+	if _, ok := s.liveSession(to); ok {
+		return fail(wire.CodeExists, "session %q already exists", to)
 	}
 	delete(s.sessions, from)
 	sess.Rename(to)
@@ -291,6 +265,18 @@ func (s *supervisor) renameSession(from, to string) error {
 		s.running[to] = r
 	}
 	return nil
+}
+
+// liveSession is session name if its shell is alive; one whose shell has
+// ended is closed and forgotten. The caller holds s.mu.
+func (s *supervisor) liveSession(name string) (*session.Session, bool) {
+	sess, ok := s.sessions[name]
+	if ok && !sess.Alive() {
+		sess.Close()
+		delete(s.sessions, name)
+		return nil, false
+	}
+	return sess, ok
 }
 
 func (s *supervisor) session(name string) (*session.Session, error) {

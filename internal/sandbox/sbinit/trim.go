@@ -17,12 +17,11 @@ import (
 // allocated at least trimMin bytes, so that round trips of small commands
 // never pay for it.
 type trimmer struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards inFlight and timer
 	inFlight int
-	burst    uint64 // counts the bursts: a timer of an earlier one does nothing
-	timer    *time.Timer
+	timer    *time.Timer // armed when the last request in flight ends
 
-	trimming  sync.Mutex // held by a trim: timers of two bursts may overlap
+	trimming  sync.Mutex // held by a trim (a timer's goroutine)
 	allocated uint64     // the heap allocated (cumulative) at the last trim
 }
 
@@ -31,11 +30,13 @@ const (
 	trimMin   = 1 << 20
 )
 
-// begin marks a request started.
+// begin marks a request started; it stops a trim that is due.
 func (t *trimmer) begin() {
 	t.mu.Lock()
 	t.inFlight++
-	t.burst++
+	if t.timer != nil {
+		t.timer.Stop()
+	}
 	t.mu.Unlock()
 }
 
@@ -43,29 +44,29 @@ func (t *trimmer) begin() {
 func (t *trimmer) end() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.inFlight--
-	if t.inFlight > 0 {
+	if t.inFlight--; t.inFlight > 0 {
 		return
 	}
-	burst := t.burst
-	if t.timer != nil {
-		t.timer.Stop()
+	if t.timer == nil {
+		t.timer = time.AfterFunc(trimDelay, t.trim)
+	} else {
+		t.timer.Reset(trimDelay)
 	}
-	t.timer = time.AfterFunc(trimDelay, func() { t.trim(burst) })
 }
 
-// trim trims if no request came since burst ended and it allocated enough.
-func (t *trimmer) trim(burst uint64) {
+// trim trims if nothing is in flight (a request that began after the
+// timer fired makes it do nothing) and the heap allocated enough since
+// the last trim. The collections run outside mu: a request beginning
+// meanwhile does not wait for them.
+func (t *trimmer) trim() {
 	t.mu.Lock()
-	idle := t.inFlight == 0 && t.burst == burst
+	idle := t.inFlight == 0
 	t.mu.Unlock()
-	if !idle {
+	if !idle || !t.trimming.TryLock() {
 		return
 	}
-	t.trimming.Lock()
 	defer t.trimming.Unlock()
-	now := heapAllocated()
-	if now-t.allocated < trimMin {
+	if heapAllocated()-t.allocated < trimMin {
 		return
 	}
 	runtime.GC() // sync.Pools (encoding/json's buffers) empty over two collections

@@ -35,15 +35,12 @@ const (
 	// OpSessionRename gives session Session the name To: a session
 	// started ahead, taken by the client that opens the first one.
 	OpSessionRename = "session.rename"
-	// OpSessionDiscard ends a session that has run no command, answering
-	// once its shell is dead (session.Session.Discard).
-	OpSessionDiscard = "session.discard"
-	OpReadFile       = "file.read"
-	OpWriteFile      = "file.write"
-	OpListDir        = "file.list"
-	OpPutTar         = "file.put_tar" // unpack a tar into a directory
-	OpGetTar         = "file.get_tar" // pack a file or directory as tar
-	OpShutdown       = "shutdown"
+	OpReadFile      = "file.read"
+	OpWriteFile     = "file.write"
+	OpListDir       = "file.list"
+	OpPutTar        = "file.put_tar" // unpack a tar into a directory
+	OpGetTar        = "file.get_tar" // pack a file or directory as tar
+	OpShutdown      = "shutdown"
 	// OpStart is the frame after the Config that tells init the host has
 	// put it in its cgroup; init builds the root meanwhile, and nothing of
 	// the agent's runs before it.
