@@ -57,6 +57,12 @@ type Info struct {
 	Parents     map[string]string `json:"parents,omitempty"`
 	Controllers []string          `json:"controllers,omitempty"`
 	Reason      string            `json:"reason,omitempty"` // why unavailable
+	// Leaf (v2) is where PrepareParents first moves this process, out of
+	// the cgroup that is to enable controllers for the parent (SelfLeaf).
+	Leaf string `json:"leaf,omitempty"`
+	// Enable (v2) are cgroups above the parent, top down, in which
+	// PrepareParents enables the controllers the groups need.
+	Enable []string `json:"enable,omitempty"`
 }
 
 // Usable reports whether groups can be created.
@@ -68,24 +74,112 @@ var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 // Detect finds where sandbox groups can be created. delegated, when not
 // empty, is a directory the caller may write (MSB_CGROUP_PARENT): one in a
 // cgroup v2 hierarchy, or one in a v1 hierarchy (see detectDelegated).
+// Otherwise the groups go below the caller's own cgroup (see detectOwnV2
+// and detectV1): as root, or where that cgroup is delegated to the caller
+// (systemd's Delegate=yes, or an administrator's chown).
 func Detect(delegated string) Info {
 	if delegated != "" {
 		return detectDelegated(delegated)
-	}
-	if os.Geteuid() != 0 {
-		return Info{Reason: "not root and no delegated cgroup (set MSB_CGROUP_PARENT to a directory under a cgroup subtree delegated to you)"}
 	}
 	self, err := selfCgroups()
 	if err != nil {
 		return Info{Reason: err.Error()}
 	}
-	if ctrls, _ := readControllers(filepath.Join(Root, "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
-		return detectV2(filepath.Join(Root, self[""], "msb"))
+	for _, mount := range []string{Root, filepath.Join(Root, "unified")} {
+		if ctrls, _ := readControllers(filepath.Join(mount, "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
+			return detectOwnV2(mount, self[""], os.Getpid(), os.Geteuid() == 0)
+		}
 	}
-	if ctrls, _ := readControllers(filepath.Join(Root, "unified", "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
-		return detectV2(filepath.Join(Root, "unified", self[""], "msb"))
+	if os.Geteuid() == 0 {
+		return detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, false)
 	}
-	return detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, false)
+	info := detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, true)
+	if !info.Usable() {
+		info.Reason = "not root and no delegated cgroup: " + info.Reason + "; " + delegateHint
+	}
+	return info
+}
+
+// delegateHint says how an unprivileged user gets a cgroup of their own.
+const delegateHint = "run msb in a cgroup delegated to you (systemd: systemd-run --user --scope -p Delegate=yes msb ...), " +
+	"or set MSB_CGROUP_PARENT to a directory under one"
+
+// SelfLeaf is the cgroup v2 leaf msb moves its own process into, below the
+// cgroup it started in, so that this cgroup may enable controllers for the
+// sandboxes' parent next to it: a v2 cgroup with processes cannot
+// (the "no internal processes" rule), but for the root cgroup.
+const SelfLeaf = "msb-self"
+
+// detectOwnV2 places groups under the v2 cgroup own (a path below mount)
+// of process pid:
+//   - own is the root cgroup: under <root>/msb;
+//   - own may be written by the caller (root, or delegated to it) and holds
+//     pid alone: pid moves to own/msb-self (PrepareParents does it), and
+//     groups go under own/msb; a process already in such a leaf stays;
+//   - else, as root: under <root>/msb, outside the caller's cgroup;
+//   - else nothing: the cgroup is not the caller's to divide.
+func detectOwnV2(mount, own string, pid int, root bool) Info {
+	cg := filepath.Join(mount, own)
+	moved := filepath.Base(own) == SelfLeaf
+	if moved {
+		cg = filepath.Dir(cg)
+	}
+	top := func() Info {
+		info := detectV2(filepath.Join(mount, "msb"))
+		info.Enable = []string{mount}
+		return info
+	}
+	if cg == filepath.Clean(mount) {
+		return top()
+	}
+	if !writableCgroup(cg) {
+		if root {
+			return top()
+		}
+		return Info{Reason: fmt.Sprintf("cgroup v2 %s is not delegated to uid %d; %s", cg, os.Geteuid(), delegateHint)}
+	}
+	if !moved {
+		if others := otherProcs(cg, pid); len(others) > 0 {
+			if root {
+				return top()
+			}
+			return Info{Reason: fmt.Sprintf("cgroup v2 %s is delegated to you but also holds processes %v: msb moves itself "+
+				"into a leaf below it, which it may only do alone; start msb in a cgroup of its own "+
+				"(systemd-run --user --scope -p Delegate=yes msb ...)", cg, others)}
+		}
+	}
+	info := detectV2(filepath.Join(cg, "msb"))
+	if !info.Usable() {
+		return info
+	}
+	info.Enable = []string{cg}
+	if !moved {
+		info.Leaf = filepath.Join(cg, SelfLeaf)
+	}
+	return info
+}
+
+// writableCgroup reports whether this process may create groups in dir and
+// move processes and enable controllers there.
+func writableCgroup(dir string) bool {
+	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "cgroup.subtree_control")} {
+		if unix.Access(p, unix.W_OK) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// otherProcs lists the processes in the cgroup dir other than pid.
+func otherProcs(dir string, pid int) []int {
+	pids, _ := readPids(dir)
+	var out []int
+	for _, p := range pids {
+		if p != pid {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // detectDelegated takes a directory in a v1 hierarchy, such as
@@ -230,29 +324,50 @@ func Create(info Info, name string, l Limits) (*Group, error) {
 }
 
 // PrepareParents creates the msb parents of info (once per runtime, before
-// any Create) and, on v2, enables the controllers their children need.
+// any Create) and, on v2, moves this process into info.Leaf and enables the
+// controllers the groups need, from the top of info.Enable down to the
+// parent.
 func PrepareParents(info Info) error {
-	for _, parent := range info.Parents {
-		if err := ensureParent(info.Version, parent); err != nil {
+	if info.Version != V2 {
+		for _, parent := range info.Parents {
+			if err := os.MkdirAll(parent, 0o755); err != nil {
+				return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
+			}
+		}
+		return nil
+	}
+	if info.Leaf != "" {
+		if err := os.Mkdir(info.Leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("creating cgroup %s for msb itself: %w", info.Leaf, err)
+		}
+		// Writing one pid moves every thread of the process.
+		if err := os.WriteFile(filepath.Join(info.Leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return fmt.Errorf("moving msb (pid %d) into %s: %w", os.Getpid(), info.Leaf, err)
+		}
+	}
+	parent := info.Parents[""]
+	for _, dir := range append(slices.Clone(info.Enable), parent) {
+		if dir == parent {
+			if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
+			}
+		}
+		if err := enableControllers(dir); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func ensureParent(v Version, parent string) error {
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
-	}
-	if v != V2 {
-		return nil
-	}
+// enableControllers enables memory and pids, and cpu where dir has it, for
+// dir's children.
+func enableControllers(dir string) error {
 	want := "+memory +pids"
-	if ctrls, _ := readControllers(filepath.Join(parent, "cgroup.controllers")); has(ctrls, "cpu") {
+	if ctrls, _ := readControllers(filepath.Join(dir, "cgroup.controllers")); has(ctrls, "cpu") {
 		want += " +cpu"
 	}
-	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0); err != nil {
-		return fmt.Errorf("enabling %q in %s: %w", want, parent, err)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0); err != nil {
+		return fmt.Errorf("enabling %q in %s: %w", want, dir, err)
 	}
 	return nil
 }

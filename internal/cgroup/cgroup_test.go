@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,5 +97,68 @@ func TestDetectDelegatedV1(t *testing.T) {
 	}
 	if info := Detect(filepath.Join(Root, "pids")); info.Usable() || !strings.Contains(info.Reason, "root of a cgroup v1 hierarchy") {
 		t.Fatalf("a hierarchy's root: %+v", info)
+	}
+}
+
+// TestDetectOwnV2 checks where groups go on a cgroup v2 hierarchy, from
+// the caller's cgroup, on a tree of the files detectOwnV2 reads (the real
+// hierarchy is exercised by the sandbox package's TestCgroupV2).
+func TestDetectOwnV2(t *testing.T) {
+	const pid = 100
+	mount := t.TempDir()
+	scope := filepath.Join(mount, "app.slice", "run.scope")
+	files := map[string]string{
+		"cgroup.controllers":                              "cpu memory pids",
+		"app.slice/run.scope/cgroup.controllers":          "cpu memory pids",
+		"app.slice/run.scope/cgroup.subtree_control":      "",
+		"app.slice/run.scope/msb-self/cgroup.controllers": "",
+		"app.slice/busy.scope/cgroup.controllers":         "cpu memory pids",
+		"app.slice/busy.scope/cgroup.subtree_control":     "",
+		"app.slice/busy.scope/cgroup.procs":               "100\n200\n",
+		"app.slice/nomem.scope/cgroup.controllers":        "cpu pids",
+		"app.slice/nomem.scope/cgroup.subtree_control":    "",
+		"app.slice/nomem.scope/cgroup.procs":              "100\n",
+		"app.slice/run.scope/cgroup.procs":                "100\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(mount, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top := Info{Version: V2, Parents: map[string]string{"": filepath.Join(mount, "msb")}, Controllers: []string{"cpu", "memory", "pids"}, Enable: []string{mount}}
+	for _, c := range []struct {
+		name   string
+		own    string
+		root   bool
+		want   Info
+		reason string // a part of the reason when not usable
+	}{
+		{"root cgroup", "/", false, top, ""},
+		{"alone in a delegated scope", "/app.slice/run.scope", false,
+			Info{Version: V2, Parents: map[string]string{"": filepath.Join(scope, "msb")}, Controllers: []string{"cpu", "memory", "pids"},
+				Leaf: filepath.Join(scope, SelfLeaf), Enable: []string{scope}}, ""},
+		{"already moved", "/app.slice/run.scope/" + SelfLeaf, false,
+			Info{Version: V2, Parents: map[string]string{"": filepath.Join(scope, "msb")}, Controllers: []string{"cpu", "memory", "pids"},
+				Enable: []string{scope}}, ""},
+		{"with other processes, root", "/app.slice/busy.scope", true, top, ""},
+		{"with other processes, rootless", "/app.slice/busy.scope", false, Info{}, "also holds processes [200]"},
+		{"no memory controller", "/app.slice/nomem.scope", false, Info{}, "lacks memory or pids"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := detectOwnV2(mount, c.own, pid, c.root)
+			if c.reason != "" {
+				if got.Usable() || !strings.Contains(got.Reason, c.reason) {
+					t.Fatalf("got %+v, want unusable with a reason containing %q", got, c.reason)
+				}
+				return
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
 	}
 }

@@ -10,8 +10,12 @@
 // Groups are created below a parent named "msb" in the caller's own cgroup,
 // so a host-level limit on msb also bounds its sandboxes. Creating a group
 // needs write access to the hierarchy: root has it; an unprivileged user has
-// it only where the hierarchy was delegated (MSB_CGROUP_PARENT names a
-// directory there: in a v2 hierarchy, or in a v1 one, whose path is then
-// used in each v1 hierarchy). Where neither holds, Detect says so and
+// it where the cgroup msb starts in was delegated to them (systemd's
+// Delegate=yes, or an administrator's chown), or below MSB_CGROUP_PARENT, a
+// directory in a delegated v2 hierarchy or in a v1 one, whose path is then
+// used in each v1 hierarchy. On v2 a cgroup with processes cannot give its
+// children controllers, so msb moves itself into a leaf (SelfLeaf) next to
+// its parent first; root falls back to a parent at the top of the hierarchy
+// where that cannot be done. Where nothing is writable, Detect says so and
 // callers fall back to rlimits.
 package cgroup

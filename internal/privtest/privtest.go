@@ -173,6 +173,14 @@ func Unprivileged(t *testing.T, run string) {
 // ("NAME=value") for the rerun.
 func UnprivilegedEnv(t *testing.T, run string, env ...string) {
 	t.Helper()
+	UnprivilegedIn(t, run, nil, env...)
+}
+
+// UnprivilegedIn is UnprivilegedEnv with the rerun started in the cgroup
+// directories join (one per v1 hierarchy, or one v2 directory): the rerun
+// moves itself there, as the user, before the tests start.
+func UnprivilegedIn(t *testing.T, run string, join []string, env ...string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: the other tests cover the rootless mode")
 	}
@@ -186,7 +194,7 @@ func UnprivilegedEnv(t *testing.T, run string, env ...string) {
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
 	exe := filepath.Join(dir, filepath.Base(os.Args[0]))
-	copyExecutable(t, "/proc/self/exe", exe)
+	CopyExecutable(t, "/proc/self/exe", exe)
 	state := filepath.Join(dir, "state")
 	if err := os.Mkdir(state, 0o755); err != nil {
 		t.Fatal(err)
@@ -201,6 +209,13 @@ func UnprivilegedEnv(t *testing.T, run string, env ...string) {
 		args = append(args, "-test.v")
 	}
 	cmd := exec.Command(exe, args...)
+	if len(join) > 0 {
+		script := ""
+		for _, d := range join {
+			script += "echo $$ > '" + filepath.Join(d, "cgroup.procs") + "' || exit 1; "
+		}
+		cmd = exec.Command("/bin/sh", append([]string{"-c", script + `exec "$@"`, "sh", exe}, args...)...)
+	}
 	cmd.Dir = state
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin", "HOME=" + u.HomeDir, StateBaseEnv + "=" + state,
 		"TMPDIR=" + state, StrictEnv + "=" + os.Getenv(StrictEnv)}
@@ -228,7 +243,8 @@ func ensureUser(t *testing.T) *user.User {
 	return u
 }
 
-func copyExecutable(t *testing.T, src, dst string) {
+// CopyExecutable copies the program src to dst, mode 0755.
+func CopyExecutable(t testing.TB, src, dst string) {
 	t.Helper()
 	in, err := os.Open(src)
 	if err != nil {
@@ -250,11 +266,11 @@ func copyExecutable(t *testing.T, src, dst string) {
 // DelegateCgroupV1 does, as root, what an administrator does to give User
 // cgroup limits on a host whose memory and pids controllers are on cgroup
 // v1: a directory in each v1 hierarchy, owned by User. It returns the
-// MSB_CGROUP_PARENT that names a parent below it; the directories (and any
-// group left in them) are removed after the test. A host without v1 memory
-// and pids hierarchies (pure cgroup v2) has nothing of the kind to
-// delegate: the test is skipped, even when strict.
-func DelegateCgroupV1(t *testing.T) string {
+// MSB_CGROUP_PARENT that names a parent below it, and the directories; they
+// (and any group left in them) are removed after the test. A host without
+// v1 memory and pids hierarchies (pure cgroup v2) has nothing of the kind
+// to delegate: the test is skipped, even when strict.
+func DelegateCgroupV1(t *testing.T) (parent string, dirs []string) {
 	t.Helper()
 	u := ensureUser(t)
 	uid, _ := strconv.Atoi(u.Uid)
@@ -283,7 +299,7 @@ func DelegateCgroupV1(t *testing.T) string {
 			removeCgroupTree(t, d)
 		}
 	})
-	return filepath.Join("/sys/fs/cgroup/memory", name, "msb")
+	return filepath.Join("/sys/fs/cgroup/memory", name, "msb"), made
 }
 
 // isV2 reports whether dir is in a cgroup v2 hierarchy.

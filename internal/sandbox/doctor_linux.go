@@ -143,8 +143,9 @@ func (rt *Runtime) cgroupCheck() Check {
 		c.Detail = fmt.Sprintf("cgroup %s under %v; %s", rt.cg.Version, rt.cg.Parents, c.Detail)
 		return c
 	}
-	c.Fix = "run as root, or set MSB_CGROUP_PARENT to a directory under a cgroup subtree delegated to you " +
-		"(v2 with the memory and pids controllers, or v1 memory and pids hierarchies): see \"Rootless limits\" in docs/sandbox.md"
+	c.Fix = "run as root, or run msb in a cgroup delegated to you (systemd: systemd-run --user --scope -p Delegate=yes msb ...), " +
+		"or set MSB_CGROUP_PARENT to a directory under one (v2 with the memory and pids controllers, or v1 memory and pids " +
+		"hierarchies): see \"Rootless limits\" in docs/sandbox.md"
 	return c
 }
 

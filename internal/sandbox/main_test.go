@@ -7,13 +7,17 @@ import (
 
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/vmtest"
 )
 
 // TestMain lets the test binary serve as the sandbox's init (it re-executes
-// itself, as msb does) and checks, after all tests, that nothing leaked.
+// itself, as msb does) and as TestCgroupV2's VM's init, and checks, after all tests, that nothing leaked.
 func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
+	}
+	if vmtest.IsGuest() {
+		vmtest.GuestMain() // TestCgroupV2's VM booted this binary as its init
 	}
 	if os.Getenv(envHelper) == helperDieClean {
 		err := dieInCleanup()

@@ -13,6 +13,11 @@ func TestRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestSuite$")
 }
 
+// delegatedCases are the suite's limit and cleanup tests, which the
+// delegated-cgroup reruns repeat.
+const delegatedCases = "^TestSuite$/^(Basics|ForkBomb|MemoryBomb|MemoryAcrossProcesses|SmallMemoryConcurrentExecs|" +
+	"CloseKillsEverything|GC|KilledDuringCleanup|DiskLimit|Concurrent|MemoryBoundWithoutCgroup)$"
+
 // TestRootlessDelegatedCgroup reruns the suite's limit and cleanup tests as
 // the unprivileged user with a cgroup v1 subtree delegated to it
 // (MSB_CGROUP_PARENT): the limits hold as a cgroup's, for all of a
@@ -21,7 +26,17 @@ func TestRootlessDelegatedCgroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: TestRootless's root parent runs this")
 	}
-	parent := privtest.DelegateCgroupV1(t)
-	privtest.UnprivilegedEnv(t, "^TestSuite$/^(Basics|ForkBomb|MemoryBomb|MemoryAcrossProcesses|SmallMemoryConcurrentExecs|"+
-		"CloseKillsEverything|GC|KilledDuringCleanup|DiskLimit|Concurrent|MemoryBoundWithoutCgroup)$", "MSB_CGROUP_PARENT="+parent)
+	parent, _ := privtest.DelegateCgroupV1(t)
+	privtest.UnprivilegedEnv(t, delegatedCases, "MSB_CGROUP_PARENT="+parent)
+}
+
+// TestRootlessOwnCgroupV1 is TestRootlessDelegatedCgroup with the user's
+// process started in the delegated directories and no MSB_CGROUP_PARENT:
+// msb finds its own cgroup writable and makes its groups below it.
+func TestRootlessOwnCgroupV1(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestRootless's root parent runs this")
+	}
+	_, dirs := privtest.DelegateCgroupV1(t)
+	privtest.UnprivilegedIn(t, delegatedCases, dirs, wantCgroupEnv+"=v1")
 }

@@ -1,0 +1,207 @@
+package vmtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsGuest reports whether this process is a test VM's init.
+func IsGuest() bool { return os.Getpid() == 1 && os.Getenv(ScriptEnv) != "" }
+
+// GuestMain is the guest's init: it makes the root (see the package
+// comment), runs the script as root with the console as its output, prints
+// its exit status after ExitMarker and powers off. It never returns.
+func GuestMain() {
+	code := 255
+	if err := guestRoot(); err != nil {
+		fmt.Fprintf(os.Stderr, "vm init: %v\n", err)
+	} else {
+		code = runScript(os.Getenv(ScriptEnv))
+	}
+	fmt.Printf("\n%s%d\n", ExitMarker, code)
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+func guestRoot() error {
+	steps := []struct {
+		src, dst, fstype string
+		flags            uintptr
+		data             string
+	}{
+		{"devtmpfs", "/dev", "devtmpfs", 0, ""},
+		{"proc", "/proc", "proc", 0, ""},
+		{"sysfs", "/sys", "sysfs", 0, ""},
+	}
+	for _, s := range steps {
+		if err := mount(s.src, s.dst, s.fstype, s.flags, s.data); err != nil {
+			return err
+		}
+	}
+	if err := devExtras("/dev"); err != nil {
+		return err
+	}
+	if con, err := os.OpenFile("/dev/console", os.O_RDWR, 0); err == nil {
+		for fd := 1; fd <= 2; fd++ {
+			unix.Dup2(int(con.Fd()), fd)
+		}
+	}
+	if err := loadModules("/modules"); err != nil {
+		return err
+	}
+	if err := mount9p(hostTag, "/host", unix.MS_RDONLY); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", "/rw", "tmpfs", 0, "mode=755"); err != nil {
+		return err
+	}
+	for _, d := range []string{"/rw/upper", "/rw/work"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := mount("overlay", "/newroot", "overlay", 0, "lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
+		return err
+	}
+	for _, d := range []struct{ dir, mode string }{{"tmp", "1777"}, {"var/tmp", "1777"}, {"run", "755"}} {
+		if err := mount("tmpfs", filepath.Join("/newroot", d.dir), "tmpfs", 0, "mode="+d.mode); err != nil {
+			return err
+		}
+	}
+	if share := os.Getenv(ShareEnv); share != "" {
+		if err := os.MkdirAll("/newroot"+share, 0o755); err != nil {
+			return err
+		}
+		if err := mount9p(shareTag, "/newroot"+share, 0); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		if err := mount(d, "/newroot"+d, "", unix.MS_MOVE, ""); err != nil {
+			return err
+		}
+	}
+	// cgroup v2 alone: every controller is on it, as on a current
+	// systemd host.
+	if err := mount("cgroup2", "/newroot/sys/fs/cgroup", "cgroup2", 0, ""); err != nil {
+		return err
+	}
+	if err := os.Chdir("/newroot"); err != nil {
+		return err
+	}
+	if err := mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return err
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot to the new root: %w", err)
+	}
+	return os.Chdir("/")
+}
+
+// devExtras mounts what a system's /dev has besides the device nodes:
+// ptys (/dev/pts, and /dev/ptmx where devtmpfs has none) and /dev/shm.
+func devExtras(dev string) error {
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.MkdirAll(filepath.Join(dev, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "ptmxmode=0666,mode=0620"); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(filepath.Join(dev, "ptmx")); err != nil {
+		if err := os.Symlink("pts/ptmx", filepath.Join(dev, "ptmx")); err != nil {
+			return err
+		}
+	}
+	return mount("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+}
+
+func mount(src, dst, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
+		return fmt.Errorf("mount %s on %s (type %q, flags %#x, %q): %w", src, dst, fstype, flags, data, err)
+	}
+	return nil
+}
+
+// loadModules loads the initramfs's modules in the order of their names.
+func loadModules(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			return err
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("loading module %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// mount9p mounts the host directory exported as tag, waiting a little for
+// its virtio device to show up.
+func mount9p(tag, dst string, flags uintptr) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = mount(tag, dst, "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// runScript runs the script in a session of its own and reaps every
+// process that ends up as init's child until the script itself exits.
+func runScript(script string) int {
+	null, err := os.Open("/dev/null")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vm init: %v\n", err)
+		return 255
+	}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin", "HOME=/root", "TERM=dumb"}
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", script}, &syscall.ProcAttr{
+		Dir: "/", Env: env, Files: []uintptr{null.Fd(), 1, 2}, Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vm init: starting %s: %v\n", script, err)
+		return 255
+	}
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vm init: waiting for the script: %v\n", err)
+			return 255
+		}
+		if got != pid {
+			continue
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}

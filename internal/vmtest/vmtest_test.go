@@ -1,0 +1,116 @@
+package vmtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// TestMain makes this test binary the guest's init when it boots as one.
+func TestMain(m *testing.M) {
+	if IsGuest() {
+		GuestMain()
+	}
+	os.Exit(m.Run())
+}
+
+func TestModuleOrder(t *testing.T) {
+	dep := strings.Join([]string{
+		"kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko",
+		"kernel/net/9p/9pnet.ko:",
+		"kernel/fs/netfs/netfs.ko:",
+		"kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko",
+		"kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko kernel/drivers/virtio/virtio.ko",
+		"kernel/drivers/virtio/virtio.ko:",
+		"kernel/fs/overlayfs/overlay.ko:",
+	}, "\n")
+	got, err := moduleOrder(strings.NewReader(dep), []string{"9pnet_virtio", "9p", "overlay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kernel/drivers/virtio/virtio.ko", "kernel/net/9p/9pnet.ko", "kernel/net/9p/9pnet_virtio.ko",
+		"kernel/fs/netfs/netfs.ko", "kernel/fs/fscache/fscache.ko", "kernel/fs/9p/9p.ko", "kernel/fs/overlayfs/overlay.ko"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order:\n got %v\nwant %v", got, want)
+	}
+	if _, err := moduleOrder(strings.NewReader(dep), []string{"ext4"}); err == nil || !strings.Contains(err.Error(), "ext4") {
+		t.Errorf("a missing module: err %v, want one naming it", err)
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		console string
+		code    int
+		ok      bool
+	}{
+		{"boot\n" + ExitMarker + "0\n", 0, true},
+		{"x\n" + ExitMarker + "3\r\n", 3, true},
+		{ExitMarker + "1\n...\n" + ExitMarker + "42\n", 42, true},
+		{"Kernel panic - not syncing\n", 0, false},
+		{ExitMarker + "\n", 0, false},
+	} {
+		code, ok := exitStatus([]byte(c.console))
+		if code != c.code || ok != c.ok {
+			t.Errorf("exitStatus(%q) = %d, %v; want %d, %v", c.console, code, ok, c.code, c.ok)
+		}
+	}
+}
+
+func TestCompareRelease(t *testing.T) {
+	imgs := []string{"/boot/vmlinuz-6.1.0-9-amd64", "/boot/vmlinuz-6.1.0-57-amd64", "/boot/vmlinuz-5.10.0-30-amd64"}
+	slices.SortFunc(imgs, compareRelease)
+	if imgs[2] != "/boot/vmlinuz-6.1.0-57-amd64" || imgs[0] != "/boot/vmlinuz-5.10.0-30-amd64" {
+		t.Errorf("sorted: %v", imgs)
+	}
+}
+
+// TestBoot boots the VM and checks what the package comment promises the
+// script: root, a writable root over the host's files, tmpfs at /tmp, a
+// cgroup v2 hierarchy with the memory and pids controllers, no network
+// device, and its exit status back.
+func TestBoot(t *testing.T) {
+	privtest.RequireRoot(t)
+	k, err := Available()
+	if err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "check.sh")
+	body := `set -eu
+test "$(id -u)" = 0
+grep -qw memory /sys/fs/cgroup/cgroup.controllers
+grep -qw pids /sys/fs/cgroup/cgroup.controllers
+test "$(stat -f -c %T /tmp)" = tmpfs
+test -x /bin/bash
+echo guest > /etc/msb-vm-written && test -f /etc/msb-vm-written
+test "$(ls /sys/class/net)" = lo
+echo "script ran on $(uname -r)" | tee ` + dir + `/out
+exit 7
+`
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Options{Kernel: k, Init: "/proc/self/exe", Script: script, Share: dir, MemoryMiB: 512, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("console:\n%s", res.Console)
+	if res.ExitCode != 7 || !strings.Contains(string(res.Console), "script ran on") {
+		t.Errorf("exit %d, want 7 after the checks passed", res.ExitCode)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out")); !strings.Contains(string(b), "script ran") {
+		t.Errorf("the guest's file in the shared dir: %q", b)
+	}
+	if _, err := os.Stat("/etc/msb-vm-written"); err == nil {
+		t.Errorf("the guest's write reached the host's /etc")
+	}
+}
