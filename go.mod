@@ -3,6 +3,7 @@ module github.com/minisandbox/msb
 go 1.26.8
 
 require (
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/klauspost/compress v1.20.4
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/client_golang v1.22.0

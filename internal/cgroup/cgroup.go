@@ -63,6 +63,10 @@ type Info struct {
 	// Enable (v2) are cgroups above the parent, top down, in which
 	// PrepareParents enables the controllers the groups need.
 	Enable []string `json:"enable,omitempty"`
+	// WantsScope (v2, not usable) says that a cgroup of msb's own, delegated
+	// to it, would make groups possible: the caller's cgroup is not
+	// delegated to it, or holds other processes (see JoinSystemdScope).
+	WantsScope bool `json:"wants_scope,omitempty"`
 }
 
 // Usable reports whether groups can be created.
@@ -136,7 +140,7 @@ func detectOwnV2(mount, own string, pid int, root bool) Info {
 		if root {
 			return top()
 		}
-		return Info{Reason: fmt.Sprintf("cgroup v2 %s is not delegated to uid %d; %s", cg, os.Geteuid(), delegateHint)}
+		return Info{Reason: fmt.Sprintf("cgroup v2 %s is not delegated to uid %d; %s", cg, os.Geteuid(), delegateHint), WantsScope: true}
 	}
 	if !moved {
 		if others := otherProcs(cg, pid); len(others) > 0 {
@@ -145,7 +149,7 @@ func detectOwnV2(mount, own string, pid int, root bool) Info {
 			}
 			return Info{Reason: fmt.Sprintf("cgroup v2 %s is delegated to you but also holds processes %v: msb moves itself "+
 				"into a leaf below it, which it may only do alone; start msb in a cgroup of its own "+
-				"(systemd-run --user --scope -p Delegate=yes msb ...)", cg, others)}
+				"(systemd-run --user --scope -p Delegate=yes msb ...)", cg, others), WantsScope: true}
 		}
 	}
 	info := detectV2(filepath.Join(cg, "msb"))

@@ -16,6 +16,8 @@
 // used in each v1 hierarchy. On v2 a cgroup with processes cannot give its
 // children controllers, so msb moves itself into a leaf (SelfLeaf) next to
 // its parent first; root falls back to a parent at the top of the hierarchy
-// where that cannot be done. Where nothing is writable, Detect says so and
-// callers fall back to rlimits.
+// where that cannot be done. Rootless on v2, JoinSystemdScope gets msb a
+// cgroup of its own from the user's systemd (a transient scope with
+// Delegate=yes). Where nothing is writable, Detect says so and callers fall
+// back to rlimits.
 package cgroup

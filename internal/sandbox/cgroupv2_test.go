@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +22,16 @@ const v2Skip = "^TestSuite$/^HostSecrets$"
 
 // TestCgroupV2 runs the sandbox suite on a host laid out as most current
 // distributions are, and this one is not: every controller on cgroup v2
-// (package vmtest boots one). First as root; then as the
-// unprivileged user in a cgroup delegated to it the way systemd's
-// Delegate=yes does (the directory and its cgroup.procs, cgroup.threads and
-// cgroup.subtree_control given to the user, the controllers enabled above
-// it), with no MSB_CGROUP_PARENT: msb must find that cgroup itself. In both
-// runs every runtime must have found cgroup v2 (MSB_TEST_WANT_CGROUP).
+// (package vmtest boots one). First as root; then as the unprivileged user
+// in a cgroup delegated to it the way systemd's Delegate=yes does (the
+// directory and its cgroup.procs, cgroup.threads and cgroup.subtree_control
+// given to the user, the controllers enabled above it), with no
+// MSB_CGROUP_PARENT: msb must find that cgroup itself; last, the limit
+// cases as the user under a real systemd user manager (with its session
+// bus), started as a transient service that holds another process too, as
+// a terminal's shell would: msb must ask the manager for a scope of its own
+// (cgroup.JoinSystemdScope). In every run every runtime must have found
+// cgroup v2 (MSB_TEST_WANT_CGROUP).
 func TestCgroupV2(t *testing.T) {
 	privtest.RequireRoot(t)
 	if os.Getenv(privtest.StateBaseEnv) != "" {
@@ -35,6 +40,11 @@ func TestCgroupV2(t *testing.T) {
 	k, err := vmtest.Available()
 	if err != nil {
 		privtest.Skip(t, "%v", err)
+	}
+	for _, p := range []string{"/lib/systemd/systemd", "/usr/bin/systemd-run", "/usr/bin/dbus-daemon", "/usr/bin/setpriv"} {
+		if _, err := os.Stat(p); err != nil {
+			privtest.Skip(t, "the VM's user manager needs %s (apt-get install systemd dbus-daemon util-linux)", p)
+		}
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -54,10 +64,15 @@ func TestCgroupV2(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("the suite's cgroup cases failed on cgroup v2 (exit %d): see the console above", res.ExitCode)
 	}
-	for _, mode := range []string{"root", "rootless"} {
+	for _, mode := range []string{"root", "rootless", "rootless under systemd"} {
 		if !strings.Contains(string(res.Console), "cgroup v2 "+mode+": ok") {
 			t.Errorf("no %q in the console: the %s run did not finish", "cgroup v2 "+mode+": ok", mode)
 		}
+	}
+	// The third run's runtimes found their groups in the scope msb asked
+	// the user manager for.
+	if !regexp.MustCompile(`Parents:map\[:/sys/fs/cgroup/user\.slice/user-\d+\.slice/user@\d+\.service/app\.slice/msb-\d+\.scope/msb\]`).Match(res.Console) {
+		t.Errorf("no runtime of the systemd run made its groups in an msb-PID.scope")
 	}
 }
 
@@ -66,6 +81,7 @@ func TestCgroupV2(t *testing.T) {
 // the guest's /tmp (a tmpfs: an overlay's upper dir cannot be on 9p).
 func v2Script(exe string) string {
 	r := strings.NewReplacer(
+		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, delegatedCases),
 		"$RUN", fmt.Sprintf("%s -test.run '^TestSuite$' -test.skip '%s' -test.count=1 -test.timeout=20m -test.v", exe, v2Skip),
 		"$WANT", wantCgroupEnv+"=v2",
 		"$STRICT", privtest.StrictEnv+"="+os.Getenv(privtest.StrictEnv),
@@ -84,10 +100,11 @@ echo "cgroup v2 root: ok"
 echo "== cgroup v2, rootless in a delegated cgroup"
 id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
 uid=$(id -u $USER)
-slice=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/app.slice
+mgr=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
+slice=$mgr/app.slice
 cg=$slice/msb-test.scope
 mkdir -p $cg
-for d in /sys/fs/cgroup /sys/fs/cgroup/user.slice /sys/fs/cgroup/user.slice/user-$uid.slice $slice/.. $slice; do
+for d in /sys/fs/cgroup /sys/fs/cgroup/user.slice /sys/fs/cgroup/user.slice/user-$uid.slice $mgr $slice; do
   echo "+memory +pids +cpu" > $d/cgroup.subtree_control
 done
 chown $USER: $cg $cg/cgroup.procs $cg/cgroup.threads $cg/cgroup.subtree_control
@@ -96,5 +113,27 @@ mkdir $state && chown $USER: $state
 sh -c "echo \$\$ > $cg/cgroup.procs && exec setpriv --reuid=$USER --regid=$USER --init-groups \
   env -i PATH=$PATH HOME=/home/$USER $WANT $STRICT $BASE=$state TMPDIR=$state $RUN"
 echo "cgroup v2 rootless: ok"
+rmdir $cg/msb-self $cg/msb $cg $slice  # the user manager makes its own tree,
+echo "-memory -pids -cpu" > $mgr/cgroup.subtree_control  # and lives in its top
+
+echo "== cgroup v2, rootless under a systemd user manager, in a service with another process"
+mkdir -p /run/systemd/system  # systemd --user starts only where the system looks booted by systemd
+rt=/run/user/$uid
+mkdir -p $rt && chown $USER: $rt && chmod 700 $rt
+chown $USER: $mgr $mgr/cgroup.procs $mgr/cgroup.threads $mgr/cgroup.subtree_control
+as_user="setpriv --reuid=$USER --regid=$USER --init-groups env -i PATH=$PATH HOME=/home/$USER XDG_RUNTIME_DIR=$rt DBUS_SESSION_BUS_ADDRESS=unix:path=$rt/bus"
+sh -c "echo \$\$ > $mgr/cgroup.procs && exec $as_user sh -c 'dbus-daemon --session --address=unix:path=$rt/bus --fork && exec /lib/systemd/systemd --user'" \
+  </dev/null >/tmp/user-manager.log 2>&1 &
+up=
+for i in $(seq 120); do
+  if $as_user systemctl --user is-system-running 2>/dev/null | grep -qE 'running|degraded'; then up=1; break; fi
+  sleep 0.5
+done
+[ -n "$up" ] || { echo "the user manager did not start:"; cat /tmp/user-manager.log; exit 1; }
+state=/tmp/scope-state
+mkdir $state && chown $USER: $state
+$as_user systemd-run --user --quiet --wait --pipe --collect -E PATH=$PATH -E $WANT -E $STRICT -E $BASE=$state -E TMPDIR=$state \
+  sh -c "sleep 1000 & exec $SCOPERUN" </dev/null
+echo "cgroup v2 rootless under systemd: ok"
 `)
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -188,6 +189,9 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
+	if rt.cg.WantsScope && rt.rootless && opts.CgroupParent == "" {
+		rt.joinSystemdScope()
+	}
 	if rt.cg.Usable() {
 		// Made once here, not on every sandbox's start.
 		if err := cgroup.PrepareParents(rt.cg); err != nil {
@@ -195,6 +199,24 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// joinSystemdScope moves this process into a systemd scope of its own,
+// delegated to it, where the user has a systemd user manager, and detects
+// the cgroup again: a rootless msb started from a login shell or a
+// terminal's shell gets cgroup limits as under `systemd-run --user --scope
+// -p Delegate=yes`. Where that fails the reason says why.
+func (rt *Runtime) joinSystemdScope() {
+	unit, err := cgroup.JoinSystemdScope(context.Background())
+	switch {
+	case errors.Is(err, cgroup.ErrNoSystemd):
+		return
+	case err != nil:
+		rt.cg.Reason += "; no systemd scope either: " + err.Error()
+		return
+	}
+	rt.cg = cgroup.Detect("")
+	rt.log.Info("moved into a systemd scope of its own for cgroup limits", "unit", unit, "cgroup", rt.cg.Parents[""])
 }
 
 // makeMountPoints makes dir, the lower layer of sandboxes without layers,
