@@ -158,6 +158,10 @@ func (rt *Runtime) attachCheck() Check {
 		c.Detail = "no cgroups: nothing to attach"
 		return c
 	}
+	if rt.cloneInto {
+		c.Detail = "none: each sandbox's init is cloned into its cgroup (cgroup v2, clone3's CLONE_INTO_CGROUP)"
+		return c
+	}
 	waits, why := rt.cg.AttachWait()
 	if !waits {
 		c.Detail = "fast: " + why

@@ -51,8 +51,11 @@ type Runtime struct {
 	rootless bool
 	syncDisk bool // RuntimeOptions.DiskAdmitted
 	cg       cgroup.Info
-	log      *slog.Logger
-	empty    string // the lower layer of a root without layers: only mount points (makeMountPoints)
+	// cloneInto: each sandbox's init is cloned straight into its cgroup
+	// (v2 and clone3), not moved there after its start.
+	cloneInto bool
+	log       *slog.Logger
+	empty     string // the lower layer of a root without layers: only mount points (makeMountPoints)
 
 	// Made on first use, once: see disk and idmap.
 	diskOnce  sync.Once
@@ -197,6 +200,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		if err := cgroup.PrepareParents(rt.cg); err != nil {
 			return nil, err
 		}
+		rt.cloneInto = rt.cg.Version == cgroup.V2 && cgroup.CloneIntoSupported()
 	}
 	return rt, nil
 }

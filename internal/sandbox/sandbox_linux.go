@@ -135,10 +135,19 @@ func (s *Sandbox) start(ctx context.Context) error {
 	// without an init.
 	sent := make(chan error, 1)
 	go func() { sent <- wire.WriteFrame(parent, wcfg) }()
-	s.cmd, err = s.initCommand(child, wcfg.HostIdmap)
+	var cgDir *os.File // the group init is cloned into; nil: moved there after the start
+	if s.cg != nil && s.rt.cloneInto {
+		cgDir, err = s.cg.OpenForClone()
+	}
+	if err == nil {
+		s.cmd, err = s.initCommand(child, wcfg.HostIdmap, cgDir)
+	}
 	if err == nil {
 		err = s.cmd.Start()
 		s.closeChildEnds()
+	}
+	if cgDir != nil {
+		cgDir.Close()
 	}
 	child.Close()
 	if err != nil {
@@ -159,7 +168,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	// cgroup attach or the start frame may then fail, and the answer read
 	// below has the reason.
 	var startErr error
-	if s.cg != nil {
+	if s.cg != nil && cgDir == nil {
 		t = time.Now()
 		startErr = s.cg.Add(s.cmd.Process.Pid)
 		s.times.since(PhaseAttach, t)
@@ -293,7 +302,7 @@ func (s *Sandbox) prepareDirs() error {
 // initCommand is the sandbox's init: msb-sandbox (or msb) in new
 // namespaces, given the control socket as fd 3, the idmap user namespace as
 // fd 4 when idmap, and pipes for stdio (see setupStdio).
-func (s *Sandbox) initCommand(ctl *os.File, idmap bool) (*exec.Cmd, error) {
+func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(s.rt.exe)
 	cmd.Args = []string{"msb-sandbox-init"}
 	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit, sbinit.RuntimeEnv}
@@ -333,6 +342,9 @@ func (s *Sandbox) initCommand(ctl *os.File, idmap bool) (*exec.Cmd, error) {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+	}
+	if cgDir != nil {
+		attr.UseCgroupFD, attr.CgroupFD = true, int(cgDir.Fd())
 	}
 	cmd.SysProcAttr = attr
 	return cmd, nil

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
 )
@@ -143,6 +144,7 @@ var suiteCases = []struct {
 	{"SandboxesIsolated", testSandboxesIsolated},
 	{"Escapes", testEscapes},
 	{"Devices", testDevices},
+	{"InitBornInCgroup", testInitBornInCgroup},
 	{"ForkBomb", testForkBomb},
 	{"MemoryBomb", testMemoryBomb},
 	{"MemoryAcrossProcesses", testMemoryAcrossProcesses},
@@ -385,6 +387,44 @@ func testDevices(t *testing.T, rt *Runtime) {
 	mustFail(t, sb, "mknod /tmp/sda b 8 0")
 	mustFail(t, sb, "ls /dev/vda /dev/sda /dev/nvme0n1 /dev/mem 2>&1")
 	mustFail(t, sb, "echo x > /dev/full")
+}
+
+// testInitBornInCgroup: a sandbox's init is in the sandbox's cgroup. On
+// v2 (with clone3) it is cloned there (CLONE_INTO_CGROUP): no attach phase,
+// whose move waits for an RCU grace period; on v1 it is moved there.
+func testInitBornInCgroup(t *testing.T, rt *Runtime) {
+	if !rt.cg.Usable() {
+		t.Skip("no cgroup: " + rt.cg.Reason)
+	}
+	if want := rt.cg.Version == cgroup.V2 && cgroup.CloneIntoSupported(); rt.cloneInto != want {
+		t.Fatalf("cloneInto %v on cgroup %s", rt.cloneInto, rt.cg.Version)
+	}
+	sb := create(t, rt, Config{HostBase: true, Limits: Limits{Pids: 64}})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sb.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sb.cg.Dirs() {
+		if !strings.Contains(string(b), ":"+strings.TrimPrefix(d, cgroupMount(d))+"\n") {
+			t.Errorf("init's cgroups %q lack %s", b, d)
+		}
+	}
+	attached := slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseAttach })
+	if attached == rt.cloneInto {
+		t.Errorf("cloned into its cgroup: %v, but an attach phase: %v (%v)", rt.cloneInto, attached, sb.Timings())
+	}
+}
+
+// cgroupMount is the mount of the hierarchy a cgroup directory is in, as
+// /proc/PID/cgroup's paths are relative to it.
+func cgroupMount(dir string) string {
+	for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
+		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup"} {
+		if strings.HasPrefix(dir, m+"/") {
+			return m
+		}
+	}
+	return ""
 }
 
 func testForkBomb(t *testing.T, rt *Runtime) {
