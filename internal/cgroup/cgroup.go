@@ -116,51 +116,65 @@ const SelfLeaf = "msb-self"
 
 // detectOwnV2 places groups under the v2 cgroup own (a path below mount)
 // of process pid:
-//   - own is the root cgroup: under <root>/msb;
+//   - own may hand controllers to its children (it is the hierarchy's root,
+//     exempt from the "no internal processes" rule): under own/msb;
 //   - own may be written by the caller (root, or delegated to it) and holds
 //     pid alone: pid moves to own/msb-self (PrepareParents does it), and
 //     groups go under own/msb; a process already in such a leaf stays;
-//   - else, as root: under <root>/msb, outside the caller's cgroup;
-//   - else nothing: the cgroup is not the caller's to divide.
+//   - else, as root, where the top of the mount may hand controllers down:
+//     under <mount>/msb, outside the caller's cgroup;
+//   - else nothing. Inside a cgroup namespace the mount's top is the
+//     namespace's, not the hierarchy's root: a container whose top cgroup
+//     holds msb and other processes gets no groups, and says so.
 func detectOwnV2(mount, own string, pid int, root bool) Info {
 	cg := filepath.Join(mount, own)
 	moved := filepath.Base(own) == SelfLeaf
 	if moved {
 		cg = filepath.Dir(cg)
 	}
-	top := func() Info {
-		info := detectV2(filepath.Join(mount, "msb"))
-		info.Enable = []string{mount}
+	under := func(dir string) Info {
+		info := detectV2(filepath.Join(dir, "msb"))
+		if info.Usable() {
+			info.Enable = []string{dir}
+		}
 		return info
 	}
-	if cg == filepath.Clean(mount) {
-		return top()
+	if mayEnable(cg) && writableCgroup(cg) {
+		return under(cg)
 	}
-	if !writableCgroup(cg) {
-		if root {
-			return top()
+	why := ""
+	switch {
+	case !writableCgroup(cg):
+		why = fmt.Sprintf("cgroup v2 %s is not delegated to uid %d", cg, os.Geteuid())
+	case !moved && len(otherProcs(cg, pid)) > 0:
+		why = fmt.Sprintf("cgroup v2 %s also holds processes %v: msb moves itself into a leaf below it, "+
+			"which it may only do alone", cg, otherProcs(cg, pid))
+	default:
+		info := under(cg)
+		if info.Usable() && !moved {
+			info.Leaf = filepath.Join(cg, SelfLeaf)
 		}
-		return Info{Reason: fmt.Sprintf("cgroup v2 %s is not delegated to uid %d; %s", cg, os.Geteuid(), delegateHint), WantsScope: true}
-	}
-	if !moved {
-		if others := otherProcs(cg, pid); len(others) > 0 {
-			if root {
-				return top()
-			}
-			return Info{Reason: fmt.Sprintf("cgroup v2 %s is delegated to you but also holds processes %v: msb moves itself "+
-				"into a leaf below it, which it may only do alone; start msb in a cgroup of its own "+
-				"(systemd-run --user --scope -p Delegate=yes msb ...)", cg, others), WantsScope: true}
-		}
-	}
-	info := detectV2(filepath.Join(cg, "msb"))
-	if !info.Usable() {
 		return info
 	}
-	info.Enable = []string{cg}
-	if !moved {
-		info.Leaf = filepath.Join(cg, SelfLeaf)
+	if root {
+		if top := filepath.Clean(mount); top != cg && mayEnable(top) && writableCgroup(top) {
+			return under(top)
+		}
+		return Info{Reason: why + "; nor may the top of " + mount + " hand the controllers down (a cgroup namespace's, with processes)"}
 	}
-	return info
+	return Info{Reason: why + "; " + delegateHint, WantsScope: true}
+}
+
+// mayEnable reports whether the v2 cgroup dir may hand controllers to its
+// children whatever processes it holds: the hierarchy's root (the one
+// cgroup without a cgroup.type file), or one that already does.
+func mayEnable(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.type")); errors.Is(err, os.ErrNotExist) {
+		_, err := os.Stat(filepath.Join(dir, "cgroup.controllers"))
+		return err == nil
+	}
+	on, _ := readControllers(filepath.Join(dir, "cgroup.subtree_control"))
+	return has(on, "memory") && has(on, "pids")
 }
 
 // writableCgroup reports whether this process may create groups in dir and

@@ -109,6 +109,20 @@ func TestDetectOwnV2(t *testing.T) {
 	scope := filepath.Join(mount, "app.slice", "run.scope")
 	files := map[string]string{
 		"cgroup.controllers":                              "cpu memory pids",
+		"cgroup.procs":                                    "1\n100\n",
+		"cgroup.subtree_control":                          "",
+		"ns/cgroup.controllers":                           "cpu memory pids",
+		"ns/cgroup.subtree_control":                       "",
+		"ns/cgroup.procs":                                 "100\n200\n",
+		"ns/cgroup.type":                                  "domain",
+		"app.slice/run.scope/cgroup.type":                 "domain",
+		"app.slice/run.scope/msb-self/cgroup.type":        "domain",
+		"app.slice/busy.scope/cgroup.type":                "domain",
+		"app.slice/nomem.scope/cgroup.type":               "domain",
+		"app.slice/on.scope/cgroup.type":                  "domain",
+		"app.slice/on.scope/cgroup.controllers":           "cpu memory pids",
+		"app.slice/on.scope/cgroup.subtree_control":       "memory pids",
+		"app.slice/on.scope/cgroup.procs":                 "",
 		"app.slice/run.scope/cgroup.controllers":          "cpu memory pids",
 		"app.slice/run.scope/cgroup.subtree_control":      "",
 		"app.slice/run.scope/msb-self/cgroup.controllers": "",
@@ -130,6 +144,12 @@ func TestDetectOwnV2(t *testing.T) {
 		}
 	}
 	top := Info{Version: V2, Parents: map[string]string{"": filepath.Join(mount, "msb")}, Controllers: []string{"cpu", "memory", "pids"}, Enable: []string{mount}}
+	t.Run("a cgroup namespace's busy top, root", func(t *testing.T) {
+		got := detectOwnV2(filepath.Join(mount, "ns"), "/", pid, true)
+		if got.Usable() || !strings.Contains(got.Reason, "also holds processes [200]") || !strings.Contains(got.Reason, "nor may the top") {
+			t.Fatalf("got %+v, want unusable: the namespace's top holds another process and may not hand controllers down", got)
+		}
+	})
 	for _, c := range []struct {
 		name   string
 		own    string
@@ -146,6 +166,9 @@ func TestDetectOwnV2(t *testing.T) {
 				Enable: []string{scope}}, ""},
 		{"with other processes, root", "/app.slice/busy.scope", true, top, ""},
 		{"with other processes, rootless", "/app.slice/busy.scope", false, Info{}, "also holds processes [200]"},
+		{"controllers already handed down", "/app.slice/on.scope", false,
+			Info{Version: V2, Parents: map[string]string{"": filepath.Join(mount, "app.slice/on.scope/msb")}, Controllers: []string{"cpu", "memory", "pids"},
+				Enable: []string{filepath.Join(mount, "app.slice/on.scope")}}, ""},
 		{"no memory controller", "/app.slice/nomem.scope", false, Info{}, "lacks memory or pids"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

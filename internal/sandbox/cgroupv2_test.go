@@ -30,8 +30,10 @@ const v2Skip = "^TestSuite$/^HostSecrets$"
 // cases as the user under a real systemd user manager (with its session
 // bus), started as a transient service that holds another process too, as
 // a terminal's shell would: msb must ask the manager for a scope of its own
-// (cgroup.JoinSystemdScope). In every run every runtime must have found
-// cgroup v2 (MSB_TEST_WANT_CGROUP).
+// (cgroup.JoinSystemdScope). Between the first two, the limit cases as root
+// alone in a container's cgroup namespace (a Kubernetes DaemonSet's msb
+// serve), whose top is not the hierarchy's root. In every run every runtime
+// must have found cgroup v2 (MSB_TEST_WANT_CGROUP).
 func TestCgroupV2(t *testing.T) {
 	privtest.RequireRoot(t)
 	if os.Getenv(privtest.StateBaseEnv) != "" {
@@ -64,21 +66,26 @@ func TestCgroupV2(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("the suite's cgroup cases failed on cgroup v2 (exit %d): see the console above", res.ExitCode)
 	}
-	for _, mode := range []string{"root", "rootless", "rootless under systemd"} {
+	for _, mode := range []string{"root", "root in a cgroup namespace", "rootless", "rootless under systemd"} {
 		if !strings.Contains(string(res.Console), "cgroup v2 "+mode+": ok") {
 			t.Errorf("no %q in the console: the %s run did not finish", "cgroup v2 "+mode+": ok", mode)
 		}
 	}
-	// The third run's runtimes found their groups in the scope msb asked
+	// In the namespace, msb moved itself out of the namespace's top (not
+	// the hierarchy's root) to hand the controllers down.
+	if !strings.Contains(string(res.Console), "Leaf:/sys/fs/cgroup/msb-self ") {
+		t.Errorf("no runtime in the cgroup namespace moved into /sys/fs/cgroup/msb-self")
+	}
+	// The last run's runtimes found their groups in the scope msb asked
 	// the user manager for.
 	if !regexp.MustCompile(`Parents:map\[:/sys/fs/cgroup/user\.slice/user-\d+\.slice/user@\d+\.service/app\.slice/msb-\d+\.scope/msb\]`).Match(res.Console) {
 		t.Errorf("no runtime of the systemd run made its groups in an msb-PID.scope")
 	}
 }
 
-// v2Script is what the guest runs: the suite as root, then as
-// privtest.User in a delegated cgroup, each time with its own state dir on
-// the guest's /tmp (a tmpfs: an overlay's upper dir cannot be on 9p).
+// v2Script is what the guest runs (see TestCgroupV2), each run with its own
+// state dir on the guest's /tmp (a tmpfs: an overlay's upper dir cannot be
+// on 9p).
 func v2Script(exe string) string {
 	r := strings.NewReplacer(
 		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, delegatedCases),
@@ -96,6 +103,12 @@ echo "== cgroup v2, root"
 mkdir /tmp/root-state
 env $WANT $STRICT $ROOT $BASE=/tmp/root-state TMPDIR=/tmp/root-state $RUN
 echo "cgroup v2 root: ok"
+
+echo "== cgroup v2, root alone in a container's cgroup namespace"
+mkdir /sys/fs/cgroup/ctr /tmp/ns-state
+sh -c "echo \$\$ > /sys/fs/cgroup/ctr/cgroup.procs && exec \"\$@\"" sh unshare --cgroup --mount \
+  sh -c 'umount /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"' sh env $WANT $STRICT $ROOT $BASE=/tmp/ns-state TMPDIR=/tmp/ns-state $SCOPERUN
+echo "cgroup v2 root in a cgroup namespace: ok"
 
 echo "== cgroup v2, rootless in a delegated cgroup"
 id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
