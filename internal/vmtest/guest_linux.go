@@ -31,18 +31,26 @@ func GuestMain() {
 	select {}
 }
 
+// guestRoot makes the guest's root (see the package comment) and moves it
+// to /.
 func guestRoot() error {
-	steps := []struct {
-		src, dst, fstype string
-		flags            uintptr
-		data             string
-	}{
-		{"devtmpfs", "/dev", "devtmpfs", 0, ""},
-		{"proc", "/proc", "proc", 0, ""},
-		{"sysfs", "/sys", "sysfs", 0, ""},
+	if err := kernelFilesystems(); err != nil {
+		return err
 	}
-	for _, s := range steps {
-		if err := mount(s.src, s.dst, s.fstype, s.flags, s.data); err != nil {
+	if err := loadModules("/modules"); err != nil {
+		return err
+	}
+	if err := newRoot("/newroot", os.Getenv(ShareEnv)); err != nil {
+		return err
+	}
+	return switchRoot("/newroot")
+}
+
+// kernelFilesystems mounts /dev (with ptys and /dev/shm), /proc and /sys,
+// and puts the console on stdout and stderr.
+func kernelFilesystems() error {
+	for _, m := range []struct{ fstype, dir string }{{"devtmpfs", "/dev"}, {"proc", "/proc"}, {"sysfs", "/sys"}} {
+		if err := mount(m.fstype, m.dir, m.fstype, 0, ""); err != nil {
 			return err
 		}
 	}
@@ -54,9 +62,13 @@ func guestRoot() error {
 			unix.Dup2(int(con.Fd()), fd)
 		}
 	}
-	if err := loadModules("/modules"); err != nil {
-		return err
-	}
+	return nil
+}
+
+// newRoot mounts at dir the host's root, read-only over 9p, under an
+// overlay whose upper dir is a tmpfs; a tmpfs of their own on /tmp,
+// /var/tmp and /run; and share, when set, at its own path.
+func newRoot(dir, share string) error {
 	if err := mount9p(hostTag, "/host", unix.MS_RDONLY); err != nil {
 		return err
 	}
@@ -68,33 +80,36 @@ func guestRoot() error {
 			return err
 		}
 	}
-	if err := mount("overlay", "/newroot", "overlay", 0, "lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
+	if err := mount("overlay", dir, "overlay", 0, "lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
 		return err
 	}
 	for _, d := range []struct{ dir, mode string }{{"tmp", "1777"}, {"var/tmp", "1777"}, {"run", "755"}} {
-		if err := mount("tmpfs", filepath.Join("/newroot", d.dir), "tmpfs", 0, "mode="+d.mode); err != nil {
+		if err := mount("tmpfs", filepath.Join(dir, d.dir), "tmpfs", 0, "mode="+d.mode); err != nil {
 			return err
 		}
 	}
-	if share := os.Getenv(ShareEnv); share != "" {
-		if err := os.MkdirAll("/newroot"+share, 0o755); err != nil {
-			return err
-		}
-		if err := mount9p(shareTag, "/newroot"+share, 0); err != nil {
-			return err
-		}
+	if share == "" {
+		return nil
 	}
-	for _, d := range []string{"/dev", "/proc", "/sys"} {
-		if err := mount(d, "/newroot"+d, "", unix.MS_MOVE, ""); err != nil {
-			return err
-		}
-	}
-	// cgroup v2 alone: every controller is on it, as on a current
-	// systemd host.
-	if err := mount("cgroup2", "/newroot/sys/fs/cgroup", "cgroup2", 0, ""); err != nil {
+	if err := os.MkdirAll(dir+share, 0o755); err != nil {
 		return err
 	}
-	if err := os.Chdir("/newroot"); err != nil {
+	return mount9p(shareTag, dir+share, 0)
+}
+
+// switchRoot moves /dev, /proc and /sys into dir, mounts cgroup2 alone on
+// its /sys/fs/cgroup (every controller on it, as on a current systemd
+// host) and makes dir the root.
+func switchRoot(dir string) error {
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		if err := mount(d, dir+d, "", unix.MS_MOVE, ""); err != nil {
+			return err
+		}
+	}
+	if err := mount("cgroup2", dir+"/sys/fs/cgroup", "cgroup2", 0, ""); err != nil {
+		return err
+	}
+	if err := os.Chdir(dir); err != nil {
 		return err
 	}
 	if err := mount(".", "/", "", unix.MS_MOVE, ""); err != nil {

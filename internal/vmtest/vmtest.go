@@ -136,6 +136,23 @@ func moduleName(path string) string {
 	return strings.ReplaceAll(strings.TrimSuffix(filepath.Base(path), ".ko"), "-", "_")
 }
 
+// writeInitramfsFile writes the guest's initramfs to the file path.
+func writeInitramfsFile(path string, k Kernel, init string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = writeInitramfs(w, k, init)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeInitramfs writes the guest's initramfs to w: init, the root's
 // modules (numbered in load order under /modules), the mount points init
 // uses and a console node.
@@ -210,17 +227,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	defer os.RemoveAll(tmp)
 	initrd := filepath.Join(tmp, "initramfs.cpio")
-	f, err := os.Create(initrd)
-	if err != nil {
-		return Result{}, err
-	}
-	err = writeInitramfs(bufio.NewWriter(f), opts.Kernel, opts.Init)
-	if err == nil {
-		err = f.Close()
-	} else {
-		f.Close()
-	}
-	if err != nil {
+	if err := writeInitramfsFile(initrd, opts.Kernel, opts.Init); err != nil {
 		return Result{}, fmt.Errorf("writing the initramfs: %w", err)
 	}
 	var console bytes.Buffer

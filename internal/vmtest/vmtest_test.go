@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,74 @@ func TestModuleOrder(t *testing.T) {
 	}
 	if _, err := moduleOrder(strings.NewReader(dep), []string{"ext4"}); err == nil || !strings.Contains(err.Error(), "ext4") {
 		t.Errorf("a missing module: err %v, want one naming it", err)
+	}
+}
+
+// TestInitramfs writes an initramfs for a kernel whose modules are made
+// up and reads it back as the kernel would: every entry whole, in order,
+// and the trailer last.
+func TestInitramfs(t *testing.T) {
+	mods := t.TempDir()
+	files := map[string]string{
+		"modules.dep": strings.Join([]string{
+			"kernel/virtio.ko:", "kernel/virtio_pci.ko: kernel/virtio.ko", "kernel/9pnet.ko:",
+			"kernel/9pnet_virtio.ko: kernel/9pnet.ko kernel/virtio.ko", "kernel/9p.ko: kernel/9pnet.ko", "kernel/overlay.ko:",
+		}, "\n"),
+		"kernel/virtio.ko": "virtio", "kernel/virtio_pci.ko": "virtio_pci", "kernel/9pnet.ko": "9pnet",
+		"kernel/9pnet_virtio.ko": "9pnet_virtio", "kernel/9p.ko": strings.Repeat("9p", 5000), "kernel/overlay.ko": "overlay-odd",
+		"init": "#!init",
+	}
+	for name, body := range files {
+		p := filepath.Join(mods, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "initramfs.cpio")
+	if err := writeInitramfsFile(path, Kernel{Modules: mods}, filepath.Join(mods, "init")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	got := map[string]string{}
+	for len(b) > 0 {
+		if len(b) < 110 || string(b[:6]) != "070701" {
+			t.Fatalf("no newc header at %q", b[:min(len(b), 16)])
+		}
+		field := func(i int) int {
+			n, err := strconv.ParseUint(string(b[6+8*i:14+8*i]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(n)
+		}
+		size, namesize := field(6), field(11)
+		name := string(b[110 : 110+namesize-1])
+		data := (110 + namesize + 3) &^ 3
+		got[name] = string(b[data : data+size])
+		names = append(names, name)
+		b = b[(data+size+3)&^3:]
+	}
+	if names[len(names)-1] != "TRAILER!!!" {
+		t.Fatalf("entries %v: the trailer is not last", names)
+	}
+	want := []string{"modules/00-virtio.ko", "modules/01-virtio_pci.ko", "modules/02-9pnet.ko", "modules/03-9pnet_virtio.ko",
+		"modules/04-9p.ko", "modules/05-overlay.ko"}
+	var mods2 []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "modules/") {
+			mods2 = append(mods2, n)
+		}
+	}
+	if !slices.Equal(mods2, want) {
+		t.Errorf("modules %v, want %v", mods2, want)
+	}
+	if got["init"] != "#!init" || got["modules/04-9p.ko"] != files["kernel/9p.ko"] || got["modules/05-overlay.ko"] != "overlay-odd" {
+		t.Errorf("contents differ: init %q, overlay %q", got["init"], got["modules/05-overlay.ko"])
 	}
 }
 
