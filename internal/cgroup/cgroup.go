@@ -63,9 +63,10 @@ type Info struct {
 	// Enable (v2) are cgroups above the parent, top down, in which
 	// PrepareParents enables the controllers the groups need.
 	Enable []string `json:"enable,omitempty"`
-	// WantsScope (v2, not usable) says that a cgroup of msb's own, delegated
-	// to it, would make groups possible: the caller's cgroup is not
-	// delegated to it, or holds other processes (see JoinSystemdScope).
+	// WantsScope (v2, rootless, not usable, no MSB_CGROUP_PARENT) says that
+	// a cgroup of msb's own, delegated to it, would make groups possible: the
+	// caller's cgroup is not delegated to it, or holds other processes (see
+	// JoinSystemdScope).
 	WantsScope bool `json:"wants_scope,omitempty"`
 }
 
@@ -94,11 +95,9 @@ func Detect(delegated string) Info {
 			return detectOwnV2(mount, self[""], os.Getpid(), os.Geteuid() == 0)
 		}
 	}
-	if os.Geteuid() == 0 {
-		return detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, false)
-	}
-	info := detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, true)
-	if !info.Usable() {
+	root := os.Geteuid() == 0
+	info := detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, !root)
+	if !info.Usable() && !root {
 		info.Reason = "not root and no delegated cgroup: " + info.Reason + "; " + delegateHint
 	}
 	return info
@@ -142,13 +141,17 @@ func detectOwnV2(mount, own string, pid int, root bool) Info {
 	if mayEnable(cg) && writableCgroup(cg) {
 		return under(cg)
 	}
+	var others []int
+	if !moved {
+		others = otherProcs(cg, pid)
+	}
 	why := ""
 	switch {
 	case !writableCgroup(cg):
 		why = fmt.Sprintf("cgroup v2 %s is not delegated to uid %d", cg, os.Geteuid())
-	case !moved && len(otherProcs(cg, pid)) > 0:
+	case len(others) > 0:
 		why = fmt.Sprintf("cgroup v2 %s also holds processes %v: msb moves itself into a leaf below it, "+
-			"which it may only do alone", cg, otherProcs(cg, pid))
+			"which it may only do alone", cg, others)
 	default:
 		info := under(cg)
 		if info.Usable() && !moved {
@@ -363,18 +366,16 @@ func PrepareParents(info Info) error {
 			return fmt.Errorf("moving msb (pid %d) into %s: %w", os.Getpid(), info.Leaf, err)
 		}
 	}
-	parent := info.Parents[""]
-	for _, dir := range append(slices.Clone(info.Enable), parent) {
-		if dir == parent {
-			if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
-			}
-		}
+	for _, dir := range info.Enable {
 		if err := enableControllers(dir); err != nil {
 			return err
 		}
 	}
-	return nil
+	parent := info.Parents[""]
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating cgroup parent %s: %w", parent, err)
+	}
+	return enableControllers(parent)
 }
 
 // enableControllers enables memory and pids, and cpu where dir has it, for

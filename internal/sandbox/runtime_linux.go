@@ -192,7 +192,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
-	if rt.cg.WantsScope && rt.rootless && opts.CgroupParent == "" {
+	if rt.cg.WantsScope { // rootless, no MSB_CGROUP_PARENT, v2
 		rt.joinSystemdScope()
 	}
 	if rt.cg.Usable() {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/minisandbox/msb/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +51,7 @@ func guestRoot() error {
 // and puts the console on stdout and stderr.
 func kernelFilesystems() error {
 	for _, m := range []struct{ fstype, dir string }{{"devtmpfs", "/dev"}, {"proc", "/proc"}, {"sysfs", "/sys"}} {
-		if err := mount(m.fstype, m.dir, m.fstype, 0, ""); err != nil {
+		if err := mnt(m.fstype, m.dir, m.fstype, 0, ""); err != nil {
 			return err
 		}
 	}
@@ -72,7 +73,7 @@ func newRoot(dir, share string) error {
 	if err := mount9p(hostTag, "/host", unix.MS_RDONLY); err != nil {
 		return err
 	}
-	if err := mount("tmpfs", "/rw", "tmpfs", 0, "mode=755"); err != nil {
+	if err := mnt("tmpfs", "/rw", "tmpfs", 0, "mode=755"); err != nil {
 		return err
 	}
 	for _, d := range []string{"/rw/upper", "/rw/work"} {
@@ -80,11 +81,11 @@ func newRoot(dir, share string) error {
 			return err
 		}
 	}
-	if err := mount("overlay", dir, "overlay", 0, "lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
+	if err := mnt("overlay", dir, "overlay", 0, "lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
 		return err
 	}
 	for _, d := range []struct{ dir, mode string }{{"tmp", "1777"}, {"var/tmp", "1777"}, {"run", "755"}} {
-		if err := mount("tmpfs", filepath.Join(dir, d.dir), "tmpfs", 0, "mode="+d.mode); err != nil {
+		if err := mnt("tmpfs", filepath.Join(dir, d.dir), "tmpfs", 0, "mode="+d.mode); err != nil {
 			return err
 		}
 	}
@@ -102,17 +103,17 @@ func newRoot(dir, share string) error {
 // host) and makes dir the root.
 func switchRoot(dir string) error {
 	for _, d := range []string{"/dev", "/proc", "/sys"} {
-		if err := mount(d, dir+d, "", unix.MS_MOVE, ""); err != nil {
+		if err := mnt(d, dir+d, "", unix.MS_MOVE, ""); err != nil {
 			return err
 		}
 	}
-	if err := mount("cgroup2", dir+"/sys/fs/cgroup", "cgroup2", 0, ""); err != nil {
+	if err := mnt("cgroup2", dir+"/sys/fs/cgroup", "cgroup2", 0, ""); err != nil {
 		return err
 	}
 	if err := os.Chdir(dir); err != nil {
 		return err
 	}
-	if err := mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+	if err := mnt(".", "/", "", unix.MS_MOVE, ""); err != nil {
 		return err
 	}
 	if err := unix.Chroot("."); err != nil {
@@ -129,7 +130,7 @@ func devExtras(dev string) error {
 			return err
 		}
 	}
-	if err := mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "ptmxmode=0666,mode=0620"); err != nil {
+	if err := mnt("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "ptmxmode=0666,mode=0620"); err != nil {
 		return err
 	}
 	if _, err := os.Lstat(filepath.Join(dev, "ptmx")); err != nil {
@@ -137,14 +138,12 @@ func devExtras(dev string) error {
 			return err
 		}
 	}
-	return mount("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	return mnt("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
 }
 
-func mount(src, dst, fstype string, flags uintptr, data string) error {
-	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
-		return fmt.Errorf("mount %s on %s (type %q, flags %#x, %q): %w", src, dst, fstype, flags, data, err)
-	}
-	return nil
+// mnt performs one mount; its error names the call (package mount).
+func mnt(src, dst, fstype string, flags uintptr, data string) error {
+	return mount.Mount{Source: src, Target: dst, FSType: fstype, Flags: flags, Data: data}.Mount()
 }
 
 // loadModules loads the initramfs's modules in the order of their names.
@@ -177,7 +176,7 @@ func loadModules(dir string) error {
 func mount9p(tag, dst string, flags uintptr) error {
 	var err error
 	for i := 0; i < 50; i++ {
-		if err = mount(tag, dst, "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err == nil {
+		if err = mnt(tag, dst, "9p", flags, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)

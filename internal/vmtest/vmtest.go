@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -175,6 +176,9 @@ func writeInitramfs(w io.Writer, k Kernel, init string) error {
 	if err != nil {
 		return fmt.Errorf("reading the guest's init: %w", err)
 	}
+	if err := checkStatic(exe); err != nil {
+		return fmt.Errorf("the guest's init %s: %w", init, err)
+	}
 	c.file("init", 0o755, exe)
 	for i, m := range mods {
 		b, err := os.ReadFile(filepath.Join(k.Modules, m))
@@ -184,6 +188,22 @@ func writeInitramfs(w io.Writer, k Kernel, init string) error {
 		c.file(fmt.Sprintf("modules/%02d-%s", i, filepath.Base(m)), 0o644, b)
 	}
 	return c.close()
+}
+
+// checkStatic fails for an ELF program that needs a dynamic loader, which
+// the initramfs does not have (a Go test binary built with cgo: build it
+// with CGO_ENABLED=0, as make test does). Anything else is let through.
+func checkStatic(exe []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(exe))
+	if err != nil {
+		return nil
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked, and the initramfs has no loader: build it with CGO_ENABLED=0")
+		}
+	}
+	return nil
 }
 
 // Options describe one boot.

@@ -113,6 +113,19 @@ func TestInitramfs(t *testing.T) {
 	}
 }
 
+func TestCheckStatic(t *testing.T) {
+	if err := checkStatic([]byte("#!/bin/sh\n")); err != nil {
+		t.Errorf("a script: %v", err)
+	}
+	sh, err := os.ReadFile("/bin/sh") // Debian's dash: dynamically linked
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStatic(sh); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("/bin/sh: err %v, want one naming CGO_ENABLED=0", err)
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	for _, c := range []struct {
 		console string
