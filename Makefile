@@ -21,7 +21,9 @@ demo: build
 # MSB_TEST_REQUIRE_ROOT (set when make test runs as root) "skipped for lack
 # of root" (internal/privtest).
 # The server's Python tests (SWE-ReX's own client, schemathesis) use the
-# venv test-venv makes from internal/server/testdata/requirements.txt.
+# venv test-venv makes from internal/server/testdata/requirements.txt; the
+# spec table's comparison with the SWE-bench harness reads the swebench
+# package pinned in internal/spec/testdata/requirements.txt from it too.
 TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 
 test: test-go test-python
@@ -72,9 +74,10 @@ bench: build
 # The venv of the server's Python test dependencies (pinned): SWE-ReX's own
 # client and schemathesis drive msb serve from the Go tests.
 test-venv: .venv-test/.msb-stamp
-.venv-test/.msb-stamp: internal/server/testdata/requirements.txt
+.venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt
 	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
+	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt
 	touch $@
 
 vet:

@@ -9,7 +9,7 @@ import (
 // The test commands of the SWE-bench harness.
 const (
 	testPytest        = "pytest -rA"
-	testAstropyPytest = "pytest -rA -vv -o console_output_style=classic --tb=no -p no:nose"
+	testAstropyPytest = "pytest -rA -vv -o console_output_style=classic --tb=no"
 	testDjango        = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 	testDjangoNoPar   = "./tests/runtests.py --verbosity 2"
 	testSeaborn       = "pytest --no-header -rA"

@@ -15,7 +15,7 @@ $py -m pytest --no-header -rA --tb=no -p no:cacheprovider tests/test_sample.py >
 $py -m pytest -v tests/test_sample.py >"$here/pytest/verbose.log" 2>&1
 $py -m pytest -rA tests >"$here/pytest/collection_error.log" 2>&1
 $py -m pytest -rA tests/test_sample.py >"$here/pytest_options/rA.log" 2>&1
-$py -m pytest -rA -vv -o console_output_style=classic --tb=no -p no:nose tests/test_sample.py >"$here/astropy/vv_classic.log" 2>&1
+$py -m pytest -rA -vv -o console_output_style=classic --tb=no tests/test_sample.py >"$here/astropy/vv_classic.log" 2>&1
 $py -m pytest -rA -p no:cacheprovider --color=yes tests/test_sample.py >"$here/sphinx/color.log" 2>&1
 $py -X dev -m pytest -rA --durations 25 -p no:cacheprovider tests/test_sample.py >"$here/sphinx/tox_style.log" 2>&1
 $py -m pytest --no-header -rA -p no:cacheprovider tests/test_sample.py >"$here/seaborn/no_header.log" 2>&1
