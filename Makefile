@@ -23,7 +23,9 @@ demo: build
 # The server's Python tests (SWE-ReX's own client, schemathesis) use the
 # venv test-venv makes from internal/server/testdata/requirements.txt; the
 # spec table's comparison with the SWE-bench harness reads the swebench
-# package pinned in internal/spec/testdata/requirements.txt from it too.
+# package pinned in internal/spec/testdata/requirements.txt from it too, and
+# grading's the one in internal/grading/testdata/harness/requirements.txt
+# from .venv-test/swebench-grading.
 TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 
 test: test-go test-python
@@ -32,7 +34,8 @@ STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
 
 test-go: build vet test-venv
-	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} $(STRICT) $(GO) test -count=1 -timeout 30m ./...
+	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
+		$(STRICT) $(GO) test -count=1 -timeout 30m ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
 # this tree (bin/msb), in a venv with the pinned test requirements.
@@ -74,10 +77,11 @@ bench: build
 # The venv of the server's Python test dependencies (pinned): SWE-ReX's own
 # client and schemathesis drive msb serve from the Go tests.
 test-venv: .venv-test/.msb-stamp
-.venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt
+.venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt internal/grading/testdata/harness/requirements.txt
 	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
 	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt
+	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/swebench-grading -r internal/grading/testdata/harness/requirements.txt
 	touch $@
 
 vet:

@@ -29,12 +29,16 @@
 //     api.InstanceReport, api.RunSummary, api.Outcome) live in package api,
 //     because they are what msb writes and serves.
 //
-// Grading rules (SWE-bench harness, grading.py): a FAIL_TO_PASS test
-// succeeds when its status is PASSED or XFAIL and fails when it is FAILED,
+// Grading rules (SWE-bench harness 5.x, grading.py; TestGradeMatchesHarness
+// puts 2000 random cases to this package and to swebench 5.0.2's own
+// code): a FAIL_TO_PASS test succeeds when its status is PASSED or XFAIL and fails when it is FAILED,
 // ERROR, SKIPPED or missing from the log. A PASS_TO_PASS test succeeds
 // ("is maintained") when PASSED, XFAIL or SKIPPED and fails when FAILED,
 // ERROR or missing. A status the harness does not know puts the test in
-// neither list. An empty list scores 1. FULL: every FAIL_TO_PASS and every
+// neither list. An empty list scores 1. The harness's prefix match of ids
+// cut inside "[...]" is not needed here: our parsers cut a name at its first
+// space, as the parsers that made the datasets' lists did, so such an id is
+// the status map's key itself. FULL: every FAIL_TO_PASS and every
 // PASS_TO_PASS test succeeds; PARTIAL: some but not all FAIL_TO_PASS tests
 // succeed and every PASS_TO_PASS test does; NO otherwise.
 //

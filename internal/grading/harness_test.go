@@ -1,0 +1,141 @@
+package grading
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// harnessCase is one grading question, in testdata/harness/grade.py's terms.
+type harnessCase struct {
+	StatusMap       StatusMap `json:"status_map"`
+	F2P             []string  `json:"f2p"`
+	P2P             []string  `json:"p2p"`
+	F2F             []string  `json:"f2f"`
+	P2F             []string  `json:"p2f"`
+	EvalType        EvalType  `json:"eval_type"`
+	CalculateToFail bool      `json:"calculate_to_fail"`
+}
+
+type harnessVerdict struct {
+	TestsStatus api.TestsStatus `json:"tests_status"`
+	Resolution  api.Resolution  `json:"resolution"`
+}
+
+// harnessGrade answers cases with the harness's grading code: the swebench
+// package in MSB_TEST_SWEBENCH_GRADING, run by MSB_TEST_PYTHON.
+func harnessGrade(t *testing.T, cases []harnessCase) []harnessVerdict {
+	t.Helper()
+	py, dir := os.Getenv("MSB_TEST_PYTHON"), os.Getenv("MSB_TEST_SWEBENCH_GRADING")
+	if py == "" || dir == "" {
+		privtest.Skip(t, "MSB_TEST_PYTHON and MSB_TEST_SWEBENCH_GRADING are not set: make test sets them (make test-venv installs testdata/harness/requirements.txt)")
+	}
+	in, err := json.Marshal(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, filepath.Join("testdata", "harness", "grade.py"), dir)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the harness's grading (%s %s): %v\n%s", py, dir, err, stderr.Bytes())
+	}
+	var verdicts []harnessVerdict
+	if err := json.Unmarshal(out, &verdicts); err != nil || len(verdicts) != len(cases) {
+		t.Fatalf("grade.py answered %d verdicts for %d cases: %v", len(verdicts), len(cases), err)
+	}
+	return verdicts
+}
+
+// randomCase draws test lists and a status map from small pools, so that
+// names recur across lists and statuses, missing tests and statuses the
+// harness does not know all occur. Names keep their brackets balanced: the
+// harness's prefix match of ids truncated inside "[...]" (_resolve_case)
+// serves its parsers, which keep a parameter's spaces; ours cut a name at
+// the first space, as the parsers that made the datasets' lists did, so the
+// truncated id is the key itself.
+func randomCase(r *rand.Rand) harnessCase {
+	names := []string{"t_a", "t_b", "t_c", "m.py::t[1]", "m.py::t[2]", "m.py::T::t", "test_x (m.T)", "t_d", "t_e", "t_f"}
+	statuses := []Status{Passed, Failed, Skipped, Error, XFail, "XPASS"}
+	pick := func() []string {
+		var out []string
+		for _, n := range names {
+			if r.IntN(4) == 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	c := harnessCase{StatusMap: StatusMap{}, F2P: pick(), P2P: pick(), F2F: pick(), P2F: pick(),
+		EvalType: PassAndFail, CalculateToFail: r.IntN(2) == 0}
+	if r.IntN(4) == 0 {
+		c.EvalType = FailOnly
+	}
+	for _, n := range names {
+		if r.IntN(3) != 0 {
+			c.StatusMap[n] = statuses[r.IntN(len(statuses))]
+		}
+	}
+	return c
+}
+
+// TestGradeMatchesHarness puts the same questions to Grade and ResolutionOf
+// and to the harness's get_eval_tests_report and get_resolution_status
+// (swebench 5.0.2, testdata/harness/requirements.txt): 2000 random cases
+// and the corner cases below must get the same lists, in the same order,
+// and the same resolution.
+func TestGradeMatchesHarness(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []harnessCase{
+		{StatusMap: StatusMap{}, EvalType: PassAndFail},                                                                  // nothing expected: FULL
+		{StatusMap: StatusMap{"a": Skipped}, F2P: []string{"a"}, EvalType: PassAndFail},                                  // a skipped FAIL_TO_PASS fails
+		{StatusMap: StatusMap{"a": Passed, "b": Skipped}, F2P: []string{"a"}, P2P: []string{"b"}, EvalType: PassAndFail}, // maintained
+		{StatusMap: StatusMap{"a": Passed}, F2P: []string{"a", "gone"}, EvalType: PassAndFail},                           // missing fails: PARTIAL
+		{StatusMap: StatusMap{}, F2P: []string{"gone"}, EvalType: FailOnly},                                              // missing succeeds when FAIL_ONLY
+		{StatusMap: StatusMap{"a": "XPASS"}, F2P: []string{"a"}, P2P: []string{"a"}, EvalType: PassAndFail},              // unknown: neither list
+	}
+	for range 2000 {
+		cases = append(cases, randomCase(r))
+	}
+	want := harnessGrade(t, cases)
+	for i, c := range cases {
+		exp := Expected{FailToPass: c.F2P, PassToPass: c.P2P, FailToFail: c.F2F, PassToFail: c.P2F}
+		got := Grade(c.StatusMap, exp, Options{EvalType: c.EvalType, CalculateToFail: c.CalculateToFail})
+		if res := ResolutionOf(got); !reflect.DeepEqual(nonNil(got), nonNil(want[i].TestsStatus)) || res != want[i].Resolution {
+			t.Errorf("case %d %s:\n msb     %s %s\n harness %s %s", i, mustJSON(c), mustJSON(got), res,
+				mustJSON(want[i].TestsStatus), want[i].Resolution)
+		}
+	}
+}
+
+// nonNil makes every list non-nil, as JSON's [] and Grade's lists are.
+func nonNil(ts api.TestsStatus) api.TestsStatus {
+	for _, o := range []*api.Outcomes{&ts.FailToPass, &ts.PassToPass, &ts.FailToFail, &ts.PassToFail} {
+		if o.Success == nil {
+			o.Success = []string{}
+		}
+		if o.Failure == nil {
+			o.Failure = []string{}
+		}
+	}
+	return ts
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
