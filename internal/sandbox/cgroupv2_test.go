@@ -35,50 +35,25 @@ const v2Skip = "^TestSuite$/^HostSecrets$"
 // serve), whose top is not the hierarchy's root. In every run every runtime
 // must have found cgroup v2 (MSB_TEST_WANT_CGROUP).
 func TestCgroupV2(t *testing.T) {
-	privtest.RequireRoot(t)
-	if os.Getenv(privtest.StateBaseEnv) != "" {
-		t.Skip("already the rootless rerun")
-	}
-	k, err := vmtest.Available()
-	if err != nil {
-		privtest.Skip(t, "%v", err)
-	}
 	for _, p := range []string{"/lib/systemd/systemd", "/usr/bin/systemd-run", "/usr/bin/dbus-daemon", "/usr/bin/setpriv"} {
 		if _, err := os.Stat(p); err != nil {
 			privtest.Skip(t, "the VM's user manager needs %s (apt-get install systemd dbus-daemon util-linux)", p)
 		}
 	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	exe := filepath.Join(dir, "sandbox.test")
-	privtest.CopyExecutable(t, "/proc/self/exe", exe)
-	script := filepath.Join(dir, "run.sh")
-	if err := os.WriteFile(script, []byte(v2Script(exe)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	res, err := vmtest.Run(ctx, vmtest.Options{Kernel: k, Init: exe, Script: script, Share: dir, MemoryMiB: 3072})
-	t.Logf("the VM's console:\n%s", res.Console)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 0 {
-		t.Fatalf("the suite's cgroup cases failed on cgroup v2 (exit %d): see the console above", res.ExitCode)
-	}
+	console := bootV2(t, false, v2Script)
 	for _, mode := range []string{"root", "root in a cgroup namespace", "rootless", "rootless under systemd"} {
-		if !strings.Contains(string(res.Console), "cgroup v2 "+mode+": ok") {
+		if !strings.Contains(string(console), "cgroup v2 "+mode+": ok") {
 			t.Errorf("no %q in the console: the %s run did not finish", "cgroup v2 "+mode+": ok", mode)
 		}
 	}
 	// In the namespace, msb moved itself out of the namespace's top (not
 	// the hierarchy's root) to hand the controllers down.
-	if !strings.Contains(string(res.Console), "Leaf:/sys/fs/cgroup/msb-self ") {
+	if !strings.Contains(string(console), "Leaf:/sys/fs/cgroup/msb-self ") {
 		t.Errorf("no runtime in the cgroup namespace moved into /sys/fs/cgroup/msb-self")
 	}
 	// The last run's runtimes found their groups in the scope msb asked
 	// the user manager for.
-	if !regexp.MustCompile(`Parents:map\[:/sys/fs/cgroup/user\.slice/user-\d+\.slice/user@\d+\.service/app\.slice/msb-\d+\.scope/msb\]`).Match(res.Console) {
+	if !scopeParents.Match(console) {
 		t.Errorf("no runtime of the systemd run made its groups in an msb-PID.scope")
 	}
 }
@@ -87,15 +62,7 @@ func TestCgroupV2(t *testing.T) {
 // state dir on the guest's /tmp (a tmpfs: an overlay's upper dir cannot be
 // on 9p).
 func v2Script(exe string) string {
-	r := strings.NewReplacer(
-		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, delegatedCases),
-		"$RUN", fmt.Sprintf("%s -test.run '^TestSuite$' -test.skip '%s' -test.count=1 -test.timeout=20m -test.v", exe, v2Skip),
-		"$WANT", wantCgroupEnv+"=v2",
-		"$STRICT", privtest.StrictEnv+"="+os.Getenv(privtest.StrictEnv),
-		"$ROOT", privtest.RequireRootEnv+"=1",
-		"$BASE", privtest.StateBaseEnv,
-		"$USER", privtest.User)
-	return r.Replace(`set -eu
+	return v2Vars(exe).Replace(`set -eu
 exec 2>&1
 modprobe loop
 modprobe btrfs
@@ -148,5 +115,95 @@ mkdir $state && chown $USER: $state
 $as_user systemd-run --user --quiet --wait --pipe --collect -E PATH=$PATH -E $WANT -E $STRICT -E $BASE=$state -E TMPDIR=$state \
   sh -c "sleep 1000 & exec $SCOPERUN" </dev/null
 echo "cgroup v2 rootless under systemd: ok"
+`)
+}
+
+// v2Vars fills in what the guest's scripts name: the test binary's runs
+// ($RUN: the suite; $SCOPERUN: its limit cases), the variables they need,
+// and the unprivileged user.
+func v2Vars(exe string) *strings.Replacer {
+	return strings.NewReplacer(
+		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, delegatedCases),
+		"$RUN", fmt.Sprintf("%s -test.run '^TestSuite$' -test.skip '%s' -test.count=1 -test.timeout=20m -test.v", exe, v2Skip),
+		"$WANT", wantCgroupEnv+"=v2",
+		"$STRICT", privtest.StrictEnv+"="+os.Getenv(privtest.StrictEnv),
+		"$ROOT", privtest.RequireRootEnv+"=1",
+		"$BASE", privtest.StateBaseEnv,
+		"$USER", privtest.User)
+}
+
+// scopeParents is how a runtime's groups read (in the suite's -test.v log)
+// when they are in the scope msb asked the user manager for.
+var scopeParents = regexp.MustCompile(`Parents:map\[:/sys/fs/cgroup/user\.slice/user-\d+\.slice/user@\d+\.service/app\.slice/msb-\d+\.scope/msb\]`)
+
+// bootV2 boots the cgroup v2 VM (with systemd as its system manager when
+// systemd is set), runs the script that script makes of the path of this
+// test binary's copy there, and returns the console; it fails t unless the
+// script exits 0.
+func bootV2(t *testing.T, systemd bool, script func(exe string) string) []byte {
+	t.Helper()
+	privtest.RequireRoot(t)
+	if os.Getenv(privtest.StateBaseEnv) != "" {
+		t.Skip("already the rootless rerun")
+	}
+	k, err := vmtest.Available()
+	if err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	exe := filepath.Join(dir, "sandbox.test")
+	privtest.CopyExecutable(t, "/proc/self/exe", exe)
+	path := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(path, []byte(script(exe)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	res, err := vmtest.Run(ctx, vmtest.Options{Kernel: k, Init: exe, Script: path, Share: dir, Systemd: systemd, MemoryMiB: 3072})
+	t.Logf("the VM's console:\n%s", res.Console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("the guest's script failed (exit %d): see the console above", res.ExitCode)
+	}
+	return res.Console
+}
+
+// TestCgroupV2LoginSession runs the limit cases as the unprivileged user
+// logged in the way ssh logs one in on a systemd host: systemd is PID 1,
+// and PAM's session stack (runuser -l, through pam_systemd) puts the user's
+// shell in a session scope of logind's, which belongs to root and holds the
+// shell, with the user's manager and session bus started for the session.
+// msb may not use that scope; it must ask the user manager for one of its
+// own, and the user manager, which cannot move a process out of a root
+// scope, asks the system manager to (cgroup.JoinSystemdScope).
+func TestCgroupV2LoginSession(t *testing.T) {
+	if err := vmtest.SystemdAvailable(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	console := bootV2(t, true, loginScript)
+	if !regexp.MustCompile(`msb started in 0::/user\.slice/user-\d+\.slice/session-\w+\.scope`).Match(console) {
+		t.Errorf("the runs did not start in a login session's scope")
+	}
+	if !strings.Contains(string(console), "cgroup v2 rootless in a login session: ok") {
+		t.Errorf("the login session's run did not finish")
+	}
+	if !scopeParents.Match(console) {
+		t.Errorf("no runtime of the login session made its groups in an msb-PID.scope")
+	}
+}
+
+// loginScript is what TestCgroupV2LoginSession's guest runs.
+func loginScript(exe string) string {
+	return v2Vars(exe).Replace(`set -eu
+exec 2>&1
+modprobe loop
+id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
+state=/tmp/login-state
+mkdir $state && chown $USER: $state
+runuser -l $USER -c "echo msb started in \$(cat /proc/self/cgroup); exec env $WANT $STRICT $BASE=$state TMPDIR=$state $SCOPERUN" </dev/null
+echo "cgroup v2 rootless in a login session: ok"
 `)
 }

@@ -20,4 +20,10 @@
 // the host, so tests pick what they run in it. The guest has no network
 // device. Its console is the serial port; init prints the script's exit
 // status on it last (ExitMarker) and powers off.
+//
+// With Options.Systemd, init makes the same root and then executes the
+// host's systemd as the system manager, booted into a target of its own
+// (SystemdTarget) whose one service runs the script and then prints its
+// status and powers off in init's place: how a test gets logind, the
+// system bus and PAM login sessions (about 20 s more per boot).
 package vmtest

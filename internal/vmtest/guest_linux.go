@@ -19,11 +19,17 @@ func IsGuest() bool { return os.Getpid() == 1 && os.Getenv(ScriptEnv) != "" }
 // GuestMain is the guest's init: it makes the root (see the package
 // comment), runs the script as root with the console as its output, prints
 // its exit status after ExitMarker and powers off. It never returns.
+// With SystemdEnv set it hands the guest to systemd instead (bootSystemd),
+// whose script service does the rest.
 func GuestMain() {
 	code := 255
-	if err := guestRoot(); err != nil {
+	switch err := guestRoot(); {
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "vm init: %v\n", err)
-	} else {
+	case os.Getenv(SystemdEnv) == "1":
+		err := bootSystemd(os.Getenv(ScriptEnv))
+		fmt.Fprintf(os.Stderr, "vm init: booting systemd: %v\n", err)
+	default:
 		code = runScript(os.Getenv(ScriptEnv))
 	}
 	fmt.Printf("\n%s%d\n", ExitMarker, code)

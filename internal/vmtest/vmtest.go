@@ -30,6 +30,13 @@ const ScriptEnv = "MSB_VM_SCRIPT"
 // directory (Options.Share).
 const ShareEnv = "MSB_VM_SHARE"
 
+// SystemdEnv is the kernel command line parameter that makes the guest boot
+// systemd (Options.Systemd).
+const SystemdEnv = "MSB_VM_SYSTEMD"
+
+// SystemdBinary is the system manager a guest with Options.Systemd boots.
+const SystemdBinary = "/lib/systemd/systemd"
+
 // ExitMarker starts the console line on which the guest's init reports the
 // script's exit status, just before it powers off.
 const ExitMarker = "msb-vm-exit: "
@@ -218,7 +225,14 @@ type Options struct {
 	// Share is a host directory the guest mounts at the same path,
 	// writable, above its tmpfs: how a test under /tmp hands the guest its
 	// files and gets results back.
-	Share     string
+	Share string
+	// Systemd boots the host's systemd (SystemdBinary) as the guest's
+	// system manager, in a target of its own (SystemdTarget) whose one
+	// service runs the script, as root, with the console as its output.
+	// The target pulls in only the script's service and what that asks
+	// for (systemd-logind and the system bus, for login sessions); fstab
+	// is not read (fstab=no: the host's disks are not the guest's).
+	Systemd   bool
 	MemoryMiB int // default 2048
 	CPUs      int // default 2
 	// Console, when set, gets the console's output as it comes.
@@ -277,6 +291,9 @@ func qemuArgs(opts Options, initrd string) []string {
 	params := "console=ttyS0 quiet loglevel=3 panic=-1 " + ScriptEnv + "=" + opts.Script
 	if opts.Share != "" {
 		params += " " + ShareEnv + "=" + opts.Share
+	}
+	if opts.Systemd {
+		params += " " + SystemdEnv + "=1 systemd.unit=" + SystemdTarget + " fstab=no systemd.show_status=error"
 	}
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", strconv.Itoa(opts.CPUs), "-m", strconv.Itoa(opts.MemoryMiB),

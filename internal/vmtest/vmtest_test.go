@@ -196,3 +196,46 @@ exit 7
 		t.Errorf("the guest's write reached the host's /etc")
 	}
 }
+
+// TestBootSystemd boots the VM with systemd as its system manager and checks
+// what a login over ssh gets there: systemd is PID 1, and a PAM login
+// session (runuser -l, through pam_systemd as sshd's session stack) puts the
+// user's shell in a session scope of logind's, with the user's manager and
+// its session bus started for it.
+func TestBootSystemd(t *testing.T) {
+	privtest.RequireRoot(t)
+	k, err := Available()
+	if err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	if err := SystemdAvailable(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "check.sh")
+	body := `set -eu
+exec 2>&1
+test "$(cat /proc/1/comm)" = systemd
+id -u msbvmuser >/dev/null 2>&1 || useradd --create-home --shell /bin/bash msbvmuser
+runuser -l msbvmuser -c 'cat /proc/self/cgroup; test -S "$XDG_RUNTIME_DIR/bus" && echo "session bus: $DBUS_SESSION_BUS_ADDRESS"' </dev/null
+exit 7
+`
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Options{Kernel: k, Init: "/proc/self/exe", Script: script, Share: dir, Systemd: true, MemoryMiB: 1024})
+	t.Logf("console:\n%s", res.Console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 7 {
+		t.Errorf("exit %d, want 7 after the checks passed", res.ExitCode)
+	}
+	for _, want := range []string{"/user.slice/user-", "/session-", "session bus: unix:path=/run/user/"} {
+		if !strings.Contains(string(res.Console), want) {
+			t.Errorf("no %q in the console", want)
+		}
+	}
+}
