@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,5 +166,36 @@ func TestCopyMode(t *testing.T) {
 	p.Release()
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatal("task dir left after Release")
+	}
+}
+
+// TestPartialCloneSource: a repository source that is a partial clone (a
+// snapshot fetched with a blob size filter, its promisor settings gone)
+// has the commit but not every file of it. The repository layer is refused
+// before any checkout, as ErrRepo, naming the missing file and the reason,
+// where git's checkout said "possible repository corruption on the remote
+// side".
+func TestPartialCloneSource(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	runCmd(t, src, "git", "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(src, "big.dat"), []byte(strings.Repeat("0123456789abcdef", 512)), 0o644)
+	os.WriteFile(filepath.Join(src, "small.txt"), []byte("small\n"), 0o644)
+	runCmd(t, src, "git", "add", "-A")
+	runCmd(t, src, "git", "commit", "-q", "-m", "one")
+	runCmd(t, src, "git", "config", "uploadpack.allowFilter", "true")
+	partial := filepath.Join(dir, "partial.git")
+	runCmd(t, dir, "git", "clone", "-q", "--bare", "--filter=blob:limit=1k", "file://"+src, partial)
+	runCmd(t, partial, "git", "config", "--unset", "remote.origin.promisor")
+
+	inst := testRepo{Path: partial, Commits: []string{runCmd(t, src, "git", "rev-parse", "HEAD")}}.instance(0)
+	c := openCache(t, Options{Runtime: testRuntime(t)})
+	_, err := c.Prepare(context.Background(), inst, testSpec(), nil)
+	if !errors.Is(err, ErrRepo) || !strings.Contains(err.Error(), "partial clone") || !strings.Contains(err.Error(), "big.dat (blob ") {
+		t.Fatalf("Prepare from a partial clone: %v, want ErrRepo naming big.dat and the partial clone", err)
+	}
+	if strings.Contains(err.Error(), "small.txt") {
+		t.Errorf("the error names a file the mirror has: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,9 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	if id, err := c.store.Ref(ref); err == nil && c.store.Has(id) {
 		return id, nil
 	}
+	if err := treeComplete(ctx, mirror, commit); err != nil {
+		return store.LayerID{}, fmt.Errorf("%w: %s@%s: %v (source %s)", ErrRepo, inst.Repo, commit, err, c.source(inst))
+	}
 	r.built = true
 	c.repoBuilds.Add(1)
 	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
@@ -209,6 +213,53 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 		return store.LayerID{}, fmt.Errorf("committing %s@%s: %w", inst.Repo, commit, err)
 	}
 	return id, nil
+}
+
+// treeComplete checks that gitDir holds every file of commit's tree. A
+// mirror of a partial clone (a snapshot fetched with a size filter) has the
+// commits but not every blob, and git's checkout then fails as if the
+// mirror were corrupt; this says which files are missing, and why.
+func treeComplete(ctx context.Context, gitDir, commit string) error {
+	tree, err := git(ctx, "", "--git-dir", gitDir, "ls-tree", "-r", "-z", "--format=%(objecttype) %(objectname)\t%(path)", commit)
+	if err != nil {
+		return err
+	}
+	paths := map[string]string{}
+	var blobs strings.Builder
+	for _, entry := range strings.Split(strings.TrimSuffix(tree, "\x00"), "\x00") {
+		kind, rest, _ := strings.Cut(entry, " ")
+		sha, path, _ := strings.Cut(rest, "\t")
+		if kind == "blob" { // not the commits of submodules
+			paths[sha] = path
+			blobs.WriteString(sha + "\n")
+		}
+	}
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", gitDir, "cat-file", "--batch-check=%(objectname)")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Stdin = strings.NewReader(blobs.String())
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git cat-file --batch-check: %w", err)
+	}
+	var missing []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if sha, ok := strings.CutSuffix(line, " missing"); ok {
+			missing = append(missing, paths[sha]+" (blob "+sha+")")
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	why := "the mirror's source is incomplete"
+	if promisor, _ := filepath.Glob(filepath.Join(gitDir, "objects", "pack", "*.promisor")); len(promisor) > 0 {
+		why = "the mirror's source is a partial clone"
+	}
+	files := fmt.Sprintf("%d files of the commit are missing", len(missing))
+	if len(missing) == 1 {
+		files = "a file of the commit is missing"
+	}
+	return fmt.Errorf("%s: %s: %s; mirror from a complete clone", why, files, strings.Join(missing[:min(len(missing), 3)], ", "))
 }
 
 // checkout writes commit's tree to dir with a small .git: a depth-1 fetch
