@@ -1,18 +1,27 @@
-"""Grade cases with the SWE-bench harness's own grading code (TestGradeMatchesHarness).
+"""Grade with the SWE-bench harness's own grading code.
 
 usage: grade.py HARNESS_DIR < cases.json > verdicts.json
+       grade.py HARNESS_DIR regrade DATASET OUT_DIR...
 
 HARNESS_DIR holds the swebench package (pip install --no-deps --target). Its
 package __init__ imports the whole harness (docker, datasets, ...); grading
 needs only the constants, the Python log parsers and infra_failure, so the
 parent packages are registered empty and the parsers' registry is filled
-from the Python parsers alone. Each case is {"status_map", "f2p", "p2p",
+from the Python parsers alone.
+
+Cases (TestGradeMatchesHarness): each case is {"status_map", "f2p", "p2p",
 "f2f", "p2f", "eval_type", "calculate_to_fail"}; each verdict is the
 harness's tests report and resolution status.
+
+regrade: every <OUT_DIR>/<gold|empty|model>/<instance>/ that msb eval or msb
+validate wrote is graded again from its test_output.txt by the harness's
+get_eval_report, and compared with msb's report.json: one line per
+disagreement (resolved or the per-test lists), then the count that agree.
 """
 
 import importlib
 import json
+import os
 import sys
 import types
 
@@ -21,33 +30,88 @@ for name, path in (
     ("swebench", root),
     ("swebench.harness", root + "/harness"),
     ("swebench.harness.log_parsers", root + "/harness/log_parsers"),
+    ("swebench.harness.test_spec", root + "/harness/test_spec"),
 ):
     pkg = types.ModuleType(name)
     pkg.__path__ = [path]
     sys.modules[name] = pkg
-typing_only = types.ModuleType("swebench.types")
-typing_only.TestSpec = object
-sys.modules["swebench.types"] = typing_only
+for name in ("swebench.types", "swebench.harness.test_spec.test_spec"):  # 5.x, 4.x
+    typing_only = types.ModuleType(name)
+    typing_only.TestSpec = object
+    sys.modules[name] = typing_only
 parsers = importlib.import_module("swebench.harness.log_parsers.python")
-sys.modules["swebench.harness.log_parsers"].PARSER_REGISTRY = {
-    n: getattr(parsers, n) for n in dir(parsers) if n.startswith("parse_log_")
-}
+registry = sys.modules["swebench.harness.log_parsers"]
+registry.PARSER_REGISTRY = {n: getattr(parsers, n) for n in dir(parsers) if n.startswith("parse_log_")}
+registry.MAP_REPO_TO_PARSER = parsers.MAP_REPO_TO_PARSER_PY  # 4.x
 grading = importlib.import_module("swebench.harness.grading")
 c = importlib.import_module("swebench.harness.constants")
 
-out = []
-for case in json.load(sys.stdin):
-    lists = {
-        c.FAIL_TO_PASS: case["f2p"] or [],
-        c.PASS_TO_PASS: case["p2p"] or [],
-        c.FAIL_TO_FAIL: case["f2f"] or [],
-        c.PASS_TO_FAIL: case["p2f"] or [],
-    }
-    report = grading.get_eval_tests_report(
-        case["status_map"] or {},
-        lists,
-        calculate_to_fail=case["calculate_to_fail"],
-        eval_type=c.EvalType(case["eval_type"]),
-    )
-    out.append({"tests_status": report, "resolution": grading.get_resolution_status(report)})
-json.dump(out, sys.stdout)
+
+def grade_cases():
+    out = []
+    for case in json.load(sys.stdin):
+        lists = {
+            c.FAIL_TO_PASS: case["f2p"] or [],
+            c.PASS_TO_PASS: case["p2p"] or [],
+            c.FAIL_TO_FAIL: case["f2f"] or [],
+            c.PASS_TO_FAIL: case["p2f"] or [],
+        }
+        report = grading.get_eval_tests_report(
+            case["status_map"] or {},
+            lists,
+            calculate_to_fail=case["calculate_to_fail"],
+            eval_type=c.EvalType(case["eval_type"]),
+        )
+        out.append({"tests_status": report, "resolution": grading.get_resolution_status(report)})
+    json.dump(out, sys.stdout)
+
+
+class Spec:
+    """What get_eval_report reads of a test spec."""
+
+    def __init__(self, row):
+        listed = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731
+        self.instance_id, self.repo, self.version = row["instance_id"], row["repo"], row["version"]
+        self.FAIL_TO_PASS, self.PASS_TO_PASS = listed(row["FAIL_TO_PASS"]), listed(row["PASS_TO_PASS"])
+        self.log_parser = parsers.MAP_REPO_TO_PARSER_PY[row["repo"]].__name__
+        self.eval_type = "pass_and_fail"
+
+
+def regrade(dataset, outs):
+    rows = {}
+    with open(dataset) as f:
+        for line in f:
+            row = json.loads(line)
+            rows[row["instance_id"]] = row
+    n = agree = 0
+    for out in outs:
+        for kind in sorted(os.listdir(out)):
+            for iid in sorted(os.listdir(os.path.join(out, kind)) if os.path.isdir(os.path.join(out, kind)) else []):
+                d = os.path.join(out, kind, iid)
+                if not os.path.exists(os.path.join(d, "report.json")) or not os.path.exists(os.path.join(d, "test_output.txt")):
+                    continue
+                with open(os.path.join(d, "report.json")) as f:
+                    ours = json.load(f)[iid]
+                patch_path = os.path.join(d, "patch.diff")
+                patch = open(patch_path).read() if os.path.exists(patch_path) else ""
+                pred = {"instance_id": iid, "model_name_or_path": kind, "model_patch": patch}
+                theirs = grading.get_eval_report(Spec(rows[iid]), pred, os.path.join(d, "test_output.txt"), True)[iid]
+                n += 1
+                if theirs["resolved"] == ours["resolved"] and theirs.get("tests_status") == ours.get("tests_status"):
+                    agree += 1
+                    continue
+                print(f"differs: {d}: resolved msb {ours['resolved']}, harness {theirs['resolved']}")
+                for k in (c.FAIL_TO_PASS, c.PASS_TO_PASS):
+                    for w in ("success", "failure"):
+                        a = set(ours.get("tests_status", {}).get(k, {}).get(w, []))
+                        b = set(theirs.get("tests_status", {}).get(k, {}).get(w, []))
+                        if a != b:
+                            print(f"  {k} {w}: msb only {sorted(a - b)[:5]}, harness only {sorted(b - a)[:5]}")
+    print(f"{agree} of {n} evaluations agree (resolved and per-test lists) with swebench in {sys.argv[1]}")
+    return 0 if agree == n else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2] == "regrade":
+        sys.exit(regrade(sys.argv[3], sys.argv[4:]))
+    grade_cases()
