@@ -44,9 +44,9 @@ func bootSystemd(script string) error {
 			return err
 		}
 	}
-	// The host's root may mark a container (this machine's CI runs in
-	// one); systemd would then take the guest for one too, and ignore the
-	// kernel's command line. The guest is a VM: the marks go from its root.
+	// The host's root may carry a container's mark (this machine's has
+	// /.dockerenv); systemd would then take the guest for a container and
+	// ignore the kernel's command line. The guest is a VM: the marks go.
 	for _, mark := range []string{"/.dockerenv", "/run/.containerenv"} {
 		if err := os.Remove(mark); err != nil && !os.IsNotExist(err) {
 			return err
