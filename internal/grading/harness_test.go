@@ -15,7 +15,7 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// harnessCase is one grading question, in testdata/harness/grade.py's terms.
+// harnessCase is one grading question, in testdata/harness/harness.py's terms.
 type harnessCase struct {
 	StatusMap       StatusMap `json:"status_map"`
 	F2P             []string  `json:"f2p"`
@@ -43,7 +43,7 @@ func harnessGrade(t *testing.T, cases []harnessCase) []harnessVerdict {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, filepath.Join("testdata", "harness", "grade.py"), dir)
+	cmd := exec.Command(py, filepath.Join("testdata", "harness", "harness.py"), dir)
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -53,7 +53,7 @@ func harnessGrade(t *testing.T, cases []harnessCase) []harnessVerdict {
 	}
 	var verdicts []harnessVerdict
 	if err := json.Unmarshal(out, &verdicts); err != nil || len(verdicts) != len(cases) {
-		t.Fatalf("grade.py answered %d verdicts for %d cases: %v", len(verdicts), len(cases), err)
+		t.Fatalf("harness.py answered %d verdicts for %d cases: %v", len(verdicts), len(cases), err)
 	}
 	return verdicts
 }

@@ -22,7 +22,7 @@ const realDataset = "../../../shared/datasets/swe-bench-verified.jsonl"
 // TestJudgeMatchesHarnessOnRealLogs grades real evaluation logs twice: with
 // Judge and the parser the instance's spec names, as msb eval does, and with
 // the harness's own get_eval_report (swebench 4.1.0, the test venv's,
-// through grade.py regrade), which must agree on resolved and on every
+// through harness.py regrade), which must agree on resolved and on every
 // per-test list. The logs are msb's test output of SWE-bench Verified
 // instances (testdata/harness/logs/<gold|empty>/<instance>/, from
 // docs/swe-bench.md's v9, v10 and v11), one or more per parser the harness
@@ -38,12 +38,6 @@ func TestJudgeMatchesHarnessOnRealLogs(t *testing.T) {
 	if _, err := os.Stat(realDataset); err != nil {
 		t.Skipf("real dataset not present: %v", err)
 	}
-	out, err := exec.Command(py, "-c", "import importlib.util, os; "+
-		"print(os.path.dirname(list(importlib.util.find_spec('swebench').submodule_search_locations)[0]))").Output()
-	if err != nil {
-		privtest.Skip(t, "%s has no swebench (make test-venv installs internal/spec/testdata/requirements.txt): %v", py, err)
-	}
-	harnessDir := strings.TrimSpace(string(out))
 	logs, _ := filepath.Glob(filepath.Join("testdata", "harness", "logs", "*", "*", "test_output.txt"))
 	if len(logs) == 0 {
 		t.Fatal("no logs in testdata/harness/logs")
@@ -66,7 +60,7 @@ func TestJudgeMatchesHarnessOnRealLogs(t *testing.T) {
 		kind, id := filepath.Base(filepath.Dir(dir)), filepath.Base(dir)
 		writeJudged(t, filepath.Join(graded, kind, id), l, byID[id], kind == "gold")
 	}
-	cmd := exec.Command(py, filepath.Join("testdata", "harness", "grade.py"), harnessDir, "regrade", realDataset, graded)
+	cmd := exec.Command(py, filepath.Join("testdata", "harness", "harness.py"), "-", "regrade", realDataset, graded)
 	res, err := cmd.CombinedOutput()
 	t.Logf("%s", res)
 	if err != nil || !strings.Contains(string(res), fmt.Sprintf("%d of %d evaluations agree", len(logs), len(logs))) {
@@ -75,7 +69,7 @@ func TestJudgeMatchesHarnessOnRealLogs(t *testing.T) {
 }
 
 // writeJudged judges the log of in (its gold patch, or an empty one) with
-// its parser, as msb eval does, and writes what grade.py regrade reads:
+// its parser, as msb eval does, and writes what harness.py regrade reads:
 // report.json, test_output.txt and the patch.
 func writeJudged(t *testing.T, dir, log string, in dataset.Instance, gold bool) {
 	t.Helper()

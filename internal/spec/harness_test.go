@@ -16,6 +16,9 @@ import (
 // (testdata/requirements.txt pins it).
 const harnessVersion = "4.1.0"
 
+// harnessScript runs the harness's code (its "specs" mode here).
+const harnessScript = "../grading/testdata/harness/harness.py"
+
 // harnessSpec is one entry of the harness's MAP_REPO_VERSION_TO_SPECS_PY.
 // Its nano_cpus (a container's CPU share) has no counterpart in a spec.
 type harnessSpec struct {
@@ -38,15 +41,15 @@ type harnessConstants struct {
 	NonTestExts       []string                          `json:"non_test_exts"`
 }
 
-// loadHarness runs testdata/harness_specs.py in the test venv, which holds
-// the real swebench package.
+// loadHarness reads the harness's specs with the swebench package of the
+// test venv, through package grading's harness.py.
 func loadHarness(t *testing.T) harnessConstants {
 	t.Helper()
 	py := os.Getenv("MSB_TEST_PYTHON")
 	if py == "" {
 		privtest.Skip(t, "MSB_TEST_PYTHON is not set: a venv with internal/spec/testdata/requirements.txt installed --no-deps (make test-venv)")
 	}
-	out, err := exec.Command(py, "testdata/harness_specs.py").Output()
+	out, err := exec.Command(py, harnessScript, "-", "specs").Output()
 	if err != nil {
 		msg := err.Error()
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -56,7 +59,7 @@ func loadHarness(t *testing.T) harnessConstants {
 	}
 	var h harnessConstants
 	if err := json.Unmarshal(out, &h); err != nil {
-		t.Fatalf("harness_specs.py: %v", err)
+		t.Fatalf("%s specs: %v", harnessScript, err)
 	}
 	if h.Version != harnessVersion {
 		t.Fatalf("the test venv has swebench %s; the table follows %s (testdata/requirements.txt)", h.Version, harnessVersion)

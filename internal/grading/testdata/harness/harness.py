@@ -1,31 +1,45 @@
-"""Grade with the SWE-bench harness's own grading code.
+"""The SWE-bench harness's own code, for msb's tests and measurements.
 
-usage: grade.py HARNESS_DIR < cases.json > verdicts.json
-       grade.py HARNESS_DIR regrade DATASET OUT_DIR...
+usage: harness.py HARNESS_DIR < cases.json > verdicts.json
+       harness.py HARNESS_DIR regrade DATASET OUT_DIR...
+       harness.py HARNESS_DIR specs > specs.json
 
-HARNESS_DIR holds the swebench package (pip install --no-deps --target). Its
-package __init__ imports the whole harness (docker, datasets, ...); grading
-needs only the constants, the Python log parsers and infra_failure, so the
-parent packages are registered empty and the parsers' registry is filled
-from the Python parsers alone.
+HARNESS_DIR holds the swebench package (pip install --no-deps --target), or
+is "-" for the one this interpreter imports. Its package __init__ imports
+the whole harness (docker, datasets, ...); what is used here needs only the
+constants, the Python log parsers and (5.x) infra_failure, so the parent
+packages are registered empty and the parsers' registry is filled from the
+Python parsers alone.
 
-Cases (TestGradeMatchesHarness): each case is {"status_map", "f2p", "p2p",
-"f2f", "p2f", "eval_type", "calculate_to_fail"}; each verdict is the
-harness's tests report and resolution status.
+Cases (package grading's TestGradeMatchesHarness): each case is
+{"status_map", "f2p", "p2p", "f2f", "p2f", "eval_type",
+"calculate_to_fail"}; each verdict is the harness's tests report and
+resolution status.
 
 regrade: every <OUT_DIR>/<gold|empty|model>/<instance>/ that msb eval or msb
 validate wrote is graded again from its test_output.txt by the harness's
 get_eval_report, and compared with msb's report.json: one line per
 disagreement (resolved or the per-test lists), then the count that agree.
+
+specs (package spec's TestTableMatchesHarness): the harness's version, its
+Python spec table, requirement and environment file paths and NON_TEST_EXTS.
 """
 
 import importlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
 import types
 
-root = sys.argv[1] + "/swebench"
+harness_dir = sys.argv[1]
+if harness_dir == "-":
+    found = importlib.util.find_spec("swebench")
+    if found is None or not found.submodule_search_locations:
+        sys.exit("swebench is not installed in " + sys.executable)
+    harness_dir = os.path.dirname(list(found.submodule_search_locations)[0])
+root = harness_dir + "/swebench"
 for name, path in (
     ("swebench", root),
     ("swebench.harness", root + "/harness"),
@@ -39,12 +53,31 @@ for name in ("swebench.types", "swebench.harness.test_spec.test_spec"):  # 5.x, 
     typing_only = types.ModuleType(name)
     typing_only.TestSpec = object
     sys.modules[name] = typing_only
-parsers = importlib.import_module("swebench.harness.log_parsers.python")
-registry = sys.modules["swebench.harness.log_parsers"]
-registry.PARSER_REGISTRY = {n: getattr(parsers, n) for n in dir(parsers) if n.startswith("parse_log_")}
-registry.MAP_REPO_TO_PARSER = parsers.MAP_REPO_TO_PARSER_PY  # 4.x
-grading = importlib.import_module("swebench.harness.grading")
 c = importlib.import_module("swebench.harness.constants")
+
+
+def load_grading():
+    """The harness's grading module, over its Python parsers alone."""
+    global parsers, grading
+    parsers = importlib.import_module("swebench.harness.log_parsers.python")
+    registry = sys.modules["swebench.harness.log_parsers"]
+    registry.PARSER_REGISTRY = {n: getattr(parsers, n) for n in dir(parsers) if n.startswith("parse_log_")}
+    registry.MAP_REPO_TO_PARSER = parsers.MAP_REPO_TO_PARSER_PY  # 4.x
+    grading = importlib.import_module("swebench.harness.grading")
+
+
+def specs():
+    dist = next(importlib.metadata.distributions(name="swebench", path=[harness_dir]))
+    json.dump(
+        {
+            "version": dist.version,
+            "specs": c.MAP_REPO_VERSION_TO_SPECS_PY,
+            "requirements_paths": c.MAP_REPO_TO_REQS_PATHS,
+            "env_yml_paths": c.MAP_REPO_TO_ENV_YML_PATHS,
+            "non_test_exts": c.NON_TEST_EXTS,
+        },
+        sys.stdout,
+    )
 
 
 def grade_cases():
@@ -107,11 +140,16 @@ def regrade(dataset, outs):
                         b = set(theirs.get("tests_status", {}).get(k, {}).get(w, []))
                         if a != b:
                             print(f"  {k} {w}: msb only {sorted(a - b)[:5]}, harness only {sorted(b - a)[:5]}")
-    print(f"{agree} of {n} evaluations agree (resolved and per-test lists) with swebench in {sys.argv[1]}")
+    print(f"{agree} of {n} evaluations agree (resolved and per-test lists) with swebench in {harness_dir}")
     return 0 if agree == n else 1
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[2] == "regrade":
+    mode = sys.argv[2] if len(sys.argv) > 2 else "cases"
+    if mode == "specs":
+        specs()
+        sys.exit(0)
+    load_grading()
+    if mode == "regrade":
         sys.exit(regrade(sys.argv[3], sys.argv[4:]))
     grade_cases()
