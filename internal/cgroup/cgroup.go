@@ -90,12 +90,12 @@ func Detect(delegated string) Info {
 	if err != nil {
 		return Info{Reason: err.Error()}
 	}
+	root := os.Geteuid() == 0
 	for _, mount := range []string{Root, filepath.Join(Root, "unified")} {
 		if ctrls, _ := readControllers(filepath.Join(mount, "cgroup.controllers")); has(ctrls, "memory") && has(ctrls, "pids") {
-			return detectOwnV2(mount, self[""], os.Getpid(), os.Geteuid() == 0)
+			return detectOwnV2(mount, self[""], os.Getpid(), root)
 		}
 	}
-	root := os.Geteuid() == 0
 	info := detectV1(func(c string) string { return filepath.Join(Root, c, self[c], "msb") }, !root)
 	if !info.Usable() && !root {
 		info.Reason = "not root and no delegated cgroup: " + info.Reason + "; " + delegateHint
@@ -138,7 +138,8 @@ func detectOwnV2(mount, own string, pid int, root bool) Info {
 		}
 		return info
 	}
-	if mayEnable(cg) && writableCgroup(cg) {
+	writable := writableCgroup(cg)
+	if writable && mayEnable(cg) {
 		return under(cg)
 	}
 	var others []int
@@ -147,7 +148,7 @@ func detectOwnV2(mount, own string, pid int, root bool) Info {
 	}
 	why := ""
 	switch {
-	case !writableCgroup(cg):
+	case !writable:
 		why = fmt.Sprintf("cgroup v2 %s is not delegated to uid %d", cg, os.Geteuid())
 	case len(others) > 0:
 		why = fmt.Sprintf("cgroup v2 %s also holds processes %v: msb moves itself into a leaf below it, "+

@@ -113,8 +113,14 @@ func isDir(p string) bool {
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
+	return gitIn(ctx, dir, "", args...)
+}
+
+// gitIn is git with stdin as the command's input.
+func gitIn(ctx context.Context, dir, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -234,15 +240,12 @@ func treeComplete(ctx context.Context, gitDir, commit string) error {
 			blobs.WriteString(sha + "\n")
 		}
 	}
-	cmd := exec.CommandContext(ctx, "git", "--git-dir", gitDir, "cat-file", "--batch-check=%(objectname)")
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
-	cmd.Stdin = strings.NewReader(blobs.String())
-	out, err := cmd.Output()
+	out, err := gitIn(ctx, "", blobs.String(), "--git-dir", gitDir, "cat-file", "--batch-check=%(objectname)")
 	if err != nil {
-		return fmt.Errorf("git cat-file --batch-check: %w", err)
+		return err
 	}
 	var missing []string
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if sha, ok := strings.CutSuffix(line, " missing"); ok {
 			missing = append(missing, paths[sha]+" (blob "+sha+")")
 		}
