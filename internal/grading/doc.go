@@ -13,7 +13,10 @@
 //     quirks included (a test name is cut at the first space, a SymPy skip
 //     is not recorded), because FAIL_TO_PASS and PASS_TO_PASS lists of the
 //     published datasets were produced by those parsers and must be matched
-//     name for name.
+//     name for name. TestParsersMatchHarness gives thousands of logs to
+//     them and to swebench 4.1.0's parsers: the maps must be equal.
+//     pytest_verbose and unittest are msb's own, for repositories the
+//     harness has no spec for.
 //   - Expected: the FAIL_TO_PASS and PASS_TO_PASS lists of an instance.
 //   - TestsStatus (api.TestsStatus): for each list, which tests succeeded and which failed
 //     (the harness's tests_status JSON object).

@@ -12,27 +12,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden .json files from the parsers' output")
 
-// goldenParsers says which parser reads the logs of each testdata folder.
+// goldenParsers says which parsers read the logs of each testdata folder.
 // The logs are real output of the real tools, made by testdata/regen.sh
-// from the suites under testdata/fixtures.
-var goldenParsers = map[string]string{
-	"pytest":         ParserPytest,
-	"pytest_options": ParserPytestOptions,
-	"astropy":        ParserPytestV2,
-	"sphinx":         ParserPytestV2,
-	"seaborn":        ParserSeaborn,
-	"matplotlib":     ParserMatplotlib,
-	"django":         ParserDjango,
-	"sympy":          ParserSympy,
-	"unittest":       ParserUnittest,
+// from the suites under testdata/fixtures. The first parser's map of
+// x.log is x.json, another's x.<parser>.json.
+var goldenParsers = map[string][]string{
+	"pytest":         {ParserPytest, ParserPytestVerbose},
+	"pytest_options": {ParserPytestOptions},
+	"astropy":        {ParserPytestV2},
+	"sphinx":         {ParserPytestV2},
+	"seaborn":        {ParserSeaborn},
+	"matplotlib":     {ParserMatplotlib},
+	"django":         {ParserDjango},
+	"sympy":          {ParserSympy},
+	"unittest":       {ParserUnittest},
 }
 
 func TestGoldenLogs(t *testing.T) {
-	for dir, name := range goldenParsers {
-		parse, err := Lookup(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for dir, names := range goldenParsers {
 		logs, err := filepath.Glob(filepath.Join("testdata", dir, "*.log"))
 		if err != nil {
 			t.Fatal(err)
@@ -40,15 +37,25 @@ func TestGoldenLogs(t *testing.T) {
 		if len(logs) == 0 {
 			t.Errorf("no logs in testdata/%s", dir)
 		}
-		for _, logPath := range logs {
-			t.Run(dir+"/"+strings.TrimSuffix(filepath.Base(logPath), ".log"), func(t *testing.T) {
-				checkGolden(t, logPath, parse)
-			})
+		for i, name := range names {
+			parse, err := Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := ".json"
+			if i > 0 {
+				ext = "." + name + ".json"
+			}
+			for _, logPath := range logs {
+				t.Run(dir+"/"+strings.TrimSuffix(filepath.Base(logPath), ".log")+"/"+name, func(t *testing.T) {
+					checkGolden(t, logPath, strings.TrimSuffix(logPath, ".log")+ext, parse)
+				})
+			}
 		}
 	}
 }
 
-func checkGolden(t *testing.T, logPath string, parse ParseFunc) {
+func checkGolden(t *testing.T, logPath, goldenPath string, parse ParseFunc) {
 	t.Helper()
 	log, err := os.ReadFile(logPath)
 	if err != nil {
@@ -59,7 +66,6 @@ func checkGolden(t *testing.T, logPath string, parse ParseFunc) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	goldenPath := strings.TrimSuffix(logPath, ".log") + ".json"
 	if *update {
 		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ const (
 	ParserMatplotlib    = "matplotlib"     // harness parse_log_matplotlib
 	ParserDjango        = "django"         // harness parse_log_django
 	ParserSympy         = "sympy"          // harness parse_log_sympy
+	ParserPytestVerbose = "pytest_verbose" // pytest -v or -rA (not a harness parser): spec.Default
 	ParserUnittest      = "unittest"       // python -m unittest -v (not a harness parser)
 )
 
@@ -32,6 +33,7 @@ var parsers = map[string]ParseFunc{
 	ParserMatplotlib:    ParseMatplotlib,
 	ParserDjango:        ParseDjango,
 	ParserSympy:         ParseSympy,
+	ParserPytestVerbose: ParsePytestVerbose,
 	ParserUnittest:      ParseUnittest,
 }
 

@@ -11,18 +11,23 @@ import (
 //	PASSED tests/test_a.py::test_x          (-rA short summary; FAILED/ERROR add " - reason")
 //	tests/test_a.py::test_x PASSED [ 10%]   (-v; with -o console_output_style=classic, no percentage)
 //
-// The harness reads both: a line that starts with a status word followed by
-// whitespace names the test in its next word; otherwise a line whose second
-// word is a status names the test in its first word. Names are cut at the
-// first whitespace, so "test_p[a b]" is recorded as "test_p[a"; the dataset
-// lists were made the same way. A "SKIPPED [2] file.py:12: reason" line names
-// no test and is ignored.
+// The harness's pytest and pytest_options parsers read the first shape only;
+// pytest_v2 reads both (the second only where the line ends with the
+// status). They are reproduced here to the letter (TestParsersMatchHarness
+// compares them with swebench 4.1.0's on thousands of logs): a line that
+// starts with a status word, even one glued to more letters ("PASSEDX a"),
+// records its second word under its first word as the status; a FAILED
+// line loses its " - " separators first; names are cut at the first
+// whitespace, so "test_p[a b]" is recorded as "test_p[a", as in the
+// datasets' lists; and "SKIPPED [2] file.py:12: reason" records "[2]".
+// ParsePytestVerbose is msb's own, for repositories without a harness
+// spec, whose default test command prints the second shape.
 
 // ParsePytest is the harness's parse_log_pytest.
 func ParsePytest(log string) StatusMap {
 	m := StatusMap{}
 	for _, line := range pyLines(log) {
-		if name, st, ok := pytestResultLine(line); ok {
+		if name, st, ok := statusFirst(line); ok {
 			m[name] = st
 		}
 	}
@@ -36,7 +41,7 @@ func ParsePytest(log string) StatusMap {
 func ParsePytestOptions(log string) StatusMap {
 	m := StatusMap{}
 	for _, line := range pyLines(log) {
-		if name, st, ok := pytestResultLine(line); ok {
+		if name, st, ok := statusFirst(line); ok {
 			m[normalizePytestOption(name)] = st
 		}
 	}
@@ -44,26 +49,88 @@ func ParsePytestOptions(log string) StatusMap {
 }
 
 // ParsePytestV2 is the harness's parse_log_pytest_v2 (astropy, scikit-learn,
-// sphinx): like ParsePytest after removing colour codes ("[31m") and control
-// characters, so that coloured output (tox, --color=yes) parses.
+// sphinx): colour codes ("[31m") and control characters are removed first,
+// so that coloured output (tox, --color=yes) parses. A line that starts
+// with a status word is read as by ParsePytest; otherwise a line that ends
+// with one records its second word as the status of its first.
 func ParsePytestV2(log string) StatusMap {
 	m := StatusMap{}
 	for _, line := range pyLines(log) {
-		if name, st, ok := pytestResultLine(stripColor(line)); ok {
+		line = stripColor(line)
+		if hasStatusPrefix(line) {
+			if name, st, ok := statusFirst(line); ok {
+				m[name] = st
+			}
+			continue
+		}
+		if hasStatusSuffix(line) {
+			if f := pyFields(line); len(f) >= 2 {
+				m[f[0]] = Status(f[1])
+			}
+		}
+	}
+	return m
+}
+
+// ParsePytestVerbose is msb's parser for pytest output of either shape, the
+// default for a repository without a harness spec (spec.Default runs
+// pytest --verbose): a line that starts with a status word followed by
+// whitespace names the test in its next word ("SKIPPED [2] ..." names
+// none); otherwise a line whose second word is a status followed by
+// whitespace or the line's end names the test in its first word. Only the
+// five statuses are recorded.
+func ParsePytestVerbose(log string) StatusMap {
+	m := StatusMap{}
+	for _, line := range pyLines(log) {
+		if name, st, ok := pytestResultLine(line); ok {
 			m[name] = st
 		}
 	}
 	return m
 }
 
-// pytestResultLine parses one line in either shape.
+// statusFirst is the harness's reading of a line that starts with a status
+// word: the line's first word is the status, its second the name.
+func statusFirst(line string) (name string, st Status, ok bool) {
+	if !hasStatusPrefix(line) {
+		return "", "", false
+	}
+	if strings.HasPrefix(line, string(Failed)) {
+		line = strings.ReplaceAll(line, " - ", " ")
+	}
+	f := pyFields(line)
+	if len(f) < 2 {
+		return "", "", false
+	}
+	return f[1], Status(f[0]), true
+}
+
+// hasStatusPrefix is the harness's any(line.startswith(status)).
+func hasStatusPrefix(line string) bool {
+	for _, st := range statuses {
+		if strings.HasPrefix(line, string(st)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasStatusSuffix is the harness's any(line.endswith(status)).
+func hasStatusSuffix(line string) bool {
+	for _, st := range statuses {
+		if strings.HasSuffix(line, string(st)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pytestResultLine parses one line in either shape (ParsePytestVerbose).
 func pytestResultLine(line string) (name string, st Status, ok bool) {
 	if st, rest, ok := cutStatus(line); ok && rest != "" {
 		name, _ := firstWord(rest)
 		switch {
 		case st == Failed:
-			// A reason follows " - "; the harness removes " - " and takes
-			// the second word. (The harness raises on "FAILED - "; we skip.)
 			f := pyFields(strings.ReplaceAll(line, " - ", " "))
 			if len(f) < 2 {
 				return "", "", false

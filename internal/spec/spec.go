@@ -204,8 +204,8 @@ func (s Spec) Validate() error {
 }
 
 // Default is the spec for a Python repository without a built-in entry:
-// pytest with the harness's verbose flags, the pytest parser, and an
-// editable install.
+// pytest with SWE-smith's verbose flags, the pytest_verbose parser (which
+// reads those lines and a -rA summary alike), and an editable install.
 func Default(repo, version string) Spec {
 	return Spec{
 		Repo: repo, Version: version,
@@ -214,7 +214,7 @@ func Default(repo, version string) Spec {
 		PipPackages: []string{"pytest"},
 		TestCmd:     "pytest --disable-warnings --color=no --tb=no --verbose",
 		Directives:  DirectivesPaths,
-		LogParser:   grading.ParserPytest,
+		LogParser:   grading.ParserPytestVerbose,
 		Source:      []string{"default"},
 	}
 }

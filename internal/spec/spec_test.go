@@ -162,7 +162,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.LogParser != grading.ParserPytest || s.Directives != DirectivesNone || !strings.HasPrefix(s.TestCmd, "pytest") {
+	if s.LogParser != grading.ParserPytestVerbose || s.Directives != DirectivesNone || !strings.HasPrefix(s.TestCmd, "pytest") {
 		t.Errorf("SWE-smith default = %+v", s)
 	}
 	gym := dataset.Instance{InstanceID: "getmoto__moto-1", Repo: "getmoto/moto", Version: "4.1", Source: dataset.SWEGym,

@@ -3,6 +3,7 @@
 usage: harness.py HARNESS_DIR < cases.json > verdicts.json
        harness.py HARNESS_DIR regrade DATASET OUT_DIR...
        harness.py HARNESS_DIR specs > specs.json
+       harness.py HARNESS_DIR parse < logs.json > maps.json
 
 HARNESS_DIR holds the swebench package (pip install --no-deps --target), or
 is "-" for the one this interpreter imports. Its package __init__ imports
@@ -20,6 +21,13 @@ regrade: every <OUT_DIR>/<gold|empty|model>/<instance>/ that msb eval or msb
 validate wrote is graded again from its test_output.txt by the harness's
 get_eval_report, and compared with msb's report.json: one line per
 disagreement (resolved or the per-test lists), then the count that agree.
+
+parse (package grading's TestParsersMatchHarness): each input is
+{"parser", "log"}, the parser named as msb names it (pytest, pytest_options,
+pytest_v2, seaborn, matplotlib, django, sympy); each answer is the status
+map the harness's parser makes of the log, read as get_logs_eval reads a log
+file (Python's text mode: "\r\n" and a lone "\r" become "\n"), or
+{"error": "<exception>"} where the parser raises.
 
 specs (package spec's TestTableMatchesHarness): the harness's version, its
 Python spec table, requirement and environment file paths and NON_TEST_EXTS.
@@ -144,6 +152,18 @@ def regrade(dataset, outs):
     return 0 if agree == n else 1
 
 
+def parse_logs():
+    out = []
+    for case in json.load(sys.stdin):
+        parse = getattr(parsers, "parse_log_" + case["parser"])
+        log = case["log"].replace("\r\n", "\n").replace("\r", "\n")
+        try:
+            out.append({"map": parse(log, None)})
+        except Exception as e:  # the harness's own evaluation would stop here
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    json.dump(out, sys.stdout)
+
+
 if __name__ == "__main__":
     mode = sys.argv[2] if len(sys.argv) > 2 else "cases"
     if mode == "specs":
@@ -152,4 +172,7 @@ if __name__ == "__main__":
     load_grading()
     if mode == "regrade":
         sys.exit(regrade(sys.argv[3], sys.argv[4:]))
+    if mode == "parse":
+        parse_logs()
+        sys.exit(0)
     grade_cases()
