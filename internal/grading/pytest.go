@@ -16,7 +16,8 @@ import (
 // status). They are reproduced here to the letter (TestParsersMatchHarness
 // compares them with swebench 4.1.0's on thousands of logs): a line that
 // starts with a status word, even one glued to more letters ("PASSEDX a"),
-// records its second word under its first word as the status; a FAILED
+// records its second word as the test's name and its first word, whole, as
+// the status (which grading then counts only if it is one); a FAILED
 // line loses its " - " separators first; names are cut at the first
 // whitespace, so "test_p[a b]" is recorded as "test_p[a", as in the
 // datasets' lists; and "SKIPPED [2] file.py:12: reason" records "[2]".

@@ -35,7 +35,7 @@ const v2Skip = "^TestSuite$/^HostSecrets$"
 // serve), whose top is not the hierarchy's root. In every run every runtime
 // must have found cgroup v2 (MSB_TEST_WANT_CGROUP).
 func TestCgroupV2(t *testing.T) {
-	for _, p := range []string{"/lib/systemd/systemd", "/usr/bin/systemd-run", "/usr/bin/dbus-daemon", "/usr/bin/setpriv"} {
+	for _, p := range []string{vmtest.SystemdBinary, "/usr/bin/systemd-run", "/usr/bin/dbus-daemon", "/usr/bin/setpriv"} {
 		if _, err := os.Stat(p); err != nil {
 			privtest.Skip(t, "the VM's user manager needs %s (apt-get install systemd dbus-daemon util-linux)", p)
 		}
@@ -102,7 +102,7 @@ rt=/run/user/$uid
 mkdir -p $rt && chown $USER: $rt && chmod 700 $rt
 chown $USER: $mgr $mgr/cgroup.procs $mgr/cgroup.threads $mgr/cgroup.subtree_control
 as_user="setpriv --reuid=$USER --regid=$USER --init-groups env -i PATH=$PATH HOME=/home/$USER XDG_RUNTIME_DIR=$rt DBUS_SESSION_BUS_ADDRESS=unix:path=$rt/bus"
-sh -c "echo \$\$ > $mgr/cgroup.procs && exec $as_user sh -c 'dbus-daemon --session --address=unix:path=$rt/bus --fork && exec /lib/systemd/systemd --user'" \
+sh -c "echo \$\$ > $mgr/cgroup.procs && exec $as_user sh -c 'dbus-daemon --session --address=unix:path=$rt/bus --fork && exec $SYSTEMD --user'" \
   </dev/null >/tmp/user-manager.log 2>&1 &
 up=
 for i in $(seq 120); do
@@ -129,7 +129,8 @@ func v2Vars(exe string) *strings.Replacer {
 		"$STRICT", privtest.StrictEnv+"="+os.Getenv(privtest.StrictEnv),
 		"$ROOT", privtest.RequireRootEnv+"=1",
 		"$BASE", privtest.StateBaseEnv,
-		"$USER", privtest.User)
+		"$USER", privtest.User,
+		"$SYSTEMD", vmtest.SystemdBinary)
 }
 
 // scopeParents is how a runtime's groups read (in the suite's -test.v log)
