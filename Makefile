@@ -25,7 +25,8 @@ demo: build
 # spec table's comparison with the SWE-bench harness reads the swebench
 # package pinned in internal/spec/testdata/requirements.txt from it too, and
 # grading's the one in internal/grading/testdata/harness/requirements.txt
-# from .venv-test/swebench-grading.
+# from .venv-test/swebench-grading; SWE-smith's parser comes from the
+# swesmith package of internal/grading/testdata/harness/swesmith-requirements.txt.
 TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 
 test: test-go test-python
@@ -77,10 +78,11 @@ bench: build
 # The venv of the server's Python test dependencies (pinned): SWE-ReX's own
 # client and schemathesis drive msb serve from the Go tests.
 test-venv: .venv-test/.msb-stamp
-.venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt internal/grading/testdata/harness/requirements.txt
+.venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt internal/grading/testdata/harness/requirements.txt \
+		internal/grading/testdata/harness/swesmith-requirements.txt
 	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
-	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt
+	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt -r internal/grading/testdata/harness/swesmith-requirements.txt
 	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/swebench-grading -r internal/grading/testdata/harness/requirements.txt
 	touch $@
 

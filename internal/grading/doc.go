@@ -13,10 +13,11 @@
 //     quirks included (a test name is cut at the first space, a SymPy skip
 //     is not recorded), because FAIL_TO_PASS and PASS_TO_PASS lists of the
 //     published datasets were produced by those parsers and must be matched
-//     name for name. TestParsersMatchHarness gives thousands of logs to
-//     them and to swebench 4.1.0's parsers: the maps must be equal.
-//     pytest_verbose and unittest are msb's own, for repositories the
-//     harness has no spec for.
+//     name for name. pytest_verbose is SWE-smith's parser, the default for
+//     repositories the harness has no spec for (SWE-smith's, SWE-Gym's).
+//     TestParsersMatchHarness gives thousands of logs to them and to
+//     swebench 4.1.0's and swesmith 0.0.9's own: the maps must be equal.
+//     unittest is msb's own.
 //   - Expected: the FAIL_TO_PASS and PASS_TO_PASS lists of an instance.
 //   - TestsStatus (api.TestsStatus): for each list, which tests succeeded and which failed
 //     (the harness's tests_status JSON object).

@@ -31,7 +31,8 @@ type harnessMap struct {
 // harnessParse parses logs with the harness's own parsers: those of the
 // swebench package that MSB_TEST_PYTHON imports (4.1.0, the test venv's:
 // the parsers of the harness that made the datasets' lists, which cut a
-// name at its first space).
+// name at its first space), and for pytest_verbose SWE-smith's (swesmith
+// 0.0.9, the test venv's).
 func harnessParse(t *testing.T, logs []harnessLog) []harnessMap {
 	t.Helper()
 	py := os.Getenv("MSB_TEST_PYTHON")
@@ -57,10 +58,11 @@ func harnessParse(t *testing.T, logs []harnessLog) []harnessMap {
 	return maps
 }
 
-// harnessParsers are msb's parsers that have a harness counterpart of the
-// same name (parse_log_<name>); ParserUnittest has none.
+// harnessParsers are msb's parsers that have a counterpart: the harness's
+// parse_log_<name>, or SWE-smith's for ParserPytestVerbose. ParserUnittest
+// has none.
 var harnessParsers = []string{ParserPytest, ParserPytestOptions, ParserPytestV2, ParserSeaborn,
-	ParserMatplotlib, ParserDjango, ParserSympy}
+	ParserMatplotlib, ParserDjango, ParserSympy, ParserPytestVerbose}
 
 // Fragments of the lines randomLog makes: what the frameworks print, what
 // the parsers look for, and what trips them (space-like runes, colour
@@ -101,7 +103,8 @@ func randomLog(r *rand.Rand) string {
 }
 
 // TestParsersMatchHarness gives the same logs to each of msb's parsers and
-// to the harness's parser of the same name (swebench 4.1.0): every golden
+// to the harness's parser of the same name (swebench 4.1.0; SWE-smith's for
+// pytest_verbose): every golden
 // log, every real evaluation log of testdata/harness/logs and 3000 random
 // logs, each to every parser. The status maps must be equal, key for key
 // and status for status. A log on which the harness's parser raises (its

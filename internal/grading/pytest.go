@@ -21,7 +21,7 @@ import (
 // line loses its " - " separators first; names are cut at the first
 // whitespace, so "test_p[a b]" is recorded as "test_p[a", as in the
 // datasets' lists; and "SKIPPED [2] file.py:12: reason" records "[2]".
-// ParsePytestVerbose is msb's own, for repositories without a harness
+// ParsePytestVerbose is SWE-smith's, for repositories without a harness
 // spec, whose default test command prints the second shape.
 
 // ParsePytest is the harness's parse_log_pytest.
@@ -73,18 +73,24 @@ func ParsePytestV2(log string) StatusMap {
 	return m
 }
 
-// ParsePytestVerbose is msb's parser for pytest output of either shape, the
-// default for a repository without a harness spec (spec.Default runs
-// pytest --verbose): a line that starts with a status word followed by
-// whitespace names the test in its next word ("SKIPPED [2] ..." names
-// none); otherwise a line whose second word is a status followed by
-// whitespace or the line's end names the test in its first word. Only the
-// five statuses are recorded.
+// ParsePytestVerbose is SWE-smith's parser for Python repositories
+// (PythonProfile.log_parser, swesmith 0.0.9; TestParsersMatchHarness
+// compares them), the default for a repository without a harness spec,
+// whose test command (spec.Default, SWE-smith's) prints the second shape: a
+// line whose first word is followed by whitespace and a status word records
+// that status for the word, whatever follows the status ("t PASSEDX" is
+// PASSED). Lines that start with a status word are not read.
 func ParsePytestVerbose(log string) StatusMap {
 	m := StatusMap{}
 	for _, line := range pyLines(log) {
-		if name, st, ok := pytestResultLine(line); ok {
-			m[name] = st
+		name, rest := firstWord(line)
+		if name == "" || len(name) == len(line) {
+			continue
+		}
+		for _, st := range statuses {
+			if strings.HasPrefix(rest, string(st)) {
+				m[name] = st
+			}
 		}
 	}
 	return m
@@ -126,54 +132,6 @@ func hasStatusSuffix(line string) bool {
 	return false
 }
 
-// pytestResultLine parses one line in either shape (ParsePytestVerbose).
-func pytestResultLine(line string) (name string, st Status, ok bool) {
-	if st, rest, ok := cutStatus(line); ok && rest != "" {
-		name, _ := firstWord(rest)
-		switch {
-		case st == Failed:
-			f := pyFields(strings.ReplaceAll(line, " - ", " "))
-			if len(f) < 2 {
-				return "", "", false
-			}
-			name = f[1]
-		case st == Skipped && startsWithCount(name):
-			return "", "", false
-		}
-		return name, st, true
-	}
-	// The test-first shape: ^(\S+)\s+(STATUS)(\s|$).
-	name, rest := firstWord(line)
-	if name == "" || len(name) == len(line) {
-		return "", "", false
-	}
-	for _, st := range statuses {
-		if after, found := strings.CutPrefix(rest, string(st)); found {
-			if r, _ := utf8.DecodeRuneInString(after); after == "" || isPySpace(r) {
-				return name, st, true
-			}
-		}
-	}
-	return "", "", false
-}
-
-// cutStatus matches ^(STATUS)\s+ at the start of s and returns the status and
-// the text after the whitespace. rest always begins at a non-space rune.
-func cutStatus(s string) (Status, string, bool) {
-	for _, st := range statuses {
-		if !strings.HasPrefix(s, string(st)) {
-			continue
-		}
-		rest := s[len(st):]
-		trimmed := strings.TrimLeftFunc(rest, isPySpace)
-		if len(trimmed) == len(rest) {
-			return "", "", false // no whitespace after the status word
-		}
-		return st, trimmed, true
-	}
-	return "", "", false
-}
-
 // firstWord returns the leading run of non-space runes of s (s must not start
 // with whitespace for the word to be found) and the rest after the whitespace
 // that follows it.
@@ -184,22 +142,6 @@ func firstWord(s string) (word, rest string) {
 	}
 	word = s[:i]
 	return word, strings.TrimLeftFunc(s[i:], isPySpace)
-}
-
-// startsWithCount matches \[\d+\] at the start of s.
-func startsWithCount(s string) bool {
-	if !strings.HasPrefix(s, "[") {
-		return false
-	}
-	i := 1
-	for i < len(s) {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if !unicode.IsDigit(r) {
-			break
-		}
-		i += size
-	}
-	return i > 1 && i < len(s) && s[i] == ']'
 }
 
 // normalizePytestOption shortens an absolute-path parameter to its last

@@ -24,9 +24,11 @@ disagreement (resolved or the per-test lists), then the count that agree.
 
 parse (package grading's TestParsersMatchHarness): each input is
 {"parser", "log"}, the parser named as msb names it (pytest, pytest_options,
-pytest_v2, seaborn, matplotlib, django, sympy); each answer is the status
-map the harness's parser makes of the log, read as get_logs_eval reads a log
-file (Python's text mode: "\r\n" and a lone "\r" become "\n"), or
+pytest_v2, seaborn, matplotlib, django, sympy; and pytest_verbose, which is
+SWE-smith's PythonProfile.log_parser, compiled from the source of the
+swesmith package this interpreter finds, without its imports); each answer
+is the status map the parser makes of the log, read as get_logs_eval reads
+a log file (Python's text mode: "\r\n" and a lone "\r" become "\n"), or
 {"error": "<exception>"} where the parser raises.
 
 specs (package spec's TestTableMatchesHarness): the harness's version, its
@@ -152,10 +154,34 @@ def regrade(dataset, outs):
     return 0 if agree == n else 1
 
 
+def swesmith_parser():
+    """SWE-smith's PythonProfile.log_parser, from its source alone: the
+    module imports docker, ghapi and the rest of SWE-smith, the method only
+    re and TestStatus (swebench's, which SWE-smith imports)."""
+    import ast
+    import re
+
+    found = importlib.util.find_spec("swesmith")
+    if found is None or not found.submodule_search_locations:
+        sys.exit("swesmith is not installed in " + sys.executable)
+    path = os.path.join(list(found.submodule_search_locations)[0], "profiles", "python.py")
+    tree = ast.parse(open(path).read(), path)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PythonProfile")
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "log_parser")
+    scope = {"re": re, "TestStatus": c.TestStatus}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), path, "exec"), scope)
+    return lambda log, _spec: scope["log_parser"](None, log)
+
+
 def parse_logs():
     out = []
+    smith = None
     for case in json.load(sys.stdin):
-        parse = getattr(parsers, "parse_log_" + case["parser"])
+        if case["parser"] == "pytest_verbose":
+            smith = smith or swesmith_parser()
+            parse = smith
+        else:
+            parse = getattr(parsers, "parse_log_" + case["parser"])
         log = case["log"].replace("\r\n", "\n").replace("\r", "\n")
         try:
             out.append({"map": parse(log, None)})
