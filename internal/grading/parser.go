@@ -21,7 +21,7 @@ const (
 	ParserMatplotlib    = "matplotlib"     // harness parse_log_matplotlib
 	ParserDjango        = "django"         // harness parse_log_django
 	ParserSympy         = "sympy"          // harness parse_log_sympy
-	ParserPytestVerbose = "pytest_verbose" // pytest -v or -rA (not a harness parser): spec.Default
+	ParserPytestVerbose = "pytest_verbose" // SWE-smith's, for pytest --verbose: spec.Default
 	ParserUnittest      = "unittest"       // python -m unittest -v (not a harness parser)
 )
 

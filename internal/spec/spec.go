@@ -204,8 +204,8 @@ func (s Spec) Validate() error {
 }
 
 // Default is the spec for a Python repository without a built-in entry:
-// pytest with SWE-smith's verbose flags, the pytest_verbose parser (which
-// reads those lines and a -rA summary alike), and an editable install.
+// SWE-smith's pytest command and its parser (pytest_verbose, which reads
+// the "name STATUS" lines of --verbose), and an editable install.
 func Default(repo, version string) Spec {
 	return Spec{
 		Repo: repo, Version: version,
