@@ -35,27 +35,41 @@ type harnessVerdict struct {
 // package in MSB_TEST_SWEBENCH_GRADING, run by MSB_TEST_PYTHON.
 func harnessGrade(t *testing.T, cases []harnessCase) []harnessVerdict {
 	t.Helper()
-	py, dir := os.Getenv("MSB_TEST_PYTHON"), os.Getenv("MSB_TEST_SWEBENCH_GRADING")
-	if py == "" || dir == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON and MSB_TEST_SWEBENCH_GRADING are not set: make test sets them (make test-venv installs testdata/harness/requirements.txt)")
+	dir := os.Getenv("MSB_TEST_SWEBENCH_GRADING")
+	if dir == "" {
+		privtest.Skip(t, "MSB_TEST_SWEBENCH_GRADING is not set: make test sets it (make test-venv installs testdata/harness/requirements.txt)")
 	}
-	in, err := json.Marshal(cases)
+	var verdicts []harnessVerdict
+	runHarness(t, cases, &verdicts, dir)
+	if len(verdicts) != len(cases) {
+		t.Fatalf("harness.py answered %d verdicts for %d cases", len(verdicts), len(cases))
+	}
+	return verdicts
+}
+
+// runHarness runs testdata/harness/harness.py with args under
+// MSB_TEST_PYTHON, in as JSON on its stdin, and decodes its stdout into out.
+func runHarness(t *testing.T, in, out any, args ...string) {
+	t.Helper()
+	py := os.Getenv("MSB_TEST_PYTHON")
+	if py == "" {
+		privtest.Skip(t, "MSB_TEST_PYTHON is not set: make test sets it (make test-venv installs the test venv)")
+	}
+	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, filepath.Join("testdata", "harness", "harness.py"), dir)
-	cmd.Stdin = bytes.NewReader(in)
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "harness", "harness.py")}, args...)...)
+	cmd.Stdin = bytes.NewReader(b)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	res, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("the harness's grading (%s %s): %v\n%s", py, dir, err, stderr.Bytes())
+		t.Fatalf("harness.py %v (%s): %v\n%s", args, py, err, stderr.Bytes())
 	}
-	var verdicts []harnessVerdict
-	if err := json.Unmarshal(out, &verdicts); err != nil || len(verdicts) != len(cases) {
-		t.Fatalf("harness.py answered %d verdicts for %d cases: %v", len(verdicts), len(cases), err)
+	if err := json.Unmarshal(res, out); err != nil {
+		t.Fatalf("harness.py %v answered: %v", args, err)
 	}
-	return verdicts
 }
 
 // randomCase draws test lists and a status map from small pools, so that

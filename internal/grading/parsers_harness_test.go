@@ -1,18 +1,13 @@
 package grading
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // harnessLog is one question to the harness's parsers (harness.py parse).
@@ -35,25 +30,10 @@ type harnessMap struct {
 // 0.0.9, the test venv's).
 func harnessParse(t *testing.T, logs []harnessLog) []harnessMap {
 	t.Helper()
-	py := os.Getenv("MSB_TEST_PYTHON")
-	if py == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON is not set: make test sets it (make test-venv installs testdata/harness/requirements.txt)")
-	}
-	in, err := json.Marshal(logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, filepath.Join("testdata", "harness", "harness.py"), "-", "parse")
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the harness's parsers (%s): %v\n%s", py, err, stderr.Bytes())
-	}
 	var maps []harnessMap
-	if err := json.Unmarshal(out, &maps); err != nil || len(maps) != len(logs) {
-		t.Fatalf("harness.py answered %d maps for %d logs: %v", len(maps), len(logs), err)
+	runHarness(t, logs, &maps, "-", "parse")
+	if len(maps) != len(logs) {
+		t.Fatalf("harness.py answered %d maps for %d logs", len(maps), len(logs))
 	}
 	return maps
 }
