@@ -172,9 +172,8 @@ func TestCopyMode(t *testing.T) {
 // TestPartialCloneSource: a repository source that is a partial clone (a
 // snapshot fetched with a blob size filter, its promisor settings gone)
 // has the commit but not every file of it. The repository layer is refused
-// before any checkout, as ErrRepo, naming the missing file and the reason,
-// where git's checkout said "possible repository corruption on the remote
-// side".
+// as ErrRepo, naming the missing file and the reason, where git's checkout
+// said "possible repository corruption on the remote side".
 func TestPartialCloneSource(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")

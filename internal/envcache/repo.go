@@ -199,15 +199,17 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	if id, err := c.store.Ref(ref); err == nil && c.store.Has(id) {
 		return id, nil
 	}
-	if err := treeComplete(ctx, mirror, commit); err != nil {
-		return store.LayerID{}, fmt.Errorf("%w: %s@%s: %v (source %s)", ErrRepo, inst.Repo, commit, err, c.source(inst))
-	}
 	r.built = true
 	c.repoBuilds.Add(1)
 	dir := c.path("build", "repo-"+mirrorName(inst.Repo)+"@"+commit)
 	removeAll(dir)
 	defer removeAll(dir)
 	if err := r.phase(PhaseCheckout, func() error { return checkout(ctx, mirror, commit, filepath.Join(dir, "testbed"), c.localSource) }); err != nil {
+		// git's own message for a missing blob reads as corruption; say
+		// which files the mirror lacks, and why, when that is the cause.
+		if why := treeComplete(ctx, mirror, commit); why != nil {
+			return store.LayerID{}, fmt.Errorf("%w: %s@%s: %v (source %s)", ErrRepo, inst.Repo, commit, why, c.source(inst))
+		}
 		return store.LayerID{}, fmt.Errorf("checking out %s@%s: %w", inst.Repo, commit, err)
 	}
 	var id store.LayerID
@@ -221,10 +223,11 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	return id, nil
 }
 
-// treeComplete checks that gitDir holds every file of commit's tree. A
-// mirror of a partial clone (a snapshot fetched with a size filter) has the
-// commits but not every blob, and git's checkout then fails as if the
-// mirror were corrupt; this says which files are missing, and why.
+// treeComplete checks that gitDir holds every file of commit's tree, after
+// a failed checkout. A mirror of a partial clone (a snapshot fetched with a
+// size filter) has the commits but not every blob, and git's checkout then
+// fails as if the mirror were corrupt; this says which files are missing,
+// and why.
 func treeComplete(ctx context.Context, gitDir, commit string) error {
 	tree, err := git(ctx, "", "--git-dir", gitDir, "ls-tree", "-r", "-z", "--format=%(objecttype) %(objectname)\t%(path)", commit)
 	if err != nil {
