@@ -62,11 +62,7 @@ func TestCgroupV2(t *testing.T) {
 // state dir on the guest's /tmp (a tmpfs: an overlay's upper dir cannot be
 // on 9p).
 func v2Script(exe string) string {
-	return v2Vars(exe).Replace(`set -eu
-exec 2>&1
-modprobe loop
-modprobe btrfs
-echo "== cgroup v2, root"
+	return v2Vars(exe).Replace(v2Prelude + `echo "== cgroup v2, root"
 mkdir /tmp/root-state
 env $WANT $STRICT $ROOT $BASE=/tmp/root-state TMPDIR=/tmp/root-state $RUN
 echo "cgroup v2 root: ok"
@@ -78,7 +74,6 @@ sh -c "echo \$\$ > /sys/fs/cgroup/ctr/cgroup.procs && exec \"\$@\"" sh unshare -
 echo "cgroup v2 root in a cgroup namespace: ok"
 
 echo "== cgroup v2, rootless in a delegated cgroup"
-id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
 uid=$(id -u $USER)
 mgr=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
 slice=$mgr/app.slice
@@ -117,6 +112,16 @@ $as_user systemd-run --user --quiet --wait --pipe --collect -E PATH=$PATH -E $WA
 echo "cgroup v2 rootless under systemd: ok"
 `)
 }
+
+// v2Prelude starts every guest script: errors stop it, its output goes
+// to the console, the modules the sandboxes need are loaded and the
+// unprivileged user exists.
+const v2Prelude = `set -eu
+exec 2>&1
+modprobe loop
+modprobe btrfs
+id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
+`
 
 // v2Vars fills in what the guest's scripts name: the test binary's runs
 // ($RUN: the suite; $SCOPERUN: its limit cases), the variables they need,
@@ -198,11 +203,7 @@ func TestCgroupV2LoginSession(t *testing.T) {
 
 // loginScript is what TestCgroupV2LoginSession's guest runs.
 func loginScript(exe string) string {
-	return v2Vars(exe).Replace(`set -eu
-exec 2>&1
-modprobe loop
-id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
-state=/tmp/login-state
+	return v2Vars(exe).Replace(v2Prelude + `state=/tmp/login-state
 mkdir $state && chown $USER: $state
 runuser -l $USER -c "echo msb started in \$(cat /proc/self/cgroup); exec env $WANT $STRICT $BASE=$state TMPDIR=$state $SCOPERUN" </dev/null
 echo "cgroup v2 rootless in a login session: ok"
