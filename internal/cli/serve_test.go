@@ -108,10 +108,7 @@ func TestServeClientVerbs(t *testing.T) {
 // driven by SWE-ReX's RemoteDeployment as SWE-agent's remote deployment
 // drives it.
 func TestServeSwerexDeployment(t *testing.T) {
-	py := os.Getenv("MSB_TEST_PYTHON")
-	if py == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON is not set (see .ci/run)")
-	}
+	py := privtest.Python(t, "SWE-ReX's RemoteDeployment")
 	g, env := demoFixture(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

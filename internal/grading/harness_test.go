@@ -51,10 +51,7 @@ func harnessGrade(t *testing.T, cases []harnessCase) []harnessVerdict {
 // MSB_TEST_PYTHON, in as JSON on its stdin, and decodes its stdout into out.
 func runHarness(t *testing.T, in, out any, args ...string) {
 	t.Helper()
-	py := os.Getenv("MSB_TEST_PYTHON")
-	if py == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON is not set: make test sets it (make test-venv installs the test venv)")
-	}
+	py := privtest.Python(t, "testdata/harness/harness.py")
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)

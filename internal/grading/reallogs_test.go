@@ -31,10 +31,7 @@ const realDataset = "../../../shared/datasets/swe-bench-verified.jsonl"
 // resolved gold patches, unresolved empty patches, a gold patch that fails
 // one PASS_TO_PASS test and a collection error that runs no test at all.
 func TestJudgeMatchesHarnessOnRealLogs(t *testing.T) {
-	py := os.Getenv("MSB_TEST_PYTHON")
-	if py == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON is not set: make test sets it")
-	}
+	py := privtest.Python(t, "the harness's get_eval_report (swebench of internal/spec/testdata/requirements.txt)")
 	if _, err := os.Stat(realDataset); err != nil {
 		t.Skipf("real dataset not present: %v", err)
 	}

@@ -58,6 +58,21 @@ func Skip(t testing.TB, format string, args ...any) {
 	t.Skip(msg)
 }
 
+// PythonEnv names the interpreter of the test venv (.venv-test, which make
+// test makes from the pinned requirements and sets it to).
+const PythonEnv = "MSB_TEST_PYTHON"
+
+// Python returns the test venv's interpreter (PythonEnv), or skips t (fails
+// it when strict) saying that the test needs it for what.
+func Python(t testing.TB, what string) string {
+	t.Helper()
+	py := os.Getenv(PythonEnv)
+	if py == "" {
+		Skip(t, "%s is not set: %s needs the test venv's python (make test-venv makes it, make test sets it)", PythonEnv, what)
+	}
+	return py
+}
+
 // RequireRoot skips a test that needs root when not root, or fails it
 // when RequireRootEnv says the suite runs as root.
 func RequireRoot(t testing.TB) {

@@ -15,20 +15,13 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// PythonEnv names the python of a venv holding testdata/requirements.txt
-// (make test sets it to .venv-test/bin/python, which .ci/run makes).
-const PythonEnv = "MSB_TEST_PYTHON"
-
 // python returns the test venv's interpreter, or skips (fails when the
 // suite is strict).
 func python(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv(PythonEnv)
-	if py == "" {
-		privtest.Skip(t, "%s is not set: make a venv with internal/server/testdata/requirements.txt (see .ci/run)", PythonEnv)
-	}
+	py := privtest.Python(t, "SWE-ReX's client and schemathesis (internal/server/testdata/requirements.txt)")
 	if out, err := exec.Command(py, "-c", "import swerex, schemathesis").CombinedOutput(); err != nil {
-		privtest.Skip(t, "%s=%s lacks the test requirements: %v %s", PythonEnv, py, err, out)
+		privtest.Skip(t, "%s=%s lacks the test requirements: %v %s", privtest.PythonEnv, py, err, out)
 	}
 	return py
 }

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -45,10 +44,7 @@ type harnessConstants struct {
 // test venv, through package grading's harness.py.
 func loadHarness(t *testing.T) harnessConstants {
 	t.Helper()
-	py := os.Getenv("MSB_TEST_PYTHON")
-	if py == "" {
-		privtest.Skip(t, "MSB_TEST_PYTHON is not set: a venv with internal/spec/testdata/requirements.txt installed --no-deps (make test-venv)")
-	}
+	py := privtest.Python(t, "the harness's spec table (swebench of internal/spec/testdata/requirements.txt)")
 	out, err := exec.Command(py, harnessScript, "-", "specs").Output()
 	if err != nil {
 		msg := err.Error()
