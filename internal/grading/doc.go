@@ -49,7 +49,13 @@
 // Repositories whose logs list only failures are graded FAIL_ONLY: a test
 // fails only when it is reported FAILED, and succeeds otherwise (missing
 // included). In the harness these are JavaScript repositories
-// (FailOnlyRepos); every Python repository is graded PASS_AND_FAIL.
+// (FailOnlyRepos); every Python repository is graded PASS_AND_FAIL. As in
+// swebench 5.x, a FAIL_ONLY log with no parsed result counts only when a
+// runner's summary says tests ran (SuiteRan); otherwise the suite never
+// started and the evaluation is unresolved, not a pass of every test
+// (TestSuiteRanMatchesHarness asks 5.0.2's own pattern). A PASS_AND_FAIL
+// log with no result stays graded as swebench 4.1.0 grades it: every
+// listed test missing, so unresolved too.
 //
 // SWE-smith instances are graded by the same rules: their FAIL_TO_PASS
 // tests are those the bug (the dataset's gold "patch") breaks, so a fix

@@ -1,6 +1,7 @@
 package grading
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -36,7 +37,29 @@ const (
 	// tests and none of them failed: the log does not describe the run (a
 	// patch can print its own PASSED lines), so it is not trusted.
 	LogExitMismatch LogProblem = "the test command failed but the log reports no failing test"
+	// LogSuiteNotRun: graded FAIL_ONLY, the log has no test result and no
+	// runner's summary of tests that ran (SuiteRan), so it is not taken for
+	// a run without failures (Judge).
+	LogSuiteNotRun LogProblem = "no test result and no sign that the test suite ran"
 )
+
+// suiteRanRE matches the summaries JavaScript test runners print when they
+// ran at least one test (karma, mocha, jest, tap, jasmine, openlayers'
+// rendering cases): the evidence swebench 5.x's get_logs_eval asks of a log
+// with no parsed result. Every count must be non-zero: a runner that
+// started and ran nothing says "Executed 0 of 0".
+var suiteRanRE = regexp.MustCompile(`(?m)Executed [1-9]\d* of \d+` +
+	`|TOTAL: [1-9]\d* (?:SUCCESS|FAILED)` +
+	`|[1-9]\d* passing` +
+	`|Tests:\s+[1-9]\d*` +
+	`|Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total` +
+	`|^# tests [1-9]\d*` +
+	`|[1-9]\d* specs?, \d+ failures?` +
+	`|': ok$`)
+
+// SuiteRan reports whether log shows that a test runner ran tests although
+// no result could be parsed from it.
+func SuiteRan(log string) bool { return suiteRanRE.MatchString(log) }
 
 // ExitCodeOf reads the TestExitCode line of a log: the first
 // ">>>>> Test Exit Code: <n>".

@@ -151,6 +151,28 @@ FAILED tests/test_a.py::test_other - assert 0
 PASSED tests/test_a.py::test_after_end_marker
 `
 
+// suiteRanLogs are runners' summaries and whether each is evidence that
+// tests ran: a count of zero, or a line that only looks alike, is not.
+var suiteRanLogs = map[string]bool{
+	"Executed 12 of 12 SUCCESS": true, "Executed 0 of 0": false,
+	"TOTAL: 3 SUCCESS": true, "TOTAL: 0 FAILED": false,
+	"  25 passing (2s)": true, "0 passing": false,
+	"Tests:       1 failed, 40 passed, 41 total": true, "Tests:       0 total": false,
+	"Test Suites: 1 skipped, 4 passed, 5 total": true, "Test Suites: 0 total": false,
+	"TAP version 13\n# tests 7\n# pass 7": true, "  # tests 7": false,
+	"1562 specs, 0 failures": true, "0 specs, 0 failures": false,
+	"rendering 'circle-style': ok": true, "rendering 'circle-style': ok, then": false,
+	"=== 5 passed in 0.1s ===": false,
+}
+
+func TestSuiteRan(t *testing.T) {
+	for log, want := range suiteRanLogs {
+		if got := SuiteRan(log); got != want {
+			t.Errorf("SuiteRan(%q) = %v, want %v", log, got, want)
+		}
+	}
+}
+
 func TestParseEvalLog(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -215,6 +237,17 @@ func TestJudge(t *testing.T) {
 			e.Log = strings.Replace(goodLog, "FAILED tests/test_a.py::test_other - assert 0\n", "", 1) + "\n" + TestExitCode + ": 1\n"
 		}), api.OutcomeUnresolved, false, false},
 		{"an exit code of 0 is consistent", with(func(e *Evaluation) { e.Log += "\n" + TestExitCode + ": 0\n" }), api.OutcomeResolved, true, false},
+		// FAIL_ONLY counts absent tests as passed: a log with no result is
+		// resolved only where a runner says it ran tests.
+		{"fail-only suite that never ran", with(func(e *Evaluation) {
+			e.Repo, e.Log = "markedjs/marked", "+ : '"+StartTestOutput+"'\nError: Cannot find module 'jasmine'\nExecuted 0 of 0\n+ : '"+EndTestOutput+"'\n"
+		}), api.OutcomeUnresolved, false, false},
+		{"fail-only suite that ran clean", with(func(e *Evaluation) {
+			e.Repo, e.Log = "markedjs/marked", "+ : '"+StartTestOutput+"'\n1562 specs, 0 failures\n+ : '"+EndTestOutput+"'\n"
+		}), api.OutcomeResolved, true, false},
+		{"pass-and-fail log with no result", with(func(e *Evaluation) {
+			e.Log = "+ : '" + StartTestOutput + "'\nImportError: no module\n+ : '" + EndTestOutput + "'\n"
+		}), api.OutcomeUnresolved, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -150,3 +150,43 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// TestSuiteRanMatchesHarness asks SuiteRan and the harness's SUITE_RAN
+// (swebench 5.0.2's get_logs_eval) about the same logs: suiteRanLogs and
+// 3000 random ones made of the runners' words, counts with and without a
+// zero, and the line ends the patterns anchor on.
+func TestSuiteRanMatchesHarness(t *testing.T) {
+	dir := os.Getenv("MSB_TEST_SWEBENCH_GRADING")
+	if dir == "" {
+		privtest.Skip(t, "MSB_TEST_SWEBENCH_GRADING is not set: make test sets it (make test-venv installs testdata/harness/requirements.txt)")
+	}
+	var logs []string
+	for log := range suiteRanLogs {
+		logs = append(logs, log)
+	}
+	words := []string{"Executed ", " of ", "TOTAL: ", " SUCCESS", " FAILED", " passing", "Tests:", "Test Suites:",
+		" skipped,", " total", "# tests ", " spec", " specs, ", " failure", " failures", "': ok", "0", "1", "12", "00", " ", "  ", "\n", "\t", "x"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 3000 {
+		var b bytes.Buffer
+		for range 1 + r.IntN(10) {
+			b.WriteString(words[r.IntN(len(words))])
+		}
+		logs = append(logs, b.String())
+	}
+	var want []bool
+	runHarness(t, logs, &want, dir, "suiteran")
+	if len(want) != len(logs) {
+		t.Fatalf("harness.py answered %d for %d logs", len(want), len(logs))
+	}
+	ran := 0
+	for i, log := range logs {
+		if SuiteRan(log) != want[i] {
+			t.Errorf("SuiteRan(%q) = %v, the harness says %v", log, !want[i], want[i])
+		}
+		if want[i] {
+			ran++
+		}
+	}
+	t.Logf("%d logs, %d with a sign that tests ran", len(logs), ran)
+}

@@ -73,22 +73,27 @@ func Judge(e Evaluation) Verdict {
 	case e.Parse == nil:
 		return fail(api.OutcomeInfraError, "%s", ErrNoParser.Error())
 	}
+	opt := e.Options
+	if opt.EvalType == "" {
+		opt.EvalType = EvalTypeFor(e.Repo)
+	}
 	m, problem := ParseEvalLog(e.Parse, e.Log)
+	if problem == LogOK && len(m) == 0 && opt.EvalType == FailOnly && !SuiteRan(e.Log) {
+		// FAIL_ONLY counts an absent test as passed: a suite that never
+		// started would resolve every instance.
+		problem = LogSuiteNotRun
+	}
 	switch problem {
 	case LogOK:
 	case LogPatchFailed:
 		return fail(api.OutcomePatchApplyFailed, "log: %s", problem)
 	case LogTestsTimedOut:
 		return fail(api.OutcomeTestTimeout, "log: %s", problem)
-	case LogExitMismatch:
+	case LogExitMismatch, LogSuiteNotRun:
 		v.Resolution = api.ResolvedNo
 		return fail(api.OutcomeUnresolved, "log: %s", problem)
 	default:
 		return fail(api.OutcomeInfraError, "log: %s", problem)
-	}
-	opt := e.Options
-	if opt.EvalType == "" {
-		opt.EvalType = EvalTypeFor(e.Repo)
 	}
 	ts := Grade(m, e.Expected, opt)
 	v.Statuses = m

@@ -4,6 +4,7 @@ usage: harness.py HARNESS_DIR < cases.json > verdicts.json
        harness.py HARNESS_DIR regrade DATASET OUT_DIR...
        harness.py HARNESS_DIR specs > specs.json
        harness.py HARNESS_DIR parse < logs.json > maps.json
+       harness.py HARNESS_DIR suiteran < logs.json > answers.json
 
 HARNESS_DIR holds the swebench package (pip install --no-deps --target), or
 is "-" for the one this interpreter imports. Its package __init__ imports
@@ -30,6 +31,9 @@ swesmith package this interpreter finds, without its imports); each answer
 is the status map the parser makes of the log, read as get_logs_eval reads
 a log file (Python's text mode: "\r\n" and a lone "\r" become "\n"), or
 {"error": "<exception>"} where the parser raises.
+
+suiteran (package grading's TestSuiteRanMatchesHarness; 5.x): for each log
+in a JSON list, whether get_logs_eval's SUITE_RAN finds that tests ran.
 
 specs (package spec's TestTableMatchesHarness): the harness's version, its
 Python spec table, requirement and environment file paths and NON_TEST_EXTS.
@@ -200,5 +204,8 @@ if __name__ == "__main__":
         sys.exit(regrade(sys.argv[3], sys.argv[4:]))
     if mode == "parse":
         parse_logs()
+        sys.exit(0)
+    if mode == "suiteran":
+        json.dump([bool(grading.SUITE_RAN.search(log)) for log in json.load(sys.stdin)], sys.stdout)
         sys.exit(0)
     grade_cases()
