@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 )
 
 // Disk phases: what the bytes are.
@@ -101,7 +102,11 @@ func (b *bencher) stored(ctx context.Context, w *workload, m method, n int) ([]p
 	case *msbMethod:
 		layers := []string{filepath.Dir(w.envTree)}
 		for i := range n {
-			layers = append(layers, filepath.Dir(w.repoTrees[i]))
+			for _, tree := range w.repoStacks[i] {
+				if !slices.Contains(layers, filepath.Dir(tree)) { // a delta's anchor is another instance's layer
+					layers = append(layers, filepath.Dir(tree))
+				}
+			}
 		}
 		return []part{{PhaseLayers, layers, true}, {PhaseMirror, []string{w.cache.MirrorPath(w.repo)}, true}}, nil
 	case *paperMethod:

@@ -149,6 +149,11 @@ func podmanEvaluate(ctx context.Context, cache *envcache.Cache, in dataset.Insta
 	if err != nil {
 		return 0, err
 	}
+	if len(p.RepoStack) > 1 {
+		if repo, err = wholeTree(ctx, cache.Store(), filepath.Join(dir, "whole"), p.RepoStack); err != nil {
+			return 0, err
+		}
+	}
 	work := filepath.Join(dir, "podman-"+in.InstanceID)
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return 0, err

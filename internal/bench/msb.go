@@ -32,7 +32,7 @@ func (m *msbMethod) name() string { return MethodMSB }
 func (m *msbMethod) files(_ context.Context, i int) ([]string, error) {
 	fs := []string{m.rt.Exe()}
 	if !m.wl.bare() {
-		fs = append(fs, m.wl.envTree, m.wl.repoTrees[i%len(m.wl.insts)])
+		fs = append(append(fs, m.wl.envTree), m.wl.repoStacks[i%len(m.wl.insts)]...)
 	}
 	return fs, nil
 }

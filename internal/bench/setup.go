@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/store"
 )
 
 // setupMSB builds (once; later runs find them in the work dir) the
@@ -21,7 +22,7 @@ func (b *bencher) setupMSB(ctx context.Context, w *workload) error {
 		return err
 	}
 	w.cache = c
-	w.repoLayers, w.repoTrees = nil, nil
+	w.repoLayers, w.repoStacks, w.repoTrees = nil, nil, nil
 	for i, in := range w.insts {
 		t0 := time.Now()
 		p, err := c.Prepare(ctx, in, w.spec, nil)
@@ -32,14 +33,23 @@ func (b *bencher) setupMSB(ctx context.Context, w *workload) error {
 			b.logf("msb: built %s in %s", in.InstanceID, time.Since(t0).Round(time.Millisecond))
 		}
 		p.Release()
-		if len(p.Layers) < 2 || p.InstallLayer != "" {
+		repo := len(p.RepoStack)
+		if len(p.Layers) < repo+1 || p.InstallLayer != "" {
 			return fmt.Errorf("preparing %s: %d layers, want the environment's and the repository's only (copy mode and install layers are not benchmarked)", in.InstanceID, len(p.Layers))
 		}
 		if i == 0 {
-			w.envLayer, w.envTree = p.EnvLayer, p.Layers[len(p.Layers)-2]
+			w.envLayer, w.envTree = p.EnvLayer, p.Layers[len(p.Layers)-repo-1]
+		}
+		stack := p.Layers[len(p.Layers)-repo:]
+		whole := stack[0]
+		if repo > 1 {
+			if whole, err = wholeTree(ctx, c.Store(), filepath.Join(b.o.Work, "msb", w.name+"-whole"), p.RepoStack); err != nil {
+				return fmt.Errorf("preparing %s: %w", in.InstanceID, err)
+			}
 		}
 		w.repoLayers = append(w.repoLayers, p.RepoLayer)
-		w.repoTrees = append(w.repoTrees, p.Layers[len(p.Layers)-1])
+		w.repoStacks = append(w.repoStacks, stack)
+		w.repoTrees = append(w.repoTrees, whole)
 	}
 	return nil
 }
@@ -71,6 +81,33 @@ func (b *bencher) setupPaper(w *workload) error {
 		}
 	}
 	return nil
+}
+
+// wholeTree merges a repository's layer stack (ids, bottom first: a
+// delta's anchor, then the delta) into one directory under dir (once), for
+// the baselines that take the tree as one directory.
+func wholeTree(ctx context.Context, st *store.Store, dir string, ids []string) (string, error) {
+	dst := filepath.Join(dir, shortDigest(ids[len(ids)-1]))
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	var layers []store.LayerID
+	for _, s := range ids {
+		id, err := store.ParseLayerID(s)
+		if err != nil {
+			return "", err
+		}
+		layers = append(layers, id)
+	}
+	tmp := dst + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := st.ApplyLayers(ctx, tmp, layers); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp, dst)
 }
 
 func shortDigest(d string) string {

@@ -39,12 +39,13 @@ type workload struct {
 	cache       *envcache.Cache // msb's cache of this workload alone
 	envLayer    string          // digest of the environment layer
 	envTree     string
-	repoLayers  []string // per instance
-	repoTrees   []string
-	paperTars   []string // the venv's tarball, then one per instance
-	podmanEnv   string   // image
-	images      []string // podman instance images
-	podmanReady bool     // the images are built
+	repoLayers  []string   // per instance
+	repoStacks  [][]string // per instance: the trees msb stacks for its repository, bottom first
+	repoTrees   []string   // per instance: its whole /testbed tree, for the baselines
+	paperTars   []string   // the venv's tarball, then one per instance
+	podmanEnv   string     // image
+	images      []string   // podman instance images
+	podmanReady bool       // the images are built
 }
 
 // WorkloadInfo describes a workload in the report.

@@ -253,6 +253,9 @@ type Prepared struct {
 	EnvKey    string
 	EnvLayer  string
 	RepoLayer string
+	// RepoStack is the repository's layers, bottom first: RepoLayer alone
+	// when it is whole, else the anchor it is a delta over, then RepoLayer.
+	RepoStack []string
 	// InstallKey and InstallLayer: the instance's install layer (what its
 	// install steps wrote, above the repository); empty when the spec has
 	// no install steps.
@@ -334,16 +337,20 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
+	repoStack, err := c.store.Stack(repoID) // a delta's anchor below it
+	if err != nil {
+		return nil, err
+	}
 	env, err := c.envLayer(ctx, r, inst, sp, base)
 	if err != nil {
 		return nil, err
 	}
 	scmEnv := c.scmEnv(ctx, inst) // setuptools-scm's version, which the shallow clone cannot give
-	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoID, scmEnv)
+	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoStack, scmEnv)
 	if err != nil {
 		return nil, err
 	}
-	ids := append(reverse(env.stack), repoID) // bottom first
+	ids := append(reverse(env.stack), reverse(repoStack)...) // bottom first
 	if hasInstall {
 		ids = append(ids, installID)
 	}
@@ -356,6 +363,9 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 		Env: append([]string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
 			append(fileIndexEnv(sp.IndexDate), scmEnv...)...),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
+	}
+	for _, id := range reverse(repoStack) {
+		p.RepoStack = append(p.RepoStack, id.String())
 	}
 	if hasInstall {
 		p.InstallKey, p.InstallLayer = installKey, installID.String()

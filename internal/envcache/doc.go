@@ -29,9 +29,13 @@
 //     the index pages that listed them, read by pip as an index on disk
 //     (offline builds, tasks) or through msb's proxy (the build network).
 //   - Repository layer: /testbed at one commit with a small .git (a depth-1
-//     fetch from the mirror, loose objects, the upstream commit id), under
-//     ref repo/<owner>/<name>@<commit>. Unchanged files and git objects are
-//     shared between commits by the store.
+//     fetch from the mirror, the upstream commit id), under ref
+//     repo/<owner>/<name>@<commit>. An anchor holds the whole tree (loose
+//     git objects); a delta, for a commit near an anchor, holds only what
+//     differs from it (whiteouts for what is gone, its new trees and
+//     commit as one pack) and names it as its parent, so it is mounted
+//     above it. Unchanged files are shared between layers by the store,
+//     and a delta has few directories of its own.
 //   - Prepared: what one task needs: layer paths bottom first, the env vars
 //     that activate the venv and point pip at the download cache, binds (an
 //     interpreter outside the host dirs, the download cache), and a lease

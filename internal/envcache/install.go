@@ -3,6 +3,7 @@ package envcache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -66,14 +67,13 @@ func installScript(sp spec.Spec) string {
 // base, the environment and the repository at the base commit, and stored
 // like every layer (identical outputs are one layer). ok is false when the
 // spec has no install steps.
-func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoID store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
-	key, script := installKey(inst, sp, env.key, repoID, scmEnv)
+func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo, env envResult, repoStack []store.LayerID, scmEnv []string) (key string, id store.LayerID, ok bool, err error) {
+	key, script := installKey(inst, sp, env.key, repoStack[0], scmEnv)
 	if script == "" {
 		return "", id, false, nil
 	}
 	// bottom first: base, environment, repository; the store's stacks are topmost first
-	stack := []store.LayerID{repoID}
-	stack = append(stack, env.stack...)
+	stack := append(slices.Clone(repoStack), env.stack...)
 	job := buildJob{
 		kind: KindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
 		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),

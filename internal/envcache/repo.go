@@ -214,7 +214,11 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 	}
 	var id store.LayerID
 	err = r.phase(PhaseCommit, func() error {
-		id, err = c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: ref, KeepMtime: true, MapOwner: c.mapOwner()})
+		parents, err := c.deltaParents(ctx, mirror, inst.Repo, commit, dir)
+		if err != nil {
+			return err
+		}
+		id, err = c.store.CommitDir(ctx, dir, store.CommitOptions{Parents: parents, Ref: ref, KeepMtime: true, MapOwner: c.mapOwner()})
 		return err
 	})
 	if err != nil {

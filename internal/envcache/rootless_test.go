@@ -6,9 +6,9 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// TestRootless reruns TestPrepareSandbox, TestCopyMode and the install
-// layer tests as an unprivileged user: its own cache, a rootless store and
-// rootless sandboxes.
+// TestRootless reruns TestPrepareSandbox, TestCopyMode, the install layer
+// tests and TestDeltaRepoLayer as an unprivileged user: its own cache, a
+// rootless store and rootless sandboxes.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^(TestPrepareSandbox|TestCopyMode|TestInstallLayer|TestInstallLayerDedup)$")
+	privtest.Unprivileged(t, "^(TestPrepareSandbox|TestCopyMode|TestInstallLayer|TestInstallLayerDedup|TestDeltaRepoLayer)$")
 }
