@@ -251,7 +251,7 @@ func (d *delta) prune(rel string) (bool, error) {
 			left--
 		}
 	}
-	if left > 0 || rel == "." || rel == d.objects {
+	if left > 0 || rel == "." {
 		return false, nil
 	}
 	st := d.dirs[rel]
