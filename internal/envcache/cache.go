@@ -350,7 +350,8 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
-	ids := append(reverse(env.stack), reverse(repoStack)...) // bottom first
+	repoBottomFirst := reverse(repoStack)
+	ids := append(reverse(env.stack), repoBottomFirst...) // bottom first
 	if hasInstall {
 		ids = append(ids, installID)
 	}
@@ -364,7 +365,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 			append(fileIndexEnv(sp.IndexDate), scmEnv...)...),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
-	for _, id := range reverse(repoStack) {
+	for _, id := range repoBottomFirst {
 		p.RepoStack = append(p.RepoStack, id.String())
 	}
 	if hasInstall {

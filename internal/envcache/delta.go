@@ -2,10 +2,8 @@ package envcache
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -115,7 +113,7 @@ func (c *Cache) deltaOver(ctx context.Context, root string, base *store.Manifest
 	if err := d.packNewObjects(ctx); err != nil {
 		return fmt.Errorf("packing the new git objects: %w", err)
 	}
-	if _, err := d.prune("."); err != nil {
+	if _, err := d.prune(ctx, "."); err != nil {
 		return err
 	}
 	return d.restoreTimes()
@@ -155,7 +153,7 @@ func (d *delta) rel(p string) string {
 // hides all below it). The anchor's loose git objects are left visible.
 func (d *delta) whiteouts(base *store.Manifest) error {
 	for _, e := range base.Entries {
-		if _, ok := d.dirs[parentOf(e.Path)]; e.Path == "." || !ok || strings.HasPrefix(e.Path, d.objects+"/") {
+		if _, ok := d.dirs[path.Dir(e.Path)]; e.Path == "." || !ok || strings.HasPrefix(e.Path, d.objects+"/") {
 			continue
 		}
 		p := filepath.Join(d.root, e.Path)
@@ -227,7 +225,7 @@ func (d *delta) packNewObjects(ctx context.Context) error {
 // prune walks the directory rel depth first, removing what the anchor
 // already has, and reports whether rel itself can go: nothing is left in
 // it and the anchor has it alike.
-func (d *delta) prune(rel string) (bool, error) {
+func (d *delta) prune(ctx context.Context, rel string) (bool, error) {
 	ents, err := os.ReadDir(filepath.Join(d.root, rel))
 	if err != nil {
 		return false, err
@@ -237,9 +235,9 @@ func (d *delta) prune(rel string) (bool, error) {
 		crel := path.Join(rel, e.Name())
 		var gone bool
 		if e.IsDir() {
-			gone, err = d.prune(crel)
+			gone, err = d.prune(ctx, crel)
 		} else {
-			gone, err = d.sameAsBelow(crel)
+			gone, err = d.sameAsBelow(ctx, crel)
 		}
 		if err != nil {
 			return false, err
@@ -259,7 +257,7 @@ func (d *delta) prune(rel string) (bool, error) {
 }
 
 // sameAsBelow reports whether the file at rel is the anchor's, as it is.
-func (d *delta) sameAsBelow(rel string) (bool, error) {
+func (d *delta) sameAsBelow(ctx context.Context, rel string) (bool, error) {
 	p := filepath.Join(d.root, rel)
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
@@ -270,7 +268,7 @@ func (d *delta) sameAsBelow(rel string) (bool, error) {
 		if !d.equalMeta(rel, store.TypeFile, &st) || d.below[rel].Size != st.Size {
 			return false, nil
 		}
-		sum, err := fileDigest(p)
+		sum, _, err := store.HashFile(ctx, p)
 		return err == nil && sum == d.below[rel].Digest, err
 	case unix.S_IFLNK:
 		if !d.equalMeta(rel, store.TypeSymlink, &st) {
@@ -307,24 +305,4 @@ func (d *delta) restoreTimes() error {
 		}
 	}
 	return nil
-}
-
-func parentOf(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[:i]
-	}
-	return "."
-}
-
-func fileDigest(p string) (store.Digest, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return store.Digest{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return store.Digest{}, err
-	}
-	return store.Digest(h.Sum(nil)), nil
 }

@@ -135,7 +135,7 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 			hashes[[2]uint64{st.Dev, st.Ino}] = ho
 		}
 		mu.Unlock()
-		ho.once.Do(func() { ho.sum, ho.n, ho.err = s.hashFile(ctx, f.path) })
+		ho.once.Do(func() { ho.sum, ho.n, ho.err = HashFile(ctx, f.path) })
 		if ho.err != nil {
 			return fmt.Errorf("verify: %w", ho.err)
 		}
@@ -211,7 +211,9 @@ type hashOnce struct {
 	err  error
 }
 
-func (s *Store) hashFile(ctx context.Context, path string) (Digest, int64, error) {
+// HashFile returns the digest and size of the file at path, as the store
+// names content.
+func HashFile(ctx context.Context, path string) (Digest, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Digest{}, 0, err
@@ -254,7 +256,7 @@ func (s *Store) checkTreeFile(id LayerID, e *Entry, hashes map[[2]uint64]*hashOn
 		}
 		return nil
 	}
-	sum, _, err := s.hashFile(context.Background(), tp)
+	sum, _, err := HashFile(context.Background(), tp)
 	if err != nil || sum != e.Digest {
 		return bad("copied file's content differs from the manifest's digest")
 	}
