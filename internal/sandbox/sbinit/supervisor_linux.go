@@ -88,6 +88,7 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
+	s.trim.start() // after ready: the host does not wait for it
 	go func() {
 		err := s.serve(ctl)
 		s.closeAll()
