@@ -19,16 +19,16 @@ import (
 // resident for minutes afterwards, against 1.5 MiB before it. The trim
 // (two collections, then the free pages released) runs once per burst of
 // requests, trimDelay after the last one ended, and only when the
-// supervisor's resident memory grew by trimMin bytes or more since the
-// last trim (or since start), so that round trips of small commands never
-// pay for it.
+// supervisor's anonymous resident memory grew by trimMin bytes or more
+// since the last trim (or since start), so that round trips of small
+// commands never pay for it.
 type trimmer struct {
 	mu       sync.Mutex // guards inFlight and timer
 	inFlight int
 	timer    *time.Timer // armed when the last request in flight ends
 
 	trimming sync.Mutex // held by a trim (a timer's goroutine)
-	floor    uint64     // resident bytes after the last trim, or at start
+	floor    uint64     // anonymous resident bytes after the last trim, or at start
 }
 
 const (
@@ -60,16 +60,16 @@ func (t *trimmer) end() {
 	}
 }
 
-// start records the resident memory the supervisor serves from.
+// start records the anonymous memory the supervisor serves from.
 func (t *trimmer) start() {
-	t.floor, _ = residentBytes()
+	t.floor, _ = anonBytes()
 }
 
 // trim trims if nothing is in flight (a request that began after the
-// timer fired makes it do nothing) and the resident memory grew enough
+// timer fired makes it do nothing) and the anonymous memory grew enough
 // since the last trim. The collections run outside mu: a request
-// beginning meanwhile does not wait for them. Where the resident memory
-// cannot be read, it trims.
+// beginning meanwhile does not wait for them. Where the memory cannot be
+// read, it trims.
 func (t *trimmer) trim() {
 	t.mu.Lock()
 	idle := t.inFlight == 0
@@ -78,21 +78,22 @@ func (t *trimmer) trim() {
 		return
 	}
 	defer t.trimming.Unlock()
-	if now, err := residentBytes(); err == nil && now < t.floor+trimMin {
+	if now, err := anonBytes(); err == nil && now < t.floor+trimMin {
 		return
 	}
 	runtime.GC() // sync.Pools (encoding/json's buffers) empty over two collections
 	debug.FreeOSMemory()
-	t.floor, _ = residentBytes()
+	t.floor, _ = anonBytes()
 }
 
-// residentBytes is the supervisor's resident memory, the second field of
-// /proc/self/statm, read into a buffer on the stack. It asks the kernel,
-// not the runtime: runtime.ReadMemStats leaves ~0.25 MiB of the runtime's
-// structures touched (idle PSS per sandbox 1.26 -> 1.56 MiB when the trim
-// read TotalAlloc), and runtime/metrics adds 0.13 ms of package init to
-// every sandbox.
-func residentBytes() (uint64, error) {
+// anonBytes is the supervisor's anonymous resident memory (its heap,
+// stacks and the runtime's structures, not its binary's shared text),
+// from /proc/self/statm read into a buffer on the stack. It asks the
+// kernel, not the runtime: runtime.ReadMemStats leaves ~0.25 MiB of the
+// runtime's structures touched (a supervisor's idle PSS went from 1.27 to
+// 1.57 MiB when the trim read TotalAlloc), and runtime/metrics adds 0.13
+// ms of package init to every sandbox.
+func anonBytes() (uint64, error) {
 	fd, err := unix.Open("/proc/self/statm", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, fmt.Errorf("opening /proc/self/statm: %w", err)
@@ -103,19 +104,27 @@ func residentBytes() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading /proc/self/statm: %w", err)
 	}
-	return parseStatmResident(buf[:n], uint64(unix.Getpagesize()))
+	return parseStatmAnon(buf[:n], uint64(unix.Getpagesize()))
 }
 
-// parseStatmResident is statm's resident field ("size resident shared
-// text lib data dt", in pages) in bytes.
-func parseStatmResident(statm []byte, pageSize uint64) (uint64, error) {
+// parseStatmAnon is statm's resident pages less its shared ones (the
+// fields are "size resident shared text lib data dt", in pages; shared
+// counts the resident file and shmem pages) in bytes.
+func parseStatmAnon(statm []byte, pageSize uint64) (uint64, error) {
 	fields := bytes.Fields(statm)
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("statm %q: no resident field", statm)
+	if len(fields) < 3 {
+		return 0, fmt.Errorf("statm %q: no resident and shared fields", statm)
 	}
-	pages, err := strconv.ParseUint(string(fields[1]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("statm %q: %w", statm, err)
+	var pages [2]uint64
+	for i := range pages {
+		n, err := strconv.ParseUint(string(fields[1+i]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("statm %q: %w", statm, err)
+		}
+		pages[i] = n
 	}
-	return pages * pageSize, nil
+	if pages[1] > pages[0] {
+		return 0, fmt.Errorf("statm %q: more shared pages than resident ones", statm)
+	}
+	return (pages[0] - pages[1]) * pageSize, nil
 }
