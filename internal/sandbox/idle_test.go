@@ -55,7 +55,7 @@ func withAnsweredSession(t *testing.T, rt *Runtime) *Sandbox {
 // orphans) grew by ~13 kB a second until its first collection at 4 MB.
 // Nor may the trim's check, a second after the last request, cost memory:
 // when it asked the runtime (runtime.ReadMemStats) how much the heap had
-// allocated, every supervisor grew by 230-290 kB there.
+// allocated, every supervisor grew by 0.25-0.4 MiB there.
 func testIdleSupervisorFlat(t *testing.T, rt *Runtime) {
 	sb := withAnsweredSession(t, rt)
 	// The supervisor's runtime setting (sbinit.RuntimeEnv) is its own.
