@@ -53,9 +53,11 @@ func withAnsweredSession(t *testing.T, rt *Runtime) *Sandbox {
 // checks that its supervisor allocates nothing while nothing is asked of
 // it: a supervisor that polled (it used to scan /proc every second for
 // orphans) grew by ~13 kB a second until its first collection at 4 MB.
-// Nor may the trim's check, a second after the last request, cost memory:
-// when it asked the runtime (runtime.ReadMemStats) how much the heap had
-// allocated, every supervisor grew by 0.25-0.4 MiB there.
+// Nor may the trim's check, a second after the last request, cost memory
+// when a small command is all there was: when it asked the runtime
+// (runtime.ReadMemStats) how much the heap had allocated, every supervisor
+// grew by 0.25-0.4 MiB there, and when it went by the resident memory, a
+// trim ran in TestCgroupV2's VM and left the supervisor 0.3 MiB larger.
 func testIdleSupervisorFlat(t *testing.T, rt *Runtime) {
 	sb := withAnsweredSession(t, rt)
 	// The supervisor's runtime setting (sbinit.RuntimeEnv) is its own.

@@ -78,8 +78,10 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 			return fmt.Errorf("creating workdir %s: %w", cfg.Workdir, err)
 		}
 	}
-	s := &supervisor{cfg: cfg, out: wire.NewWriter(ctl), spawn: newSpawner(), sessions: map[string]*session.Session{},
+	s := &supervisor{cfg: cfg, spawn: newSpawner(), sessions: map[string]*session.Session{},
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
+	metered := meter{rw: ctl, moved: &s.trim.moved} // what crosses it decides the trim
+	s.out = wire.NewWriter(metered)
 	// Before ready, while nothing of the agent's runs: made after it, the
 	// spare threads raced a fork bomb started by the first command for the
 	// pids limit, and a runtime that cannot make a thread dies. In place,
@@ -88,9 +90,8 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
-	s.trim.start() // after ready: the host does not wait for it
 	go func() {
-		err := s.serve(ctl)
+		err := s.serve(metered)
 		s.closeAll()
 		if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
 			err = nil

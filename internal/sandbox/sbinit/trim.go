@@ -1,15 +1,12 @@
 package sbinit
 
 import (
-	"bytes"
-	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // trimmer gives the supervisor's free heap back to the kernel once the
@@ -18,17 +15,28 @@ import (
 // keeps freed heap mapped: one command with 4 MB of output left 8.5 MiB
 // resident for minutes afterwards, against 1.5 MiB before it. The trim
 // (two collections, then the free pages released) runs once per burst of
-// requests, trimDelay after the last one ended, and only when the
-// supervisor's anonymous resident memory grew by trimMin bytes or more
-// since the last trim (or since start), so that round trips of small
-// commands never pay for it.
+// requests, trimDelay after the last one ended, and only when trimMin
+// bytes or more crossed the control socket since the last trim, so that
+// round trips of small commands never pay for it.
+//
+// The bytes on the socket stand for what the supervisor allocated: its
+// heap grows with what it carries (a command's output, a file's content,
+// each encoded and framed), and counting them costs an atomic add per read
+// or write. Asking the runtime costs memory or time in every sandbox
+// (runtime.ReadMemStats left ~0.3 MiB of the runtime's structures touched
+// in each supervisor, runtime/metrics adds 0.13 ms of package init), and
+// the resident memory the kernel reports grows by more than the heap
+// where the host's memory is accounted in larger steps (in TestCgroupV2's
+// VM a session and two small commands grew it by ~2 MiB, and the trim
+// that followed left the supervisor 0.3 MiB larger).
 type trimmer struct {
 	mu       sync.Mutex // guards inFlight and timer
 	inFlight int
 	timer    *time.Timer // armed when the last request in flight ends
 
-	trimming sync.Mutex // held by a trim (a timer's goroutine)
-	floor    uint64     // anonymous resident bytes after the last trim, or at start
+	moved     atomic.Uint64 // bytes read from and written to the control socket
+	trimming  sync.Mutex    // held by a trim (a timer's goroutine); guards trimmedAt
+	trimmedAt uint64        // moved at the last trim
 }
 
 const (
@@ -60,16 +68,10 @@ func (t *trimmer) end() {
 	}
 }
 
-// start records the anonymous memory the supervisor serves from.
-func (t *trimmer) start() {
-	t.floor, _ = anonBytes()
-}
-
 // trim trims if nothing is in flight (a request that began after the
-// timer fired makes it do nothing) and the anonymous memory grew enough
+// timer fired makes it do nothing) and enough crossed the control socket
 // since the last trim. The collections run outside mu: a request
-// beginning meanwhile does not wait for them. Where the memory cannot be
-// read, it trims.
+// beginning meanwhile does not wait for them.
 func (t *trimmer) trim() {
 	t.mu.Lock()
 	idle := t.inFlight == 0
@@ -78,53 +80,35 @@ func (t *trimmer) trim() {
 		return
 	}
 	defer t.trimming.Unlock()
-	if now, err := anonBytes(); err == nil && now < t.floor+trimMin {
+	if !t.due() {
 		return
 	}
 	runtime.GC() // sync.Pools (encoding/json's buffers) empty over two collections
 	debug.FreeOSMemory()
-	t.floor, _ = anonBytes()
+	t.trimmedAt = t.moved.Load()
 }
 
-// anonBytes is the supervisor's anonymous resident memory (its heap,
-// stacks and the runtime's structures, not its binary's shared text),
-// from /proc/self/statm read into a buffer on the stack. It asks the
-// kernel, not the runtime: runtime.ReadMemStats leaves ~0.25 MiB of the
-// runtime's structures touched (a supervisor's idle PSS went from 1.27 to
-// 1.57 MiB when the trim read TotalAlloc), and runtime/metrics adds 0.13
-// ms of package init to every sandbox.
-func anonBytes() (uint64, error) {
-	fd, err := unix.Open("/proc/self/statm", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("opening /proc/self/statm: %w", err)
-	}
-	defer unix.Close(fd)
-	var buf [128]byte
-	n, err := unix.Read(fd, buf[:])
-	if err != nil {
-		return 0, fmt.Errorf("reading /proc/self/statm: %w", err)
-	}
-	return parseStatmAnon(buf[:n], uint64(unix.Getpagesize()))
+// due says whether trimMin bytes or more crossed the socket since the last
+// trim; the caller holds trimming.
+func (t *trimmer) due() bool {
+	return t.moved.Load()-t.trimmedAt >= trimMin
 }
 
-// parseStatmAnon is statm's resident pages less its shared ones (the
-// fields are "size resident shared text lib data dt", in pages; shared
-// counts the resident file and shmem pages) in bytes.
-func parseStatmAnon(statm []byte, pageSize uint64) (uint64, error) {
-	fields := bytes.Fields(statm)
-	if len(fields) < 3 {
-		return 0, fmt.Errorf("statm %q: no resident and shared fields", statm)
-	}
-	var pages [2]uint64
-	for i := range pages {
-		n, err := strconv.ParseUint(string(fields[1+i]), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("statm %q: %w", statm, err)
-		}
-		pages[i] = n
-	}
-	if pages[1] > pages[0] {
-		return 0, fmt.Errorf("statm %q: more shared pages than resident ones", statm)
-	}
-	return (pages[0] - pages[1]) * pageSize, nil
+// meter is the control socket as the supervisor reads and writes it,
+// counting the bytes into the trimmer's moved.
+type meter struct {
+	rw    io.ReadWriter
+	moved *atomic.Uint64
+}
+
+func (m meter) Read(p []byte) (int, error) {
+	n, err := m.rw.Read(p)
+	m.moved.Add(uint64(n))
+	return n, err
+}
+
+func (m meter) Write(p []byte) (int, error) {
+	n, err := m.rw.Write(p)
+	m.moved.Add(uint64(n))
+	return n, err
 }

@@ -1,60 +1,45 @@
 package sbinit
 
 import (
-	"os"
-	"strconv"
-	"strings"
+	"bytes"
 	"testing"
 )
 
-func TestParseStatmAnon(t *testing.T) {
-	cases := []struct {
-		statm string
-		want  uint64
-		ok    bool
-	}{
-		{"1187 372 265 290 0 96 0\n", (372 - 265) * 4096, true},
-		{"1187 0 0 0 0 0 0", 0, true},
-		{"1187 372", 0, false},
-		{"", 0, false},
-		{"1187 x 265", 0, false},
-		{"1187 372 y", 0, false},
-		{"1187 265 372 0 0 0 0", 0, false},
+// TestMeterCounts: what the supervisor reads from and writes to the
+// control socket through its meter adds up in the trimmer's count.
+func TestMeterCounts(t *testing.T) {
+	var tr trimmer
+	var sock bytes.Buffer
+	m := meter{rw: &sock, moved: &tr.moved}
+	if _, err := m.Write(make([]byte, 3000)); err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		got, err := parseStatmAnon([]byte(c.statm), 4096)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseStatmAnon(%q) = %d, %v; want %d, ok %v", c.statm, got, err, c.want, c.ok)
-		}
+	if _, err := m.Read(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.moved.Load(); got != 4000 {
+		t.Fatalf("moved %d bytes, want 4000", got)
 	}
 }
 
-// TestAnonBytes compares anonBytes with the kernel's RssAnon of the same
-// process: statm's resident less shared is RssAnon.
-func TestAnonBytes(t *testing.T) {
-	got, err := anonBytes()
-	if err != nil {
-		t.Fatal(err)
+// TestTrimDue: a trim is due once trimMin bytes crossed the socket since
+// the last one, and not before.
+func TestTrimDue(t *testing.T) {
+	var tr trimmer
+	tr.moved.Add(trimMin - 1)
+	if tr.due() {
+		t.Fatalf("due after %d bytes", trimMin-1)
 	}
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
+	tr.moved.Add(1)
+	if !tr.due() {
+		t.Fatalf("not due after %d bytes", trimMin)
 	}
-	var want uint64
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" {
-			kb, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = kb << 10
-		}
+	tr.trim() // nothing in flight: trims, and counts from here
+	if tr.trimmedAt != trimMin || tr.due() {
+		t.Fatalf("after a trim: trimmedAt %d, due %v; want %d, false", tr.trimmedAt, tr.due(), trimMin)
 	}
-	if want == 0 {
-		t.Fatalf("no RssAnon in /proc/self/status:\n%s", b)
-	}
-	// The two reads are a moment apart in a running Go program.
-	if diff := int64(got) - int64(want); diff < -1<<20 || diff > 1<<20 {
-		t.Fatalf("anonBytes %d, RssAnon %d bytes: more than 1 MiB apart", got, want)
+	tr.moved.Add(trimMin / 2)
+	if tr.due() {
+		t.Fatal("due after half of trimMin since the last trim")
 	}
 }
