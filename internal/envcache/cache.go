@@ -345,7 +345,13 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
-	scmEnv := c.scmEnv(ctx, inst) // setuptools-scm's version, which the shallow clone cannot give
+	scmEnv, err := c.scmEnv(ctx, r, inst) // setuptools-scm's version, which the shallow clone cannot give
+	if err != nil {
+		if installScript(sp) != "" { // the install layer's key has it
+			return nil, err
+		}
+		c.log.Warn("the task's environment lacks setuptools-scm's version", "instance", inst.InstanceID, "err", err)
+	}
 	installKey, installID, hasInstall, err := c.installLayer(ctx, r, inst, sp, base, env, repoStack, scmEnv)
 	if err != nil {
 		return nil, err

@@ -42,11 +42,12 @@ func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec)
 	// here, the install layer is not listed (it is absent too).
 	repoID, repoErr := c.store.Ref(refs[1])
 	if installScript(sp) != "" && repoErr == nil {
-		// the install key has the version git describe gives in the mirror
-		if _, err := c.mirror(ctx, r, inst, inst.BaseCommit); err != nil {
+		// the install key has setuptools-scm's version: recorded, or from the mirror
+		scmEnv, err := c.scmEnv(ctx, r, inst)
+		if err != nil {
 			return nil, err
 		}
-		key, _ := installKey(inst, sp, env.key, repoID, c.scmEnv(ctx, inst))
+		key, _ := installKey(inst, sp, env.key, repoID, scmEnv)
 		refs = append(refs, InstallRef(key))
 	}
 	out := make([]LayerStatus, 0, len(refs))

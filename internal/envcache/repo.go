@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -324,68 +323,4 @@ func checkout(ctx context.Context, mirror, commit, dir string, local func(url st
 		return fmt.Errorf("fresh checkout of %s is not clean: %s", commit, out)
 	}
 	return nil
-}
-
-// scmEnv is the variable that gives setuptools-scm the instance's version
-// (none when the mirror has no tag before it), once per commit.
-func (c *Cache) scmEnv(ctx context.Context, inst dataset.Instance) []string {
-	k := inst.Repo + "@" + inst.BaseCommit
-	c.mu.Lock()
-	env, ok := c.scm[k]
-	c.mu.Unlock()
-	if ok {
-		return env
-	}
-	if v := scmVersion(ctx, c.MirrorPath(inst.Repo), inst.BaseCommit); v != "" {
-		env = []string{scmVersionEnv(inst.Repo, v)}
-	}
-	c.mu.Lock()
-	c.scm[k] = env
-	c.mu.Unlock()
-	return env
-}
-
-// scmVersion is the version setuptools-scm gives commit in a full clone
-// (its default scheme: the last tag if the commit is tagged, else the next
-// release as a .devN with the distance, and +g<node>), from `git describe`
-// in the mirror; "" when no tag is found. A repository layer's clone is
-// shallow and has no tags, where setuptools-scm would say 0.1.dev1.
-func scmVersion(ctx context.Context, mirror, commit string) string {
-	out, err := git(ctx, "", "--git-dir", mirror, "describe", "--tags", "--long", "--match", "*[0-9]*", commit)
-	if err != nil {
-		return ""
-	}
-	return scmVersionOf(strings.TrimSpace(out))
-}
-
-var describeRE = regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`)
-
-func scmVersionOf(describe string) string {
-	m := describeRE.FindStringSubmatch(describe)
-	if m == nil {
-		return ""
-	}
-	tag, distance, node := m[1], m[2], m[3]
-	if distance == "0" {
-		return tag
-	}
-	if base, _, ok := strings.Cut(tag, ".dev"); ok {
-		return base + ".dev" + distance + "+g" + node
-	}
-	// the next release: the last number of the tag plus one
-	loc := regexp.MustCompile(`\d+`).FindAllStringIndex(tag, -1)
-	if len(loc) == 0 {
-		return ""
-	}
-	last := loc[len(loc)-1]
-	n, _ := strconv.Atoi(tag[last[0]:last[1]])
-	return tag[:last[0]] + strconv.Itoa(n+1) + ".dev" + distance + "+g" + node
-}
-
-// scmVersionEnv pretends the version for the repository's distribution
-// (named like the repository) only, not for dependencies built from sdists.
-func scmVersionEnv(repo, version string) string {
-	_, name, _ := strings.Cut(repo, "/")
-	name = strings.ToUpper(regexp.MustCompile(`[-_.]+`).ReplaceAllString(name, "_"))
-	return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + name + "=" + version
 }

@@ -19,32 +19,31 @@ var renamedRequirements = []struct{ from, to string }{
 
 // requirements returns the requirement file an environment installs when
 // the spec's packages are "requirements.txt": the first of the spec's
-// requirements paths present at the environment commit, read from the
-// mirror, with what the harness leaves out left out (comments, "-e ." and
-// ".[test" lines), the files it includes with "-r" (one level) first, and
-// removed packages renamed. "" for other specs.
+// requirements paths present at the environment commit (fileAt: from the
+// commit's record or the mirror), with what the harness leaves out left
+// out (comments, "-e ." and ".[test" lines), the files it includes with
+// "-r" (one level) first, and removed packages renamed. "" for other
+// specs.
 func (c *Cache) requirements(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec) (string, error) {
 	if sp.Packages != "requirements.txt" {
 		return "", nil
 	}
 	commit := spec.EnvironmentCommit(inst)
-	mirror, err := c.mirror(ctx, r, inst, commit)
-	if err != nil {
-		return "", err
-	}
-	show := func(p string) (string, bool) {
-		out, err := git(ctx, "", "--git-dir", mirror, "show", commit+":"+p)
-		return out, err == nil
-	}
 	for _, p := range sp.RequirementsPaths {
-		text, ok := show(p)
+		text, ok, err := c.fileAt(ctx, r, inst, commit, p)
+		if err != nil {
+			return "", err
+		}
 		if !ok {
 			continue
 		}
 		var included, own []string
 		for _, line := range strings.Split(text, "\n") {
 			if f, ok := strings.CutPrefix(strings.TrimSpace(line), "-r"); ok {
-				sub, ok := show(path.Join(path.Dir(p), strings.TrimSpace(f)))
+				sub, ok, err := c.fileAt(ctx, r, inst, commit, path.Join(path.Dir(p), strings.TrimSpace(f)))
+				if err != nil {
+					return "", err
+				}
 				if ok {
 					for _, l := range strings.Split(sub, "\n") {
 						if !leftOut(l) {

@@ -23,7 +23,8 @@
 //     stack (Store.Stack). Deletions are materialized as overlay whiteouts and
 //     opaque directories carry the overlay.opaque xattr, so stacking gives the
 //     view the layer was committed from.
-//   - Ref: a name (env/<key>, repo/<name>@<commit>) pointing at a layer,
+//   - Ref: a name (env/<key>, repo/<name>@<commit>, install/<key>,
+//     commit/<name>@<commit>) pointing at a layer,
 //     replaced atomically. Refs are the roots GC keeps.
 //   - Lease: a running sandbox's claim on the layers it mounts, a file held
 //     under flock; when its holder dies the kernel releases it and GC may
