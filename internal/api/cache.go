@@ -47,12 +47,17 @@ type CacheUsage struct {
 	// TreeBytes: what the layers' files take on disk, each shared file
 	// once.
 	TreeBytes int64 `json:"tree_bytes"`
-	// DiskBytes: everything under the cache's store (trees, the object
-	// copies that export and verify use, manifests).
+	// DiskBytes: everything under the cache's store (the shared files,
+	// the layers' directories, manifests), each inode once.
 	DiskBytes int64 `json:"disk_bytes"`
 	// DedupRatio is FileBytes / TreeBytes: how much sharing files between
 	// layers saves (1 when nothing is shared; 0 for an empty cache).
 	DedupRatio float64 `json:"dedup_ratio"`
+	// Compression is how the filesystem compresses what the store writes:
+	// "zstd (btrfs property)", "zstd:1 (btrfs mount)", or empty for none.
+	// The byte counts come from st_blocks, which btrfs gives before
+	// compression; with it on, the disk holds less than they say.
+	Compression string `json:"compression,omitempty"`
 }
 
 // BuildStatus is how one instance's layers came to be.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -217,7 +218,10 @@ func newCacheDuCmd(g *globals) *cobra.Command {
 			}
 			fmt.Printf("cache %s: %d layers, %d objects, %d shared files\n", u.Dir, u.Layers, u.Objects, u.Inodes)
 			fmt.Printf("layers' files as separate copies %s; shared on disk %s (dedup ratio %.2fx)\n", fmtBytes(u.FileBytes), fmtBytes(u.TreeBytes), u.DedupRatio)
-			fmt.Printf("everything on disk %s (the shared files, the objects that export and verify use, manifests)\n", fmtBytes(u.DiskBytes))
+			fmt.Printf("everything on disk %s (the shared files, the layers' directories, manifests)\n", fmtBytes(u.DiskBytes))
+			if u.Compression != "" {
+				fmt.Printf("compressed with %s: the sizes above are before compression; the disk holds less (compsize -x %s, as root, says how much)\n", u.Compression, filepath.Join(u.Dir, "store"))
+			}
 			return nil
 		},
 	}

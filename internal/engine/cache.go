@@ -98,6 +98,9 @@ func (c *Cache) Usage(ctx context.Context) (api.CacheUsage, error) {
 	if u.TreeBytes > 0 {
 		out.DedupRatio = float64(u.LayerDiskBytes) / float64(u.TreeBytes)
 	}
+	if c := u.Compression; c.Compressed() {
+		out.Compression = fmt.Sprintf("%s (%s %s)", c.Algorithm, c.Filesystem, c.From)
+	}
 	return out, nil
 }
 

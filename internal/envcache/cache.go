@@ -194,6 +194,9 @@ func Open(opts Options) (*Cache, error) {
 	if opts.IndexURL == "" {
 		opts.IndexURL = DefaultIndexURL
 	}
+	if err := compressNew(dir, opts.Logger); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{"mirrors", "locks", "logs", "failed", "build", "tasks", opts.DownloadCache} {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(dir, d)
@@ -207,6 +210,27 @@ func Open(opts Options) (*Cache, error) {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
 	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, scm: map[string][]string{}}, nil
+}
+
+// compressNew asks btrfs to compress a new cache (store.CompressDir):
+// builds write under the cache dir and their files are cloned into the
+// store, so the whole dir is marked, before anything is written there. A
+// cache that has a store already is left as it is.
+func compressNew(dir string, log *slog.Logger) error {
+	if _, err := os.Stat(filepath.Join(dir, "store", "VERSION")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating cache dir: %w", err)
+	}
+	on, err := store.CompressDir(dir)
+	switch {
+	case err != nil:
+		log.Warn("the cache's files stay uncompressed", "err", err)
+	case on:
+		log.Info("the cache is on btrfs: its files are stored compressed", "algorithm", store.DefaultCompression, "dir", dir)
+	}
+	return nil
 }
 
 // Store is the cache's content-addressed store.

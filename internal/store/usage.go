@@ -48,6 +48,10 @@ type Usage struct {
 	TreeBytes int64 `json:"tree_bytes"`
 	Objects   int   `json:"objects"`
 	Inodes    int   `json:"inodes"`
+	// Compression is how the filesystem compresses what is written to the
+	// store. The byte counts above come from st_blocks, which btrfs gives
+	// before compression: with it on, the disk holds less.
+	Compression Compression `json:"compression"`
 }
 
 // Usage measures the store. It reads every manifest and stats every file.
@@ -148,5 +152,6 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 	if u.DiskBytes > 0 {
 		u.DedupRatio = float64(u.LogicalBytes) / float64(u.DiskBytes)
 	}
-	return u, nil
+	u.Compression, err = DirCompression(s.root)
+	return u, err
 }
