@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -560,6 +561,22 @@ func testCloseKillsEverything(t *testing.T, rt *Runtime) {
 	}
 }
 
+// stateTree lists the paths under a runtime's state dir, two levels deep.
+func stateTree(dir string) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		if err == nil && strings.Count(rel, "/") < 2 {
+			fmt.Fprintf(&b, "%s %v\n", rel, d.Type())
+		}
+		if d != nil && d.IsDir() && strings.Count(rel, "/") >= 1 {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return b.String()
+}
+
 func countProcs(cmdline string) int {
 	n := 0
 	procs, _ := os.ReadDir("/proc")
@@ -785,9 +802,12 @@ func testGC(t *testing.T, rt *Runtime) {
 	tag := strconv.Itoa(2000000 + int(time.Now().UnixNano()%1000000))
 	mustOK(t, sb, "setsid -f sleep "+tag+" >/dev/null 2>&1")
 	sb.lock.Close() // the owner "dies"
+	before := stateTree(rt.StateDir())
 	rep := rt.GC()
 	if len(rep.Sandboxes) != 1 || len(rep.Processes) != 1 {
-		t.Fatalf("gc report %+v", rep)
+		// Once (make test beside a validation run) GC found two more
+		// sandboxes, of earlier subtests; what their dirs held says why.
+		t.Fatalf("gc report %+v; the state dir before GC (this sandbox %s):\n%s", rep, sb.ID, before)
 	}
 	if n := countProcs("sleep " + tag); n != 0 {
 		t.Fatalf("gc left %d processes", n)
