@@ -223,13 +223,7 @@ func compressNew(dir string, log *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating cache dir: %w", err)
 	}
-	on, err := store.CompressDir(dir)
-	switch {
-	case err != nil:
-		log.Warn("the cache's files stay uncompressed", "err", err)
-	case on:
-		log.Info("the cache is on btrfs: its files are stored compressed", "algorithm", store.DefaultCompression, "dir", dir)
-	}
+	store.CompressLogged(dir, log)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -109,6 +110,18 @@ func CompressDir(dir string) (bool, error) {
 		return false, fmt.Errorf("setting %s=%s on %s: %w", compressionXattr, DefaultCompression, dir, err)
 	}
 	return true, nil
+}
+
+// CompressLogged is CompressDir telling log what it did: a change is
+// info; a failure is a warning, as the directory still works uncompressed.
+func CompressLogged(dir string, log *slog.Logger) {
+	on, err := CompressDir(dir)
+	switch {
+	case err != nil:
+		log.Warn("files stay uncompressed", "dir", dir, "err", err)
+	case on:
+		log.Info("on btrfs: files are stored compressed", "algorithm", DefaultCompression, "dir", dir)
+	}
 }
 
 func inodeFlags(path string) (uint32, error) {

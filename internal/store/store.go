@@ -132,7 +132,7 @@ func (s *Store) init() error {
 			return fmt.Errorf("directory is not empty and has no VERSION file (found %q)", e.Name())
 		}
 	}
-	s.compress()
+	CompressLogged(s.root, s.log) // before anything is written there
 	for _, d := range []string{"tmp", "manifests", "layers", "refs", "leases", "objects/sha256", "inodes"} {
 		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
 			return err
@@ -151,18 +151,6 @@ func (s *Store) init() error {
 		return err
 	}
 	return syncDir(s.root)
-}
-
-// compress asks btrfs to compress the new store's content (CompressDir).
-// A store that cannot is still a store: the failure is a warning.
-func (s *Store) compress() {
-	on, err := CompressDir(s.root)
-	switch {
-	case err != nil:
-		s.log.Warn("the store's files stay uncompressed", "err", err)
-	case on:
-		s.log.Info("the store is on btrfs: its files are stored compressed", "algorithm", DefaultCompression, "dir", s.root)
-	}
 }
 
 // fullIDMap reports whether this process's user namespace maps all uids,
