@@ -147,11 +147,11 @@ type Cache struct {
 
 	envBuilds, installBuilds, repoBuilds, failedBuilds atomic.Int64
 
-	mu      sync.Mutex // guards retried, pythons, dpkg and scm
+	mu      sync.Mutex // guards retried, pythons, dpkg and facts
 	retried map[string]bool
 	pythons map[string]*Python
 	dpkg    map[string]map[string]bool // base key -> installed Debian packages
-	scm     map[string][]string        // repo@commit -> setuptools-scm's version variable
+	facts   map[string]commitFacts     // repo@commit -> its record as last read or written
 }
 
 // Stats counts what this Cache built since it was opened.
@@ -209,7 +209,7 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
-	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, scm: map[string][]string{}}, nil
+	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, facts: map[string]commitFacts{}}, nil
 }
 
 // compressNew asks btrfs to compress a new cache (store.CompressDir):

@@ -1,6 +1,7 @@
 package envcache
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,8 +37,31 @@ type commitFacts struct {
 	Files map[string]*string `json:"files,omitempty"`
 }
 
-// commitFacts reads a commit's record (zero when there is none).
+// commitFacts returns a commit's record (zero when there is none), read
+// from the store once per Cache: Prepare asks on every task's start.
 func (c *Cache) commitFacts(ctx context.Context, repo, commit string) (commitFacts, error) {
+	k := repo + "@" + commit
+	c.mu.Lock()
+	f, ok := c.facts[k]
+	c.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	f, err := c.readFacts(ctx, repo, commit)
+	if err == nil {
+		c.keepFacts(k, f)
+	}
+	return f, err
+}
+
+func (c *Cache) keepFacts(k string, f commitFacts) {
+	c.mu.Lock()
+	c.facts[k] = f
+	c.mu.Unlock()
+}
+
+// readFacts reads a commit's record from the store.
+func (c *Cache) readFacts(ctx context.Context, repo, commit string) (commitFacts, error) {
 	var f commitFacts
 	ref := CommitRef(repo, commit)
 	id, err := c.store.Ref(ref)
@@ -62,14 +86,20 @@ func (c *Cache) commitFacts(ctx context.Context, repo, commit string) (commitFac
 }
 
 // learn adds to a commit's record what update sets, under the commit's
-// lock, so that concurrent learners lose nothing.
+// lock and from the record in the store, so that concurrent learners
+// (other processes too) lose nothing. A record that update leaves as it
+// was is not written again.
 func (c *Cache) learn(ctx context.Context, repo, commit string, update func(*commitFacts)) error {
 	l, err := c.lock(ctx, "commit-"+mirrorName(repo)+"@"+commit, nil)
 	if err != nil {
 		return err
 	}
 	defer l.unlock()
-	f, err := c.commitFacts(ctx, repo, commit)
+	f, err := c.readFacts(ctx, repo, commit)
+	if err != nil {
+		return err
+	}
+	was, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
@@ -77,6 +107,10 @@ func (c *Cache) learn(ctx context.Context, repo, commit string, update func(*com
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
+	}
+	if bytes.Equal(was, b) {
+		c.keepFacts(repo+"@"+commit, f)
+		return nil
 	}
 	dir, err := os.MkdirTemp(c.path("build"), "commit-")
 	if err != nil {
@@ -90,6 +124,7 @@ func (c *Cache) learn(ctx context.Context, repo, commit string, update func(*com
 	if _, err := c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: ref, MapOwner: c.mapOwner()}); err != nil {
 		return fmt.Errorf("recording %s: %w", ref, err)
 	}
+	c.keepFacts(repo+"@"+commit, f)
 	return nil
 }
 

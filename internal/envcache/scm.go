@@ -10,27 +10,15 @@ import (
 )
 
 // scmEnv is the variable that gives setuptools-scm the instance's version
-// (none when no tag comes before its commit), once per commit
-// (scmVersionAt: from the commit's record, else from the mirror).
+// (none when no tag comes before its commit): scmVersionAt, from the
+// commit's record (held in memory after the first read), else from the
+// mirror.
 func (c *Cache) scmEnv(ctx context.Context, r *run, inst dataset.Instance) ([]string, error) {
-	k := inst.Repo + "@" + inst.BaseCommit
-	c.mu.Lock()
-	env, ok := c.scm[k]
-	c.mu.Unlock()
-	if ok {
-		return env, nil
-	}
 	v, err := c.scmVersionAt(ctx, r, inst)
-	if err != nil {
+	if err != nil || v == "" {
 		return nil, err
 	}
-	if v != "" {
-		env = []string{scmVersionEnv(inst.Repo, v)}
-	}
-	c.mu.Lock()
-	c.scm[k] = env
-	c.mu.Unlock()
-	return env, nil
+	return []string{scmVersionEnv(inst.Repo, v)}, nil
 }
 
 // scmVersion is the version setuptools-scm gives commit in a full clone
@@ -46,7 +34,11 @@ func scmVersion(ctx context.Context, mirror, commit string) string {
 	return scmVersionOf(strings.TrimSpace(out))
 }
 
-var describeRE = regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`)
+var (
+	describeRE  = regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`)
+	numberRE    = regexp.MustCompile(`\d+`)
+	separatorRE = regexp.MustCompile(`[-_.]+`)
+)
 
 func scmVersionOf(describe string) string {
 	m := describeRE.FindStringSubmatch(describe)
@@ -61,7 +53,7 @@ func scmVersionOf(describe string) string {
 		return base + ".dev" + distance + "+g" + node
 	}
 	// the next release: the last number of the tag plus one
-	loc := regexp.MustCompile(`\d+`).FindAllStringIndex(tag, -1)
+	loc := numberRE.FindAllStringIndex(tag, -1)
 	if len(loc) == 0 {
 		return ""
 	}
@@ -74,6 +66,6 @@ func scmVersionOf(describe string) string {
 // (named like the repository) only, not for dependencies built from sdists.
 func scmVersionEnv(repo, version string) string {
 	_, name, _ := strings.Cut(repo, "/")
-	name = strings.ToUpper(regexp.MustCompile(`[-_.]+`).ReplaceAllString(name, "_"))
+	name = strings.ToUpper(separatorRE.ReplaceAllString(name, "_"))
 	return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + name + "=" + version
 }
