@@ -161,9 +161,6 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		return err
 	}
 	defer e.Close()
-	if rep := e.GCReport(); len(rep.Sandboxes)+len(rep.Cgroups) > 0 {
-		log.Info("cleaned up after a killed msb", "sandboxes", len(rep.Sandboxes), "processes", len(rep.Processes), "cgroups", len(rep.Cgroups))
-	}
 	if f.dataset != "" {
 		d, err := f.load(e)
 		if err != nil {

@@ -165,11 +165,17 @@ func (g *globals) jobRuntime() (*sandbox.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rep := rt.GC(); len(rep.Sandboxes)+len(rep.Cgroups) > 0 {
+	sayCollected(rt.GC())
+	return rt, nil
+}
+
+// sayCollected says what a start-up GC found of killed msb processes'
+// sandboxes; empty cgroups it tidied are no sign of one and go unsaid.
+func sayCollected(rep sandbox.GCReport) {
+	if rep.Found() {
 		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups\n",
 			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
 	}
-	return rt, nil
 }
 
 // openEngine opens the engine with the settings and o's changes, and says
@@ -184,10 +190,7 @@ func (g *globals) openEngine(ctx context.Context, o engineOptions) (*engine.Engi
 	if err != nil {
 		return nil, err
 	}
-	if rep := e.GCReport(); len(rep.Sandboxes)+len(rep.Cgroups) > 0 {
-		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups\n",
-			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
-	}
+	sayCollected(e.GCReport())
 	return e, nil
 }
 

@@ -67,8 +67,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: log, rt: rt, sandboxes: map[string]*Sandbox{}, instances: map[string]dataset.Instance{}, tasks: map[string]*task.Task{},
 		gone: newTombstones(cfg.tombstones()), stop: make(chan struct{}), done: make(chan struct{})}
 	e.gc = rt.GC()
-	if n := len(e.gc.Sandboxes) + len(e.gc.Cgroups); n > 0 {
+	if e.gc.Found() {
 		log.Info("cleaned up after a killed msb", "sandboxes", len(e.gc.Sandboxes), "processes", len(e.gc.Processes), "cgroups", len(e.gc.Cgroups))
+	}
+	if len(e.gc.StaleCgroups) > 0 {
+		log.Debug("removed empty cgroups", "cgroups", len(e.gc.StaleCgroups))
 	}
 	if e.cache, err = openCache(cfg.Cache, rt, log); err != nil {
 		return nil, err

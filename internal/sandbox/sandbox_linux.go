@@ -60,9 +60,13 @@ type Sandbox struct {
 	cleanupErr error
 }
 
-// stateInfo is written to <state>/<id>/info.json for gc.
+// stateInfo is written to <state>/<id>/info.json for gc. InitStart is the
+// init's start time (clock ticks after boot, /proc/<pid>/stat): with the pid
+// it names one process for the life of the host, so a reused pid is not
+// taken for the init.
 type stateInfo struct {
 	InitPid    int       `json:"init_pid"`
+	InitStart  uint64    `json:"init_start,omitempty"`
 	CgroupDirs []string  `json:"cgroup_dirs,omitempty"`
 	Created    time.Time `json:"created"`
 }
@@ -266,19 +270,11 @@ func readWithContext(ctx context.Context, f *os.File, v any) error {
 }
 
 func (s *Sandbox) prepareDirs() error {
-	s.dir = filepath.Join(s.rt.stateDir, s.ID)
-	if err := os.Mkdir(s.dir, 0o700); err != nil {
-		return fmt.Errorf("creating sandbox state dir: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	lock, dir, err := newOwnedDir(s.rt.stateDir, s.ID)
 	if err != nil {
-		return fmt.Errorf("creating owner lock: %w", err)
+		return err
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return fmt.Errorf("taking owner lock: %w", err)
-	}
-	s.lock = lock
+	s.dir, s.lock = dir, lock
 	dirs := []string{filepath.Join(s.dir, "root")}
 	switch {
 	case s.conf.RootDir != "": // copy mode: no overlay
@@ -425,6 +421,7 @@ func defaultEnv(extra []string, hostname string) []string {
 
 func (s *Sandbox) writeInfo() {
 	info := stateInfo{InitPid: s.cmd.Process.Pid, Created: time.Now()}
+	info.InitStart, _ = procStart(info.InitPid)
 	if s.cg != nil {
 		info.CgroupDirs = s.cg.Dirs()
 	}
