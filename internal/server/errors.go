@@ -15,6 +15,7 @@ import (
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/minisandbox/msb/internal/store"
+	"github.com/minisandbox/msb/internal/task"
 )
 
 // apiError is an error with the status and code it is answered with.
@@ -55,6 +56,10 @@ func classify(err error) (int, api.ErrorCode) {
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, sandbox.ErrNotFound), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, fs.ErrNotExist):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrExists):
+		return http.StatusConflict, api.CodeConflict
+	case errors.Is(err, task.ErrDiff):
+		// The sandbox's repository is in a state git cannot diff (the
+		// agent replaced or broke its .git): the sandbox's doing.
 		return http.StatusConflict, api.CodeConflict
 	case errors.Is(err, session.ErrSessionEnded):
 		return http.StatusConflict, api.CodeSessionEnded

@@ -187,20 +187,42 @@ func (s *Sandbox) ApplyPatch(ctx context.Context, patch string, log *RunLog) (st
 	return "", err
 }
 
+// diffScript writes the agent's patch to stdout. Git runs on /testbed's own
+// .git (GIT_DIR and GIT_WORK_TREE fixed: a .git file or core.worktree
+// pointing elsewhere is an error, not another repository), with no system or
+// global configuration (the agent may write ~/.gitconfig), no fsmonitor, no
+// hooks, no attributes file, every filter driver the repository's config
+// defines emptied (a clean filter would run on git add and could rewrite
+// what the patch says), no external diff or textconv, and --binary so that
+// a "-diff" attribute (or a binary file) gives a patch git apply can apply,
+// not "Binary files differ".
+const diffScript = `cd /testbed || exit 1
+export GIT_DIR=/testbed/.git GIT_WORK_TREE=/testbed GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1
+unset GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXTERNAL_DIFF GIT_INDEX_FILE
+set -- -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.fileMode=false
+for k in $(git config --name-only --get-regexp '^filter\..*\.(clean|smudge|process|required)$' 2>/dev/null); do
+  case $k in *.required) set -- "$@" -c "$k=false" ;; *) set -- "$@" -c "$k=" ;; esac
+done
+f=$(mktemp) || exit 1
+cp .git/index "$f" 2>/dev/null
+GIT_INDEX_FILE="$f" git "$@" add -A && GIT_INDEX_FILE="$f" git "$@" diff --cached --no-ext-diff --no-textconv --binary HEAD
+rc=$?
+rm -f "$f"
+exit $rc`
+
 // Diff returns the agent's patch: every change in /testbed against HEAD
 // (the base commit; for SWE-smith the committed bug), untracked files
 // included and ignored files left out, as `git add -A && git diff --cached`
 // gives it. The sandbox's own git index is not touched, and the bytes are
 // the file's, not a terminal's rendering of them.
+//
+// The agent owns the repository's configuration, so git runs as
+// diffScript says: no repository setting may run a program, redirect the
+// repository or hide a change from the patch.
 func (s *Sandbox) Diff(ctx context.Context) (string, error) {
 	const out = "/tmp/msb-agent.patch"
-	const script = `f=$(mktemp) || exit 1
-cp .git/index "$f" 2>/dev/null
-GIT_INDEX_FILE="$f" git add -A && GIT_INDEX_FILE="$f" git -c core.fileMode=false diff --cached HEAD >` + out + `
-rc=$?
-rm -f "$f"
-exit $rc`
-	res, err := s.Exec(ctx, session.ExecRequest{Command: "cd /testbed && " + script, Timeout: 5 * time.Minute})
+	script := "{\n" + diffScript + "\n} >" + out
+	res, err := s.Exec(ctx, session.ExecRequest{Command: script, Timeout: 5 * time.Minute})
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrDiff, err)
 	}
