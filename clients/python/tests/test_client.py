@@ -250,3 +250,31 @@ async def test_async_client(daemon, demo):
                 await c.get_instance("nope")
         with pytest.raises(msb.SandboxGone):
             await sb.exec("true")
+
+
+def test_calls_survive_a_daemon_restart(tmp_root, demo):
+    """A client's next call after the daemon restarted reconnects, sync and
+    asyncio, even with several pooled connections all closed by the restart."""
+    from conftest import Daemon, _start
+
+    dm = _start(tmp_root, "restart", demo, "unix://" + os.path.join(tmp_root, "restart", "msb.sock"))
+    sync = msb.Client(dm.address)
+
+    def restart() -> None:
+        nonlocal dm
+        assert dm.stop() == 0, dm.log()
+        dm = Daemon(dm.dir, dm.listen, demo.cache, demo.spec, [])
+
+    async def both() -> None:
+        async with msb.aio.Client(dm.address) as c:
+            await asyncio.gather(*(c.health() for _ in range(3)))  # three pooled connections
+            assert sync.health().status == "ok"
+            await asyncio.to_thread(restart)
+            assert (await c.health()).status == "ok"
+            assert sync.health().status == "ok"
+
+    try:
+        asyncio.run(both())
+    finally:
+        sync.close()
+        assert dm.stop() == 0, dm.log()

@@ -385,7 +385,9 @@ class AsyncTransport:
             f"{k}: {v}\r\n" for k, v in call.header_list(self.token, self._host)) + "\r\n"
         data = head.encode("latin-1") + (call.body or b"")
         for attempt in (0, 1):
-            reused = bool(self._idle)
+            # The retry always connects afresh: the pooled connections
+            # left were opened to the same daemon and closed with it.
+            reused = attempt == 0 and bool(self._idle)
             conn = self._idle.pop() if reused else await self._connect()
             try:
                 conn.writer.write(data)
@@ -394,13 +396,21 @@ class AsyncTransport:
                 return conn, status, headers
             except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError) as e:
                 conn.close()
-                if reused and attempt == 0:
+                if reused:
+                    self._drop_idle()
                     continue
                 raise errors.DaemonUnreachable(f"msb daemon at {self.address.url()}: {e}") from None
             except BaseException:
                 conn.close()
                 raise
         raise AssertionError("unreachable")
+
+    def _drop_idle(self) -> None:
+        """Close every pooled connection: one of them found the daemon gone
+        (a restart closes them all)."""
+        idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
 
     def _release(self, conn: _AsyncConn, headers: Mapping[str, str]) -> None:
         if _reusable(headers) and len(self._idle) < self.max_idle:
