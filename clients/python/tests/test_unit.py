@@ -152,3 +152,75 @@ def test_request_timeout_sync_and_async(tmp_path):
             asyncio.run(AsyncTransport(Address(path=path)).run(call))
     finally:
         srv.close()
+
+
+class _Stalled:
+    """A loopback TCP server that accepts and never answers; it closes what
+    it accepted after ``hold`` seconds (so a client without a bound of its
+    own fails then instead of hanging the suite) or when stopped."""
+
+    def __init__(self, hold: float = 60.0) -> None:
+        import socket
+        import threading
+
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.port = self.srv.getsockname()[1]
+        self.stop = threading.Event()
+        self.conns: list = []
+        self.thread = threading.Thread(target=self._serve, args=(hold,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, hold: float) -> None:
+        self.srv.settimeout(0.05)
+        import time
+        deadline = time.monotonic() + hold
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                self.conns.append(self.srv.accept()[0])
+            except OSError:
+                pass
+        for c in self.conns:
+            c.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.srv.close()
+
+
+def test_create_and_evaluate_time_out_on_a_stalled_daemon():
+    """create_sandbox, evaluate, gym_reset and gym_submit are bounded by the
+    client's create_timeout / evaluate_timeout, sync and asyncio."""
+    import asyncio
+
+    import msb.aio
+
+    srv = _Stalled()
+    url = f"http://127.0.0.1:{srv.port}"
+    try:
+        c = msb.Client(url, token="t", create_timeout=0.2, evaluate_timeout=0.2)
+        with pytest.raises(msb.RequestTimeout):
+            c.create_sandbox("demo__calc-1")
+        with pytest.raises(msb.RequestTimeout):
+            c.gym_reset("demo__calc-1")
+        with pytest.raises(msb.RequestTimeout):
+            msb.Sandbox(c, types.SandboxInfo(id="sb-1")).evaluate()
+        with pytest.raises(msb.RequestTimeout):
+            c.gym_submit("sb-1")
+
+        async def aio() -> None:
+            async with msb.aio.Client(url, token="t", create_timeout=0.2, evaluate_timeout=0.2) as a:
+                with pytest.raises(msb.RequestTimeout):
+                    await a.create_sandbox("demo__calc-1")
+                with pytest.raises(msb.RequestTimeout):
+                    await msb.aio.Sandbox(a, types.SandboxInfo(id="sb-1")).evaluate()
+                with pytest.raises(msb.RequestTimeout):
+                    await a.gym_submit("sb-1")
+        asyncio.run(aio())
+    finally:
+        srv.close()
+
+
+def test_default_timeouts_are_bounded():
+    c = msb.Client("http://127.0.0.1:9", token="t")
+    assert 0 < c.create_timeout < float("inf") and 0 < c.evaluate_timeout < float("inf")

@@ -58,6 +58,19 @@ def _wait(timeout: Optional[float], extra: float = 60.0) -> Optional[float]:
     return None if not timeout else timeout + extra
 
 
+def plus_wait(timeout: Optional[float], admission_wait: Optional[float]) -> Optional[float]:
+    """A create's wait: the client's timeout plus the time the daemon may
+    spend waiting for room (None waits as long as it takes)."""
+    return None if timeout is None else timeout + (admission_wait or 0)
+
+
+#: seconds the clients wait, by default, for a sandbox's creation (which may
+#: build the instance's environment first) and for a grading (the daemon's
+#: own test timeout is 30 minutes, plus the fresh sandbox's setup)
+CREATE_TIMEOUT = 3600.0
+EVALUATE_TIMEOUT = 3600.0
+
+
 # Daemon ---------------------------------------------------------------------
 
 
@@ -73,7 +86,7 @@ def create_sandbox(*, instance_id: str = "", instance: Optional[Mapping[str, Any
                    env: Env = None, network: str = "", labels: Optional[Mapping[str, str]] = None,
                    limits: Optional[t.Limits] = None, lifetime: Optional[float] = None,
                    idle_timeout: Optional[float] = None, admission_wait: Optional[float] = None,
-                   max_output: int = 0) -> Call:
+                   max_output: int = 0, timeout: Optional[float] = None) -> Call:
     body: Dict[str, Any] = {
         "instance_id": instance_id, "instance": instance, "layers": list(layers),
         "host_base": host_base, "workdir": workdir, "env": env_list(env), "network": network,
@@ -83,7 +96,8 @@ def create_sandbox(*, instance_id: str = "", instance: Optional[Mapping[str, Any
     body = {k: v for k, v in body.items() if v}
     body["limits"] = t.to_json(limits or t.Limits())
     # Creating may build the instance's environment first (minutes, once).
-    return Call("POST", "/v1/sandboxes", _obj(t.SandboxInfo), body=json_body(body))
+    return Call("POST", "/v1/sandboxes", _obj(t.SandboxInfo), body=json_body(body),
+                timeout=plus_wait(timeout, admission_wait))
 
 
 def list_sandboxes(labels: Optional[Mapping[str, str]] = None) -> Call:
@@ -193,7 +207,8 @@ def diff(sid: str) -> Call:
     return Call("GET", f"/v1/sandboxes/{_q(sid)}/diff", _field("patch"), timeout=300)
 
 
-def evaluate(sid: str, patch: Optional[str] = None, model: str = "", artifacts: bool = False) -> Call:
+def evaluate(sid: str, patch: Optional[str] = None, model: str = "", artifacts: bool = False,
+             timeout: Optional[float] = None) -> Call:
     body: Dict[str, Any] = {}
     if patch is not None:
         body["patch"] = patch
@@ -201,7 +216,8 @@ def evaluate(sid: str, patch: Optional[str] = None, model: str = "", artifacts: 
         body["model_name_or_path"] = model
     if artifacts:
         body["artifacts"] = True
-    return Call("POST", f"/v1/sandboxes/{_q(sid)}/evaluate", _obj(t.EvaluateResponse), body=json_body(body))
+    return Call("POST", f"/v1/sandboxes/{_q(sid)}/evaluate", _obj(t.EvaluateResponse), body=json_body(body),
+                timeout=timeout)
 
 
 # Instances ------------------------------------------------------------------
@@ -275,13 +291,14 @@ def cancel_job(jid: str) -> Call:
 def gym_reset(*, instance_id: str = "", instance: Optional[Mapping[str, Any]] = None,
               labels: Optional[Mapping[str, str]] = None, limits: Optional[t.Limits] = None,
               lifetime: Optional[float] = None, idle_timeout: Optional[float] = None,
-              admission_wait: Optional[float] = None) -> Call:
+              admission_wait: Optional[float] = None, timeout: Optional[float] = None) -> Call:
     body: Dict[str, Any] = {"instance_id": instance_id, "instance": instance, "labels": dict(labels or {}),
                             "lifetime_ns": ns(lifetime), "idle_timeout_ns": ns(idle_timeout),
                             "admission_wait_ns": ns(admission_wait)}
     body = {k: v for k, v in body.items() if v}
     body["limits"] = t.to_json(limits or t.Limits())
-    return Call("POST", "/v1/gym/reset", _obj(t.GymObservation), body=json_body(body))
+    return Call("POST", "/v1/gym/reset", _obj(t.GymObservation), body=json_body(body),
+                timeout=plus_wait(timeout, admission_wait))
 
 
 def gym_step(sid: str, command: str, timeout: Optional[float] = None) -> Call:
@@ -291,7 +308,8 @@ def gym_step(sid: str, command: str, timeout: Optional[float] = None) -> Call:
     return Call("POST", f"/v1/gym/{_q(sid)}/step", _obj(t.GymStep), body=json_body(body), timeout=_wait(timeout))
 
 
-def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: bool = False) -> Call:
+def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: bool = False,
+               timeout: Optional[float] = None) -> Call:
     body: Dict[str, Any] = {}
     if patch is not None:
         body["patch"] = patch
@@ -299,5 +317,6 @@ def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: boo
         body["model_name_or_path"] = model
     if keep:
         body["keep"] = True
-    return Call("POST", f"/v1/gym/{_q(sid)}/submit", _obj(t.GymSubmitResult), body=json_body(body))
+    return Call("POST", f"/v1/gym/{_q(sid)}/submit", _obj(t.GymSubmitResult), body=json_body(body),
+                timeout=timeout)
 

@@ -32,9 +32,13 @@ class Client:
     """An asyncio connection pool to one msb daemon (arguments as ``msb.Client``)."""
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
-                 token_file: Optional[str] = None, max_idle: int = 16) -> None:
+                 token_file: Optional[str] = None, max_idle: int = 16,
+                 create_timeout: Optional[float] = _api.CREATE_TIMEOUT,
+                 evaluate_timeout: Optional[float] = _api.EVALUATE_TIMEOUT) -> None:
         addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
+        self.create_timeout = create_timeout
+        self.evaluate_timeout = evaluate_timeout
         self._t = AsyncTransport(addr, token, max_idle=max_idle)
 
     async def close(self) -> None:
@@ -64,7 +68,8 @@ class Client:
         info = await self._t.run(_api.create_sandbox(
             instance_id=instance_id, instance=instance, layers=layers, host_base=host_base, workdir=workdir,
             env=env, network=network, labels=labels, limits=limits, lifetime=lifetime,
-            idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output))
+            idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output,
+            timeout=self.create_timeout))
         return Sandbox(self, info)
 
     async def sandbox(self, sandbox_id: str) -> "Sandbox":
@@ -144,7 +149,7 @@ class Client:
         """Start an episode: a task sandbox with a session ``gym`` in /testbed."""
         return await self._t.run(_api.gym_reset(instance_id=instance_id, instance=instance, labels=labels,
                                                 limits=limits, lifetime=lifetime, idle_timeout=idle_timeout,
-                                                admission_wait=admission_wait))
+                                                admission_wait=admission_wait, timeout=self.create_timeout))
 
     async def gym_step(self, sandbox_id: str, command: str, *, timeout: Optional[float] = None) -> t.GymStep:
         """One bash command in the episode's session."""
@@ -153,7 +158,7 @@ class Client:
     async def gym_submit(self, sandbox_id: str, patch: Optional[str] = None, *, model: str = "",
                          keep: bool = False) -> t.GymSubmitResult:
         """Grade the episode in a fresh sandbox."""
-        return await self._t.run(_api.gym_submit(sandbox_id, patch, model, keep))
+        return await self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout))
 
 
 class Sandbox:
@@ -258,7 +263,8 @@ class Sandbox:
     async def evaluate(self, patch: Optional[str] = None, *, model: str = "",
                        artifacts: bool = False) -> t.EvaluateResponse:
         """Grade ``patch`` (default: the diff) in a FRESH sandbox."""
-        return await self._t.run(_api.evaluate(self.id, patch, model, artifacts))
+        return await self._t.run(_api.evaluate(self.id, patch, model, artifacts,
+                                               timeout=self.client.evaluate_timeout))
 
 
 class Session:

@@ -30,14 +30,24 @@ class Client:
     ``address``: a socket path, ``unix://PATH`` or ``http://HOST:PORT``, or
     an ``Address`` (default: MSB_SOCKET, else the daemon's default socket).
     ``token`` (or ``token_file``) is for TCP (default: MSB_TOKEN, else
-    MSB_TOKEN_FILE); a unix socket needs none. Safe to share between threads
-    (each thread gets its own keep-alive connection).
+    MSB_TOKEN_FILE); a unix socket needs none. ``create_timeout`` and
+    ``evaluate_timeout`` bound, in seconds, the wait for a sandbox's creation
+    (plus its ``admission_wait``; a create may build the environment first)
+    and for a grading (``evaluate``, ``gym_submit``): past them the call
+    raises ``RequestTimeout`` (default one hour each; None waits as long as
+    it takes). Other calls have bounds of their own. Safe to share between
+    threads (each thread gets its own keep-alive connection).
     """
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
-                 token_file: Optional[str] = None) -> None:
+                 token_file: Optional[str] = None, create_timeout: Optional[float] = _api.CREATE_TIMEOUT,
+                 evaluate_timeout: Optional[float] = _api.EVALUATE_TIMEOUT) -> None:
         addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
+        #: seconds to wait for a create (plus its admission_wait) and for a
+        #: grading (evaluate, gym_submit) before RequestTimeout; None: no bound
+        self.create_timeout = create_timeout
+        self.evaluate_timeout = evaluate_timeout
         self._t = SyncTransport(addr, token)
 
     def close(self) -> None:
@@ -75,7 +85,8 @@ class Client:
         info = self._t.run(_api.create_sandbox(
             instance_id=instance_id, instance=instance, layers=layers, host_base=host_base, workdir=workdir,
             env=env, network=network, labels=labels, limits=limits, lifetime=lifetime,
-            idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output))
+            idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output,
+            timeout=self.create_timeout))
         return Sandbox(self, info)
 
     def sandbox(self, sandbox_id: str) -> "Sandbox":
@@ -163,7 +174,7 @@ class Client:
         """Start an episode: a task sandbox with a session ``gym`` in /testbed."""
         return self._t.run(_api.gym_reset(instance_id=instance_id, instance=instance, labels=labels,
                                           limits=limits, lifetime=lifetime, idle_timeout=idle_timeout,
-                                          admission_wait=admission_wait))
+                                          admission_wait=admission_wait, timeout=self.create_timeout))
 
     def gym_step(self, sandbox_id: str, command: str, *, timeout: Optional[float] = None) -> t.GymStep:
         """One bash command in the episode's session."""
@@ -172,7 +183,7 @@ class Client:
     def gym_submit(self, sandbox_id: str, patch: Optional[str] = None, *, model: str = "",
                    keep: bool = False) -> t.GymSubmitResult:
         """Grade the episode (its diff, or ``patch``) in a fresh sandbox."""
-        return self._t.run(_api.gym_submit(sandbox_id, patch, model, keep))
+        return self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout))
 
 
 class Sandbox:
@@ -289,7 +300,8 @@ class Sandbox:
     def evaluate(self, patch: Optional[str] = None, *, model: str = "", artifacts: bool = False) -> t.EvaluateResponse:
         """Grade ``patch`` (default: this sandbox's diff) in a FRESH sandbox
         of the same instance, with SWE-bench's rules; never in this one."""
-        return self._t.run(_api.evaluate(self.id, patch, model, artifacts))
+        return self._t.run(_api.evaluate(self.id, patch, model, artifacts,
+                                         timeout=self.client.evaluate_timeout))
 
 
 class Session:
