@@ -39,7 +39,6 @@ def test_readme_examples(tmp_path, monkeypatch):
     port, sock = str(free_port()), str(tmp_path / "msb.sock")
     fix = lambda body: body.replace("127.0.0.1:7777", f"127.0.0.1:{port}").replace("/tmp/msb.sock", sock)  # noqa: E731
     (tmp_path / "bin").symlink_to(os.path.join(REPO, "bin"))
-    (tmp_path / "token").write_text("readme-" + os.urandom(8).hex() + "\n")
     monkeypatch.chdir(tmp_path)
     env = dict(os.environ, MSB_STATE_DIR=str(tmp_path / "state"))
     pid = None
@@ -62,6 +61,8 @@ def test_readme_examples(tmp_path, monkeypatch):
                             monkeypatch.setenv(m.group(1), fix(m.group(2)))
                     deadline = time.monotonic() + 60
                     while not os.path.exists(sock):
+                        assert os.path.exists(f"/proc/{pid}"), \
+                            f"the README's daemon exited:\n{(tmp_path / 'block.log').read_text()[-3000:]}"
                         assert time.monotonic() < deadline, "the README's daemon did not start"
                         time.sleep(0.05)
                 ran += 1
@@ -73,7 +74,7 @@ def test_readme_examples(tmp_path, monkeypatch):
                 assert info in ("sh notest", ""), f"block {info!r}: use sh, sh notest or python"
         assert ran >= 5, "the README lost its examples"
     finally:
-        if pid:
+        if pid and os.path.exists(f"/proc/{pid}"):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 60
             while os.path.exists(f"/proc/{pid}"):
