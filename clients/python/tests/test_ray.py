@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -195,7 +196,7 @@ def test_validation_over_the_cluster(daemons, demo, tmp_root):
     assert len({node for ev, _, node in run.events if ev == "done"}) > 1  # spread over the nodes
 
 
-def test_node_killed_mid_batch(daemons, cluster, demo, tmp_root):
+def test_node_killed_mid_batch(daemons, cluster, demo, tmp_root, caplog):
     c, workers = cluster
     victim = workers[1]
     vid = _node_id(victim)
@@ -217,8 +218,12 @@ def test_node_killed_mid_batch(daemons, cluster, demo, tmp_root):
             killed.append(line.split()[1])
 
     run = ClusterRun(daemons, demo.dataset, "k1", out, predictions=preds, spec=demo.spec, progress=on_event)
-    rep = run.run()
+    with caplog.at_level(logging.WARNING, logger="msb.ray"):
+        rep = run.run()
     assert killed, "no work was placed on the victim"
+    # Each retry is logged with its cause.
+    retries = [r.getMessage() for r in caplog.records if r.name == "msb.ray.eval" and "retrying" in r.getMessage()]
+    assert any(killed[0] in m and f"node {vid[:12]} lost" in m for m in retries), retries
     done = Counter(iid for ev, iid, _ in run.events if ev == "done")
     assert done == Counter(ids), run.events  # every instance once: nothing lost, nothing twice
     lost = [iid for ev, iid, node in run.events if ev == "lost"]

@@ -224,3 +224,35 @@ def test_create_and_evaluate_time_out_on_a_stalled_daemon():
 def test_default_timeouts_are_bounded():
     c = msb.Client("http://127.0.0.1:9", token="t")
     assert 0 < c.create_timeout < float("inf") and 0 < c.evaluate_timeout < float("inf")
+
+
+def test_ray_paths_are_made_absolute(tmp_path, monkeypatch):
+    """What the Ray driver sends to daemons and workers names files, not
+    paths relative to wherever those run."""
+    from msb.ray import NodeConfig
+    from msb.ray.eval import ClusterRun
+
+    monkeypatch.chdir(tmp_path)
+    cfg = NodeConfig(base_dir="nodes", msb="bin/msb", dataset="demo/dataset.jsonl", spec="demo/specs.yaml")
+    assert (cfg.base_dir, cfg.msb, cfg.dataset, cfg.spec, cfg.cache_dir) == (
+        str(tmp_path / "nodes"), str(tmp_path / "bin/msb"), str(tmp_path / "demo/dataset.jsonl"),
+        str(tmp_path / "demo/specs.yaml"), "")
+    assert NodeConfig(base_dir="/abs", msb="msb").msb == "msb"  # a bare name: each node's PATH
+    run = ClusterRun(None, "demo/dataset.jsonl", "r", "logs/run_evaluation", predictions="preds.jsonl")
+    assert (run.dataset, run.out, run.predictions, run.spec) == (
+        str(tmp_path / "demo/dataset.jsonl"), str(tmp_path / "logs/run_evaluation"), str(tmp_path / "preds.jsonl"), "")
+    assert ClusterRun(None, "d", "r", "o").predictions == "gold"
+
+
+def test_ray_report_tables():
+    from msb.ray.__main__ import report_text
+
+    ev = report_text("eval", {"summaries": [{"model_name_or_path": "gold", "total_instances": 4,
+                                             "resolved_instances": 3, "unresolved_instances": 1}],
+                              "files": {"summary": "/o/r/gold.r.json"}})
+    lines = ev.splitlines()
+    assert lines[0].split()[:4] == ["model", "instances", "resolved", "unresolved"]
+    assert lines[1].split() == ["gold", "4", "3", "1", "0", "0", "0"]
+    assert lines[-1] == "summary: /o/r/gold.r.json"
+    va = report_text("validate", {"validations": [{}, {}], "valid": ["a"], "invalid": {"b": "gold fails"}})
+    assert va.splitlines()[1].split() == ["2", "1", "1", "0"] and va.splitlines()[-1].split() == ["b", "gold", "fails"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -41,8 +42,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .. import Client
 from ..errors import MsbError
-from .node import SANDBOX, Daemons
+from .node import SANDBOX, Daemons, abs_path
 from .placement import Placement, Placer
+
+log = logging.getLogger(__name__)
 
 
 def patch_digest(patch: Optional[str]) -> str:
@@ -145,6 +148,13 @@ class ClusterRun:
     progress: Optional[Callable[[str], None]] = None
     #: what happened, for tests and logs: (event, instance, node)
     events: List[Tuple[str, str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Relative paths are the caller's: the summary pass and the files
+        # read back must not depend on where anything else runs.
+        self.dataset, self.out, self.spec = abs_path(self.dataset), abs_path(self.out), abs_path(self.spec)
+        if self.predictions != "gold":
+            self.predictions = abs_path(self.predictions)
 
     def _say(self, event: str, iid: str, node: str = "") -> None:
         self.events.append((event, iid, node))
@@ -283,8 +293,11 @@ class ClusterRun:
 
     def _retry(self, w: Work, pending: List[Work], failed: Dict[str, str], why: str) -> None:
         if w.attempts >= self.attempts:
+            log.error("run %s: %s failed on all %d tries, last %s", self.run_id, w.instance_id, w.attempts, why)
             failed[w.instance_id] = why
         else:
+            log.warning("run %s: retrying %s (try %d of %d failed %s)", self.run_id, w.instance_id,
+                        w.attempts, self.attempts, why)
             pending.append(w)
 
     def _forget_dead(self, placer: Placer) -> None:

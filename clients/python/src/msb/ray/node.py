@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import signal
 import socket
@@ -38,6 +39,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .. import Client
 from ..errors import MsbError
+
+log = logging.getLogger(__name__)
 
 #: Ray custom resource: sandbox slots of a node's daemon
 SANDBOX = "msb_sandbox"
@@ -88,6 +91,21 @@ class NodeConfig:
     #: (``msb serve --grading-reserve``): an agent's evaluate grades in a
     #: second sandbox while its own is open, so slots alone would deadlock
     grading_reserve: int = 1
+
+    def __post_init__(self) -> None:
+        # The daemons and workers run elsewhere (another cwd, another
+        # node): a relative path is the caller's, made absolute here.
+        self.base_dir = abs_path(self.base_dir)
+        self.cache_dir = abs_path(self.cache_dir)
+        self.dataset = abs_path(self.dataset)
+        self.spec = abs_path(self.spec)
+        if os.sep in self.msb:  # a bare name is looked up in each node's PATH
+            self.msb = abs_path(self.msb)
+
+
+def abs_path(path: str) -> str:
+    """path made absolute against the current directory ("" stays "")."""
+    return os.path.abspath(path) if path else ""
 
 
 @dataclass
@@ -225,6 +243,8 @@ class NodeDaemon:
                 if p is None or p.poll() is None or self._stop.is_set():
                     continue
                 self.restarts += 1
+                log.warning("node %s: msb %s (pid %d) exited %s; restarting it (restart %d): %s", self.node_id[:12],
+                            what, p.pid, p.returncode, self.restarts, self._log_tail(what)[-500:])
                 self._start(what)
                 try:
                     if what == "serve":
@@ -233,8 +253,9 @@ class NodeDaemon:
                             self.client.load_dataset(self.cfg.dataset)
                     else:
                         self._wait_cache()
-                except MsbError:
-                    pass  # tried again on the next round
+                except MsbError as e:
+                    log.warning("node %s: restarted msb %s is not up yet, retrying next round: %s",
+                                self.node_id[:12], what, e)
 
     # Methods ----------------------------------------------------------------
 
