@@ -15,6 +15,15 @@ and that exits 0 raises mini-swe-agent's ``Submitted`` with the rest of the
 output (the patch), exactly as its environments do; ``evaluate`` then grades
 that patch in a FRESH sandbox with SWE-bench's rules.
 
+mini-swe-agent's batch runner (``mini-extra swebench``) makes each
+instance's environment from the config block alone and then runs the
+config's ``run.env_startup_command``, rendered with the instance's fields.
+Without an instance the environment has no sandbox yet; the startup command
+``msb-instance {{instance_id}}`` creates it (docs/python.md). Config keys of
+other environments (e.g. ``image``) are ignored with a warning, as
+mini-swe-agent's own configs ignore unknown keys; ``interpreter`` must be
+bash's.
+
 The module imports without mini-swe-agent (the ``Submitted`` raised is then
 ``msb.Submitted``).
 """
@@ -22,14 +31,24 @@ The module imports without mini-swe-agent (the ``Submitted`` raised is then
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import platform
+import shlex
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import types as t
 from .client import Client, Sandbox
 from .errors import MsbError
 from .errors import Submitted as MsbSubmitted
+
+log = logging.getLogger(__name__)
+
+#: the command that gives an environment made without an instance its
+#: sandbox: ``msb-instance <instance_id>`` (mini-swe-agent's batch runner
+#: runs it as ``run.env_startup_command: "msb-instance {{instance_id}}"``)
+START_COMMAND = "msb-instance"
 
 
 @dataclass
@@ -58,6 +77,14 @@ class MsbEnvironmentConfig:
     admission_wait: float = 600.0
     #: per-stream output cap in bytes (0: the daemon's, 1 MiB)
     max_output: int = 0
+    #: how commands run: msb runs them with bash (what mini-swe-agent's
+    #: configs say); anything else is refused
+    interpreter: List[str] = field(default_factory=lambda: ["bash", "-c"])
+
+    def __post_init__(self) -> None:
+        if not self.interpreter or os.path.basename(self.interpreter[0]) != "bash":
+            raise ValueError(f"MsbEnvironment runs commands with bash; interpreter {self.interpreter!r} "
+                             "is not supported")
 
     def model_dump(self, mode: Optional[str] = None) -> Dict[str, Any]:
         """The config as a dict (the name pydantic configs use, which
@@ -122,20 +149,45 @@ class MsbEnvironment:
 
     def __init__(self, *, config_class: type = MsbEnvironmentConfig, client: Optional[Client] = None,
                  **kwargs: Any) -> None:
-        self.config = config_class(**kwargs)
+        self.config = config_class(**_known(config_class, kwargs))
         c = self.config
         self.client = client or Client(c.address or None, token=c.token or None)
         self._owned = not c.sandbox_id
+        self.sandbox: Optional[Sandbox] = None
+        self._session = None
         if c.sandbox_id:
-            self.sandbox: Sandbox = self.client.sandbox(c.sandbox_id)
-        else:
-            if not (c.instance_id or c.instance):
-                raise ValueError("MsbEnvironment needs instance_id (or instance, a dataset row) or sandbox_id")
-            self.sandbox = self.client.create_sandbox(
-                c.instance_id, instance=c.instance, labels={"harness": "mini-swe-agent", **c.labels},
-                limits=t.Limits(memory_bytes=c.memory_bytes, pids=c.pids, cpus=c.cpus),
-                admission_wait=c.admission_wait, max_output=c.max_output)
-        self._session = self.sandbox.session("mini", env=c.env, cwd=c.cwd) if c.session else None
+            self._bind(self.client.sandbox(c.sandbox_id))
+        elif c.instance_id or c.instance:
+            self._create(c.instance_id)
+
+    def _create(self, instance_id: str) -> None:
+        c = self.config
+        self._bind(self.client.create_sandbox(
+            instance_id, instance=c.instance, labels={"harness": "mini-swe-agent", **c.labels},
+            limits=t.Limits(memory_bytes=c.memory_bytes, pids=c.pids, cpus=c.cpus),
+            admission_wait=c.admission_wait, max_output=c.max_output))
+
+    def _bind(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        c = self.config
+        self._session = sandbox.session("mini", env=c.env, cwd=c.cwd) if c.session else None
+
+    def _start(self, command: str) -> Optional[Dict[str, Any]]:
+        """The output of ``msb-instance <id>``, which creates the sandbox of
+        an environment made without one; None for any other command."""
+        try:
+            words = shlex.split(command) if command.lstrip().startswith(START_COMMAND) else []
+        except ValueError:
+            words = []
+        if not words or words[0] != START_COMMAND:
+            return None
+        if len(words) != 2 or self.sandbox is not None:
+            why = "has a sandbox already" if self.sandbox is not None else f"takes one instance id, got {words[1:]}"
+            return _failed(f"{START_COMMAND}: {why}", "ValueError")
+        self.config.instance_id = words[1]
+        self._create(words[1])
+        assert self.sandbox is not None
+        return {"output": f"sandbox {self.sandbox.id} of {words[1]}\n", "returncode": 0, "exception_info": ""}
 
     def execute(self, action: Union[Mapping[str, Any], str], cwd: str = "", *,
                 timeout: Optional[int] = None) -> Dict[str, Any]:
@@ -145,6 +197,12 @@ class MsbEnvironment:
         command = action if isinstance(action, str) else str(action.get("command", ""))
         limit = timeout or self.config.timeout
         try:
+            started = self._start(command)
+            if started is not None:
+                return started
+            if self.sandbox is None:
+                return _failed(f"no sandbox: give instance_id, or run `{START_COMMAND} <instance_id>` first "
+                               "(run.env_startup_command)", "ValueError")
             if self._session is not None:
                 if cwd:
                     command = f"cd {_quote(cwd)} && {command}"
@@ -153,16 +211,14 @@ class MsbEnvironment:
                 res = self.sandbox.exec(command, cwd=cwd or self.config.cwd, env=self.config.env, timeout=limit)
             output = output_of(res, command, limit)
         except MsbError as e:
-            output = {"output": "", "returncode": -1,
-                      "exception_info": f"An error occurred while executing the command: {e}",
-                      "extra": {"exception_type": type(e).__name__, "exception": str(e)}}
+            output = _failed(str(e), type(e).__name__)
         check_finished(output)
         return output
 
     def get_template_vars(self, **kwargs: Any) -> Dict[str, Any]:
         """The config, the platform and the sandbox, for the prompt templates."""
         return _merge(self.config.model_dump(), platform.uname()._asdict(),
-                      {"sandbox_id": self.sandbox.id}, kwargs)
+                      {"sandbox_id": self.sandbox.id if self.sandbox else ""}, kwargs)
 
     def serialize(self) -> Dict[str, Any]:
         """The environment's part of a trajectory file."""
@@ -171,13 +227,18 @@ class MsbEnvironment:
             "environment_type": f"{self.__class__.__module__}.{self.__class__.__name__}",
         }}}
 
+    def _sandbox(self) -> Sandbox:
+        if self.sandbox is None:
+            raise MsbError(f"no sandbox yet: give instance_id, or run `{START_COMMAND} <instance_id>`")
+        return self.sandbox
+
     def diff(self) -> str:
         """The agent's patch against the task's starting state."""
-        return self.sandbox.diff()
+        return self._sandbox().diff()
 
     def evaluate(self, patch: Optional[str] = None, *, model: str = "") -> t.EvalResult:
         """Grade ``patch`` (default: the sandbox's diff) in a fresh sandbox."""
-        return self.sandbox.evaluate(patch, model=model).result
+        return self._sandbox().evaluate(patch, model=model).result
 
     def close(self) -> None:
         """Close the sandbox (unless it was attached to, not created)."""
@@ -187,11 +248,39 @@ class MsbEnvironment:
 
     cleanup = close  # the name mini-swe-agent's environments use
 
+    def __del__(self) -> None:
+        # mini-swe-agent's batch runner drops its environments without
+        # closing them (its Docker environment stops its container here too).
+        try:
+            if getattr(self, "_owned", False):
+                self.close()
+        except Exception as e:  # noqa: BLE001  nothing to raise to at collection
+            log.warning("closing the sandbox of a dropped MsbEnvironment: %s", e)
+
     def __enter__(self) -> "MsbEnvironment":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _known(config_class: type, kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """kwargs the config class has; the others (another environment's keys,
+    as a shared config file holds them) are left out with a warning."""
+    names = {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else None
+    if names is None:
+        return dict(kwargs)
+    unknown = sorted(k for k in kwargs if k not in names)
+    if unknown:
+        log.warning("MsbEnvironment ignores config keys it does not know: %s", ", ".join(unknown))
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _failed(message: str, kind: str) -> Dict[str, Any]:
+    """An output that reports an exception, as mini-swe-agent's environments do."""
+    return {"output": "", "returncode": -1,
+            "exception_info": f"An error occurred while executing the command: {message}",
+            "extra": {"exception_type": kind, "exception": message}}
 
 
 def _quote(s: str) -> str:
