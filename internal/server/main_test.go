@@ -18,9 +18,10 @@ import (
 
 func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
-// TestRootless reruns the daemon's API tests as an unprivileged user.
+// TestRootless reruns the daemon's API tests as an unprivileged user, the
+// soak at the size SoakEnv gives.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestServer")
+	privtest.UnprivilegedEnv(t, "^TestServer", SoakEnv+"="+os.Getenv(SoakEnv))
 }
 
 // gen is the demo project and a cache (under its dir) shared by the
