@@ -7,9 +7,11 @@ GO ?= go
 
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
+# bin/msb-bench is the benchmark, which msb does not link: msb bench runs it.
 build:
 	$(GO) build -trimpath -o bin/msb ./cmd/msb
 	$(GO) build -trimpath -o bin/msb-sandbox ./cmd/msb-sandbox
+	$(GO) build -trimpath -o bin/msb-bench ./cmd/msb-bench
 
 # The main job on its embedded default: no network, no dataset download.
 demo: build
@@ -90,7 +92,7 @@ test-short: build
 BENCH_FLAGS ?=
 bench: build
 	$(GO) test -run XXX -bench . -benchtime 200x ./internal/sandbox/ ./internal/session/
-	./bin/msb bench $(BENCH_FLAGS)
+	./bin/msb-bench $(BENCH_FLAGS)
 
 # The venv of the server's Python test dependencies (pinned): SWE-ReX's own
 # client and schemathesis drive msb serve from the Go tests.

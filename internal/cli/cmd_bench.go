@@ -1,297 +1,129 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
-	"runtime/trace"
-	"strings"
-	"text/tabwriter"
-	"time"
+	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"github.com/minisandbox/msb/internal/api"
-	"github.com/minisandbox/msb/internal/bench"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
-// newBenchCmd is `msb bench`: every comparison of the harness (package
-// bench), or a preset of them (sandbox, cache); `bench eval` is separate.
+// BenchBinary is the benchmark's own command (cmd/msb-bench): the harness,
+// its baselines and its plotting, which the msb binary does not link.
+const BenchBinary = "msb-bench"
+
+// ErrNoBench: msb bench cannot find the benchmark's binary.
+var ErrNoBench = errors.New("msb bench needs the " + BenchBinary + " binary")
+
+// ErrUsage marks an error in how a command was called (exit code 2), for
+// the benchmark's commands, which live outside this package.
+var ErrUsage = errUsage
+
+// benchCommand, when set (by BenchMain, in msb-bench), is the real bench
+// command; in msb, bench is newBenchForward.
+var benchCommand func(BenchHost) *cobra.Command
+
 func newBenchCmd(g *globals) *cobra.Command {
-	f := &benchFlags{}
-	cmd := &cobra.Command{
+	if benchCommand != nil {
+		return benchCommand(BenchHost{g: g})
+	}
+	return newBenchForward()
+}
+
+// newBenchForward is msb's `msb bench`: it runs msb-bench with the same
+// arguments (flags included, unparsed), in place of msb.
+func newBenchForward() *cobra.Command {
+	return &cobra.Command{
 		Use:   "bench",
-		Short: "Measure msb against the paper's mechanism and podman, interleaved, and write tables, CSV and PNG plots",
-		Long: `Runs every comparison of the benchmark harness: task ready (create, first answer, close; warm
-and cold), throughput, session and exec round trips, idle PSS, disk for N instances and first-time
-preparation, for msb, the paper's mechanism and podman (skipped, and said so, when podman is not
-installed). Rounds are interleaved with the method order rotated each round. Prints the tables and
-writes samples.csv, summary.csv, summary.txt, summary.md, report.json and PNG plots into --out.
-What it builds (workload caches, tarballs, podman images, a debootstrap base) stays in --work and is
-reused by the next run. See docs/bench.md for the recipe on a fresh machine.`,
-		Example: `  msb bench --repo-source psf/requests=/work/repos/requests.git
-  msb bench --workloads bare --measures ready,roundtrip --rounds 10 --out /tmp/msb-bench
-  msb bench --podman=false --density 50 --disk-n 1,10`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, g, f) },
-	}
-	f.register(cmd.Flags())
-	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g))
-	return cmd
-}
-
-// benchFlags are the flags of msb bench and its presets.
-type benchFlags struct {
-	o      bench.Options
-	out    string
-	source string
-	podman bool
-	// profiles of this process, where msb's host side (Prepare, Create,
-	// Close) runs
-	cpuProfile, trace string
-}
-
-func (f *benchFlags) register(fs *pflag.FlagSet) {
-	o := &f.o
-	fs.StringVar(&o.Work, "work", defaultBenchWork(), "work dir kept between runs (workload caches, tarballs, podman storage, base rootfs)")
-	fs.StringVar(&f.out, "out", "msb-bench-out", "where the tables, CSV files and PNG plots are written")
-	fs.StringSliceVar(&o.Measures, "measures", nil, "measures to run (default all): "+strings.Join(bench.AllMeasures, ","))
-	fs.StringSliceVar(&o.Workloads, "workloads", nil, "workloads: bare, synthetic, real (default all three; real needs --repo-source)")
-	fs.StringSliceVar(&o.Methods, "methods", nil, "methods compared (default all): msb, paper, podman, raw, msb-host")
-	fs.IntVar(&o.Rounds, "rounds", 20, "interleaved rounds of the task-ready comparison")
-	fs.IntVar(&o.Warmup, "warmup", 1, "rounds run first and not recorded")
-	fs.BoolVar(&o.Cold, "cold", true, "add a cold trial (the method's own files dropped from the page cache) before each warm one")
-	fs.IntVar(&o.Instances, "instances", 10, "instances (commits) the ready and throughput tasks of a repository workload cycle through")
-	fs.IntSliceVar(&o.DiskNs, "disk-n", []int{1, 10, 50}, "task counts of the disk measure")
-	fs.IntSliceVar(&o.Workers, "workers", []int{1, 2}, "worker counts of the throughput measure")
-	fs.DurationVar(&o.Duration, "duration", 6*time.Second, "throughput: how long each method runs with each worker count")
-	fs.IntVar(&o.ThroughputRounds, "slices", 3, "throughput: interleaved slices the duration is split into")
-	fs.IntVar(&o.RoundTrips, "round-trips", 500, "round trips per method")
-	fs.IntVar(&o.PodmanRoundTrips, "podman-round-trips", 50, "round trips of podman exec (each takes ~0.1 s)")
-	fs.IntVar(&o.Density, "density", 200, "idle tasks with a shell held at once for the PSS measure")
-	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "how long the PSS measure's tasks sit idle before their memory is read")
-	fs.IntVar(&o.PrepInstances, "prep-instances", 3, "instances prepared from nothing in the first-time preparation measure (the first builds the environment)")
-	fs.IntVar(&o.Files, "files", 2000, "files in the synthetic repository")
-	fs.IntVar(&o.FileSize, "file-size", 4096, "bytes per file of the synthetic repository")
-	fs.StringVar(&f.source, "repo-source", "", "the real workload's repository, owner/name=PATH of a local clone (default repository psf/requests)")
-	fs.StringVar(&o.Real.Package, "package", "", "the real workload's package under test (default requests)")
-	fs.StringVar(&o.Real.Packages, "pip-packages", "", "the real workload's shared environment: pip packages, the test runner and the package's dependencies (default pytest requests)")
-	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter the environments are built with")
-	fs.BoolVar(&f.podman, "podman", true, "compare with podman (skipped, and said so, when it is not installed)")
-	fs.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (msb's host side) to FILE (go tool pprof)")
-	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to FILE (go tool trace)")
-}
-
-// profile starts the profiles asked for and returns what stops them.
-func (f *benchFlags) profile() (stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for _, s := range stops {
-			s()
-		}
-	}
-	if f.cpuProfile != "" {
-		out, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return stop, err
-		}
-		if err := pprof.StartCPUProfile(out); err != nil {
-			out.Close()
-			return stop, fmt.Errorf("cpu profile: %w", err)
-		}
-		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
-	}
-	if f.trace != "" {
-		out, err := os.Create(f.trace)
-		if err != nil {
-			return stop, err
-		}
-		if err := trace.Start(out); err != nil {
-			out.Close()
-			return stop, fmt.Errorf("trace: %w", err)
-		}
-		stops = append(stops, func() { trace.Stop(); out.Close() })
-	}
-	return stop, nil
-}
-
-func defaultBenchWork() string {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		d = os.TempDir()
-	}
-	return filepath.Join(d, "msb-bench")
-}
-
-// options resolves the flags into bench.Options.
-func (f *benchFlags) options() (bench.Options, error) {
-	o := f.o
-	o.Podman = f.podman
-	if f.source != "" {
-		repo, path, ok := strings.Cut(f.source, "=")
-		if !ok || !strings.Contains(repo, "/") || path == "" {
-			return o, fmt.Errorf("%w: --repo-source %q: want owner/name=PATH", errUsage, f.source)
-		}
-		def := bench.Requests
-		if repo != def.Repo && (o.Real.Package == "" || o.Real.Packages == "") {
-			return o, fmt.Errorf("%w: --repo-source %s: give --package and --pip-packages for a repository other than %s", errUsage, repo, def.Repo)
-		}
-		o.Real.Repo, o.Real.Source = repo, path
-		if o.Real.Package == "" {
-			o.Real.Package = def.Package
-		}
-		if o.Real.Packages == "" && repo == def.Repo {
-			o.Real.Packages = def.Packages
-		}
-	}
-	return o, nil
-}
-
-func runBench(cmd *cobra.Command, g *globals, f *benchFlags) error {
-	o, err := f.options()
-	if err != nil {
-		return err
-	}
-	rt, err := g.jobRuntime()
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	o.Logger = g.logger()
-	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
-	stop, err := f.profile()
-	if err != nil {
-		stop()
-		return err
-	}
-	rep, err := bench.Run(cmd.Context(), rt, o)
-	stop()
-	if errors.Is(err, bench.ErrOptions) {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if rep == nil {
-		return err
-	}
-	rep.Command = "msb " + strings.Join(os.Args[1:], " ")
-	files, werr := rep.Write(f.out)
-	if g.json {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"report": rep, "summaries": bench.Summaries(rep.Samples), "files": files})
-	} else {
-		rep.WriteText(os.Stdout)
-		fmt.Printf("\nwrote %s\n", strings.Join(files, " "))
-	}
-	if err := errors.Join(err, werr); err != nil {
-		return err
-	}
-	if n := len(rep.Failures); n > 0 {
-		return fmt.Errorf("%d comparisons failed (listed under FAILED)", n)
-	}
-	return nil
-}
-
-// newBenchSandboxCmd is the preset of the sandbox comparisons on the bare
-// workload.
-func newBenchSandboxCmd(g *globals) *cobra.Command {
-	f := &benchFlags{}
-	cmd := &cobra.Command{
-		Use:   "sandbox",
-		Short: "msb bench on the bare workload: task ready, throughput, round trips, idle PSS",
-		Example: `  msb bench sandbox
-  msb bench sandbox --rounds 50 --density 200 --out /tmp/msb-bench-sandbox`,
-		Args: cobra.NoArgs,
+		Short: "Measure msb against the paper's mechanism and podman (runs " + BenchBinary + ")",
+		Long: `Runs the benchmark harness (docs/bench.md), which is its own binary, ` + BenchBinary + `, so that msb
+does not link it: the one next to msb, else the one on PATH. make build builds both into bin/.
+msb bench --help lists its commands and flags.`,
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			preset(&f.o, []string{bench.WorkloadBare}, []string{bench.MeasureReady, bench.MeasureThroughput, bench.MeasureRoundTrip, bench.MeasurePSS})
-			return runBench(cmd, g, f)
-		},
-	}
-	f.register(cmd.Flags())
-	return cmd
-}
-
-// preset fills the workloads and measures the user left unset.
-func preset(o *bench.Options, workloads, measures []string) {
-	if len(o.Workloads) == 0 {
-		o.Workloads = workloads
-	}
-	if len(o.Measures) == 0 {
-		o.Measures = measures
-	}
-}
-
-func printRows(rows []bench.Row) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BENCHMARK\tN\tP50\tP95\tVALUE\tNOTE")
-	for _, r := range rows {
-		val := ""
-		if r.Unit != "" {
-			val = fmt.Sprintf("%.2f %s", r.Value, r.Unit)
-		}
-		note := r.Note
-		if r.Failed != "" {
-			note = "FAILED: " + r.Failed
-		}
-		p50, p95 := "", ""
-		if r.Stats.N > 0 {
-			p50, p95 = fmtDur(r.Stats.P50), fmtDur(r.Stats.P95)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Stats.N, p50, p95, val, note)
-	}
-	tw.Flush()
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-func newBenchEvalCmd(g *globals) *cobra.Command {
-	o := bench.EvalOptions{}
-	cmd := &cobra.Command{
-		Use:     "eval",
-		Short:   "Per-instance overhead of an evaluation outside the test run, on the demo instances",
-		Example: "  msb bench eval\n  msb bench eval --rounds 20 --json",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.Rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: at least 1", errUsage, o.Rounds)
-			}
-			cfg, err := g.settings.engineConfig(engineOptions{})
+			exe, err := benchExecutable()
 			if err != nil {
 				return err
 			}
-			cfg.Logger = g.logger()
-			o.PodmanImage, o.PodmanFlags, o.TmpDir = g.env.PodmanImage, strings.Fields(g.env.PodmanFlags), g.env.TmpDir
-			rows := bench.Eval(cmd.Context(), cfg, o)
-			if g.json {
-				return printJSON(api.BenchReport{Rows: benchRows(rows)})
+			// exec, not a child: signals, the terminal and the exit code
+			// are the benchmark's own, as when msb linked it.
+			if err := syscall.Exec(exe, append([]string{exe}, args...), os.Environ()); err != nil {
+				return fmt.Errorf("running %s: %w", exe, err)
 			}
-			printRows(rows)
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&o.Rounds, "rounds", 10, "evaluations of each of the 4 demo instances (after one warm-up round)")
-	cmd.Flags().BoolVar(&o.Podman, "podman", true, "include podman run --rm when podman and MSB_BENCH_PODMAN_IMAGE are available")
-	return cmd
 }
 
-// benchRows is the wire form of benchmark rows.
-func benchRows(rows []bench.Row) []api.BenchRow {
-	out := make([]api.BenchRow, len(rows))
-	for i, r := range rows {
-		out[i] = api.BenchRow{Name: r.Name, N: r.Stats.N, P50Ns: int64(r.Stats.P50), P95Ns: int64(r.Stats.P95), Value: r.Value,
-			Unit: r.Unit, Note: r.Note, Failed: r.Failed}
+// benchExecutable finds msb-bench next to msb, else on PATH.
+func benchExecutable() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the msb executable: %w", err)
 	}
-	return out
+	next := filepath.Join(filepath.Dir(self), BenchBinary)
+	if fi, err := os.Stat(next); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return next, nil
+	}
+	if p, err := exec.LookPath(BenchBinary); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w next to msb (%s) or on PATH: build it with make build, or go build -o %s ./cmd/msb-bench",
+		ErrNoBench, next, next)
+}
+
+// BenchMain is msb-bench's main: msb's CLI (global flags, settings, exit
+// codes, signals) with args run as `msb bench args`, where bench is the
+// command newCmd makes.
+func BenchMain(args []string, newCmd func(BenchHost) *cobra.Command) int {
+	benchCommand = newCmd
+	return Main(append([]string{"bench"}, args...))
+}
+
+// BenchHost is what the benchmark's commands take from msb's CLI: the
+// global flags and the settings resolved from them, as every msb command
+// sees them. Its methods are valid once the command runs.
+type BenchHost struct{ g *globals }
+
+// BenchEnv is what msb reads from the environment for the benchmark.
+type BenchEnv struct {
+	PodmanImage, PodmanFlags, SwerexRemote string
+	TmpDir                                 string
+}
+
+// JSON: --json was given.
+func (h BenchHost) JSON() bool { return h.g.json }
+
+// Logger logs to stderr with --verbose, else nowhere.
+func (h BenchHost) Logger() *slog.Logger { return h.g.logger() }
+
+// StateDir is the resolved state directory.
+func (h BenchHost) StateDir() string { return h.g.settings.StateDir }
+
+// CacheDir is the resolved environment cache directory.
+func (h BenchHost) CacheDir() string { return h.g.settings.CacheDir }
+
+// Env is the benchmark's part of the environment.
+func (h BenchHost) Env() BenchEnv {
+	e := h.g.env
+	return BenchEnv{PodmanImage: e.PodmanImage, PodmanFlags: e.PodmanFlags, SwerexRemote: e.SwerexRemote, TmpDir: e.TmpDir}
+}
+
+// Runtime is the sandbox runtime of a long-running job: what killed msb
+// processes left behind is collected first, and said.
+func (h BenchHost) Runtime() (*sandbox.Runtime, error) { return h.g.jobRuntime() }
+
+// EngineConfig is the engine's config from the settings (config file,
+// environment, global flags).
+func (h BenchHost) EngineConfig() (engine.Config, error) {
+	cfg, err := h.g.settings.engineConfig(engineOptions{})
+	cfg.Logger = h.g.logger()
+	return cfg, err
 }

@@ -1,13 +1,14 @@
 package cli
 
 import (
-	"github.com/minisandbox/msb/internal/bench"
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/bench"
 )
 
 // newBenchCacheCmd is the preset of the environment-cache comparisons on
 // the repository workloads.
-func newBenchCacheCmd(g *globals) *cobra.Command {
+func newBenchCacheCmd(g Host) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "cache",

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
-func newBenchAPICmd(g *globals) *cobra.Command {
+// newBenchAPICmd is `msb bench api`: the daemon (msb serve of the msb
+// binary next to msb-bench, else on PATH) against swerex-remote.
+func newBenchAPICmd(g Host) *cobra.Command {
 	o := bench.APIOptions{}
 	var dataset, specFile string
 	cmd := &cobra.Command{
@@ -25,15 +29,16 @@ func newBenchAPICmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			exe, err := os.Executable()
+			exe, err := msbExecutable()
 			if err != nil {
 				return err
 			}
-			o.Exe, o.StateDir = exe, g.settings.StateDir
-			o.SwerexRemote = first(o.SwerexRemote, g.env.SwerexRemote)
+			env := g.Env()
+			o.Exe, o.StateDir = exe, g.StateDir()
+			o.SwerexRemote = first(o.SwerexRemote, env.SwerexRemote)
 			if dataset == "" {
 				// The demo's project and instances, in a temp dir with its own cache.
-				dir, err := os.MkdirTemp(g.env.TmpDir, "msb-bench-api-")
+				dir, err := os.MkdirTemp(env.TmpDir, "msb-bench-api-")
 				if err != nil {
 					return err
 				}
@@ -46,7 +51,7 @@ func newBenchAPICmd(g *globals) *cobra.Command {
 				o.Instance = first(o.Instance, gen.Instances[0].InstanceID)
 				o.ServeArgs = append(o.ServeArgs, "--cache", filepath.Join(dir, "cache"))
 			} else {
-				o.ServeArgs = append(o.ServeArgs, "--cache", g.settings.CacheDir)
+				o.ServeArgs = append(o.ServeArgs, "--cache", g.CacheDir())
 			}
 			o.ServeArgs = append(o.ServeArgs, "--dataset", dataset)
 			if specFile != "" {
@@ -56,7 +61,7 @@ func newBenchAPICmd(g *globals) *cobra.Command {
 				fmt.Fprintln(os.Stderr, "msb bench api: no swerex-remote (--swerex-remote or MSB_BENCH_SWEREX): the SWE-ReX baseline is left out")
 			}
 			rows := bench.API(ctx, o)
-			if g.json {
+			if g.JSON() {
 				return json.NewEncoder(os.Stdout).Encode(map[string]any{"rows": rows})
 			}
 			fmt.Printf("%d CPUs\n\n", runtime.NumCPU())
@@ -76,4 +81,32 @@ func newBenchAPICmd(g *globals) *cobra.Command {
 	f.StringVar(&specFile, "spec", "", "its spec file")
 	f.StringVar(&o.Instance, "instance", "", "a cached instance for create → first exec (default: the demo's first)")
 	return cmd
+}
+
+// errNoMsb: msb bench api cannot find the msb binary whose daemon it measures.
+var errNoMsb = errors.New("msb bench api needs the msb binary")
+
+// msbExecutable finds msb next to this executable, else on PATH.
+func msbExecutable() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the msb-bench executable: %w", err)
+	}
+	next := filepath.Join(filepath.Dir(self), "msb")
+	if fi, err := os.Stat(next); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return next, nil
+	}
+	if p, err := exec.LookPath("msb"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w next to msb-bench (%s) or on PATH: build it with make build", errNoMsb, next)
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
