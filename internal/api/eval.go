@@ -76,6 +76,11 @@ type InstanceReport struct {
 	PatchSuccessfullyApplied bool         `json:"patch_successfully_applied"`
 	Resolved                 bool         `json:"resolved"`
 	TestsStatus              *TestsStatus `json:"tests_status,omitempty"`
+	// Integrity is the tamper checks' verdict on the model patch (not the
+	// harness's: empty when there was no patch to check); IntegrityReasons
+	// say what a tampered patch changed, one line per file.
+	Integrity        Integrity    `json:"integrity,omitempty"`
+	IntegrityReasons List[string] `json:"integrity_reasons,omitempty"`
 }
 
 // ReportFile is the content of a per-instance report.json:
@@ -108,7 +113,8 @@ type EvalResult struct {
 	Model      string  `json:"model_name_or_path"`
 	Outcome    Outcome `json:"outcome"`
 	// Detail says why, for every outcome but resolved and unresolved, in
-	// full (it may span lines).
+	// full (it may span lines), and for an unresolved patch that
+	// --integrity fail voided, the integrity reasons.
 	Detail     string     `json:"detail,omitempty"`
 	Resolution Resolution `json:"resolution,omitempty"`
 	Reward     float64    `json:"reward"`
@@ -220,3 +226,25 @@ type ValidationReport struct {
 	Files            Map[string, string] `json:"files"`
 	Interrupted      bool                `json:"interrupted"`
 }
+
+// Integrity is the verdict of the grader's tamper checks on a model patch
+// (internal/grading/integrity): ok, or tampered with the reasons.
+type Integrity string
+
+// The integrity verdicts.
+const (
+	IntegrityOK       Integrity = "ok"
+	IntegrityTampered Integrity = "tampered"
+)
+
+// IntegrityMode says what a tampered verdict does to the result.
+type IntegrityMode string
+
+const (
+	// IntegrityFail: a tampered patch is unresolved with reward 0 and the
+	// reasons in the detail (the default for rewards: API evaluate, gym, Ray).
+	IntegrityFail IntegrityMode = "fail"
+	// IntegrityWarn: the harness's verdict stands and the flag is reported
+	// beside it (the default of msb eval and msb validate).
+	IntegrityWarn IntegrityMode = "warn"
+)

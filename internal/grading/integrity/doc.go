@@ -1,0 +1,24 @@
+// Package integrity checks a model patch, before its verdict counts, for
+// changes to the test machinery that the evaluation loads but the task did
+// not ask to change: a reward a policy can fake is worse than none.
+//
+// The nouns:
+//
+//   - Rule: one kind of test machinery, as data: which files it covers
+//     (base names, or a function of the path for the shadowing rules),
+//     whether only files the patch creates count, which changed lines count
+//     (a setting such as pytest's addopts, not any edit of setup.cfg), and
+//     the Reason shown when it fires.
+//   - Finding: one file of the patch that a Rule flags, with the rule's
+//     Kind and Reason.
+//   - Verdict: Ok when the patch has no Finding, Tampered otherwise
+//     (api.IntegrityOK, api.IntegrityTampered).
+//   - Reason: the text a Finding gives ("<path>: <rule reason>"), the
+//     lines of the report's integrity_reasons.
+//
+// The check is static and fast: it reads the model patch and the
+// instance's test patch (internal/patch) and runs nothing. What the task
+// asked to change is what the test patch touches: the model patch may not
+// edit those files at all (the evaluation resets them), and the rules
+// look only at what remains. See docs/integrity.md for the threat model.
+package integrity
