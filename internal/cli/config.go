@@ -135,6 +135,8 @@ type engineOptions struct {
 	limits   api.Limits
 	timeout  time.Duration
 	reward   api.RewardMode
+	// integrity: --integrity ("": the engine's default, fail).
+	integrity api.IntegrityMode
 	// evalNetwork: --eval-network ("": the file's, else none).
 	evalNetwork string
 	// mustExist: the cache must exist already (inspection commands).
@@ -166,7 +168,7 @@ func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
 	if err != nil {
 		return engine.Config{}, err
 	}
-	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward,
+	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward, Integrity: o.integrity,
 		EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork)}
 	if err := checkNetwork("config file eval_network", s.file.EvalNetwork); err != nil {
 		return cfg, err

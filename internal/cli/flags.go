@@ -158,6 +158,7 @@ type evalFlags struct {
 	runID      string
 	outDir     string
 	reward     string
+	integrity  string
 	network    string
 	keepErrors bool
 	flags      *pflag.FlagSet
@@ -172,6 +173,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.disk, "disk", "", "disk limit of each evaluation sandbox, e.g. 10G (default: the sandbox default)")
 	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summaries go")
 	fs.StringVar(&f.reward, "reward", string(api.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
+	fs.StringVar(&f.integrity, "integrity", string(api.IntegrityWarn), "a patch that tampers with the test machinery: warn (keep the harness's verdict, flag it beside) or fail (unresolved, reward 0)")
 	fs.StringVar(&f.network, "eval-network", "", "network of evaluation sandboxes: none (loopback only) or host (default none)")
 	fs.BoolVar(&f.keepErrors, "keep-errors", false, "on resume, keep results that ended without a verdict instead of evaluating them again")
 	f.flags = fs
@@ -183,6 +185,9 @@ func (f *evalFlags) options() (engineOptions, error) {
 	o := engineOptions{env: &f.envFlags, specFile: f.specFile, reward: api.RewardMode(f.reward)}
 	if o.reward != api.RewardBinary && o.reward != api.RewardFraction {
 		return o, fmt.Errorf("%w: --reward %q: use binary or fraction", errUsage, f.reward)
+	}
+	if o.integrity = api.IntegrityMode(f.integrity); o.integrity != api.IntegrityWarn && o.integrity != api.IntegrityFail {
+		return o, fmt.Errorf("%w: --integrity %q: use warn or fail", errUsage, f.integrity)
 	}
 	if err := checkNetwork("--eval-network", f.network); err != nil {
 		return o, err

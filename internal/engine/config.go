@@ -34,6 +34,11 @@ type Config struct {
 	MaxLog int
 	// Reward is how results' rewards are computed (default binary).
 	Reward api.RewardMode
+	// Integrity is what a model patch found tampered with the test
+	// machinery does to its result: api.IntegrityFail (the default, for
+	// rewards) or api.IntegrityWarn (msb eval's: the harness's verdict
+	// with the flag beside it).
+	Integrity api.IntegrityMode
 	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
 	// (the default, loopback only) or sandbox.NetworkHost. With none,
 	// RunValidation evaluates again with the host's network the gold

@@ -29,6 +29,12 @@ type Evaluation struct {
 	Parse    ParseFunc // the instance's log parser
 	Expected Expected
 	Options  Options // EvalType empty: taken from Repo
+
+	// TestPatch is the instance's test patch: the files the task asks to
+	// change, for the integrity check of Patch.
+	TestPatch string
+	// Integrity is what a tampered patch does to the verdict (empty: fail).
+	Integrity api.IntegrityMode
 }
 
 // Verdict is Judge's answer.
@@ -38,6 +44,9 @@ type Verdict struct {
 	Report     api.InstanceReport
 	Resolution api.Resolution // empty unless graded
 	Statuses   StatusMap      // parsed test statuses; empty unless the log was read
+	// Voided: the patch was found tampered under IntegrityFail; the
+	// verdict is unresolved whatever the tests said (Reward is 0).
+	Voided bool
 }
 
 // ErrNoParser is returned in a verdict's detail when an Evaluation has no Parse.
@@ -49,8 +58,13 @@ var ErrNoParser = errors.New("no log parser")
 // patch that did not apply, a timeout, a log without test results. Only a
 // log with test results is graded, and a log the test command's exit status
 // contradicts (LogExitMismatch) is unresolved without tests_status, as the
-// harness reports it.
+// harness reports it. Every verdict then passes the integrity check
+// (checkIntegrity).
 func Judge(e Evaluation) Verdict {
+	return checkIntegrity(e, judge(e))
+}
+
+func judge(e Evaluation) Verdict {
 	v := Verdict{Statuses: StatusMap{}}
 	v.Report.PatchIsNone = e.Patch == nil
 	v.Report.PatchExists = e.Patch != nil

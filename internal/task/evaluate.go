@@ -34,6 +34,9 @@ type EvalOptions struct {
 	Network string
 	// Progress receives the cache's build events.
 	Progress envcache.Progress
+	// Integrity is what a patch the integrity check finds tampered does
+	// to the verdict: api.IntegrityFail (the default) or api.IntegrityWarn.
+	Integrity api.IntegrityMode
 }
 
 func (o EvalOptions) maxLog() int {
@@ -73,7 +76,8 @@ func Evaluate(ctx context.Context, env Env, t *Task, pred api.Prediction, o Eval
 	e.res = api.EvalResult{InstanceID: t.ID(), Model: pred.Model, PatchDigest: PatchDigest(pred.ModelPatch), SpecDigest: t.SpecDigest,
 		Network: o.network()}
 	e.ev = grading.Evaluation{InstanceID: t.ID(), Repo: t.Instance.Repo, Patch: pred.ModelPatch, GradeEmpty: o.GradeEmpty, Parse: t.parse,
-		Expected: grading.Expected{FailToPass: t.Instance.FailToPass, PassToPass: t.Instance.PassToPass}}
+		Expected:  grading.Expected{FailToPass: t.Instance.FailToPass, PassToPass: t.Instance.PassToPass},
+		TestPatch: t.Instance.TestPatch, Integrity: o.Integrity}
 	if pred.ModelPatch != nil {
 		e.art.Patch = *pred.ModelPatch
 	}
@@ -192,9 +196,7 @@ func (e *evaluation) verdict() Evaluation {
 	t := time.Now()
 	v := grading.Judge(e.ev)
 	e.res.Outcome, e.res.Detail, e.res.Report, e.res.Resolution = v.Outcome, v.Detail, v.Report, v.Resolution
-	if v.Report.TestsStatus != nil {
-		e.res.Reward = grading.RewardOf(*v.Report.TestsStatus, e.o.Reward)
-	}
+	e.res.Reward = v.Reward(e.o.Reward)
 	e.res.Timings.Grading = int64(time.Since(t))
 	if e.art.Ran {
 		e.log.Printf("Result for %s: %s (resolved: %v)", e.t.ID(), v.Outcome, v.Report.Resolved)
