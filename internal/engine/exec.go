@@ -3,12 +3,10 @@ package engine
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -163,15 +161,14 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// StreamEvery is how often a streaming exec looks for new output.
-const StreamEvery = 50 * time.Millisecond
-
 // ExecStream runs a one-shot command like Exec and hands its output to
-// emit as it comes (api.EventStdout and EventStderr events, at most every
-// StreamEvery), then returns the result, whose output holds everything
-// again, capped as Exec caps it. The command's output goes to scratch
-// files inside the sandbox while it runs (they count against its /tmp),
-// removed at the end. emit is called from this goroutine only.
+// emit as the sandbox reads it (api.EventStdout and EventStderr events),
+// then returns the result, whose output holds everything again, capped as
+// Exec caps it (Truncated past MaxOutput). Output is relayed with
+// back-pressure: while emit blocks (a slow client), the command waits in
+// its writes, so neither the sandbox nor the daemon buffers more than a
+// few reads of it, however much it prints. emit is called from this
+// goroutine only.
 func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func(api.ExecEvent)) (api.ExecResult, error) {
 	defer s.use()()
 	if req.Session != "" {
@@ -181,151 +178,50 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 		return api.ExecResult{}, err
 	}
 	s.dropStandby(ctx)
-	base := scratchDir + "/" + randomHex(8)
-	streams := []*outStream{{file: base + ".out", event: api.EventStdout}}
-	redirect := "1>" + shellQuote(streams[0].file) + " 2>&1"
-	if req.SeparateStderr {
-		streams = append(streams, &outStream{file: base + ".err", event: api.EventStderr})
-		redirect = "1>" + shellQuote(streams[0].file) + " 2>" + shellQuote(streams[1].file)
-	}
-	// The files exist (empty) before the command starts, so a poll never
-	// mistakes "not yet created" for an error.
-	for _, st := range streams {
-		if err := s.sb.WriteFile(ctx, st.file, nil, 0o600); err != nil {
-			return api.ExecResult{}, fmt.Errorf("creating the output file: %w", err)
-		}
-	}
-	defer s.sb.Exec(context.WithoutCancel(ctx), session.ExecRequest{Command: "rm -f -- " + shellQuote(base) + ".*", Timeout: 10 * time.Second})
-	script, err := s.prepare(ctx, req, redirect)
+	script, err := s.prepare(ctx, req, "")
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	type outcome struct {
-		res session.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := s.sb.Exec(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs)})
-		done <- outcome{res, err}
-	}()
-	max := req.MaxOutput
-	if max <= 0 {
-		max = session.DefaultMaxOutput
-	}
-	for _, st := range streams {
-		st.buf = newTailCap(max)
-	}
-	tick := time.NewTicker(StreamEvery)
-	defer tick.Stop()
-	var end outcome
-	for finished := false; !finished; {
-		select {
-		case end = <-done:
-			finished = true
-		case <-tick.C:
-		}
-		for _, st := range streams {
-			if err := s.drain(ctx, st, emit, finished); err != nil && end.err == nil {
-				end.err = err
+	var out, errOut utf8Splitter
+	res, err := s.sb.ExecStream(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
+		SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput},
+		func(stderr bool, p []byte) {
+			sp, event := &out, api.EventStdout
+			if stderr {
+				sp, event = &errOut, api.EventStderr
 			}
-		}
-	}
-	if end.err != nil {
-		return api.ExecResult{}, end.err
-	}
-	res := execResult(end.res)
-	res.Stdout, res.Truncated = streams[0].buf.String(), streams[0].buf.truncated()
-	if len(streams) > 1 {
-		res.Stderr = streams[1].buf.String()
-		res.Truncated = res.Truncated || streams[1].buf.truncated()
-	}
-	return res, nil
-}
-
-// outStream is one output file of a streaming exec and how far it was read.
-type outStream struct {
-	file    string
-	event   string
-	off     int64
-	pending []byte // an incomplete UTF-8 sequence at the end of the last read
-	buf     *tailCap
-}
-
-// streamChunk bounds the bytes read from an output file per round trip.
-const streamChunk = 4 << 20
-
-// drain reads what st's file gained since the last read and emits it; with
-// all, until the end of the file.
-func (s *Sandbox) drain(ctx context.Context, st *outStream, emit func(api.ExecEvent), all bool) error {
-	for {
-		cmd := fmt.Sprintf("tail -c +%d -- %s 2>/dev/null | head -c %d | base64 -w0", st.off+1, shellQuote(st.file), streamChunk)
-		res, err := s.sb.Exec(ctx, session.ExecRequest{Command: cmd, Timeout: time.Minute, MaxOutput: streamChunk*4/3 + 16})
-		if err != nil {
-			return fmt.Errorf("reading the command's output: %w", err)
-		}
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(res.Output))
-		if err != nil {
-			return fmt.Errorf("reading the command's output: %w", err)
-		}
-		st.off += int64(len(b))
-		st.buf.write(b)
-		data := append(st.pending, b...)
-		cut := len(data)
-		for i := 1; i < utf8.UTFMax && i <= len(data); i++ {
-			if utf8.RuneStart(data[len(data)-i]) {
-				if !utf8.FullRune(data[len(data)-i:]) && !all {
-					cut = len(data) - i
-				}
-				break
+			if data := sp.next(p); data != "" {
+				emit(api.ExecEvent{Type: event, Data: data})
 			}
-		}
-		st.pending = append([]byte(nil), data[cut:]...)
-		if cut > 0 {
-			emit(api.ExecEvent{Type: st.event, Data: sanitize(data[:cut])})
-		}
-		if !all || len(b) < streamChunk {
-			return nil
-		}
+		})
+	if err != nil {
+		return api.ExecResult{}, err
 	}
+	if data := out.rest(); data != "" {
+		emit(api.ExecEvent{Type: api.EventStdout, Data: data})
+	}
+	if data := errOut.rest(); data != "" {
+		emit(api.ExecEvent{Type: api.EventStderr, Data: data})
+	}
+	return execResult(res), nil
 }
 
-// tailCap keeps the first and last halves of what is written past max
-// bytes, as the session package caps output.
-type tailCap struct {
-	max   int
-	head  []byte
-	tail  []byte
-	total int64
+// utf8Splitter cuts a stream of output into events that never split a
+// UTF-8 sequence: an incomplete one at the end of a read waits for the next.
+type utf8Splitter struct{ pending []byte }
+
+func (u *utf8Splitter) next(p []byte) string {
+	data := append(u.pending, p...)
+	cut := len(trimPartialEnd(data))
+	u.pending = append(u.pending[:0:0], data[cut:]...)
+	return sanitize(data[:cut])
 }
 
-func newTailCap(max int) *tailCap { return &tailCap{max: max} }
-
-func (c *tailCap) write(b []byte) {
-	c.total += int64(len(b))
-	if room := c.max - c.max/2 - len(c.head); room > 0 {
-		n := min(room, len(b))
-		c.head = append(c.head, b[:n]...)
-		b = b[n:]
-	}
-	c.tail = append(c.tail, b...)
-	if keep := c.max / 2; len(c.tail) > keep {
-		c.tail = append(c.tail[:0], c.tail[len(c.tail)-keep:]...)
-	}
-}
-
-func (c *tailCap) truncated() bool { return c.total > int64(len(c.head)+len(c.tail)) }
-
-func (c *tailCap) String() string {
-	if !c.truncated() {
-		return sanitize(append(append([]byte(nil), c.head...), c.tail...))
-	}
-	head, tail := trimPartialEnd(c.head), c.tail
-	for i := 0; i < utf8.UTFMax-1 && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
-		tail = tail[1:]
-	}
-	dropped := c.total - int64(len(head)) - int64(len(tail))
-	return sanitize(head) + "\n[... " + strconv.FormatInt(dropped, 10) + " bytes of output omitted ...]\n" + sanitize(tail)
+// rest is what the last read left pending.
+func (u *utf8Splitter) rest() string {
+	s := sanitize(u.pending)
+	u.pending = nil
+	return s
 }
 
 // trimPartialEnd drops an incomplete UTF-8 sequence at the end of b.

@@ -20,17 +20,18 @@ type conn struct {
 	f  *os.File
 	wr *wire.Writer
 
-	mu      sync.Mutex // guards next, pending, err
+	mu      sync.Mutex // guards next, pending, chunks, err
 	next    uint64
 	pending map[uint64]chan wire.Response
-	err     error // set once the read loop ends
+	chunks  map[uint64]chan wire.Response // a streaming exec's output (see stream.go)
+	err     error                         // set once the read loop ends
 
 	// deathNote explains an unexpected end of the connection.
 	deathNote func() string
 }
 
 func newConn(f *os.File, deathNote func() string) *conn {
-	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, next: 1, deathNote: deathNote}
+	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, chunks: map[uint64]chan wire.Response{}, next: 1, deathNote: deathNote}
 	go c.readLoop()
 	return c
 }
@@ -41,6 +42,10 @@ func (c *conn) readLoop() {
 		var r wire.Response
 		if err = wire.ReadFrame(c.f, &r); err != nil {
 			break
+		}
+		if r.More {
+			c.chunk(r)
+			continue
 		}
 		c.mu.Lock()
 		ch := c.pending[r.ID]
@@ -59,6 +64,10 @@ func (c *conn) readLoop() {
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)
+	}
+	for id, ch := range c.chunks {
+		close(ch)
+		delete(c.chunks, id)
 	}
 	c.mu.Unlock()
 }

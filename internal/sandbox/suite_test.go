@@ -180,6 +180,7 @@ var suiteCases = []struct {
 	{"DiskLimit", testDiskLimit},
 	{"HostSecrets", testHostSecrets},
 	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
+	{"StreamBackPressure", testStreamBackPressure},
 }
 
 func TestSuite(t *testing.T) {

@@ -60,6 +60,10 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 		if err != nil {
 			return Result{}, fmt.Errorf("run once: %w", err)
 		}
+		if req.OnOutput != nil {
+			stderr := i == 1
+			st.sink = func(p []byte) { req.OnOutput(stderr, p) }
+		}
 		streams = append(streams, st)
 	}
 	wake, err := newWakePipe()

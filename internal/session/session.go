@@ -119,6 +119,13 @@ type ExecRequest struct {
 	// ends the wait. Output before it is returned, the match is consumed,
 	// and output after it waits for the next call.
 	Expect []string `json:"expect,omitempty"`
+
+	// OnOutput, for RunOnce, receives the command's output as it is read
+	// (stderr tells which stream, with SeparateStderr), besides Result. The
+	// command's pipe is not read while OnOutput runs, so a slow OnOutput
+	// makes the command wait in its write: back-pressure, with no more
+	// than one read's bytes held here. p is reused after it returns.
+	OnOutput func(stderr bool, p []byte) `json:"-"`
 }
 
 // Result of one command.

@@ -160,6 +160,8 @@ type stream struct {
 	max     int
 	pend    []byte
 	dropped int64
+	// sink, when set, is handed each read as it comes (ExecRequest.OnOutput).
+	sink func(p []byte)
 }
 
 // received is how many bytes a raw stream has taken in since its output
@@ -169,6 +171,9 @@ func (st *stream) received() int64 { return int64(len(st.pend)) + st.dropped }
 
 // write keeps p as the stream's output.
 func (st *stream) write(p []byte) {
+	if st.sink != nil {
+		st.sink(p)
+	}
 	if !st.raw {
 		st.buf.write(p)
 		return

@@ -28,6 +28,8 @@ type supervisor struct {
 	tty     *ttyRelay
 
 	trim trimmer // the free heap returned once idle
+	// flows are the streaming execs in flight (stream_linux.go).
+	flows flows
 }
 
 func supervisorMain() error {
@@ -125,12 +127,20 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			s.out.Write(resp)
 			return errShutdown
 		}
+		if req.Op == wire.OpStreamAck || req.Op == wire.OpCancel {
+			s.flows.signal(&req)
+			continue
+		}
+		rctx := ctx
+		if req.Op == wire.OpExec && req.Stream {
+			rctx = s.flows.open(ctx, req.ID)
+		}
 		wg.Add(1)
 		s.trim.begin()
 		go func() {
 			defer wg.Done()
 			defer s.trim.end()
-			resp := s.handle(ctx, &req)
+			resp := s.handle(rctx, &req)
 			resp.ID = req.ID
 			s.out.Write(resp)
 		}()
@@ -214,6 +224,11 @@ func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response
 	var er session.ExecRequest
 	if err := json.Unmarshal(req.Exec, &er); err != nil {
 		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
+	}
+	if req.Stream {
+		defer s.flows.close(req.ID)
+		f := s.flows.get(req.ID)
+		er.OnOutput = func(stderr bool, p []byte) { f.send(ctx, s.out, req.ID, stderr, p) }
 	}
 	res, err := session.RunOnce(ctx, s.sessionOptions(req), er)
 	if err != nil {

@@ -54,6 +54,23 @@ const (
 // there were.
 const OpSessionInterrupt = "session.interrupt"
 
+// Streaming an OpExec (Request.Stream): before its final Response the
+// supervisor sends the command's output as it comes, each read in a
+// Response with More set, the request's ID, Stream ("stdout" or "stderr")
+// and Data. It keeps at most StreamWindow of them unacknowledged: the host
+// sends an OpStreamAck naming the request (Ref) once it has passed a chunk
+// on, and until then the supervisor stops reading the command's pipe, so a
+// slow reader makes the command wait instead of anyone buffering its
+// output. OpCancel (Ref) ends the request as its host side gave up: the
+// command is interrupted as on a timeout. Neither gets a Response.
+const (
+	OpStreamAck = "stream.ack"
+	OpCancel    = "cancel"
+)
+
+// StreamWindow bounds the output chunks of a streaming OpExec in flight.
+const StreamWindow = 8
+
 // Request is one call from the host.
 type Request struct {
 	ID      uint64          `json:"id"`
@@ -69,7 +86,9 @@ type Request struct {
 	Rows    uint16          `json:"rows,omitempty"`
 	Cols    uint16          `json:"cols,omitempty"`
 	Limit   int64           `json:"limit,omitempty"`
-	Exec    json.RawMessage `json:"exec,omitempty"` // session.ExecRequest
+	Exec    json.RawMessage `json:"exec,omitempty"`   // session.ExecRequest
+	Stream  bool            `json:"stream,omitempty"` // OpExec: send output as it comes
+	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
 }
 
 // Response answers the Request with the same ID.
@@ -82,6 +101,10 @@ type Response struct {
 	Entries []Entry         `json:"entries,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"` // session.Result
 	Info    *Ready          `json:"info,omitempty"`
+	// More marks a chunk of a streaming OpExec's output (Stream, Data);
+	// the final Response follows.
+	More   bool   `json:"more,omitempty"`
+	Stream string `json:"stream,omitempty"`
 }
 
 // Error codes.

@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// testStreamBackPressure: while ExecStream's emit blocks, the command
+// blocks in its writes after a few reads of output (wire.StreamWindow),
+// instead of the sandbox or the host buffering what it prints; released,
+// the whole output arrives in order and the exec ends normally.
+func testStreamBackPressure(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx := context.Background()
+	const rounds, chunk = 2000, 65536
+	cmd := "for i in $(seq 1 " + strconv.Itoa(rounds) + "); do head -c " + strconv.Itoa(chunk) + " /dev/zero; echo $i >/tmp/progress; done"
+	blocked, release := make(chan struct{}), make(chan struct{})
+	type outcome struct {
+		res session.Result
+		n   int
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		n := 0
+		res, err := sb.ExecStream(ctx, session.ExecRequest{Command: cmd}, func(stderr bool, p []byte) {
+			if n == 0 {
+				close(blocked)
+				<-release
+			}
+			n += len(p)
+		})
+		done <- outcome{res, n, err}
+	}()
+	<-blocked
+	// Wait for a writer asleep (in the full pipe): head from /dev/zero
+	// sleeps nowhere else.
+	for i := 0; ; i++ {
+		select {
+		case o := <-done:
+			close(release)
+			t.Fatalf("the exec ended while its output was not read: %v %+v", o.err, o.res.ExitCode)
+		default:
+		}
+		if strings.Contains(mustOK(t, sb, `cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == "(head)" { print $3 }'`), "S") {
+			break
+		}
+		if i == 1000 {
+			close(release)
+			t.Fatal("no writer blocked while the output was not read")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	progress, err := strconv.Atoi(strings.TrimSpace(mustOK(t, sb, "cat /tmp/progress 2>/dev/null || echo 0")))
+	close(release)
+	if err != nil || progress > 3*8 {
+		t.Fatalf("the command wrote %d rounds of 64 KiB while nothing read its output (%v); the window is a few", progress, err)
+	}
+	o := <-done
+	if o.err != nil || o.res.ExitCode != 0 || o.n != rounds*chunk || !o.res.Truncated {
+		t.Fatalf("after the release: %v exit %d, %d bytes streamed of %d, truncated %v", o.err, o.res.ExitCode, o.n, rounds*chunk, o.res.Truncated)
+	}
+}
