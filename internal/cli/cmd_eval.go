@@ -139,7 +139,7 @@ func printRunReport(rep api.RunReport) error {
 	var problems []problem
 	for _, r := range rep.Results {
 		t.row(r.InstanceID, r.Model, string(r.Outcome)+resumedMark(r), fmt.Sprintf("%.2f", r.Reward), or(r.ApplyMethod, "-"),
-			fmtNs(r.Timings.Env), fmtNs(r.Timings.TaskReady), fmtNs(r.Timings.Tests), firstLine(r.Detail))
+			fmtNs(r.Timings.Env), fmtNs(r.Timings.TaskReady), fmtNs(r.Timings.Tests), detailOf(r))
 		if r.Outcome.IsError() {
 			problems = append(problems, problem{r.InstanceID + " (" + r.Model + ", " + string(r.Outcome) + ")", r.Detail})
 		}

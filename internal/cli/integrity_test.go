@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/api"
+)
+
+// TestIntegrityFlag: msb eval and validate grade with --integrity warn
+// unless told fail, the mode reaches the engine's config, and another
+// value is a usage error.
+func TestIntegrityFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want api.IntegrityMode
+	}{
+		{nil, api.IntegrityWarn},
+		{[]string{"--integrity", "fail"}, api.IntegrityFail},
+		{[]string{"--integrity", "warn"}, api.IntegrityWarn},
+	} {
+		cfg, err := engineConfigOf(t, "", tc.args...)
+		if err != nil || cfg.Integrity != tc.want {
+			t.Errorf("%q: integrity %q, %v; want %q", tc.args, cfg.Integrity, err, tc.want)
+		}
+	}
+	if _, err := engineConfigOf(t, "", "--integrity", "off"); !errors.Is(err, errUsage) {
+		t.Errorf("--integrity off: %v, want a usage error", err)
+	}
+}
+
+// TestDetailOfTampered: under --integrity warn a tampered patch keeps its
+// verdict, and the eval table's detail says it was flagged, and why.
+func TestDetailOfTampered(t *testing.T) {
+	warned := api.EvalResult{Outcome: api.OutcomeResolved, Report: api.InstanceReport{Integrity: api.IntegrityTampered,
+		IntegrityReasons: []string{"conftest.py: changes conftest.py"}}}
+	if got, want := detailOf(warned), "integrity: tampered (warn): conftest.py: changes conftest.py"; got != want {
+		t.Errorf("detail %q, want %q", got, want)
+	}
+	ok := api.EvalResult{Outcome: api.OutcomeResolved, Report: api.InstanceReport{Integrity: api.IntegrityOK}}
+	if got := detailOf(ok); got != "" {
+		t.Errorf("detail %q for an ok patch", got)
+	}
+	failed := api.EvalResult{Outcome: api.OutcomeUnresolved, Detail: "integrity: tampered: x\nmore", Report: warned.Report}
+	if got := detailOf(failed); got != "integrity: tampered: x ..." {
+		t.Errorf("detail %q", got)
+	}
+}
