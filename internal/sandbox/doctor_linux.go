@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -135,12 +137,29 @@ func filesystemCheck(name, fs, fix string) Check {
 	return Check{Name: name, Detail: fs + " not in /proc/filesystems", Fix: fix, Required: true}
 }
 
+// parentList is the cgroup parents by controller, sorted, for a person:
+// "cpu /sys/fs/cgroup/cpu/msb, memory /sys/fs/cgroup/memory/msb" (one
+// path alone when every controller shares it, as on cgroup v2).
+func parentList(parents map[string]string) string {
+	ctrls := slices.Sorted(maps.Keys(parents))
+	paths := map[string]bool{}
+	parts := make([]string, 0, len(ctrls))
+	for _, c := range ctrls {
+		paths[parents[c]] = true
+		parts = append(parts, c+" "+parents[c])
+	}
+	if len(paths) == 1 {
+		return parents[ctrls[0]]
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (rt *Runtime) cgroupCheck() Check {
 	e := rt.Enforcement()
 	c := Check{Name: "cgroup limits", Detail: fmt.Sprintf("memory: %s; pids: %s; cpu: %s", e.Memory, e.Pids, e.CPU)}
 	if rt.cg.Usable() {
 		c.OK = true
-		c.Detail = fmt.Sprintf("cgroup %s under %v; %s", rt.cg.Version, rt.cg.Parents, c.Detail)
+		c.Detail = fmt.Sprintf("cgroup %s under %s; %s", rt.cg.Version, parentList(rt.cg.Parents), c.Detail)
 		return c
 	}
 	c.Fix = "run as root, or run msb in a cgroup delegated to you (systemd: systemd-run --user --scope -p Delegate=yes msb ...), " +

@@ -88,5 +88,13 @@ func limitsMain() error {
 		}
 	}
 	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(progp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
-	return fmt.Errorf("exec %s: %w", prog, e)
+	// The program was found but did not start: exit as a shell would (127
+	// for a name that does not exist, 126 for one that cannot execute),
+	// not with the stage's 125, so that msb run passes the shell's code on.
+	fmt.Fprintf(os.Stderr, "msb sandbox: %s: cannot execute: %v\n", prog, e)
+	if e == unix.ENOENT {
+		os.Exit(127)
+	}
+	os.Exit(126)
+	return nil
 }

@@ -81,6 +81,12 @@ func exitResponse(err error, name string) (wire.Response, error) {
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
 		return wire.Response{Exit: 127}, fail(wire.CodeNotFound, "%s: command not found in the sandbox", name)
 	}
+	// Found but not started (EACCES, ENOEXEC, EISDIR...): a shell's 126,
+	// which msb run passes on with the error.
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return wire.Response{Exit: 126}, fail(wire.CodeCommandFailed, "%s: cannot execute: %v", name, errno)
+	}
 	return wire.Response{Exit: 126}, fail(wire.CodeCommandFailed, "starting %s: %v", name, err)
 }
 
