@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -21,7 +22,13 @@ type BuildEvent struct {
 	InstanceID string
 	Phase      string // one of BuildPhases; empty with Finished
 	PhaseDone  bool
+	Elapsed    time.Duration // the phase's time, when PhaseDone
 	Finished   *api.BuildResult
+}
+
+// buildEvent is the cache's event as a BuildEvent.
+func buildEvent(ev envcache.Event) BuildEvent {
+	return BuildEvent{InstanceID: ev.Instance, Phase: ev.Phase, PhaseDone: ev.Done, Elapsed: ev.Elapsed}
 }
 
 // BuildRun builds the layers of instances.
@@ -51,7 +58,7 @@ func (e *Engine) Build(ctx context.Context, r BuildRun) (api.BuildReport, error)
 		}
 	}
 	progress := func(ev envcache.Event) {
-		emit(BuildEvent{InstanceID: ev.Instance, Phase: ev.Phase, PhaseDone: ev.Done})
+		emit(buildEvent(ev))
 	}
 	g := new(errgroup.Group)
 	g.SetLimit(max(r.Workers, 1))

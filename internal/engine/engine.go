@@ -311,6 +311,7 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 // (the context ended while waiting); everything else is the outcome.
 func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
 	o := e.evalOptions(j.gradeEmpty, j.network(e))
+	o.Progress = j.progress()
 	release, err := e.reserve(ctx, o.Limits, 0, gradingClass)
 	if err != nil {
 		return task.Evaluation{}, err

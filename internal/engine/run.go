@@ -12,6 +12,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/task"
@@ -65,6 +66,9 @@ type EvalRun struct {
 	// SkippedRows is counted in the summaries (rows of the input left out).
 	SkippedRows int
 	Progress    Progress
+	// BuildEvents, when set, receives the build steps of the layers an
+	// evaluation had to build first (as Build's Events).
+	BuildEvents func(BuildEvent)
 }
 
 // job is one evaluation of a run.
@@ -74,6 +78,23 @@ type job struct {
 	gradeEmpty bool
 	// net is the evaluation sandbox's network ("": the engine's).
 	net string
+	// events receives the build steps of its layers (nil: none).
+	events func(BuildEvent)
+}
+
+// progress is the cache's Progress for the job's layers.
+func (j job) progress() envcache.Progress {
+	if j.events == nil {
+		return nil
+	}
+	return func(ev envcache.Event) { j.events(buildEvent(ev)) }
+}
+
+// withEvents sets the build events of every job.
+func withEvents(jobs []job, events func(BuildEvent)) {
+	for i := range jobs {
+		jobs[i].events = events
+	}
 }
 
 func (j job) network(e *Engine) string {
@@ -95,6 +116,7 @@ func (e *Engine) RunEvaluation(ctx context.Context, r EvalRun, sink Sink) (api.R
 	if err != nil {
 		return api.RunReport{}, err
 	}
+	withEvents(jobs, r.BuildEvents)
 	results, resumed, runErr := e.runJobs(ctx, r.RunID, jobs, r.Workers, r.KeepErrors, sink, r.Progress)
 	rep := api.RunReport{RunID: r.RunID, Results: []api.EvalResult{}, Summaries: []api.RunSummary{}, Resumed: resumed}
 	byModel := map[string]map[string]grading.Finished{}
@@ -243,6 +265,8 @@ type ValidateRun struct {
 	KeepErrors  bool
 	SkippedRows int
 	Progress    Progress
+	// BuildEvents: as EvalRun's.
+	BuildEvents func(BuildEvent)
 }
 
 // NetworkRecheckSuffix ends the run id under which RunValidation stores
@@ -277,6 +301,7 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	if len(problems) > 0 {
 		return rep, fmt.Errorf("%w:\n  %s", ErrBadRequest, strings.Join(problems, "\n  "))
 	}
+	withEvents(jobs, r.BuildEvents)
 	results, _, runErr := e.runJobs(ctx, r.RunID, jobs, r.Workers, r.KeepErrors, sink, r.Progress)
 	for k, model := range []string{"gold", "empty"} {
 		var ms []*api.EvalResult
