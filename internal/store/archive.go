@@ -205,6 +205,7 @@ func (s *Store) importStream(ctx context.Context, r io.Reader) (ImportReport, er
 	}
 
 	manifests := map[LayerID]*Manifest{}
+	manifestBytes := map[LayerID][]byte{} // stored only after the objects are published
 	firstKey := map[Digest]*inodeKey{}
 	var pending []pendingObject
 	defer func() { discard(pending) }()
@@ -230,11 +231,12 @@ func (s *Store) importStream(ctx context.Context, r io.Reader) (ImportReport, er
 			if err != nil {
 				return rep, fmt.Errorf("%w: %v", ErrBadArchive, err)
 			}
-			id, m, err := s.acceptManifest(LayerID(d), b)
+			id := LayerID(d)
+			m, err := checkManifest(id, b)
 			if err != nil {
 				return rep, err
 			}
-			manifests[id] = m
+			manifests[id], manifestBytes[id] = m, b
 			for i := range m.Entries {
 				if e := &m.Entries[i]; e.Type == TypeFile && firstKey[e.Digest] == nil {
 					k := s.keyOf(e)
@@ -278,6 +280,9 @@ func (s *Store) importStream(ctx context.Context, r io.Reader) (ImportReport, er
 				return rep, fmt.Errorf("layer %s: parent %s: %w", id, p, ErrNotFound)
 			}
 		}
+		if _, err := s.putManifest(manifestBytes[id]); err != nil {
+			return rep, err
+		}
 		if _, err := s.materialize(ctx, id, m); err != nil {
 			return rep, err
 		}
@@ -297,18 +302,17 @@ func (s *Store) importStream(ctx context.Context, r io.Reader) (ImportReport, er
 	return rep, nil
 }
 
-// acceptManifest verifies manifest bytes against the layer digest they came
-// under, decodes them and stores them.
-func (s *Store) acceptManifest(want LayerID, b []byte) (LayerID, *Manifest, error) {
+// checkManifest verifies manifest bytes against the layer digest they came
+// under and decodes them. It does not store them: a manifest is written only
+// once every object its files use is in the store (a transfer cut short
+// leaves no layer that names missing objects).
+func checkManifest(want LayerID, b []byte) (*Manifest, error) {
 	if got := LayerID(DigestOf(b)); got != want {
-		return want, nil, fmt.Errorf("manifest of layer %s hashes to %s: %w", want, got, ErrDigestMismatch)
+		return nil, fmt.Errorf("manifest of layer %s hashes to %s: %w", want, got, ErrDigestMismatch)
 	}
 	m, err := DecodeManifest(b)
 	if err != nil {
-		return want, nil, fmt.Errorf("layer %s: %w", want, err)
+		return nil, fmt.Errorf("layer %s: %w", want, err)
 	}
-	if _, err := s.putManifest(b); err != nil {
-		return want, nil, err
-	}
-	return want, m, nil
+	return m, nil
 }

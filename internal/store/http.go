@@ -140,7 +140,32 @@ func (p *puller) get(ctx context.Context, path string) (*http.Response, error) {
 	return resp, nil
 }
 
-// layer pulls parents first, then the layer's objects, then materializes.
+// manifest returns the layer's manifest, from this store or else fetched
+// and checked; fetched holds the bytes to store once the objects are in.
+func (p *puller) manifest(ctx context.Context, id LayerID) (m *Manifest, fetched []byte, err error) {
+	m, err = p.s.Manifest(id)
+	if !errors.Is(err, ErrNotFound) {
+		return m, nil, err
+	}
+	resp, err := p.get(ctx, "/v1/layers/"+id.Hex()+"/manifest")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestSize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the manifest of layer %s: %w", id, err)
+	}
+	if m, err = checkManifest(id, b); err != nil {
+		return nil, nil, err
+	}
+	return m, b, nil
+}
+
+// layer pulls parents first, then the layer's objects, then stores its
+// manifest and materializes it: each step lands complete (objects are
+// verified temp files linked into place, the manifest and the tree renamed
+// into place), and a layer's manifest only after every object it uses.
 func (p *puller) layer(ctx context.Context, id LayerID, depth int) error {
 	if p.s.Has(id) {
 		return nil
@@ -148,19 +173,7 @@ func (p *puller) layer(ctx context.Context, id LayerID, depth int) error {
 	if depth > 128 {
 		return fmt.Errorf("%w: layer parents nest deeper than 128", ErrBadManifest)
 	}
-	m, err := p.s.Manifest(id)
-	if errors.Is(err, ErrNotFound) {
-		resp, gerr := p.get(ctx, "/v1/layers/"+id.Hex()+"/manifest")
-		if gerr != nil {
-			return gerr
-		}
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxManifestSize+1))
-		resp.Body.Close()
-		if rerr != nil {
-			return rerr
-		}
-		_, m, err = p.s.acceptManifest(id, b)
-	}
+	m, fetched, err := p.manifest(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -207,6 +220,13 @@ func (p *puller) layer(ctx context.Context, id LayerID, depth int) error {
 	for _, e := range need {
 		p.rep.Objects++
 		p.rep.Bytes += e.Size
+	}
+	// The manifest last: a pull killed before this point leaves objects
+	// (complete and verified, or temp files) but no layer naming missing ones.
+	if fetched != nil {
+		if _, err := p.s.putManifest(fetched); err != nil {
+			return err
+		}
 	}
 	if _, err := p.s.materialize(ctx, id, m); err != nil {
 		return err

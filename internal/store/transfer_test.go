@@ -51,6 +51,8 @@ func TestExportImport(t *testing.T) {
 	}
 }
 
+// TestImportRejectsTampering: a tampered archive is refused and leaves a
+// store that verifies.
 func TestImportRejectsTampering(t *testing.T) {
 	src := newStore(t)
 	twoLayers(t, src)
@@ -81,6 +83,11 @@ func TestImportRejectsTampering(t *testing.T) {
 			}
 			if refs, _ := dst.Refs(); len(refs) != 0 {
 				t.Fatalf("failed import set refs %v", refs)
+			}
+			// Nothing of it names what is not there: no manifest whose
+			// objects the import never stored.
+			if r, err := dst.Verify(t.Context()); err != nil || !r.OK() {
+				t.Fatalf("verify after the failed import: %v %v", err, r.Problems)
 			}
 		})
 	}
