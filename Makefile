@@ -9,7 +9,7 @@ GO ?= go
 # to msb (a small binary starts faster), else re-executes itself.
 # bin/msb-bench is the benchmark, which msb does not link: msb bench runs it.
 build:
-	$(GO) build -trimpath -o bin/msb ./cmd/msb
+	$(GO) build -trimpath -buildvcs=auto -o bin/msb ./cmd/msb
 	$(GO) build -trimpath -o bin/msb-sandbox ./cmd/msb-sandbox
 	$(GO) build -trimpath -o bin/msb-bench ./cmd/msb-bench
 

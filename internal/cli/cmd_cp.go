@@ -45,7 +45,7 @@ func newCpCmd(g *globals) *cobra.Command {
 				n, err = download(cmd.Context(), c, srcID, src, dst)
 			}
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			return printOr(g, api.FileWritten{Path: args[1], Bytes: n}, "")
 		},

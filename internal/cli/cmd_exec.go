@@ -82,7 +82,7 @@ func newExecCmd(g *globals) *cobra.Command {
 				})
 			}
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			return execExit(g, res)
 		},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -52,7 +53,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return startFailure(code, err)
 	}
 	if f.keep {
 		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", sb.UpperDir())
@@ -61,4 +62,21 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		return &exitError{code: code, msg: oom}
 	}
 	return nil
+}
+
+// startFailure is err, or when the sandbox could not start the command
+// (its answer carries a shell's 127, not found, or 126, not executable),
+// an exitError with that code, as a shell exits.
+func startFailure(code int, err error) error {
+	var oe *sandbox.OpError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	switch code {
+	case exitNoCommand:
+		return &exitError{code: code, msg: oe.Msg, kind: "command_not_found"}
+	case exitNotExecutable:
+		return &exitError{code: code, msg: oe.Msg, kind: "not_executable"}
+	}
+	return err
 }

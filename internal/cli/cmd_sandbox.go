@@ -50,7 +50,7 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 			}
 			info, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			if g.json {
 				return printJSON(info)
@@ -95,7 +95,7 @@ func newSandboxLsCmd(g *globals) *cobra.Command {
 			}
 			list, err := c.Sandboxes(cmd.Context(), match)
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			if g.json {
 				return printJSON(api.SandboxList{Sandboxes: list})
@@ -132,7 +132,7 @@ func newSandboxRmCmd(g *globals) *cobra.Command {
 			for _, id := range args {
 				info, err := c.DeleteSandbox(cmd.Context(), id)
 				if err != nil {
-					return daemonError(err)
+					return err
 				}
 				out = append(out, info)
 				if !g.json {

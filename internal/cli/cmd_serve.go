@@ -89,7 +89,7 @@ func newServeCmd(g *globals) *cobra.Command {
 }
 
 func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command) error {
-	o := engineOptions{env: &f.envFlags, specFile: f.specFile, timeout: f.testTimeout}
+	o := engineOptions{env: &f.envFlags, specFile: f.specFile, timeout: f.testTimeout, newCache: true, newState: true}
 	var err error
 	if o.limits.MemoryBytes, err = sizeFlag(cmd.Flags(), "memory", f.memory); err != nil {
 		return err
@@ -168,7 +168,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		}
 		log.Info("dataset loaded", "path", f.dataset, "instances", len(d.Selected))
 	}
-	so := server.Options{Logger: log, Token: token, MaxBody: maxBody, MaxAdmissionWait: f.maxWait, OutDir: f.outDir,
+	so := server.Options{Version: buildVersion().String(), Logger: log, Token: token, MaxBody: maxBody, MaxAdmissionWait: f.maxWait, OutDir: f.outDir,
 		StepTimeout: f.stepTimeout, ShutdownGrace: f.grace}
 	if f.swerex {
 		sb, err := e.CreateSandbox(ctx, engine.SandboxRequest{InstanceID: f.instance, Lifetime: -1, IdleTimeout: -1,

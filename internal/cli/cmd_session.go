@@ -26,7 +26,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := c.OpenSession(cmd.Context(), args[0], api.SessionRequest{Name: args[1]}); err != nil {
-				return daemonError(err)
+				return err
 			}
 			return printOr(g, api.SessionInfo{Name: args[1]}, args[1])
 		},
@@ -45,7 +45,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 			}
 			res, err := c.Exec(cmd.Context(), args[0], api.ExecRequest{Session: args[1], Command: commandText(args[2:]), TimeoutNs: int64(f.timeout), SeparateStderr: f.separate})
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			if !g.json {
 				fmt.Print(res.Stdout)
@@ -67,7 +67,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 			}
 			ok, err := c.InterruptSession(cmd.Context(), args[0], args[1])
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			return printOr(g, api.InterruptResult{Interrupted: ok}, map[bool]string{true: "interrupted", false: "nothing was running"}[ok])
 		},
@@ -85,7 +85,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := c.CloseSession(cmd.Context(), args[0], args[1]); err != nil {
-				return daemonError(err)
+				return err
 			}
 			return printOr(g, api.SessionInfo{Name: args[1]}, args[1])
 		},
@@ -104,7 +104,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 			}
 			names, err := c.Sessions(cmd.Context(), args[0])
 			if err != nil {
-				return daemonError(err)
+				return err
 			}
 			return printOr(g, api.SessionList{Sessions: names}, strings.Join(names, "\n"))
 		},

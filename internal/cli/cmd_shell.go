@@ -58,7 +58,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 		code, err = ttyShell(ctx, sb, fd, argv)
 	}
 	if err != nil {
-		return err
+		return startFailure(code, err)
 	}
 	if code != 0 {
 		return &exitError{code: code}

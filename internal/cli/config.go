@@ -91,8 +91,32 @@ type settings struct {
 	// StateDirGiven: the state dir was named (flag, environment or file),
 	// not the default.
 	StateDirGiven bool
-	file          fileConfig
-	env           environ
+	// stateFlag, cacheFlag: the directory was named by --state-dir or
+	// --cache, typed at this command, so one that does not exist is taken
+	// for a typo (checkDir); the environment's and the config file's are
+	// a standing setup, made on first use like the defaults.
+	stateFlag, cacheFlag bool
+	file                 fileConfig
+	env                  environ
+}
+
+// checkDir refuses a directory named by a flag (--cache, --state-dir)
+// that does not exist, naming it, instead of making it where a typo
+// pointed; a command that makes a new one (make) passes.
+func checkDir(flag, dir string, named, make bool) error {
+	if !named || make {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: --%s %s: it does not exist (msb makes only the default; create it first)", errNoDir, flag, dir)
+	case err != nil:
+		return fmt.Errorf("%w: --%s: %w", errNoDir, flag, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: --%s %s: not a directory", errNoDir, flag, dir)
+	}
+	return nil
 }
 
 func resolveSettings(g *globals) (*settings, error) {
@@ -111,6 +135,7 @@ func resolveSettings(g *globals) (*settings, error) {
 	}
 	s.StateDir = first(g.stateDir, g.env.StateDir, s.file.StateDir)
 	s.StateDirGiven = s.StateDir != ""
+	s.stateFlag, s.cacheFlag = g.stateDir != "", g.cacheDir != ""
 	if s.StateDir == "" {
 		s.StateDir = sandbox.DefaultStateDir(g.env.RuntimeDir)
 	}
@@ -143,11 +168,20 @@ type engineOptions struct {
 	mustExist bool
 	// cacheDir replaces the settings' cache directory (msb demo's own).
 	cacheDir string
+	// newCache, newState: the command makes the cache or the state dir
+	// when it does not exist, even one named by --cache or --state-dir
+	// (cache build, import, pull; serve), see checkDir.
+	newCache, newState bool
 }
 
 // cacheConfig is the cache part of the engine's config.
 func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 	f := s.file
+	// An inspection command (mustExist) has the engine's own refusal,
+	// which says how to make a cache.
+	if err := checkDir("cache", s.CacheDir, s.cacheFlag && o.cacheDir == "" && !o.mustExist, o.newCache); err != nil {
+		return engine.CacheConfig{}, err
+	}
 	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, PythonSearch: s.env.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
 		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist,
 		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL}
@@ -164,6 +198,9 @@ func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 }
 
 func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
+	if err := checkDir("state-dir", s.StateDir, s.stateFlag, o.newState); err != nil {
+		return engine.Config{}, err
+	}
 	cc, err := s.cacheConfig(o)
 	if err != nil {
 		return engine.Config{}, err

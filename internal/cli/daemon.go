@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/server"
 )
@@ -40,18 +38,4 @@ func (f *daemonFlags) client(g *globals) (*client.Client, error) {
 		token, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
 	}
 	return client.New(addr, token)
-}
-
-// daemonError turns the daemon's answer into the CLI's exit-code classes.
-func daemonError(err error) error {
-	var e *client.Error
-	if !errors.As(err, &e) {
-		return err
-	}
-	switch e.Info.Code {
-	case api.CodeBadRequest, api.CodePathEscape, api.CodeNotFound, api.CodeConflict, api.CodeGone, api.CodeNoInstance,
-		api.CodeSessionEnded, api.CodeUnauthorized, api.CodeBodyTooLarge, api.CodeMethodNotAllowed:
-		return fmt.Errorf("%w: %s", errUsage, e.Info.Message)
-	}
-	return err
 }

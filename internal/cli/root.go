@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -60,18 +63,53 @@ func Main(args []string) int {
 		return exitOK
 	}
 	if ie := (*interrupted)(nil); errors.As(context.Cause(ctx), &ie) && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "msb:", err)
-		return 128 + int(ie.sig)
+		err = &exitError{code: 128 + int(ie.sig), msg: err.Error(), kind: "interrupted"}
 	}
+	code, class := exitCode(err)
+	reportError(os.Stderr, err, code, class, g.json || jsonArg(args))
+	return code
+}
+
+// reportError says why msb failed on w: a line "msb: ...", or with --json
+// one JSON object (api.CLIError), so that stdout holds only the command's
+// answer. An exitError without a message (a command's own exit code) says
+// nothing.
+func reportError(w io.Writer, err error, code int, class string, asJSON bool) {
 	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "msb:", ee.msg)
-		}
-		return ee.code
+	if errors.As(err, &ee) && ee.msg == "" {
+		return
 	}
-	fmt.Fprintln(os.Stderr, "msb:", err)
-	return exitCode(err)
+	msg := errorMessage(err)
+	if !asJSON {
+		fmt.Fprintln(w, "msb:", msg)
+		return
+	}
+	b, _ := json.Marshal(api.CLIError{Error: api.CLIErrorInfo{Code: class, Message: msg, ExitCode: code}})
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// errorMessage is the text of err for a person: for an answer of the
+// daemon, its message alone (the code is in the exit code and --json).
+func errorMessage(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Info.Message != "" {
+		return ce.Info.Message
+	}
+	return err.Error()
+}
+
+// jsonArg reports whether --json is among args before "--" (for errors met
+// before the flags were parsed, such as an unknown command).
+func jsonArg(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true":
+			return true
+		}
+	}
+	return false
 }
 
 // interrupted is the cause of a context cancelled by a signal.
@@ -83,6 +121,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "msb",
 		Short:         "MiniSandbox: container-free sandboxes for software-engineering agents",
+		Version:       buildVersion().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -98,18 +137,17 @@ func newRootCmd(g *globals) *cobra.Command {
 		return fmt.Errorf("%w: %s (see %s --help)", errUsage, flagError(err), cmd.CommandPath())
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.stateDir, "state-dir", "", "where running sandboxes keep their state (env MSB_STATE_DIR; default /run/msb as root, $XDG_RUNTIME_DIR/msb otherwise)")
-	pf.StringVar(&g.cacheDir, "cache", "", "environment cache directory (env MSB_CACHE; default $XDG_CACHE_HOME/msb or ~/.cache/msb)")
+	pf.StringVar(&g.stateDir, "state-dir", "", "where running sandboxes keep their state; must exist, but msb serve makes it (env MSB_STATE_DIR; default /run/msb as root, $XDG_RUNTIME_DIR/msb otherwise, made when missing)")
+	pf.StringVar(&g.cacheDir, "cache", "", "environment cache directory; must exist, but cache build, import, pull, import-rootfs and serve make it (env MSB_CACHE; default $XDG_CACHE_HOME/msb or ~/.cache/msb, made when missing)")
 	pf.StringVar(&g.configFile, "config", "", "YAML config file (env MSB_CONFIG; see docs/config.md)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log what msb does to stderr")
 	pf.BoolVar(&g.json, "json", false, "machine-readable output (the types of internal/api)")
 	g.flags = pf
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
 	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g))
-	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g))
-	for _, c := range root.Commands() {
-		wrapArgs(c)
-	}
+	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g), newVersionCmd(g))
+	root.SetVersionTemplate("msb {{.Version}}\n")
+	wrapArgs(root)
 	return root
 }
 
@@ -130,8 +168,19 @@ func flagError(err error) string {
 	return fmt.Sprintf("--%s %q: want %s", ive.GetFlag().Name, ive.GetValue(), want)
 }
 
-// wrapArgs makes a wrong number of arguments a usage error, like a bad flag.
+// wrapArgs makes a wrong number of arguments a usage error, like a bad flag,
+// and so an unknown command: a command that only groups others (msb, msb
+// cache) takes no arguments of its own and prints its help when given none.
 func wrapArgs(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return nil
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+	}
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
@@ -154,6 +203,9 @@ func (g *globals) logger() *slog.Logger {
 
 // runtime builds the sandbox runtime alone (msb run, shell, doctor, gc).
 func (g *globals) runtime() (*sandbox.Runtime, error) {
+	if err := checkDir("state-dir", g.settings.StateDir, g.settings.stateFlag, false); err != nil {
+		return nil, err
+	}
 	return sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: g.settings.StateDir, CgroupParent: g.settings.CgroupParent, Logger: g.logger()})
 }
 
@@ -200,6 +252,7 @@ func (g *globals) openEngine(ctx context.Context, o engineOptions) (*engine.Engi
 type exitError struct {
 	code int
 	msg  string
+	kind string // the class for --json ("": failure for 1, else exit_status)
 }
 
 func (e *exitError) Error() string {
@@ -215,33 +268,71 @@ const (
 	// exitFailure: the command ran but did not do all it should: an
 	// instance ended without a verdict (eval), no instance is valid or one
 	// could not be judged (validate), a build failed (cache build), the
-	// cache is damaged (cache verify), or an operation failed.
+	// cache is damaged (cache verify), or an operation failed (the daemon
+	// refused it in the state it is in: conflict, gone, quota).
 	exitFailure = 1
-	// exitUsage: the command cannot run as given: flags, arguments and
-	// input files (dataset rows, predictions, spec files, ids, names).
+	// exitUsage: the command cannot run as given: flags, arguments,
+	// unknown commands and input files (dataset rows, predictions, spec
+	// files, ids, names, a cache or state dir that does not exist), and
+	// requests the daemon rejected as malformed or naming nothing it has.
 	exitUsage = 2
 	// exitInvalidConfig: a sandbox configuration that cannot be built.
 	exitInvalidConfig = 3
 	// exitUnavailable: the host cannot run sandboxes (see msb doctor).
 	exitUnavailable = 4
+	// exitNotExecutable and exitNoCommand: msb run's or shell's command
+	// could not start, as a shell says it: 126 found but not executable,
+	// 127 not found.
+	exitNotExecutable = 126
+	exitNoCommand     = 127
 	// 128+n: interrupted by signal n (130 for Ctrl-C, 143 for SIGTERM).
 	// msb run and msb shell exit with the command's own code.
 )
 
-// exitCode maps errors to exit codes; this is the only such map.
-func exitCode(err error) int {
+// exitCode maps errors to exit codes, and names the class of each for
+// --json errors (api.CLIErrorInfo.Code); this is the only such map.
+func exitCode(err error) (int, string) {
+	var ee *exitError
+	var ce *client.Error
 	switch {
+	case errors.As(err, &ee):
+		return ee.code, ee.class()
+	case errors.As(err, &ce):
+		return daemonExitCode(ce.Info.Code), string(ce.Info.Code)
 	case errors.Is(err, sandbox.ErrInvalidConfig):
-		return exitInvalidConfig
+		return exitInvalidConfig, "invalid_config"
 	case errors.Is(err, errUnavailable):
-		return exitUnavailable
+		return exitUnavailable, "unavailable"
 	case errors.Is(err, errUsage), errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrNoCache),
 		errors.Is(err, dataset.ErrBadPredictions), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, dataset.ErrUnknownFormat),
 		errors.Is(err, dataset.ErrBadFilter), errors.Is(err, spec.ErrBadSpecFile), errors.Is(err, api.ErrBadName), errors.Is(err, errNoInput),
-		errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrBadRef):
+		errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrBadRef), errors.Is(err, errNoDir):
+		return exitUsage, "usage"
+	}
+	return exitFailure, "failure"
+}
+
+// daemonExitCode is the exit code of an error the daemon answered: a
+// request it rejected as malformed, or naming what it does not have, is a
+// usage error; one it could not carry out now is a failure.
+func daemonExitCode(c api.ErrorCode) int {
+	switch c {
+	case api.CodeBadRequest, api.CodePathEscape, api.CodeUnauthorized, api.CodeNotFound, api.CodeMethodNotAllowed,
+		api.CodeNoInstance, api.CodeBodyTooLarge:
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// class names an exitError's code for --json.
+func (e *exitError) class() string {
+	switch {
+	case e.kind != "":
+		return e.kind
+	case e.code == exitFailure:
+		return "failure"
+	}
+	return "exit_status"
 }
 
 var (
@@ -249,4 +340,7 @@ var (
 	errUnavailable = errors.New("sandboxes cannot run on this host")
 	// errNoInput: an input file named on the command line cannot be read.
 	errNoInput = errors.New("cannot read input")
+	// errNoDir: a directory named on the command line (--cache,
+	// --state-dir) does not exist; only the defaults are made.
+	errNoDir = errors.New("no such directory")
 )

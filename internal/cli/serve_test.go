@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/privtest"
 )
@@ -93,6 +95,26 @@ func TestServeClientVerbs(t *testing.T) {
 		}
 		if r := msb(t, dir, env, "exec", "nope", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "not found") {
 			t.Fatalf("unknown sandbox: %+v", r)
+		}
+		// The daemon's errors: its message, an exit code by its error code
+		// (a conflict is a failed operation, not a usage error), no HTTP.
+		r = msb(t, dir, env, "session", "open", id, "main")
+		if r.code != exitFailure || !strings.Contains(r.stderr, "already exists") || strings.Contains(r.stderr, "usage") || strings.Contains(r.stderr, "409") {
+			t.Fatalf("session open twice: %+v", r)
+		}
+		for _, tc := range []struct {
+			args []string
+			code api.ErrorCode
+			exit int
+		}{
+			{[]string{"--json", "session", "open", id, "main"}, api.CodeConflict, exitFailure},
+			{[]string{"--json", "exec", "nope", "--", "true"}, api.CodeNotFound, exitUsage},
+		} {
+			r := msb(t, dir, env, tc.args...)
+			var e api.CLIError
+			if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Error.Code != string(tc.code) || r.code != tc.exit || e.Error.ExitCode != tc.exit {
+				t.Fatalf("%v: %+v (%v)", tc.args, r, err)
+			}
 		}
 		// Left open on purpose: SIGTERM must close it.
 	})
