@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo"
@@ -126,7 +128,13 @@ func TestExitCodes(t *testing.T) {
 		{"command's code passes through", []string{"run", "--", "sh", "-c", "exit 7"}, 7},
 		{"success", []string{"run", "--memory", "256M", "--", "true"}, 0},
 		{"killed by a signal", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137},
-		{"missing command", []string{"run", "--", "/no/such/program"}, exitFailure},
+		{"missing command", []string{"run", "--", "/no/such/program"}, exitNoCommand},
+		{"missing command on PATH", []string{"run", "--", "no-such-program"}, exitNoCommand},
+		{"not executable", []string{"run", "--", "/etc/hostname"}, exitNotExecutable},
+		{"a directory", []string{"run", "--", "/usr"}, exitNotExecutable},
+		{"unknown command", []string{"bogus"}, exitUsage},
+		{"unknown subcommand", []string{"cache", "bogus"}, exitUsage},
+		{"version", []string{"--version"}, 0},
 		{"bad size", []string{"run", "--memory", "lots", "--", "true"}, exitUsage},
 		{"invalid sandbox config", []string{"run", "--layer", "relative/dir", "--", "true"}, exitInvalidConfig},
 		{"unknown flag", []string{"eval", "--no-such-flag"}, exitUsage},
@@ -141,6 +149,143 @@ func TestExitCodes(t *testing.T) {
 				t.Fatalf("msb %v exited %d, want %d\n%s%s", tc.args, r.code, tc.want, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestCommandNotStarted: a command msb run cannot start exits as in a
+// shell (127, 126) and says why.
+func TestCommandNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		code int
+		say  string
+	}{
+		{[]string{"no-such-program"}, 127, "no-such-program: command not found"},
+		{[]string{"/etc/hostname"}, 126, "/etc/hostname: cannot execute: "},
+	} {
+		r := msb(t, t.TempDir(), nil, append([]string{"run", "--"}, tc.argv...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.say) {
+			t.Errorf("msb run -- %v: exit %d, want %d saying %q\n%s", tc.argv, r.code, tc.code, tc.say, r.stderr)
+		}
+	}
+}
+
+// TestVersion: msb --version and msb version print the build's version
+// and Go's; --json gives api.Version.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	a, b := msb(t, dir, nil, "--version"), msb(t, dir, nil, "version")
+	if a.code != 0 || a.stdout != b.stdout || !strings.HasPrefix(a.stdout, "msb ") || !strings.Contains(a.stdout, runtime.Version()) {
+		t.Fatalf("--version %+v, version %+v", a, b)
+	}
+	var v api.Version
+	if r := msb(t, dir, nil, "--json", "version"); json.Unmarshal([]byte(r.stdout), &v) != nil || v.Go != runtime.Version() || v.Version == "" {
+		t.Fatalf("version --json: %+v", r)
+	}
+}
+
+// TestNamedDirMustExist: a --cache or --state-dir named on the command
+// line that does not exist is a usage error naming it, and nothing is
+// made there; a command that makes a cache makes it.
+func TestNamedDirMustExist(t *testing.T) {
+	gen, env := demoFixture(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo")
+	for _, args := range [][]string{
+		{"run", "--state-dir", missing, "--", "true"},
+		{"doctor", "--state-dir", missing},
+		{"cache", "ls", "--cache", missing},
+		{"eval", "--cache", missing, "--dataset", gen.DatasetPath, "--spec", gen.SpecPath, "--predictions", "gold", "--run-id", "x", "--out", filepath.Join(dir, "out")},
+		{"validate", "--state-dir", missing, "--dataset", gen.DatasetPath, "--spec", gen.SpecPath, "--out", filepath.Join(dir, "out")},
+	} {
+		r := msb(t, dir, env, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, missing) || !strings.Contains(r.stderr, "does not exist") && !strings.Contains(r.stderr, "no cache at") {
+			t.Errorf("msb %v: exit %d, want %d naming %s\n%s", args, r.code, exitUsage, missing, r.stderr)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Fatalf("msb %v made %s", args, missing)
+		}
+	}
+	made := filepath.Join(dir, "new-cache")
+	if r := msb(t, dir, env, "cache", "build", "--cache", made, "--dataset", gen.DatasetPath, "--spec", gen.SpecPath, "--instances", "demo__calc-1"); r.code != 0 {
+		t.Fatalf("cache build into a new cache: %+v", r)
+	}
+	if r := msb(t, dir, env, "cache", "ls", "--cache", made); r.code != 0 {
+		t.Fatalf("cache ls of the cache build made: %+v", r)
+	}
+}
+
+// TestJSONErrors: with --json an error is one JSON object on stderr
+// (api.CLIError) whose exit code is the process's, and stdout is empty.
+func TestJSONErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code string
+		exit int
+	}{
+		{[]string{"--json", "bogus"}, "usage", exitUsage},
+		{[]string{"--json", "eval", "--no-such-flag"}, "usage", exitUsage},
+		{[]string{"--json", "run", "--", "no-such-program"}, "command_not_found", exitNoCommand},
+		{[]string{"--json", "spec", "show", "x", "--dataset", "/no/such.jsonl"}, "usage", exitUsage},
+	} {
+		r := msb(t, t.TempDir(), nil, tc.args...)
+		var e api.CLIError
+		dec := json.NewDecoder(strings.NewReader(r.stderr))
+		if err := dec.Decode(&e); err != nil || dec.More() || e.Error.Code != tc.code || e.Error.ExitCode != r.code || r.code != tc.exit ||
+			e.Error.Message == "" || r.stdout != "" {
+			t.Errorf("msb %v: exit %d, stderr %q, stdout %q (%v); want one object with code %s, exit %d", tc.args, r.code, r.stderr, r.stdout, err, tc.code, tc.exit)
+		}
+	}
+}
+
+// TestDoctorReadable: doctor's text is lines of at most 100 columns and no
+// Go value syntax; --json is one JSON document.
+func TestDoctorReadable(t *testing.T) {
+	r := msb(t, t.TempDir(), nil, "doctor")
+	if r.code != 0 || strings.Contains(r.stdout, "map[") {
+		t.Fatalf("doctor: %+v", r)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if utf8.RuneCountInString(l) > outputWidth {
+			t.Errorf("a line of %d columns: %q", utf8.RuneCountInString(l), l)
+		}
+	}
+	var rep api.DoctorReport
+	if r := msb(t, t.TempDir(), nil, "doctor", "--json"); json.Unmarshal([]byte(r.stdout), &rep) != nil || !rep.OK || len(rep.Checks) == 0 {
+		t.Fatalf("doctor --json: %+v", r)
+	}
+	for _, c := range rep.Checks {
+		if strings.Contains(c.Detail, "map[") {
+			t.Errorf("check %s: %q", c.Name, c.Detail)
+		}
+	}
+}
+
+// TestBuildProgress: where layers are built, eval and cache build say so
+// on stderr as each phase ends (a line each: stderr is not a terminal
+// here), and cache build counts its instances.
+func TestBuildProgress(t *testing.T) {
+	gen, _ := demoFixture(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"eval", "--predictions", "gold", "--run-id", "p", "--out", filepath.Join(dir, "out")},
+			[]string{"demo__calc-1: env_build done in ", "demo__calc-1: mirror done in ", "[1/1] gold demo__calc-1: resolved"}},
+		{[]string{"cache", "build"}, []string{"demo__calc-1: env_build done in ", "[1/1] demo__calc-1: built"}},
+	} {
+		cache := t.TempDir()
+		args := append(tc.args, "--dataset", gen.DatasetPath, "--spec", gen.SpecPath, "--instances", "demo__calc-1", "--cache", cache)
+		r := msb(t, dir, nil, args...)
+		if r.code != 0 {
+			t.Fatalf("msb %v: %+v", args, r)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("msb %v: stderr lacks %q:\n%s", tc.args, w, r.stderr)
+			}
+		}
 	}
 }
 
@@ -359,6 +504,16 @@ func TestCacheWords(t *testing.T) {
 	for _, l := range ls.Layers {
 		if l.UniqueBytes > l.DiskBytes {
 			t.Errorf("layer %s: %d unique of %d bytes", l.ID, l.UniqueBytes, l.DiskBytes)
+		}
+		if len(l.ID) != len("sha256:")+64 || len(l.Refs) == 0 {
+			t.Errorf("ls --json cut layer %s: refs %v", l.ID, l.Refs)
+		}
+	}
+	// The table fits 100 columns (digests cut, sizes short); --json has it all.
+	r = msb(t, dir, env, "cache", "ls")
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if utf8.RuneCountInString(l) > outputWidth {
+			t.Errorf("cache ls: a line of %d columns: %q", utf8.RuneCountInString(l), l)
 		}
 	}
 	var du api.CacheUsage

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,7 +34,7 @@ func newCacheCmd(g *globals) *cobra.Command {
 // openCache opens the cache alone; inspection commands require that it
 // exists (and create nothing when it does not).
 func (g *globals) openCache(mustExist bool) (*engine.Cache, error) {
-	cfg, err := g.settings.cacheConfig(engineOptions{mustExist: mustExist})
+	cfg, err := g.settings.cacheConfig(engineOptions{mustExist: mustExist, newCache: !mustExist})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func runCacheBuild(ctx context.Context, g *globals, f *cacheBuildFlags) error {
 	if f.workers < 1 {
 		return fmt.Errorf("%w: --workers %d: at least 1", errUsage, f.workers)
 	}
-	e, err := g.openEngine(ctx, engineOptions{env: &f.envFlags, specFile: f.specFile})
+	e, err := g.openEngine(ctx, engineOptions{env: &f.envFlags, specFile: f.specFile, newCache: true})
 	if err != nil {
 		return err
 	}
@@ -78,17 +78,11 @@ func runCacheBuild(ctx context.Context, g *globals, f *cacheBuildFlags) error {
 	if err != nil {
 		return err
 	}
-	prog := newProgress("building", len(d.Selected), g.json)
-	phases := newPhaseCounter(prog)
-	rep, runErr := e.Build(ctx, engine.BuildRun{InstanceIDs: ids(d), Workers: f.workers, SkippedRows: len(d.RowErrors),
-		Events: func(ev engine.BuildEvent) {
-			if ev.Finished != nil {
-				r := ev.Finished
-				prog.step(fmt.Sprintf("%s: %s %s", r.InstanceID, r.Status, firstLine(r.Error)), r.Status == api.BuildFailed)
-				return
-			}
-			phases.event(ev)
-		}})
+	n := len(d.Selected)
+	prog := newProgress("building", n*len(engine.BuildPhases), g.json)
+	bp := newBuildProgress(prog, "building")
+	bp.phaseSteps, bp.total = true, n
+	rep, runErr := e.Build(ctx, engine.BuildRun{InstanceIDs: ids(d), Workers: f.workers, SkippedRows: len(d.RowErrors), Events: bp.event})
 	prog.stop()
 	if g.json {
 		if err := printJSON(rep); err != nil {
@@ -106,31 +100,31 @@ func runCacheBuild(ctx context.Context, g *globals, f *cacheBuildFlags) error {
 	return nil
 }
 
-// phaseCounter shows how many instances are in each build phase.
-type phaseCounter struct {
-	mu     sync.Mutex // guards active
-	active map[string]int
-	prog   *progress
+// refCellWidth is the width of cache ls's REF column: with the others
+// (63 columns) the table fits outputWidth.
+const refCellWidth = 37
+
+// refCell is a layer's refs in a table cell: the first, its digests cut
+// to 12 characters, "+N" for the others, cut to refCellWidth.
+func refCell(refs []string) string {
+	if len(refs) == 0 {
+		return "-"
+	}
+	s := longHex.ReplaceAllStringFunc(refs[0], shortDigest)
+	if len(refs) > 1 {
+		s += fmt.Sprintf(" +%d", len(refs)-1)
+	}
+	if r := []rune(s); len(r) > refCellWidth {
+		s = string(r[:refCellWidth-1]) + "…"
+	}
+	return s
 }
 
-func newPhaseCounter(p *progress) *phaseCounter {
-	return &phaseCounter{active: map[string]int{}, prog: p}
-}
+// longHex is a digest or commit id in a ref.
+var longHex = regexp.MustCompile(`[0-9a-f]{16,}`)
 
-func (c *phaseCounter) event(ev engine.BuildEvent) {
-	c.mu.Lock()
-	if ev.PhaseDone {
-		c.active[ev.Phase]--
-	} else {
-		c.active[ev.Phase]++
-	}
-	parts := make([]string, 0, len(engine.BuildPhases))
-	for _, ph := range engine.BuildPhases {
-		parts = append(parts, fmt.Sprintf("%s %d", ph, max(c.active[ph], 0)))
-	}
-	c.mu.Unlock()
-	c.prog.describe("building (" + strings.Join(parts, ", ") + ")")
-}
+// shortDigest is a hex digest cut to 12 characters, as git shows commits.
+func shortDigest(h string) string { return h[:min(12, len(h))] }
 
 func printBuildReport(rep api.BuildReport) error {
 	t := newTable("INSTANCE", "STATUS", "ENV", "MIRROR", "CHECKOUT", "ENV BUILD", "INSTALL", "COMMIT", "DETAIL")
@@ -181,15 +175,15 @@ func newCacheLsCmd(g *globals) *cobra.Command {
 			for _, x := range l.Layers {
 				last := x.LastUse
 				if tm, err := time.Parse(time.RFC3339, x.LastUse); err == nil {
-					last = tm.Local().Format("2006-01-02 15:04")
+					last = tm.Local().Format("2006-01-02")
 				}
-				t.row(strings.TrimPrefix(x.ID, "sha256:")[:12], or(x.Kind, "-"), or(strings.Join(x.Refs, ","), "-"),
-					fmtBytes(x.FileBytes), fmtBytes(x.DiskBytes), fmtBytes(x.UniqueBytes), last)
+				t.row(shortDigest(strings.TrimPrefix(x.ID, "sha256:")), or(x.Kind, "-"), refCell(x.Refs),
+					fmtSize(x.FileBytes), fmtSize(x.DiskBytes), fmtSize(x.UniqueBytes), last)
 			}
 			if err := t.flush(); err != nil {
 				return err
 			}
-			fmt.Println("\nFILES: the sum of the layer's file sizes; ON DISK: the blocks its files take; NOT SHARED: the part of those no other layer uses")
+			fmt.Println("\nFILES: the sum of the layer's file sizes; ON DISK: the blocks its files take; NOT SHARED: the part\nof those no other layer uses. Digests are cut to 12 characters and a layer's first ref is shown:\n--json has them all.")
 			for _, f := range l.Failures {
 				fmt.Printf("failed %s %s (%s): %s; log %s\n", or(f.Kind, "env"), f.Key[:min(12, len(f.Key))], f.EnvKey, f.Reason, f.Log)
 			}

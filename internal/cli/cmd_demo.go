@@ -87,7 +87,8 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	// The environment is built once, by whichever evaluation asks first;
 	// the others wait for it.
 	prog := newProgress("validating", 2*len(ids), g.json)
-	rep, runErr := e.RunValidation(ctx, engine.ValidateRun{RunID: "demo", InstanceIDs: ids, Workers: 2, Progress: resultProgress(prog)}, out)
+	rep, runErr := e.RunValidation(ctx, engine.ValidateRun{RunID: "demo", InstanceIDs: ids, Workers: 2, Progress: resultProgress(prog),
+		BuildEvents: newBuildProgress(prog, "validating").event}, out)
 	prog.stop()
 	if err := finishValidation(g, out, rep, runErr); err != nil {
 		return err

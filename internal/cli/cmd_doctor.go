@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -33,23 +33,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else {
-				fmt.Printf("mode: %s (state dir %s, sandbox init %s)\n\n", rt.Mode(), rt.StateDir(), rt.Exe())
-				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
-				for _, c := range checks {
-					status := "ok"
-					if !c.OK {
-						status = "MISSING"
-						if !c.Required {
-							status = "degraded"
-						}
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, status, c.Detail)
-					if !c.OK && c.Fix != "" {
-						fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
-					}
-				}
-				tw.Flush()
+				printDoctor(os.Stdout, rt, checks)
 			}
 			if failed {
 				return fmt.Errorf("%w: see the MISSING checks", errUnavailable)
@@ -68,4 +52,31 @@ func doctorReport(rt *sandbox.Runtime, checks []sandbox.Check, ok bool) api.Doct
 		r.Checks = append(r.Checks, api.Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix, Required: c.Required})
 	}
 	return r
+}
+
+// printDoctor writes the checks for a person: one entry per check, its
+// status first, its detail and fix wrapped to fit 100 columns.
+func printDoctor(w io.Writer, rt *sandbox.Runtime, checks []sandbox.Check) {
+	fmt.Fprintf(w, "mode:         %s\nstate dir:    %s\nsandbox init: %s\n\n", rt.Mode(), rt.StateDir(), rt.Exe())
+	const indent = "           "
+	for _, c := range checks {
+		status := "ok"
+		if !c.OK {
+			status = "MISSING"
+			if !c.Required {
+				status = "degraded"
+			}
+		}
+		lines := wrapText(c.Name+": "+c.Detail, outputWidth-len(indent))
+		if !c.OK && c.Fix != "" {
+			lines = append(lines, wrapText("fix: "+c.Fix, outputWidth-len(indent))...)
+		}
+		for i, l := range lines {
+			if i == 0 {
+				fmt.Fprintf(w, "%-*s%s\n", len(indent), status, l)
+				continue
+			}
+			fmt.Fprintf(w, "%s%s\n", indent, l)
+		}
+	}
 }

@@ -72,7 +72,8 @@ func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string) err
 	fmt.Fprintf(os.Stderr, "evaluating %d predictions on %d instances, %d at once\n", len(preds), len(d.Selected),
 		min(f.workers, e.Concurrency(o.limits)))
 	rep, runErr := e.RunEvaluation(ctx, engine.EvalRun{RunID: f.runID, InstanceIDs: ids(d), Predictions: preds, Workers: f.workers,
-		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog)}, out)
+		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog),
+		BuildEvents: newBuildProgress(prog, "evaluating").event}, out)
 	prog.stop()
 	rep.Files = map[string]string{}
 	for _, s := range rep.Summaries {

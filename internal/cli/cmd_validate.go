@@ -48,7 +48,8 @@ func runValidate(ctx context.Context, g *globals, f *evalFlags) error {
 	fmt.Fprintf(os.Stderr, "validating %d instances (gold and empty patch each), %d evaluations at once\n", len(d.Selected),
 		min(f.workers, e.Concurrency(o.limits)))
 	rep, runErr := e.RunValidation(ctx, engine.ValidateRun{RunID: f.runID, InstanceIDs: ids(d), Workers: f.workers,
-		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog)}, out)
+		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog),
+		BuildEvents: newBuildProgress(prog, "validating").event}, out)
 	prog.stop()
 	return finishValidation(g, out, rep, runErr)
 }

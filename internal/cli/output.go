@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // printJSON writes v (a type of package api) to stdout as one JSON value.
@@ -80,10 +81,49 @@ func fmtBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// fmtSize is a size in a narrow table cell: 18B, 3.1K, 96K, 20.6M, 2.0G.
+func fmtSize(n int64) string {
+	v, units := float64(n), []string{"B", "K", "M", "G", "T"}
+	i := 0
+	for ; v >= 1024 && i < len(units)-1; i++ {
+		v /= 1024
+	}
+	switch {
+	case i == 0:
+		return fmt.Sprintf("%dB", n)
+	case v < 100:
+		return fmt.Sprintf("%.1f%s", v, units[i])
+	}
+	return fmt.Sprintf("%.0f%s", v, units[i])
+}
+
 // fmtNs is a duration in a table cell ("-" for none).
 func fmtNs(ns int64) string {
 	if ns == 0 {
 		return "-"
 	}
 	return fmtDur(time.Duration(ns))
+}
+
+// outputWidth is the width of msb's text output: tables and wrapped text
+// fit in it (--json has the full data).
+const outputWidth = 100
+
+// wrapText breaks s at spaces into lines of at most width runes (a longer
+// word stays whole on a line of its own).
+func wrapText(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
 }

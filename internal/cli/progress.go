@@ -3,11 +3,15 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 // progress shows how a long job advances, on stderr: a bar on a terminal
@@ -51,16 +55,40 @@ func (p *progress) step(line string, important bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done++
+	p.say(fmt.Sprintf("[%d/%d] %s", p.done, p.total, line), line, important)
+	if p.bar != nil {
+		p.bar.Add(1)
+	}
+}
+
+// advance moves the bar n steps on, saying nothing (a part of a step that
+// is announced by note, or by a later step).
+func (p *progress) advance(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil && n > 0 {
+		p.bar.Add(n)
+	}
+}
+
+// note says line on its own when not on a terminal, and above the bar
+// when important; it counts no step.
+func (p *progress) note(line string, important bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.say(line, line, important)
+}
+
+// say writes plain (no terminal) or, when important, barLine above the
+// bar. Callers hold mu.
+func (p *progress) say(plain, barLine string, important bool) {
 	switch {
 	case p.quiet:
 	case p.bar == nil:
-		fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", p.done, p.total, line)
-	default:
-		if important {
-			p.bar.Clear()
-			fmt.Fprintln(os.Stderr, line)
-		}
-		p.bar.Add(1)
+		fmt.Fprintln(os.Stderr, plain)
+	case important:
+		p.bar.Clear()
+		fmt.Fprintln(os.Stderr, barLine)
 	}
 }
 
@@ -85,4 +113,74 @@ func (p *progress) stop() {
 		p.bar.Finish()
 		p.bar = nil
 	}
+}
+
+// buildProgress shows the build steps of a job (engine.BuildEvent) on a
+// progress: the phases under way in the bar's description, and each
+// finished phase as a line when stderr is not a terminal, so a build of
+// minutes is never silent. With phaseSteps (cache build, whose steps are
+// instances) each finished phase also moves the bar, an instance being
+// len(engine.BuildPhases) steps of it.
+type buildProgress struct {
+	prog       *progress
+	what       string // the description when nothing builds
+	phaseSteps bool
+
+	mu       sync.Mutex     // guards the fields below
+	active   map[string]int // instances in each phase
+	advanced map[string]int // bar steps moved for an instance's phases
+	finished int            // instances finished (phaseSteps)
+	total    int
+}
+
+func newBuildProgress(p *progress, what string) *buildProgress {
+	return &buildProgress{prog: p, what: what, active: map[string]int{}, advanced: map[string]int{}}
+}
+
+// event handles one build event; it is safe for concurrent use.
+func (b *buildProgress) event(ev engine.BuildEvent) {
+	if ev.Finished != nil {
+		b.finish(*ev.Finished)
+		return
+	}
+	b.mu.Lock()
+	if ev.PhaseDone {
+		b.active[ev.Phase]--
+	} else {
+		b.active[ev.Phase]++
+	}
+	var parts []string
+	for _, ph := range engine.BuildPhases {
+		if n := b.active[ph]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", ph, n))
+		}
+	}
+	move := 0
+	if ev.PhaseDone && b.phaseSteps && b.advanced[ev.InstanceID] < len(engine.BuildPhases)-1 {
+		b.advanced[ev.InstanceID]++
+		move = 1
+	}
+	b.mu.Unlock()
+	desc := b.what
+	if len(parts) > 0 {
+		desc += " (building: " + strings.Join(parts, ", ") + ")"
+	}
+	b.prog.describe(desc)
+	b.prog.advance(move)
+	if ev.PhaseDone {
+		b.prog.note(fmt.Sprintf("%s: %s done in %s", ev.InstanceID, ev.Phase, fmtDur(ev.Elapsed)), false)
+	}
+}
+
+// finish records a finished instance of a cache build.
+func (b *buildProgress) finish(r api.BuildResult) {
+	b.mu.Lock()
+	b.finished++
+	n := b.finished
+	rest := len(engine.BuildPhases) - b.advanced[r.InstanceID]
+	delete(b.advanced, r.InstanceID)
+	b.mu.Unlock()
+	line := fmt.Sprintf("%s: %s %s", r.InstanceID, r.Status, firstLine(r.Error))
+	b.prog.note(fmt.Sprintf("[%d/%d] %s", n, b.total, line), r.Status == api.BuildFailed)
+	b.prog.advance(rest)
 }
