@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,7 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	env := append(os.Environ(), "MSB_STATE_DIR="+stateDir(t), "MSB_CACHE="+filepath.Join(work, "default-cache"),
 		"HOME="+filepath.Join(work, "home"), "TMPDIR="+filepath.Join(work, "tmp"), "MSB_CONFIG=", "XDG_CACHE_HOME=")
+	examplesBefore := gitStatus(t, repo, "examples")
 	repoFile := regexp.MustCompile(`\bexamples/[A-Za-z0-9_.-]+`)
 	ran := 0
 	for _, b := range codeBlocks(t, filepath.Join(repo, "README.md")) {
@@ -106,4 +108,56 @@ func TestReadmeExamples(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(work, "tmp")); len(ents) != 0 {
 		t.Errorf("the examples left %d entries in TMPDIR", len(ents))
 	}
+	for _, name := range untracked(t, repo, work) {
+		t.Errorf("the examples leave %s, which git in the repository would list as untracked (write under demo/, which .gitignore names)", name)
+	}
+	if after := gitStatus(t, repo, "examples"); after != examplesBefore {
+		t.Errorf("the examples changed the repository's examples/:\nbefore:\n%s\nafter:\n%s", examplesBefore, after)
+	}
+}
+
+// scaffold is what TestReadmeExamples makes in its stand-in for the
+// repository (the environment's home, temp and cache dirs, bin/msb, the
+// examples link), not the examples.
+var scaffold = map[string]bool{"bin": true, "home": true, "tmp": true, "default-cache": true, "examples": true}
+
+// untracked lists what the examples made in work, the stand-in for the
+// repository, that git status --porcelain would list there: every entry
+// of work that the repository's ignore rules do not cover.
+func untracked(t *testing.T, repo, work string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if scaffold[e.Name()] {
+			continue
+		}
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		cmd := exec.Command("git", "-C", repo, "check-ignore", "-q", "--no-index", name)
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("git check-ignore %s: %v", name, err)
+			}
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// gitStatus is git status --porcelain of path in repo, untracked files
+// included.
+func gitStatus(t *testing.T, repo, path string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=all", "--", path).Output()
+	if err != nil {
+		t.Fatalf("git status: %v", err)
+	}
+	return string(out)
 }
