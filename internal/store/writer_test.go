@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLayerWriter: streamed files become a layer equal to the one CommitDir
+// makes of the same tree; content added but never committed is not
+// published, and a short stream is refused.
+func TestLayerWriter(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	src := t.TempDir()
+	writeTree(t, src, map[string]node{"a": {content: "hello\n", mode: 0o644}, "d": {dir: true, mode: 0o755}, "d/b": {content: "hello\n", mode: 0o755}})
+	os.Chmod(src, 0o755)
+	fromDir, err := s.CommitDir(ctx, src, CommitOptions{MapOwner: func(uint32, uint32) (uint32, uint32) { return 0, 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := newStore(t)
+	w, err := s2.NewLayerWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	a := Entry{Path: "a", Type: TypeFile, Mode: 0o644, Size: 6}
+	b := Entry{Path: "d/b", Type: TypeFile, Mode: 0o755, Size: 6}
+	for _, e := range []*Entry{&b, &a} {
+		if err := w.AddFile(ctx, e, strings.NewReader("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short := Entry{Path: "c", Type: TypeFile, Mode: 0o644, Size: 10}
+	if err := w.AddFile(ctx, &short, strings.NewReader("abc")); !errors.Is(err, ErrSizeMismatch) {
+		t.Fatalf("short stream: %v, want ErrSizeMismatch", err)
+	}
+	m := &Manifest{Version: ManifestVersion, Entries: []Entry{b, {Path: "d", Type: TypeDir, Mode: 0o755}, a, {Path: ".", Type: TypeDir, Mode: 0o755}}}
+	id, err := w.Commit(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != fromDir {
+		t.Fatalf("streamed layer %s, CommitDir's %s", id, fromDir)
+	}
+	if err := w.SetRef("test/streamed", id); err != nil {
+		t.Fatal(err)
+	}
+	orphan := Entry{Path: "x", Type: TypeFile, Mode: 0o644, Size: 7}
+	if err := w.AddFile(ctx, &orphan, strings.NewReader("orphan\n")); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if s2.HasObject(orphan.Digest) {
+		t.Fatal("content added after the last Commit was published")
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(s2.Root(), "tmp")); len(tmp) != 0 {
+		t.Fatalf("temp files left: %v", tmp)
+	}
+	rep, err := s2.Verify(ctx)
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
