@@ -234,6 +234,12 @@ func testDiskLimit(t *testing.T, rt *Runtime) {
 		}
 		mustOK(t, small, "rm "+dir+"/fill")
 	}
+	// One limit bounds the root, /tmp and /dev/shm together: 3 x 24 MiB
+	// into the 32 MiB disk does not fit.
+	if written, out := writeEach(t, small, 24); written > 32<<20 || !full(out) {
+		t.Fatalf("writing 24 MiB to each of /, /tmp and /dev/shm of a 32 MiB disk wrote %d bytes, want at most 32 MiB and ENOSPC or EDQUOT: %q", written, out)
+	}
+	mustOK(t, small, "rm -f /fill /tmp/fill /dev/shm/fill")
 	// Nothing of it landed in the host's state dir.
 	var size int64
 	filepath.Walk(rt.stateDir, func(_ string, fi os.FileInfo, err error) error {
@@ -290,19 +296,32 @@ func testHostSecrets(t *testing.T, rt *Runtime) {
 	}
 }
 
+// writeEach writes mib MiB to a file in each of /, /tmp and /dev/shm and
+// returns the bytes the three files hold and what dd said.
+func writeEach(t *testing.T, sb *Sandbox, mib int) (int64, string) {
+	t.Helper()
+	out := sh(t, sb, "for f in /fill /tmp/fill /dev/shm/fill; do dd if=/dev/zero of=$f bs=1M count="+strconv.Itoa(mib)+" 2>&1; done; "+
+		"stat -c %s /fill /tmp/fill /dev/shm/fill 2>/dev/null | awk '{ n += $1 } END { print n + 0 }'").Output
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	written, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("the sizes written: %v in %q", err, out)
+	}
+	return written, out
+}
+
 // testMemoryBoundWithoutCgroup: where no cgroup holds the memory limit,
-// the sandbox's tmpfs together stay within it (/tmp at most half).
+// the sandbox's disk tmpfs, which holds what it writes to its root, /tmp
+// and /dev/shm, stays within it.
 func testMemoryBoundWithoutCgroup(t *testing.T, rt *Runtime) {
 	if rt.cg.Usable() {
 		t.Skip("a cgroup holds the memory limit, files in tmpfs included (see MemoryBomb)")
 	}
 	sb := create(t, rt, Config{HostBase: true, Limits: Limits{MemoryBytes: 64 << 20}})
-	mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=40 2>&1")
-	mustOK(t, sb, "rm -f /tmp/fill; dd if=/dev/zero of=/tmp/fill bs=1M count=24 2>&1")
-	mustOK(t, sb, "dd if=/dev/zero of=/fill bs=1M count=20 2>&1")
-	if out := mustFail(t, sb, "dd if=/dev/zero of=/dev/shm/fill bs=1M count=20 2>&1"); !strings.Contains(out, "No space left") {
-		t.Fatalf("the root and /dev/shm hold more than the memory limit leaves: %q", out)
+	if written, out := writeEach(t, sb, 30); written > 64<<20 || !strings.Contains(out, "No space left") {
+		t.Fatalf("30 MiB into each of /, /tmp and /dev/shm of a sandbox of 64 MiB wrote %d bytes: %q", written, out)
 	}
+	mustOK(t, sb, "rm -f /fill /tmp/fill /dev/shm/fill; dd if=/dev/zero of=/tmp/fill bs=1M count=40 2>&1; rm /tmp/fill")
 	// Empty files take no pages: their number is bounded too.
 	out := mustOK(t, sb, `python3 -c '
 n = 0
@@ -312,7 +331,7 @@ try:
 except OSError as e:
     print("stopped after", n, e.strerror)'`)
 	if !strings.Contains(out, "stopped after") {
-		t.Fatalf("100000 empty files fit in a /tmp of 32 MiB: %q", out)
+		t.Fatalf("100000 empty files fit in a disk tmpfs of 64 MiB: %q", out)
 	}
 }
 

@@ -97,11 +97,13 @@ type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
-	// TmpBytes is the size of the sandbox's private /tmp (tmpfs, charged
-	// to its memory), at most DiskBytes.
+	// TmpBytes is the size of the sandbox's private /tmp (a tmpfs,
+	// charged to its memory, of at most DiskBytes) where the sandbox has
+	// no disk of its own; with one, /tmp is a directory of it.
 	TmpBytes int64 `json:"tmp_bytes,omitempty"`
-	// DiskBytes bounds what the sandbox writes: its root (the overlay's
-	// upper dir), and /tmp and /dev/shm, which are never larger. A write
+	// DiskBytes bounds what the sandbox writes to its root (the overlay's
+	// upper dir), /tmp and /dev/shm together: the three are directories
+	// of one filesystem, the sandbox's disk (see disk_linux.go). A write
 	// past it fails (ENOSPC or EDQUOT) inside the sandbox. It does not
 	// apply where the caller provides the writable tree (Config.UpperDir,
 	// Config.RootDir) or keeps it (KeepUpper): those are host directories.
@@ -111,7 +113,8 @@ type Limits struct {
 // DefaultLimits apply where a Config leaves a limit at zero.
 var DefaultLimits = Limits{MemoryBytes: 4 << 30, Pids: 1024, TmpBytes: 1 << 30, DiskBytes: 10 << 30}
 
-// shmBytes is the size of a sandbox's /dev/shm (at most its DiskBytes).
+// shmBytes is the size of the /dev/shm of a sandbox without a disk of its
+// own (at most its DiskBytes).
 const shmBytes = 64 << 20
 
 func (l Limits) withDefaults() Limits {

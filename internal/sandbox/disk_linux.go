@@ -53,8 +53,7 @@ func (rt *Runtime) disk() diskSetup {
 		d.kind = diskTmpfs
 		switch {
 		case rt.memoryHoldsFiles():
-			d.memo = "in RAM that no cgroup counts, so the memory limit bounds it too: the writable layer and /dev/shm " +
-				"share one tmpfs of min(disk limit, memory limit - /tmp's size)"
+			d.memo = "in RAM that no cgroup counts, so the memory limit bounds it too: a tmpfs of min(disk limit, memory limit)"
 		default:
 			d.memo = "in memory charged to the sandbox's cgroup (past the memory limit a write is an OOM kill, not ENOSPC)"
 		}
@@ -77,9 +76,9 @@ func (d diskSetup) describe() string {
 	case diskPool:
 		return fmt.Sprintf("btrfs quota group of the sandbox's subvolume (writes past it fail with EDQUOT), "+
 			"in a pool of %d GiB on a loop device (deleted backing file in %s) that all of this process's sandboxes share; "+
-			"/tmp and /dev/shm are tmpfs of at most the limit%s", d.pool.Size()>>30, d.pool.Dir(), callers)
+			"/tmp and /dev/shm are directories of the subvolume, within the limit together with the root%s", d.pool.Size()>>30, d.pool.Dir(), callers)
 	case diskTmpfs:
-		s := "tmpfs of the limit for the writable layer (ENOSPC past it), " + d.memo
+		s := "tmpfs of the limit for the writable layer, /tmp and /dev/shm together (ENOSPC past it), " + d.memo
 		if d.why != "" {
 			s += " (no disk pool: " + d.why + ")"
 		}
@@ -120,22 +119,33 @@ func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
 		if err := os.Mkdir(mnt, 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", mnt, err)
 		}
-		_, rest := scratchSizes(limits, s.rt.memoryHoldsFiles())
-		return &wire.Disk{Mount: mnt, TmpfsBytes: rest, ShareShm: s.rt.memoryHoldsFiles()}, nil
+		return &wire.Disk{Mount: mnt, TmpfsBytes: diskTmpfsBytes(limits, s.rt.memoryHoldsFiles())}, nil
 	}
 	return nil, nil
 }
 
-// scratchSizes are the sizes of a sandbox's /tmp and of what it may write
-// besides (a tmpfs writable layer, /dev/shm): never more than the disk
-// limit, and, where no cgroup charges tmpfs pages to the sandbox
-// (memoryHoldsFiles), all of its tmpfs together within the memory limit:
-// /tmp takes at most half of it, the rest the others.
-func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, rest int64) {
-	tmp, rest = min(l.TmpBytes, l.DiskBytes), l.DiskBytes
+// diskTmpfsBytes is the size of a sandbox's disk tmpfs, which holds its
+// writable layer, /tmp and /dev/shm: the disk limit, and where no cgroup
+// charges tmpfs pages to the sandbox (memoryHoldsFiles), at most its memory
+// limit too.
+func diskTmpfsBytes(l Limits, memoryHoldsFiles bool) int64 {
+	if memoryHoldsFiles {
+		return min(l.DiskBytes, l.MemoryBytes)
+	}
+	return l.DiskBytes
+}
+
+// scratchSizes are the sizes of the tmpfs /tmp and /dev/shm of a sandbox
+// without a disk of its own (its writable tree a host directory): never more
+// than the disk limit, and, where no cgroup charges tmpfs pages to the
+// sandbox (memoryHoldsFiles), both together within the memory limit: /tmp
+// takes at most half of it. A sandbox with a disk has its /tmp and /dev/shm
+// there, within the disk limit together with its root.
+func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, shm int64) {
+	tmp, rest := min(l.TmpBytes, l.DiskBytes), l.DiskBytes
 	if memoryHoldsFiles {
 		tmp = min(tmp, l.MemoryBytes/2)
 		rest = min(rest, l.MemoryBytes-tmp)
 	}
-	return tmp, rest
+	return tmp, min(shmBytes, rest)
 }

@@ -5,26 +5,36 @@ import "testing"
 func TestScratchSizes(t *testing.T) {
 	const mi = 1 << 20
 	for _, tc := range []struct {
-		name              string
-		l                 Limits
-		memoryHoldsFiles  bool
-		wantTmp, wantRest int64
+		name             string
+		l                Limits
+		memoryHoldsFiles bool
+		wantTmp, wantShm int64
 	}{
-		{"defaults with a cgroup", DefaultLimits, false, 1 << 30, 10 << 30},
-		{"tmp capped by disk", Limits{MemoryBytes: 4 << 30, TmpBytes: 1 << 30, DiskBytes: 64 * mi}, false, 64 * mi, 64 * mi},
-		{"defaults without a cgroup", DefaultLimits, true, 1 << 30, 3 << 30},
-		{"small memory without a cgroup", Limits{MemoryBytes: 256 * mi, TmpBytes: 1 << 30, DiskBytes: 10 << 30}, true, 128 * mi, 128 * mi},
-		{"small tmp without a cgroup", Limits{MemoryBytes: 256 * mi, TmpBytes: 8 * mi, DiskBytes: 10 << 30}, true, 8 * mi, 248 * mi},
-		{"small disk without a cgroup", Limits{MemoryBytes: 4 << 30, TmpBytes: 1 << 30, DiskBytes: 64 * mi}, true, 64 * mi, 64 * mi},
+		{"defaults with a cgroup", DefaultLimits, false, 1 << 30, shmBytes},
+		{"tmp and shm capped by disk", Limits{MemoryBytes: 4 << 30, TmpBytes: 1 << 30, DiskBytes: 32 * mi}, false, 32 * mi, 32 * mi},
+		{"defaults without a cgroup", DefaultLimits, true, 1 << 30, shmBytes},
+		{"small memory without a cgroup", Limits{MemoryBytes: 96 * mi, TmpBytes: 1 << 30, DiskBytes: 10 << 30}, true, 48 * mi, 48 * mi},
+		{"small tmp without a cgroup", Limits{MemoryBytes: 256 * mi, TmpBytes: 8 * mi, DiskBytes: 10 << 30}, true, 8 * mi, shmBytes},
+		{"small disk without a cgroup", Limits{MemoryBytes: 4 << 30, TmpBytes: 1 << 30, DiskBytes: 32 * mi}, true, 32 * mi, 32 * mi},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmp, rest := scratchSizes(tc.l, tc.memoryHoldsFiles)
-			if tmp != tc.wantTmp || rest != tc.wantRest {
-				t.Fatalf("scratchSizes = %d MiB, %d MiB; want %d MiB, %d MiB", tmp/mi, rest/mi, tc.wantTmp/mi, tc.wantRest/mi)
+			tmp, shm := scratchSizes(tc.l, tc.memoryHoldsFiles)
+			if tmp != tc.wantTmp || shm != tc.wantShm {
+				t.Fatalf("scratchSizes = %d MiB, %d MiB; want %d MiB, %d MiB", tmp/mi, shm/mi, tc.wantTmp/mi, tc.wantShm/mi)
 			}
-			if tc.memoryHoldsFiles && tmp+rest > tc.l.MemoryBytes {
-				t.Fatalf("the tmpfs hold %d bytes together, over the memory limit %d", tmp+rest, tc.l.MemoryBytes)
+			if tc.memoryHoldsFiles && tmp+shm > tc.l.MemoryBytes {
+				t.Fatalf("the tmpfs hold %d bytes together, over the memory limit %d", tmp+shm, tc.l.MemoryBytes)
 			}
 		})
+	}
+}
+
+func TestDiskTmpfsBytes(t *testing.T) {
+	l := Limits{MemoryBytes: 256 << 20, DiskBytes: 1 << 30}
+	if got := diskTmpfsBytes(l, false); got != l.DiskBytes {
+		t.Fatalf("with a cgroup: %d, want the disk limit %d", got, l.DiskBytes)
+	}
+	if got := diskTmpfsBytes(l, true); got != l.MemoryBytes {
+		t.Fatalf("without a cgroup: %d, want the memory limit %d", got, l.MemoryBytes)
 	}
 }

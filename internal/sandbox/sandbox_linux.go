@@ -359,11 +359,11 @@ func (s *Sandbox) closeChildEnds() {
 // config turns the sandbox config into what init carries out.
 func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	c := s.conf
-	tmp, rest := scratchSizes(limits, s.rt.memoryHoldsFiles())
+	tmp, shm := scratchSizes(limits, s.rt.memoryHoldsFiles())
 	cfg := wire.Config{
 		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work, Disk: disk,
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
-		Hostname: c.Hostname, Network: c.Network, TmpBytes: tmp, ShmBytes: min(shmBytes, rest), LimitInodes: s.rt.memoryHoldsFiles(),
+		Hostname: c.Hostname, Network: c.Network, TmpBytes: tmp, ShmBytes: shm, LimitInodes: s.rt.memoryHoldsFiles(),
 		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,
 		Lowers: c.Layers, RootBind: c.RootDir,
 	}

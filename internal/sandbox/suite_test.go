@@ -533,8 +533,20 @@ func testMemoryAcrossProcesses(t *testing.T, rt *Runtime) {
 	}
 }
 
+// testTmpQuota: a sandbox whose writable tree is a host directory (here
+// kept, KeepUpper) has no disk to hold its /tmp, which is then a tmpfs of
+// TmpBytes; with a disk, /tmp shares its limit (testDiskLimit).
 func testTmpQuota(t *testing.T, rt *Runtime) {
-	sb := create(t, rt, Config{HostBase: true, Limits: Limits{TmpBytes: 8 << 20}})
+	sb, err := rt.Create(context.Background(), Config{HostBase: true, KeepUpper: true, Limits: Limits{TmpBytes: 8 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		RemoveAll(sb.UpperDir())
+	})
 	out := mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1")
 	if !strings.Contains(out, "No space left") {
 		t.Fatalf("want ENOSPC, got %q", out)

@@ -47,8 +47,7 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountDev(r, cfg); err != nil {
 		return err
 	}
-	tmp := mount.Tmpfs(filepath.Join(r, "tmp"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.TmpBytes))
-	if err := mkdirMount(tmp); err != nil {
+	if err := mountScratch(r, cfg, "/tmp", cfg.TmpBytes); err != nil {
 		return err
 	}
 	for _, b := range cfg.Binds {
@@ -129,7 +128,8 @@ func mountOverlayByFD(cfg *wire.Config) error {
 
 // mountDisk mounts the filesystem that holds the writable layer: the
 // sandbox's volume of the runtime's pool, or a tmpfs in which it makes the
-// upper and work dirs (and the dir /dev/shm shares it through).
+// upper and work dirs. Either way it makes there the dirs that /tmp and
+// /dev/shm are (see scratchDirs), which then share its limit.
 func mountDisk(cfg *wire.Config) error {
 	d := cfg.Disk
 	if d.Device != "" {
@@ -137,26 +137,68 @@ func mountDisk(cfg *wire.Config) error {
 		if err := m.Mount(); err != nil {
 			return fmt.Errorf("mounting the sandbox's disk volume: %w", err)
 		}
-		return nil
+		return mkdirs(d.Mount, scratchDirs)
 	}
 	m := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes))
 	if err := m.Mount(); err != nil {
 		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 	}
-	dirs := map[string]os.FileMode{"upper": 0o755, "work": 0o755}
-	if d.ShareShm {
-		dirs["shm"] = 0o1777
-	}
-	for name, mode := range dirs {
-		p := filepath.Join(d.Mount, name)
-		if err := os.Mkdir(p, mode); err != nil {
+	return mkdirs(d.Mount, append([]scratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, scratchDirs...))
+}
+
+// scratchDir is a directory of the sandbox's disk, bound at target inside
+// the sandbox when it has one.
+type scratchDir struct {
+	name, target string
+	mode         os.FileMode
+}
+
+// scratchDirs are /tmp and /dev/shm as directories of the sandbox's disk.
+var scratchDirs = []scratchDir{{"tmp", "/tmp", 0o1777}, {"shm", "/dev/shm", 0o1777}}
+
+func mkdirs(parent string, dirs []scratchDir) error {
+	for _, d := range dirs {
+		p := filepath.Join(parent, d.name)
+		if err := os.Mkdir(p, d.mode); err != nil {
 			return fmt.Errorf("creating %s: %w", p, err)
 		}
-		if err := os.Chmod(p, mode); err != nil { // past the umask
-			return err
+		if err := os.Chmod(p, d.mode); err != nil { // past the umask
+			return fmt.Errorf("setting the mode of %s: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// mountScratch mounts the sandbox's target (/tmp or /dev/shm) inside root:
+// a bind of its dir of the sandbox's disk, nosuid and nodev, or else a
+// tmpfs of size.
+func mountScratch(root string, cfg *wire.Config, target string, size int64) error {
+	if cfg.Disk == nil {
+		return mkdirMount(mount.Tmpfs(filepath.Join(root, target), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", size)))
+	}
+	for _, d := range scratchDirs {
+		if d.target != target {
+			continue
+		}
+		src := filepath.Join(cfg.Disk.Mount, d.name)
+		if err := bindIn(root, src, target, true, false); err != nil {
+			return fmt.Errorf("binding the sandbox's disk dir %s at %s: %w", src, target, err)
+		}
+		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+		if cfg.Disk.Device != "" {
+			flags |= unix.MS_NOATIME // as the volume is mounted
+		}
+		fd, err := resolveIn(root, target)
+		if err != nil {
+			return fmt.Errorf("bind target %s after mount: %w", target, err)
+		}
+		defer unix.Close(fd)
+		if err := (mount.Mount{Target: fdPath(fd), Flags: flags}).Mount(); err != nil {
+			return fmt.Errorf("making %s nosuid and nodev: %w", target, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("no disk dir for %s", target)
 }
 
 // tmpfsData is the mount data of a tmpfs of the sandbox with mode and
@@ -171,16 +213,6 @@ func tmpfsData(cfg *wire.Config, mode string, size int64) string {
 		data += ",nr_inodes=" + strconv.FormatInt(max(size/(8<<10), 1024), 10)
 	}
 	return data
-}
-
-// mountShm mounts /dev/shm inside root: a tmpfs of cfg.ShmBytes, or a bind
-// of its dir of the sandbox's disk tmpfs, whose size the two then share.
-func mountShm(root string, cfg *wire.Config) error {
-	if cfg.Disk != nil && cfg.Disk.ShareShm {
-		return bindIn(root, filepath.Join(cfg.Disk.Mount, "shm"), "/dev/shm", true, false)
-	}
-	m := mount.Tmpfs(filepath.Join(root, "dev", "shm"), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", cfg.ShmBytes))
-	return mkdirMount(m)
 }
 
 // hostDir binds host directory d read-only at the same path, or recreates
@@ -290,7 +322,7 @@ func mountDev(root string, cfg *wire.Config) error {
 	if err := mkdirMount(pts); err != nil {
 		return err
 	}
-	if err := mountShm(root, cfg); err != nil {
+	if err := mountScratch(root, cfg, "/dev/shm", cfg.ShmBytes); err != nil {
 		return err
 	}
 	// Sessions' named pipes: in the sandbox's own /dev, not in /tmp, which

@@ -13,7 +13,7 @@ type Config struct {
 	UserXattr bool   `json:"userxattr,omitempty"`
 	Rootless  bool   `json:"rootless,omitempty"`
 	// Disk, when set, is the filesystem init mounts first, holding Upper
-	// and Work (and, with ShareShm, /dev/shm).
+	// Upper and Work, /tmp and /dev/shm.
 	Disk *Disk `json:"disk,omitempty"`
 	// HostDirs are host system directories bound read-only at the same path.
 	HostDirs []string `json:"host_dirs,omitempty"`
@@ -73,9 +73,10 @@ type Disk struct {
 	// TmpfsBytes: else a tmpfs of this size, in which init makes Upper and
 	// Work.
 	TmpfsBytes int64 `json:"tmpfs_bytes,omitempty"`
-	// ShareShm puts /dev/shm on this tmpfs as well, so that the two share
-	// its size.
-	ShareShm bool `json:"share_shm,omitempty"`
+	// Either way init makes the directories tmp and shm in it and binds
+	// them at /tmp and /dev/shm, so that one limit bounds what the sandbox
+	// writes to its root, /tmp and /dev/shm together (Config.TmpBytes and
+	// ShmBytes size those only where the sandbox has no Disk).
 }
 
 // Bind is a host path mounted into the sandbox.
