@@ -217,9 +217,7 @@ func UnprivilegedIn(t *testing.T, run string, join []string, env ...string) {
 	if err := os.Chown(state, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	// The child's own timeout is shorter than any sane parent timeout, so a
-	// hang is reported with the child's output.
-	args := []string{"-test.run=" + run, "-test.count=1", "-test.timeout=10m"}
+	args := []string{"-test.run=" + run, "-test.count=1", "-test.timeout=" + childTimeout(t).String()}
 	if testing.Verbose() {
 		args = append(args, "-test.v")
 	}
@@ -241,6 +239,17 @@ func UnprivilegedIn(t *testing.T, run string, join []string, env ...string) {
 	if err != nil {
 		t.Fatalf("rootless run failed: %v", err)
 	}
+}
+
+// childTimeout is the rerun's own timeout: a minute short of the parent's
+// deadline, so that a hang is reported with the child's output, and 10
+// minutes when the parent has none.
+func childTimeout(t *testing.T) time.Duration {
+	d, ok := t.Deadline()
+	if !ok {
+		return 10 * time.Minute
+	}
+	return max(time.Until(d)-time.Minute, time.Minute).Round(time.Second)
 }
 
 func ensureUser(t *testing.T) *user.User {
