@@ -170,6 +170,16 @@ func TestCommandNotStarted(t *testing.T) {
 	}
 }
 
+// TestCommandNotStartedRootless is TestCommandNotStarted as an
+// unprivileged user: where rlimits stand in for a cgroup, the wrapper that
+// sets them execs the command, and its failure must give the same codes.
+func TestCommandNotStartedRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: the root run of this test reruns it so")
+	}
+	privtest.Unprivileged(t, "^TestCommandNotStarted$")
+}
+
 // TestVersion: msb --version and msb version print the build's version
 // and Go's; --json gives api.Version.
 func TestVersion(t *testing.T) {
