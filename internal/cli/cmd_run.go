@@ -21,6 +21,7 @@ The command's stdin, stdout and stderr are pipes that msb relays to and from
 its own: the sandbox never holds msb's files, and the command has no terminal
 (use msb shell for one). Nothing else msb has open reaches the sandbox.`,
 		Example: `  msb run -- bash -c 'id; hostname; ls /'
+  msb run --image debian:bookworm -- cat /etc/os-release
   msb run --memory 256M --pids 64 --disk 2G --rw "$PWD" -w "$PWD" -- make test`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -28,6 +29,7 @@ its own: the sandbox never holds msb's files, and the command has no terminal
 		},
 	}
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&f.image, "image", "", "run on an imported image (a reference, image/<ref> or sha256:<digest>) instead of the host base")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
@@ -37,6 +39,11 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	release, err := f.applyImage(ctx, g, &spec)
+	if err != nil {
+		return err
+	}
+	defer release()
 	spec.Stdio = &sandbox.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	rt, err := g.runtime()
 	if err != nil {

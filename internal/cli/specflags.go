@@ -25,6 +25,7 @@ type specFlags struct {
 	tmp      string
 	disk     string
 	keep     bool
+	image    string // msb run's --image (cmd_image.go)
 	fs       *pflag.FlagSet
 }
 

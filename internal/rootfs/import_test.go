@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/store"
 )
 
@@ -279,4 +280,10 @@ func corruptBlob(t testing.TB, layoutDir string, img v1.Image) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestImportRootless reruns the import tests as an unprivileged user, whose
+// store records the tar's owners and materializes files as the caller.
+func TestImportRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestImport(LayoutWhiteouts|Archives|SharedBase|RefusesHostileLayers|BadInput|Registry)$")
 }

@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/rootfs"
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+type importImageFlags struct {
+	username      string
+	passwordStdin bool
+	insecure      bool
+	names         []string
+}
+
+func newCacheImportImageCmd(g *globals) *cobra.Command {
+	var f importImageFlags
+	cmd := &cobra.Command{
+		Use:   "import-image SOURCE",
+		Short: "Import an OCI or Docker image as layers of the cache (refs image/<reference> and image/sha256:<digest>)",
+		Long: `Import an OCI or Docker image as layers of the cache.
+
+SOURCE is one of:
+  oci:DIR[:NAME]              an OCI image layout directory (NAME: its ref.name annotation)
+  oci-archive:FILE[:NAME]     a tar of one (podman save --format oci-archive, skopeo)
+  docker-archive:FILE[:REF]   docker save / podman save
+  docker://REF                a registry speaking the distribution API v2
+  containers-storage:REF      podman's local store (through podman save)
+  docker-daemon:REF           docker's local store (through docker save)
+  a bare path                 a directory is an OCI layout, a file an archive of either kind
+
+Each layer becomes a store layer, its files deduplicated against the whole
+cache; the image's Env, WorkingDir and User are kept. Run on it with
+msb run --image REF, or build environments on it with --base image/REF.`,
+		Example: `  msb cache import-image docker-archive:debian.tar
+  msb cache import-image --insecure docker://127.0.0.1:5000/swe/task:1
+  echo "$TOKEN" | msb cache import-image --username me --password-stdin docker://ghcr.io/org/img:tag
+  msb run --image docker.io/library/debian:bookworm -- cat /etc/os-release`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImportImage(cmd.Context(), g, &f, args[0])
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.username, "username", "", "registry user name (default: the docker/podman config's credentials)")
+	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the registry password from stdin")
+	fs.BoolVar(&f.insecure, "insecure", false, "allow plain HTTP to a registry on a loopback address")
+	fs.StringArrayVar(&f.names, "name", nil, "also record the image under this reference (repeatable)")
+	return cmd
+}
+
+func runImportImage(ctx context.Context, g *globals, f *importImageFlags, source string) error {
+	opts := engine.ImageOptions{Username: f.username, Insecure: f.insecure, Names: f.names, Log: g.logger()}
+	if f.passwordStdin {
+		pw, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: reading the password from stdin: %v", errUsage, err)
+		}
+		opts.Password = strings.TrimRight(pw, "\r\n")
+	}
+	c, err := g.openCache(false)
+	if err != nil {
+		return err
+	}
+	if !g.json {
+		opts.Progress = func(p rootfs.LayerProgress) {
+			fmt.Fprintf(os.Stderr, "layer %d/%d %s -> %s\n", p.Index+1, p.Count, shortDigest(strings.TrimPrefix(p.DiffID, "sha256:")), p.Layer.Short())
+		}
+	}
+	imp, err := c.ImportImage(ctx, source, opts)
+	if err != nil {
+		return imageError(err)
+	}
+	if g.json {
+		return printJSON(imp)
+	}
+	fmt.Printf("image %s (%s, %d layers)\n", imp.Digest, or(imp.Platform, "platform unknown"), len(imp.Layers))
+	for _, r := range imp.Refs {
+		fmt.Printf("  ref %s\n", r)
+	}
+	return nil
+}
+
+// imageError makes an error about an image (missing, malformed, hostile,
+// unreachable) exit 2 with its one line, as usage errors do.
+func imageError(err error) error {
+	if errors.Is(err, rootfs.ErrImage) {
+		return &exitError{code: exitUsage, msg: err.Error(), kind: "bad_image"}
+	}
+	return err
+}
+
+// applyImage puts the image --image names under the sandbox: its layers
+// instead of the host base (the --layer dirs go above them), its Env
+// before the caller's, its WorkingDir unless -w is given and, in root
+// mode, its User. The returned func releases the layers' lease.
+func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *sandbox.Config) (func(), error) {
+	if f.image == "" {
+		return func() {}, nil
+	}
+	if f.root != "" || f.hostBase {
+		return nil, fmt.Errorf("%w: --image is the sandbox's root; it does not go with --root or --host-base", errUsage)
+	}
+	c, err := g.openCache(true)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := c.ImageRoot(ctx, f.image)
+	if err != nil {
+		return nil, imageError(err)
+	}
+	spec.HostBase = false
+	spec.Layers = append(ir.Layers, f.layers...)
+	spec.Env = mergeEnv(ir.Config.Env, spec.Env)
+	if spec.Workdir == "" {
+		spec.Workdir = ir.Config.WorkingDir
+	}
+	if u := ir.Config.User; u != "" && os.Geteuid() == 0 {
+		user, err := imageUser(ir.Layers, u)
+		if err != nil {
+			ir.Lease.Release()
+			return nil, imageError(err)
+		}
+		spec.User = user
+	} else if u != "" && u != "0" && u != "root" {
+		fmt.Fprintf(os.Stderr, "msb: the image's user %q is not applied: a rootless sandbox has only root\n", u)
+	}
+	return func() { ir.Lease.Release() }, nil
+}
+
+// mergeEnv is base with over's variables replacing or added after its own.
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	idx := map[string]int{}
+	for _, kv := range append(append([]string(nil), base...), over...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// imageUser reads an image's USER (uid, uid:gid, name or name:group) into
+// ids, looking names up in the image's /etc/passwd and /etc/group.
+func imageUser(layers []string, u string) (sandbox.User, error) {
+	user, group, hasGroup := strings.Cut(u, ":")
+	uid, gid := -1, -1
+	if n, err := strconv.Atoi(user); err == nil {
+		uid = n
+	} else if uid, gid, err = lookupID(layers, "etc/passwd", user); err != nil {
+		return sandbox.User{}, err
+	}
+	if gid < 0 {
+		gid = 0
+		if _, g, err := lookupID(layers, "etc/passwd", user); err == nil {
+			gid = g
+		}
+	}
+	if hasGroup {
+		if n, err := strconv.Atoi(group); err == nil {
+			gid = n
+		} else if gid, _, err = lookupID(layers, "etc/group", group); err != nil {
+			return sandbox.User{}, err
+		}
+	}
+	return sandbox.User{UID: uid, GID: gid}, nil
+}
+
+// lookupID finds name (or a numeric uid) in a passwd or group file of the
+// topmost layer holding it: its third and fourth fields (the id, and the
+// primary gid for passwd).
+func lookupID(layers []string, file, name string) (int, int, error) {
+	for i := len(layers) - 1; i >= 0; i-- {
+		b, err := os.ReadFile(filepath.Join(layers[i], file))
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			fields := strings.Split(line, ":")
+			if len(fields) < 3 || fields[0] != name && fields[2] != name {
+				continue
+			}
+			id, err := strconv.Atoi(fields[2])
+			if err != nil {
+				break
+			}
+			second := -1
+			if len(fields) > 3 {
+				if n, err := strconv.Atoi(fields[3]); err == nil {
+					second = n
+				}
+			}
+			return id, second, nil
+		}
+		break
+	}
+	return 0, 0, fmt.Errorf("%w: user or group %q is not in the image's /%s", rootfs.ErrImage, name, file)
+}

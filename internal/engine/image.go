@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/minisandbox/msb/internal/rootfs"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// ImageOptions tune ImportImage.
+type ImageOptions struct {
+	// Username and Password authenticate to a registry.
+	Username, Password string
+	// Insecure allows plain HTTP to a loopback registry.
+	Insecure bool
+	// Names are references to record the image under, besides the ones its
+	// source gives.
+	Names []string
+	Log   *slog.Logger
+	// Progress is told of each layer stored.
+	Progress func(rootfs.LayerProgress)
+}
+
+// ImageImport says what ImportImage stored.
+type ImageImport struct {
+	Source   string   `json:"source"`
+	Digest   string   `json:"digest"`
+	Platform string   `json:"platform,omitempty"`
+	Refs     []string `json:"refs"`
+	// Layers are the image's store layers, bottom first; Record the layer
+	// holding its config.
+	Layers []string      `json:"layers"`
+	Record string        `json:"record"`
+	Config rootfs.Config `json:"config"`
+}
+
+// ImportImage imports an image from a source (see rootfs.Open). Errors
+// about the image wrap rootfs.ErrImage.
+func (c *Cache) ImportImage(ctx context.Context, source string, opts ImageOptions) (ImageImport, error) {
+	o, err := rootfs.Open(ctx, source, rootfs.OpenOptions{Username: opts.Username, Password: opts.Password,
+		Insecure: opts.Insecure, TempDir: c.Dir()})
+	if err != nil {
+		return ImageImport{}, err
+	}
+	defer o.Close()
+	imp, err := rootfs.Import(ctx, c.st(), o.Image, rootfs.ImportOptions{Names: append(o.Names, opts.Names...), Log: opts.Log, Progress: opts.Progress})
+	if err != nil {
+		return ImageImport{}, fmt.Errorf("importing %s: %w", source, err)
+	}
+	out := ImageImport{Source: source, Digest: imp.Record.Digest, Platform: imp.Record.Platform, Refs: imp.Refs,
+		Layers: ids(imp.Record.Layers), Record: imp.RecordLayer.String(), Config: imp.Record.Config}
+	return out, nil
+}
+
+// ImageRoot is an imported image made ready for a sandbox: its layer trees,
+// bottom first, leased until Lease is released, and its config.
+type ImageRoot struct {
+	Ref    string
+	Layers []string
+	Config rootfs.Config
+	Lease  *store.Lease
+}
+
+// ImageRoot resolves an image the cache holds (a reference, image/<ref> or
+// sha256:<digest>) and leases its layers. Errors wrap rootfs.ErrNoImage
+// when there is no such image.
+func (c *Cache) ImageRoot(ctx context.Context, name string) (ImageRoot, error) {
+	ref, err := rootfs.ImageRef(c.st(), name)
+	if err != nil {
+		return ImageRoot{}, err
+	}
+	root, err := rootfs.Image{Ref: ref}.Root(ctx, c.st())
+	if err != nil {
+		return ImageRoot{}, err
+	}
+	lease, err := c.st().Lease(ctx, root.Layers...)
+	if err != nil {
+		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", ref, err)
+	}
+	out := ImageRoot{Ref: ref, Config: root.Config, Lease: lease}
+	for _, id := range root.Layers {
+		out.Layers = append(out.Layers, c.st().TreePath(id))
+	}
+	return out, nil
+}
