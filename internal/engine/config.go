@@ -48,6 +48,11 @@ type Config struct {
 	// 0 is the memory available when the engine opens; negative admits
 	// everything.
 	MemoryBudget int64
+	// MemoryReserve is what admission counts of a sandbox's memory against
+	// MemoryBudget: min(its memory limit, MemoryReserve); 0 is
+	// DefaultMemoryReserve, negative the whole limit. The limit stays the
+	// sandbox's ceiling; see DefaultMemoryReserve for the trade.
+	MemoryReserve int64
 	// DiskBudget is the disk admitted sandboxes may reserve in total (their
 	// Limits.DiskBytes); 0 does not admit by disk.
 	DiskBudget int64
@@ -92,7 +97,32 @@ func (c *Config) reapInterval() time.Duration {
 	return 250 * time.Millisecond
 }
 
-// gradingLimits are every evaluation sandbox's limits: the defaults.
+// DefaultMemoryReserve is what admission counts by default of a sandbox's
+// memory: its limit (default 4 GiB) is a ceiling for the moments its tests
+// run, while an agent's sandbox spends most of its life idle or in small
+// commands (a few MiB: docs/bench.md's idle PSS). Counting whole limits,
+// a host of 16 GiB held 4 agents; counting this, 32, and a host of 128 GiB
+// the hundreds the daemon is built for. The price is overcommit: sandboxes
+// that all reach their limits at once can exhaust the host; a deployment
+// that must exclude it sets MemoryReserve negative (or a smaller limit).
+const DefaultMemoryReserve = 512 << 20
+
+// memReserve is what admission counts of the memory of a sandbox of
+// limits l (see MemoryReserve).
+func (c *Config) memReserve(l sandbox.Limits) int64 {
+	lim := memOf(l)
+	switch {
+	case c.MemoryReserve < 0:
+		return lim
+	case c.MemoryReserve == 0:
+		return min(lim, DefaultMemoryReserve)
+	}
+	return min(lim, c.MemoryReserve)
+}
+
+// gradingLimits are the limits of an evaluation sandbox of no agent's
+// sandbox (a batch job's, a validation's): the defaults. A sandbox's
+// evaluation takes that sandbox's limits.
 func (c *Config) gradingLimits() sandbox.Limits { return c.sandboxLimits(api.Limits{}) }
 
 func (c *Config) gradingReserve() int {

@@ -87,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.spares = e.newSpares()
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
 	grading := cfg.gradingLimits()
-	e.admit.holdBack(cfg.gradingReserve(), memOf(grading), grading.DiskBytes)
+	e.admit.holdBack(cfg.gradingReserve(), cfg.memReserve(grading), grading.DiskBytes)
 	go e.reap()
 	return e, nil
 }
@@ -131,9 +131,13 @@ func (e *Engine) Close() error {
 }
 
 // reserve admits a sandbox of limits l for class c (see admission.acquire
-// for wait); release gives its share back.
+// for wait); release gives its share back. A limit larger than its whole
+// budget is refused; memory is admitted by Config.memReserve.
 func (e *Engine) reserve(ctx context.Context, l sandbox.Limits, wait time.Duration, c class) (release func(), err error) {
-	return e.admit.acquire(ctx, memOf(l), l.DiskBytes, wait, c)
+	if err := e.admit.check(memOf(l), l.DiskBytes); err != nil {
+		return nil, err
+	}
+	return e.admit.acquire(ctx, e.cfg.memReserve(l), l.DiskBytes, wait, c)
 }
 
 // Quota reports the admission budgets and what is reserved now.
@@ -145,7 +149,7 @@ func (e *Engine) Concurrency(l api.Limits) int {
 	sl := e.cfg.sandboxLimits(l)
 	n := 1 << 20
 	if a := e.admit; a.memBudget > 0 {
-		n = min(n, max(1, int(a.memBudget/memOf(sl))))
+		n = min(n, max(1, int(a.memBudget/e.cfg.memReserve(sl))))
 	}
 	if a := e.admit; a.diskBudget > 0 && sl.DiskBytes > 0 {
 		n = min(n, max(1, int(a.diskBudget/sl.DiskBytes)))
@@ -269,6 +273,12 @@ func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
 // Evaluate grades a patch of a known instance in a fresh sandbox (admitted
 // like any other). model names the patch's author ("" is "none").
 func (e *Engine) Evaluate(ctx context.Context, instanceID, model string, patch *string) (api.EvalResult, api.EvalArtifacts, error) {
+	return e.evaluateIn(ctx, instanceID, model, patch, nil)
+}
+
+// evaluateIn is Evaluate in a sandbox of limits (nil: the grading
+// defaults).
+func (e *Engine) evaluateIn(ctx context.Context, instanceID, model string, patch *string, limits *sandbox.Limits) (api.EvalResult, api.EvalArtifacts, error) {
 	t, err := e.task(instanceID)
 	if err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
@@ -276,7 +286,7 @@ func (e *Engine) Evaluate(ctx context.Context, instanceID, model string, patch *
 	if model == "" {
 		model = "none"
 	}
-	ev, err := e.evaluate(ctx, job{t: t, pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}})
+	ev, err := e.evaluate(ctx, job{t: t, pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}, limits: limits})
 	return ev.Result, ev.Artifacts, err
 }
 
@@ -311,6 +321,9 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 // (the context ended while waiting); everything else is the outcome.
 func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
 	o := e.evalOptions(j.gradeEmpty, j.network(e))
+	if j.limits != nil {
+		o.Limits = *j.limits
+	}
 	o.Progress = j.progress()
 	release, err := e.reserve(ctx, o.Limits, 0, gradingClass)
 	if err != nil {

@@ -78,6 +78,9 @@ type job struct {
 	gradeEmpty bool
 	// net is the evaluation sandbox's network ("": the engine's).
 	net string
+	// limits are the evaluation sandbox's (nil: the grading defaults); an
+	// evaluation of a sandbox takes that sandbox's.
+	limits *sandbox.Limits
 	// events receives the build steps of its layers (nil: none).
 	events func(BuildEvent)
 }

@@ -508,11 +508,14 @@ func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.E
 	if s.task == nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
 	}
-	g := s.e.cfg.gradingLimits()
-	if err := s.e.admit.beside(share{mem: memOf(s.limits), disk: s.limits.DiskBytes}, memOf(g), g.DiskBytes); err != nil {
+	// The grading sandbox has this one's limits: a task that needs more
+	// memory or disk than the defaults to run its tests is graded with it.
+	g := s.limits
+	c := &s.e.cfg
+	if err := s.e.admit.beside(share{mem: c.memReserve(s.limits), disk: s.limits.DiskBytes}, c.memReserve(g), g.DiskBytes); err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
 	}
-	return s.e.Evaluate(ctx, s.info.InstanceID, model, &patch)
+	return s.e.evaluateIn(ctx, s.info.InstanceID, model, &patch, &g)
 }
 
 // Usage reports the sandbox's resource use (sandbox.ErrNoCgroup without a cgroup).
