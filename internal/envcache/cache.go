@@ -13,7 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/minisandbox/msb/internal/store"
@@ -344,7 +347,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)
 	}
 	r := &run{inst: inst.InstanceID, progress: progress, timings: map[string]time.Duration{}}
-	base, err := c.base()
+	base, err := c.base(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -422,26 +425,45 @@ func reverse(ids []store.LayerID) []store.LayerID {
 // baseInfo is what environments are built on.
 type baseInfo struct {
 	host   bool
-	layer  store.LayerID // rootfs layer when !host
-	keyStr string        // what the environment key says about the base
+	layer  store.LayerID   // the root's top layer when !host
+	stack  []store.LayerID // the root's layers, topmost first, when !host
+	keyStr string          // what the environment key says about the base
 }
 
-func (c *Cache) base() (baseInfo, error) {
+// base resolves Options.Base: the host, a layer or ref (base/rootfs), or
+// an imported image (image/<ref>, whose layers, not its record, are the
+// base).
+func (c *Cache) base(ctx context.Context) (baseInfo, error) {
 	b := c.opts.Base
-	if b == "" || b == "host" {
+	src := rootfs.Resolve(c.store, b)
+	if _, ok := src.(rootfs.Host); ok {
 		osr, _ := os.ReadFile("/etc/os-release")
 		return baseInfo{host: true, keyStr: "host:" + store.DigestOf(osr).Hex()[:16]}, nil
 	}
-	id, err := store.ParseLayerID(b)
+	root, err := src.Root(ctx, c.store)
 	if err != nil {
-		if id, err = c.store.Ref(b); err != nil {
-			return baseInfo{}, fmt.Errorf("base %q: not a layer digest, and the ref: %w (import one with msb cache import-rootfs)", b, err)
+		return baseInfo{}, fmt.Errorf("base %q: %w (import one with msb cache import-rootfs or import-image)", b, err)
+	}
+	top := root.Top()
+	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
+}
+
+// baseFile returns where the base's file rel (slash-separated, relative to
+// the root) is on the host: in the topmost layer that has it, unless a
+// layer above deletes it (an overlay whiteout, a 0/0 character device).
+func (c *Cache) baseFile(base baseInfo, rel string) (string, bool) {
+	for _, id := range base.stack {
+		p := filepath.Join(c.store.TreePath(id), rel)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			continue
 		}
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
+			return "", false
+		}
+		return p, true
 	}
-	if !c.store.Has(id) {
-		return baseInfo{}, fmt.Errorf("base layer %s: %w", id.Short(), store.ErrNotFound)
-	}
-	return baseInfo{layer: id, keyStr: id.String()}, nil
+	return "", false
 }
 
 // ImportRootfs commits a root filesystem tree (a debootstrap dir, an

@@ -28,7 +28,7 @@ type LayerStatus struct {
 // since the refs are the same on every node of the same base and
 // interpreter.
 func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec) ([]LayerStatus, error) {
-	base, err := c.base()
+	base, err := c.base(ctx)
 	if err != nil {
 		return nil, err
 	}

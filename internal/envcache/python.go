@@ -57,7 +57,6 @@ func (c *Cache) python(ctx context.Context, version string, base baseInfo) (*Pyt
 // rootfsPython finds python<version> inside the imported root filesystem;
 // its version is not probed (it may not run on the host).
 func (c *Cache) rootfsPython(version string, base baseInfo) (*Python, error) {
-	tree := c.store.TreePath(base.layer)
 	cands := []string{}
 	if p := c.opts.Pythons[version]; p != "" {
 		cands = append(cands, p)
@@ -66,7 +65,10 @@ func (c *Cache) rootfsPython(version string, base baseInfo) (*Python, error) {
 		cands = append(cands, filepath.Join(d, "python"+version))
 	}
 	for _, p := range cands {
-		if fi, err := os.Lstat(filepath.Join(tree, p)); err == nil && !fi.IsDir() {
+		if hp, ok := c.baseFile(base, p); ok {
+			if fi, err := os.Lstat(hp); err != nil || fi.IsDir() {
+				continue
+			}
 			return &Python{Path: p, Version: version}, nil
 		}
 	}

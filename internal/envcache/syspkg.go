@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -52,7 +51,7 @@ func (c *Cache) installedPackages(base baseInfo) (map[string]bool, error) {
 	}
 	status := "/var/lib/dpkg/status"
 	if !base.host {
-		status = filepath.Join(c.store.TreePath(base.layer), status)
+		status, _ = c.baseFile(base, status) // "" reads as absent
 	}
 	b, err := os.ReadFile(status)
 	if err != nil && !os.IsNotExist(err) {
