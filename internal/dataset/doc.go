@@ -11,7 +11,10 @@
 //     fields and what the gold patch means: SWE-bench (full, Lite,
 //     Verified), SWE-Gym (SWE-bench's shape, other repositories), SWE-smith
 //     (the gold "patch" introduces the bug; instances share an environment
-//     by image_name) and Custom (our documented format).
+//     by image_name), MultiSWEBench (Multi-SWE-bench's own row shape:
+//     org/repo/number, base.sha, fix_patch, the p2p/f2p/s2p/n2p test maps
+//     and the three recorded runs, kept in Instance.MultiSWE) and Custom
+//     (our documented format).
 //   - RowError: why one row was rejected (row number, instance id if it has
 //     one, field). A bad row never stops the others.
 //   - Filter: which instances to keep, by id list, id regular expression and

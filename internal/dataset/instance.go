@@ -36,6 +36,8 @@ type Instance struct {
 	// RepoURL, when set, is where the repository is cloned from (a URL or a
 	// local path) instead of GitHub.
 	RepoURL string `json:"repo_url,omitempty"`
+	// MultiSWE holds a Multi-SWE-bench row's own fields (multiswe.go).
+	MultiSWE *MultiSWE `json:"multi_swe,omitempty"`
 }
 
 // BugIsGoldPatch reports whether the dataset's "patch" introduces the bug

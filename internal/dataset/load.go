@@ -301,6 +301,9 @@ var requiredFields = map[Source][]string{
 
 // decode checks one row and converts it.
 func decode(row map[string]any, force Source) (Instance, []RowError) {
+	if force == MultiSWEBench || force == "" && isMultiSWERow(row) {
+		return decodeMultiSWE(row)
+	}
 	var in Instance
 	var errs []RowError
 	bad := func(field string, err error) {
@@ -353,7 +356,7 @@ func decode(row map[string]any, force Source) (Instance, []RowError) {
 	}
 	req, known := requiredFields[in.Source]
 	if !known {
-		bad("source", fmt.Errorf("unknown source %q (want swe-bench, swe-gym, swe-smith or custom)", in.Source))
+		bad("source", fmt.Errorf("unknown source %q (want swe-bench, swe-gym, swe-smith, multi-swe-bench or custom)", in.Source))
 		req = requiredFields[Custom]
 	}
 	for _, f := range req {
