@@ -22,9 +22,10 @@ import (
 // each on ext4, 440-700 in a real repository's layer, 263 of them git's
 // object fan-out), which the store cannot share between layers; a delta has
 // only the directories on the way to its changes, and of git's fan-out
-// only those its new blobs are in. The anchor's other loose objects stay
-// visible below it, unreachable and harmless, as in any repository after a
-// checkout of another branch.
+// only those its new blobs are in. The anchor's loose objects the commit
+// does not reach are whited out: the anchor may be a later commit, and its
+// objects (a fix's files, the commit itself) must not be readable in a task
+// of an earlier one (docs/integrity.md, clean history).
 
 // maxDeltaShare is the share of a commit's files that may differ from an
 // anchor for the commit to be stored as a delta over it; further away, the
@@ -44,12 +45,12 @@ func (c *Cache) nearestAnchor(ctx context.Context, mirror, repo, commit string) 
 	if err != nil {
 		return anchor{}, false, err
 	}
-	prefix := RepoRef(repo, "")
 	var best anchor
 	bestChanged := -1
 	for _, r := range refs {
-		at, ok := strings.CutPrefix(r.Name, prefix)
-		if !ok || at == commit || !c.store.Has(r.Layer) {
+		at, ok := strings.CutPrefix(r.Name, repoRefPrefix(repo))
+		at, current := strings.CutSuffix(at, repoFormat)
+		if !ok || !current || at == commit || !c.store.Has(r.Layer) {
 			continue
 		}
 		if stack, err := c.store.Stack(r.Layer); err != nil || len(stack) != 1 {
@@ -150,10 +151,11 @@ func (d *delta) rel(p string) string {
 
 // whiteouts marks each path of the anchor that the commit lacks, where its
 // parent is one of the commit's directories (a whiteout of a directory
-// hides all below it). The anchor's loose git objects are left visible.
+// hides all below it). That includes the anchor's git objects the commit
+// does not reach: the fresh checkout holds exactly those it reaches, loose.
 func (d *delta) whiteouts(base *store.Manifest) error {
 	for _, e := range base.Entries {
-		if _, ok := d.dirs[path.Dir(e.Path)]; e.Path == "." || !ok || strings.HasPrefix(e.Path, d.objects+"/") {
+		if _, ok := d.dirs[path.Dir(e.Path)]; e.Path == "." || !ok {
 			continue
 		}
 		p := filepath.Join(d.root, e.Path)
@@ -182,11 +184,17 @@ func (d *delta) packNewObjects(ctx context.Context) error {
 	var remove []string
 	var fresh strings.Builder
 	for _, dir := range fan {
+		if !isDir(dir) {
+			continue // a whiteout of a fan-out directory the commit has no object in
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return err
 		}
 		for _, e := range ents {
+			if !e.Type().IsRegular() {
+				continue // a whiteout of an anchor's object
+			}
 			p := filepath.Join(dir, e.Name())
 			if d.below[d.rel(p)] != nil {
 				remove = append(remove, p)

@@ -137,15 +137,27 @@ func repoWithSubmodule(t *testing.T) (helpers testRepo, inst dataset.Instance) {
 }
 
 // TestSubmoduleFromLocalSource: a submodule whose GitHub URL has a local
-// source is checked out in the repository layer at the recorded commit.
+// source is checked out in the repository layer at the recorded commit,
+// and holds nothing after it: the source's later commit, tag and branch
+// are absent, not just unreferenced (docs/integrity.md, clean history).
 func TestSubmoduleFromLocalSource(t *testing.T) {
 	helpers, inst := repoWithSubmodule(t)
+	later := runCmd(t, helpers.Path, "sh", "-ec", "echo later >> hello.py && git commit -qam later && git tag v9 && git branch side && git rev-parse HEAD")
 	rt := testRuntime(t)
 	c := openCache(t, Options{Runtime: rt, RepoSources: map[string]string{"demo/helpers": helpers.Path}})
 	p := prepare(t, c, inst, spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11"})
 	sb := sandboxOf(t, rt, p)
 	if got := sh(t, sb, "cat helpers/hello.py; git status --porcelain; git submodule status | cut -c1-41"); got != "print('hello')\n "+helpers.Commits[0] {
 		t.Fatalf("submodule in the task: %q", got)
+	}
+	history := `cd helpers; git cat-file -e ` + later + ` && echo later readable
+git rev-list --all; git for-each-ref; git remote; git reflog --all; git stash list
+git fsck --lost-found --no-progress 2>&1
+ls $(git rev-parse --git-dir)/packed-refs $(git rev-parse --git-dir)/FETCH_HEAD $(git rev-parse --git-dir)/logs 2>/dev/null
+git cat-file --batch-all-objects --batch-check='%(objectname)' | sort > /tmp/held
+git rev-list --objects HEAD | cut -d' ' -f1 | sort | diff - /tmp/held`
+	if got := sh(t, sb, history); got != helpers.Commits[0] {
+		t.Fatalf("the submodule's history in the task:\n%s", got)
 	}
 }
 

@@ -1,13 +1,11 @@
 package envcache
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/gitcmd"
 	"github.com/minisandbox/msb/internal/store"
 	"golang.org/x/sys/unix"
 )
@@ -24,8 +23,19 @@ import (
 // (layers keep times) and the index's stat data match the tree exactly.
 var repoMtime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// RepoRef is the ref of a repository layer.
-func RepoRef(repo, commit string) string { return "repo/" + repo + "@" + commit }
+// repoFormat ends every repository layer's ref and names what the layer
+// holds. Refs of an earlier format are not read, so a cache made before a
+// change of what a repository layer holds makes its layers again (and,
+// since an install layer's key has the repository layer's id, its install
+// layers too). "~h2": a delta's .git holds only the objects its commit
+// reaches (earlier deltas showed their anchor's, a later commit's
+// included) and submodules hold no history after their recorded commit.
+const repoFormat = "~h2"
+
+// RepoRef is the ref of a repository layer: repo/<owner>/<name>@<commit>~h2.
+func RepoRef(repo, commit string) string { return repoRefPrefix(repo) + commit + repoFormat }
+
+func repoRefPrefix(repo string) string { return "repo/" + repo + "@" }
 
 func mirrorName(repo string) string { return strings.ReplaceAll(repo, "/", "__") }
 
@@ -103,7 +113,78 @@ func submodules(ctx context.Context, dir string, local func(url string) string) 
 			return fmt.Errorf("submodule %s from %s: %w", name, src, err)
 		}
 	}
+	return cleanSubmodules(ctx, filepath.Join(dir, ".git", "modules"))
+}
+
+// cleanSubmodules leaves each submodule's git directory under modules with
+// its checked-out commit's history and nothing else: the clone brought the
+// source's every branch and tag, later commits included, a remote naming a
+// host path, reflogs and packed refs. Refs, the remote and logs go; a
+// repack keeps only what HEAD reaches and a prune drops the loose rest, so
+// later objects are absent, not just unreferenced.
+func cleanSubmodules(ctx context.Context, modules string) error {
+	var gitDirs []string
+	err := filepath.WalkDir(modules, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && p == modules:
+			return fs.SkipAll // no submodule was checked out
+		case err != nil || !d.IsDir():
+			return err
+		case d.Name() == "objects" || d.Name() == "refs":
+			return fs.SkipDir
+		}
+		if isDir(filepath.Join(p, "objects")) && isFile(filepath.Join(p, "HEAD")) {
+			gitDirs = append(gitDirs, p) // nested submodules are under its modules/
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, g := range gitDirs {
+		if err := cleanHistory(ctx, g); err != nil {
+			return fmt.Errorf("cleaning the history of submodule %s: %w", filepath.Base(g), err)
+		}
+	}
 	return nil
+}
+
+// cleanHistory removes from gitDir every ref, remote and log and every
+// object HEAD does not reach.
+func cleanHistory(ctx context.Context, gitDir string) error {
+	refs, err := git(ctx, "", "--git-dir", gitDir, "for-each-ref", "--format=delete %(refname)")
+	if err != nil {
+		return err
+	}
+	if _, err := gitIn(ctx, "", refs, "--git-dir", gitDir, "update-ref", "--no-deref", "--stdin"); err != nil {
+		return err
+	}
+	for _, f := range []string{"logs", "FETCH_HEAD", "ORIG_HEAD", "packed-refs", "description"} {
+		if err := os.RemoveAll(filepath.Join(gitDir, f)); err != nil {
+			return err
+		}
+	}
+	remotes, _ := git(ctx, "", "--git-dir", gitDir, "remote")
+	for _, r := range strings.Fields(remotes) {
+		if _, err := git(ctx, "", "--git-dir", gitDir, "config", "--remove-section", "remote."+r); err != nil {
+			return err
+		}
+	}
+	steps := [][]string{
+		{"--git-dir", gitDir, "-c", "pack.threads=1", "repack", "-a", "-d", "-q"},
+		{"--git-dir", gitDir, "prune", "--expire=now"},
+	}
+	for _, s := range steps {
+		if _, err := git(ctx, "", s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func isDir(p string) bool {
@@ -111,22 +192,16 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// git runs git on the host as gitcmd does: no configuration but the
+// repository's own (which msb made) and the command line, no program the
+// repository or the environment names.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	return gitIn(ctx, dir, "", args...)
+	return gitcmd.Run(ctx, dir, "", args...)
 }
 
 // gitIn is git with stdin as the command's input.
 func gitIn(ctx context.Context, dir, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return gitcmd.Run(ctx, dir, stdin, args...)
 }
 
 func hasCommit(ctx context.Context, gitDir, commit string) bool {
