@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/gitcmd"
 	"github.com/minisandbox/msb/internal/grading"
 )
 
@@ -99,26 +100,26 @@ type repo struct {
 	err error
 }
 
-func (r *repo) run(name string, args ...string) string {
+// run runs git in the repository, as gitcmd runs it (the user's own git
+// configuration cannot change what the demo commits), and returns stdout.
+func (r *repo) run(args ...string) string {
 	if r.err != nil {
 		return ""
 	}
-	cmd := exec.CommandContext(r.ctx, name, args...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=msb demo", "GIT_AUTHOR_EMAIL=demo@msb.invalid",
+	cmd := gitcmd.Command(r.ctx, r.dir, []string{"GIT_AUTHOR_NAME=msb demo", "GIT_AUTHOR_EMAIL=demo@msb.invalid",
 		"GIT_COMMITTER_NAME=msb demo", "GIT_COMMITTER_EMAIL=demo@msb.invalid",
-		"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z", "GIT_CONFIG_NOSYSTEM=1")
+		"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z"}, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		r.err = fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errb.String())
+		r.err = fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()
 }
 
-func (r *repo) git(args ...string)        { r.run("git", args...) }
-func (r *repo) out(args ...string) string { return strings.TrimSpace(r.run("git", args...)) }
-func (r *repo) commit(msg string)         { r.git("-c", "commit.gpgsign=false", "commit", "-q", "-m", msg) }
+func (r *repo) git(args ...string)        { r.run(args...) }
+func (r *repo) out(args ...string) string { return strings.TrimSpace(r.run(args...)) }
+func (r *repo) commit(msg string)         { r.git("commit", "-q", "-m", msg) }
 func (r *repo) write(name, body string) {
 	if r.err != nil {
 		return
@@ -150,13 +151,13 @@ func (r *repo) instance(b Bug, good, python string) (dataset.Instance, error) {
 	r.git("add", "-A")
 	r.commit("calc: " + b.ID)
 	base := r.out("rev-parse", "HEAD")
-	gold := r.run("git", "diff", base, good, "--", b.File)
+	gold := r.run("diff", "--no-ext-diff", "--no-textconv", base, good, "--", b.File)
 	test := r.read(b.TestFile)
 	if !strings.Contains(test, b.TestAfter) {
 		return dataset.Instance{}, fmt.Errorf("%s has no line to add the test after", b.TestFile)
 	}
 	r.write(b.TestFile, strings.Replace(test, b.TestAfter, b.TestAfter+b.NewTest, 1))
-	testPatch := r.run("git", "diff")
+	testPatch := r.run("diff", "--no-ext-diff", "--no-textconv")
 	before := grading.ParseUnittest(r.tests(python, b.TestFile))
 	r.writeDiffApplied(gold)
 	after := grading.ParseUnittest(r.tests(python, b.TestFile))
@@ -200,8 +201,7 @@ func (r *repo) writeDiffApplied(diff string) {
 	if r.err != nil {
 		return
 	}
-	cmd := exec.CommandContext(r.ctx, "git", "apply", "-")
-	cmd.Dir = r.dir
+	cmd := gitcmd.Command(r.ctx, r.dir, nil, "apply", "-")
 	cmd.Stdin = strings.NewReader(diff)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.err = fmt.Errorf("applying the fix: %w: %s", err, out)
