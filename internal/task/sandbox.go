@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/gitcmd"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
@@ -140,6 +141,23 @@ func (s *Sandbox) commitBug(ctx context.Context) error {
 	return nil
 }
 
+// gitChanged is what a patch command that wrote inside .git says.
+const gitChanged = "msb: the patch writes inside .git, whose paths git apply refuses"
+
+// keepGit wraps an apply command that is not git's own (GNU patch), which
+// writes wherever the patch says, .git included: a patch's hook or config
+// there would run, or steer git, in the rest of the evaluation. When .git
+// (its listing: names, sizes, modes, times) is not the same afterwards, the
+// command fails with gitChanged, as git apply fails on such a path.
+func keepGit(cmd string) string {
+	if strings.HasPrefix(cmd, "git ") {
+		return cmd
+	}
+	const list = "ls -laR .git 2>&1 | cksum"
+	return "before=$(" + list + "); " + cmd + "; rc=$?; " +
+		"if [ \"$before\" != \"$(" + list + ")\" ]; then echo '" + gitChanged + "'; exit 1; fi; exit $rc"
+}
+
 // ApplyPatch applies patch with the first of ApplyCommands that works and
 // returns it. Between attempts it resets the tree as the harness does
 // (tracked files checked out, untracked files removed), so use it on a
@@ -163,7 +181,7 @@ func (s *Sandbox) ApplyPatch(ctx context.Context, patch string, log *RunLog) (st
 				return "", fmt.Errorf("resetting the tree after %q: exit %d: %s", ApplyCommands[i-1], res.ExitCode, lastLines(res.Output, 5))
 			}
 		}
-		res, err := s.run(ctx, c+" "+PatchPath+" 2>&1", 5*time.Minute)
+		res, err := s.run(ctx, keepGit(c+" "+PatchPath+" 2>&1"), 5*time.Minute)
 		if err != nil {
 			return "", fmt.Errorf("applying the patch: %w", err)
 		}
@@ -173,6 +191,9 @@ func (s *Sandbox) ApplyPatch(ctx context.Context, patch string, log *RunLog) (st
 		}
 		log.Printf("Failed to apply patch: %s: exit %d", c, res.ExitCode)
 		tried = append(tried, fmt.Sprintf("%s: exit %d: %s", c, res.ExitCode, lastLines(res.Output, 5)))
+		if strings.Contains(res.Output, gitChanged) {
+			return "", applyFailed(log, tried) // nothing more runs git on a .git the patch wrote
+		}
 	}
 	res, err := s.run(ctx, "git apply --check --reverse "+PatchPath+" 2>&1", time.Minute)
 	if err != nil {
@@ -182,27 +203,26 @@ func (s *Sandbox) ApplyPatch(ctx context.Context, patch string, log *RunLog) (st
 		log.Printf(">>>>> Applied Patch: verified already applied")
 		return AlreadyApplied, nil
 	}
-	err = fmt.Errorf("%w:\n%s", ErrPatchApply, strings.Join(tried, "\n"))
-	log.Printf(">>>>> Patch Apply Failed:\n%v", err)
-	return "", err
+	return "", applyFailed(log, tried)
 }
 
-// diffScript writes the agent's patch to stdout. Git runs on /testbed's own
-// .git (GIT_DIR and GIT_WORK_TREE fixed: a .git file or core.worktree
-// pointing elsewhere is an error, not another repository), with no system or
-// global configuration (the agent may write ~/.gitconfig), no fsmonitor, no
-// hooks, no attributes file, every filter driver the repository's config
-// defines emptied (a clean filter would run on git add and could rewrite
-// what the patch says), no external diff or textconv, and --binary so that
-// a "-diff" attribute (or a binary file) gives a patch git apply can apply,
-// not "Binary files differ".
-const diffScript = `cd /testbed || exit 1
-export GIT_DIR=/testbed/.git GIT_WORK_TREE=/testbed GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1
-unset GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXTERNAL_DIFF GIT_INDEX_FILE
-set -- -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.fileMode=false
-for k in $(git config --name-only --get-regexp '^filter\..*\.(clean|smudge|process|required)$' 2>/dev/null); do
-  case $k in *.required) set -- "$@" -c "$k=false" ;; *) set -- "$@" -c "$k=" ;; esac
-done
+// applyFailed is ErrPatchApply with each attempt's output, logged.
+func applyFailed(log *RunLog, tried []string) error {
+	err := fmt.Errorf("%w:\n%s", ErrPatchApply, strings.Join(tried, "\n"))
+	log.Printf(">>>>> Patch Apply Failed:\n%v", err)
+	return err
+}
+
+// diffScript writes the agent's patch to stdout. Git runs as gitcmd.Shell
+// sets it up: on /testbed's own .git (a .git file or core.worktree pointing
+// elsewhere is an error, not another repository), with no system or global
+// configuration (the agent may write ~/.gitconfig), no fsmonitor, no hooks,
+// no attributes file, every filter driver the repository's config defines
+// emptied (a clean filter would run on git add and could rewrite what the
+// patch says); the diff without external diff or textconv, and --binary so
+// that a "-diff" attribute (or a binary file) gives a patch git apply can
+// apply, not "Binary files differ".
+var diffScript = gitcmd.Shell(envcache.Testbed) + `set -- "$@" -c core.fileMode=false
 f=$(mktemp) || exit 1
 cp .git/index "$f" 2>/dev/null
 GIT_INDEX_FILE="$f" git "$@" add -A && GIT_INDEX_FILE="$f" git "$@" diff --cached --no-ext-diff --no-textconv --binary HEAD
