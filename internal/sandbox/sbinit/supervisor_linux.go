@@ -221,12 +221,14 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	if req.Stream {
+		defer s.flows.close(req.ID) // serve opened it
+	}
 	var er session.ExecRequest
 	if err := json.Unmarshal(req.Exec, &er); err != nil {
 		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
 	}
 	if req.Stream {
-		defer s.flows.close(req.ID)
 		f := s.flows.get(req.ID)
 		er.OnOutput = func(stderr bool, p []byte) { f.send(ctx, s.out, req.ID, stderr, p) }
 	}
