@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server"
+	"github.com/minisandbox/msb/internal/server/e2b"
 )
 
 type serveFlags struct {
@@ -43,6 +45,7 @@ type serveFlags struct {
 	host           string
 	port           int
 	authToken      string
+	e2b            string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -85,6 +88,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.host, "host", "0.0.0.0", "with --swerex: address to listen on (swerex-remote's flag)")
 	fs.IntVar(&f.port, "port", 8000, "with --swerex: port to listen on (swerex-remote's flag)")
 	fs.StringVar(&f.authToken, "auth-token", "", "with --swerex: the X-API-Key clients must send (swerex-remote's flag)")
+	fs.StringVar(&f.e2b, "e2b", "", "also answer the e2b SDKs on this host:port (E2B_API_URL and E2B_SANDBOX_URL; the token is the API key; docs/e2b.md)")
 	return cmd
 }
 
@@ -142,6 +146,9 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 			return fmt.Errorf("%w: --listen %s is TCP: give a token (--token-file, MSB_TOKEN)", errUsage, l)
 		}
 	}
+	if f.e2b != "" && token == "" {
+		return fmt.Errorf("%w: --e2b needs a token, the API key of the e2b SDKs (--token-file, MSB_TOKEN)", errUsage)
+	}
 	log := g.serveLogger(f.logJSON)
 	cfg, err := g.settings.engineConfig(o)
 	if err != nil {
@@ -193,7 +200,12 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		ls = append(ls, l)
 		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l), os.Getpid(), e.Mode())
 	}
-	if err := server.New(e, so).Serve(ctx, ls...); err != nil {
+	waitE2B, err := serveE2B(ctx, e, f.e2b, token, log)
+	if err != nil {
+		return err
+	}
+	err = server.New(e, so).Serve(ctx, ls...)
+	if err := errors.Join(err, waitE2B()); err != nil {
 		return err
 	}
 	live := len(e.Sandboxes(nil))
@@ -202,6 +214,22 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	}
 	log.Info("stopped", "sandboxes_closed", live)
 	return nil
+}
+
+// serveE2B serves e's E2B front end on addr (none when empty) until ctx
+// ends; wait returns once it has stopped.
+func serveE2B(ctx context.Context, e *engine.Engine, addr, token string, log *slog.Logger) (wait func() error, err error) {
+	if addr == "" {
+		return func() error { return nil }, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--e2b: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "msb serve: E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", l.Addr())
+	done := make(chan error, 1)
+	go func() { done <- e2b.New(e, token, log).Serve(ctx, l) }()
+	return func() error { return <-done }, nil
 }
 
 func describe(l net.Listener) string {

@@ -1,0 +1,18 @@
+// Package e2b is msb's E2B-compatible front end: it answers the e2b SDKs
+// pointed at it with E2B_API_URL and E2B_SANDBOX_URL, as a thin adapter over
+// the engine.
+//
+// The nouns are E2B's. The control plane is E2B's REST API (create, list,
+// get, kill and set the timeout of sandboxes), authenticated by the
+// daemon's token sent as X-API-Key. A template names what a sandbox starts
+// from: an msb instance id, or base, a sandbox on the host's system
+// directories. The sandbox plane (E2B calls it envd) is Connect-RPC
+// (process.Process, filesystem.Filesystem, generated from E2B's protobuf
+// files under envd/) plus HTTP /files and /health; one listener serves every
+// sandbox, picked by the E2b-Sandbox-Id header and authenticated by the
+// sandbox's access token (X-Access-Token), which create returns. A process
+// is one command started through process.Process, known by a pid this
+// front end numbers itself. See docs/e2b.md.
+package e2b
+
+//go:generate protoc -I envd --go_out=envd --go_opt=paths=source_relative --connect-go_out=envd --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto

@@ -1,0 +1,174 @@
+package e2b
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem/filesystemconnect"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
+)
+
+// envdVersion is the envd version sandboxes report: the SDK picks its wire
+// behaviour by it (0.5.7: octet-stream uploads, stdin, default user).
+const envdVersion = "0.5.7"
+
+// defaultTimeout is E2B's sandbox timeout when create gives none.
+const defaultTimeout = 300 * time.Second
+
+// Front is the E2B front end of one engine.
+type Front struct {
+	e     *engine.Engine
+	token string
+	log   *slog.Logger
+
+	mu    sync.Mutex // guards boxes
+	boxes map[string]*box
+}
+
+// box is what E2B knows of a sandbox that msb does not: its template,
+// metadata, access token, timeout and processes.
+type box struct {
+	id, template, token string
+	metadata            map[string]string
+	envs                map[string]string
+	started             time.Time
+
+	mu    sync.Mutex // guards end, timer, procs, nextPID
+	end   time.Time
+	timer *time.Timer
+	procs map[uint32]*proc
+	next  uint32
+}
+
+// New makes the E2B front end of e; token is the API key clients send.
+func New(e *engine.Engine, token string, log *slog.Logger) *Front {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}}
+}
+
+// Handler serves both planes: the REST control plane and, for requests with
+// an E2b-Sandbox-Id header, the sandbox's envd.
+func (f *Front) Handler() http.Handler {
+	control := http.NewServeMux()
+	control.HandleFunc("POST /sandboxes", f.create)
+	control.HandleFunc("POST /v2/sandboxes", f.create)
+	control.HandleFunc("GET /sandboxes", f.list)
+	control.HandleFunc("GET /v2/sandboxes", f.list)
+	control.HandleFunc("GET /sandboxes/{id}", f.get)
+	control.HandleFunc("DELETE /sandboxes/{id}", f.kill)
+	control.HandleFunc("POST /sandboxes/{id}/timeout", f.setTimeout)
+	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
+	})
+
+	sandbox := http.NewServeMux()
+	sandbox.Handle(processconnect.NewProcessHandler(&processService{f}))
+	sandbox.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{f: f}))
+	sandbox.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	sandbox.HandleFunc("GET /files", f.download)
+	sandbox.HandleFunc("POST /files", f.upload)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("E2b-Sandbox-Id") != "" {
+			f.envd(sandbox).ServeHTTP(w, r)
+			return
+		}
+		if !f.apiKeyOK(r) {
+			apiError(w, http.StatusUnauthorized, "wrong or missing API key: send the daemon's token as X-API-Key")
+			return
+		}
+		control.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers on l until ctx ends; connections speak HTTP/1.1 or
+// cleartext HTTP/2.
+func (f *Front) Serve(ctx context.Context, l net.Listener) error {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: f.Handler(), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug)}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+type boxKey struct{}
+
+// envd routes a sandbox-plane request to its sandbox: unknown ids get the
+// 502 E2B's proxy answers, a wrong access token 401.
+func (f *Front) envd(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("E2b-Sandbox-Id")
+		b := f.box(id)
+		if b == nil {
+			writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "sandboxId": id,
+				"message": "The sandbox " + id + " was not found"})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Access-Token")), []byte(b.token)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": "wrong or missing X-Access-Token for sandbox " + id})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), boxKey{}, b)))
+	})
+}
+
+// sandboxOf is the engine's sandbox of a routed request.
+func (f *Front) sandboxOf(ctx context.Context) (*box, *engine.Sandbox, error) {
+	b, _ := ctx.Value(boxKey{}).(*box)
+	if b == nil {
+		return nil, nil, engine.ErrNotFound
+	}
+	sb, err := f.e.Sandbox(b.id)
+	return b, sb, err
+}
+
+func (f *Front) box(id string) *box {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.boxes[id]
+}
+
+func (f *Front) apiKeyOK(r *http.Request) bool {
+	got := r.Header.Get("X-API-Key")
+	if a := r.Header.Get("Authorization"); got == "" {
+		got, _ = strings.CutPrefix(a, "Bearer ")
+	}
+	return f.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) == 1
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,182 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/demo/demotest"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+func TestMain(m *testing.M) { demotest.Main(m, gen) }
+
+// gen is the fixture whose TestMain serves as the sandboxes' init; these
+// tests use the host base, not the demo project.
+var gen = demotest.New("msb-e2b-test-")
+
+const testKey = "e2b-test-key"
+
+// startFront serves an engine's E2B front end on loopback and returns its
+// URL; both are closed after the test.
+func startFront(t *testing.T) string {
+	t.Helper()
+	e, err := engine.Open(context.Background(), engine.Config{StateDir: privtest.StateDir(t),
+		Cache: engine.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(e, testKey, nil).Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+// call sends a request and returns the status and the decoded JSON body.
+func call(t *testing.T, method, url string, header map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var body map[string]any
+	if res.StatusCode == http.StatusNoContent {
+		return res.StatusCode, nil
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("%s %s: %d %q is not a JSON object: %v", method, url, res.StatusCode, b, err)
+	}
+	return res.StatusCode, body
+}
+
+func TestE2BAuthAndUnknownSandbox(t *testing.T) {
+	url := startFront(t)
+	for _, key := range []string{"", "wrong"} {
+		status, body := call(t, "POST", url+"/v2/sandboxes", map[string]string{"X-API-Key": key})
+		if status != http.StatusUnauthorized || body["code"] != float64(401) || body["message"] == "" {
+			t.Errorf("create with API key %q: %d %v, want 401 {code, message}", key, status, body)
+		}
+	}
+	ok := map[string]string{"X-API-Key": testKey}
+	for _, m := range []string{"GET", "DELETE"} {
+		status, body := call(t, m, url+"/sandboxes/nope", ok)
+		if status != http.StatusNotFound || body["code"] != float64(404) || !strings.Contains(body["message"].(string), "nope") {
+			t.Errorf("%s an unknown sandbox: %d %v, want 404 {code, message}", m, status, body)
+		}
+	}
+	// The sandbox plane answers an unknown id as E2B's proxy does: a 502
+	// whose message the SDK turns into SandboxNotRunningException.
+	status, body := call(t, "POST", url+"/process.Process/List", map[string]string{"E2b-Sandbox-Id": "nope", "Content-Type": "application/json"})
+	if status != http.StatusBadGateway || !strings.Contains(body["message"].(string), "was not found") {
+		t.Errorf("envd call to an unknown sandbox: %d %v, want 502 ... was not found", status, body)
+	}
+}
+
+func TestE2BAccessToken(t *testing.T) {
+	url := startFront(t)
+	status, created := call(t, "POST", url+"/v2/sandboxes", map[string]string{"X-API-Key": testKey})
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, created)
+	}
+	id := created["sandboxID"].(string)
+	defer call(t, "DELETE", url+"/sandboxes/"+id, map[string]string{"X-API-Key": testKey})
+	for _, tok := range []string{"", "wrong", testKey} {
+		status, body := call(t, "POST", url+"/process.Process/List", map[string]string{"E2b-Sandbox-Id": id, "X-Access-Token": tok, "Content-Type": "application/json"})
+		if status != http.StatusUnauthorized {
+			t.Errorf("envd call with access token %q: %d %v, want 401", tok, status, body)
+		}
+	}
+	status, body := call(t, "POST", url+"/process.Process/List", map[string]string{"E2b-Sandbox-Id": id,
+		"X-Access-Token": created["envdAccessToken"].(string), "Content-Type": "application/json"})
+	if status != http.StatusOK {
+		t.Errorf("envd call with the sandbox's access token: %d %v, want 200", status, body)
+	}
+}
+
+// TestE2BPythonSDK drives the front end with the e2b SDK from PyPI.
+func TestE2BPythonSDK(t *testing.T) {
+	py := privtest.Python(t, "the e2b SDK (internal/server/testdata/requirements.txt)")
+	if out, err := exec.Command(py, "-c", "import e2b").CombinedOutput(); err != nil {
+		privtest.Skip(t, "%s=%s lacks the e2b SDK: %v %s", privtest.PythonEnv, py, err, out)
+	}
+	url := startFront(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "sdk_roundtrip.py"))
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
+	cmd.Stderr = &strings.Builder{}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the SDK script: %v\n%s%s", err, out, cmd.Stderr)
+	}
+	var got struct {
+		Stdout          string   `json:"stdout"`
+		ExitCode        int      `json:"exit_code"`
+		FailedExitCode  *int     `json:"failed_exit_code"`
+		FailedStderr    string   `json:"failed_stderr"`
+		Env             string   `json:"env"`
+		Read            string   `json:"read"`
+		List            []string `json:"list"`
+		ExistsMissing   bool     `json:"exists_missing"`
+		Listed          [][2]any `json:"listed"`
+		Unknown         *string  `json:"unknown"`
+		ListedAfterKill int      `json:"listed_after_kill"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if got.Stdout != "hi\n" || got.ExitCode != 0 {
+		t.Errorf(`commands.run("echo hi"): stdout %q exit %d, want "hi\n" 0`, got.Stdout, got.ExitCode)
+	}
+	if got.FailedExitCode == nil || *got.FailedExitCode != 3 || got.FailedStderr != "oops\n" {
+		t.Errorf("a failing command: exit %v stderr %q, want CommandExitException 3 with stderr oops", got.FailedExitCode, got.FailedStderr)
+	}
+	if got.Env != "hello\n" {
+		t.Errorf("create's envs in a command: %q, want hello", got.Env)
+	}
+	if got.Read != "round trip\n" || len(got.List) != 1 || got.List[0] != "hello.txt" || got.ExistsMissing {
+		t.Errorf("files: read %q, list %v, exists(missing) %v", got.Read, got.List, got.ExistsMissing)
+	}
+	if len(got.Listed) != 1 || got.Listed[0][0] != true {
+		t.Errorf("Sandbox.list(): %v, want the one sandbox", got.Listed)
+	} else if md, _ := got.Listed[0][1].(map[string]any); md["suite"] != "e2b-test" {
+		t.Errorf("Sandbox.list() metadata %v, want suite=e2b-test", got.Listed[0][1])
+	}
+	if got.Unknown == nil || *got.Unknown != "SandboxNotFoundException" && *got.Unknown != "NotFoundException" {
+		t.Errorf("get_info of an unknown sandbox raised %v, want a NotFoundException", got.Unknown)
+	}
+	if got.ListedAfterKill != 0 {
+		t.Errorf("Sandbox.list() after kill: %d sandboxes, want 0", got.ListedAfterKill)
+	}
+}

@@ -1,0 +1,286 @@
+package e2b
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem/filesystemconnect"
+)
+
+// homeDir is where relative paths start, as E2B's default user's home does.
+const homeDir = "/root"
+
+// maxFile caps a file read or written through /files.
+const maxFile = 64 << 20
+
+// filesystemService is filesystem.Filesystem over the engine's file calls.
+type filesystemService struct {
+	filesystemconnect.UnimplementedFilesystemHandler
+	f *Front
+}
+
+func abs(p string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(homeDir, p)
+	}
+	return path.Clean(p)
+}
+
+// fsError maps file errors to Connect codes.
+func fsError(err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, sandbox.ErrExists):
+		return connect.NewError(connect.CodeAlreadyExists, err)
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, sandbox.ErrEscape):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return connectError(err)
+}
+
+func entryInfo(p string, e api.FileEntry) *filesystem.EntryInfo {
+	info := &filesystem.EntryInfo{Name: path.Base(p), Path: p, Size: e.Size, Mode: e.Mode & 0o7777,
+		Permissions: fs.FileMode(e.Mode & 0o777).String(), ModifiedTime: timestamppb.New(time.Unix(e.ModTime, 0))}
+	switch e.Type {
+	case "file":
+		info.Type = filesystem.FileType_FILE_TYPE_FILE
+	case "dir":
+		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+		info.Permissions = "d" + info.Permissions[1:]
+	case "symlink":
+		info.Type, info.IsSymlink = filesystem.FileType_FILE_TYPE_SYMLINK, true
+		info.SymlinkTarget = &e.Target
+	}
+	return info
+}
+
+func (s *filesystemService) stat(ctx context.Context, sb *engine.Sandbox, p string) (*filesystem.EntryInfo, error) {
+	e, err := sb.Stat(ctx, p)
+	if err != nil {
+		return nil, fsError(err)
+	}
+	return entryInfo(p, e), nil
+}
+
+func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	_, sb, err := s.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	info, err := s.stat(ctx, sb, abs(req.Msg.GetPath()))
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.StatResponse{Entry: info}), nil
+}
+
+func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
+	_, sb, err := s.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	depth := max(req.Msg.GetDepth(), 1)
+	out := &filesystem.ListDirResponse{}
+	if err := s.walk(ctx, sb, abs(req.Msg.GetPath()), depth, out); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// walk appends dir's entries, and theirs down to depth levels.
+func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir string, depth uint32, out *filesystem.ListDirResponse) error {
+	ents, err := sb.ListDir(ctx, dir)
+	if err != nil {
+		return fsError(err)
+	}
+	for _, e := range ents {
+		p := path.Join(dir, e.Name)
+		out.Entries = append(out.Entries, entryInfo(p, e))
+		if e.Type == "dir" && depth > 1 {
+			if err := s.walk(ctx, sb, p, depth-1, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// run runs argv in the sandbox, failing with its output unless it exits 0.
+func run(ctx context.Context, sb *engine.Sandbox, argv ...string) error {
+	cmd := ""
+	for _, a := range argv {
+		cmd += shellWord(a) + " "
+	}
+	res, err := sb.Exec(ctx, api.ExecRequest{Command: cmd})
+	if err != nil {
+		return connectError(err)
+	}
+	if res.ExitCode != 0 {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", argv[0], res.Stdout))
+	}
+	return nil
+}
+
+func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	_, sb, err := s.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	p := abs(req.Msg.GetPath())
+	if _, err := sb.Stat(ctx, p); err == nil {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%s already exists", p))
+	}
+	if err := run(ctx, sb, "mkdir", "-p", "--", p); err != nil {
+		return nil, err
+	}
+	info, err := s.stat(ctx, sb, p)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: info}), nil
+}
+
+func (s *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
+	_, sb, err := s.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	src, dst := abs(req.Msg.GetSource()), abs(req.Msg.GetDestination())
+	if _, err := s.stat(ctx, sb, src); err != nil {
+		return nil, err
+	}
+	if err := run(ctx, sb, "mv", "-T", "--", src, dst); err != nil {
+		return nil, err
+	}
+	info, err := s.stat(ctx, sb, dst)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: info}), nil
+}
+
+func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
+	_, sb, err := s.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	p := abs(req.Msg.GetPath())
+	if _, err := s.stat(ctx, sb, p); err != nil {
+		return nil, err
+	}
+	if err := run(ctx, sb, "rm", "-rf", "--", p); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
+
+// envdError answers a /files request's error as envd does.
+func envdError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrGone):
+		status = http.StatusNotFound
+	case errors.Is(err, sandbox.ErrTooLarge):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, sandbox.ErrEscape), errors.Is(err, engine.ErrBadRequest):
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, map[string]any{"code": status, "message": err.Error()})
+}
+
+func (f *Front) download(w http.ResponseWriter, r *http.Request) {
+	_, sb, err := f.sandboxOf(r.Context())
+	if err != nil {
+		envdError(w, err)
+		return
+	}
+	data, err := sb.ReadFile(r.Context(), abs(r.URL.Query().Get("path")), maxFile)
+	if err != nil {
+		envdError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(data)
+}
+
+// upload writes a file from an octet-stream body (path in the query) or
+// each part of a multipart form (path in the query, else the part's file
+// name), and answers the entries written.
+func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
+	_, sb, err := f.sandboxOf(r.Context())
+	if err != nil {
+		envdError(w, err)
+		return
+	}
+	target := r.URL.Query().Get("path")
+	var written []map[string]string
+	write := func(p string, body io.Reader) error {
+		data, err := io.ReadAll(io.LimitReader(body, maxFile+1))
+		if err != nil {
+			return fmt.Errorf("reading the upload: %w", err)
+		}
+		if len(data) > maxFile {
+			return fmt.Errorf("%w: the file is over %d bytes", sandbox.ErrTooLarge, maxFile)
+		}
+		p = abs(p)
+		if err := sb.WriteFile(r.Context(), p, data, 0o644); err != nil {
+			return err
+		}
+		written = append(written, map[string]string{"name": path.Base(p), "type": "file", "path": p})
+		return nil
+	}
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "multipart/form-data" {
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				envdError(w, fmt.Errorf("%w: reading the form: %v", engine.ErrBadRequest, err))
+				return
+			}
+			p := target
+			if p == "" {
+				p = part.FileName()
+			}
+			if err := write(p, part); err != nil {
+				envdError(w, err)
+				return
+			}
+		}
+	} else {
+		body := io.Reader(r.Body)
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				envdError(w, fmt.Errorf("%w: gzip body: %v", engine.ErrBadRequest, err))
+				return
+			}
+			body = zr
+		}
+		if err := write(target, body); err != nil {
+			envdError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, written)
+}
