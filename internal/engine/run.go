@@ -32,6 +32,21 @@ type Sink interface {
 	Summary(ctx context.Context, s api.RunSummary) error
 }
 
+// RunLocker is a Sink that can hold a run for one writer: RunEvaluation
+// and RunValidation hold the run while they write it, and fail with the
+// error LockRun gives when another holds it.
+type RunLocker interface {
+	LockRun(runID string) (unlock func(), err error)
+}
+
+// lockRun holds the run in sink if it can be held.
+func lockRun(sink Sink, runID string) (unlock func(), err error) {
+	if l, ok := sink.(RunLocker); ok {
+		return l.LockRun(runID)
+	}
+	return func() {}, nil
+}
+
 // Discard is a Sink that keeps nothing (and so resumes nothing).
 var Discard Sink = discard{}
 
@@ -119,6 +134,11 @@ func (e *Engine) RunEvaluation(ctx context.Context, r EvalRun, sink Sink) (api.R
 	if err != nil {
 		return api.RunReport{}, err
 	}
+	unlock, err := lockRun(sink, r.RunID)
+	if err != nil {
+		return api.RunReport{}, err
+	}
+	defer unlock()
 	withEvents(jobs, r.BuildEvents)
 	results, resumed, runErr := e.runJobs(ctx, r.RunID, jobs, r.Workers, r.KeepErrors, sink, r.Progress)
 	rep := api.RunReport{RunID: r.RunID, Results: []api.EvalResult{}, Summaries: []api.RunSummary{}, Resumed: resumed}
@@ -304,6 +324,11 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	if len(problems) > 0 {
 		return rep, fmt.Errorf("%w:\n  %s", ErrBadRequest, strings.Join(problems, "\n  "))
 	}
+	unlock, err := lockRun(sink, r.RunID)
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	withEvents(jobs, r.BuildEvents)
 	results, _, runErr := e.runJobs(ctx, r.RunID, jobs, r.Workers, r.KeepErrors, sink, r.Progress)
 	for k, model := range []string{"gold", "empty"} {

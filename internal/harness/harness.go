@@ -33,6 +33,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
@@ -106,6 +107,35 @@ func (d *Dir) SummaryPath(runID, model string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(run, m+"."+runID+".json"), nil
+}
+
+// ErrRunBusy: another evaluation (of this process or another) is writing
+// the run.
+var ErrRunBusy = errors.New("run is in progress")
+
+// LockRun holds the run's directory (created) for one writer until
+// unlock: a second LockRun of the same run id and root, from any process,
+// fails with ErrRunBusy until then.
+func (d *Dir) LockRun(runID string) (unlock func(), err error) {
+	dir, err := d.RunDir(runID)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: run id %q is being evaluated into %s; wait for it to end or use another run id", ErrRunBusy, runID, dir)
+		}
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // Lookup reads the result.json of an earlier evaluation.
@@ -263,16 +293,35 @@ func writeSynced(p string, data []byte) error {
 	return f.Close()
 }
 
+// writeAtomic replaces p with data through a temporary file of its own
+// beside it: writers of the same file at once never share one.
 func writeAtomic(p string, data []byte) error {
-	tmp := p + ".tmp"
-	os.Remove(tmp)
-	if err := writeSynced(tmp, data); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
+	tmp := f.Name()
+	err = writeAll(f, data)
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", p, err)
 	}
 	return syncDir(filepath.Dir(p))
+}
+
+// writeAll writes, syncs and closes f.
+func writeAll(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }
 
 func syncDir(dir string) error {

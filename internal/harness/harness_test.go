@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -127,4 +129,56 @@ func TestWriteValidation(t *testing.T) {
 	if json.Unmarshal(b, &back) != nil || len(back) != 1 {
 		t.Errorf("valid.json %s", b)
 	}
+}
+
+// TestSummaryWritersAtOnce: evaluations of the same run id that write the
+// same summary at once each succeed, through temporary files of their own,
+// and leave only the summary.
+func TestSummaryWritersAtOnce(t *testing.T) {
+	d := New(t.TempDir())
+	errs := make(chan error, 8*40)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 40 {
+				errs <- d.Summary(context.Background(), api.RunSummary{RunID: "r", Model: "m", TotalInstances: w})
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := files(t, filepath.Join(d.Root(), "r")); len(got) != 1 || got[0] != "m.r.json" {
+		t.Fatalf("run dir holds %v, want only m.r.json", got)
+	}
+}
+
+// TestLockRun: a run held by one writer is refused to another, naming the
+// run id, until released.
+func TestLockRun(t *testing.T) {
+	root := t.TempDir()
+	unlock, err := New(root).LockRun("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(root).LockRun("r"); !errors.Is(err, ErrRunBusy) || !strings.Contains(err.Error(), `"r"`) {
+		t.Fatalf("second LockRun of a held run: %v", err)
+	}
+	other, err := New(root).LockRun("r2")
+	if err != nil {
+		t.Fatalf("another run id: %v", err)
+	}
+	other()
+	unlock()
+	again, err := New(root).LockRun("r")
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	again()
 }

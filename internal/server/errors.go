@@ -11,6 +11,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/harness"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
@@ -55,7 +56,7 @@ func classify(err error) (int, api.ErrorCode) {
 		return http.StatusBadRequest, api.CodeBadRequest
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, sandbox.ErrNotFound), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, fs.ErrNotExist):
 		return http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, sandbox.ErrExists):
+	case errors.Is(err, sandbox.ErrExists), errors.Is(err, harness.ErrRunBusy):
 		return http.StatusConflict, api.CodeConflict
 	case errors.Is(err, task.ErrDiff):
 		// The sandbox's repository is in a state git cannot diff (the

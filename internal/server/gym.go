@@ -20,6 +20,9 @@ func (s *Server) gymReset(w http.ResponseWriter, r *http.Request) (any, error) {
 	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 {
 		return nil, badRequest("lifetime_ns, idle_timeout_ns and admission_wait_ns must not be negative")
 	}
+	if err := checkLimits("limits", req.Limits); err != nil {
+		return nil, err
+	}
 	id, err := s.instanceOf(req.InstanceID, req.Instance)
 	if err != nil {
 		return nil, err

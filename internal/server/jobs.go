@@ -62,6 +62,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	ids := []string(req.InstanceIDs)
 	preds := []api.Prediction(req.Predictions)
+	if err := checkPredictions(preds); err != nil {
+		return nil, err
+	}
 	switch req.Kind {
 	case api.JobEvaluation:
 		if req.Gold == (len(preds) > 0) {
@@ -97,14 +100,25 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, err
 		}
 	}
-	return s.jobs.start(req, ids, preds), nil
+	// Held from here to the job's end: a second job of the run id (from
+	// this daemon or an msb eval) is refused now, not failed later.
+	out := harness.New(s.o.OutDir)
+	unlock, err := out.LockRun(req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	return s.jobs.start(req, ids, preds, out, unlock), nil
 }
 
-// start runs a job in the background under the server's base context.
-func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) api.Job {
+// heldRun is a run's harness directory whose lock the job holds already
+// (the engine would try to take it again otherwise).
+type heldRun struct{ engine.Sink }
+
+// start runs a job in the background under the server's base context;
+// unlock releases the run when it ends.
+func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction, out *harness.Dir, unlock func()) api.Job {
 	s := j.s
 	ctx, cancel := context.WithCancel(s.base)
-	out := harness.New(s.o.OutDir)
 	j.mu.Lock()
 	j.next++
 	jb := &job{cancel: cancel, info: api.Job{ID: fmt.Sprintf("job-%d-%s", j.next, newRequestID()[:6]), Kind: req.Kind, RunID: req.RunID,
@@ -131,7 +145,7 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) a
 		var val *api.ValidationReport
 		if req.Kind == api.JobValidation {
 			var v api.ValidationReport
-			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress}, out)
+			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress}, heldRun{out})
 			if vp, ip, werr := out.WriteValidation(v); werr == nil {
 				v.Files = map[string]string{"valid": vp, "invalid": ip}
 			} else {
@@ -141,7 +155,7 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) a
 		} else {
 			var r api.RunReport
 			r, err = s.e.RunEvaluation(ctx, engine.EvalRun{RunID: req.RunID, InstanceIDs: ids, Predictions: preds, Workers: req.Workers,
-				KeepErrors: req.KeepErrors, Progress: progress}, out)
+				KeepErrors: req.KeepErrors, Progress: progress}, heldRun{out})
 			r.Files = map[string]string{}
 			for _, sum := range r.Summaries {
 				if p, perr := out.SummaryPath(sum.RunID, sum.Model); perr == nil {
@@ -150,6 +164,7 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction) a
 			}
 			rep = &r
 		}
+		unlock() // before the job says it ended: the run id is free then
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		jb.info.Report, jb.info.Validation, jb.info.FinishedAt = rep, val, now()

@@ -61,6 +61,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 {
 		return nil, badRequest("lifetime_ns, idle_timeout_ns and admission_wait_ns must not be negative")
 	}
+	if err := checkLimits("limits", req.Limits); err != nil {
+		return nil, err
+	}
 	id, err := s.instanceOf(req.InstanceID, req.Instance)
 	if err != nil {
 		return nil, err
@@ -280,7 +283,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, badRequest("mode %q: want an octal mode like 0644", v)
 		}
 	}
-	b, err := io.ReadAll(r.Body)
+	b, err := readBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +350,7 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(r.Body)
+	b, err := readBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +412,9 @@ func (s *Server) loadDataset(w http.ResponseWriter, r *http.Request) (any, error
 	}
 	if !path.IsAbs(req.Path) {
 		return nil, badRequest("path %q: the dataset file on the daemon's host, an absolute path", req.Path)
+	}
+	if err := checkDatasetFile(req.Path); err != nil {
+		return nil, err
 	}
 	d, err := s.e.LoadDataset(req.Path, datasetFilter(req), req.SkipBadRows)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,6 +45,14 @@ type Options struct {
 	RootSandbox string
 	// Version is reported by /v1/health.
 	Version string
+	// HeaderTimeout bounds the wait for a request's headers (default 30s).
+	HeaderTimeout time.Duration
+	// BodyIdleTimeout bounds each wait for more of a request body
+	// (default 30s): a body announced and not sent is a 408.
+	BodyIdleTimeout time.Duration
+	// MaxConns bounds the connections open at once on each listener
+	// (default 4096).
+	MaxConns int
 }
 
 func (o *Options) defaults() {
@@ -70,6 +77,15 @@ func (o *Options) defaults() {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if o.HeaderTimeout <= 0 {
+		o.HeaderTimeout = 30 * time.Second
+	}
+	if o.BodyIdleTimeout <= 0 {
+		o.BodyIdleTimeout = 30 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 4096
+	}
 }
 
 // Server serves one engine over HTTP.
@@ -82,6 +98,7 @@ type Server struct {
 	metrics *metrics
 	jobs    *jobs
 	rex     *rexState
+	conns   *conns
 
 	closing atomic.Bool
 	base    context.Context // ends at shutdown: jobs run under it
@@ -91,7 +108,7 @@ type Server struct {
 // New makes the server of e.
 func New(e *engine.Engine, o Options) *Server {
 	o.defaults()
-	s := &Server{e: e, o: o, log: o.Logger, start: time.Now(), rex: newRexState()}
+	s := &Server{e: e, o: o, log: o.Logger, start: time.Now(), rex: newRexState(), conns: newConns()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(e)
 	s.jobs = newJobs(s)
@@ -115,7 +132,7 @@ func New(e *engine.Engine, o Options) *Server {
 		s.rexRoutes(mux, "", o.RootSandbox)
 	}
 	mux.HandleFunc("/", s.notFound)
-	s.handler = s.authenticate(mux)
+	s.handler = guardBody(s.authenticate(mux), o.BodyIdleTimeout)
 	return s
 }
 
@@ -136,14 +153,15 @@ const (
 // kept). The caller closes the engine afterwards. Connections on a unix
 // listener are trusted.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: s.o.HeaderTimeout, IdleTimeout: 5 * time.Minute,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			_, unix := c.(*net.UnixConn)
-			return context.WithValue(ctx, trustedKey, unix)
+			return s.conns.context(context.WithValue(ctx, trustedKey, isUnix(c)), c)
 		},
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+		ConnState: s.conns.state,
+		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
+		l = limitConns(l, s.o.MaxConns)
 		go func() { errc <- srv.Serve(l) }()
 	}
 	var err error
@@ -153,6 +171,13 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	}
 	s.closing.Store(true)
 	s.log.Info("shutting down", "grace", s.o.ShutdownGrace)
+	// Shutdown closes the listeners and waits for connections to go idle:
+	// one whose client stalls mid-request would hold it for the grace.
+	srv.RegisterOnShutdown(func() {
+		if n := s.conns.endStalledReads(); n > 0 {
+			s.log.Info("ended reads waiting for clients", "connections", n)
+		}
+	})
 	sctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownGrace)
 	defer cancel()
 	serr := srv.Shutdown(sctx)
@@ -320,7 +345,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads a JSON body into v; unknown fields are an error naming
 // them, and so is an empty body unless optional.
 func decode(r *http.Request, v any, optional bool) error {
-	b, err := io.ReadAll(r.Body)
+	b, err := readBody(r)
 	if err != nil {
 		return err
 	}

@@ -894,7 +894,7 @@ func zipToTar(data []byte) ([]byte, error) {
 
 // rexBody reads a JSON object body as pydantic would see it.
 func rexBody(r *http.Request) (map[string]any, error) {
-	b, err := io.ReadAll(r.Body)
+	b, err := readBody(r)
 	if err != nil {
 		return nil, err
 	}
