@@ -3,16 +3,24 @@ package cli
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/rand"
 	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/minisandbox/msb/internal/privtest"
@@ -122,4 +130,109 @@ func TestRunOnImage(t *testing.T) {
 // rootless store and sandbox.
 func TestRunOnImageRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestRunOnImage$")
+}
+
+// TestImportKilled: msb cache import-image killed (SIGKILL) in the middle
+// of a layer leaves no image ref and a cache that verifies; gc then frees
+// the complete layer it had stored. The image is served by
+// go-containerregistry's registry in this process, which sends half of the
+// second layer's blob and then stalls, so the kill lands while that layer
+// streams.
+func TestImportKilled(t *testing.T) {
+	big := make([]byte, 4<<20)
+	rand.Read(big)
+	l1 := tarLayer(t, map[string]string{"etc/first": "first layer\n"})
+	l2 := tarLayer(t, map[string]string{"opt/big": string(big)})
+	img, err := mutate.AppendLayers(empty.Image, l1, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := l2.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+d.String()) {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		reg.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		once.Do(func() { close(stalled) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/test/big:1"
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	env := []string{"MSB_CACHE=" + filepath.Join(t.TempDir(), "cache")}
+	cmd := msbCmd(t, dir, env, "cache", "import-image", "--insecure", "docker://"+ref)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-stalled:
+	case err := <-exited:
+		t.Fatalf("the import ended before the second layer stalled: %v\n%s", err, stderr.String())
+	}
+	cmd.Process.Kill()
+	<-exited
+	if !strings.Contains(stderr.String(), "layer 1/2 ") {
+		t.Fatalf("the first layer was not stored before the kill: %s", stderr.String())
+	}
+
+	r := msb(t, dir, env, "cache", "ls", "--json")
+	if r.code != 0 || strings.Contains(r.stdout, `"image/`) {
+		t.Fatalf("cache ls after the kill: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := msb(t, dir, env, "cache", "verify"); r.code != 0 {
+		t.Fatalf("cache verify after the kill: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := msb(t, dir, env, "cache", "gc"); r.code != 0 {
+		t.Fatalf("cache gc: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := msb(t, dir, env, "cache", "ls", "--json"); r.code != 0 || strings.Contains(r.stdout, `"id"`) {
+		t.Fatalf("layers left after gc: %s %s", r.stdout, r.stderr)
+	}
+}
+
+// tarLayer is a gzip image layer of the files (path -> content).
+func tarLayer(t *testing.T, files map[string]string) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, body := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
+		io.WriteString(tw, body)
+	}
+	tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
