@@ -141,17 +141,21 @@ func TestE2BPythonSDK(t *testing.T) {
 		t.Fatalf("the SDK script: %v\n%s%s", err, out, cmd.Stderr)
 	}
 	var got struct {
-		Stdout          string   `json:"stdout"`
-		ExitCode        int      `json:"exit_code"`
-		FailedExitCode  *int     `json:"failed_exit_code"`
-		FailedStderr    string   `json:"failed_stderr"`
-		Env             string   `json:"env"`
-		Read            string   `json:"read"`
-		List            []string `json:"list"`
-		ExistsMissing   bool     `json:"exists_missing"`
-		Listed          [][2]any `json:"listed"`
-		Unknown         *string  `json:"unknown"`
-		ListedAfterKill int      `json:"listed_after_kill"`
+		Stdout          string      `json:"stdout"`
+		ExitCode        int         `json:"exit_code"`
+		FailedExitCode  *int        `json:"failed_exit_code"`
+		FailedStderr    string      `json:"failed_stderr"`
+		Env             string      `json:"env"`
+		Read            string      `json:"read"`
+		List            []string    `json:"list"`
+		ExistsMissing   bool        `json:"exists_missing"`
+		Listed          [][2]any    `json:"listed"`
+		MakeDir         []bool      `json:"make_dir"`
+		AfterMoves      [][2]string `json:"after_moves"`
+		Running         []bool      `json:"running"`
+		Killed          bool        `json:"killed"`
+		Unknown         *string     `json:"unknown"`
+		ListedAfterKill int         `json:"listed_after_kill"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -167,6 +171,15 @@ func TestE2BPythonSDK(t *testing.T) {
 	}
 	if got.Read != "round trip\n" || len(got.List) != 1 || got.List[0] != "hello.txt" || got.ExistsMissing {
 		t.Errorf("files: read %q, list %v, exists(missing) %v", got.Read, got.List, got.ExistsMissing)
+	}
+	if len(got.MakeDir) != 2 || !got.MakeDir[0] || got.MakeDir[1] {
+		t.Errorf("make_dir twice: %v, want [true false]", got.MakeDir)
+	}
+	if len(got.AfterMoves) != 1 || got.AfterMoves[0] != [2]string{"e", "dir"} {
+		t.Errorf("after rename d->e and removing hello.txt the directory holds %v, want [[e dir]]", got.AfterMoves)
+	}
+	if len(got.Running) != 1 || !got.Running[0] || !got.Killed {
+		t.Errorf("a background command: commands.list() %v, kill %v; want it listed and killed", got.Running, got.Killed)
 	}
 	if len(got.Listed) != 1 || got.Listed[0][0] != true {
 		t.Errorf("Sandbox.list(): %v, want the one sandbox", got.Listed)

@@ -19,6 +19,13 @@ sb.files.write("/tmp/e2b-test/hello.txt", "round trip\n")
 out["read"] = sb.files.read("/tmp/e2b-test/hello.txt")
 out["list"] = sorted(e.name for e in sb.files.list("/tmp/e2b-test"))
 out["exists_missing"] = sb.files.exists("/tmp/e2b-test/nope")
+out["make_dir"] = [sb.files.make_dir("/tmp/e2b-test/d"), sb.files.make_dir("/tmp/e2b-test/d")]
+sb.files.rename("/tmp/e2b-test/d", "/tmp/e2b-test/e")
+sb.files.remove("/tmp/e2b-test/hello.txt")
+out["after_moves"] = sorted((e.name, e.type.value) for e in sb.files.list("/tmp/e2b-test"))
+bg = sb.commands.run("sleep 600", background=True)
+out["running"] = [p.pid == bg.pid for p in sb.commands.list()]
+out["killed"] = sb.commands.kill(bg.pid)
 sb.set_timeout(60)
 out["listed"] = [(s.sandbox_id == sb.sandbox_id, s.metadata) for s in Sandbox.list().next_items()]
 try:
