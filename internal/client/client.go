@@ -15,13 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/socketdir"
 )
 
 // Client is a connection to one daemon. It is safe for concurrent use.
@@ -40,6 +44,9 @@ func New(addr, token string) (*Client, error) {
 	switch {
 	case strings.HasPrefix(addr, "unix://"), strings.HasPrefix(addr, "/"), strings.HasPrefix(addr, "./"):
 		path := strings.TrimPrefix(addr, "unix://")
+		if err := socketdir.Check(filepath.Dir(path), os.Geteuid()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("daemon socket %s: %w", path, err)
+		}
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/minisandbox/msb/internal/socketdir"
 )
 
 // Listen opens a listener for addr: unix:///path (or a path with a
@@ -24,8 +26,8 @@ func Listen(addr string, group int) (net.Listener, error) {
 		}
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the socket's directory: %w", err)
+	if err := socketDir(filepath.Dir(path), group); err != nil {
+		return nil, err
 	}
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
@@ -53,6 +55,23 @@ func Listen(addr string, group int) (net.Listener, error) {
 	return l, nil
 }
 
+// socketDir makes the socket's directory if missing (0700, or 0755 when
+// a group shares the socket) and refuses one others could write, naming
+// it (see socketdir). The default of a user without XDG_RUNTIME_DIR,
+// /tmp/msb-<uid>, must be theirs with mode 0700: another user may have
+// made it first.
+func socketDir(dir string, group int) error {
+	uid := os.Geteuid()
+	mode := os.FileMode(0o700)
+	if group >= 0 || uid == 0 {
+		mode = 0o755
+	}
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("creating the socket's directory: %w", err)
+	}
+	return socketdir.Check(dir, uid)
+}
+
 // SocketPath says whether addr names a unix socket, and its path.
 func SocketPath(addr string) (string, bool) {
 	if p, ok := strings.CutPrefix(addr, "unix://"); ok {
@@ -73,7 +92,7 @@ func DefaultSocket(uid int, runtimeDir string) string {
 	case runtimeDir != "":
 		return filepath.Join(runtimeDir, "msb.sock")
 	}
-	return fmt.Sprintf("/tmp/msb-%d/msb.sock", uid)
+	return filepath.Join(socketdir.Private(uid), "msb.sock")
 }
 
 // shellQuote quotes s as one bash word.

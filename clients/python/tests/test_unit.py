@@ -3,6 +3,8 @@ is, the token, decoding the wire types, errors by code, placement."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import msb
@@ -256,3 +258,24 @@ def test_ray_report_tables():
     assert lines[-1] == "summary: /o/r/gold.r.json"
     va = report_text("validate", {"validations": [{}, {}], "valid": ["a"], "invalid": {"b": "gold fails"}})
     assert va.splitlines()[1].split() == ["2", "1", "1", "0"] and va.splitlines()[-1].split() == ["b", "gold", "fails"]
+
+
+def test_default_socket_dir_of_another_user_is_refused():
+    # /tmp/msb-<uid> made first by someone else (here: mode 0777, or not
+    # the uid's) is refused, naming it; the uid's own 0700 is accepted.
+    from msb._transport import check_private_dir
+    uid = 2**31 - 77
+    d = f"/tmp/msb-{uid}"
+    os.mkdir(d)
+    try:
+        os.chmod(d, 0o777)
+        with pytest.raises(ValueError, match=d):
+            check_private_dir(d, uid)
+        os.chmod(d, 0o700)
+        if os.geteuid() == 0:
+            with pytest.raises(ValueError, match=d):
+                check_private_dir(d, uid)  # mode 0700 but root's
+            os.chown(d, uid, -1)
+            check_private_dir(d, uid)
+    finally:
+        os.rmdir(d)

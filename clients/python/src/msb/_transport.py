@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import socket
+import stat
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -74,7 +75,26 @@ def default_socket(env: Mapping[str, str] = os.environ, uid: Optional[int] = Non
 def default_address(env: Mapping[str, str] = os.environ) -> Address:
     """MSB_SOCKET (a path, unix:// or http:// URL) if set, else the default socket."""
     given = env.get("MSB_SOCKET", "")
-    return Address.parse(given) if given else Address(path=default_socket(env))
+    if given:
+        return Address.parse(given)
+    path = default_socket(env)
+    check_private_dir(os.path.dirname(path), os.geteuid())
+    return Address(path=path)
+
+
+def check_private_dir(path: str, uid: int) -> None:
+    """Refuse the default /tmp/msb-<uid> when another user could have made
+    it (as msb serve does): it must be uid's own directory with mode 0700."""
+    if path != f"/tmp/msb-{uid}":
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or stat.S_IMODE(st.st_mode) != 0o700:
+        raise ValueError(f"unsafe socket directory {path}: owned by uid {st.st_uid} with mode "
+                         f"{stat.S_IMODE(st.st_mode):04o}; it must be uid {uid}'s with mode 0700 "
+                         "(remove it, or set XDG_RUNTIME_DIR)")
 
 
 def default_token(env: Mapping[str, str] = os.environ) -> str:
