@@ -212,3 +212,31 @@ func lookupID(layers []string, file, name string) (int, int, error) {
 	}
 	return 0, 0, fmt.Errorf("%w: user or group %q is not in the image's /%s", rootfs.ErrImage, name, file)
 }
+
+func newCacheImagesCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "images",
+		Short:   "List imported images: refs, layers, file bytes, disk bytes, bytes shared with the rest of the cache",
+		Example: "  msb cache images\n  msb cache images --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.openCache(true)
+			if err != nil {
+				return err
+			}
+			imgs, err := c.Images(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(imgs)
+			}
+			t := newTable("IMAGE", "REF", "LAYERS", "FILES", "ON DISK", "SHARED")
+			for _, im := range imgs {
+				t.row(shortDigest(strings.TrimPrefix(im.Digest, "sha256:")), refCell(im.Refs), strconv.Itoa(im.Layers),
+					fmtSize(im.FileBytes), fmtSize(im.DiskBytes), fmtSize(im.SharedBytes))
+			}
+			return t.flush()
+		},
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http"
@@ -23,13 +24,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // busyboxImage writes a docker-archive of a two-layer image made of the
 // host's static busybox: the second layer deletes /etc/gone. Its config
-// sets PATH, IMG_VAR and the working directory /work.
-func busyboxImage(t *testing.T, tag string) string {
+// sets PATH, IMG_VAR and the working directory /work; extra is the
+// content of its /etc/extra.
+func busyboxImage(t *testing.T, tag, extra string) string {
 	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
@@ -65,7 +68,7 @@ func busyboxImage(t *testing.T, tag string) string {
 		base = append(base, ent{name: "bin/" + tool, link: "busybox", typ: tar.TypeSymlink, mode: 0o777})
 	}
 	top := []ent{{name: "etc/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/.wh.gone", typ: tar.TypeReg, mode: 0o644},
-		{name: "work/", typ: tar.TypeDir, mode: 0o755}}
+		{name: "work/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/extra", body: extra, typ: tar.TypeReg, mode: 0o644}}
 	img, err := mutate.AppendLayers(empty.Image, layer(base), layer(top))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +99,7 @@ func busyboxImage(t *testing.T, tag string) string {
 // base) with its Env and WorkingDir, the whiteout honoured by the overlay;
 // bad input exits 2 with one line and leaves a cache that verifies.
 func TestRunOnImage(t *testing.T) {
-	archive := busyboxImage(t, "example.com/test/busybox:1")
+	archive := busyboxImage(t, "example.com/test/busybox:1", "one\n")
 	env := []string{"MSB_CACHE=" + filepath.Join(t.TempDir(), "cache")}
 	dir := t.TempDir()
 
@@ -109,6 +112,30 @@ func TestRunOnImage(t *testing.T) {
 	want := "hello from the image\nvar=from-image cli=given\n/work\ndone\n"
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("run --image: %d\nstdout %q, want %q\nstderr %s", r.code, r.stdout, want, r.stderr)
+	}
+
+	// A second image on the same base layer: msb cache images shows the
+	// base's bytes as shared by both.
+	bb, _ := os.Stat("/bin/busybox")
+	shared := func(want int) []engine.ImageInfo {
+		t.Helper()
+		var imgs []engine.ImageInfo
+		r := msb(t, dir, env, "cache", "images", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &imgs); err != nil || len(imgs) != want {
+			t.Fatalf("cache images: %v %d %s %s", err, r.code, r.stdout, r.stderr)
+		}
+		return imgs
+	}
+	if imgs := shared(1); imgs[0].Layers != 2 || imgs[0].FileBytes < bb.Size() || imgs[0].SharedBytes >= bb.Size() {
+		t.Fatalf("one image: %+v", imgs[0])
+	}
+	if r := msb(t, dir, env, "cache", "import-image", "docker-archive:"+busyboxImage(t, "example.com/test/busybox:2", "two\n")); r.code != 0 {
+		t.Fatalf("second import: %d %s", r.code, r.stderr)
+	}
+	for _, im := range shared(2) {
+		if im.SharedBytes < bb.Size() {
+			t.Errorf("image %v shares %d bytes, want at least busybox's %d", im.Refs, im.SharedBytes, bb.Size())
+		}
 	}
 
 	for _, args := range [][]string{

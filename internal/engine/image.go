@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/store"
@@ -82,6 +83,74 @@ func (c *Cache) ImageRoot(ctx context.Context, name string) (ImageRoot, error) {
 	out := ImageRoot{Ref: ref, Config: root.Config, Lease: lease}
 	for _, id := range root.Layers {
 		out.Layers = append(out.Layers, c.st().TreePath(id))
+	}
+	return out, nil
+}
+
+// ImageInfo is one imported image in the cache's inventory.
+type ImageInfo struct {
+	Digest   string   `json:"digest"`
+	Platform string   `json:"platform,omitempty"`
+	Refs     []string `json:"refs"`
+	Layers   int      `json:"layers"`
+	// FileBytes sums the image's file sizes; DiskBytes the disk its layers'
+	// files take, each layer counted alone; SharedBytes the part of that
+	// also used elsewhere: whole layers another image has too, and files
+	// other layers (environments, repositories) hold.
+	FileBytes   int64 `json:"file_bytes"`
+	DiskBytes   int64 `json:"disk_bytes"`
+	SharedBytes int64 `json:"shared_bytes"`
+}
+
+// Images lists the imported images with their sizes, by digest.
+func (c *Cache) Images(ctx context.Context) ([]ImageInfo, error) {
+	u, err := c.st().Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byLayer := map[store.LayerID]store.LayerUsage{}
+	for _, l := range u.Layers {
+		byLayer[l.ID] = l
+	}
+	var out []ImageInfo
+	var layers [][]store.LayerID
+	seen := map[store.LayerID]int{} // record layer -> index in out
+	owners := map[store.LayerID]int{}
+	for _, l := range u.Layers {
+		for _, ref := range l.Refs {
+			if !strings.HasPrefix(ref, "image/") {
+				continue
+			}
+			if i, ok := seen[l.ID]; ok {
+				out[i].Refs = append(out[i].Refs, ref)
+				continue
+			}
+			rec, err := rootfs.ReadRecord(ctx, c.st(), ref)
+			if err != nil {
+				return nil, err
+			}
+			seen[l.ID] = len(out)
+			out = append(out, ImageInfo{Digest: rec.Digest, Platform: rec.Platform, Refs: []string{ref}, Layers: len(rec.Layers)})
+			layers = append(layers, rec.Layers)
+			for _, id := range rec.Layers {
+				owners[id]++
+			}
+		}
+	}
+	for i := range out {
+		for _, id := range layers[i] {
+			lu := byLayer[id]
+			out[i].FileBytes += lu.LogicalBytes
+			out[i].DiskBytes += lu.DiskBytes
+			if owners[id] > 1 {
+				out[i].SharedBytes += lu.DiskBytes
+			} else {
+				out[i].SharedBytes += lu.DiskBytes - lu.UniqueBytes
+			}
+		}
+	}
+	if out == nil {
+		out = []ImageInfo{}
 	}
 	return out, nil
 }
