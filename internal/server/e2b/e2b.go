@@ -123,7 +123,7 @@ type boxKey struct{}
 func (f *Front) envd(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("E2b-Sandbox-Id")
-		b := f.box(id)
+		b := f.live(id)
 		if b == nil {
 			writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "sandboxId": id,
 				"message": "The sandbox " + id + " was not found"})

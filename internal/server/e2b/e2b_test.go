@@ -110,7 +110,6 @@ func TestE2BAccessToken(t *testing.T) {
 		t.Fatalf("create: %d %v", status, created)
 	}
 	id := created["sandboxID"].(string)
-	defer call(t, "DELETE", url+"/sandboxes/"+id, map[string]string{"X-API-Key": testKey})
 	for _, tok := range []string{"", "wrong", testKey} {
 		status, body := call(t, "POST", url+"/process.Process/List", map[string]string{"E2b-Sandbox-Id": id, "X-Access-Token": tok, "Content-Type": "application/json"})
 		if status != http.StatusUnauthorized {
@@ -121,6 +120,52 @@ func TestE2BAccessToken(t *testing.T) {
 		"X-Access-Token": created["envdAccessToken"].(string), "Content-Type": "application/json"})
 	if status != http.StatusOK {
 		t.Errorf("envd call with the sandbox's access token: %d %v, want 200", status, body)
+	}
+	if status, body := call(t, "DELETE", url+"/sandboxes/"+id, map[string]string{"X-API-Key": testKey}); status != http.StatusNoContent {
+		t.Fatalf("kill: %d %v", status, body)
+	}
+	status, body = call(t, "POST", url+"/process.Process/List", map[string]string{"E2b-Sandbox-Id": id,
+		"X-Access-Token": created["envdAccessToken"].(string), "Content-Type": "application/json"})
+	if status != http.StatusBadGateway {
+		t.Errorf("envd call to a killed sandbox: %d %v, want 502", status, body)
+	}
+}
+
+// TestE2BTimeout: a sandbox is killed when its timeout ends, and
+// set_timeout moves the end.
+func TestE2BTimeout(t *testing.T) {
+	url := startFront(t)
+	key := map[string]string{"X-API-Key": testKey}
+	req, _ := http.NewRequest("POST", url+"/v2/sandboxes", strings.NewReader(`{"templateID": "base", "timeout": 3600, "unknownField": 1}`))
+	req.Header.Set("X-API-Key", testKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created map[string]any
+	json.NewDecoder(res.Body).Decode(&created)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %v", res.StatusCode, created)
+	}
+	id := created["sandboxID"].(string)
+	if status, body := call(t, "GET", url+"/sandboxes/"+id, key); status != http.StatusOK || body["state"] != "running" {
+		t.Fatalf("get: %d %v", status, body)
+	}
+	req, _ = http.NewRequest("POST", url+"/sandboxes/"+id+"/timeout", strings.NewReader(`{"timeout": 1}`))
+	req.Header.Set("X-API-Key", testKey)
+	if res, err = http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("set timeout: %v %v", res, err)
+	}
+	res.Body.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		status, _ := call(t, "GET", url+"/sandboxes/"+id, key)
+		if status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox is still there (%d) a minute after a 1 s timeout", status)
+		}
 	}
 }
 
