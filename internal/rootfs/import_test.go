@@ -227,7 +227,12 @@ func TestImportBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	corrupt := writeLayout(t, img, "")
-	corruptBlob(t, corrupt, img)
+	editBlob(t, corrupt, img, func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b })
+	big := make([]byte, 1<<20)
+	rand.Read(big)
+	bigImg := buildImage(t, v1.Config{}, []ent{file("big", string(big))})
+	cut := writeLayout(t, bigImg, "")
+	editBlob(t, cut, bigImg, func(b []byte) []byte { return b[:len(b)/2] })
 	for _, tc := range []struct {
 		name, source string
 		opts         OpenOptions
@@ -238,6 +243,7 @@ func TestImportBadInput(t *testing.T) {
 		{"missing-file", "docker-archive:/nonexistent/image.tar", OpenOptions{}, ErrNoImage},
 		{"truncated", "docker-archive:" + truncated, OpenOptions{}, nil},
 		{"wrong-digest", "oci:" + corrupt, OpenOptions{}, nil},
+		{"truncated-layer", "oci:" + cut, OpenOptions{}, nil},
 		{"unreachable-registry", "docker://127.0.0.1:1/x/y:z", OpenOptions{Insecure: true}, nil},
 		{"insecure-remote", "docker://registry.example.com/x/y:z", OpenOptions{Insecure: true}, nil},
 		{"no-transport", "nosuch:thing", OpenOptions{}, ErrNoImage},
@@ -259,8 +265,8 @@ func TestImportBadInput(t *testing.T) {
 	}
 }
 
-// corruptBlob flips a byte in the middle of the image's last layer blob.
-func corruptBlob(t testing.TB, layoutDir string, img v1.Image) {
+// editBlob rewrites the image's last layer blob in a layout dir.
+func editBlob(t testing.TB, layoutDir string, img v1.Image, edit func([]byte) []byte) {
 	t.Helper()
 	ls, err := img.Layers()
 	if err != nil {
@@ -275,9 +281,7 @@ func corruptBlob(t testing.TB, layoutDir string, img v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = bytes.Clone(b)
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := os.WriteFile(p, edit(bytes.Clone(b)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

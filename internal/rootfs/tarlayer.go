@@ -147,8 +147,8 @@ func (l *tarLayer) add(ctx context.Context, hdr *tar.Header, body io.Reader) err
 		if err := l.parents(p); err != nil {
 			return err
 		}
-		if err := l.w.AddFile(ctx, &e, body); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrImage, p, err)
+		if err := l.w.AddFile(ctx, &e, sourceReader{body}); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" {
@@ -344,3 +344,23 @@ func (n layerNotes) log(log *slog.Logger, layer int) {
 		log.Warn("image layer: extended attributes (file capabilities among them) are not kept by the store", "layer", layer, "count", n.xattrs, "first", n.firstXattr)
 	}
 }
+
+// sourceReader marks the errors of reading the image (a truncated or
+// corrupt stream) as ErrImage, so that they are told apart from the
+// store's own (a full disk) when AddFile fails.
+type sourceReader struct{ r io.Reader }
+
+func (s sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &readError{err}
+	}
+	return n, err
+}
+
+// readError is an error reading an image: errors.Is(err, ErrImage) holds.
+type readError struct{ err error }
+
+func (e *readError) Error() string        { return "reading the image: " + e.err.Error() }
+func (e *readError) Unwrap() error        { return e.err }
+func (e *readError) Is(target error) bool { return target == ErrImage }
