@@ -74,12 +74,8 @@ func buildImage(t testing.TB, cfg v1.Config, layers ...[]ent) v1.Image {
 	t.Helper()
 	img := empty.Image
 	for _, ents := range layers {
-		b := layerTar(t, ents)
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
+		var err error
+		if img, err = mutate.AppendLayers(img, layerOf(t, ents)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,6 +91,17 @@ func buildImage(t testing.TB, cfg v1.Config, layers ...[]ent) v1.Image {
 		t.Fatal(err)
 	}
 	return img
+}
+
+// layerOf is a gzip layer of the entries.
+func layerOf(t testing.TB, ents []ent) v1.Layer {
+	t.Helper()
+	b := layerTar(t, ents)
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // writeLayout writes img as an OCI layout dir with a ref.name annotation.

@@ -37,7 +37,7 @@ type LayerProgress struct {
 // Imported is what Import did.
 type Imported struct {
 	Record *Record
-	// Ref is the record layer; Refs the refs pointed at it.
+	// RecordLayer holds the record; Refs are the refs pointed at it.
 	RecordLayer store.LayerID
 	Refs        []string
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/store"
@@ -232,6 +234,10 @@ func TestImportBadInput(t *testing.T) {
 	rand.Read(big)
 	bigImg := buildImage(t, v1.Config{}, []ent{file("big", string(big))})
 	cut := writeLayout(t, bigImg, "")
+	odd, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layerOf(t, baseLayer()), MediaType: "application/vnd.example.layer.v1+squashfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	editBlob(t, cut, bigImg, func(b []byte) []byte { return b[:len(b)/2] })
 	for _, tc := range []struct {
 		name, source string
@@ -244,6 +250,7 @@ func TestImportBadInput(t *testing.T) {
 		{"truncated", "docker-archive:" + truncated, OpenOptions{}, nil},
 		{"wrong-digest", "oci:" + corrupt, OpenOptions{}, nil},
 		{"truncated-layer", "oci:" + cut, OpenOptions{}, nil},
+		{"unsupported-media-type", "oci:" + writeLayout(t, odd, ""), OpenOptions{}, ErrUnsupported},
 		{"unreachable-registry", "docker://127.0.0.1:1/x/y:z", OpenOptions{Insecure: true}, nil},
 		{"insecure-remote", "docker://registry.example.com/x/y:z", OpenOptions{Insecure: true}, nil},
 		{"no-transport", "nosuch:thing", OpenOptions{}, ErrNoImage},
