@@ -81,6 +81,9 @@ type InstanceReport struct {
 	// say what a tampered patch changed, one line per file.
 	Integrity        Integrity    `json:"integrity,omitempty"`
 	IntegrityReasons List[string] `json:"integrity_reasons,omitempty"`
+	// IntegrityNotes say which checks did not run, and why (a test
+	// command that cannot take the canary).
+	IntegrityNotes List[string] `json:"integrity_notes,omitempty"`
 }
 
 // ReportFile is the content of a per-instance report.json:

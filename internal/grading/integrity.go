@@ -17,15 +17,57 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 	if e.Patch == nil || strings.TrimSpace(*e.Patch) == "" {
 		return v
 	}
-	res := integrity.Check(*e.Patch, e.TestPatch)
-	v.Report.Integrity, v.Report.IntegrityReasons = res.Verdict, res.Reasons()
-	if res.Verdict != api.IntegrityTampered || e.Integrity == api.IntegrityWarn || !v.Outcome.IsVerdict() {
+	reasons := integrity.Check(*e.Patch, e.TestPatch).Reasons()
+	if e.Canary.Note != "" {
+		v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, e.Canary.Note)
+	}
+	if v.Outcome.IsVerdict() && len(v.Statuses) > 0 && e.Parse != nil {
+		reasons = append(reasons, canaryReasons(e)...)
+	}
+	v.Report.Integrity, v.Report.IntegrityReasons = api.IntegrityOK, reasons
+	if len(reasons) > 0 {
+		v.Report.Integrity = api.IntegrityTampered
+	}
+	if len(reasons) == 0 || e.Integrity == api.IntegrityWarn || !v.Outcome.IsVerdict() {
 		return v
 	}
 	v.Voided = true
 	v.Outcome, v.Resolution, v.Report.Resolved = api.OutcomeUnresolved, api.ResolvedNo, false
-	v.Detail = strings.TrimSpace("integrity: tampered: " + strings.Join(res.Reasons(), "; ") + "\n" + v.Detail)
+	v.Detail = strings.TrimSpace("integrity: tampered: " + strings.Join(reasons, "; ") + "\n" + v.Detail)
 	return v
+}
+
+// canaryReasons parses the canary run's output with the instance's parser
+// and says what it shows (integrity.Canary.Judge). It is read only when
+// the harness's run gave a verdict and reported tests: a run that
+// reported none (no runner, a patch that breaks collection) is unresolved
+// anyway, and its canary run fails for the same reason.
+func canaryReasons(e Evaluation) []string {
+	if !e.Canary.Active() {
+		return nil
+	}
+	out, ok := e.Canary.Output(e.Log)
+	statuses := map[string]string{}
+	if ok {
+		for id, st := range e.Parse(out) {
+			statuses[id] = string(st)
+		}
+	}
+	return e.Canary.Judge(statuses, ok)
+}
+
+// withoutCanary is e's log without the canary run's output, which the
+// harness's parser must never read (its tests are no instance's).
+func withoutCanary(e Evaluation) string {
+	if !e.Canary.Active() {
+		return e.Log
+	}
+	before, rest, ok := strings.Cut(e.Log, e.Canary.Start()+"\n")
+	if !ok {
+		return e.Log
+	}
+	_, after, _ := strings.Cut(rest, e.Canary.End())
+	return before + after
 }
 
 // Reward is the verdict's reward in [0, 1] (RewardOf): 0 without tests

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/grading/integrity"
 )
 
 // Evaluation is everything known about one evaluation run, for Judge. The
@@ -35,6 +36,9 @@ type Evaluation struct {
 	TestPatch string
 	// Integrity is what a tampered patch does to the verdict (empty: fail).
 	Integrity api.IntegrityMode
+	// Canary is the evaluation's canary (integrity.NewCanary): its run's
+	// output in Log is judged by checkIntegrity and never graded.
+	Canary integrity.Canary
 }
 
 // Verdict is Judge's answer.
@@ -61,7 +65,9 @@ var ErrNoParser = errors.New("no log parser")
 // harness reports it. Every verdict then passes the integrity check
 // (checkIntegrity).
 func Judge(e Evaluation) Verdict {
-	return checkIntegrity(e, judge(e))
+	graded := e
+	graded.Log = withoutCanary(e)
+	return checkIntegrity(e, judge(graded))
 }
 
 func judge(e Evaluation) Verdict {

@@ -11,6 +11,8 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/grading/integrity"
+	"github.com/minisandbox/msb/internal/patch"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
@@ -153,6 +155,11 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	}
 	e.log.Printf("Git diff before:\n%s", before)
 	e.art.EvalScript = EvalScript(e.t)
+	if !e.empty() {
+		// The canary runs after the harness's part, whose log it leaves alone.
+		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
+		e.art.EvalScript += e.ev.Canary.Script()
+	}
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(e.art.EvalScript), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
 	}

@@ -12,7 +12,8 @@ import (
 // assertEqual a no-op from the test package's __init__.py is resolved by
 // the harness's rules; the evaluation reports it tampered, and under
 // --integrity fail (the default) unresolved with reward 0, under warn
-// resolved with the flag beside it.
+// resolved with the flag beside it. Both checks see it: the static one and
+// the canary.
 func TestEvaluateIntegrity(t *testing.T) {
 	f := newFixture(t)
 	inst := f.gen.Instances[0]
@@ -34,7 +35,8 @@ func TestEvaluateIntegrity(t *testing.T) {
 			if res.Outcome != tc.outcome || res.Reward != tc.reward || res.Report.Integrity != api.IntegrityTampered {
 				t.Fatalf("outcome %s reward %v integrity %q (%s), want %s %v tampered; log:\n%s", res.Outcome, res.Reward, res.Report.Integrity, res.Detail, tc.outcome, tc.reward, ev.Artifacts.TestOutput)
 			}
-			if len(res.Report.IntegrityReasons) != 1 || !strings.HasPrefix(res.Report.IntegrityReasons[0], "tests/__init__.py: ") {
+			// The static check names the file; the canary sees the no-op run.
+			if r := res.Report.IntegrityReasons; len(r) != 2 || !strings.HasPrefix(r[0], "tests/__init__.py: ") || r[1] != "canary: the test machinery reports a failing test as passed" {
 				t.Fatalf("reasons %q", res.Report.IntegrityReasons)
 			}
 			if tc.outcome == api.OutcomeUnresolved && !strings.Contains(res.Detail, "tests/__init__.py") {

@@ -15,8 +15,12 @@
 //     (api.IntegrityOK, api.IntegrityTampered).
 //   - Reason: the text a Finding gives ("<path>: <rule reason>"), the
 //     lines of the report's integrity_reasons.
+//   - Canary: the dynamic check (canary.go): a test that must fail and
+//     one that must pass, under random names, run by the instance's own
+//     test command after the harness's run; a Canary's Judge gives
+//     reasons of its own ("canary: ...").
 //
-// The check is static and fast: it reads the model patch and the
+// The static check is fast: it reads the model patch and the
 // instance's test patch (internal/patch) and runs nothing. What the task
 // asked to change is what the test patch touches: the model patch may not
 // edit those files at all (the evaluation resets them), and the rules

@@ -1,0 +1,176 @@
+package integrity
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// A Canary is the dynamic check of the test machinery: two tests the
+// evaluation adds under names drawn at random for it, one that must fail
+// and one that must pass, run by the instance's own test command after the
+// harness's run (whose log and exit status stay the harness's). The canary
+// file sits in the directory of the instance's first test file, so the
+// same package __init__.py and conftest.py files load, and it imports that
+// test file's module, so the code under test loads too. A patch that makes
+// assertions no-ops, rewrites reports, ends the process during collection
+// or prints results of its own shows in the canary run: the failing test
+// passes, a test is missing, or tests are reported that did not run (only
+// the two canaries are selected).
+//
+// A canary needs a runner whose selection takes a file: pytest and
+// Python's unittest. For any other test command (Django's runtests.py,
+// sympy's bin/test, tox) NewCanary returns one with a Note and no Script.
+type Canary struct {
+	// Token is the random part of every name; Dir the canary file's
+	// directory and File its path, relative to the repository root.
+	Token, Dir, File string
+	// Class, Pass and Fail name the TestCase and its two tests.
+	Class, Pass, Fail string
+	// Command runs the two tests: the test command and File.
+	Command string
+	// Import is the dotted module of the test file the canary imports
+	// (or, when that fails, its last part, as pytest's rootdir insertion
+	// would import it).
+	Import string
+	// Note says why the evaluation runs no canary; "" when it does.
+	Note string
+}
+
+// canaryRunner matches the test commands whose selection can take the
+// canary file: pytest (also as python -m pytest) and python -m unittest.
+var canaryRunner = regexp.MustCompile(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+(pytest|unittest)(\s|$)`)
+
+// NewCanary draws a canary for an evaluation whose test command is
+// testCmd and whose test patch touches testFiles.
+func NewCanary(testCmd string, testFiles []string) Canary {
+	if !canaryRunner.MatchString(testCmd) {
+		return Canary{Note: "canary skipped: the test command is not pytest or unittest, whose selection the canary needs"}
+	}
+	var first string
+	for _, f := range testFiles {
+		if strings.HasSuffix(f, ".py") && !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") {
+			first = f
+			break
+		}
+	}
+	if first == "" {
+		return Canary{Note: "canary skipped: the test patch touches no Python test file"}
+	}
+	tok := token()
+	c := Canary{
+		Token: tok, Dir: path.Dir(first),
+		Class: "TestMsb" + tok, Pass: "test_msb_pass_" + tok, Fail: "test_msb_fail_" + tok,
+		Import: strings.ReplaceAll(strings.TrimSuffix(first, ".py"), "/", "."),
+	}
+	c.File = path.Join(c.Dir, "test_msb_"+tok+".py")
+	c.Command = testCmd + " " + quote(c.File)
+	return c
+}
+
+func token() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// Active reports whether the evaluation runs the canary.
+func (c Canary) Active() bool { return c.Note == "" && c.Token != "" }
+
+// Source is the canary test file. The failing test compares two different
+// values with assertEqual, the assertion a patch would disable.
+func (c Canary) Source() string {
+	return fmt.Sprintf(`import importlib
+import unittest
+
+for name in (%q, %q):
+    try:
+        importlib.import_module(name)
+        break
+    except BaseException:
+        pass
+
+
+class %s(unittest.TestCase):
+    def %s(self):
+        self.assertEqual("%s", "%s")
+
+    def %s(self):
+        self.assertEqual("%s", "%s-")
+`, c.Import, c.Import[strings.LastIndex(c.Import, ".")+1:], c.Class, c.Pass, c.Token, c.Token, c.Fail, c.Token, c.Token)
+}
+
+// Start and End mark the canary run's output in the evaluation log.
+func (c Canary) Start() string { return ">>>>> msb canary start " + c.Token }
+func (c Canary) End() string   { return ">>>>> msb canary end " + c.Token }
+
+// Script is the shell text the eval script runs after the harness's part:
+// write the canary file, run it between the markers, remove it. "" when
+// the canary is skipped.
+func (c Canary) Script() string {
+	if !c.Active() {
+		return ""
+	}
+	delim := "MSB_CANARY_" + c.Token
+	return fmt.Sprintf("cat > %s <<'%s'\n%s%s\necho '%s'\n%s\necho '%s'\nrm -f %s\n",
+		quote(c.File), delim, c.Source(), delim, c.Start(), c.Command, c.End(), quote(c.File))
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Output is the canary run's part of log, between the markers; false when
+// the markers are missing.
+func (c Canary) Output(log string) (string, bool) {
+	_, rest, ok := strings.Cut(log, c.Start()+"\n")
+	if !ok {
+		return "", false
+	}
+	out, _, ok := strings.Cut(rest, c.End())
+	return out, ok
+}
+
+// Is reports whether the test id a parser gave names one of the canaries.
+func (c Canary) Is(id string) bool { return c.Active() && strings.Contains(id, c.Token) }
+
+// Judge says what the canary run's statuses, as a parser gave them (test
+// id to the harness's status word: PASSED, FAILED, ERROR ...), show:
+// reasons the test machinery was tampered with, none when it reported the
+// failing test failed, the passing one passed, and nothing else.
+func (c Canary) Judge(statuses map[string]string, markers bool) []string {
+	if !c.Active() {
+		return nil
+	}
+	if !markers {
+		return []string{"canary: the canary run's output is missing (the evaluation ended early)"}
+	}
+	var pass, fail string
+	var others []string
+	for id, st := range statuses {
+		switch {
+		case strings.Contains(id, c.Pass):
+			pass = st
+		case strings.Contains(id, c.Fail):
+			fail = st
+		default:
+			others = append(others, id)
+		}
+	}
+	var reasons []string
+	switch fail {
+	case "FAILED", "ERROR":
+	case "":
+		reasons = append(reasons, "canary: the test machinery did not report a failing test")
+	default:
+		reasons = append(reasons, "canary: the test machinery reports a failing test as "+strings.ToLower(fail))
+	}
+	if pass != "PASSED" {
+		reasons = append(reasons, "canary: the test machinery did not report a passing test as passed")
+	}
+	if len(others) > 0 {
+		reasons = append(reasons, fmt.Sprintf("canary: the log reports %d tests that did not run (%s)", len(others), others[0]))
+	}
+	return reasons
+}
