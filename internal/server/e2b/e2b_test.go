@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -169,8 +170,10 @@ func TestE2BTimeout(t *testing.T) {
 	}
 }
 
-// TestE2BPythonSDK drives the front end with the e2b SDK from PyPI.
-func TestE2BPythonSDK(t *testing.T) {
+// sdkScript runs a script of testdata with the e2b SDK from PyPI pointed
+// at a fresh front end, and returns what it printed.
+func sdkScript(t *testing.T, script string) []byte {
+	t.Helper()
 	py := privtest.Python(t, "the e2b SDK (internal/server/testdata/requirements.txt)")
 	if out, err := exec.Command(py, "-c", "import e2b").CombinedOutput(); err != nil {
 		privtest.Skip(t, "%s=%s lacks the e2b SDK: %v %s", privtest.PythonEnv, py, err, out)
@@ -178,13 +181,42 @@ func TestE2BPythonSDK(t *testing.T) {
 	url := startFront(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "sdk_roundtrip.py"))
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", script))
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
 	cmd.Stderr = &strings.Builder{}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("the SDK script: %v\n%s%s", err, out, cmd.Stderr)
+		t.Fatalf("%s: %v\n%s%s", script, err, out, cmd.Stderr)
 	}
+	return out
+}
+
+// TestE2BAsyncSDK: the SDK's asyncio form, many commands at once.
+func TestE2BAsyncSDK(t *testing.T) {
+	out := sdkScript(t, "sdk_async.py")
+	var got struct {
+		Outputs []string `json:"outputs"`
+		Chunks  []string `json:"chunks"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if len(got.Outputs) != 20 {
+		t.Fatalf("%d results of 20 concurrent commands", len(got.Outputs))
+	}
+	for i, o := range got.Outputs {
+		if o != fmt.Sprintf("%d\n", i) {
+			t.Errorf("concurrent command %d printed %q", i, o)
+		}
+	}
+	if strings.Join(got.Chunks, "") != "1\n2\n3\n" || len(got.Chunks) < 2 {
+		t.Errorf("on_stdout saw %q, want 1 2 3 in more than one chunk (streamed, not at the end)", got.Chunks)
+	}
+}
+
+// TestE2BPythonSDK drives the front end with the e2b SDK from PyPI.
+func TestE2BPythonSDK(t *testing.T) {
+	out := sdkScript(t, "sdk_roundtrip.py")
 	var got struct {
 		Stdout          string      `json:"stdout"`
 		ExitCode        int         `json:"exit_code"`

@@ -1,0 +1,19 @@
+"""Drive msb's E2B front end with the e2b SDK's asyncio form: concurrent
+commands in one sandbox keep their outputs apart, and output is streamed
+as it is printed. Prints one JSON object, which e2b_test.go checks."""
+import asyncio
+import json
+
+from e2b import AsyncSandbox
+
+
+async def main():
+    sb = await AsyncSandbox.create()
+    results = await asyncio.gather(*[sb.commands.run(f"echo {i}") for i in range(20)])
+    chunks = []
+    await sb.commands.run("for i in 1 2 3; do echo $i; sleep 0.1; done", on_stdout=chunks.append)
+    await sb.kill()
+    print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks}))
+
+
+asyncio.run(main())
