@@ -50,6 +50,7 @@ STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 
 test-go: build vet test-venv
 	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
+		MSB_TEST_MULTISWE=$${MSB_TEST_MULTISWE:-$(CURDIR)/.venv-test/multi-swe-bench} \
 		$(STRICT) $(GO) test -count=1 -timeout 30m ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
@@ -98,11 +99,12 @@ bench: build
 # client and schemathesis drive msb serve from the Go tests.
 test-venv: .venv-test/.msb-stamp
 .venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt internal/grading/testdata/harness/requirements.txt \
-		internal/grading/testdata/harness/swesmith-requirements.txt
+		internal/grading/testdata/harness/swesmith-requirements.txt internal/grading/multiswe/testdata/requirements.txt
 	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
 	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt -r internal/grading/testdata/harness/swesmith-requirements.txt
 	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/swebench-grading -r internal/grading/testdata/harness/requirements.txt
+	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/multi-swe-bench -r internal/grading/multiswe/testdata/requirements.txt
 	touch $@
 
 vet:
