@@ -25,7 +25,7 @@ import (
 // started for it.
 func TestServerBadInput(t *testing.T) {
 	d := startDaemon(t, nil, nil)
-	c := &http.Client{}
+	c := &http.Client{Timeout: time.Minute} // a daemon stuck on a request fails the test, not the suite's timeout
 	inst := generated(t).Instances[0].InstanceID
 	dir := t.TempDir()
 	unreadable := filepath.Join(dir, "unreadable.json")

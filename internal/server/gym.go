@@ -57,8 +57,11 @@ func (s *Server) gymStep(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := decode(r, &req, false); err != nil {
 		return nil, err
 	}
+	if req.TimeoutNs < 0 {
+		return nil, badRequest("timeout_ns %d: must not be negative (0: the server's step timeout)", req.TimeoutNs)
+	}
 	timeout := time.Duration(req.TimeoutNs)
-	if timeout <= 0 {
+	if timeout == 0 {
 		timeout = s.o.StepTimeout
 	}
 	sb, err := s.sandbox(r)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -83,8 +84,12 @@ func lastLine(s string) string {
 
 // TestPythonSchemathesis checks the served OpenAPI document against the
 // routes with schemathesis (PyPI, pinned): generated requests, valid and
-// not, get answers whose status, content type and body the document
-// declares, and no 5xx. (Its check that every schema-valid request is
+// not, to every operation of the document get answers whose status,
+// content type and body the document declares, and no 5xx. Path
+// parameters name things that exist (a gym episode's task sandbox, its
+// session, an instance, a cancelled job), so requests reach the handlers'
+// logic instead of stopping at a 404. Bounded: 10 examples per operation
+// and phase, loopback only. (The check that every schema-valid request is
 // accepted is left out: a valid request for an unknown id is a 404.)
 func TestPythonSchemathesis(t *testing.T) {
 	py := python(t)
@@ -92,16 +97,48 @@ func TestPythonSchemathesis(t *testing.T) {
 		c.MaxSandboxes, c.Lifetime, c.IdleTimeout = 8, time.Minute, 20*time.Second
 		c.Limits.MemoryBytes = 256 << 20
 	}, nil)
-	st := filepath.Join(filepath.Dir(py), "schemathesis")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, st, "run", d.tcp+"/v1/openapi.json", "-H", "Authorization: Bearer "+testToken,
-		"-n", "10", "--seed", "1", "--phases", "examples,coverage,fuzzing", "--exclude-checks", "positive_data_acceptance",
+	inst := generated(t).Instances[0].InstanceID
+	// The episode every operation works on; the operations that end a
+	// sandbox get ones of their own, so the others find it live.
+	episode := func() api.GymObservation {
+		var obs api.GymObservation
+		if err := d.unix.Call(ctx, "POST", "/v1/gym/reset", api.GymResetRequest{InstanceID: inst, LifetimeNs: int64(10 * time.Minute), IdleTimeoutNs: int64(10 * time.Minute)}, &obs); err != nil {
+			t.Fatal(err)
+		}
+		return obs
+	}
+	obs, submitted, deleted := episode(), episode(), episode()
+	var job api.Job
+	if err := d.unix.Call(ctx, "POST", "/v1/jobs", api.JobRequest{Kind: api.JobValidation, RunID: "fuzz", InstanceIDs: []string{inst}, Workers: 1}, &job); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.unix.Call(ctx, "DELETE", "/v1/jobs/"+job.ID, nil, &job); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "schemathesis.toml")
+	params := fmt.Sprintf("[parameters]\n\"path.id\" = %q\n\"path.name\" = %q\n\"path.instance_id\" = %q\n\"path.job_id\" = %q\n",
+		obs.SandboxID, obs.Session, inst, job.ID)
+	for op, id := range map[string]string{"POST /v1/gym/{id}/submit": submitted.SandboxID, "DELETE /v1/sandboxes/{id}": deleted.SandboxID} {
+		params += fmt.Sprintf("\n[[operations]]\ninclude-name = %q\nparameters = { \"path.id\" = %q }\n", op, id)
+	}
+	if err := os.WriteFile(config, []byte(params), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := filepath.Join(filepath.Dir(py), "schemathesis")
+	cmd := exec.CommandContext(ctx, st, "--config-file", config, "run", d.tcp+"/v1/openapi.json", "-H", "Authorization: Bearer "+testToken,
+		"-n", "10", "--seed", "1", "--phases", "examples,coverage,fuzzing", "--checks", "all", "--exclude-checks", "positive_data_acceptance",
 		"--request-timeout", "60", "-w", "2", "--no-color")
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("schemathesis: %v\n%s", err, out)
+	}
+	// Every operation of the document was tried.
+	if n := len(New(d.e, Options{}).routes()); !strings.Contains(string(out), fmt.Sprintf("Tested: %d", n)) {
+		t.Fatalf("schemathesis did not test the %d operations:\n%s", n, out)
 	}
 	t.Logf("schemathesis: %s", lastLine(string(out)))
 }
