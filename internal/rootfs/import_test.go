@@ -122,6 +122,7 @@ func TestImportArchives(t *testing.T) {
 		{"oci-archive", "oci-archive:" + tarDir(t, layoutDir), ""},
 		{"bare-oci-archive", tarDir(t, layoutDir), ""},
 		{"bare-layout", layoutDir, ""},
+		{"layout-by-name", "oci:" + writeLayout(t, img, "example.com/a/b:named") + ":example.com/a/b:named", "image/example.com/a/b:named"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := openStore(t)

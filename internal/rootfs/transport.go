@@ -113,14 +113,20 @@ func open(ctx context.Context, source string, opts OpenOptions) (*Opened, error)
 	return openDockerArchive(source, "")
 }
 
-// splitPathRef splits PATH[:REF]; a path holding ":" must be given without
-// a ref only if it exists as a whole.
+// splitPathRef splits PATH[:REF] at the first ":" before which a file or
+// directory exists, so that both PATH and REF may hold colons
+// (oci:./layout:example.com/app:1); without one, all of s is the path.
 func splitPathRef(s string) (string, string) {
 	if _, err := os.Stat(s); err == nil {
 		return s, ""
 	}
-	if i := strings.LastIndexByte(s, ':'); i > 0 {
-		return s[:i], s[i+1:]
+	for i := 0; i < len(s); i++ {
+		if s[i] != ':' {
+			continue
+		}
+		if _, err := os.Stat(s[:i]); err == nil {
+			return s[:i], s[i+1:]
+		}
 	}
 	return s, ""
 }
