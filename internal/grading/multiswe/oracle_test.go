@@ -3,10 +3,13 @@ package multiswe
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -41,22 +44,42 @@ func oracle(t *testing.T, in, out any) {
 	}
 }
 
-// loadRows reads every shared Multi-SWE-bench row.
+var (
+	rowsOnce sync.Once
+	rowsErr  error
+	rowsAll  []dataset.Instance
+)
+
+// loadRows reads every shared Multi-SWE-bench row (once per test binary).
 func loadRows(t *testing.T) []dataset.Instance {
 	t.Helper()
+	rowsOnce.Do(func() { rowsAll, rowsErr = readRows() })
+	if errors.Is(rowsErr, os.ErrNotExist) {
+		t.Skipf("Multi-SWE-bench rows not present in %s", rowsDir)
+	}
+	if rowsErr != nil {
+		t.Fatal(rowsErr)
+	}
+	return rowsAll
+}
+
+func readRows() ([]dataset.Instance, error) {
 	files, _ := filepath.Glob(filepath.Join(rowsDir, "*.jsonl"))
 	if len(files) == 0 {
-		t.Skipf("Multi-SWE-bench rows not present in %s", rowsDir)
+		return nil, os.ErrNotExist
 	}
 	var rows []dataset.Instance
 	for _, f := range files {
 		got, rowErrs, err := dataset.Load(f, dataset.Filter{})
-		if err != nil || len(rowErrs) > 0 {
-			t.Fatalf("%s: %v %v", f, err, rowErrs)
+		if err == nil && len(rowErrs) > 0 {
+			err = rowErrs[0]
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		rows = append(rows, got...)
 	}
-	return rows
+	return rows, nil
 }
 
 type oracleReport struct {

@@ -17,7 +17,6 @@ import sys
 
 sys.path.insert(0, os.environ["MSB_TEST_MULTISWE"])
 
-import multi_swe_bench.harness.repos  # noqa: E402,F401  (registers the instances)
 from multi_swe_bench.harness.image import Config  # noqa: E402
 from multi_swe_bench.harness.instance import Instance  # noqa: E402
 from multi_swe_bench.harness.pull_request import Base, PullRequest  # noqa: E402
@@ -40,6 +39,8 @@ def report(case):
 
 
 def parse(org, repo, logs):
+    import multi_swe_bench.harness.repos  # noqa: F401  (registers every instance: slow, so only here)
+
     pr = PullRequest(org=org, repo=repo, number=1, state="", title="", body="",
                      base=Base(label="", ref="", sha=""), resolved_issues=[],
                      fix_patch="", test_patch="")
