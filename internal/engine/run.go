@@ -32,17 +32,17 @@ type Sink interface {
 	Summary(ctx context.Context, s api.RunSummary) error
 }
 
-// RunLocker is a Sink that can hold a run for one writer: RunEvaluation
-// and RunValidation hold the run while they write it, and fail with the
-// error LockRun gives when another holds it.
+// RunLocker is a Sink that can hold instances of a run for one writer:
+// RunEvaluation and RunValidation hold theirs while they write them, and
+// fail with the error LockRun gives when another holds one.
 type RunLocker interface {
-	LockRun(runID string) (unlock func(), err error)
+	LockRun(runID string, instanceIDs []string) (unlock func(), err error)
 }
 
-// lockRun holds the run in sink if it can be held.
-func lockRun(sink Sink, runID string) (unlock func(), err error) {
+// lockRun holds the instances of the run in sink if it can hold them.
+func lockRun(sink Sink, runID string, ids []string) (unlock func(), err error) {
 	if l, ok := sink.(RunLocker); ok {
-		return l.LockRun(runID)
+		return l.LockRun(runID, ids)
 	}
 	return func() {}, nil
 }
@@ -134,7 +134,11 @@ func (e *Engine) RunEvaluation(ctx context.Context, r EvalRun, sink Sink) (api.R
 	if err != nil {
 		return api.RunReport{}, err
 	}
-	unlock, err := lockRun(sink, r.RunID)
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.t.ID())
+	}
+	unlock, err := lockRun(sink, r.RunID, ids)
 	if err != nil {
 		return api.RunReport{}, err
 	}
@@ -324,7 +328,7 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	if len(problems) > 0 {
 		return rep, fmt.Errorf("%w:\n  %s", ErrBadRequest, strings.Join(problems, "\n  "))
 	}
-	unlock, err := lockRun(sink, r.RunID)
+	unlock, err := lockRun(sink, r.RunID, r.InstanceIDs)
 	if err != nil {
 		return rep, err
 	}

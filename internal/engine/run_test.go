@@ -12,15 +12,16 @@ import (
 	"github.com/minisandbox/msb/internal/harness"
 )
 
-// TestEngineRunBusy: a run id another evaluation writes (another engine or
-// process holds it) is refused by RunEvaluation and RunValidation, naming
-// the run id, and nothing of the run is evaluated or written; once
-// released, the same run goes through.
+// TestEngineRunBusy: an instance of a run id that another evaluation
+// writes (another engine or process holds it) is refused by RunEvaluation
+// and RunValidation, naming the run id, and nothing of the run is
+// evaluated or written; other instances of the run go on; once released,
+// the same run goes through.
 func TestEngineRunBusy(t *testing.T) {
 	e := openEngine(t, "", nil)
 	inst := generated(t).Instances[0]
 	root := t.TempDir()
-	unlock, err := harness.New(root).LockRun("busy")
+	unlock, err := harness.New(root).LockRun("busy", []string{inst.InstanceID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +34,13 @@ func TestEngineRunBusy(t *testing.T) {
 	if _, err := e.RunValidation(context.Background(), ValidateRun{RunID: "busy", InstanceIDs: []string{inst.InstanceID}, Workers: 1}, out); !errors.Is(err, harness.ErrRunBusy) {
 		t.Fatalf("validation of a held run: %v", err)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(root, "busy")); len(ents) != 0 {
-		t.Fatalf("a refused run wrote %d entries", len(ents))
+	if ents, _ := os.ReadDir(filepath.Join(root, "busy")); len(ents) != 1 || ents[0].Name() != harness.LockDir {
+		t.Fatalf("a refused run wrote %v", ents)
+	}
+	other := generated(t).Instances[1]
+	if _, err := e.RunEvaluation(context.Background(), EvalRun{RunID: "busy", InstanceIDs: []string{other.InstanceID},
+		Predictions: []api.Prediction{{InstanceID: other.InstanceID, Model: "m", ModelPatch: &empty}}, Workers: 1}, out); err != nil {
+		t.Fatalf("another instance of the held run: %v", err)
 	}
 	unlock()
 	rep, err := e.RunEvaluation(context.Background(), run, out)

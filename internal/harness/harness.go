@@ -110,32 +110,53 @@ func (d *Dir) SummaryPath(runID, model string) (string, error) {
 }
 
 // ErrRunBusy: another evaluation (of this process or another) is writing
-// the run.
+// an instance of the run.
 var ErrRunBusy = errors.New("run is in progress")
 
-// LockRun holds the run's directory (created) for one writer until
-// unlock: a second LockRun of the same run id and root, from any process,
-// fails with ErrRunBusy until then.
-func (d *Dir) LockRun(runID string) (unlock func(), err error) {
+// LockDir is the directory of a run that holds its instances' locks.
+const LockDir = ".msb-locks"
+
+// LockRun holds the instances ids of the run for one writer until unlock:
+// a LockRun of the same run id and root that shares an instance, from any
+// process, fails with ErrRunBusy until then. Runs of the same id over other
+// instances (msb.ray's one-instance jobs) go on side by side.
+func (d *Dir) LockRun(runID string, ids []string) (unlock func(), err error) {
 	dir, err := d.RunDir(runID)
 	if err != nil {
 		return nil, err
 	}
+	dir = filepath.Join(dir, LockDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: run id %q is being evaluated into %s; wait for it to end or use another run id", ErrRunBusy, runID, dir)
+	var held []*os.File
+	unlock = func() {
+		for _, f := range held {
+			f.Close()
 		}
-		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
-	return func() { f.Close() }, nil
+	for _, id := range ids {
+		if err := api.CheckName("instance_id", id); err != nil {
+			unlock()
+			return nil, err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, id), os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			unlock()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w: run id %q: instance %s is being evaluated into %s; wait for it to end or use another run id",
+					ErrRunBusy, runID, id, filepath.Dir(dir))
+			}
+			return nil, fmt.Errorf("locking %s of run %s: %w", id, runID, err)
+		}
+		held = append(held, f)
+	}
+	return unlock, nil
 }
 
 // Lookup reads the result.json of an earlier evaluation.

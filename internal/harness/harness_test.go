@@ -159,24 +159,25 @@ func TestSummaryWritersAtOnce(t *testing.T) {
 	}
 }
 
-// TestLockRun: a run held by one writer is refused to another, naming the
-// run id, until released.
+// TestLockRun: an instance of a run held by one writer is refused to
+// another, naming the run id and instance, until released; other
+// instances of the same run (msb.ray's one-instance jobs) go on.
 func TestLockRun(t *testing.T) {
 	root := t.TempDir()
-	unlock, err := New(root).LockRun("r")
+	unlock, err := New(root).LockRun("r", []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(root).LockRun("r"); !errors.Is(err, ErrRunBusy) || !strings.Contains(err.Error(), `"r"`) {
-		t.Fatalf("second LockRun of a held run: %v", err)
+	if _, err := New(root).LockRun("r", []string{"c", "b"}); !errors.Is(err, ErrRunBusy) || !strings.Contains(err.Error(), `"r"`) || !strings.Contains(err.Error(), "instance b") {
+		t.Fatalf("second LockRun of a held instance: %v", err)
 	}
-	other, err := New(root).LockRun("r2")
+	other, err := New(root).LockRun("r", []string{"c"})
 	if err != nil {
-		t.Fatalf("another run id: %v", err)
+		t.Fatalf("another instance (c was released by the refused LockRun): %v", err)
 	}
 	other()
 	unlock()
-	again, err := New(root).LockRun("r")
+	again, err := New(root).LockRun("r", []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatalf("after unlock: %v", err)
 	}

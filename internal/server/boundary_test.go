@@ -235,10 +235,11 @@ func TestServerMaxConns(t *testing.T) {
 	}
 }
 
-// TestServerJobRunBusy: a job whose run id is being evaluated (by another
-// job of the daemon, or by an msb eval holding it) is refused with a 409
-// naming the run id, and nothing is started for it; once the run is free
-// the same run id is accepted.
+// TestServerJobRunBusy: a job over an instance its run id is evaluating
+// (in another job of the daemon, or an msb eval holding it) is refused
+// with a 409 naming the run id, and nothing is started for it; a job of
+// the same run id over other instances (msb.ray's one-instance jobs) is
+// accepted, and so is the same job once the run is free.
 func TestServerJobRunBusy(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx := context.Background()
@@ -246,7 +247,7 @@ func TestServerJobRunBusy(t *testing.T) {
 	req := api.JobRequest{RunID: "busy", InstanceIDs: []string{inst}, Gold: true, Workers: 1}
 
 	// Held as an msb eval of the same output directory holds it.
-	unlock, err := harness.New(filepath.Join(d.dir, "out")).LockRun("busy")
+	unlock, err := harness.New(filepath.Join(d.dir, "out")).LockRun("busy", []string{inst})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +255,11 @@ func TestServerJobRunBusy(t *testing.T) {
 	err = d.unix.Call(ctx, "POST", "/v1/jobs", req, &job)
 	if !client.IsCode(err, api.CodeConflict) || !strings.Contains(err.Error(), `"busy"`) {
 		t.Fatalf("a job of a run held elsewhere: %v", err)
+	}
+	var other api.Job
+	otherReq := api.JobRequest{RunID: "busy", InstanceIDs: []string{generated(t).Instances[1].InstanceID}, Gold: true, Workers: 1}
+	if err := d.unix.Call(ctx, "POST", "/v1/jobs", otherReq, &other); err != nil {
+		t.Fatalf("a job of the run over another instance: %v", err)
 	}
 	unlock()
 
@@ -289,10 +295,15 @@ func TestServerJobRunBusy(t *testing.T) {
 	if err := d.unix.Call(ctx, "POST", "/v1/jobs", req, &second); err != nil {
 		t.Fatalf("the run id once free: %v", err)
 	}
-	for second.State == api.JobRunning {
-		time.Sleep(50 * time.Millisecond)
-		if err := d.unix.Call(ctx, "GET", "/v1/jobs/"+second.ID, nil, &second); err != nil {
-			t.Fatal(err)
+	for _, jb := range []*api.Job{&second, &other} {
+		for jb.State == api.JobRunning {
+			time.Sleep(50 * time.Millisecond)
+			if err := d.unix.Call(ctx, "GET", "/v1/jobs/"+jb.ID, nil, jb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if jb.State != api.JobDone {
+			t.Errorf("job %+v", *jb)
 		}
 	}
 }

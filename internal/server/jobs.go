@@ -100,10 +100,18 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, err
 		}
 	}
-	// Held from here to the job's end: a second job of the run id (from
-	// this daemon or an msb eval) is refused now, not failed later.
+	// Held from here to the job's end: a second job of the run id over
+	// one of these instances (from this daemon or an msb eval) is refused
+	// now, not failed later.
+	locked := ids
+	if req.Kind == api.JobEvaluation {
+		locked = nil
+		for _, p := range preds {
+			locked = append(locked, p.InstanceID)
+		}
+	}
 	out := harness.New(s.o.OutDir)
-	unlock, err := out.LockRun(req.RunID)
+	unlock, err := out.LockRun(req.RunID, locked)
 	if err != nil {
 		return nil, err
 	}
