@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,33 @@ func TestMultiSWEBadRows(t *testing.T) {
 		if e.Row != i+2 || e.Field != want.field || !errors.Is(e, want.err) || e.InstanceID == "" {
 			t.Errorf("row error %d = %v (row %d field %q), want row %d field %q: %v", i, e, e.Row, e.Field, i+2, want.field, want.err)
 		}
+	}
+}
+
+// TestMultiSWEJSONArray: the rows load from a JSON array as from JSON Lines.
+func TestMultiSWEJSONArray(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(multiSWEDir, "rust__tokio-rs__bytes.jsonl"))
+	if len(files) == 0 {
+		t.Skipf("Multi-SWE-bench rows not present in %s", multiSWEDir)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	path := filepath.Join(t.TempDir(), "rows.json")
+	if err := os.WriteFile(path, []byte("["+strings.Join(lines, ",\n")+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromArray, rowErrs, err := Load(path, Filter{})
+	if err != nil || len(rowErrs) > 0 {
+		t.Fatal(err, rowErrs)
+	}
+	fromLines, _, err := Load(files[0], Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromArray) != len(lines) || !reflect.DeepEqual(fromArray, fromLines) {
+		t.Fatalf("JSON array gave %d rows, JSON Lines %d; equal: %v", len(fromArray), len(fromLines), reflect.DeepEqual(fromArray, fromLines))
 	}
 }
