@@ -2,9 +2,10 @@ package multiswe
 
 // Mocha's spec reporter: the harness's parser of axios. A line, stripped,
 // "✔ <title>" passed and "<n>) <title>" failed; a trailing " (<time>)"
-// such as " (12ms)" is not part of the title. (Mocha numbers a failure
-// twice, in the run and in the summary; both lines give the same title
-// only when the test is at the top level.)
+// such as " (12ms)" is not part of the title. Mocha numbers a failure
+// twice: in the run ("1) title") and in the summary ("1) title:" for a
+// top-level test, "2) suite" for a nested one), so, as in the harness,
+// the failures also hold names such as "title:" and the suite's name.
 var (
 	mochaPass = pyRegexp(`^✔ (.+?)(?:\s\(\d*\.?\d*\s*\w+\))?$`)
 	mochaFail = pyRegexp(`^\d+\) (.+?)(?:\s\(\d*\.?\d*\s*\w+\))?$`)
