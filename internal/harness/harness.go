@@ -132,6 +132,10 @@ func (d *Dir) LockRun(runID string, ids []string) (unlock func(), err error) {
 	var held []*os.File
 	unlock = func() {
 		for _, f := range held {
+			// Unlocked before closed: a child forked meanwhile (a
+			// sandbox starting) holds a copy of the descriptor until it
+			// execs, and would keep the lock held past the close.
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 			f.Close()
 		}
 	}
