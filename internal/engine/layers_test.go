@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/minisandbox/msb/internal/envcache"
 )
 
 // TestEngineInstanceLayers: an instance's layers are absent from an empty
@@ -22,7 +24,7 @@ func TestEngineInstanceLayers(t *testing.T) {
 	if before.Present || len(before.Layers) != 2 {
 		t.Fatalf("empty cache: %+v", before)
 	}
-	if !strings.HasPrefix(before.Layers[0].Ref, "env/") || before.Layers[1].Ref != "repo/"+inst.Repo+"@"+inst.BaseCommit {
+	if !strings.HasPrefix(before.Layers[0].Ref, "env/") || before.Layers[1].Ref != envcache.RepoRef(inst.Repo, inst.BaseCommit) {
 		t.Fatalf("refs: %+v", before.Layers)
 	}
 	for _, l := range before.Layers {
