@@ -13,6 +13,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/harness"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
@@ -124,7 +125,7 @@ func TestEngineRawLayers(t *testing.T) {
 	if _, err := e.Build(ctx, BuildRun{InstanceIDs: []string{in.InstanceID}}); err != nil {
 		t.Fatal(err)
 	}
-	ref := "repo/" + in.Repo + "@" + in.BaseCommit
+	ref := envcache.RepoRef(in.Repo, in.BaseCommit)
 	sb, err := e.CreateSandbox(ctx, SandboxRequest{Layers: []string{ref}, HostBase: true, Workdir: "/testbed"})
 	if err != nil {
 		t.Fatal(err)
