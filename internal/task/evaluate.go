@@ -201,7 +201,7 @@ func (e *evaluation) gitDiff(sb *Sandbox) (string, error) {
 
 func (e *evaluation) verdict() Evaluation {
 	t := time.Now()
-	v := grading.Judge(e.ev)
+	v := e.t.grader.Judge(e.ev)
 	e.res.Outcome, e.res.Detail, e.res.Report, e.res.Resolution = v.Outcome, v.Detail, v.Report, v.Resolution
 	e.res.Reward = v.Reward(e.o.Reward)
 	e.res.Timings.Grading = int64(time.Since(t))

@@ -10,6 +10,7 @@ import (
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
+	_ "github.com/minisandbox/msb/internal/grading/multiswe" // registers its grader (grading.For)
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 )
@@ -42,6 +43,7 @@ type Task struct {
 	// evaluation reads: a stored result with another digest is stale.
 	SpecDigest string
 	parse      grading.ParseFunc
+	grader     grading.Grader // the rules of the instance's harness (grading.For)
 }
 
 // New resolves the spec of inst (ov may be nil) and checks that its log
@@ -55,7 +57,11 @@ func New(inst dataset.Instance, ov *spec.Overrides) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", spec.ErrInvalidSpec, err)
 	}
-	return &Task{Instance: inst, Spec: sp, SpecDigest: specDigest(inst, sp), parse: parse}, nil
+	g, err := grading.For(inst)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", spec.ErrInvalidSpec, err)
+	}
+	return &Task{Instance: inst, Spec: sp, SpecDigest: specDigest(inst, sp), parse: parse, grader: g}, nil
 }
 
 // ID is the instance id.
