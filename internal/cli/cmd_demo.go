@@ -78,7 +78,7 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	if err := showSandbox(ctx, w, e); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ngenerated %s: %d bug instances of %s in %s (python %s)\n", dir, len(gen.Instances), demo.Repo, fmtDur(time.Since(start)), gen.PyVersion)
+	fmt.Fprintf(w, "\ngenerated %s: %d bug instances of %s in %s (python %s)\n", dir, len(gen.Instances), demo.Repo, FormatDuration(time.Since(start)), gen.PyVersion)
 	if _, err := e.LoadDataset(gen.DatasetPath, dataset.Filter{}, false); err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	if err := finishValidation(g, out, rep, runErr); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nall in %s\n", fmtDur(time.Since(start)))
+	fmt.Fprintf(w, "\nall in %s\n", FormatDuration(time.Since(start)))
 	if keep {
 		fmt.Fprintf(w, "the dataset, spec file, cache and logs are in %s; grade again with:\n  msb validate --dataset %s --spec %s --cache %s --out %s\n",
 			dir, gen.DatasetPath, gen.SpecPath, filepath.Join(dir, "cache"), filepath.Join(dir, "logs"))
@@ -188,6 +188,6 @@ func printSteps(w io.Writer, steps []demoStep) {
 		if !s.ok {
 			mark = "BAD"
 		}
-		fmt.Fprintf(w, "%s %-42s %9s  %s\n", mark, s.what, fmtDur(s.took), s.got)
+		fmt.Fprintf(w, "%s %-42s %9s  %s\n", mark, s.what, FormatDuration(s.took), s.got)
 	}
 }

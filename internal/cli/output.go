@@ -102,7 +102,7 @@ func fmtNs(ns int64) string {
 	if ns == 0 {
 		return "-"
 	}
-	return fmtDur(time.Duration(ns))
+	return FormatDuration(time.Duration(ns))
 }
 
 // outputWidth is the width of msb's text output: tables and wrapped text
@@ -126,4 +126,16 @@ func wrapText(s string, width int) []string {
 		}
 	}
 	return append(lines, line)
+}
+
+// FormatDuration is a duration in a table cell, to the precision that
+// matters (msb-bench's tables use it too).
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
 }

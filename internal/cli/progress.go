@@ -168,7 +168,7 @@ func (b *buildProgress) event(ev engine.BuildEvent) {
 	b.prog.describe(desc)
 	b.prog.advance(move)
 	if ev.PhaseDone {
-		b.prog.note(fmt.Sprintf("%s: %s done in %s", ev.InstanceID, ev.Phase, fmtDur(ev.Elapsed)), false)
+		b.prog.note(fmt.Sprintf("%s: %s done in %s", ev.InstanceID, ev.Phase, FormatDuration(ev.Elapsed)), false)
 	}
 }
 

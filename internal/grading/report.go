@@ -70,27 +70,43 @@ func Judge(e Evaluation) Verdict {
 	return checkIntegrity(e, judge(graded))
 }
 
-func judge(e Evaluation) Verdict {
-	v := Verdict{Statuses: StatusMap{}}
+// Pregrade decides what an evaluation's log has no say in, for every
+// grader: an infrastructure error, an environment that did not build, an
+// empty patch (unless GradeEmpty), a patch that did not apply, a timeout.
+// done says the verdict is final; else v holds the report's patch fields
+// and the log is the grader's to read.
+func Pregrade(e Evaluation) (v Verdict, done bool) {
+	v = Verdict{Statuses: StatusMap{}}
 	v.Report.PatchIsNone = e.Patch == nil
 	v.Report.PatchExists = e.Patch != nil
 	empty := e.Patch == nil || strings.TrimSpace(*e.Patch) == ""
+	switch {
+	case e.InfraErr != nil:
+		v.Outcome, v.Detail = api.OutcomeInfraError, e.InfraErr.Error()
+	case e.EnvBuildErr != nil:
+		v.Outcome, v.Detail = api.OutcomeEnvBuildFailed, e.EnvBuildErr.Error()
+	case empty && !e.GradeEmpty:
+		v.Outcome, v.Detail = api.OutcomeEmptyPatch, "the prediction has no patch"
+	case e.ApplyErr != nil:
+		v.Outcome, v.Detail = api.OutcomePatchApplyFailed, e.ApplyErr.Error()
+	case e.TimedOut:
+		v.Outcome, v.Detail = api.OutcomeTestTimeout, "the tests ran past their timeout"
+	default:
+		return v, false
+	}
+	return v, true
+}
+
+func judge(e Evaluation) Verdict {
+	v, done := Pregrade(e)
+	if done {
+		return v
+	}
 	fail := func(o api.Outcome, format string, args ...any) Verdict {
 		v.Outcome, v.Detail = o, fmt.Sprintf(format, args...)
 		return v
 	}
-	switch {
-	case e.InfraErr != nil:
-		return fail(api.OutcomeInfraError, "%s", e.InfraErr.Error())
-	case e.EnvBuildErr != nil:
-		return fail(api.OutcomeEnvBuildFailed, "%s", e.EnvBuildErr.Error())
-	case empty && !e.GradeEmpty:
-		return fail(api.OutcomeEmptyPatch, "the prediction has no patch")
-	case e.ApplyErr != nil:
-		return fail(api.OutcomePatchApplyFailed, "%s", e.ApplyErr.Error())
-	case e.TimedOut:
-		return fail(api.OutcomeTestTimeout, "the tests ran past their timeout")
-	case e.Parse == nil:
+	if e.Parse == nil {
 		return fail(api.OutcomeInfraError, "%s", ErrNoParser.Error())
 	}
 	opt := e.Options

@@ -250,21 +250,11 @@ func printRows(rows []bench.Row) {
 		}
 		p50, p95 := "", ""
 		if r.Stats.N > 0 {
-			p50, p95 = fmtDur(r.Stats.P50), fmtDur(r.Stats.P95)
+			p50, p95 = msbcli.FormatDuration(r.Stats.P50), msbcli.FormatDuration(r.Stats.P95)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Stats.N, p50, p95, val, note)
 	}
 	tw.Flush()
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
 func newBenchEvalCmd(g Host) *cobra.Command {

@@ -56,31 +56,15 @@ func (g *Grader) Judge(e grading.Evaluation) grading.Verdict {
 }
 
 func (g *Grader) judge(e grading.Evaluation) grading.Verdict {
-	v := grading.Verdict{Statuses: grading.StatusMap{}}
-	v.Report.PatchIsNone = e.Patch == nil
-	v.Report.PatchExists = e.Patch != nil
-	empty := e.Patch == nil || strings.TrimSpace(*e.Patch) == ""
-	fail := func(o api.Outcome, format string, args ...any) grading.Verdict {
-		v.Outcome, v.Detail = o, fmt.Sprintf(format, args...)
+	v, done := grading.Pregrade(e)
+	if done {
 		return v
-	}
-	switch {
-	case e.InfraErr != nil:
-		return fail(api.OutcomeInfraError, "%s", e.InfraErr.Error())
-	case e.EnvBuildErr != nil:
-		return fail(api.OutcomeEnvBuildFailed, "%s", e.EnvBuildErr.Error())
-	case empty && !e.GradeEmpty:
-		return fail(api.OutcomeEmptyPatch, "the prediction has no patch")
-	case e.ApplyErr != nil:
-		return fail(api.OutcomePatchApplyFailed, "%s", e.ApplyErr.Error())
-	case e.TimedOut:
-		return fail(api.OutcomeTestTimeout, "the tests ran past their timeout")
 	}
 	v.Report.PatchSuccessfullyApplied = true
 	fix, err := Parse(g.parse, e.Log)
 	if err != nil {
-		v.Resolution = api.ResolvedNo
-		return fail(api.OutcomeUnresolved, "log: %v", err)
+		v.Resolution, v.Outcome, v.Detail = api.ResolvedNo, api.OutcomeUnresolved, fmt.Sprintf("log: %v", err)
+		return v
 	}
 	v.Statuses = statusMap(fix)
 	mv := Evaluate(g.row, fix)
