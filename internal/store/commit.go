@@ -85,15 +85,7 @@ func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (
 		return LayerID{}, err
 	}
 	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
-	slices.SortFunc(m.Entries, func(a, b Entry) int {
-		switch {
-		case a.Path == b.Path:
-			return 0
-		case pathLess(a.Path, b.Path):
-			return -1
-		}
-		return 1
-	})
+	m.sortEntries()
 	b, err := m.Encode()
 	if err != nil {
 		return LayerID{}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -380,4 +381,18 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("%w: not in canonical form", ErrBadManifest)
 	}
 	return m, nil
+}
+
+// sortEntries puts m's entries in their canonical order: by path, the root
+// first, so that a directory precedes what it holds.
+func (m *Manifest) sortEntries() {
+	slices.SortFunc(m.Entries, func(a, b Entry) int {
+		switch {
+		case a.Path == b.Path:
+			return 0
+		case pathLess(a.Path, b.Path):
+			return -1
+		}
+		return 1
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 )
 
 // LayerWriter commits layers whose files arrive as streams (an image
@@ -69,15 +68,7 @@ func (w *LayerWriter) Commit(ctx context.Context, m *Manifest) (LayerID, error) 
 			return LayerID{}, fmt.Errorf("parent: %w", err)
 		}
 	}
-	slices.SortFunc(m.Entries, func(a, b Entry) int {
-		switch {
-		case a.Path == b.Path:
-			return 0
-		case pathLess(a.Path, b.Path):
-			return -1
-		}
-		return 1
-	})
+	m.sortEntries()
 	b, err := m.Encode()
 	if err != nil {
 		return LayerID{}, err
