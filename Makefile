@@ -107,9 +107,12 @@ test-venv: .venv-test/.msb-stamp
 	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/multi-swe-bench -r internal/grading/multiswe/testdata/requirements.txt
 	touch $@
 
+# deadcode (pinned) lists functions that nothing reaches, tests included.
+DEADCODE = golang.org/x/tools/cmd/deadcode@v0.39.0
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt needed"; exit 1; }
+	@dead=$$($(GO) run $(DEADCODE) -test ./...) && test -z "$$dead" || { echo "$$dead"; echo "dead code (nothing calls it, not even a test): remove it"; exit 1; }
 
 clean:
 	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test

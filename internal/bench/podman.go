@@ -181,9 +181,6 @@ func (e *podmanError) Error() string {
 
 func (e *podmanError) Unwrap() error { return e.err }
 
-// graphRoot is where podman keeps images and containers.
-func (p *podman) graphRoot() string { return filepath.Join(p.dir, "root") }
-
 // imageLayer is the msb.layer label of image, "" when the image is missing.
 func (p *podman) imageLayer(ctx context.Context, image string) string {
 	v, err := p.out(ctx, "image", "inspect", "--format", "{{index .Labels \""+labelLayer+"\"}}", image)

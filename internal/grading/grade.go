@@ -105,24 +105,10 @@ func Grade(m StatusMap, exp Expected, opt Options) api.TestsStatus {
 	return ts
 }
 
-// rate is the harness's compute_fail_to_pass / compute_pass_to_pass.
-func rate(o api.Outcomes) float64 {
-	total := len(o.Success) + len(o.Failure)
-	if total == 0 {
-		return 1
-	}
-	return float64(len(o.Success)) / float64(total)
-}
-
-// FailToPassRate is the share of graded FAIL_TO_PASS tests that succeeded (1 when none).
-func FailToPassRate(ts api.TestsStatus) float64 { return rate(ts.FailToPass) }
-
-// PassToPassRate is the share of graded PASS_TO_PASS tests that succeeded (1 when none).
-func PassToPassRate(ts api.TestsStatus) float64 { return rate(ts.PassToPass) }
-
 // ResolutionOf is the harness's get_resolution_status.
 func ResolutionOf(ts api.TestsStatus) api.Resolution {
-	// rate()==1 exactly when there is no failure; 0<rate<1 when both lists are non-empty.
+	// The harness compares success rates: 1 exactly when there is no failure,
+	// strictly between 0 and 1 when both lists are non-empty.
 	f2pAll := len(ts.FailToPass.Failure) == 0
 	p2pAll := len(ts.PassToPass.Failure) == 0
 	f2pSome := len(ts.FailToPass.Success) > 0 && len(ts.FailToPass.Failure) > 0

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
@@ -333,15 +332,4 @@ except OSError as e:
 	if !strings.Contains(out, "stopped after") {
 		t.Fatalf("100000 empty files fit in a disk tmpfs of 64 MiB: %q", out)
 	}
-}
-
-// waitFor polls cond for up to a few seconds.
-func waitFor(cond func() bool) bool {
-	for i := 0; i < 300; i++ {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
 }

@@ -136,10 +136,6 @@ func New(e *engine.Engine, o Options) *Server {
 	return s
 }
 
-// Handler is the server's whole HTTP handler. Requests are authenticated
-// unless their connection is marked trusted (see Serve).
-func (s *Server) Handler() http.Handler { return s.handler }
-
 type ctxKey int
 
 const (

@@ -302,9 +302,6 @@ func (s *Session) Alive() bool {
 	return !s.closing.Load() && !s.shell.exited()
 }
 
-// Name returns the name given to Start, or to the last Rename.
-func (s *Session) Name() string { return s.name }
-
 // Rename names the session anew (its errors say the new name). The caller
 // makes sure nothing else uses the session meanwhile: a session started
 // ahead is renamed before anyone can reach it under the new name.

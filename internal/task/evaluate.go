@@ -313,13 +313,3 @@ func failingTests(r api.EvalResult) string {
 	}
 	return " (" + strings.Join(parts, "; ") + ")"
 }
-
-// Validate evaluates the task's reference fix and an empty patch, each in a
-// fresh sandbox, one after the other, and judges them (Judge).
-func Validate(ctx context.Context, env Env, t *Task, o EvalOptions) (api.Validation, [2]Evaluation) {
-	fix, none := t.Instance.ReferenceFix(), ""
-	gold := Evaluate(ctx, env, t, api.Prediction{InstanceID: t.ID(), Model: "gold", ModelPatch: &fix}, o)
-	o.GradeEmpty = true
-	empty := Evaluate(ctx, env, t, api.Prediction{InstanceID: t.ID(), Model: "empty", ModelPatch: &none}, o)
-	return Judge(gold.Result, empty.Result), [2]Evaluation{gold, empty}
-}

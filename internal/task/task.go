@@ -28,13 +28,6 @@ type Env struct {
 	Logger  *slog.Logger
 }
 
-func (e Env) logger() *slog.Logger {
-	if e.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return e.Logger
-}
-
 // Task is an instance with its resolved spec.
 type Task struct {
 	Instance dataset.Instance
