@@ -154,13 +154,17 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 		return "", false, err
 	}
 	e.log.Printf("Git diff before:\n%s", before)
+	// eval.sh among the evaluation's files stays the harness's script, the
+	// same for every evaluation of the task; the canary, random per
+	// evaluation, runs after the harness's part, whose log it leaves alone.
 	e.art.EvalScript = EvalScript(e.t)
+	script := e.art.EvalScript
 	if !e.empty() {
-		// The canary runs after the harness's part, whose log it leaves alone.
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
-		e.art.EvalScript += e.ev.Canary.Script()
+		script += e.ev.Canary.Script()
+		e.log.Printf("Integrity canary appended to %s", ScriptPath)
 	}
-	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(e.art.EvalScript), 0o755); err != nil {
+	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
 	}
 	e.art.ScriptWritten = true
