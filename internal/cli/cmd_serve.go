@@ -70,7 +70,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.IntVar(&f.spares, "spares", 0, "task sandboxes kept started ahead for the instances created most recently, taken by the next create (0: none)")
 	fs.IntVar(&f.sparesPer, "spares-per-instance", 1, "most spares of one instance (with --spares)")
 	fs.DurationVar(&f.spareIdle, "spare-idle", 5*time.Minute, "a spare nobody takes for this long is closed")
-	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve (their limits), e.g. 16G (default: available memory)")
+	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve, each counted as the smaller of its limit and 512M (docs/api.md), e.g. 16G (default: available memory)")
 	fs.StringVar(&f.diskBudget, "disk-budget", "", "disk all sandboxes may reserve (their disk limits), e.g. 200G (default: none)")
 	fs.StringVar(&f.memory, "memory", "", "default memory limit of a sandbox (default 4G)")
 	fs.StringVar(&f.disk, "disk", "", "default disk limit of a sandbox (needed with --disk-budget)")
