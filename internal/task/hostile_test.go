@@ -33,11 +33,7 @@ func TestDiffHostileGit(t *testing.T) {
 	f := newFixture(t)
 	tk := f.task(t, 0, "")
 	ctx := context.Background()
-	sb, err := Open(ctx, f.env, tk, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := f.open(t, tk)
 	for _, h := range hostileGit {
 		if res, err := sb.run(ctx, h.setup, time.Minute); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", h.name, err, res)
@@ -79,11 +75,7 @@ func TestDiffGitFileElsewhere(t *testing.T) {
 	f := newFixture(t)
 	tk := f.task(t, 0, "")
 	ctx := context.Background()
-	sb, err := Open(ctx, f.env, tk, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := f.open(t, tk)
 	setup := `git clone -q /testbed /tmp/other && echo fake > /tmp/other/FAKE && rm -rf .git && echo 'gitdir: /tmp/other/.git' > .git`
 	if res, err := sb.run(ctx, setup, time.Minute); err != nil || res.ExitCode != 0 {
 		t.Fatalf("setup: %v %+v", err, res)

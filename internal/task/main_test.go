@@ -1,6 +1,7 @@
 package task
 
 import (
+	"context"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -76,6 +77,17 @@ func (f *fixture) task(t *testing.T, i int, extra string) *Task {
 		t.Fatal(err)
 	}
 	return tk
+}
+
+// open opens the agent's sandbox of tk, closed when the test ends.
+func (f *fixture) open(t *testing.T, tk *Task) *Sandbox {
+	t.Helper()
+	sb, err := Open(context.Background(), f.env, tk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
 }
 
 func opts() EvalOptions { return EvalOptions{TestTimeout: time.Minute} }

@@ -144,11 +144,7 @@ func TestDiffIsTheAgentsPatch(t *testing.T) {
 	f := newFixture(t)
 	tk := f.task(t, 0, "")
 	ctx := context.Background()
-	sb, err := Open(ctx, f.env, tk, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := f.open(t, tk)
 	if d, err := sb.Diff(ctx); err != nil || d != "" {
 		t.Fatalf("diff at the start: %q %v", d, err)
 	}
