@@ -1,0 +1,69 @@
+package api
+
+// Fork process modes (ForkRequest.Processes).
+const (
+	// ForkProcessesNone: a child starts with no process of the parent;
+	// its sessions are new shells in the recorded cwd and environment.
+	ForkProcessesNone = "none"
+)
+
+// SnapshotRequest names the snapshot of a live sandbox. An empty name takes
+// an anonymous snapshot: its layer exists, but only the sandboxes made
+// from it keep it from garbage collection.
+type SnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// SnapshotSession is one session of a sandbox as a snapshot recorded it:
+// the shell's working directory and environment (NAME=value) when the
+// snapshot was taken. A fork or a rollback reopens the session with them.
+type SnapshotSession struct {
+	Name string       `json:"name"`
+	Cwd  string       `json:"cwd"`
+	Env  List[string] `json:"env"`
+}
+
+// SnapshotInfo describes a snapshot: the files a sandbox had written, as
+// one immutable content-addressed layer over the sandbox's own layers, and
+// its sessions' state.
+type SnapshotInfo struct {
+	// Name is the snapshot's name (empty for an anonymous one).
+	Name string `json:"name"`
+	// Layer is the digest of the layer holding what the sandbox wrote.
+	Layer string `json:"layer"`
+	// Sandbox is the id of the sandbox the snapshot was taken of.
+	Sandbox string `json:"sandbox"`
+	// InstanceID is the source sandbox's instance (empty for a sandbox
+	// made from raw layers); forks of it are task sandboxes of it.
+	InstanceID string `json:"instance_id,omitempty"`
+	CreatedAt  string `json:"created_at"` // RFC 3339
+	// Bytes and Files count the content the layer holds (what the
+	// sandbox wrote, before dedup against the cache).
+	Bytes    int64                 `json:"bytes"`
+	Files    int                   `json:"files"`
+	Sessions List[SnapshotSession] `json:"sessions"`
+}
+
+// ForkRequest asks for Count new sandboxes, each starting from one state
+// of a sandbox.
+type ForkRequest struct {
+	// Count is the number of children (0 means 1).
+	Count int `json:"count,omitempty"`
+	// Snapshot names a snapshot of the sandbox to fork from; empty takes
+	// a snapshot of the live state first.
+	Snapshot string `json:"snapshot,omitempty"`
+	// Labels are added to the labels the children inherit.
+	Labels Map[string, string] `json:"labels,omitempty"`
+	// Processes says what becomes of the parent's running processes; only
+	// "none" (the default) is supported: CRIU is not used yet, so a child
+	// starts its sessions anew in the recorded cwd and environment.
+	Processes string `json:"processes,omitempty"`
+}
+
+// RollbackRequest resets a sandbox in place (same id): its processes are
+// killed, its writes dropped, and its sessions restarted.
+type RollbackRequest struct {
+	// Snapshot names the snapshot to return to; empty returns to the
+	// sandbox's state at creation.
+	Snapshot string `json:"snapshot,omitempty"`
+}
