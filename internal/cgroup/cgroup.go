@@ -74,7 +74,8 @@ type Info struct {
 func (i Info) Usable() bool { return i.Version != "" }
 
 // v1Controllers are the hierarchies a v1 group spans, in creation order.
-var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+// The freezer is optional: without it a group cannot be frozen (Freeze).
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
 
 // Detect finds where sandbox groups can be created. delegated, when not
 // empty, is a directory the caller may write (MSB_CGROUP_PARENT): one in a
@@ -228,7 +229,7 @@ func detectDelegated(parent string) Info {
 func detectV1(parentOf func(controller string) string, delegated bool) Info {
 	info := Info{Version: V1, Parents: map[string]string{}}
 	for _, c := range v1Controllers {
-		optional := c == "cpu" || c == "cpuacct" // CPU quota and accounting
+		optional := c == "cpu" || c == "cpuacct" || c == "freezer" // CPU quota and accounting, Freeze
 		base := filepath.Join(Root, c)
 		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
 			if optional {
@@ -514,6 +515,9 @@ func RemoveDirs(dirs []string) error {
 }
 
 func killDirs(dirs []string) error {
+	for _, d := range dirs {
+		thawV1(d) // a v1 frozen task dies only once thawed
+	}
 	for _, d := range dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0); err == nil {
 			continue
