@@ -206,7 +206,7 @@ func (a *admission) beside(held share, mem, disk int64) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: grading needs a second sandbox beside this one and the budgets cannot hold both (%s): close this sandbox and grade its diff (POST /v1/evaluate), or raise the budget", ErrTooLarge, why)
+	return fmt.Errorf("%w: grading needs a second sandbox beside this one and the budgets cannot hold both (%s): close this sandbox and grade its diff as a job (POST /v1/jobs), or raise the budget", ErrTooLarge, why)
 }
 
 // leave takes w out of the line after its wait ended with err, giving back
