@@ -142,7 +142,9 @@ func documentedRoutes(t *testing.T) openapiRoutes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct{ Paths map[string]map[string]json.RawMessage }
+	var d struct {
+		Paths map[string]map[string]json.RawMessage
+	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatal(err)
 	}
