@@ -23,6 +23,7 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 	}
 	if v.Outcome.IsVerdict() && len(v.Statuses) > 0 && e.Parse != nil {
 		reasons = append(reasons, canaryReasons(e)...)
+		reasons = append(reasons, channelReasons(e, v)...)
 	}
 	v.Report.Integrity, v.Report.IntegrityReasons = api.IntegrityOK, reasons
 	if len(reasons) > 0 {
@@ -54,6 +55,20 @@ func canaryReasons(e Evaluation) []string {
 		}
 	}
 	return e.Canary.Judge(statuses, ok)
+}
+
+// channelReasons checks the statuses the harness's parser read (v's) of
+// the instance's tests against pytest's own report (integrity.Channel.Judge).
+func channelReasons(e Evaluation, v Verdict) []string {
+	if !e.Channel.Active() {
+		return nil
+	}
+	logged := make(map[string]string, len(v.Statuses))
+	for id, st := range v.Statuses {
+		logged[id] = string(st)
+	}
+	tests := append(append([]string{}, e.Expected.FailToPass...), e.Expected.PassToPass...)
+	return e.Channel.Judge(logged, tests, e.ChannelReport)
 }
 
 // withoutCanary is e's log without the canary run's output, which the

@@ -39,6 +39,11 @@ type Evaluation struct {
 	// Canary is the evaluation's canary (integrity.NewCanary): its run's
 	// output in Log is judged by checkIntegrity and never graded.
 	Canary integrity.Canary
+	// Channel is the evaluation's structured result channel
+	// (integrity.NewChannel), and ChannelReport what its plugin wrote (nil:
+	// the file is missing); checkIntegrity checks the log against it.
+	Channel       integrity.Channel
+	ChannelReport []byte
 }
 
 // Verdict is Judge's answer.

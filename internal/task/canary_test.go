@@ -84,20 +84,9 @@ func TestCanaryFlagsExploits(t *testing.T) {
 func TestCanaryPytest(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	// pytest from an interpreter that has it, seen through the venv.
-	py, err := exec.Command("python3", "-c", "import pytest, sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Skipf("no python3 with pytest on the host: %v", err)
-	}
-	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(t.TempDir(), "cache"), Runtime: f.env.Runtime, SystemSitePackages: true,
-		Pythons: map[string]string{f.gen.PyVersion: strings.TrimSpace(string(py))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := Env{Runtime: f.env.Runtime, Cache: cache}
+	env := pytestEnv(t, f)
 	inst := f.gen.Instances[0]
-	pytestSpec := "instances:\n  " + inst.InstanceID + ":\n    test_cmd: python -m pytest -rA -p no:cacheprovider\n    log_parser: pytest\n"
-	tk := func() *Task { return f.task(t, 0, pytestSpec) }
+	tk := func() *Task { return f.task(t, 0, pytestSpec(inst.InstanceID)) }
 	hook := "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    rep = out.get_result()\n    rep.outcome = 'passed'\n"
 	p := exploitPatch(t, f.gen.RepoDir, inst.BaseCommit, map[string]string{"conftest.py": hook})
 	ev := Evaluate(ctx, env, tk(), api.Prediction{InstanceID: inst.InstanceID, Model: "x", ModelPatch: &p}, opts())
@@ -110,6 +99,27 @@ func TestCanaryPytest(t *testing.T) {
 	if r := custom.Result.Report; r.Integrity != api.IntegrityOK || len(r.IntegrityNotes) != 1 || !strings.HasPrefix(r.IntegrityNotes[0], "canary skipped") {
 		t.Fatalf("custom runner: integrity %q %q notes %q", r.Integrity, r.IntegrityReasons, r.IntegrityNotes)
 	}
+}
+
+// pytestEnv is f's environment with a cache whose venv sees a host
+// python3 that has pytest (the test skips without one).
+func pytestEnv(t *testing.T, f *fixture) Env {
+	t.Helper()
+	py, err := exec.Command("python3", "-c", "import pytest, sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Skipf("no python3 with pytest on the host: %v", err)
+	}
+	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(t.TempDir(), "cache"), Runtime: f.env.Runtime, SystemSitePackages: true,
+		Pythons: map[string]string{f.gen.PyVersion: strings.TrimSpace(string(py))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Env{Runtime: f.env.Runtime, Cache: cache}
+}
+
+// pytestSpec is the spec YAML that tests the instance with pytest.
+func pytestSpec(id string) string {
+	return "instances:\n  " + id + ":\n    test_cmd: python -m pytest -rA -p no:cacheprovider\n    log_parser: pytest\n"
 }
 
 func checkFlagged(t *testing.T, ev Evaluation, static bool) {

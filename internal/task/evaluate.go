@@ -157,12 +157,16 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	// eval.sh among the evaluation's files stays the harness's script, the
 	// same for every evaluation of the task; the canary, random per
 	// evaluation, runs after the harness's part, whose log it leaves alone.
+	// The structured channel's setup runs before the start marker and its
+	// restore after the exit status is recorded: between the markers the
+	// log is the harness's.
 	e.art.EvalScript = EvalScript(e.t)
 	script := e.art.EvalScript
 	if !e.empty() {
+		e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
-		script += e.ev.Canary.Script()
-		e.log.Printf("Integrity canary appended to %s", ScriptPath)
+		script = evalScript(e.t, e.ev.Channel) + e.ev.Canary.Script()
+		e.log.Printf("Integrity canary appended to %s (structured channel: %v)", ScriptPath, e.ev.Channel.Active())
 	}
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
@@ -184,6 +188,7 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	if code, ok := grading.ExitCodeOf(res.Output); ok {
 		e.res.TestExitCode = &code
 	}
+	e.readChannel(sb)
 	after, err := e.gitDiff(sb)
 	if err != nil {
 		return res.Output, false, err
@@ -193,6 +198,24 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 		e.log.Printf("Git diff changed after running eval script")
 	}
 	return res.Output, false, nil
+}
+
+// readChannel reads the structured channel's report from the sandbox
+// (nil when it is missing: Channel.Judge says so when the log claims
+// passes the report cannot confirm).
+func (e *evaluation) readChannel(sb *Sandbox) {
+	if !e.ev.Channel.Active() {
+		return
+	}
+	b, err := sb.ReadFile(e.ctx, e.ev.Channel.Report, int64(e.o.maxLog()))
+	if err != nil {
+		e.log.Printf("Structured channel report %s not read: %v", e.ev.Channel.Report, err)
+		return
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	e.ev.ChannelReport = b
 }
 
 func (e *evaluation) gitDiff(sb *Sandbox) (string, error) {
@@ -230,7 +253,11 @@ const heredoc = "EOF_114329324912"
 // for SWE-smith the committed bug), applies the test_patch, runs the test
 // command between the output markers, records its exit status after the end
 // marker (the harness's newer scripts) and resets the test files again.
-func EvalScript(t *Task) string {
+func EvalScript(t *Task) string { return evalScript(t, integrity.Channel{}) }
+
+// evalScript is EvalScript with the structured channel's setup before the
+// start marker and its restore after the exit status line.
+func evalScript(t *Task, c integrity.Channel) string {
 	var b strings.Builder
 	files := t.TestFiles()
 	quoted := make([]string, len(files))
@@ -263,11 +290,13 @@ func EvalScript(t *Task) string {
 		}
 		fmt.Fprintf(&b, "git apply -v - <<'%s' || { echo '%s'; exit 1; }\n%s%s\n", delim, grading.ApplyPatchFail, withNewline(tp), delim)
 	}
+	b.WriteString(c.Setup())
 	fmt.Fprintf(&b, "echo '%s'\n", grading.StartTestOutput)
 	b.WriteString(t.Spec.TestCommand(t.Instance) + "\n")
 	b.WriteString("SWEBENCH_TEST_EXIT_CODE=$?\n")
 	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
 	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
+	b.WriteString(c.Restore())
 	if reset != "" {
 		b.WriteString(reset + "\n")
 	}

@@ -19,6 +19,10 @@
 //     one that must pass, under random names, run by the instance's own
 //     test command after the harness's run; a Canary's Judge gives
 //     reasons of its own ("canary: ...").
+//   - Channel: the structured result channel (channel.go): pytest's own
+//     report, written by a plugin to a random path the tested code is not
+//     told about, against which the statuses the log claims are checked
+//     ("channel: ...").
 //
 // The static check is fast: it reads the model patch and the
 // instance's test patch (internal/patch) and runs nothing. What the task

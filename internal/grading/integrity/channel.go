@@ -1,0 +1,207 @@
+package integrity
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// A Channel is the structured result channel of a pytest run: a pytest
+// plugin, loaded by the harness's test command through PYTEST_ADDOPTS from
+// a directory of random name outside the repository, appends one JSON line
+// per test report (pytest's own objects, not its terminal output) to a
+// file of random name in that directory. The plugin takes its directory
+// back out of sys.path, PYTHONPATH and PYTEST_ADDOPTS when it loads, before
+// any conftest or code under test does, so the tested code is not told
+// where the file is. Grading reads the file from the sandbox, not from the
+// log, and checks every instance test the log reports passing against it
+// (Judge): a patch that prints fake PASSED lines, or a conftest that
+// rewrites the terminal report, disagrees with it.
+//
+// A Channel needs pytest; for any other test command NewChannel returns an
+// inactive one (the canary's note already says the runner is not pytest).
+type Channel struct {
+	// Token is the random part of the plugin module's name and of Dir.
+	Token string
+	// Dir is the plugin's directory, Module its module name and Report
+	// the path of the file it writes, all absolute in the sandbox.
+	Dir, Module, Report string
+}
+
+// pytestRunner matches the test commands that run pytest.
+var pytestRunner = regexp.MustCompile(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+pytest(\s|$)`)
+
+// NewChannel draws a channel for an evaluation whose test command is
+// testCmd; inactive unless testCmd runs pytest.
+func NewChannel(testCmd string) Channel {
+	if !pytestRunner.MatchString(testCmd) {
+		return Channel{}
+	}
+	tok := token()
+	dir := "/tmp/msb_" + token()
+	return Channel{Token: tok, Dir: dir, Module: "msb_report_" + tok, Report: path.Join(dir, token()+".jsonl")}
+}
+
+// Active reports whether the evaluation reads the channel.
+func (c Channel) Active() bool { return c.Token != "" }
+
+// Plugin is the pytest plugin's source: at import it opens Report and
+// scrubs its traces; each report pytest logs becomes one line.
+func (c Channel) Plugin() string {
+	return fmt.Sprintf(`import json
+import os
+import sys
+
+_dir = %q
+_out = open(%q, "a")
+sys.path[:] = [p for p in sys.path if p != _dir]
+for _name, _added in (("PYTHONPATH", _dir), ("PYTEST_ADDOPTS", "-p %s")):
+    _old = os.environ.get(_name, "").replace(_added, "", 1).strip(os.pathsep + " ")
+    if _old:
+        os.environ[_name] = _old
+    else:
+        os.environ.pop(_name, None)
+
+
+def pytest_runtest_logreport(report):
+    _out.write(json.dumps({"id": report.nodeid, "when": report.when, "outcome": report.outcome,
+                           "xfail": hasattr(report, "wasxfail")}) + "\n")
+    _out.flush()
+`, c.Dir, c.Report, c.Module)
+}
+
+// Setup is the shell text the eval script runs before the harness's test
+// command (before its start marker, so nothing lands between the markers):
+// write the plugin, save PYTHONPATH and PYTEST_ADDOPTS, and extend them so
+// the test command loads it. Restore, after the test command's exit
+// status is recorded, puts them back. Both are "" when inactive.
+func (c Channel) Setup() string {
+	if !c.Active() {
+		return ""
+	}
+	delim := "MSB_CHANNEL_" + c.Token
+	return fmt.Sprintf("mkdir -p %s\ncat > %s <<'%s'\n%s%s\nmsb_env_%s=$(export -p | grep -E '^declare -x (PYTHONPATH|PYTEST_ADDOPTS)=' || true)\n"+
+		"export PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} PYTEST_ADDOPTS=\"-p %s${PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}\"\n",
+		quote(c.Dir), quote(path.Join(c.Dir, c.Module+".py")), delim, c.Plugin(), delim, c.Token, quote(c.Dir), c.Module)
+}
+
+// Restore undoes Setup's environment (see Setup).
+func (c Channel) Restore() string {
+	if !c.Active() {
+		return ""
+	}
+	return fmt.Sprintf("unset PYTHONPATH PYTEST_ADDOPTS\neval \"$msb_env_%s\"\n", c.Token)
+}
+
+// record is one line of the report.
+type record struct {
+	ID      string `json:"id"`
+	When    string `json:"when"`
+	Outcome string `json:"outcome"`
+	XFail   bool   `json:"xfail"`
+}
+
+// Statuses reads the plugin's report into per-test statuses in the
+// harness's words, as pytest's -rA summary would give them: a failed setup
+// or teardown is ERROR, a failed call FAILED, a passed call PASSED (XPASS
+// when expected to fail), a skip SKIPPED (XFAIL when expected to fail).
+// Lines that do not parse (a run cut short mid-line) are ignored.
+func Statuses(report []byte) map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(report))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var r record
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.ID == "" {
+			continue
+		}
+		if st := status(r); rank(st) >= rank(out[r.ID]) {
+			out[r.ID] = st
+		}
+	}
+	return out
+}
+
+func status(r record) string {
+	switch {
+	case r.Outcome == "failed" && r.When != "call":
+		return "ERROR"
+	case r.Outcome == "failed":
+		return "FAILED"
+	case r.Outcome == "skipped" && r.XFail:
+		return "XFAIL"
+	case r.Outcome == "skipped":
+		return "SKIPPED"
+	case r.When != "call":
+		return "" // a passed setup or teardown says nothing of the test
+	case r.XFail:
+		return "XPASS"
+	default:
+		return "PASSED"
+	}
+}
+
+// rank orders statuses so a test's worst phase wins.
+func rank(st string) int {
+	switch st {
+	case "":
+		return 0
+	case "PASSED", "XPASS", "XFAIL", "SKIPPED":
+		return 1
+	case "FAILED":
+		return 2
+	default: // ERROR
+		return 3
+	}
+}
+
+// passing are the statuses the harness counts as a test passed.
+func passing(st string) bool { return st == "PASSED" || st == "XFAIL" }
+
+// Judge checks the statuses the harness's parser read from the log (test
+// id to status word) against the plugin's report (nil: the file is
+// missing): every test of tests the log reports passing must be passing in
+// the report too. The reasons say which test the log and pytest disagree
+// on; none when the channel is inactive.
+func (c Channel) Judge(logStatuses map[string]string, tests []string, report []byte) []string {
+	if !c.Active() {
+		return nil
+	}
+	structured := Statuses(report)
+	squeezed := make(map[string]string, len(structured))
+	for id, st := range structured {
+		squeezed[squeeze(id)] = st
+	}
+	var bad []string
+	for _, id := range tests {
+		if !passing(logStatuses[id]) {
+			continue
+		}
+		st, ok := structured[id]
+		if !ok {
+			st, ok = squeezed[squeeze(id)]
+		}
+		if !ok {
+			st = "missing"
+		}
+		if !passing(st) {
+			bad = append(bad, fmt.Sprintf("%s (%s)", id, strings.ToLower(st)))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	what := "pytest's own report"
+	if report == nil {
+		what = "pytest's own report, which is missing,"
+	}
+	return []string{fmt.Sprintf("channel: the log reports %d tests passed that %s does not: %s", len(bad), what, strings.Join(bad, ", "))}
+}
+
+// squeeze drops the whitespace a harness parser may have dropped from a
+// parametrized test's id.
+func squeeze(id string) string { return strings.Join(strings.Fields(id), "") }

@@ -1,0 +1,109 @@
+package integrity
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestNewChannel: pytest commands get a channel with fresh random names
+// outside the repository; other runners get none.
+func TestNewChannel(t *testing.T) {
+	for _, cmd := range []string{"pytest -rA", "python -m pytest --no-header", "/opt/venv/bin/pytest"} {
+		c, d := NewChannel(cmd), NewChannel(cmd)
+		if !c.Active() || !strings.HasPrefix(c.Dir, "/tmp/msb_") || !strings.HasPrefix(c.Report, c.Dir+"/") || c.Token == d.Token || c.Report == d.Report {
+			t.Errorf("%s: %+v %+v", cmd, c, d)
+		}
+	}
+	for _, cmd := range []string{"python -m unittest -v", "./tests/runtests.py", "bin/test -C", "tox -epy39"} {
+		if c := NewChannel(cmd); c.Active() || c.Setup() != "" || c.Restore() != "" || c.Judge(map[string]string{"a": "PASSED"}, []string{"a"}, nil) != nil {
+			t.Errorf("%s: %+v", cmd, c)
+		}
+	}
+}
+
+// TestChannelPytest runs the channel's plugin under the host's pytest:
+// its report holds each test's real status (setup errors, xfail and skips
+// included), the tested code sees no trace of it in PYTHONPATH,
+// PYTEST_ADDOPTS or sys.path, and Restore gives the shell its variables
+// back.
+func TestChannelPytest(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import pytest").Run(); err != nil {
+		t.Skipf("no python3 with pytest on the host: %v", err)
+	}
+	dir := t.TempDir()
+	c := NewChannel("pytest")
+	c.Dir = filepath.Join(dir, "msb_"+c.Token)
+	c.Report = filepath.Join(c.Dir, "r.jsonl")
+	test := `import os, sys, pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup")
+
+def test_pass(): pass
+def test_fail(): assert 0
+def test_error(broken): pass
+@pytest.mark.skip
+def test_skip(): pass
+@pytest.mark.xfail
+def test_xfail(): assert 0
+def test_hidden():
+    assert "msb_" not in os.environ.get("PYTHONPATH", "") + os.environ.get("PYTEST_ADDOPTS", "")
+    assert os.environ["PYTEST_ADDOPTS"] == "-q"
+    assert not [p for p in sys.path if "msb_" in p]
+`
+	if err := os.WriteFile(filepath.Join(dir, "test_a.py"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "set -u\nunset PYTHONPATH\nexport PYTEST_ADDOPTS=-q\n" + c.Setup() + "python3 -m pytest -rA -p no:cacheprovider test_a.py\n" + c.Restore() +
+		"echo \"after: ${PYTEST_ADDOPTS}|${PYTHONPATH-unset}\"\n"
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "after: -q|unset") {
+		t.Errorf("Restore did not give the variables back:\n%s", out)
+	}
+	report, err := os.ReadFile(c.Report)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[string]string{"test_a.py::test_pass": "PASSED", "test_a.py::test_fail": "FAILED", "test_a.py::test_error": "ERROR",
+		"test_a.py::test_skip": "SKIPPED", "test_a.py::test_xfail": "XFAIL", "test_a.py::test_hidden": "PASSED"}
+	if got := Statuses(report); !reflect.DeepEqual(got, want) {
+		t.Errorf("statuses %v, want %v\n%s", got, want, out)
+	}
+}
+
+// TestChannelJudge: a test the log reports passing must be passing in
+// pytest's report; failing, missing or an absent report is a reason, a
+// test the log reports failing or a test outside the instance's is not.
+func TestChannelJudge(t *testing.T) {
+	c := Channel{Token: "t"}
+	report := []byte(`{"id": "t.py::a", "when": "call", "outcome": "passed", "xfail": false}
+{"id": "t.py::b", "when": "call", "outcome": "failed", "xfail": false}
+{"id": "t.py::c[x y]", "when": "call", "outcome": "passed", "xfail": false}
+{"id": "t.py::d", "when": "setup", "outcome": "passed", "xfail": false}
+{"id": "t.py::d", "when": "teardown", "outcome": "failed", "xfail": false}
+{"id": "t.py::e", "when": "call", "outc`)
+	tests := []string{"t.py::a", "t.py::b", "t.py::c[xy]", "t.py::d"}
+	for _, tc := range []struct {
+		name   string
+		log    map[string]string
+		report []byte
+		want   string
+	}{
+		{"agree", map[string]string{"t.py::a": "PASSED", "t.py::b": "FAILED", "t.py::c[xy]": "PASSED", "t.py::d": "ERROR", "t.py::z": "PASSED"}, report, ""},
+		{"fake passed", map[string]string{"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::d": "PASSED"}, report, "2 tests passed that pytest's own report does not: t.py::b (failed), t.py::d (error)"},
+		{"missing test", map[string]string{"t.py::a": "PASSED"}, []byte{}, "1 tests passed that pytest's own report does not: t.py::a (missing)"},
+		{"missing report", map[string]string{"t.py::a": "XFAIL"}, nil, "which is missing,"},
+	} {
+		got := strings.Join(c.Judge(tc.log, tests, tc.report), "|")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
