@@ -193,8 +193,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
-// WriteMarkdown writes the same as WriteText as markdown (the README's
-// "Measured" section is made from it).
+// WriteMarkdown writes the same as WriteText as markdown (docs/bench.md's
+// "Results" section is made from it).
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, l := range r.header() {
 		fmt.Fprintf(w, "%s  \n", l)
