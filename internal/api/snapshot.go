@@ -7,9 +7,9 @@ const (
 	ForkProcessesNone = "none"
 )
 
-// SnapshotRequest names the snapshot of a live sandbox. An empty name takes
-// an anonymous snapshot: its layer exists, but only the sandboxes made
-// from it keep it from garbage collection.
+// SnapshotRequest names the snapshot of a live sandbox (letters, digits
+// and ._@+=:,~-, at most 128, starting with a letter or digit); an empty
+// name is made up (snap-<sandbox id>-<time>).
 type SnapshotRequest struct {
 	Name string `json:"name,omitempty"`
 }
@@ -66,4 +66,9 @@ type RollbackRequest struct {
 	// Snapshot names the snapshot to return to; empty returns to the
 	// sandbox's state at creation.
 	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// SnapshotList is GET /v1/snapshots: the named snapshots, oldest first.
+type SnapshotList struct {
+	Snapshots List[SnapshotInfo] `json:"snapshots"`
 }

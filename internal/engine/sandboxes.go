@@ -62,14 +62,19 @@ type Sandbox struct {
 	release func()        // admission
 	limits  sandbox.Limits
 	info    api.SandboxInfo
+	// created is the config a rollback to creation starts anew: a fork's,
+	// or a raw sandbox's once rolled back (Rollback replaces sb); nil for
+	// a task sandbox of CreateSandbox, whose task a rollback opens anew.
+	created *sandbox.Config
 
 	deadline   time.Time     // end of the lifetime (zero: none)
 	idle       time.Duration // idle timeout (0: none)
 	active     atomic.Int32  // operations in flight
 	lastActive atomic.Int64  // unix ns when the last operation ended
 
-	mu       sync.Mutex // guards sessions and standby
+	mu       sync.Mutex // guards sessions, standby, closing; sb, task and lease against Rollback
 	sessions map[string]bool
+	closing  bool // closeAs began: Rollback must not install a new sb
 	// standby: the sandbox is a spare whose session shell, standbySession,
 	// was started ahead and is neither taken nor dropped yet.
 	standby   bool
@@ -300,14 +305,11 @@ func (s *Sandbox) Close() error { return s.closeAs(api.SandboxClosed, "") }
 // closeAs closes the sandbox, remembering it as state for reason.
 func (s *Sandbox) closeAs(state, reason string) error {
 	s.closeOnce.Do(func() {
-		if s.task != nil {
-			s.closeErr = s.task.Close()
-		} else {
-			s.closeErr = s.sb.Close()
-			if s.lease != nil {
-				s.closeErr = errors.Join(s.closeErr, s.lease.Release())
-			}
-		}
+		s.mu.Lock() // Rollback replaces them
+		sb, ts, lease := s.sb, s.task, s.lease
+		s.closing = true
+		s.mu.Unlock()
+		s.closeErr = closeParts(sb, ts, lease)
 		s.release()
 		info := s.Info()
 		info.State, info.Reason, info.Sessions = state, reason, nil

@@ -2,34 +2,363 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
+	"github.com/minisandbox/msb/internal/store"
 )
 
-// errNotYet marks the snapshot methods while they are being written.
-var errNotYet = errors.New("snapshots are not implemented yet")
+// A snapshot is what a sandbox wrote, committed as one immutable layer
+// (its "data layer") whose parents are the layers the sandbox was made
+// of, plus the cwd and environment of each of its sessions. A named
+// snapshot is kept by the ref snapshot/<name>, which points at a "record
+// layer": a layer holding only recordFile (the snapshot's description)
+// whose parent is the data layer. The record thus travels with the ref
+// wherever the cache's refs go (export, import, pull), gc keeps the data
+// layer and its parents through it, and it survives a restart.
 
-// Snapshot commits what a live sandbox wrote as a layer (named when
-// req.Name is set) and records its sessions' cwd and environment.
+// Snapshot errors; test with errors.Is.
+var (
+	// ErrSnapshotExists: a snapshot of that name exists; delete it
+	// first. It is a sandbox.ErrExists (a conflict).
+	ErrSnapshotExists = fmt.Errorf("snapshot %w", sandbox.ErrExists)
+	// ErrSnapshotUnsupported: the sandbox's writable layer cannot be
+	// committed here (see sandbox.ErrNoWritableDir) or its processes
+	// cannot be frozen (no cgroup freezer); the message says which. It
+	// is an ErrBadRequest.
+	ErrSnapshotUnsupported = fmt.Errorf("%w: cannot snapshot this sandbox", ErrBadRequest)
+)
+
+const (
+	snapshotRefPrefix = "snapshot/"
+	recordFile        = "msb-snapshot.json"
+	// sessionProbeTimeout bounds asking a session for its cwd and
+	// environment: a session busy with a command past it is recorded
+	// without them (reopened in the sandbox's defaults).
+	sessionProbeTimeout = 2 * time.Second
+)
+
+// snapshotName is what a snapshot may be called: a single ref segment.
+var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=:,~-]{0,127}$`)
+
+// snapshotRecord is recordFile: the snapshot's description plus the
+// layers, bottom first, its sandbox was made of (what a fork mounts below
+// the data layer).
+type snapshotRecord struct {
+	api.SnapshotInfo
+	Base     []store.LayerID `json:"base"`
+	HostBase bool            `json:"host_base"`
+}
+
+// Snapshot commits what a live sandbox wrote as a named layer (a name is
+// made up when req.Name is empty) and records its sessions' cwd and
+// environment. The sandbox's processes are frozen while its writable
+// layer is copied, so the layer is a state the sandbox was in.
 func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.SnapshotRequest) (api.SnapshotInfo, error) {
-	return api.SnapshotInfo{}, errNotYet
+	s, err := e.Sandbox(sandboxID)
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	name := req.Name
+	if name == "" {
+		name = "snap-" + sandboxID + "-" + time.Now().UTC().Format("20060102T150405.000000000")
+	}
+	if !snapshotName.MatchString(name) {
+		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
+	}
+	if _, err := e.cache.st().Ref(snapshotRefPrefix + name); err == nil {
+		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	}
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	defer snap.lease.Release()
+	snap.rec.Name = name
+	if err := e.saveRecord(ctx, snap); err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	e.log.Debug("snapshot taken", "sandbox", sandboxID, "snapshot", name, "layer", snap.layer.Short(), "bytes", snap.rec.Bytes)
+	return snap.rec.SnapshotInfo, nil
 }
 
 // Snapshots lists the named snapshots, oldest first.
-func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) { return nil, errNotYet }
-
-// DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
-// gc then frees its layer unless a sandbox uses it.
-func (e *Engine) DeleteSnapshot(name string) error { return errNotYet }
-
-// Fork starts req.Count new sandboxes from a snapshot of a live sandbox.
-func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
-	return nil, errNotYet
+func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
+	refs, err := e.cache.st().Refs()
+	if err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	out := []api.SnapshotInfo{}
+	for _, r := range refs {
+		name, ok := strings.CutPrefix(r.Name, snapshotRefPrefix)
+		if !ok {
+			continue
+		}
+		snap, err := e.loadSnapshot(context.Background(), name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, snap.rec.SnapshotInfo)
+	}
+	slices.SortFunc(out, func(a, b api.SnapshotInfo) int { return strings.Compare(a.CreatedAt+a.Name, b.CreatedAt+b.Name) })
+	return out, nil
 }
 
-// Rollback resets a live sandbox in place to a snapshot or, without one,
-// to its state at creation.
-func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.RollbackRequest) (api.SandboxInfo, error) {
-	return api.SandboxInfo{}, errNotYet
+// DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
+// gc then frees its layers unless a live sandbox uses them.
+func (e *Engine) DeleteSnapshot(name string) error {
+	if !snapshotName.MatchString(name) {
+		return fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	}
+	err := e.cache.st().DeleteRef(snapshotRefPrefix + name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	}
+	return err
+}
+
+// snapshot is a snapshot's layer and record; lease, when not nil, keeps
+// the layer from gc until released.
+type snapshot struct {
+	layer store.LayerID
+	rec   snapshotRecord
+	lease *store.Lease
+}
+
+// snapshot commits the sandbox's writable layer, frozen, with its sessions'
+// state, and leases the new layer (release snap.lease).
+func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
+	defer s.use()()
+	st := s.e.cache.st()
+	conf := s.sb.Config()
+	base, err := layersOf(st, conf.Layers)
+	if err != nil {
+		return snapshot{}, err
+	}
+	dir, err := s.sb.WritableDir()
+	if err != nil {
+		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
+	}
+	sessions := s.recordSessions(ctx)
+	parents := slices.Clone(base)
+	slices.Reverse(parents) // topmost first
+	layer, err := s.commitFrozen(ctx, dir, parents)
+	if err != nil {
+		return snapshot{}, err
+	}
+	lease, err := st.Lease(ctx, layer)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("leasing snapshot layer %s: %w", layer.Short(), err)
+	}
+	m, err := st.Manifest(layer)
+	if err != nil {
+		lease.Release()
+		return snapshot{}, err
+	}
+	info := api.SnapshotInfo{Layer: layer.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
+		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Sessions: sessions}
+	for _, en := range m.Entries {
+		if en.Type == store.TypeFile {
+			info.Files++
+			info.Bytes += en.Size
+		}
+	}
+	return snapshot{layer: layer, rec: snapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase}, lease: lease}, nil
+}
+
+// commitFrozen commits dir with the sandbox's processes frozen, and thaws
+// them whatever happens.
+func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.LayerID) (id store.LayerID, err error) {
+	thaw, err := s.sb.Freeze(ctx)
+	defer func() {
+		if terr := thaw(); terr != nil && err == nil {
+			err = terr
+		}
+	}()
+	if err != nil {
+		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
+	}
+	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: mapOwner()})
+	if err != nil {
+		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
+	}
+	return id, nil
+}
+
+// mapOwner records a rootless sandbox's files, owned on disk by the
+// caller, as root's, as environment layers are.
+func mapOwner() func(uid, gid uint32) (uint32, uint32) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	if uid == 0 {
+		return nil
+	}
+	return func(u, g uint32) (uint32, uint32) {
+		if u == uid {
+			u = 0
+		}
+		if g == gid {
+			g = 0
+		}
+		return u, g
+	}
+}
+
+// layersOf maps a sandbox's layer paths to the store's layers.
+func layersOf(st *store.Store, paths []string) ([]store.LayerID, error) {
+	out := make([]store.LayerID, len(paths))
+	for i, p := range paths {
+		id, ok := st.TreeLayer(p)
+		if !ok {
+			return nil, fmt.Errorf("%w: its layer %s is not a layer of the cache (copy mode?)", ErrSnapshotUnsupported, p)
+		}
+		out[i] = id
+	}
+	return out, nil
+}
+
+// sessionProbe prints the shell's working directory and exported
+// environment, NUL-terminated each, in hex (a session's output shows NUL
+// as the text \x00, which the output may hold too).
+const sessionProbe = `{ printf '%s\0' "$PWD"; env -0; } | od -An -v -tx1`
+
+// recordSessions asks each session for its cwd and environment.
+func (s *Sandbox) recordSessions(ctx context.Context) api.List[api.SnapshotSession] {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.sessions))
+	for n := range s.sessions {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	out := api.List[api.SnapshotSession]{}
+	for _, n := range names {
+		ss := api.SnapshotSession{Name: n, Env: api.List[string]{}}
+		pctx, cancel := context.WithTimeout(ctx, sessionProbeTimeout)
+		res, err := s.sb.SessionExec(pctx, n, session.ExecRequest{Command: sessionProbe, Timeout: sessionProbeTimeout, SeparateStderr: true})
+		cancel()
+		if err == nil && res.ExitCode == 0 {
+			ss.Cwd, ss.Env = parseProbe(res.Output)
+		} else {
+			s.e.log.Debug("session state not recorded", "sandbox", s.ID(), "session", n, "err", err)
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// shellVars are set by bash itself: not carried to a reopened session.
+var shellVars = []string{"PWD", "OLDPWD", "SHLVL", "_"}
+
+func parseProbe(out string) (cwd string, env api.List[string]) {
+	env = api.List[string]{}
+	raw, err := hex.DecodeString(strings.Join(strings.Fields(out), ""))
+	if err != nil {
+		return "", env
+	}
+	fields := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	cwd = fields[0]
+	for _, kv := range fields[1:] {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || slices.Contains(shellVars, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return cwd, env
+}
+
+// saveRecord writes snap's record layer and points its name's ref at it.
+func (e *Engine) saveRecord(ctx context.Context, snap snapshot) error {
+	b, err := json.MarshalIndent(snap.rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "msb-snapshot-")
+	if err != nil {
+		return fmt.Errorf("writing snapshot record: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing snapshot record: %w", err)
+	}
+	if _, err := e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: []store.LayerID{snap.layer},
+		Ref: snapshotRefPrefix + snap.rec.Name, MapOwner: func(uint32, uint32) (uint32, uint32) { return 0, 0 }}); err != nil {
+		return fmt.Errorf("saving snapshot %q: %w", snap.rec.Name, err)
+	}
+	return nil
+}
+
+// loadSnapshot reads a named snapshot (ErrNotFound if absent).
+func (e *Engine) loadSnapshot(ctx context.Context, name string) (snapshot, error) {
+	if !snapshotName.MatchString(name) {
+		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	}
+	st := e.cache.st()
+	rl, err := st.Ref(snapshotRefPrefix + name)
+	if errors.Is(err, store.ErrNotFound) {
+		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return snapshot{}, err
+	}
+	path, err := st.Materialize(ctx, rl)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("snapshot %q: %w", name, err)
+	}
+	b, err := os.ReadFile(filepath.Join(path, recordFile))
+	if err != nil {
+		return snapshot{}, fmt.Errorf("snapshot %q: reading its record: %w", name, err)
+	}
+	var snap snapshot
+	if err := json.Unmarshal(b, &snap.rec); err != nil {
+		return snapshot{}, fmt.Errorf("snapshot %q: its record: %w", name, err)
+	}
+	if snap.layer, err = store.ParseLayerID(snap.rec.Layer); err != nil {
+		return snapshot{}, fmt.Errorf("snapshot %q: its record: %w", name, err)
+	}
+	if snap.rec.Sessions == nil {
+		snap.rec.Sessions = api.List[api.SnapshotSession]{}
+	}
+	return snap, nil
+}
+
+// layerPaths materializes layers (bottom first) and the snapshot layer on
+// top, and leases them (release the lease with the sandbox).
+func (e *Engine) layerPaths(ctx context.Context, base []store.LayerID, top *store.LayerID) ([]string, *store.Lease, error) {
+	st := e.cache.st()
+	all := slices.Clone(base)
+	if top != nil {
+		all = append(all, *top)
+	}
+	lease, err := st.Lease(ctx, all...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("leasing the snapshot's layers: %w", err)
+	}
+	paths := make([]string, len(all))
+	for i, id := range all {
+		if paths[i], err = st.Materialize(ctx, id); err != nil {
+			lease.Release()
+			return nil, nil, err
+		}
+	}
+	return paths, lease, nil
+}
+
+// forkConfig is base's config (the sandbox's, without its upper dir)
+// over snap's layers.
+func forkConfig(base sandbox.Config, paths []string, hostBase bool) sandbox.Config {
+	base.Layers, base.HostBase = paths, hostBase
+	base.UpperDir, base.KeepUpper = "", false
+	return base
 }

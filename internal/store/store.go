@@ -434,3 +434,16 @@ func (s *Store) layerParents(id LayerID) ([]LayerID, error) {
 	s.parentsMu.Unlock()
 	return m.Parents, nil
 }
+
+// TreeLayer is the layer whose tree (TreePath) path is, if it is one.
+func (s *Store) TreeLayer(path string) (LayerID, bool) {
+	dir, base := filepath.Split(filepath.Clean(path))
+	if base != "tree" {
+		return LayerID{}, false
+	}
+	d, err := parseHexDigest(filepath.Base(dir))
+	if err != nil || s.TreePath(LayerID(d)) != filepath.Clean(path) {
+		return LayerID{}, false
+	}
+	return LayerID(d), true
+}

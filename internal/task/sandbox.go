@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
 )
 
 // ApplyCommands are tried in order to apply a patch, as the harness does
@@ -56,6 +58,9 @@ type Options struct {
 	Network string
 	// Progress receives the cache's build events.
 	Progress envcache.Progress
+	// Env is added to the environment's variables (NAME=value; the
+	// spec's, exported by the eval script, still win).
+	Env []string
 }
 
 // Sandbox is a task's sandbox in the task's starting state. It is a
@@ -84,6 +89,7 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	start = time.Now()
 	conf := prep.SandboxConfig()
 	conf.Limits, conf.MaxOutput, conf.Network = o.Limits, o.MaxOutput, o.Network
+	conf.Env = append(slices.Clip(conf.Env), o.Env...)
 	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
 		prep.Release()
 		return nil, fmt.Errorf("creating the sandbox of %s: %w", t.ID(), err)
@@ -279,4 +285,11 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Adopt makes sb, a sandbox of t's layers started by the caller (a fork
+// of a task sandbox, with a snapshot layer on top), a task sandbox of t:
+// Close closes sb and releases lease, which keeps sb's layers.
+func Adopt(t *Task, sb *sandbox.Sandbox, lease *store.Lease) *Sandbox {
+	return &Sandbox{Sandbox: sb, Task: t, prep: &envcache.Prepared{Lease: lease}}
 }

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
+	"github.com/minisandbox/msb/internal/task"
+)
+
+// Rollback resets a live sandbox in place (same id, labels, limits,
+// lifetime) to the named snapshot req.Snapshot or, without one, to its
+// state at creation. A new sandbox is started over the snapshot's layers
+// (or the sandbox's own) with an empty writable layer and replaces the
+// old one, whose processes are killed; the snapshot's sessions (without
+// one, the sandbox's sessions, in their defaults) are opened anew. The
+// snapshot must be of the sandbox's instance. Calls on the sandbox still
+// running when it is replaced fail as after a close: do not run them
+// beside a Rollback.
+func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.RollbackRequest) (api.SandboxInfo, error) {
+	s, err := e.Sandbox(sandboxID)
+	if err != nil {
+		return api.SandboxInfo{}, err
+	}
+	s.mu.Lock()
+	created, conf, ts := s.created, s.sb.Config(), s.task
+	if created == nil && ts == nil {
+		created = &conf // a raw sandbox not rolled back yet
+	}
+	sessions := slices.Sorted(maps.Keys(s.sessions))
+	s.mu.Unlock()
+	next, err := e.rollbackSandbox(ctx, s, created, conf, req.Snapshot, sessions)
+	if err != nil {
+		return api.SandboxInfo{}, fmt.Errorf("rolling back sandbox %s: %w", sandboxID, err)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		closeParts(next.sb, next.task, next.lease)
+		return api.SandboxInfo{}, fmt.Errorf("rolling back sandbox %s: %w", sandboxID, sandbox.ErrClosed)
+	}
+	oldSB, oldTask, oldLease := s.sb, s.task, s.lease
+	s.sb, s.task, s.lease = next.sb, next.task, next.lease
+	s.created, s.sessions, s.standby = created, next.sessions, false
+	s.mu.Unlock()
+	if err := closeParts(oldSB, oldTask, oldLease); err != nil {
+		e.log.Debug("closing the rolled back sandbox", "sandbox", sandboxID, "err", err)
+	}
+	e.log.Debug("sandbox rolled back", "sandbox", sandboxID, "snapshot", req.Snapshot)
+	return s.Info(), nil
+}
+
+// rollbackSandbox starts what replaces s: over the named snapshot; else
+// over created (the layers s was made of); else, for a task sandbox made
+// by CreateSandbox (created nil), a new sandbox of its task, opened as
+// its first was (a SWE-smith bug committed again). conf is s's config now.
+func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandbox.Config, conf sandbox.Config, name string, sessions []string) (*Sandbox, error) {
+	next := &Sandbox{e: e, sessions: map[string]bool{}}
+	snap, err := e.rollbackTarget(ctx, s, created, name, sessions)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case name == "" && created == nil:
+		ts, err := e.makeTask(ctx, spareKey{t: s.task.Task, limits: s.limits, network: conf.Network, maxOutput: conf.MaxOutput})
+		if err != nil {
+			return nil, err
+		}
+		next.sb, next.task = ts.Sandbox, ts
+	case created != nil:
+		conf = *created
+		fallthrough
+	default:
+		if err := next.startFrom(ctx, conf, s.task, snap); err != nil {
+			return nil, err
+		}
+	}
+	if err := next.reopenSessions(ctx, snap.rec.Sessions); err != nil {
+		closeParts(next.sb, next.task, next.lease)
+		return nil, err
+	}
+	return next, nil
+}
+
+// rollbackTarget is the state a rollback goes to: the named snapshot, or
+// the sandbox's layers at creation (created; nil for a task sandbox to
+// open anew) with its sessions reopened in their defaults.
+func (e *Engine) rollbackTarget(ctx context.Context, s *Sandbox, created *sandbox.Config, name string, sessions []string) (snapshot, error) {
+	if name == "" {
+		snap := snapshot{}
+		if created != nil {
+			base, err := layersOf(e.cache.st(), created.Layers)
+			if err != nil {
+				return snapshot{}, err
+			}
+			snap.rec.Base, snap.rec.HostBase = base, created.HostBase
+		}
+		for _, n := range sessions {
+			if n != standbySession {
+				snap.rec.Sessions = append(snap.rec.Sessions, api.SnapshotSession{Name: n})
+			}
+		}
+		return snap, nil
+	}
+	snap, err := e.loadSnapshot(ctx, name)
+	if err != nil {
+		return snapshot{}, err
+	}
+	if snap.rec.InstanceID != s.info.InstanceID {
+		return snapshot{}, fmt.Errorf("%w: snapshot %q is of instance %q, sandbox %s of %q", ErrBadRequest, name, snap.rec.InstanceID, s.ID(), s.info.InstanceID)
+	}
+	return snap, nil
+}
+
+// closeParts closes what an engine sandbox holds: its task sandbox (which
+// releases its layers), or its sandbox and layer lease.
+func closeParts(sb *sandbox.Sandbox, ts *task.Sandbox, lease *store.Lease) error {
+	if ts != nil {
+		return ts.Close()
+	}
+	err := sb.Close()
+	if lease != nil {
+		err = errors.Join(err, lease.Release())
+	}
+	return err
+}

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// snapshotEngine opens an engine for snapshot tests and fails them at
+// their end on sandbox processes or snapshot mounts left behind.
+func snapshotEngine(t *testing.T) *Engine {
+	t.Helper()
+	var e *Engine
+	t.Cleanup(func() { // after the engine's close, which waits for cleanups
+		if err := privtest.CheckLeaks(e.cfg.StateDir); err != nil {
+			t.Error(err)
+		}
+	})
+	e = openEngine(t, "", nil)
+	return e
+}
+
+// sh runs command in the sandbox (in session when not empty) and returns
+// its output; a non-zero exit fails the test.
+func sh(t *testing.T, s *Sandbox, session, command string) string {
+	t.Helper()
+	res, err := s.Exec(context.Background(), api.ExecRequest{Session: session, Command: command, TimeoutNs: int64(time.Minute)})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: %q: %v %+v", s.ID(), command, err, res)
+	}
+	return res.Stdout
+}
+
+// closeAll closes sandboxes at the end of the test.
+func closeAll(t *testing.T, sbs ...*Sandbox) {
+	t.Cleanup(func() {
+		for _, s := range sbs {
+			s.Close()
+		}
+	})
+}
+
+// TestSnapshotFork forks a task sandbox whose agent deleted a tracked
+// file, wrote another and moved its session: each child has the files
+// (the deleted one still deleted), the session's cwd and exported
+// variables, the parent's labels plus its own, and is a task sandbox of
+// the same instance; what one child writes, neither the parent nor its
+// sibling sees, nor the children what the parent writes after.
+func TestSnapshotFork(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	id := generated(t).Instances[0].InstanceID
+	parent, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: id, Labels: map[string]string{"job": "j", "role": "parent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, parent)
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "main", "git rm -q calc/text.py && echo kept > NOTES.txt && cd calc && export STEP=7")
+	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 2, Labels: map[string]string{"role": "child"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	if len(kids) != 2 {
+		t.Fatalf("%d children", len(kids))
+	}
+	for _, k := range kids {
+		info := k.Info()
+		want := map[string]string{"job": "j", "role": "child"}
+		if info.InstanceID != id || !maps.Equal(map[string]string(info.Labels), want) || !slices.Equal(info.Sessions, []string{"main"}) {
+			t.Fatalf("child %+v", info)
+		}
+		if got := sh(t, k, "main", `echo "$PWD $STEP"; cat /testbed/NOTES.txt; ls /testbed/calc/text.py 2>&1 || true`); !strings.HasPrefix(got, "/testbed/calc 7\nkept\n") || !strings.Contains(got, "No such file") {
+			t.Fatalf("child %s sees %q", k.ID(), got)
+		}
+		diff, err := k.Diff(ctx)
+		if err != nil || !strings.Contains(diff, "b/NOTES.txt") || !strings.Contains(diff, "deleted file mode") {
+			t.Fatalf("child's diff: %v\n%s", err, diff)
+		}
+	}
+	sh(t, kids[0], "main", "echo mine > /testbed/kid0.txt")
+	sh(t, parent, "main", "echo later > /testbed/parent.txt")
+	for _, c := range []struct {
+		s    *Sandbox
+		file string
+	}{{parent, "kid0.txt"}, {kids[1], "kid0.txt"}, {kids[0], "parent.txt"}, {kids[1], "parent.txt"}} {
+		if _, err := c.s.Stat(ctx, "/testbed/"+c.file); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("%s sees %s: %v", c.s.ID(), c.file, err)
+		}
+	}
+}
+
+// TestSnapshotConsistent snapshots a sandbox while a process in it writes
+// files without pause, alternately in two directories (a/N, then b/N):
+// every snapshot must be a state that existed, b a prefix of a that
+// lags by at most the file being written.
+func TestSnapshotConsistent(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: generated(t).Instances[0].InstanceID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	if err := s.OpenSession(ctx, api.SessionRequest{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "w", `mkdir -p /testbed/w/a /testbed/w/b && (i=0; while :; do : >/testbed/w/a/$i; : >/testbed/w/b/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
+	st := e.cache.st()
+	for round := range 3 {
+		for n := 0; n < 200; n = countFiles(t, s, "/testbed/w/b") {
+		}
+		name := fmt.Sprintf("consistent-%d", round)
+		info, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.DeleteSnapshot(name) })
+		layer, err := store.ParseLayerID(info.Layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.Manifest(layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := numbered(m, "testbed/w/a/"), numbered(m, "testbed/w/b/")
+		if len(a) == 0 || !isPrefix(a) || !isPrefix(b) || len(a)-len(b) > 1 || len(b) > len(a) {
+			t.Fatalf("round %d: a has %d files (prefix %v), b %d (prefix %v): not a state that existed", round, len(a), isPrefix(a), len(b), isPrefix(b))
+		}
+	}
+}
+
+func countFiles(t *testing.T, s *Sandbox, dir string) int {
+	ents, err := s.ListDir(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// numbered lists the numbers of the files directly under prefix in m.
+func numbered(m *store.Manifest, prefix string) []int {
+	var out []int
+	for _, en := range m.Entries {
+		rest, ok := strings.CutPrefix(en.Path, prefix)
+		if !ok || en.Type != store.TypeFile {
+			continue
+		}
+		if n, err := strconv.Atoi(rest); err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// isPrefix reports whether ns (sorted) is 0, 1, ..., len(ns)-1.
+func isPrefix(ns []int) bool {
+	for i, n := range ns {
+		if n != i {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSnapshotRollback undoes destructive commands: after rm -rf /testbed
+// with a broken git index, a rollback to a named snapshot brings back the
+// snapshot's files and its session's cwd and variables, under the same
+// id; a rollback without one, the state at creation.
+func TestSnapshotRollback(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{InstanceID: generated(t).Instances[0].InstanceID, Labels: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "main", "echo step1 > STEP.txt && cd calc && export PHASE=one")
+	if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "rollback-one"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("rollback-one") })
+	sh(t, s, "main", "echo garbage > /testbed/.git/index; cd / && rm -rf /testbed; export PHASE=two")
+	info, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{Snapshot: "rollback-one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ID != s.ID() || info.Labels["k"] != "v" || !slices.Equal(info.Sessions, []string{"main"}) {
+		t.Fatalf("after rollback: %+v", info)
+	}
+	if got := sh(t, s, "main", `echo "$PWD $PHASE"; cat /testbed/STEP.txt; cd /testbed && git status --short`); got != "/testbed/calc one\nstep1\n?? STEP.txt\n" {
+		t.Fatalf("after rollback to the snapshot: %q", got)
+	}
+	sh(t, s, "main", "cd / && rm -rf /testbed")
+	if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, s, "main", `echo "$PWD ${PHASE-unset}"; git status --short`); got != "/testbed unset\n" {
+		t.Fatalf("after rollback to creation: %q", got)
+	}
+	if n := len(e.Sandboxes(nil)); n != 1 {
+		t.Fatalf("%d sandboxes after two rollbacks", n)
+	}
+	if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{Snapshot: "no-such"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("rollback to a missing snapshot: %v", err)
+	}
+}
+
+// TestSnapshotRestartAndGC: a named snapshot is listed, survives the
+// engine (a new one on the same cache forks from it), is refused twice,
+// and once deleted gc removes its layers.
+func TestSnapshotRestartAndGC(t *testing.T) {
+	ctx := context.Background()
+	id := generated(t).Instances[0].InstanceID
+	e1 := snapshotEngine(t)
+	s, err := e1.CreateSandbox(ctx, SandboxRequest{InstanceID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "", "echo saved > /testbed/SAVED.txt")
+	info, err := e1.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e1.DeleteSnapshot("restart") })
+	if _, err := e1.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "restart"}); !errors.Is(err, ErrSnapshotExists) {
+		t.Fatalf("second snapshot of the same name: %v", err)
+	}
+	s.Close()
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e2 := snapshotEngine(t)
+	list, err := e2.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list, func(x api.SnapshotInfo) bool { return x.Name == "restart" })
+	if i < 0 || list[i].Layer != info.Layer || list[i].InstanceID != id || list[i].Files == 0 {
+		t.Fatalf("listing %+v, want %+v", list, info)
+	}
+	base, err := e2.CreateSandbox(ctx, SandboxRequest{InstanceID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, base)
+	kids, err := e2.Fork(ctx, base.ID(), api.ForkRequest{Snapshot: "restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, kids[0], "", "cat /testbed/SAVED.txt"); got != "saved\n" {
+		t.Fatalf("child of the restored snapshot reads %q", got)
+	}
+	kids[0].Close()
+	if err := e2.DeleteSnapshot("restart"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.DeleteSnapshot("restart"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	layer, _ := store.ParseLayerID(info.Layer)
+	rep, err := e2.cache.st().GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Layers, layer) {
+		t.Fatalf("gc kept the deleted snapshot's layer %s: %+v", layer.Short(), rep)
+	}
+	if _, err := os.Stat(e2.cache.st().TreePath(layer)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("snapshot layer still on disk: %v", err)
+	}
+}
+
+// TestSnapshotForkQuota: each child is admitted as a create is; a fork
+// past the quota fails with ErrQuota naming the limit and leaves no
+// child, and a fork asked to carry processes is refused.
+func TestSnapshotForkQuota(t *testing.T) {
+	e := openEngine(t, "", func(c *Config) { c.MaxSandboxes, c.GradingReserve = 3, -1 })
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{Layers: nil, HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	if _, err := e.Fork(ctx, s.ID(), api.ForkRequest{Count: 3}); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "sandboxes") {
+		t.Fatalf("fork of 3 beside 1 under a limit of 3: %v", err)
+	}
+	if n := len(e.Sandboxes(nil)); n != 1 {
+		t.Fatalf("%d sandboxes after a refused fork", n)
+	}
+	kids, err := e.Fork(ctx, s.ID(), api.ForkRequest{Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	for _, req := range []api.ForkRequest{{Processes: "criu"}, {Count: -1}, {Count: MaxForkCount + 1}} {
+		if _, err := e.Fork(ctx, s.ID(), req); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("fork %+v: %v", req, err)
+		}
+	}
+}
