@@ -25,47 +25,121 @@ const MaxForkCount = 256
 // child of a task sandbox is a task sandbox of the same instance. Each
 // child is admitted as a create is, without waiting: ErrQuota (naming the
 // limit) when there is no room, and then no child is left.
+//
+// With sandboxID empty, the children are forked from the named snapshot
+// alone (its source may be gone): a task sandbox's snapshot gives task
+// sandboxes of its instance, a raw one raw sandboxes with the source's
+// root and working directory; limits and lifetimes are the engine's
+// defaults, labels req.Labels.
 func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
 	if err := checkFork(req); err != nil {
 		return nil, err
 	}
-	parent, err := e.Sandbox(sandboxID)
+	src, snap, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	var snap snapshot
-	if req.Snapshot != "" {
-		if snap, err = e.loadSnapshot(ctx, req.Snapshot); err != nil {
-			return nil, err
-		}
-		if snap.rec.InstanceID != parent.info.InstanceID {
-			return nil, fmt.Errorf("%w: snapshot %q is of instance %q, sandbox %s of %q", ErrBadRequest, req.Snapshot, snap.rec.InstanceID, sandboxID, parent.info.InstanceID)
-		}
-	} else {
-		if snap, err = parent.snapshot(ctx); err != nil {
-			return nil, err
-		}
-		defer snap.lease.Release()
-	}
-	labels := maps.Clone(parent.Info().Labels)
+	defer done()
+	labels := maps.Clone(src.info.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, req.Labels)
+	src.info.Labels = labels
 	count := max(req.Count, 1)
 	children := make([]*Sandbox, 0, count)
 	for range count {
-		c, err := e.forkChild(ctx, parent, snap, labels)
+		c, err := e.forkChild(ctx, src, snap)
 		if err != nil {
 			for _, c := range children {
 				c.Close()
 			}
-			return nil, fmt.Errorf("forking sandbox %s (child %d of %d): %w", sandboxID, len(children)+1, count, err)
+			return nil, fmt.Errorf("forking %s (child %d of %d): %w", src.what, len(children)+1, count, err)
 		}
 		children = append(children, c)
 	}
-	e.log.Debug("sandbox forked", "sandbox", sandboxID, "children", count, "layer", snap.layer.Short())
+	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
 	return children, nil
+}
+
+// forkSource is what children are made like.
+type forkSource struct {
+	what   string         // for messages: "sandbox ID", "snapshot NAME"
+	conf   sandbox.Config // the layers aside
+	task   *task.Task     // nil for raw sandboxes
+	limits sandbox.Limits
+	// info holds the children's instance, labels, limits, mode and
+	// lifetimes.
+	info api.SandboxInfo
+}
+
+// forkSource finds what to fork: a live sandbox and a snapshot of it (the
+// named one, or one of its live state), or a named snapshot alone. done
+// releases what keeps them.
+func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSource, snapshot, func(), error) {
+	nothing := func() {}
+	if sandboxID == "" {
+		if name == "" {
+			return forkSource{}, snapshot{}, nothing, fmt.Errorf("%w: fork needs a sandbox or a snapshot", ErrBadRequest)
+		}
+		return e.snapshotSource(ctx, name)
+	}
+	parent, err := e.Sandbox(sandboxID)
+	if err != nil {
+		return forkSource{}, snapshot{}, nothing, err
+	}
+	parent.mu.Lock()
+	src := forkSource{what: "sandbox " + sandboxID, conf: parent.sb.Config(), limits: parent.limits}
+	if parent.task != nil {
+		src.task = parent.task.Task
+	}
+	parent.mu.Unlock()
+	src.info = parent.Info()
+	if name == "" {
+		snap, err := parent.snapshot(ctx)
+		if err != nil {
+			return forkSource{}, snapshot{}, nothing, err
+		}
+		return src, snap, func() { snap.lease.Release() }, nil
+	}
+	snap, err := e.loadSnapshot(ctx, name)
+	if err != nil {
+		return forkSource{}, snapshot{}, nothing, err
+	}
+	if snap.rec.InstanceID != src.info.InstanceID {
+		return forkSource{}, snapshot{}, nothing, fmt.Errorf("%w: snapshot %q is of instance %q, sandbox %s of %q", ErrBadRequest, name, snap.rec.InstanceID, sandboxID, src.info.InstanceID)
+	}
+	return src, snap, nothing, nil
+}
+
+// snapshotSource is the named snapshot alone as what to fork: a task
+// snapshot's config is its instance's (its layers prepared, as a create
+// does, for their binds and environment), a raw one's what it recorded.
+func (e *Engine) snapshotSource(ctx context.Context, name string) (forkSource, snapshot, func(), error) {
+	nothing := func() {}
+	snap, err := e.loadSnapshot(ctx, name)
+	if err != nil {
+		return forkSource{}, snapshot{}, nothing, err
+	}
+	limits := e.cfg.sandboxLimits(api.Limits{})
+	lifetime, idle := pickDuration(0, e.cfg.Lifetime), pickDuration(0, e.cfg.IdleTimeout)
+	src := forkSource{what: "snapshot " + name, limits: limits, info: api.SandboxInfo{InstanceID: snap.rec.InstanceID,
+		Limits: apiLimits(limits), Mode: e.rt.Mode(), LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}}
+	src.conf = sandbox.Config{Workdir: snap.rec.Workdir, Env: snap.rec.Env, Limits: limits}
+	if snap.rec.InstanceID == "" {
+		return src, snap, nothing, nil
+	}
+	t, err := e.task(snap.rec.InstanceID)
+	if err != nil {
+		return forkSource{}, snapshot{}, nothing, fmt.Errorf("snapshot %q: %w", name, err)
+	}
+	prep, err := e.env.Cache.Prepare(ctx, t.Instance, t.Spec, nil)
+	if err != nil {
+		return forkSource{}, snapshot{}, nothing, fmt.Errorf("snapshot %q: preparing instance %s: %w", name, t.ID(), err)
+	}
+	src.task, src.conf = t, prep.SandboxConfig()
+	src.conf.Limits = limits
+	return src, snap, func() { prep.Release() }, nil
 }
 
 func checkFork(req api.ForkRequest) error {
@@ -83,25 +157,25 @@ func checkFork(req api.ForkRequest) error {
 	return nil
 }
 
-// forkChild starts and registers one child of parent over snap.
-func (e *Engine) forkChild(ctx context.Context, parent *Sandbox, snap snapshot, labels map[string]string) (*Sandbox, error) {
+// forkChild starts and registers one child of src over snap.
+func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	release, err := e.reserve(ctx, parent.limits, -1, agentClass)
+	release, err := e.reserve(ctx, src.limits, -1, agentClass)
 	if err != nil {
 		return nil, err
 	}
-	c := &Sandbox{e: e, release: release, limits: parent.limits, sessions: map[string]bool{}}
-	if err := c.startFrom(ctx, parent.sb.Config(), parent.task, snap); err != nil {
+	c := &Sandbox{e: e, release: release, limits: src.limits, sessions: map[string]bool{}}
+	if err := c.startFrom(ctx, src.conf, src.task, snap); err != nil {
 		release()
 		return nil, err
 	}
 	now := time.Now()
 	c.lastActive.Store(now.UnixNano())
-	pi := parent.Info()
-	c.deadline, c.idle = time.Time{}, time.Duration(pi.IdleTimeoutNs)
-	c.info = api.SandboxInfo{ID: c.sb.ID, InstanceID: pi.InstanceID, Labels: maps.Clone(labels), Limits: pi.Limits, Mode: pi.Mode,
+	pi := src.info
+	c.idle = time.Duration(pi.IdleTimeoutNs)
+	c.info = api.SandboxInfo{ID: c.sb.ID, InstanceID: pi.InstanceID, Labels: maps.Clone(pi.Labels), Limits: pi.Limits, Mode: pi.Mode,
 		CreatedAt: now.UTC().Format(time.RFC3339Nano), State: api.SandboxRunning, LifetimeNs: pi.LifetimeNs, IdleTimeoutNs: pi.IdleTimeoutNs}
 	if pi.LifetimeNs > 0 {
 		c.deadline = now.Add(time.Duration(pi.LifetimeNs))
@@ -125,8 +199,8 @@ func (e *Engine) forkChild(ctx context.Context, parent *Sandbox, snap snapshot, 
 }
 
 // startFrom starts the sandbox's processes from conf (a sandbox's config)
-// over snap's layers, as a task sandbox of t's task when t is not nil.
-func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Sandbox, snap snapshot) error {
+// over snap's layers, as a task sandbox of t when t is not nil.
+func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Task, snap snapshot) error {
 	var top *store.LayerID
 	if snap.layer != (store.LayerID{}) {
 		top = &snap.layer
@@ -147,12 +221,12 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Sa
 }
 
 // adopt makes sb, with its layers' lease, what an engine sandbox holds: a
-// task sandbox of t's task (which then owns the lease), or a raw one.
-func adopt(sb *sandbox.Sandbox, t *task.Sandbox, lease *store.Lease) (*sandbox.Sandbox, *task.Sandbox, *store.Lease) {
+// task sandbox of t (which then owns the lease), or a raw one.
+func adopt(sb *sandbox.Sandbox, t *task.Task, lease *store.Lease) (*sandbox.Sandbox, *task.Sandbox, *store.Lease) {
 	if t == nil {
 		return sb, nil, lease
 	}
-	return sb, task.Adopt(t.Task, sb, lease), nil
+	return sb, task.Adopt(t, sb, lease), nil
 }
 
 // reopenSessions opens sessions as a snapshot recorded them.

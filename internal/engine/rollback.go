@@ -76,7 +76,11 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 		conf = *created
 		fallthrough
 	default:
-		if err := next.startFrom(ctx, conf, s.task, snap); err != nil {
+		var t *task.Task
+		if s.task != nil {
+			t = s.task.Task
+		}
+		if err := next.startFrom(ctx, conf, t, snap); err != nil {
 			return nil, err
 		}
 	}

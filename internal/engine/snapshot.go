@@ -59,6 +59,10 @@ type snapshotRecord struct {
 	api.SnapshotInfo
 	Base     []store.LayerID `json:"base"`
 	HostBase bool            `json:"host_base"`
+	// Workdir and Env are the source sandbox's: a raw snapshot forked
+	// alone (without a live sandbox) starts with them.
+	Workdir string   `json:"workdir,omitempty"`
+	Env     []string `json:"env,omitempty"`
 }
 
 // Snapshot commits what a live sandbox wrote as a named layer (a name is
@@ -174,7 +178,8 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 			info.Bytes += en.Size
 		}
 	}
-	return snapshot{layer: layer, rec: snapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase}, lease: lease}, nil
+	return snapshot{layer: layer, rec: snapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
+		Workdir: conf.Workdir, Env: conf.Env}, lease: lease}, nil
 }
 
 // commitFrozen commits dir with the sandbox's processes frozen, and thaws

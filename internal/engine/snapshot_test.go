@@ -273,6 +273,18 @@ func TestSnapshotRestartAndGC(t *testing.T) {
 		t.Fatalf("child of the restored snapshot reads %q", got)
 	}
 	kids[0].Close()
+	// From the name alone: a task sandbox of the instance, its source gone.
+	alone, err := e2.Fork(ctx, "", api.ForkRequest{Snapshot: "restart", Labels: map[string]string{"from": "name"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, alone[0], "", "pwd; cat SAVED.txt"); got != "/testbed\nsaved\n" || alone[0].Info().InstanceID != id || alone[0].Info().Labels["from"] != "name" {
+		t.Fatalf("child of the name alone: %q %+v", got, alone[0].Info())
+	}
+	if diff, err := alone[0].Diff(ctx); err != nil || !strings.Contains(diff, "b/SAVED.txt") {
+		t.Fatalf("diff of the child of the name alone: %v\n%s", err, diff)
+	}
+	alone[0].Close()
 	if err := e2.DeleteSnapshot("restart"); err != nil {
 		t.Fatal(err)
 	}
