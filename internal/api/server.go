@@ -13,6 +13,7 @@ type ErrorCode string
 const (
 	CodeBadRequest       ErrorCode = "bad_request"          // 400: malformed body, invalid field; the message names it
 	CodePathEscape       ErrorCode = "path_escape"          // 400: a path leaves the sandbox root
+	CodeInvalidConfig    ErrorCode = "invalid_config"       // 400: a sandbox configuration that cannot be built
 	CodeUnauthorized     ErrorCode = "unauthorized"         // 401: missing or wrong token (TCP only)
 	CodeNotFound         ErrorCode = "not_found"            // 404: sandbox, session, instance, file, job or layer
 	CodeMethodNotAllowed ErrorCode = "method_not_allowed"   // 405
@@ -168,6 +169,9 @@ type EvaluateRequest struct {
 	// Artifacts adds the evaluation's files (test output, eval.sh, the
 	// run log, the patch) to the answer.
 	Artifacts bool `json:"artifacts,omitempty"`
+	// Repeat runs the tests this many times, each in a fresh sandbox, and
+	// marks the result flaky when a test's status flips (0 or 1: once).
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // EvaluateResponse is an evaluation: the result holds the outcome, the
