@@ -169,9 +169,6 @@ type EvaluateRequest struct {
 	// Artifacts adds the evaluation's files (test output, eval.sh, the
 	// run log, the patch) to the answer.
 	Artifacts bool `json:"artifacts,omitempty"`
-	// Repeat runs the tests this many times, each in a fresh sandbox, and
-	// marks the result flaky when a test's status flips (0 or 1: once).
-	Repeat int `json:"repeat,omitempty"`
 }
 
 // EvaluateResponse is an evaluation: the result holds the outcome, the
