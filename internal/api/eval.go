@@ -84,6 +84,12 @@ type InstanceReport struct {
 	// IntegrityNotes say which checks did not run, and why (a test
 	// command that cannot take the canary).
 	IntegrityNotes List[string] `json:"integrity_notes,omitempty"`
+	// Flaky: the evaluation was repeated (--repeat) and a test's status,
+	// or the outcome, was not the same every time; FlakyTests are the
+	// tests whose status flipped. The verdict and reward are the first
+	// run's, and trainers should mask a flaky reward.
+	Flaky      bool         `json:"flaky,omitempty"`
+	FlakyTests List[string] `json:"flaky_tests,omitempty"`
 }
 
 // ReportFile is the content of a per-instance report.json:
@@ -121,6 +127,11 @@ type EvalResult struct {
 	Detail     string     `json:"detail,omitempty"`
 	Resolution Resolution `json:"resolution,omitempty"`
 	Reward     float64    `json:"reward"`
+	// Flaky marks a reward a repeated evaluation could not pin down
+	// (Report.Flaky): mask it rather than train on it.
+	Flaky bool `json:"flaky,omitempty"`
+	// Runs is how many times the tests ran (--repeat; omitted for 1).
+	Runs int `json:"runs,omitempty"`
 	// ApplyMethod is the command that applied the model patch.
 	ApplyMethod string `json:"apply_method,omitempty"`
 	// TestExitCode is the test command's exit status, when it ran.

@@ -65,3 +65,34 @@ func (m StatusMap) anyFailed() bool {
 	}
 	return false
 }
+
+// Flips are the tests whose status is not the same in every run, sorted: a
+// test one run reports and another does not flips too. Runs whose log
+// gave no statuses (no verdict: a timeout, an infrastructure error) are
+// left out; their outcome differs anyway.
+func Flips(runs []StatusMap) []string {
+	var read []StatusMap
+	for _, m := range runs {
+		if len(m) > 0 {
+			read = append(read, m)
+		}
+	}
+	seen := map[string]bool{}
+	var flips []string
+	for _, m := range read {
+		for name := range m {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			for _, other := range read {
+				if other[name] != m[name] {
+					flips = append(flips, name)
+					break
+				}
+			}
+		}
+	}
+	sort.Strings(flips)
+	return flips
+}

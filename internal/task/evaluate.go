@@ -39,7 +39,18 @@ type EvalOptions struct {
 	// Integrity is what a patch the integrity check finds tampered does
 	// to the verdict: api.IntegrityFail (the default) or api.IntegrityWarn.
 	Integrity api.IntegrityMode
+	// Repeat is how many times the tests run, each in a fresh sandbox
+	// (0 or 1: once). The result is the first run's, marked flaky when the
+	// runs disagree (see Evaluate).
+	Repeat int
 }
+
+// GradingEnv is the environment every grading sandbox adds to its
+// environment's: what the SWE-bench harness's images fix for every run
+// (their Dockerfiles' ENV TZ=Etc/UTC). The harness fixes the locale only
+// in the specs that export it and PYTHONHASHSEED nowhere, so msb does not
+// either: verdicts stay the harness's.
+var GradingEnv = []string{"TZ=Etc/UTC"}
 
 func (o EvalOptions) maxLog() int {
 	if o.MaxLog > 0 {
@@ -72,7 +83,40 @@ type Evaluation struct {
 // harness does: the patch applied with ApplyCommands, the eval script run
 // under the timeout, the log judged. It never fails: what went wrong is the
 // outcome (an infrastructure failure is never "unresolved").
+//
+// With o.Repeat N > 1 the tests run N times, each in a fresh sandbox; the
+// result is the first run's, and when the runs' outcomes or any test's
+// status differ, Result.Flaky and Report.Flaky are set and
+// Report.FlakyTests names the tests that flipped.
 func Evaluate(ctx context.Context, env Env, t *Task, pred api.Prediction, o EvalOptions) Evaluation {
+	out, first := evaluateOnce(ctx, env, t, pred, o)
+	if o.Repeat <= 1 || !out.Artifacts.Ran {
+		return out
+	}
+	runs := []grading.StatusMap{first}
+	outcomes := map[api.Outcome]bool{out.Result.Outcome: true}
+	var log strings.Builder
+	for i := 2; i <= o.Repeat && ctx.Err() == nil; i++ {
+		again, st := evaluateOnce(ctx, env, t, pred, o)
+		out.Result.Timings.Total += again.Result.Timings.Total
+		outcomes[again.Result.Outcome] = true
+		runs = append(runs, st)
+		fmt.Fprintf(&log, "Repeat %d of %d for %s: %s\n", i, o.Repeat, t.ID(), again.Result.Outcome)
+	}
+	flips := grading.Flips(runs)
+	r := &out.Result
+	r.Runs = len(runs)
+	r.Report.FlakyTests = flips
+	r.Report.Flaky = len(flips) > 0 || len(outcomes) > 1
+	r.Flaky = r.Report.Flaky
+	fmt.Fprintf(&log, "Flaky: %v (%d runs; tests whose status flipped: %d)\n", r.Flaky, len(runs), len(flips))
+	out.Artifacts.RunLog += log.String()
+	return out
+}
+
+// evaluateOnce is one run of Evaluate; it also returns the statuses the
+// grader read (empty without a verdict).
+func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o EvalOptions) (Evaluation, grading.StatusMap) {
 	start := time.Now()
 	e := &evaluation{ctx: ctx, env: env, t: t, o: o, log: &RunLog{}}
 	e.res = api.EvalResult{InstanceID: t.ID(), Model: pred.Model, PatchDigest: PatchDigest(pred.ModelPatch), SpecDigest: t.SpecDigest,
@@ -87,9 +131,9 @@ func Evaluate(ctx context.Context, env Env, t *Task, pred api.Prediction, o Eval
 		e.art.Ran = true
 		e.run()
 	}
-	out := e.verdict()
+	out, statuses := e.verdict()
 	out.Result.Timings.Total = int64(time.Since(start))
-	return out
+	return out, statuses
 }
 
 // evaluation is one Evaluate in progress.
@@ -110,7 +154,7 @@ func (e *evaluation) empty() bool {
 
 func (e *evaluation) run() {
 	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox (network %s)", e.t.ID(), e.res.Model, e.res.Network)
-	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress})
+	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress, Env: GradingEnv})
 	if err != nil {
 		e.log.Printf("Error creating the sandbox for %s: %v", e.t.ID(), err)
 		if errors.Is(err, envcache.ErrEnvBuildFailed) {
@@ -226,7 +270,7 @@ func (e *evaluation) gitDiff(sb *Sandbox) (string, error) {
 	return strings.TrimSpace(res.Output), nil
 }
 
-func (e *evaluation) verdict() Evaluation {
+func (e *evaluation) verdict() (Evaluation, grading.StatusMap) {
 	t := time.Now()
 	v := e.t.grader.Judge(e.ev)
 	e.res.Outcome, e.res.Detail, e.res.Report, e.res.Resolution = v.Outcome, v.Detail, v.Report, v.Resolution
@@ -240,7 +284,7 @@ func (e *evaluation) verdict() Evaluation {
 	}
 	e.art.TestOutput = e.ev.Log
 	e.art.RunLog = e.log.String()
-	return Evaluation{Result: e.res, Artifacts: e.art}
+	return Evaluation{Result: e.res, Artifacts: e.art}, v.Statuses
 }
 
 // heredoc is the harness's delimiter for the test_patch in eval.sh.
