@@ -87,8 +87,7 @@ func checkValidation(t *testing.T, err error) {
 		t.Fatalf("not a validation error: %v", err)
 	}
 	for _, d := range ve.detail {
-		loc, ok := d["loc"].([]any)
-		if !ok || len(loc) == 0 || loc[0] != "body" || d["type"] == "" || d["msg"] == "" {
+		if len(d.Loc) == 0 || d.Loc[0] != "body" || d.Type == "" || d.Msg == "" {
 			t.Fatalf("detail %+v", d)
 		}
 	}

@@ -121,36 +121,53 @@ const (
 )
 
 // validationError is a 422 with pydantic's detail list.
-type validationError struct{ detail []map[string]any }
+type validationError struct{ detail []rexValidationError }
 
 func (e *validationError) Error() string { return fmt.Sprintf("%d validation errors", len(e.detail)) }
 
 // rexHandler answers one SWE-ReX route for a sandbox.
 type rexHandler func(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error)
 
+// rexRoute is one SWE-ReX route: its path under the sandbox's prefix, its
+// method, the models its body reads as (one per discriminator tag; none
+// for no body) and the model it answers 200 with.
+type rexRoute struct {
+	path, method string
+	req          []any
+	resp         any
+	h            rexHandler
+}
+
+// rexRouteTable is every route swerex-remote serves.
+func (s *Server) rexRouteTable() []rexRoute {
+	return []rexRoute{
+		{path: "/", method: "GET", resp: rexRootResponse{}, h: rexRoot},
+		{path: "/is_alive", method: "GET", resp: rexIsAliveResponse{}, h: s.rexIsAlive},
+		{path: "/create_session", method: "POST", req: []any{rexCreateBashSessionRequest{}}, resp: rexCreateBashSessionResponse{}, h: s.rexCreateSession},
+		{path: "/run_in_session", method: "POST", req: []any{rexBashAction{}, rexBashInterruptAction{}}, resp: rexBashObservation{}, h: s.rexRun},
+		{path: "/close_session", method: "POST", req: []any{rexCloseBashSessionRequest{}}, resp: rexCloseBashSessionResponse{}, h: s.rexCloseSession},
+		{path: "/execute", method: "POST", req: []any{rexCommand{}}, resp: rexCommandResponse{}, h: s.rexExecute},
+		{path: "/read_file", method: "POST", req: []any{rexReadFileRequest{}}, resp: rexReadFileResponse{}, h: s.rexReadFile},
+		{path: "/write_file", method: "POST", req: []any{rexWriteFileRequest{}}, resp: rexEmptyResponse{}, h: s.rexWriteFile},
+		{path: "/upload", method: "POST", req: []any{rexUploadForm{}}, resp: rexEmptyResponse{}, h: s.rexUpload},
+		{path: "/close", method: "POST", resp: rexEmptyResponse{}, h: s.rexClose},
+	}
+}
+
 // rexRoutes registers the SWE-ReX routes under prefix, for the sandbox in
 // the path ({id}) or, with fixed, for that one.
 func (s *Server) rexRoutes(mux *http.ServeMux, prefix, fixed string) {
-	routes := map[string]struct {
-		method string
-		h      rexHandler
-	}{
-		"/is_alive":       {"GET", s.rexIsAlive},
-		"/create_session": {"POST", s.rexCreateSession},
-		"/run_in_session": {"POST", s.rexRun},
-		"/close_session":  {"POST", s.rexCloseSession},
-		"/execute":        {"POST", s.rexExecute},
-		"/read_file":      {"POST", s.rexReadFile},
-		"/write_file":     {"POST", s.rexWriteFile},
-		"/upload":         {"POST", s.rexUpload},
-		"/close":          {"POST", s.rexClose},
+	for _, rt := range s.rexRouteTable() {
+		pattern := prefix + rt.path
+		if rt.path == "/" {
+			pattern += "{$}"
+		}
+		mux.Handle(pattern, s.rexWrap(rt.method, fixed, rt.h))
 	}
-	for p, rt := range routes {
-		mux.Handle(prefix+p, s.rexWrap(rt.method, fixed, rt.h))
-	}
-	mux.Handle(prefix+"/{$}", s.rexWrap("GET", fixed, func(*http.Request, *engine.Sandbox, *rexSandbox) (any, error) {
-		return map[string]string{"message": "hello world"}, nil
-	}))
+}
+
+func rexRoot(*http.Request, *engine.Sandbox, *rexSandbox) (any, error) {
+	return rexRootResponse{Message: "hello world"}, nil
 }
 
 // isRex says whether a request is for the SWE-ReX routes (they answer
@@ -164,10 +181,10 @@ func (s *Server) isRex(r *http.Request) bool {
 func (s *Server) rexUnauthorized(w http.ResponseWriter, missing bool) {
 	if missing {
 		w.Header().Set("WWW-Authenticate", "APIKey")
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "Not authenticated"})
+		writeJSON(w, http.StatusUnauthorized, rexDetail{"Not authenticated"})
 		return
 	}
-	writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "Invalid API Key"})
+	writeJSON(w, http.StatusUnauthorized, rexDetail{"Invalid API Key"})
 }
 
 // recorded is an answer kept for X-Request-ID replay.
@@ -198,16 +215,16 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 		return &recorded{status: status, body: b}
 	}
 	if r.Method != method {
-		return answer(http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+		return answer(http.StatusMethodNotAllowed, rexDetail{"Method Not Allowed"})
 	}
 	if s.closing.Load() {
-		return answer(http.StatusServiceUnavailable, map[string]string{"detail": "the daemon is shutting down"})
+		return answer(http.StatusServiceUnavailable, rexDetail{"the daemon is shutting down"})
 	}
 	sb, err := s.e.Sandbox(id)
 	if err != nil {
 		s.rex.forget(id) // closed or reaped: its sessions are gone too
 		status, _ := classify(err)
-		return answer(status, map[string]string{"detail": err.Error()})
+		return answer(status, rexDetail{err.Error()})
 	}
 	x := s.rex.of(id)
 	reqID := r.Header.Get("X-Request-ID")
@@ -229,18 +246,18 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 	case err == nil:
 		out = answer(http.StatusOK, body)
 	case errors.As(err, &ve):
-		out = answer(http.StatusUnprocessableEntity, map[string]any{"detail": ve.detail})
+		out = answer(http.StatusUnprocessableEntity, rexValidationBody{ve.detail})
 	case errors.As(err, &mbe):
-		out = answer(http.StatusRequestEntityTooLarge, map[string]string{"detail": err.Error()})
+		out = answer(http.StatusRequestEntityTooLarge, rexDetail{err.Error()})
 	case errors.As(err, &re):
 		extra := re.extra
 		if extra == nil {
 			extra = map[string]any{}
 		}
-		out = answer(511, map[string]any{"swerexception": map[string]any{"message": re.msg, "class_path": re.classPath, "traceback": "", "extra_info": extra}})
+		out = answer(511, rexExceptionBody{rexExceptionTransfer{Message: re.msg, ClassPath: re.classPath, ExtraInfo: extra}})
 	default:
 		// Failures of msb itself reach the client as SWE-ReX's base exception.
-		out = answer(511, map[string]any{"swerexception": map[string]any{"message": err.Error(), "class_path": excSwerex, "traceback": "", "extra_info": map[string]any{}}})
+		out = answer(511, rexExceptionBody{rexExceptionTransfer{Message: err.Error(), ClassPath: excSwerex, ExtraInfo: map[string]any{}}})
 	}
 	if reqID != "" {
 		x.mu.Lock()
@@ -251,7 +268,7 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 }
 
 func (s *Server) rexIsAlive(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	return map[string]any{"is_alive": true, "message": ""}, nil
+	return rexIsAliveResponse{IsAlive: true}, nil
 }
 
 func (x *rexSandbox) session(name string) (*rexSession, error) {
@@ -282,12 +299,11 @@ func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSan
 	if err := v.tag("session_type", "bash"); err != nil {
 		return nil, err
 	}
-	sources := v.strList("startup_source", []string{})
-	name := v.str("session", "default")
-	timeout := v.float("startup_timeout", 1.0)
-	if err := v.err(); err != nil {
+	var req rexCreateBashSessionRequest
+	if err := readRex(v, &req); err != nil {
 		return nil, err
 	}
+	name := req.Session
 	x.mu.Lock()
 	if _, ok := x.sessions[name]; ok {
 		x.mu.Unlock()
@@ -307,12 +323,12 @@ func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSan
 		return fail(err)
 	}
 	out := ""
-	if len(sources) > 0 {
-		cmds := make([]string, len(sources))
-		for i, p := range sources {
+	if len(req.StartupSource) > 0 {
+		cmds := make([]string, len(req.StartupSource))
+		for i, p := range req.StartupSource {
 			cmds[i] = "source " + p
 		}
-		res, err := sb.Exec(r.Context(), api.ExecRequest{Session: rs.engineName, Command: strings.Join(cmds, " ; "), TimeoutNs: seconds(timeout)})
+		res, err := sb.Exec(r.Context(), api.ExecRequest{Session: rs.engineName, Command: strings.Join(cmds, " ; "), TimeoutNs: seconds(req.StartupTimeout)})
 		if err != nil {
 			return fail(err)
 		}
@@ -321,7 +337,7 @@ func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSan
 		}
 		out = res.Stdout
 	}
-	return map[string]any{"output": out, "session_type": "bash"}, nil
+	return rexCreateBashSessionResponse{Output: out, SessionType: "bash"}, nil
 }
 
 func seconds(f float64) int64 { return int64(f * float64(time.Second)) }
@@ -333,8 +349,7 @@ func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any
 	}
 	tag, ok := body["action_type"]
 	if !ok {
-		return nil, &validationError{[]map[string]any{{"type": "union_tag_not_found", "loc": []any{"body"},
-			"msg": "Unable to extract tag using discriminator 'action_type'", "input": body, "ctx": map[string]any{"discriminator": "'action_type'"}}}}
+		return nil, tagNotFound(body, "action_type")
 	}
 	switch tag {
 	case "bash":
@@ -342,39 +357,21 @@ func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any
 	case "bash_interrupt":
 		return s.rexInterrupt(r, sb, x, body)
 	}
-	t := fmt.Sprint(tag)
-	return nil, &validationError{[]map[string]any{{"type": "union_tag_invalid", "loc": []any{"body"},
-		"msg":   fmt.Sprintf("Input tag '%s' found using 'action_type' does not match any of the expected tags: 'bash', 'bash_interrupt'", t),
-		"input": body, "ctx": map[string]any{"discriminator": "'action_type'", "tag": t, "expected_tags": "'bash', 'bash_interrupt'"}}}}
-}
-
-func observation(out string, code *int, expect string) map[string]any {
-	var c any
-	if code != nil {
-		c = *code
-	}
-	return map[string]any{"output": out, "exit_code": c, "failure_reason": "", "expect_string": expect, "session_type": "bash"}
+	return nil, tagInvalid(body, "action_type", tag, "bash", "bash_interrupt")
 }
 
 func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
-	v := newValidator(body, "bash")
-	command := v.required("command").str("command", "")
-	name := v.str("session", "default")
-	timeout := v.optFloat("timeout")
-	interactive := v.bool("is_interactive_command", false)
-	interactiveQuit := v.bool("is_interactive_quit", false)
-	check := v.literal("check", "raise", "silent", "raise", "ignore")
-	errorMsg := v.str("error_msg", "")
-	expect := v.strList("expect", []string{})
-	if err := v.err(); err != nil {
+	var a rexBashAction
+	if err := readRex(newValidator(body, "bash"), &a); err != nil {
 		return nil, err
 	}
+	command, name, timeout, expect := a.Command, a.Session, a.Timeout, a.Expect
 	rs, err := x.session(name)
 	if err != nil {
 		return nil, err
 	}
-	if interactive || interactiveQuit {
-		return s.rexInteractive(x, sb, rs, name, command, interactiveQuit, timeout, expect)
+	if a.IsInteractiveCommand || a.IsInteractiveQuit {
+		return s.rexInteractive(x, sb, rs, name, command, a.IsInteractiveQuit, timeout, expect)
 	}
 	if rs.isInteractive() {
 		return nil, raise(excSwerex, "an interactive command runs in session %s: send it input with is_interactive_command, quit it with is_interactive_quit, or interrupt it", pyRepr(name))
@@ -416,14 +413,14 @@ func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, bod
 		out, matched = before, m
 	}
 	code := res.ExitCode
-	switch check {
+	switch a.Check {
 	case "ignore":
 		return observation(out, nil, matched), nil
 	case "raise":
 		if code != 0 {
 			msg := fmt.Sprintf("Command %s failed with exit code %d. Here is the output:\n%s", pyRepr(command), code, pyRepr(out))
-			if errorMsg != "" {
-				msg = errorMsg + ": " + msg
+			if a.ErrorMsg != "" {
+				msg = a.ErrorMsg + ": " + msg
 			}
 			return nil, raise(excNonZero, "%s", msg)
 		}
@@ -535,15 +532,12 @@ func bashSyntax(ctx context.Context, sb *engine.Sandbox, command string) error {
 }
 
 func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
-	v := newValidator(body, "bash_interrupt")
-	name := v.str("session", "default")
-	timeout := v.float("timeout", 0.2)
-	retries := v.int("n_retry", 3)
-	expect := v.strList("expect", []string{})
-	if err := v.err(); err != nil {
+	var a rexBashInterruptAction
+	if err := readRex(newValidator(body, "bash_interrupt"), &a); err != nil {
 		return nil, err
 	}
-	rs, err := x.session(name)
+	expect := a.Expect
+	rs, err := x.session(a.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -572,7 +566,7 @@ func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox
 	}
 	// Ctrl-C, then SIGKILL after the session's grace; the command is gone
 	// within a few seconds, however it handles SIGINT.
-	wait := time.NewTimer(max(time.Duration(float64(retries)*timeout*float64(time.Second)), 10*time.Second))
+	wait := time.NewTimer(max(time.Duration(float64(a.NRetry)*a.Timeout*float64(time.Second)), 10*time.Second))
 	defer wait.Stop()
 	var out strings.Builder
 	for _, ch := range pending {
@@ -599,21 +593,21 @@ func (s *Server) rexCloseSession(r *http.Request, sb *engine.Sandbox, x *rexSand
 	if err := v.tag("session_type", "bash"); err != nil {
 		return nil, err
 	}
-	name := v.str("session", "default")
-	if err := v.err(); err != nil {
+	var req rexCloseBashSessionRequest
+	if err := readRex(v, &req); err != nil {
 		return nil, err
 	}
-	rs, err := x.session(name)
+	rs, err := x.session(req.Session)
 	if err != nil {
 		return nil, err
 	}
 	x.mu.Lock()
-	delete(x.sessions, name)
+	delete(x.sessions, req.Session)
 	x.mu.Unlock()
 	if err := sb.CloseSession(r.Context(), rs.engineName); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return nil, err
 	}
-	return map[string]any{"session_type": "bash"}, nil
+	return rexCloseBashSessionResponse{SessionType: "bash"}, nil
 }
 
 func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
@@ -626,32 +620,22 @@ func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (a
 			return nil, err
 		}
 	}
-	return map[string]any{}, nil
+	return rexEmptyResponse{}, nil
 }
 
 func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	body, err := rexBody(r)
-	if err != nil {
+	var c rexCommand
+	if err := readRexBody(r, &c); err != nil {
 		return nil, err
 	}
-	v := newValidator(body, "")
-	argv, cmdStr, isList := v.required("command").strOrList("command")
-	timeout := v.optFloat("timeout")
-	shell := v.bool("shell", false)
-	check := v.bool("check", false)
-	errorMsg := v.str("error_msg", "")
-	env, hasEnv := v.optStrMap("env")
-	cwd := v.optStr("cwd")
-	merge := v.bool("merge_output_streams", false)
-	if err := v.err(); err != nil {
-		return nil, err
-	}
+	argv, cmdStr, isList := c.Command.List, c.Command.Str, c.Command.IsList
+	timeout, cwd := c.Timeout, c.Cwd
 	nonce := newRequestID()
 	var script strings.Builder
 	script.WriteString("exec </dev/null\n")
-	if hasEnv {
+	if c.Env != nil {
 		script.WriteString("for __msb_v in $(compgen -e); do unset \"$__msb_v\" 2>/dev/null; done; unset __msb_v\n")
-		for k, val := range env {
+		for k, val := range *c.Env {
 			script.WriteString("export " + shellQuote(k+"="+val) + "\n")
 		}
 	}
@@ -660,10 +644,10 @@ func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) 
 	}
 	repr := pyRepr(cmdStr)
 	switch {
-	case shell && isList:
+	case c.Shell && isList:
 		script.WriteString(strings.Join(argv, " "))
 		repr = pyList(argv)
-	case shell:
+	case c.Shell:
 		script.WriteString(cmdStr)
 	default:
 		if !isList {
@@ -680,7 +664,7 @@ func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) 
 		}
 		fmt.Fprintf(&script, "command -v -- %s >/dev/null 2>&1 || { printf %%s %s >&2; exit 127; }\nexec -- %s", quoted[0], shellQuote(nonce+"exe"), strings.Join(quoted, " "))
 	}
-	req := api.ExecRequest{Command: script.String(), SeparateStderr: !merge}
+	req := api.ExecRequest{Command: script.String(), SeparateStderr: !c.MergeOutputStreams}
 	if timeout != nil {
 		req.TimeoutNs = seconds(*timeout)
 	}
@@ -699,14 +683,15 @@ func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) 
 	if res.TimedOut {
 		return nil, raise(excTimeout, "Timeout (%ss) exceeded while running command", pyFloat(*timeout))
 	}
-	if check && res.ExitCode != 0 {
+	if c.Check && res.ExitCode != 0 {
 		msg := fmt.Sprintf("Command %s failed with exit code %d. Stdout:\n%s\nStderr:\n%s", repr, res.ExitCode, pyRepr(res.Stdout), pyRepr(res.Stderr))
-		if errorMsg != "" {
-			msg = errorMsg + ": " + msg
+		if c.ErrorMsg != "" {
+			msg = c.ErrorMsg + ": " + msg
 		}
 		return nil, raise(excNonZero, "%s", msg)
 	}
-	return map[string]any{"stdout": res.Stdout, "stderr": res.Stderr, "exit_code": res.ExitCode}, nil
+	code := res.ExitCode
+	return rexCommandResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: &code}, nil
 }
 
 // rexPath makes a path absolute the way a process in the sandbox would
@@ -736,84 +721,44 @@ func osError(ctx context.Context, sb *engine.Sandbox, p, shown string, err error
 }
 
 func (s *Server) rexReadFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	body, err := rexBody(r)
-	if err != nil {
+	var req rexReadFileRequest
+	if err := readRexBody(r, &req); err != nil {
 		return nil, err
 	}
-	v := newValidator(body, "")
-	p := v.required("path").str("path", "")
-	enc := v.optStr("encoding")
-	errs := v.optStr("errors")
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	abs := rexPath(sb, p)
+	abs := rexPath(sb, req.Path)
 	b, err := sb.ReadFile(r.Context(), abs, 0)
 	if err != nil {
-		return nil, osError(r.Context(), sb, abs, p, err)
+		return nil, osError(r.Context(), sb, abs, req.Path, err)
 	}
-	text, err := pyDecode(b, enc, errs)
+	text, err := pyDecode(b, req.Encoding, req.Errors)
 	if err != nil {
 		return nil, err
 	}
 	// read_text opens in text mode: universal newlines.
 	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
-	return map[string]any{"content": text}, nil
+	return rexReadFileResponse{Content: text}, nil
 }
 
 func (s *Server) rexWriteFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	body, err := rexBody(r)
-	if err != nil {
+	var req rexWriteFileRequest
+	if err := readRexBody(r, &req); err != nil {
 		return nil, err
 	}
-	v := newValidator(body, "")
-	content := v.required("content").str("content", "")
-	p := v.required("path").str("path", "")
-	if err := v.err(); err != nil {
-		return nil, err
+	abs := rexPath(sb, req.Path)
+	if err := sb.WriteFile(r.Context(), abs, []byte(req.Content), 0o644); err != nil {
+		return nil, osError(r.Context(), sb, abs, req.Path, err)
 	}
-	abs := rexPath(sb, p)
-	if err := sb.WriteFile(r.Context(), abs, []byte(content), 0o644); err != nil {
-		return nil, osError(r.Context(), sb, abs, p, err)
-	}
-	return map[string]any{}, nil
+	return rexEmptyResponse{}, nil
 }
 
 func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	if err := r.ParseMultipartForm(32 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, err
-		}
-	}
-	var missing []map[string]any
-	file, _, ferr := r.FormFile("file")
-	if ferr != nil {
-		missing = append(missing, map[string]any{"type": "missing", "loc": []any{"body", "file"}, "msg": "Field required", "input": nil})
-	}
-	target, hasTarget := formValue(r, "target_path")
-	if !hasTarget {
-		missing = append(missing, map[string]any{"type": "missing", "loc": []any{"body", "target_path"}, "msg": "Field required", "input": nil})
-	}
-	unzip := false
-	if u, ok := formValue(r, "unzip"); ok {
-		b, ok := pyBool(u)
-		if !ok {
-			missing = append(missing, map[string]any{"type": "bool_parsing", "loc": []any{"body", "unzip"},
-				"msg": "Input should be a valid boolean, unable to interpret input", "input": u})
-		}
-		unzip = b
-	}
-	if len(missing) > 0 {
-		return nil, &validationError{missing}
-	}
-	defer file.Close()
-	data, err := io.ReadAll(file)
+	form, err := readUploadForm(r)
 	if err != nil {
 		return nil, err
 	}
+	target, data := form.TargetPath, form.File
 	abs := rexPath(sb, target)
-	if unzip {
+	if form.Unzip {
 		tarball, err := zipToTar(data)
 		if err != nil {
 			return nil, raise("zipfile.BadZipFile", "%s", err.Error())
@@ -821,7 +766,7 @@ func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (
 		if err := sb.PutTar(r.Context(), abs, tarball); err != nil {
 			return nil, osError(r.Context(), sb, abs, target, err)
 		}
-		return map[string]any{}, nil
+		return rexEmptyResponse{}, nil
 	}
 	// shutil.move into an existing directory keeps the upload's file name.
 	if fe, err := sb.Stat(r.Context(), abs); err == nil && fe.Type == "dir" {
@@ -830,19 +775,7 @@ func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (
 	if err := sb.WriteFile(r.Context(), abs, data, 0o644); err != nil {
 		return nil, osError(r.Context(), sb, abs, target, err)
 	}
-	return map[string]any{}, nil
-}
-
-func formValue(r *http.Request, key string) (string, bool) {
-	if r.MultipartForm != nil {
-		if v, ok := r.MultipartForm.Value[key]; ok && len(v) > 0 {
-			return v[0], true
-		}
-	}
-	if v, ok := r.Form[key]; ok && len(v) > 0 {
-		return v[0], true
-	}
-	return "", false
+	return rexEmptyResponse{}, nil
 }
 
 // zipToTar repacks a zip as zipfile.extractall writes it: regular files
@@ -899,19 +832,19 @@ func rexBody(r *http.Request) (map[string]any, error) {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, &validationError{[]map[string]any{{"type": "missing", "loc": []any{"body"}, "msg": "Field required", "input": nil}}}
+		return nil, &validationError{[]rexValidationError{{Type: "missing", Loc: rexLoc{"body"}, Msg: "Field required"}}}
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
-		return nil, &validationError{[]map[string]any{{"type": "json_invalid", "loc": []any{"body", 0}, "msg": "JSON decode error",
-			"input": map[string]any{}, "ctx": map[string]any{"error": "Expecting value"}}}}
+		return nil, &validationError{[]rexValidationError{{Type: "json_invalid", Loc: rexLoc{"body", 0}, Msg: "JSON decode error",
+			Input: map[string]any{}, Ctx: map[string]any{"error": "Expecting value"}}}}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &validationError{[]map[string]any{{"type": "model_attributes_type", "loc": []any{"body"},
-			"msg": "Input should be a valid dictionary or object to extract fields from", "input": v}}}
+		return nil, &validationError{[]rexValidationError{{Type: "model_attributes_type", Loc: rexLoc{"body"},
+			Msg: "Input should be a valid dictionary or object to extract fields from", Input: v}}}
 	}
 	return m, nil
 }

@@ -14,7 +14,7 @@ import (
 type validator struct {
 	body map[string]any
 	loc  []any
-	errs []map[string]any
+	errs []rexValidationError
 	req  string // the next field read is required
 }
 
@@ -32,7 +32,12 @@ func (v *validator) required(field string) *validator {
 }
 
 func (v *validator) fail(typ, msg string, input any, loc ...any) {
-	v.errs = append(v.errs, map[string]any{"type": typ, "loc": append(append([]any{}, v.loc...), loc...), "msg": msg, "input": input})
+	v.errs = append(v.errs, rexValidationError{Type: typ, Loc: v.at(loc...), Msg: msg, Input: input})
+}
+
+// at is the loc of a field (and its parts) of the body read.
+func (v *validator) at(loc ...any) rexLoc {
+	return append(append(rexLoc{}, v.loc...), loc...)
 }
 
 // get returns a field's value; absent is reported as missing when the
@@ -58,17 +63,32 @@ func (v *validator) err() error {
 func (v *validator) tag(field, want string) error {
 	x, ok := v.body[field]
 	if !ok {
-		return &validationError{[]map[string]any{{"type": "union_tag_not_found", "loc": []any{"body"},
-			"msg": fmt.Sprintf("Unable to extract tag using discriminator '%s'", field), "input": v.body, "ctx": map[string]any{"discriminator": "'" + field + "'"}}}}
+		return tagNotFound(v.body, field)
 	}
 	if x != want {
-		t := fmt.Sprint(x)
-		return &validationError{[]map[string]any{{"type": "union_tag_invalid", "loc": []any{"body"},
-			"msg":   fmt.Sprintf("Input tag '%s' found using '%s' does not match any of the expected tags: '%s'", t, field, want),
-			"input": v.body, "ctx": map[string]any{"discriminator": "'" + field + "'", "tag": t, "expected_tags": "'" + want + "'"}}}}
+		return tagInvalid(v.body, field, x, want)
 	}
 	v.loc = append(v.loc, want)
 	return nil
+}
+
+// tagNotFound refuses a body without its discriminator field.
+func tagNotFound(body map[string]any, field string) error {
+	return &validationError{[]rexValidationError{{Type: "union_tag_not_found", Loc: rexLoc{"body"},
+		Msg: fmt.Sprintf("Unable to extract tag using discriminator '%s'", field), Input: body, Ctx: map[string]any{"discriminator": "'" + field + "'"}}}}
+}
+
+// tagInvalid refuses a body whose discriminator field is none of want.
+func tagInvalid(body map[string]any, field string, tag any, want ...string) error {
+	t := fmt.Sprint(tag)
+	quoted := make([]string, len(want))
+	for i, w := range want {
+		quoted[i] = "'" + w + "'"
+	}
+	expected := strings.Join(quoted, ", ")
+	return &validationError{[]rexValidationError{{Type: "union_tag_invalid", Loc: rexLoc{"body"},
+		Msg:   fmt.Sprintf("Input tag '%s' found using '%s' does not match any of the expected tags: %s", t, field, expected),
+		Input: body, Ctx: map[string]any{"discriminator": "'" + field + "'", "tag": t, "expected_tags": expected}}}}
 }
 
 func (v *validator) str(field, def string) string {
@@ -227,9 +247,8 @@ func (v *validator) literal(field, def string, allowed ...string) string {
 		quoted[i] = "'" + a + "'"
 	}
 	want := strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
-	e := map[string]any{"type": "literal_error", "loc": append(append([]any{}, v.loc...), field), "msg": "Input should be " + want,
-		"input": x, "ctx": map[string]any{"expected": want}}
-	v.errs = append(v.errs, e)
+	v.errs = append(v.errs, rexValidationError{Type: "literal_error", Loc: v.at(field), Msg: "Input should be " + want,
+		Input: x, Ctx: map[string]any{"expected": want}})
 	return def
 }
 
@@ -243,12 +262,12 @@ func (v *validator) strOrList(field string) (list []string, s string, isList boo
 	case string:
 		return nil, t, false
 	case []any:
-		var bad []map[string]any
+		var bad []rexValidationError
 		for i, e := range t {
 			es, ok := e.(string)
 			if !ok {
-				bad = append(bad, map[string]any{"type": "string_type", "loc": append(append([]any{}, v.loc...), field, "list[str]", i),
-					"msg": "Input should be a valid string", "input": e})
+				bad = append(bad, rexValidationError{Type: "string_type", Loc: v.at(field, "list[str]", i),
+					Msg: "Input should be a valid string", Input: e})
 			}
 			list = append(list, es)
 		}
