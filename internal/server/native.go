@@ -457,3 +457,11 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) (any, error
 func (s *Server) getInstanceLayers(w http.ResponseWriter, r *http.Request) (any, error) {
 	return s.e.InstanceLayers(r.Context(), r.PathValue("instance_id"))
 }
+
+func (s *Server) reusable(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.ReuseRequest
+	if err := decode(r, &req, false); err != nil {
+		return nil, err
+	}
+	return s.e.Reuse(req)
+}

@@ -107,6 +107,8 @@ func (s *Server) routes() []route {
 			resp: api.Job{}, status: 200, errors: []int{404}, h: s.getJob},
 		{method: "DELETE", path: "/v1/jobs/{job_id}", op: "cancelJob", tag: "jobs", summary: "cancel a job (what finished is kept; the same run_id resumes)",
 			resp: api.Job{}, status: 200, errors: []int{404}, h: s.cancelJob},
+		{method: "POST", path: "/v1/results/reusable", op: "checkReuse", tag: "jobs", summary: "whether results an earlier run stored stand for a run's evaluations of one instance (the rule runs resume by)",
+			req: api.ReuseRequest{}, resp: api.Reuse{}, status: 200, errors: []int{404}, h: s.reusable},
 
 		{method: "POST", path: "/v1/gym/reset", op: "gymReset", tag: "gym", summary: "start an episode: a task sandbox and a session in /testbed",
 			req: api.GymResetRequest{}, resp: api.GymObservation{}, status: 201, errors: []int{404, 413, 429, 507}, h: s.gymReset},

@@ -272,6 +272,16 @@ def submit_job(*, run_id: str, kind: str = "evaluation", instance_ids: Sequence[
                 body=json_body({k: v for k, v in body.items() if v or k in ("kind", "run_id")}), timeout=300)
 
 
+def reusable(instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
+             prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None, keep_errors: bool = False) -> Call:
+    body: Dict[str, Any] = {"kind": kind, "instance_id": instance_id, "results": list(results)}
+    if prediction is not None:
+        body["prediction"] = predictions_wire([prediction])[0]
+    if keep_errors:
+        body["keep_errors"] = True
+    return Call("POST", "/v1/results/reusable", _obj(t.Reuse), body=json_body(body), timeout=60)
+
+
 def list_jobs() -> Call:
     return Call("GET", "/v1/jobs", lambda s, h, b: [t.from_json(t.Job, j) for j in decode_json(b)["jobs"]],
                 timeout=60)

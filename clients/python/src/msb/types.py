@@ -306,6 +306,8 @@ class EvalResult:
     report: InstanceReport = field(default_factory=InstanceReport)
     patch_digest: str = ""
     spec_digest: str = ""
+    #: the grading sandbox's network (none, host)
+    network: str = ""
     timings: Timings = field(default_factory=Timings)
     resumed: bool = False
 
@@ -445,6 +447,15 @@ class Job:
     def finished(self) -> bool:
         """The job is no longer running."""
         return self.state != "running"
+
+
+@dataclass
+class Reuse:
+    """Whether results an earlier run stored stand for a run's evaluations
+    of one instance; ``stale``: the models to evaluate again."""
+
+    reusable: bool = False
+    stale: List[str] = field(default_factory=list)
 
 
 # Instances ------------------------------------------------------------------

@@ -11,10 +11,10 @@ evaluation over the cluster (``docs/ray.md``).
   ``msb eval`` / ``msb validate``, over every node (``python -m msb.ray``).
 """
 
-from .eval import ClusterRun, evaluate, load_predictions, patch_digest, validate
+from .eval import ClusterRun, evaluate, load_predictions, validate
 from .node import IO, NAMESPACE, SANDBOX, Daemons, NodeConfig, NodeDaemon, NodeInfo, local_client, node_resources, sandbox_options
 from .placement import Placement, Placer
 
-__all__ = ["ClusterRun", "evaluate", "validate", "load_predictions", "patch_digest", "IO", "NAMESPACE", "SANDBOX",
+__all__ = ["ClusterRun", "evaluate", "validate", "load_predictions", "IO", "NAMESPACE", "SANDBOX",
            "Daemons", "NodeConfig", "NodeDaemon", "NodeInfo", "local_client", "node_resources", "sandbox_options",
            "Placement", "Placer"]

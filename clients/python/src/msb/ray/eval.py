@@ -4,11 +4,10 @@ The same run as ``msb eval`` / ``msb validate`` on one node, spread over
 every node's daemon, and the same files at the end:
 
 1. **Work**: one prediction (evaluation) or one instance (validation: its
-   gold and empty patches). Work whose result is already under
-   ``out/<run>/<model>/<instance>/result.json`` with the same patch digest
-   and spec digest (and a verdict, unless ``keep_errors``) is done: results
-   are idempotent by (run, instance, model, patch digest), and a rerun
-   resumes.
+   gold and empty patches). Work whose results are already under
+   ``out/<run>/<model>/<instance>/result.json`` and stand for it is done:
+   a daemon decides (``Client.reusable``), by the rule its own runs resume
+   by, so a rerun resumes.
 2. Each piece of work is placed by cache affinity (``placement.Placer``),
    the chosen node pulls missing layers from a peer first, then a Ray task
    pinned to that node, holding one ``msb_sandbox`` unit, runs it as a
@@ -26,7 +25,6 @@ every node's daemon, and the same files at the end:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -46,13 +44,6 @@ from .node import SANDBOX, Daemons, abs_path
 from .placement import Placement, Placer
 
 log = logging.getLogger(__name__)
-
-
-def patch_digest(patch: Optional[str]) -> str:
-    """The digest msb keys a stored result by ("none" for a null patch)."""
-    if patch is None:
-        return "none"
-    return "sha256:" + hashlib.sha256(patch.encode()).hexdigest()
 
 
 def model_dir(model: str) -> str:
@@ -169,22 +160,19 @@ class ClusterRun:
         return [Work(r["instance_id"], [r["model_name_or_path"]], prediction=r)
                 for r in load_predictions(self.predictions)]
 
-    def _done(self, w: Work, spec_digest: str) -> bool:
-        """The work's results are stored in out and can be kept."""
+    def _done(self, c: Client, w: Work) -> bool:
+        """The work's results are stored in out and stand for it: the daemon
+        decides, by the rule its own runs resume by."""
+        stored = []
         for model in w.models:
             p = os.path.join(self.out, self.run_id, model_dir(model), w.instance_id, "result.json")
             try:
                 with open(p, encoding="utf-8") as f:
-                    res = json.load(f)
+                    stored.append(json.load(f))
             except (OSError, ValueError):
                 return False
-            if res.get("spec_digest") != spec_digest:
-                return False
-            if w.prediction is not None and res.get("patch_digest") != patch_digest(w.prediction["model_patch"]):
-                return False
-            if not (self.keep_errors or res.get("outcome") in ("resolved", "unresolved", "empty_patch")):
-                return False
-        return True
+        return c.reusable(w.instance_id, stored, kind=self.kind, prediction=w.prediction,
+                          keep_errors=self.keep_errors).reusable
 
     def run(self) -> Dict[str, Any]:
         """Run everything not done yet, then write the summary; the summary
@@ -197,7 +185,7 @@ class ClusterRun:
         for w in self._works(c0):
             if w.prediction is not None and not (w.prediction.get("model_patch") or "").strip():
                 continue  # an empty patch is not run; the summary pass records it
-            if self._done(w, c0.get_instance(w.instance_id).spec.get("spec_digest", "")):
+            if self._done(c0, w):
                 self._say("kept", w.instance_id)
                 continue
             pending.append(w)

@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/minisandbox/msb/internal/api"
+)
+
+// Reuse says whether the results req gives (stored by an earlier run)
+// stand for a run's evaluations of req.InstanceID now, by the rule
+// RunEvaluation and RunValidation resume by (reusable).
+func (e *Engine) Reuse(req api.ReuseRequest) (api.Reuse, error) {
+	jobs, err := e.reuseJobs(req)
+	if err != nil {
+		return api.Reuse{}, err
+	}
+	stored := map[string]api.EvalResult{}
+	for _, r := range req.Results {
+		stored[r.Model] = r
+	}
+	ans := api.Reuse{Stale: api.List[string]{}}
+	for _, j := range jobs {
+		old, ok := stored[j.pred.Model]
+		if !ok || !reusable(old, j, j.network(e), req.KeepErrors) {
+			ans.Stale = append(ans.Stale, j.pred.Model)
+		}
+	}
+	ans.Reusable = len(ans.Stale) == 0
+	return ans, nil
+}
+
+// reuseJobs are the evaluations a run of req's kind makes of its instance.
+func (e *Engine) reuseJobs(req api.ReuseRequest) ([]job, error) {
+	t, err := e.task(req.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Kind {
+	case "", api.JobEvaluation:
+		if req.Prediction == nil {
+			fix := t.Instance.ReferenceFix()
+			return []job{{t: t, pred: api.Prediction{InstanceID: t.ID(), Model: "gold", ModelPatch: &fix}}}, nil
+		}
+		if req.Prediction.InstanceID != t.ID() {
+			return nil, fmt.Errorf("%w: prediction for %s, not %s", ErrBadRequest, req.Prediction.InstanceID, t.ID())
+		}
+		return []job{{t: t, pred: *req.Prediction}}, nil
+	case api.JobValidation:
+		if req.Prediction != nil {
+			return nil, fmt.Errorf("%w: a validation grades the gold and empty patches: give no prediction", ErrBadRequest)
+		}
+		gold, empty := e.validationJobs(t)
+		return []job{gold, empty}, nil
+	}
+	return nil, fmt.Errorf("%w: kind %q: evaluation or validation", ErrBadRequest, req.Kind)
+}
