@@ -7,10 +7,11 @@ type CLIError struct {
 	Error CLIErrorInfo `json:"error"`
 }
 
-// CLIErrorInfo says what went wrong. Code is the class of the exit code
-// (usage, failure, invalid_config, unavailable, interrupted,
-// command_not_found, not_executable), or, for an error the daemon answered,
-// the API's ErrorCode (not_found, conflict, ...).
+// CLIErrorInfo says what went wrong. Code is the error's kind: an
+// ErrorCode (not_found, conflict, invalid_config, ...), the same for an
+// error met in msb and one the daemon answered, or one of the CLI's own
+// (usage, unsupported_host, failure, interrupted, exit_status,
+// command_not_found, not_executable).
 type CLIErrorInfo struct {
 	Code     string `json:"code"`
 	Message  string `json:"message"`

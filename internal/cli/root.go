@@ -16,11 +16,8 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
-	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/spec"
-	"github.com/minisandbox/msb/internal/store"
 )
 
 // globals are the flags every command shares, and the settings resolved
@@ -276,7 +273,8 @@ const (
 	// files, ids, names, a cache or state dir that does not exist), and
 	// requests the daemon rejected as malformed or naming nothing it has.
 	exitUsage = 2
-	// exitInvalidConfig: a sandbox configuration that cannot be built.
+	// exitInvalidConfig: a sandbox configuration that cannot be built,
+	// here or by the daemon (invalid_config).
 	exitInvalidConfig = 3
 	// exitUnavailable: the host cannot run sandboxes (see msb doctor).
 	exitUnavailable = 4
@@ -289,39 +287,72 @@ const (
 	// msb run and msb shell exit with the command's own code.
 )
 
-// exitCode maps errors to exit codes, and names the class of each for
-// --json errors (api.CLIErrorInfo.Code); this is the only such map.
-func exitCode(err error) (int, string) {
-	var ee *exitError
-	var ce *client.Error
-	switch {
-	case errors.As(err, &ee):
-		return ee.code, ee.class()
-	case errors.As(err, &ce):
-		return daemonExitCode(ce.Info.Code), string(ce.Info.Code)
-	case errors.Is(err, sandbox.ErrInvalidConfig):
-		return exitInvalidConfig, "invalid_config"
-	case errors.Is(err, errUnavailable):
-		return exitUnavailable, "unavailable"
-	case errors.Is(err, errUsage), errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrNoCache),
-		errors.Is(err, dataset.ErrBadPredictions), errors.Is(err, dataset.ErrUnknownID), errors.Is(err, dataset.ErrUnknownFormat),
-		errors.Is(err, dataset.ErrBadFilter), errors.Is(err, spec.ErrBadSpecFile), errors.Is(err, api.ErrBadName), errors.Is(err, errNoInput),
-		errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrBadRef), errors.Is(err, errNoDir):
-		return exitUsage, "usage"
-	}
-	return exitFailure, "failure"
+// Kinds of the CLI's own errors, beside the engine's (engine.Kind) and
+// the daemon's answers: all of them are classes of one vocabulary, named
+// in --json errors (api.CLIErrorInfo.Code).
+const (
+	// kindUsage: flags, arguments, an unknown command, an input file that
+	// cannot be read, a directory named on the command line that does not
+	// exist.
+	kindUsage api.ErrorCode = "usage"
+	// kindUnsupportedHost: this host cannot run sandboxes (msb doctor).
+	kindUnsupportedHost api.ErrorCode = "unsupported_host"
+)
+
+// exitCodes is the exit code of each kind of error, for msb's own errors
+// and the daemon's answers alike: a request the daemon (or the engine in
+// msb) rejects as malformed or naming what it does not have is a usage
+// error; one it cannot carry out now is a failure. A kind it does not name
+// (a newer daemon's) is a failure too.
+var exitCodes = map[api.ErrorCode]int{
+	api.CodeBadRequest:       exitUsage,
+	api.CodePathEscape:       exitUsage,
+	api.CodeInvalidConfig:    exitInvalidConfig,
+	api.CodeUnauthorized:     exitUsage,
+	api.CodeNotFound:         exitUsage,
+	api.CodeMethodNotAllowed: exitUsage,
+	api.CodeConflict:         exitFailure,
+	api.CodeSessionEnded:     exitFailure,
+	api.CodeNoInstance:       exitUsage,
+	api.CodeGone:             exitFailure,
+	api.CodeBodyTooLarge:     exitUsage,
+	api.CodeQuotaExceeded:    exitFailure,
+	api.CodeInternal:         exitFailure,
+	api.CodeUnavailable:      exitFailure,
+	api.CodeTooLarge:         exitFailure,
+	kindUsage:                exitUsage,
+	kindUnsupportedHost:      exitUnavailable,
 }
 
-// daemonExitCode is the exit code of an error the daemon answered: a
-// request it rejected as malformed, or naming what it does not have, is a
-// usage error; one it could not carry out now is a failure.
-func daemonExitCode(c api.ErrorCode) int {
-	switch c {
-	case api.CodeBadRequest, api.CodePathEscape, api.CodeUnauthorized, api.CodeNotFound, api.CodeMethodNotAllowed,
-		api.CodeNoInstance, api.CodeBodyTooLarge:
-		return exitUsage
+// exitCode maps errors to exit codes through their kind (kindOf and
+// exitCodes), and names the kind for --json errors; an exitError carries
+// its code and class itself. This is the only such map.
+func exitCode(err error) (int, string) {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code, ee.class()
 	}
-	return exitFailure
+	kind := kindOf(err)
+	code, ok := exitCodes[kind]
+	if !ok {
+		code = exitFailure
+	}
+	return code, string(kind)
+}
+
+// kindOf is the kind of err: the code of the daemon's answer, the kind
+// of one of the CLI's own errors, else the engine's kind of it.
+func kindOf(err error) api.ErrorCode {
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce.Info.Code
+	case errors.Is(err, errUsage), errors.Is(err, errNoInput), errors.Is(err, errNoDir):
+		return kindUsage
+	case errors.Is(err, errUnavailable):
+		return kindUnsupportedHost
+	}
+	return engine.Kind(err)
 }
 
 // class names an exitError's code for --json.

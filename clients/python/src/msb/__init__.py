@@ -17,8 +17,9 @@ Ray node, placement by cache affinity, batch evaluation over a cluster).
 from ._transport import Address, default_address, default_socket, default_token
 from .client import Client, Sandbox, Session
 from .errors import (APIError, BadRequest, BodyTooLarge, Conflict, DaemonUnreachable, InsufficientStorage,
-                     InternalError, MethodNotAllowed, MsbError, NoInstance, NotFound, PathEscape, ProtocolError,
-                     QuotaExceeded, RequestTimeout, SandboxGone, SessionEnded, Submitted, Unauthorized, Unavailable)
+                     InternalError, InvalidConfig, MethodNotAllowed, MsbError, NoInstance, NotFound, PathEscape,
+                     ProtocolError, QuotaExceeded, RequestTimeout, SandboxGone, SessionEnded, Submitted, Unauthorized,
+                     Unavailable)
 from .types import (SUBMIT_MARKER, EvalArtifacts, EvalResult, EvaluateResponse, ExecEvent, ExecResult, FileEntry,
                     FileWritten, GymObservation, GymStep, GymSubmitResult, Health, InstanceInfo, InstanceReport,
                     InstancesLoaded, Job, Limits, Prediction, RunReport, RunSummary, SandboxInfo, Validation,
@@ -29,8 +30,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Address", "Client", "Sandbox", "Session", "default_address", "default_socket", "default_token",
     "APIError", "BadRequest", "BodyTooLarge", "Conflict", "DaemonUnreachable", "InsufficientStorage",
-    "InternalError", "MethodNotAllowed", "MsbError", "NoInstance", "NotFound", "PathEscape", "ProtocolError",
-    "QuotaExceeded", "RequestTimeout", "SandboxGone", "SessionEnded", "Submitted", "Unauthorized", "Unavailable",
+    "InternalError", "InvalidConfig", "MethodNotAllowed", "MsbError", "NoInstance", "NotFound", "PathEscape",
+    "ProtocolError", "QuotaExceeded", "RequestTimeout", "SandboxGone", "SessionEnded", "Submitted", "Unauthorized",
+    "Unavailable",
     "SUBMIT_MARKER", "EvalArtifacts", "EvalResult", "EvaluateResponse", "ExecEvent", "ExecResult", "FileEntry",
     "FileWritten", "GymObservation", "GymStep", "GymSubmitResult", "Health", "InstanceInfo", "InstanceReport",
     "InstancesLoaded", "Job", "Limits", "Prediction", "RunReport", "RunSummary", "SandboxInfo", "Validation",
