@@ -10,7 +10,7 @@ type CLIError struct {
 // CLIErrorInfo says what went wrong. Code is the error's kind: an
 // ErrorCode (not_found, conflict, invalid_config, ...), the same for an
 // error met in msb and one the daemon answered, or one of the CLI's own
-// (usage, unsupported_host, failure, interrupted, exit_status,
+// (usage, unsupported_host, bad_image, failure, interrupted, exit_status,
 // command_not_found, not_executable).
 type CLIErrorInfo struct {
 	Code     string `json:"code"`
