@@ -130,7 +130,8 @@ type rexHandler func(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, e
 
 // rexRoute is one SWE-ReX route: its path under the sandbox's prefix, its
 // method, the models its body reads as (one per discriminator tag; none
-// for no body) and the model it answers 200 with.
+// for no body) and the model it answers 200 with (its handler's answer
+// type, so that the table cannot name another).
 type rexRoute struct {
 	path, method string
 	req          []any
@@ -138,19 +139,30 @@ type rexRoute struct {
 	h            rexHandler
 }
 
+// newRexRoute makes a route of a handler that answers Resp.
+func newRexRoute[Resp any](method, path string, req []any, h func(*http.Request, *engine.Sandbox, *rexSandbox) (*Resp, error)) rexRoute {
+	return rexRoute{path: path, method: method, req: req, resp: *new(Resp), h: func(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+		resp, err := h(r, sb, x)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}}
+}
+
 // rexRouteTable is every route swerex-remote serves.
 func (s *Server) rexRouteTable() []rexRoute {
 	return []rexRoute{
-		{path: "/", method: "GET", resp: rexRootResponse{}, h: rexRoot},
-		{path: "/is_alive", method: "GET", resp: rexIsAliveResponse{}, h: s.rexIsAlive},
-		{path: "/create_session", method: "POST", req: []any{rexCreateBashSessionRequest{}}, resp: rexCreateBashSessionResponse{}, h: s.rexCreateSession},
-		{path: "/run_in_session", method: "POST", req: []any{rexBashAction{}, rexBashInterruptAction{}}, resp: rexBashObservation{}, h: s.rexRun},
-		{path: "/close_session", method: "POST", req: []any{rexCloseBashSessionRequest{}}, resp: rexCloseBashSessionResponse{}, h: s.rexCloseSession},
-		{path: "/execute", method: "POST", req: []any{rexCommand{}}, resp: rexCommandResponse{}, h: s.rexExecute},
-		{path: "/read_file", method: "POST", req: []any{rexReadFileRequest{}}, resp: rexReadFileResponse{}, h: s.rexReadFile},
-		{path: "/write_file", method: "POST", req: []any{rexWriteFileRequest{}}, resp: rexEmptyResponse{}, h: s.rexWriteFile},
-		{path: "/upload", method: "POST", req: []any{rexUploadForm{}}, resp: rexEmptyResponse{}, h: s.rexUpload},
-		{path: "/close", method: "POST", resp: rexEmptyResponse{}, h: s.rexClose},
+		newRexRoute("GET", "/", nil, rexRoot),
+		newRexRoute("GET", "/is_alive", nil, s.rexIsAlive),
+		newRexRoute("POST", "/create_session", []any{rexCreateBashSessionRequest{}}, s.rexCreateSession),
+		newRexRoute("POST", "/run_in_session", []any{rexBashAction{}, rexBashInterruptAction{}}, s.rexRun),
+		newRexRoute("POST", "/close_session", []any{rexCloseBashSessionRequest{}}, s.rexCloseSession),
+		newRexRoute("POST", "/execute", []any{rexCommand{}}, s.rexExecute),
+		newRexRoute("POST", "/read_file", []any{rexReadFileRequest{}}, s.rexReadFile),
+		newRexRoute("POST", "/write_file", []any{rexWriteFileRequest{}}, s.rexWriteFile),
+		newRexRoute("POST", "/upload", []any{rexUploadForm{}}, s.rexUpload),
+		newRexRoute("POST", "/close", nil, s.rexClose),
 	}
 }
 
@@ -166,8 +178,8 @@ func (s *Server) rexRoutes(mux *http.ServeMux, prefix, fixed string) {
 	}
 }
 
-func rexRoot(*http.Request, *engine.Sandbox, *rexSandbox) (any, error) {
-	return rexRootResponse{Message: "hello world"}, nil
+func rexRoot(*http.Request, *engine.Sandbox, *rexSandbox) (*rexRootResponse, error) {
+	return &rexRootResponse{Message: "hello world"}, nil
 }
 
 // isRex says whether a request is for the SWE-ReX routes (they answer
@@ -267,8 +279,8 @@ func (s *Server) rexServe(method, id string, h rexHandler, r *http.Request) *rec
 	return out
 }
 
-func (s *Server) rexIsAlive(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
-	return rexIsAliveResponse{IsAlive: true}, nil
+func (s *Server) rexIsAlive(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexIsAliveResponse, error) {
+	return &rexIsAliveResponse{IsAlive: true}, nil
 }
 
 func (x *rexSandbox) session(name string) (*rexSession, error) {
@@ -290,7 +302,7 @@ func engineSession(name string) string {
 	return "swerex-" + hex.EncodeToString(sum[:8])
 }
 
-func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexCreateBashSessionResponse, error) {
 	body, err := rexBody(r)
 	if err != nil {
 		return nil, err
@@ -312,7 +324,7 @@ func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSan
 	rs := &rexSession{engineName: engineSession(name)}
 	x.sessions[name] = rs
 	x.mu.Unlock()
-	fail := func(err error) (any, error) {
+	fail := func(err error) (*rexCreateBashSessionResponse, error) {
 		x.mu.Lock()
 		delete(x.sessions, name)
 		x.mu.Unlock()
@@ -337,12 +349,12 @@ func (s *Server) rexCreateSession(r *http.Request, sb *engine.Sandbox, x *rexSan
 		}
 		out = res.Stdout
 	}
-	return rexCreateBashSessionResponse{Output: out, SessionType: "bash"}, nil
+	return &rexCreateBashSessionResponse{Output: out, SessionType: "bash"}, nil
 }
 
 func seconds(f float64) int64 { return int64(f * float64(time.Second)) }
 
-func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexBashObservation, error) {
 	body, err := rexBody(r)
 	if err != nil {
 		return nil, err
@@ -360,7 +372,7 @@ func (s *Server) rexRun(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any
 	return nil, tagInvalid(body, "action_type", tag, "bash", "bash_interrupt")
 }
 
-func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
+func (s *Server) rexBash(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (*rexBashObservation, error) {
 	var a rexBashAction
 	if err := readRex(newValidator(body, "bash"), &a); err != nil {
 		return nil, err
@@ -439,7 +451,7 @@ func (x *rexSandbox) forgetSession(name string) {
 // program that runs reads it), and the answer is the output up to the
 // first expect pattern or, when the program ends, up to the prompt. The
 // session's own framing, not a printed prompt, says that it ended.
-func (s *Server) rexInteractive(x *rexSandbox, sb *engine.Sandbox, rs *rexSession, name, command string, quit bool, timeout *float64, expect []string) (any, error) {
+func (s *Server) rexInteractive(x *rexSandbox, sb *engine.Sandbox, rs *rexSession, name, command string, quit bool, timeout *float64, expect []string) (*rexBashObservation, error) {
 	patterns := rexPatterns(expect)
 	req := api.ExecRequest{Session: rs.engineName, Command: command, Expect: patterns}
 	if timeout != nil {
@@ -531,7 +543,7 @@ func bashSyntax(ctx context.Context, sb *engine.Sandbox, command string) error {
 	return &rexError{classPath: excSyntax, msg: msg, extra: map[string]any{"bash_stdout": res.Stdout, "bash_stderr": res.Stderr}}
 }
 
-func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (any, error) {
+func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox, body map[string]any) (*rexBashObservation, error) {
 	var a rexBashInterruptAction
 	if err := readRex(newValidator(body, "bash_interrupt"), &a); err != nil {
 		return nil, err
@@ -584,7 +596,7 @@ func (s *Server) rexInterrupt(r *http.Request, sb *engine.Sandbox, x *rexSandbox
 	return observation(strings.TrimSpace(text), &zero, matched), nil
 }
 
-func (s *Server) rexCloseSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexCloseSession(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexCloseBashSessionResponse, error) {
 	body, err := rexBody(r)
 	if err != nil {
 		return nil, err
@@ -607,10 +619,10 @@ func (s *Server) rexCloseSession(r *http.Request, sb *engine.Sandbox, x *rexSand
 	if err := sb.CloseSession(r.Context(), rs.engineName); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return nil, err
 	}
-	return rexCloseBashSessionResponse{SessionType: "bash"}, nil
+	return &rexCloseBashSessionResponse{SessionType: "bash"}, nil
 }
 
-func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexEmptyResponse, error) {
 	x.mu.Lock()
 	sessions := x.sessions
 	x.sessions = map[string]*rexSession{}
@@ -620,10 +632,10 @@ func (s *Server) rexClose(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (a
 			return nil, err
 		}
 	}
-	return rexEmptyResponse{}, nil
+	return &rexEmptyResponse{}, nil
 }
 
-func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexCommandResponse, error) {
 	var c rexCommand
 	if err := readRexBody(r, &c); err != nil {
 		return nil, err
@@ -691,7 +703,7 @@ func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) 
 		return nil, raise(excNonZero, "%s", msg)
 	}
 	code := res.ExitCode
-	return rexCommandResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: &code}, nil
+	return &rexCommandResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: &code}, nil
 }
 
 // rexPath makes a path absolute the way a process in the sandbox would
@@ -720,7 +732,7 @@ func osError(ctx context.Context, sb *engine.Sandbox, p, shown string, err error
 	return err
 }
 
-func (s *Server) rexReadFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexReadFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexReadFileResponse, error) {
 	var req rexReadFileRequest
 	if err := readRexBody(r, &req); err != nil {
 		return nil, err
@@ -736,10 +748,10 @@ func (s *Server) rexReadFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox)
 	}
 	// read_text opens in text mode: universal newlines.
 	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
-	return rexReadFileResponse{Content: text}, nil
+	return &rexReadFileResponse{Content: text}, nil
 }
 
-func (s *Server) rexWriteFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexWriteFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexEmptyResponse, error) {
 	var req rexWriteFileRequest
 	if err := readRexBody(r, &req); err != nil {
 		return nil, err
@@ -748,10 +760,10 @@ func (s *Server) rexWriteFile(r *http.Request, sb *engine.Sandbox, x *rexSandbox
 	if err := sb.WriteFile(r.Context(), abs, []byte(req.Content), 0o644); err != nil {
 		return nil, osError(r.Context(), sb, abs, req.Path, err)
 	}
-	return rexEmptyResponse{}, nil
+	return &rexEmptyResponse{}, nil
 }
 
-func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (any, error) {
+func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (*rexEmptyResponse, error) {
 	form, err := readUploadForm(r)
 	if err != nil {
 		return nil, err
@@ -766,7 +778,7 @@ func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (
 		if err := sb.PutTar(r.Context(), abs, tarball); err != nil {
 			return nil, osError(r.Context(), sb, abs, target, err)
 		}
-		return rexEmptyResponse{}, nil
+		return &rexEmptyResponse{}, nil
 	}
 	// shutil.move into an existing directory keeps the upload's file name.
 	if fe, err := sb.Stat(r.Context(), abs); err == nil && fe.Type == "dir" {
@@ -775,7 +787,7 @@ func (s *Server) rexUpload(r *http.Request, sb *engine.Sandbox, x *rexSandbox) (
 	if err := sb.WriteFile(r.Context(), abs, data, 0o644); err != nil {
 		return nil, osError(r.Context(), sb, abs, target, err)
 	}
-	return rexEmptyResponse{}, nil
+	return &rexEmptyResponse{}, nil
 }
 
 // zipToTar repacks a zip as zipfile.extractall writes it: regular files

@@ -114,8 +114,8 @@ type rexBashObservation struct {
 
 // observation is what a bash session answers: out up to the expect
 // string that matched, and the exit code (nil: not checked).
-func observation(out string, code *int, expect string) rexBashObservation {
-	return rexBashObservation{Output: out, ExitCode: code, ExpectString: expect, SessionType: "bash"}
+func observation(out string, code *int, expect string) *rexBashObservation {
+	return &rexBashObservation{Output: out, ExitCode: code, ExpectString: expect, SessionType: "bash"}
 }
 
 // rexCloseBashSessionRequest is CloseBashSessionRequest (POST /close_session).
