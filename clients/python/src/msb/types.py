@@ -141,6 +141,11 @@ class ExecResult:
     truncated: bool = False
     timed_out: bool = False
     session_ended: bool = False
+    #: an interactive command has not completed yet (``exit_code`` means
+    #: nothing yet); with ``timed_out``, ``stdout`` is what it printed so far
+    running: bool = False
+    #: the expect pattern whose match ended the wait
+    matched: str = ""
 
     @property
     def ok(self) -> bool:
@@ -207,6 +212,9 @@ class Enforcement:
     pids: str = ""
     cpu: str = ""
     tmp: str = ""
+    disk: str = ""
+    #: what a sandbox can read of the host's files
+    host_files: str = ""
 
 
 @dataclass
@@ -221,6 +229,8 @@ class Quota:
     disk_used_bytes: int = 0
     max_body_bytes: int = 0
     max_admission_wait_ns: int = 0
+    #: evaluation sandboxes the budgets keep room for, that agents' cannot take
+    grading_reserve: int = 0
 
 
 @dataclass
@@ -268,6 +278,14 @@ class InstanceReport:
     patch_successfully_applied: bool = False
     resolved: bool = False
     tests_status: Optional[TestsStatus] = None
+    #: the tamper checks' verdict on the model patch ("" when none was checked)
+    integrity: str = ""
+    integrity_reasons: List[str] = field(default_factory=list)
+    #: which checks did not run, and why
+    integrity_notes: List[str] = field(default_factory=list)
+    #: a repeated evaluation did not give the same statuses every time
+    flaky: bool = False
+    flaky_tests: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -301,6 +319,10 @@ class EvalResult:
     detail: str = ""
     resolution: str = ""
     reward: float = 0.0
+    #: a repeated evaluation could not pin the reward down: mask it
+    flaky: bool = False
+    #: how many times the tests ran (0: once)
+    runs: int = 0
     apply_method: str = ""
     test_exit_code: Optional[int] = None
     report: InstanceReport = field(default_factory=InstanceReport)
@@ -406,6 +428,8 @@ class Validation:
     valid: bool = False
     reason: str = ""
     errored: bool = False
+    #: the gold patch resolved only with the host's network
+    needs_network: bool = False
     gold: EvalResult = field(default_factory=EvalResult)
     empty: EvalResult = field(default_factory=EvalResult)
 
@@ -419,6 +443,8 @@ class ValidationReport:
     valid: List[str] = field(default_factory=list)
     invalid: Dict[str, str] = field(default_factory=dict)
     errored: List[str] = field(default_factory=list)
+    #: instances whose gold patch was evaluated again with the host's network
+    network_rechecked: List[str] = field(default_factory=list)
     skipped_rows: int = 0
     files: Dict[str, str] = field(default_factory=dict)
     interrupted: bool = False
