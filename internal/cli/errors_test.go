@@ -35,7 +35,8 @@ import (
 // (read from package api's source, so that a new one cannot be left out)
 // has an HTTP status, the one docs/api.md gives it, an exit code, and a
 // class in the Python client's table whose status fallback is that class
-// or a base of it.
+// or a base of it; and both clients take a body that is not the API's
+// for the same code of its status.
 func TestErrorTable(t *testing.T) {
 	codes := apiErrorCodes(t)
 	docs := docsStatuses(t)
@@ -56,8 +57,18 @@ func TestErrorTable(t *testing.T) {
 			t.Errorf("%s: no Python exception (clients/python/src/msb/errors.py BY_CODE)", c)
 			continue
 		}
-		if fallback := py.ByStatus[strconv.Itoa(status)]; !slices.Contains(bases, fallback) {
+		fallback := py.ByStatus[strconv.Itoa(status)]
+		if !slices.Contains(bases, fallback) {
 			t.Errorf("%s: Python class %s, but status %d falls back to %q, not one of its bases %v", c, bases[0], status, fallback, bases)
+		}
+		// A body that is not the API's: the Go client takes the code whose
+		// class the Python client raises, one of the status's own.
+		gofb := client.CodeOfStatus(status)
+		if s, _ := server.Status(gofb); s != status {
+			t.Errorf("status %d: the Go client falls back to %s, answered with %d", status, gofb, s)
+		}
+		if names := py.ByCode[string(gofb)]; len(names) == 0 || names[0] != fallback {
+			t.Errorf("status %d: the Go client falls back to %s, the Python client to %s", status, gofb, fallback)
 		}
 	}
 	for c := range docs {

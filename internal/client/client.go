@@ -80,6 +80,31 @@ func IsCode(err error, code api.ErrorCode) bool {
 	return errors.As(err, &e) && e.Info.Code == code
 }
 
+// statusCodes is, for each status the daemon answers errors with, its
+// broadest code (the Python client's _BY_STATUS names the same).
+var statusCodes = map[int]api.ErrorCode{
+	http.StatusBadRequest:            api.CodeBadRequest,
+	http.StatusUnauthorized:          api.CodeUnauthorized,
+	http.StatusNotFound:              api.CodeNotFound,
+	http.StatusMethodNotAllowed:      api.CodeMethodNotAllowed,
+	http.StatusConflict:              api.CodeConflict,
+	http.StatusGone:                  api.CodeGone,
+	http.StatusRequestEntityTooLarge: api.CodeBodyTooLarge,
+	http.StatusTooManyRequests:       api.CodeQuotaExceeded,
+	http.StatusInternalServerError:   api.CodeInternal,
+	http.StatusServiceUnavailable:    api.CodeUnavailable,
+	http.StatusInsufficientStorage:   api.CodeTooLarge,
+}
+
+// CodeOfStatus is the code of an error answer whose body is not the
+// API's (a proxy's, say): its status's broadest code, else internal.
+func CodeOfStatus(status int) api.ErrorCode {
+	if c, ok := statusCodes[status]; ok {
+		return c
+	}
+	return api.CodeInternal
+}
+
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) (*http.Response, error) {
 	u := c.base + path
 	if len(q) > 0 {
@@ -104,7 +129,7 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		var eb api.ErrorBody
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			eb.Error = api.ErrorInfo{Code: api.CodeInternal, Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(b)))}
+			eb.Error = api.ErrorInfo{Code: CodeOfStatus(resp.StatusCode), Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(b)))}
 		}
 		return nil, &Error{Status: resp.StatusCode, Info: eb.Error}
 	}
