@@ -54,7 +54,7 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
 // optionalBody lists the routes whose JSON body may be left out.
-var optionalBody = map[string]bool{"evaluate": true, "gymSubmit": true}
+var optionalBody = map[string]bool{"evaluate": true, "gymSubmit": true, "snapshotSandbox": true, "forkSandbox": true, "forkSnapshot": true, "rollbackSandbox": true}
 
 func (g *schemaGen) operation(rt route) map[string]any {
 	op := map[string]any{"operationId": rt.op, "summary": rt.summary, "tags": []string{rt.tag}}
@@ -156,6 +156,8 @@ var constraints = map[string]map[string]any{
 	"JobRequest.kind":                        {"enum": []string{"", "evaluation", "validation"}},
 	"JobRequest.workers":                     {"minimum": 0, "maximum": 1024},
 	"LoadDatasetRequest.path":                {"pattern": absPath},
+	"ForkRequest.count":                      {"minimum": 0, "maximum": MaxForkCount},
+	"ForkRequest.processes":                  {"enum": []string{"", "none"}},
 }
 
 // schemaGen turns Go types into JSON schemas, naming structs in defs.

@@ -39,7 +39,7 @@ var (
 
 // routes is the native API: every route of /v1 but the OpenAPI document.
 func (s *Server) routes() []route {
-	return []route{
+	return append([]route{
 		{method: "GET", path: "/v1/health", op: "health", tag: "daemon", summary: "the daemon's state, mode, limits' enforcement and quota",
 			resp: api.Health{}, status: 200, h: s.health},
 
@@ -116,5 +116,5 @@ func (s *Server) routes() []route {
 			req: api.GymStepRequest{}, resp: api.GymStep{}, status: 200, errors: []int{404, 409, 410, 413}, h: s.gymStep},
 		{method: "POST", path: "/v1/gym/{id}/submit", op: "gymSubmit", tag: "gym", summary: "end the episode: the reward from grading in a fresh sandbox",
 			req: api.GymSubmitRequest{}, resp: api.GymSubmitResult{}, status: 200, errors: []int{404, 409, 410, 429}, h: s.gymSubmit},
-	}
+	}, s.snapshotRoutes()...)
 }
