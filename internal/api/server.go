@@ -169,6 +169,9 @@ type EvaluateRequest struct {
 	// Artifacts adds the evaluation's files (test output, eval.sh, the
 	// run log, the patch) to the answer.
 	Artifacts bool `json:"artifacts,omitempty"`
+	// Repeat runs the tests this many times, each in a fresh sandbox, and
+	// marks the result flaky when a test's status flips (0 or 1: once).
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // EvaluateResponse is an evaluation: the result holds the outcome, the
@@ -247,6 +250,8 @@ type JobRequest struct {
 	Gold        bool             `json:"gold,omitempty"`
 	Workers     int              `json:"workers,omitempty"` // default 2
 	KeepErrors  bool             `json:"keep_errors,omitempty"`
+	// Repeat: as EvaluateRequest's, for every evaluation of the job.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // Job is a batch run and its progress.
@@ -321,6 +326,8 @@ type GymSubmitRequest struct {
 	Patch *string `json:"patch,omitempty"`
 	Model string  `json:"model_name_or_path,omitempty"`
 	Keep  bool    `json:"keep,omitempty"`
+	// Repeat: as EvaluateRequest's.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // GymSubmitResult is the episode's reward.
@@ -329,4 +336,6 @@ type GymSubmitResult struct {
 	Outcome Outcome    `json:"outcome"`
 	Done    bool       `json:"done"` // always true
 	Result  EvalResult `json:"result"`
+	// Flaky: the repeated tests disagreed (Result.Flaky); mask the reward.
+	Flaky bool `json:"flaky,omitempty"`
 }

@@ -19,6 +19,7 @@ import (
 func newEvalCmd(g *globals) *cobra.Command {
 	var f evalFlags
 	var preds string
+	var repeat int
 	cmd := &cobra.Command{
 		Use:   "eval --dataset FILE --predictions FILE|gold --run-id ID",
 		Short: "Grade predictions exactly as the SWE-bench harness does, each in a fresh sandbox",
@@ -26,18 +27,22 @@ func newEvalCmd(g *globals) *cobra.Command {
   msb eval --dataset verified.jsonl --predictions preds.jsonl --run-id try1 --workers 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runEval(cmd.Context(), g, &f, preds)
+			return runEval(cmd.Context(), g, &f, preds, repeat)
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&preds, "predictions", "", `predictions: instance_id, model_name_or_path, model_patch (JSON, JSONL or a dict by id), or "gold" for the reference fixes`)
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "name of this run; rerunning with it resumes (results of the same patch and spec are kept)")
+	registerRepeat(cmd, &repeat)
 	return cmd
 }
 
-func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string) error {
+func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string, repeat int) error {
 	if predPath == "" || f.runID == "" {
 		return fmt.Errorf("%w: --predictions and --run-id are required", errUsage)
+	}
+	if err := checkRepeatFlag(repeat); err != nil {
+		return err
 	}
 	o, err := f.options()
 	if err != nil {
@@ -73,7 +78,7 @@ func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string) err
 		min(f.workers, e.Concurrency(o.limits)))
 	rep, runErr := e.RunEvaluation(ctx, engine.EvalRun{RunID: f.runID, InstanceIDs: ids(d), Predictions: preds, Workers: f.workers,
 		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog),
-		BuildEvents: newBuildProgress(prog, "evaluating").event}, out)
+		BuildEvents: newBuildProgress(prog, "evaluating").event, Repeat: repeat}, out)
 	prog.stop()
 	rep.Files = map[string]string{}
 	for _, s := range rep.Summaries {
@@ -172,4 +177,17 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// registerRepeat adds --repeat to an evaluating command.
+func registerRepeat(cmd *cobra.Command, repeat *int) {
+	cmd.Flags().IntVar(repeat, "repeat", 1, fmt.Sprintf("run each evaluation's tests N times (at most %d), each in a fresh sandbox, and mark flaky the results whose tests flip", engine.MaxRepeat))
+}
+
+// checkRepeatFlag refuses a --repeat outside 1..engine.MaxRepeat.
+func checkRepeatFlag(n int) error {
+	if n < 1 || n > engine.MaxRepeat {
+		return fmt.Errorf("%w: --repeat %d: from 1 to %d", errUsage, n, engine.MaxRepeat)
+	}
+	return nil
 }

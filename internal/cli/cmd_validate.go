@@ -14,6 +14,7 @@ import (
 
 func newValidateCmd(g *globals) *cobra.Command {
 	var f evalFlags
+	var repeat int
 	cmd := &cobra.Command{
 		Use:   "validate --dataset FILE",
 		Short: "Admit instances for RL: the gold patch must resolve, an empty patch must not",
@@ -21,15 +22,19 @@ func newValidateCmd(g *globals) *cobra.Command {
   msb validate --dataset verified.jsonl --instances astropy__astropy-12907 --workers 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runValidate(cmd.Context(), g, &f)
+			return runValidate(cmd.Context(), g, &f, repeat)
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&f.runID, "run-id", "validate", "name of this run (rerun to resume)")
+	registerRepeat(cmd, &repeat)
 	return cmd
 }
 
-func runValidate(ctx context.Context, g *globals, f *evalFlags) error {
+func runValidate(ctx context.Context, g *globals, f *evalFlags, repeat int) error {
+	if err := checkRepeatFlag(repeat); err != nil {
+		return err
+	}
 	o, err := f.options()
 	if err != nil {
 		return err
@@ -49,7 +54,7 @@ func runValidate(ctx context.Context, g *globals, f *evalFlags) error {
 		min(f.workers, e.Concurrency(o.limits)))
 	rep, runErr := e.RunValidation(ctx, engine.ValidateRun{RunID: f.runID, InstanceIDs: ids(d), Workers: f.workers,
 		KeepErrors: f.keepErrors, SkippedRows: len(d.RowErrors), Progress: resultProgress(prog),
-		BuildEvents: newBuildProgress(prog, "validating").event}, out)
+		BuildEvents: newBuildProgress(prog, "validating").event, Repeat: repeat}, out)
 	prog.stop()
 	return finishValidation(g, out, rep, runErr)
 }

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 // TestIntegrityFlag: msb eval and validate grade with --integrity warn
@@ -44,5 +46,25 @@ func TestDetailOfTampered(t *testing.T) {
 	failed := api.EvalResult{Outcome: api.OutcomeUnresolved, Detail: "integrity: tampered: x\nmore", Report: warned.Report}
 	if got := detailOf(failed); got != "integrity: tampered: x ..." {
 		t.Errorf("detail %q", got)
+	}
+}
+
+// TestRepeatFlag: --repeat takes 1 to engine.MaxRepeat, and a flaky
+// result says so in the eval table.
+func TestRepeatFlag(t *testing.T) {
+	for n, ok := range map[int]bool{0: false, 1: true, engine.MaxRepeat: true, engine.MaxRepeat + 1: false} {
+		if err := checkRepeatFlag(n); (err == nil) != ok || err != nil && !errors.Is(err, errUsage) {
+			t.Errorf("--repeat %d: %v", n, err)
+		}
+	}
+	for _, args := range [][]string{{"eval", "--predictions", "gold", "--run-id", "r"}, {"validate"}} {
+		args = append(args, "--dataset", "missing.jsonl", "--repeat", "0")
+		if r := msb(t, t.TempDir(), nil, args...); r.code != exitUsage || !strings.Contains(r.stderr, "--repeat 0") {
+			t.Errorf("msb %q: exit %d %s, want a usage error", args, r.code, r.stderr)
+		}
+	}
+	flaky := api.EvalResult{Outcome: api.OutcomeResolved, Flaky: true, Runs: 3, Report: api.InstanceReport{FlakyTests: []string{"a", "b"}}}
+	if got, want := detailOf(flaky), "flaky: 2 tests flipped in 3 runs"; got != want {
+		t.Errorf("detail %q, want %q", got, want)
 	}
 }

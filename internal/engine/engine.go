@@ -273,20 +273,24 @@ func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
 // Evaluate grades a patch of a known instance in a fresh sandbox (admitted
 // like any other). model names the patch's author ("" is "none").
 func (e *Engine) Evaluate(ctx context.Context, instanceID, model string, patch *string) (api.EvalResult, api.EvalArtifacts, error) {
-	return e.evaluateIn(ctx, instanceID, model, patch, nil)
+	return e.evaluateIn(ctx, job{pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}})
 }
 
-// evaluateIn is Evaluate in a sandbox of limits (nil: the grading
-// defaults).
-func (e *Engine) evaluateIn(ctx context.Context, instanceID, model string, patch *string, limits *sandbox.Limits) (api.EvalResult, api.EvalArtifacts, error) {
-	t, err := e.task(instanceID)
+// evaluateIn is Evaluate of j's prediction, with j's limits (nil: the
+// grading defaults) and repeat.
+func (e *Engine) evaluateIn(ctx context.Context, j job) (api.EvalResult, api.EvalArtifacts, error) {
+	if err := checkRepeat(j.repeat); err != nil {
+		return api.EvalResult{}, api.EvalArtifacts{}, err
+	}
+	t, err := e.task(j.pred.InstanceID)
 	if err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
 	}
-	if model == "" {
-		model = "none"
+	if j.pred.Model == "" {
+		j.pred.Model = "none"
 	}
-	ev, err := e.evaluate(ctx, job{t: t, pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}, limits: limits})
+	j.t = t
+	ev, err := e.evaluate(ctx, j)
 	return ev.Result, ev.Artifacts, err
 }
 
@@ -324,7 +328,7 @@ func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
 	if j.limits != nil {
 		o.Limits = *j.limits
 	}
-	o.Progress = j.progress()
+	o.Progress, o.Repeat = j.progress(), j.repeat
 	release, err := e.reserve(ctx, o.Limits, 0, gradingClass)
 	if err != nil {
 		return task.Evaluation{}, err

@@ -299,6 +299,7 @@ func TestEngineBadRunInput(t *testing.T) {
 		{"prediction outside the run", EvalRun{RunID: "r", InstanceIDs: []string{id}, Predictions: []api.Prediction{{InstanceID: "other", Model: "m", ModelPatch: &p}}}, "other"},
 		{"run id that leaves --out", EvalRun{RunID: "..", InstanceIDs: []string{id}}, "run id"},
 		{"model that leaves --out", EvalRun{RunID: "r", InstanceIDs: []string{id}, Predictions: []api.Prediction{{InstanceID: id, Model: "..", ModelPatch: &p}}}, "model_name_or_path"},
+		{"repeat past the bound", EvalRun{RunID: "r", InstanceIDs: []string{id}, Repeat: MaxRepeat + 1}, "repeat"},
 	} {
 		_, err := e.RunEvaluation(ctx, tc.run, Discard)
 		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
@@ -454,5 +455,33 @@ func TestEngineBuildInterrupted(t *testing.T) {
 	rep, err := e.Build(ctx, BuildRun{InstanceIDs: e.InstanceIDs(), Workers: 2})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "run the same command again") || rep.Interrupted != 4 || rep.Failed != 0 {
 		t.Fatalf("%v %+v", err, rep)
+	}
+}
+
+// TestEngineRunRepeat: a run's Repeat reaches every evaluation (the
+// result says how many times its tests ran, report.json whether they
+// flipped) and a stored result is reused only for the same Repeat.
+func TestEngineRunRepeat(t *testing.T) {
+	g := generated(t)
+	out := harness.New(t.TempDir())
+	e := openEngine(t, "", nil)
+	inst := g.Instances[0]
+	preds := []api.Prediction{{InstanceID: inst.InstanceID, Model: "m", ModelPatch: &inst.Patch}}
+	run := func(repeat int) api.EvalResult {
+		t.Helper()
+		rep, err := e.RunEvaluation(context.Background(), EvalRun{RunID: "r", InstanceIDs: []string{inst.InstanceID}, Predictions: preds, Workers: 1, Repeat: repeat}, out)
+		if err != nil || len(rep.Results) != 1 {
+			t.Fatalf("%v %+v", err, rep)
+		}
+		return rep.Results[0]
+	}
+	if r := run(2); r.Outcome != api.OutcomeResolved || r.Runs != 2 || r.Flaky || r.Resumed {
+		t.Fatalf("repeat 2: %+v", r)
+	}
+	if r := run(2); !r.Resumed || r.Runs != 2 {
+		t.Fatalf("repeat 2 again: not reused: %+v", r)
+	}
+	if r := run(1); r.Resumed || r.Runs != 0 {
+		t.Fatalf("repeat 1 after 2: reused: %+v", r)
 	}
 }

@@ -84,6 +84,9 @@ type EvalRun struct {
 	// BuildEvents, when set, receives the build steps of the layers an
 	// evaluation had to build first (as Build's Events).
 	BuildEvents func(BuildEvent)
+	// Repeat runs each evaluation's tests this many times (0 or 1: once)
+	// and marks the results whose runs disagree flaky (task.EvalOptions).
+	Repeat int
 }
 
 // job is one evaluation of a run.
@@ -98,6 +101,8 @@ type job struct {
 	limits *sandbox.Limits
 	// events receives the build steps of its layers (nil: none).
 	events func(BuildEvent)
+	// repeat: task.EvalOptions.Repeat.
+	repeat int
 }
 
 // progress is the cache's Progress for the job's layers.
@@ -180,10 +185,24 @@ func (e *Engine) RunEvaluation(ctx context.Context, r EvalRun, sink Sink) (api.R
 	return rep, runErr
 }
 
+// MaxRepeat bounds how many times one evaluation's tests may run.
+const MaxRepeat = 10
+
+// checkRepeat refuses a repeat count outside 0..MaxRepeat.
+func checkRepeat(n int) error {
+	if n < 0 || n > MaxRepeat {
+		return fmt.Errorf("%w: repeat %d: from 1 to %d", ErrBadRequest, n, MaxRepeat)
+	}
+	return nil
+}
+
 // evalJobs checks a run and makes its jobs.
 func (e *Engine) evalJobs(r EvalRun) ([]job, error) {
 	if err := api.CheckName("run id", r.RunID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := checkRepeat(r.Repeat); err != nil {
+		return nil, err
 	}
 	inRun := map[string]bool{}
 	var problems []string
@@ -205,7 +224,7 @@ func (e *Engine) evalJobs(r EvalRun) ([]job, error) {
 			problems = append(problems, api.CheckName("model_name_or_path", dataset.ModelDir(p.Model)).Error())
 		default:
 			t, _ := e.task(p.InstanceID)
-			jobs = append(jobs, job{t: t, pred: p})
+			jobs = append(jobs, job{t: t, pred: p, repeat: r.Repeat})
 		}
 		seen[p.InstanceID] = true
 	}
@@ -278,7 +297,7 @@ func (e *Engine) runJobs(ctx context.Context, runID string, jobs []job, workers 
 // spec, same network, and a final outcome.
 func reusable(old api.EvalResult, j job, network string, keepErrors bool) bool {
 	if old.PatchDigest != task.PatchDigest(j.pred.ModelPatch) || old.SpecDigest != j.t.SpecDigest || old.InstanceID != j.t.ID() ||
-		old.Network != network {
+		old.Network != network || max(old.Runs, 1) != max(j.repeat, 1) {
 		return false
 	}
 	return keepErrors || old.Outcome.IsVerdict() || old.Outcome == api.OutcomeEmptyPatch
@@ -294,6 +313,8 @@ type ValidateRun struct {
 	Progress    Progress
 	// BuildEvents: as EvalRun's.
 	BuildEvents func(BuildEvent)
+	// Repeat: as EvalRun's, for the gold and the empty evaluations.
+	Repeat int
 }
 
 // NetworkRecheckSuffix ends the run id under which RunValidation stores
@@ -314,6 +335,9 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	if err := api.CheckName("run id", r.RunID); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	if err := checkRepeat(r.Repeat); err != nil {
+		return rep, err
+	}
 	var jobs []job
 	var problems []string
 	for _, id := range r.InstanceIDs {
@@ -323,6 +347,7 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 			continue
 		}
 		gold, empty := e.validationJobs(t)
+		gold.repeat, empty.repeat = r.Repeat, r.Repeat
 		jobs = append(jobs, gold, empty)
 	}
 	if len(problems) > 0 {

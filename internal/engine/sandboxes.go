@@ -506,6 +506,20 @@ func (s *Sandbox) Evaluate(ctx context.Context, model string) (api.EvalResult, a
 // It fails at once (ErrTooLarge) where the budgets cannot hold that
 // sandbox beside this one, rather than wait for this one's close.
 func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.EvalResult, api.EvalArtifacts, error) {
+	return s.EvaluateRepeat(ctx, model, &patch, 1)
+}
+
+// EvaluateRepeat is EvaluatePatch of patch (nil: the sandbox's own diff)
+// with its tests run repeat times, each in a fresh sandbox; a result whose
+// runs disagree is marked flaky (task.EvalOptions.Repeat).
+func (s *Sandbox) EvaluateRepeat(ctx context.Context, model string, patch *string, repeat int) (api.EvalResult, api.EvalArtifacts, error) {
+	if patch == nil {
+		p, err := s.Diff(ctx)
+		if err != nil {
+			return api.EvalResult{}, api.EvalArtifacts{}, err
+		}
+		patch = &p
+	}
 	defer s.use()()
 	if s.task == nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
@@ -517,7 +531,7 @@ func (s *Sandbox) EvaluatePatch(ctx context.Context, model, patch string) (api.E
 	if err := s.e.admit.beside(share{mem: c.memReserve(s.limits), disk: s.limits.DiskBytes}, c.memReserve(g), g.DiskBytes); err != nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, err
 	}
-	return s.e.evaluateIn(ctx, s.info.InstanceID, model, &patch, &g)
+	return s.e.evaluateIn(ctx, job{pred: api.Prediction{InstanceID: s.info.InstanceID, Model: model, ModelPatch: patch}, limits: &g, repeat: repeat})
 }
 
 // Usage reports the sandbox's resource use (sandbox.ErrNoCgroup without a cgroup).

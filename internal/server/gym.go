@@ -91,17 +91,12 @@ func (s *Server) gymSubmit(w http.ResponseWriter, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	var res api.EvalResult
-	if req.Patch == nil {
-		res, _, err = sb.Evaluate(r.Context(), req.Model)
-	} else {
-		res, _, err = sb.EvaluatePatch(r.Context(), req.Model, *req.Patch)
-	}
+	res, _, err := sb.EvaluateRepeat(r.Context(), req.Model, req.Patch, req.Repeat)
 	if err != nil {
 		return nil, err
 	}
 	if !req.Keep {
 		sb.Close()
 	}
-	return api.GymSubmitResult{Reward: res.Reward, Outcome: res.Outcome, Done: true, Result: res}, nil
+	return api.GymSubmitResult{Reward: res.Reward, Outcome: res.Outcome, Done: true, Result: res, Flaky: res.Flaky}, nil
 }

@@ -153,7 +153,7 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction, o
 		var val *api.ValidationReport
 		if req.Kind == api.JobValidation {
 			var v api.ValidationReport
-			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress}, heldRun{out})
+			v, err = s.e.RunValidation(ctx, engine.ValidateRun{RunID: req.RunID, InstanceIDs: ids, Workers: req.Workers, KeepErrors: req.KeepErrors, Progress: progress, Repeat: req.Repeat}, heldRun{out})
 			if vp, ip, werr := out.WriteValidation(v); werr == nil {
 				v.Files = map[string]string{"valid": vp, "invalid": ip}
 			} else {
@@ -163,7 +163,7 @@ func (j *jobs) start(req api.JobRequest, ids []string, preds []api.Prediction, o
 		} else {
 			var r api.RunReport
 			r, err = s.e.RunEvaluation(ctx, engine.EvalRun{RunID: req.RunID, InstanceIDs: ids, Predictions: preds, Workers: req.Workers,
-				KeepErrors: req.KeepErrors, Progress: progress}, heldRun{out})
+				KeepErrors: req.KeepErrors, Progress: progress, Repeat: req.Repeat}, heldRun{out})
 			r.Files = map[string]string{}
 			for _, sum := range r.Summaries {
 				if p, perr := out.SummaryPath(sum.RunID, sum.Model); perr == nil {

@@ -388,13 +388,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var res api.EvalResult
-	var art api.EvalArtifacts
-	if req.Patch == nil {
-		res, art, err = sb.Evaluate(r.Context(), req.Model)
-	} else {
-		res, art, err = sb.EvaluatePatch(r.Context(), req.Model, *req.Patch)
-	}
+	res, art, err := sb.EvaluateRepeat(r.Context(), req.Model, req.Patch, req.Repeat)
 	if err != nil {
 		return nil, err
 	}

@@ -337,8 +337,9 @@ func TestServerTask(t *testing.T) {
 	if err != nil || !strings.Contains(patch, "diff --git") {
 		t.Fatalf("diff %v %q", err, patch)
 	}
-	ev, err := c.Evaluate(ctx, info.ID, api.EvaluateRequest{Model: "agent", Artifacts: true})
-	if err != nil || ev.Result.Outcome != api.OutcomeResolved || ev.Result.Reward != 1 || !ev.Result.Report.Resolved || ev.Artifacts == nil || ev.Artifacts.TestOutput == "" {
+	ev, err := c.Evaluate(ctx, info.ID, api.EvaluateRequest{Model: "agent", Artifacts: true, Repeat: 2})
+	if err != nil || ev.Result.Outcome != api.OutcomeResolved || ev.Result.Reward != 1 || !ev.Result.Report.Resolved || ev.Artifacts == nil || ev.Artifacts.TestOutput == "" ||
+		ev.Result.Runs != 2 || ev.Result.Flaky {
 		t.Fatalf("evaluate %v %+v", err, ev.Result)
 	}
 	empty := ""
@@ -362,7 +363,7 @@ func TestServerTask(t *testing.T) {
 		t.Fatalf("submit step %v %+v", err, step)
 	}
 	var sub api.GymSubmitResult
-	if err := c.Call(ctx, "POST", "/v1/gym/"+obs.SandboxID+"/submit", api.GymSubmitRequest{Patch: &in.Patch}, &sub); err != nil || sub.Reward != 1 || !sub.Done {
+	if err := c.Call(ctx, "POST", "/v1/gym/"+obs.SandboxID+"/submit", api.GymSubmitRequest{Patch: &in.Patch, Repeat: 2}, &sub); err != nil || sub.Reward != 1 || !sub.Done || sub.Result.Runs != 2 || sub.Flaky {
 		t.Fatalf("submit %v %+v", err, sub)
 	}
 	if info, err := c.Sandbox(ctx, obs.SandboxID); err != nil || info.State != api.SandboxClosed {
@@ -372,7 +373,7 @@ func TestServerTask(t *testing.T) {
 	// A batch job: gold patches of two instances, the harness's files.
 	var job api.Job
 	ids := []string{g.Instances[0].InstanceID, g.Instances[1].InstanceID}
-	if err := c.Call(ctx, "POST", "/v1/jobs", api.JobRequest{RunID: "gold", InstanceIDs: ids, Gold: true}, &job); err != nil || job.State != api.JobRunning {
+	if err := c.Call(ctx, "POST", "/v1/jobs", api.JobRequest{RunID: "gold", InstanceIDs: ids, Gold: true, Repeat: 2}, &job); err != nil || job.State != api.JobRunning {
 		t.Fatalf("job %v %+v", err, job)
 	}
 	for job.State == api.JobRunning {
@@ -381,7 +382,7 @@ func TestServerTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if job.State != api.JobDone || job.Done != 2 || job.Report == nil || job.Report.Summaries[0].ResolvedInstances != 2 {
+	if job.State != api.JobDone || job.Done != 2 || job.Report == nil || job.Report.Summaries[0].ResolvedInstances != 2 || job.Report.Results[0].Runs != 2 {
 		t.Fatalf("job %+v", job)
 	}
 	for _, id := range ids {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -351,7 +352,8 @@ func evalScript(t *Task, c integrity.Channel) string {
 // its reference fix (gold) and of an empty patch graded like any other
 // (empty): gold must resolve and empty must not. When either evaluation
 // ended without a verdict, the instance is not valid and Errored says the
-// question is open, not answered.
+// question is open, not answered. An instance whose repeated evaluations
+// flipped (Flaky) is not valid either: its rewards would be noise.
 func Judge(gold, empty api.EvalResult) api.Validation {
 	v := api.Validation{InstanceID: gold.InstanceID, Gold: gold, Empty: empty}
 	switch {
@@ -363,10 +365,23 @@ func Judge(gold, empty api.EvalResult) api.Validation {
 		v.Reason, v.Errored = fmt.Sprintf("empty patch: %s: %s", empty.Outcome, empty.Detail), true
 	case empty.Outcome == api.OutcomeResolved:
 		v.Reason = "an empty patch resolves it: its FAIL_TO_PASS tests do not fail at the base commit"
+	case gold.Flaky || empty.Flaky:
+		v.Reason = "flaky: its tests do not give the same statuses every run" + flakyTests(gold, empty)
 	default:
 		v.Valid = true
 	}
 	return v
+}
+
+// flakyTests names the tests that flipped in gold's and empty's runs.
+func flakyTests(gold, empty api.EvalResult) string {
+	ids := slices.Concat([]string(gold.Report.FlakyTests), []string(empty.Report.FlakyTests))
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(ids, ", ") + ")"
 }
 
 // failingTests names the tests that kept a result from resolving.

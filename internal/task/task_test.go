@@ -263,6 +263,11 @@ func TestSWESmithSemantics(t *testing.T) {
 // evaluation without a verdict leaves the question open.
 func TestJudge(t *testing.T) {
 	r := func(o api.Outcome) api.EvalResult { return api.EvalResult{InstanceID: "i", Outcome: o, Detail: "why"} }
+	flaky := r(api.OutcomeUnresolved)
+	flaky.Flaky, flaky.Report.FlakyTests = true, api.List[string]{"t2", "t1"}
+	if v := Judge(r(api.OutcomeResolved), flaky); v.Valid || v.Errored || v.Reason != "flaky: its tests do not give the same statuses every run (t1, t2)" {
+		t.Errorf("flaky empty patch: %+v", v)
+	}
 	for _, tc := range []struct {
 		gold, empty    api.Outcome
 		valid, errored bool

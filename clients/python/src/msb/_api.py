@@ -208,8 +208,10 @@ def diff(sid: str) -> Call:
 
 
 def evaluate(sid: str, patch: Optional[str] = None, model: str = "", artifacts: bool = False,
-             timeout: Optional[float] = None) -> Call:
+             timeout: Optional[float] = None, repeat: int = 0) -> Call:
     body: Dict[str, Any] = {}
+    if repeat > 1:
+        body["repeat"] = repeat
     if patch is not None:
         body["patch"] = patch
     if model:
@@ -264,10 +266,10 @@ def predictions_wire(predictions: Iterable[Union[t.Prediction, Mapping[str, Any]
 
 def submit_job(*, run_id: str, kind: str = "evaluation", instance_ids: Sequence[str] = (),
                predictions: Iterable[Union[t.Prediction, Mapping[str, Any]]] = (), gold: bool = False,
-               workers: int = 0, keep_errors: bool = False) -> Call:
+               workers: int = 0, keep_errors: bool = False, repeat: int = 0) -> Call:
     body: Dict[str, Any] = {"kind": kind, "run_id": run_id, "instance_ids": list(instance_ids),
                             "predictions": predictions_wire(predictions), "gold": gold, "workers": workers,
-                            "keep_errors": keep_errors}
+                            "keep_errors": keep_errors, "repeat": repeat if repeat > 1 else 0}
     return Call("POST", "/v1/jobs", _obj(t.Job),
                 body=json_body({k: v for k, v in body.items() if v or k in ("kind", "run_id")}), timeout=300)
 
@@ -319,8 +321,10 @@ def gym_step(sid: str, command: str, timeout: Optional[float] = None) -> Call:
 
 
 def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: bool = False,
-               timeout: Optional[float] = None) -> Call:
+               timeout: Optional[float] = None, repeat: int = 0) -> Call:
     body: Dict[str, Any] = {}
+    if repeat > 1:
+        body["repeat"] = repeat
     if patch is not None:
         body["patch"] = patch
     if model:

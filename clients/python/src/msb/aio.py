@@ -113,11 +113,12 @@ class Client:
 
     async def submit_job(self, run_id: str, *, kind: str = "evaluation", instance_ids: Sequence[str] = (),
                          predictions: Iterable[Union[t.Prediction, Mapping[str, Any]]] = (),
-                         gold: bool = False, workers: int = 0, keep_errors: bool = False) -> t.Job:
+                         gold: bool = False, workers: int = 0, keep_errors: bool = False,
+                         repeat: int = 0) -> t.Job:
         """Start a batch evaluation or validation (see ``msb.Client.submit_job``)."""
         return await self._t.run(_api.submit_job(run_id=run_id, kind=kind, instance_ids=instance_ids,
                                                  predictions=predictions, gold=gold, workers=workers,
-                                                 keep_errors=keep_errors))
+                                                 keep_errors=keep_errors, repeat=repeat))
 
     async def reusable(self, instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
                        prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None,
@@ -163,9 +164,10 @@ class Client:
         return await self._t.run(_api.gym_step(sandbox_id, command, timeout))
 
     async def gym_submit(self, sandbox_id: str, patch: Optional[str] = None, *, model: str = "",
-                         keep: bool = False) -> t.GymSubmitResult:
-        """Grade the episode in a fresh sandbox."""
-        return await self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout))
+                         keep: bool = False, repeat: int = 0) -> t.GymSubmitResult:
+        """Grade the episode in a fresh sandbox (see ``msb.Client.gym_submit``)."""
+        return await self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout,
+                                                 repeat=repeat))
 
 
 class Sandbox:
@@ -268,10 +270,11 @@ class Sandbox:
         return await self._t.run(_api.diff(self.id))
 
     async def evaluate(self, patch: Optional[str] = None, *, model: str = "",
-                       artifacts: bool = False) -> t.EvaluateResponse:
-        """Grade ``patch`` (default: the diff) in a FRESH sandbox."""
+                       artifacts: bool = False, repeat: int = 0) -> t.EvaluateResponse:
+        """Grade ``patch`` (default: the diff) in a FRESH sandbox (see
+        ``msb.Sandbox.evaluate``)."""
         return await self._t.run(_api.evaluate(self.id, patch, model, artifacts,
-                                               timeout=self.client.evaluate_timeout))
+                                               timeout=self.client.evaluate_timeout, repeat=repeat))
 
 
 class Session:

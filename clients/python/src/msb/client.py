@@ -134,13 +134,15 @@ class Client:
 
     def submit_job(self, run_id: str, *, kind: str = "evaluation", instance_ids: Sequence[str] = (),
                    predictions: Iterable[Union[t.Prediction, Mapping[str, Any]]] = (), gold: bool = False,
-                   workers: int = 0, keep_errors: bool = False) -> t.Job:
+                   workers: int = 0, keep_errors: bool = False, repeat: int = 0) -> t.Job:
         """Start a batch evaluation of ``predictions`` (or of every
         instance's ``gold`` patch), or a ``validation``; the harness's files
-        go under the daemon's --out/run_id. A rerun of a run_id resumes."""
+        go under the daemon's --out/run_id. A rerun of a run_id resumes.
+        ``repeat`` runs each evaluation's tests that many times and marks
+        the results whose tests flip ``flaky``."""
         return self._t.run(_api.submit_job(run_id=run_id, kind=kind, instance_ids=instance_ids,
                                            predictions=predictions, gold=gold, workers=workers,
-                                           keep_errors=keep_errors))
+                                           keep_errors=keep_errors, repeat=repeat))
 
     def reusable(self, instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
                  prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None,
@@ -191,9 +193,11 @@ class Client:
         return self._t.run(_api.gym_step(sandbox_id, command, timeout))
 
     def gym_submit(self, sandbox_id: str, patch: Optional[str] = None, *, model: str = "",
-                   keep: bool = False) -> t.GymSubmitResult:
-        """Grade the episode (its diff, or ``patch``) in a fresh sandbox."""
-        return self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout))
+                   keep: bool = False, repeat: int = 0) -> t.GymSubmitResult:
+        """Grade the episode (its diff, or ``patch``) in a fresh sandbox
+        (``repeat`` times: ``flaky`` when the tests flip)."""
+        return self._t.run(_api.gym_submit(sandbox_id, patch, model, keep, timeout=self.evaluate_timeout,
+                                           repeat=repeat))
 
 
 class Sandbox:
@@ -307,11 +311,14 @@ class Sandbox:
         """The agent's patch: every change in /testbed against the starting state."""
         return self._t.run(_api.diff(self.id))
 
-    def evaluate(self, patch: Optional[str] = None, *, model: str = "", artifacts: bool = False) -> t.EvaluateResponse:
+    def evaluate(self, patch: Optional[str] = None, *, model: str = "", artifacts: bool = False,
+                 repeat: int = 0) -> t.EvaluateResponse:
         """Grade ``patch`` (default: this sandbox's diff) in a FRESH sandbox
-        of the same instance, with SWE-bench's rules; never in this one."""
+        of the same instance, with SWE-bench's rules; never in this one.
+        ``repeat`` runs the tests that many times, each in a fresh sandbox,
+        and marks the result ``flaky`` when a test's status flips."""
         return self._t.run(_api.evaluate(self.id, patch, model, artifacts,
-                                         timeout=self.client.evaluate_timeout))
+                                         timeout=self.client.evaluate_timeout, repeat=repeat))
 
 
 class Session:

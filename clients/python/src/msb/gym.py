@@ -63,7 +63,8 @@ class MsbEnv:
             return obs, 0.0, False, info
         self.last = self.client.gym_submit(self.episode.sandbox_id, model=self.model)
         self.episode = None
-        info.update(outcome=self.last.outcome, result=self.last.result, truncated=not st.done)
+        info.update(outcome=self.last.outcome, result=self.last.result, truncated=not st.done,
+                    flaky=self.last.result.flaky)
         return obs, float(self.last.reward), True, info
 
     def close(self) -> None:

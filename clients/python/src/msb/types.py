@@ -564,6 +564,8 @@ class GymSubmitResult:
     outcome: str = ""
     done: bool = True
     result: EvalResult = field(default_factory=EvalResult)
+    #: the repeated tests disagreed (``repeat``): mask the reward
+    flaky: bool = False
 
 
 #: The first line of a command's output that, with exit code 0, submits the
