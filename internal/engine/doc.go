@@ -34,6 +34,10 @@
 //   - Cache: the environment cache's inventory and operations (ls, du,
 //     verify, gc, export, import, pull, serve), usable without a runtime
 //     (OpenCache).
+//   - Host: the sandbox runtime alone, without cache or admission
+//     (OpenHost), for front ends that start a sandbox of their own or look
+//     after the host: Run (one command), Start (a OneShot: one command or
+//     an interactive shell on a pty), Doctor, GC.
 //
 // Layers below: package task (one instance's sandbox, patch and
 // evaluation), sandbox (isolation), envcache and store (layers), grading

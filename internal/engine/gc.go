@@ -1,0 +1,13 @@
+package engine
+
+import "github.com/minisandbox/msb/internal/sandbox"
+
+// GCReport says what a collection removed of the sandboxes of msb
+// processes that died (their init processes, cgroups and state dirs), and
+// what it could not. It is the sandbox layer's report, plain data, named
+// here so that front ends need not reach below the engine.
+type GCReport = sandbox.GCReport
+
+// GC collects what killed msb processes left behind under the Host's
+// state dir; sandboxes of live msb processes are left alone.
+func (h *Host) GC() GCReport { return h.rt.GC() }
