@@ -31,8 +31,8 @@ type mention struct{ method, path, where string }
 // sources name is served, by the daemon (its native API, the SWE-ReX
 // routes, /metrics) or by a cache's store server, and one of the native
 // API is in docs/openapi.json with the same path parameters. The E2B front
-// end's own routes (docs/e2b.md, internal/server/e2b) are E2B's API, not
-// msb's, and are left to that package.
+// end's files (docs/e2b.md, internal/server/e2b) are not read: they name
+// E2B's own API, served by a separate listener this test does not probe.
 func TestDocRoutes(t *testing.T) {
 	mentions := routeMentions(t)
 	if len(mentions) < 20 {
