@@ -143,6 +143,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
 	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g))
 	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g), newVersionCmd(g))
+	root.AddCommand(newSnapshotCmds(g)...)
 	root.SetVersionTemplate("msb {{.Version}}\n")
 	wrapArgs(root)
 	return root
