@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/minisandbox/msb/internal/engine"
-	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // BenchBinary is the benchmark's own command (cmd/msb-bench): the harness,
@@ -116,9 +115,10 @@ func (h BenchHost) Env() BenchEnv {
 	return BenchEnv{PodmanImage: e.PodmanImage, PodmanFlags: e.PodmanFlags, SwerexRemote: e.SwerexRemote, TmpDir: e.TmpDir}
 }
 
-// Runtime is the sandbox runtime of a long-running job: what killed msb
-// processes left behind is collected first, and said.
-func (h BenchHost) Runtime() (*sandbox.Runtime, error) { return h.g.jobRuntime() }
+// OpenHost opens the engine's Host for a long-running job: what killed
+// msb processes left behind is collected first, and said. The benchmark
+// measures the sandbox layer through Host.Runtime.
+func (h BenchHost) OpenHost() (*engine.Host, error) { return h.g.jobHost() }
 
 // EngineConfig is the engine's config from the settings (config file,
 // environment, global flags).

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/minisandbox/msb/internal/api"
-	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -18,24 +17,20 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Example: "  msb doctor\n  msb doctor --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
+			h, err := g.openHost()
 			if err != nil {
 				return err
 			}
-			defer rt.Close()
-			checks := rt.Doctor(cmd.Context())
-			failed := false
-			for _, c := range checks {
-				failed = failed || (c.Required && !c.OK)
-			}
+			defer h.Close()
+			d := h.Doctor(cmd.Context())
 			if g.json {
-				if err := printJSON(doctorReport(rt, checks, !failed)); err != nil {
+				if err := printJSON(d.DoctorReport); err != nil {
 					return err
 				}
 			} else {
-				printDoctor(os.Stdout, rt, checks)
+				printDoctor(os.Stdout, d)
 			}
-			if failed {
+			if !d.OK {
 				return fmt.Errorf("%w: see the MISSING checks", errUnavailable)
 			}
 			return nil
@@ -43,23 +38,12 @@ func newDoctorCmd(g *globals) *cobra.Command {
 	}
 }
 
-// doctorReport is the wire form of msb doctor's findings.
-func doctorReport(rt *sandbox.Runtime, checks []sandbox.Check, ok bool) api.DoctorReport {
-	en := rt.Enforcement()
-	r := api.DoctorReport{Mode: rt.Mode(), StateDir: rt.StateDir(), OK: ok, Checks: []api.Check{},
-		Enforcement: api.Enforcement{Memory: en.Memory, Pids: en.Pids, CPU: en.CPU, Tmp: en.Tmp, Disk: en.Disk, HostFiles: en.HostFiles}}
-	for _, c := range checks {
-		r.Checks = append(r.Checks, api.Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix, Required: c.Required})
-	}
-	return r
-}
-
 // printDoctor writes the checks for a person: one entry per check, its
 // status first, its detail and fix wrapped to fit 100 columns.
-func printDoctor(w io.Writer, rt *sandbox.Runtime, checks []sandbox.Check) {
-	fmt.Fprintf(w, "mode:         %s\nstate dir:    %s\nsandbox init: %s\n\n", rt.Mode(), rt.StateDir(), rt.Exe())
+func printDoctor(w io.Writer, d engine.Diagnosis) {
+	fmt.Fprintf(w, "mode:         %s\nstate dir:    %s\nsandbox init: %s\n\n", d.Mode, d.StateDir, d.Init)
 	const indent = "           "
-	for _, c := range checks {
+	for _, c := range d.Checks {
 		status := "ok"
 		if !c.OK {
 			status = "MISSING"

@@ -21,12 +21,12 @@ func newGCCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Errorf("%w: state dir: %w", errUsage, err)
 			}
-			rt, err := g.runtime()
+			h, err := g.openHost()
 			if err != nil {
 				return err
 			}
-			defer rt.Close()
-			rep := rt.GC()
+			defer h.Close()
+			rep := h.GC()
 			if g.json {
 				if err := printJSON(rep); err != nil {
 					return err

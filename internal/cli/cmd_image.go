@@ -15,7 +15,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/rootfs"
-	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 type importImageFlags struct {
@@ -106,7 +105,7 @@ func imageError(err error) error {
 // instead of the host base (the --layer dirs go above them), its Env
 // before the caller's, its WorkingDir unless -w is given and, in root
 // mode, its User. The returned func releases the layers' lease.
-func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *sandbox.Config) (func(), error) {
+func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.SandboxConfig) (func(), error) {
 	if f.image == "" {
 		return func() {}, nil
 	}
@@ -158,13 +157,13 @@ func mergeEnv(base, over []string) []string {
 
 // imageUser reads an image's USER (uid, uid:gid, name or name:group) into
 // ids, looking names up in the image's /etc/passwd and /etc/group.
-func imageUser(layers []string, u string) (sandbox.User, error) {
+func imageUser(layers []string, u string) (engine.User, error) {
 	user, group, hasGroup := strings.Cut(u, ":")
 	uid, gid := -1, -1
 	if n, err := strconv.Atoi(user); err == nil {
 		uid = n
 	} else if uid, gid, err = lookupID(layers, "etc/passwd", user); err != nil {
-		return sandbox.User{}, err
+		return engine.User{}, err
 	}
 	if gid < 0 {
 		gid = 0
@@ -176,10 +175,10 @@ func imageUser(layers []string, u string) (sandbox.User, error) {
 		if n, err := strconv.Atoi(group); err == nil {
 			gid = n
 		} else if gid, _, err = lookupID(layers, "etc/group", group); err != nil {
-			return sandbox.User{}, err
+			return engine.User{}, err
 		}
 	}
-	return sandbox.User{UID: uid, GID: gid}, nil
+	return engine.User{UID: uid, GID: gid}, nil
 }
 
 // lookupID finds name (or a numeric uid) in a passwd or group file of the

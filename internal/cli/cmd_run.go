@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -44,46 +45,38 @@ func runRun(ctx context.Context, g *globals, f *specFlags, argv []string) error 
 		return err
 	}
 	defer release()
-	spec.Stdio = &sandbox.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
-	rt, err := g.runtime()
+	spec.Stdio = &engine.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	h, err := g.openHost()
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
-	sb, err := rt.Create(ctx, spec)
+	defer h.Close()
+	res, err := h.Run(ctx, spec, argv)
 	if err != nil {
-		return err
-	}
-	code, err := sb.Run(ctx, argv)
-	oom := oomMessage(sb, code)
-	if cerr := sb.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return startFailure(code, err)
+		return startFailure(err)
 	}
 	if f.keep {
-		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", sb.UpperDir())
+		fmt.Fprintf(os.Stderr, "msb: upper dir kept at %s\n", res.UpperDir)
 	}
-	if code != 0 {
-		return &exitError{code: code, msg: oom}
+	if res.Code != 0 {
+		return &exitError{code: res.Code, msg: oomMessage(res.OOMKills)}
 	}
 	return nil
 }
 
 // startFailure is err, or when the sandbox could not start the command
-// (its answer carries a shell's 127, not found, or 126, not executable),
-// an exitError with that code, as a shell exits.
-func startFailure(code int, err error) error {
-	var oe *sandbox.OpError
-	if !errors.As(err, &oe) {
+// (an engine.StartError: a shell's 127, not found, or 126, not
+// executable), an exitError with that code, as a shell exits.
+func startFailure(err error) error {
+	var se *engine.StartError
+	if !errors.As(err, &se) {
 		return err
 	}
-	switch code {
+	switch se.Code {
 	case exitNoCommand:
-		return &exitError{code: code, msg: oe.Msg, kind: "command_not_found"}
+		return &exitError{code: se.Code, msg: se.Msg, kind: "command_not_found"}
 	case exitNotExecutable:
-		return &exitError{code: code, msg: oe.Msg, kind: "not_executable"}
+		return &exitError{code: se.Code, msg: se.Msg, kind: "not_executable"}
 	}
 	return err
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 func newShellCmd(g *globals) *cobra.Command {
@@ -34,13 +34,13 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	spec.Stdio = &sandbox.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
-	rt, err := g.runtime()
+	spec.Stdio = &engine.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	h, err := g.openHost()
 	if err != nil {
 		return err
 	}
-	defer rt.Close() // after sb.Close: it waits for the sandbox's cleanup
-	sb, err := rt.Create(ctx, spec)
+	defer h.Close() // after sb.Close: it waits for the sandbox's cleanup
+	sb, err := h.Start(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 		code, err = ttyShell(ctx, sb, fd, argv)
 	}
 	if err != nil {
-		return startFailure(code, err)
+		return startFailure(err)
 	}
 	if code != 0 {
 		return &exitError{code: code}
@@ -68,7 +68,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 
 // ttyShell relays the terminal, in raw mode, to a pty in the sandbox,
 // following window size changes.
-func ttyShell(ctx context.Context, sb *sandbox.Sandbox, fd int, argv []string) (int, error) {
+func ttyShell(ctx context.Context, sb *engine.OneShot, fd int, argv []string) (int, error) {
 	cols, rows, err := term.GetSize(fd)
 	if err != nil {
 		cols, rows = 0, 0

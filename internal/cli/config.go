@@ -15,7 +15,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/envcache"
-	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -137,7 +136,7 @@ func resolveSettings(g *globals) (*settings, error) {
 	s.StateDirGiven = s.StateDir != ""
 	s.stateFlag, s.cacheFlag = g.stateDir != "", g.cacheDir != ""
 	if s.StateDir == "" {
-		s.StateDir = sandbox.DefaultStateDir(g.env.RuntimeDir)
+		s.StateDir = engine.DefaultStateDir(g.env.RuntimeDir)
 	}
 	s.CacheDir = first(g.cacheDir, g.env.Cache, s.file.CacheDir, envcache.DefaultDir(g.env.UserCacheDir))
 	s.CgroupParent = first(g.env.CgroupParent, s.file.CgroupParent)

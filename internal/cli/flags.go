@@ -14,7 +14,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/engine"
-	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // datasetFlags choose instances and the spec file that says how to build
@@ -217,10 +216,10 @@ func (f *evalFlags) options() (engineOptions, error) {
 // ("" is the default).
 func checkNetwork(what, v string) error {
 	switch v {
-	case "", sandbox.NetworkNone, sandbox.NetworkHost:
+	case "", engine.NetworkNone, engine.NetworkHost:
 		return nil
 	}
-	return fmt.Errorf("%w: %s %q: use %s or %s", errUsage, what, v, sandbox.NetworkNone, sandbox.NetworkHost)
+	return fmt.Errorf("%w: %s %q: use %s or %s", errUsage, what, v, engine.NetworkNone, engine.NetworkHost)
 }
 
 // sizeFlag parses a size flag; one given explicitly must be positive.
@@ -237,7 +236,7 @@ func sizeFlag(fs *pflag.FlagSet, name, v string) (int64, error) {
 
 // checkLimits refuses limits given explicitly as 0 (which would silently
 // mean "the default") and a CPU limit the host cannot give.
-func (f *specFlags) checkLimits(l sandbox.Limits) error {
+func (f *specFlags) checkLimits(l engine.SandboxLimits) error {
 	for _, c := range []struct {
 		name string
 		zero bool
@@ -268,14 +267,11 @@ func keyValues(list []string, flag string) (map[string]string, error) {
 }
 
 // oomMessage says why a command died with SIGKILL when the kernel's OOM
-// killer killed something in the sandbox ("" otherwise).
-func oomMessage(sb *sandbox.Sandbox, code int) string {
-	if code != 128+9 {
+// killer killed something in the sandbox (engine.CommandResult.OOMKills;
+// "" when it did not).
+func oomMessage(kills int64) string {
+	if kills == 0 {
 		return ""
 	}
-	u, err := sb.Usage()
-	if err != nil || u.OOMKills == 0 {
-		return ""
-	}
-	return fmt.Sprintf("the command was killed by the OOM killer: the sandbox reached its memory limit (%d OOM kills; raise it with --memory)", u.OOMKills)
+	return fmt.Sprintf("the command was killed by the OOM killer: the sandbox reached its memory limit (%d OOM kills; raise it with --memory)", kills)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/engine"
-	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // globals are the flags every command shares, and the settings resolved
@@ -199,29 +198,30 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// runtime builds the sandbox runtime alone (msb run, shell, doctor, gc).
-func (g *globals) runtime() (*sandbox.Runtime, error) {
+// openHost opens the engine's Host: the sandbox runtime alone, without
+// the cache (msb run, shell, doctor, gc).
+func (g *globals) openHost() (*engine.Host, error) {
 	if err := checkDir("state-dir", g.settings.StateDir, g.settings.stateFlag, false); err != nil {
 		return nil, err
 	}
-	return sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: g.settings.StateDir, CgroupParent: g.settings.CgroupParent, Logger: g.logger()})
+	return engine.OpenHost(engine.HostConfig{StateDir: g.settings.StateDir, CgroupParent: g.settings.CgroupParent, Logger: g.logger()})
 }
 
-// jobRuntime is runtime for long-running commands that drive sandboxes
+// jobHost is openHost for long-running commands that drive sandboxes
 // themselves (msb bench): it first collects what killed msb processes left
 // behind, as msb gc does, and says so.
-func (g *globals) jobRuntime() (*sandbox.Runtime, error) {
-	rt, err := g.runtime()
+func (g *globals) jobHost() (*engine.Host, error) {
+	h, err := g.openHost()
 	if err != nil {
 		return nil, err
 	}
-	sayCollected(rt.GC())
-	return rt, nil
+	sayCollected(h.GC())
+	return h, nil
 }
 
 // sayCollected says what a start-up GC found of killed msb processes'
 // sandboxes; empty cgroups it tidied are no sign of one and go unsaid.
-func sayCollected(rep sandbox.GCReport) {
+func sayCollected(rep engine.GCReport) {
 	if rep.Found() {
 		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups\n",
 			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))

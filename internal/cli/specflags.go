@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/spf13/pflag"
+
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 // specFlags are the flags that describe a sandbox, shared by run and shell.
@@ -38,7 +39,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable NAME=value (repeatable)")
 	fs.StringVar(&f.hostname, "hostname", "", "host name inside the sandbox")
-	fs.StringVar(&f.network, "network", sandbox.NetworkNone, "none (loopback only) or host")
+	fs.StringVar(&f.network, "network", engine.NetworkNone, "none (loopback only) or host")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M or 4G (default 4G)")
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
@@ -48,8 +49,8 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
 }
 
-func (f *specFlags) spec() (sandbox.Config, error) {
-	s := sandbox.Config{
+func (f *specFlags) spec() (engine.SandboxConfig, error) {
+	s := engine.SandboxConfig{
 		Layers: f.layers, HostBase: f.hostBase, Workdir: f.workdir, Env: f.env,
 		Hostname: f.hostname, Network: f.network, KeepUpper: f.keep,
 	}
@@ -67,7 +68,7 @@ func (f *specFlags) spec() (sandbox.Config, error) {
 			if !ok {
 				dst = src
 			}
-			s.Binds = append(s.Binds, sandbox.Bind{Source: src, Target: dst, ReadOnly: list.ro})
+			s.Binds = append(s.Binds, engine.Bind{Source: src, Target: dst, ReadOnly: list.ro})
 		}
 	}
 	var err error

@@ -168,11 +168,11 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	rt, err := g.Runtime()
+	h, err := g.OpenHost()
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer h.Close()
 	o.Logger = g.Logger()
 	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 	stop, err := f.profile()
@@ -180,7 +180,7 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 		stop()
 		return err
 	}
-	rep, err := bench.Run(cmd.Context(), rt, o)
+	rep, err := bench.Run(cmd.Context(), h.Runtime(), o)
 	stop()
 	if errors.Is(err, bench.ErrOptions) {
 		return fmt.Errorf("%w: %w", errUsage, err)
