@@ -120,7 +120,7 @@ func TestSnapshotConsistent(t *testing.T) {
 	if err := s.OpenSession(ctx, api.SessionRequest{Name: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	sh(t, s, "w", `mkdir -p /testbed/w/a /testbed/w/b && (i=0; while :; do : >/testbed/w/a/$i; : >/testbed/w/b/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
+	sh(t, s, "w", `mkdir -p /testbed/w/a /testbed/w/b; (i=0; while :; do : >/testbed/w/a/$i; : >/testbed/w/b/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
 	st := e.cache.st()
 	for round := range 3 {
 		for n := 0; n < 200; n = countFiles(t, s, "/testbed/w/b") {
@@ -331,4 +331,9 @@ func TestSnapshotForkQuota(t *testing.T) {
 			t.Errorf("fork %+v: %v", req, err)
 		}
 	}
+}
+
+// TestSnapshotRootless reruns the snapshot tests as an unprivileged user.
+func TestSnapshotRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota)$")
 }

@@ -37,6 +37,7 @@ type Sandbox struct {
 	work     string
 	ownUpper bool         // upper was made for this sandbox
 	volume   *pool.Volume // the bounded disk, in root mode
+	diskFd   int          // init's descriptor of its disk tmpfs (see WritableDir); 0: none
 	lock     *os.File
 	mountNS  *os.File // init's mount namespace, held: see holdMounts
 	cmd      *exec.Cmd
@@ -195,6 +196,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	if ready.Info != nil {
 		s.times.stamps(spawned, ready.Info.Stamps, wire.Mono())
+		s.diskFd = ready.Info.DiskFd
 	}
 	s.conn = newConn(parent, s.deathNote)
 	return nil

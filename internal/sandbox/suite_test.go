@@ -181,6 +181,7 @@ var suiteCases = []struct {
 	{"HostSecrets", testHostSecrets},
 	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
 	{"StreamBackPressure", testStreamBackPressure},
+	{"FreezeWritableDir", testFreezeWritableDir},
 }
 
 func TestSuite(t *testing.T) {
@@ -424,7 +425,7 @@ func testInitBornInCgroup(t *testing.T, rt *Runtime) {
 // /proc/PID/cgroup's paths are relative to it.
 func cgroupMount(dir string) string {
 	for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
-		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup"} {
+		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/freezer", "/sys/fs/cgroup"} {
 		if strings.HasPrefix(dir, m+"/") {
 			return m
 		}

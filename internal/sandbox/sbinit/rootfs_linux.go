@@ -143,7 +143,17 @@ func mountDisk(cfg *wire.Config) error {
 	if err := m.Mount(); err != nil {
 		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 	}
-	return mkdirs(d.Mount, append([]scratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, scratchDirs...))
+	if err := mkdirs(d.Mount, append([]scratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, scratchDirs...)); err != nil {
+		return err
+	}
+	// The tmpfs is mounted in this namespace only: the host reaches the
+	// upper dir in it through this descriptor (see wire.Disk.Fd).
+	fd, err := unix.Open(d.Mount, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's disk tmpfs: %w", err)
+	}
+	d.Fd = fd
+	return nil
 }
 
 // scratchDir is a directory of the sandbox's disk, bound at target inside

@@ -89,7 +89,11 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	// pids limit, and a runtime that cannot make a thread dies. In place,
 	// init made them already, while the host attached it to its cgroups.
 	prewarmThreads()
-	if err := s.out.Write(wire.Response{Info: &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}}); err != nil {
+	ready := &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}
+	if cfg.Disk != nil {
+		ready.DiskFd = cfg.Disk.Fd // 0 after an exec, which closed it
+	}
+	if err := s.out.Write(wire.Response{Info: ready}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	go func() {

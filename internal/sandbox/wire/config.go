@@ -77,6 +77,12 @@ type Disk struct {
 	// them at /tmp and /dev/shm, so that one limit bounds what the sandbox
 	// writes to its root, /tmp and /dev/shm together (Config.TmpBytes and
 	// ShmBytes size those only where the sandbox has no Disk).
+
+	// Fd, in init, is its descriptor of the mounted disk (O_PATH), which
+	// the supervisor keeps and reports (Ready.DiskFd) so that the host
+	// reaches the writable layer through /proc/<init>/fd/<Fd> (a
+	// snapshot); 0 where it is not kept.
+	Fd int `json:"-"`
 }
 
 // Bind is a host path mounted into the sandbox.

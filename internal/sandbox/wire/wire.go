@@ -121,6 +121,9 @@ const (
 // Ready is the supervisor's first answer.
 type Ready struct {
 	SupervisorPid int `json:"supervisor_pid"`
+	// DiskFd is the supervisor's descriptor of the sandbox's disk (see
+	// Disk.Fd); 0 when it holds none.
+	DiskFd int `json:"disk_fd,omitempty"`
 	// Stamps are init's and the supervisor's steps until ready, in order.
 	Stamps []Stamp `json:"stamps,omitempty"`
 }
