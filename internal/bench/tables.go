@@ -131,6 +131,7 @@ func (r *Report) tables() []table {
 	out = append(out, v.pssTable()...)
 	out = append(out, v.diskTable()...)
 	out = append(out, v.prepTable()...)
+	out = append(out, forkTables(r.Samples)...)
 	return out
 }
 
