@@ -13,6 +13,9 @@ type ReuseRequest struct {
 	// validation: its evaluations are the gold and the empty patch.
 	Prediction *Prediction `json:"prediction,omitempty"`
 	KeepErrors bool        `json:"keep_errors,omitempty"`
+	// Repeat: the run's, as JobRequest's (a result stands only for as
+	// many runs of the tests as it had).
+	Repeat int `json:"repeat,omitempty"`
 	// Results are the stored results (result.json), one per model at most.
 	Results List[EvalResult] `json:"results"`
 }
@@ -22,7 +25,7 @@ type Reuse struct {
 	// Reusable: every evaluation of the run has a stored result that stands.
 	Reusable bool `json:"reusable"`
 	// Stale are the models whose evaluation has no stored result, or one
-	// that does not stand (another patch, spec, instance or network, or no
-	// verdict without KeepErrors).
+	// that does not stand (another patch, spec, instance, network or
+	// repeat, or no verdict without KeepErrors).
 	Stale List[string] `json:"stale"`
 }

@@ -10,6 +10,9 @@ import (
 // stand for a run's evaluations of req.InstanceID now, by the rule
 // RunEvaluation and RunValidation resume by (reusable).
 func (e *Engine) Reuse(req api.ReuseRequest) (api.Reuse, error) {
+	if err := checkRepeat(req.Repeat); err != nil {
+		return api.Reuse{}, err
+	}
 	jobs, err := e.reuseJobs(req)
 	if err != nil {
 		return api.Reuse{}, err
@@ -20,6 +23,7 @@ func (e *Engine) Reuse(req api.ReuseRequest) (api.Reuse, error) {
 	}
 	ans := api.Reuse{Stale: api.List[string]{}}
 	for _, j := range jobs {
+		j.repeat = req.Repeat
 		old, ok := stored[j.pred.Model]
 		if !ok || !reusable(old, j, j.network(e), req.KeepErrors) {
 			ans.Stale = append(ans.Stale, j.pred.Model)

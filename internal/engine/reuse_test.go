@@ -11,7 +11,7 @@ import (
 )
 
 // TestEngineReuse: a stored result stands for an evaluation only with the
-// same patch, spec, instance and network, and a final outcome (any outcome
+// same patch, spec, instance, network and repeat, and a final outcome (any outcome
 // with keep_errors); a validation needs both its gold and empty results.
 func TestEngineReuse(t *testing.T) {
 	e := openEngine(t, "", nil)
@@ -52,6 +52,9 @@ func TestEngineReuse(t *testing.T) {
 			stored("gold", &fix, func(r *api.EvalResult) { r.Outcome = api.OutcomeInfraError })}}, nil},
 		{"validation", api.ReuseRequest{Kind: api.JobValidation, InstanceID: id, Results: api.List[api.EvalResult]{gold,
 			stored("empty", &none, func(r *api.EvalResult) { r.Outcome = api.OutcomeUnresolved })}}, nil},
+		{"repeated", api.ReuseRequest{InstanceID: id, Repeat: 3, Results: api.List[api.EvalResult]{
+			stored("gold", &fix, func(r *api.EvalResult) { r.Runs = 3 })}}, nil},
+		{"repeated, run once", api.ReuseRequest{InstanceID: id, Repeat: 3, Results: api.List[api.EvalResult]{gold}}, []string{"gold"}},
 		{"validation, no empty", api.ReuseRequest{Kind: api.JobValidation, InstanceID: id, Results: api.List[api.EvalResult]{gold}}, []string{"empty"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,6 +73,7 @@ func TestEngineReuse(t *testing.T) {
 		want error
 	}{
 		{"unknown instance", api.ReuseRequest{InstanceID: "nobody__none-1"}, ErrNotFound},
+		{"repeat out of range", api.ReuseRequest{InstanceID: id, Repeat: -1}, ErrBadRequest},
 		{"unknown kind", api.ReuseRequest{Kind: "grade", InstanceID: id}, ErrBadRequest},
 		{"prediction of another instance", api.ReuseRequest{InstanceID: id, Prediction: &api.Prediction{InstanceID: "x", Model: "m"}}, ErrBadRequest},
 	} {

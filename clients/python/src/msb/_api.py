@@ -275,12 +275,15 @@ def submit_job(*, run_id: str, kind: str = "evaluation", instance_ids: Sequence[
 
 
 def reusable(instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
-             prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None, keep_errors: bool = False) -> Call:
+             prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None, keep_errors: bool = False,
+             repeat: int = 0) -> Call:
     body: Dict[str, Any] = {"kind": kind, "instance_id": instance_id, "results": list(results)}
     if prediction is not None:
         body["prediction"] = predictions_wire([prediction])[0]
     if keep_errors:
         body["keep_errors"] = True
+    if repeat:
+        body["repeat"] = repeat
     return Call("POST", "/v1/results/reusable", _obj(t.Reuse), body=json_body(body), timeout=60)
 
 

@@ -122,10 +122,10 @@ class Client:
 
     async def reusable(self, instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
                        prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None,
-                       keep_errors: bool = False) -> t.Reuse:
+                       keep_errors: bool = False, repeat: int = 0) -> t.Reuse:
         """Whether stored results stand (see ``msb.Client.reusable``)."""
         return await self._t.run(_api.reusable(instance_id, results, kind=kind, prediction=prediction,
-                                               keep_errors=keep_errors))
+                                               keep_errors=keep_errors, repeat=repeat))
 
     async def get_job(self, job_id: str) -> t.Job:
         """A job's progress; its report once done."""

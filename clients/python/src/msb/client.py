@@ -146,13 +146,13 @@ class Client:
 
     def reusable(self, instance_id: str, results: Iterable[Mapping[str, Any]], *, kind: str = "evaluation",
                  prediction: Optional[Union[t.Prediction, Mapping[str, Any]]] = None,
-                 keep_errors: bool = False) -> t.Reuse:
+                 keep_errors: bool = False, repeat: int = 0) -> t.Reuse:
         """Whether ``results`` (the ``result.json`` an earlier run stored,
         one per model) stand for a run's evaluations of the instance now, by
         the rule runs resume by: a ``prediction``, else the gold patch (or,
         for kind ``validation``, the gold and the empty patch)."""
         return self._t.run(_api.reusable(instance_id, results, kind=kind, prediction=prediction,
-                                         keep_errors=keep_errors))
+                                         keep_errors=keep_errors, repeat=repeat))
 
     def get_job(self, job_id: str) -> t.Job:
         """A job's progress; its report once done."""
