@@ -11,6 +11,7 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
 	"github.com/minisandbox/msb/internal/task"
+	"golang.org/x/sync/errgroup"
 )
 
 // MaxForkCount bounds ForkRequest.Count.
@@ -47,20 +48,34 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	maps.Copy(labels, req.Labels)
 	src.info.Labels = labels
 	count := max(req.Count, 1)
-	children := make([]*Sandbox, 0, count)
-	for range count {
-		c, err := e.forkChild(ctx, src, snap)
-		if err != nil {
-			for _, c := range children {
+	children := make([]*Sandbox, count)
+	var g errgroup.Group
+	g.SetLimit(forkWorkers)
+	for i := range children {
+		g.Go(func() error {
+			c, err := e.forkChild(ctx, src, snap)
+			if err != nil {
+				return fmt.Errorf("forking %s (child %d of %d): %w", src.what, i+1, count, err)
+			}
+			children[i] = c
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, c := range children {
+			if c != nil {
 				c.Close()
 			}
-			return nil, fmt.Errorf("forking %s (child %d of %d): %w", src.what, len(children)+1, count, err)
 		}
-		children = append(children, c)
+		return nil, err
 	}
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
 	return children, nil
 }
+
+// forkWorkers is how many children start at once: a start is mostly the
+// kernel's work (namespaces, mounts, cgroup), which overlaps well.
+const forkWorkers = 8
 
 // forkSource is what children are made like.
 type forkSource struct {
