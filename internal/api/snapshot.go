@@ -47,7 +47,9 @@ type SnapshotInfo struct {
 // ForkRequest asks for Count new sandboxes, each starting from one state
 // of a sandbox.
 type ForkRequest struct {
-	// Count is the number of children (0 means 1).
+	// Count is the number of children (0 means 1; at most 256). Each is
+	// admitted as a create, without waiting: past the quota the fork
+	// fails (429, the limit named) and leaves no child.
 	Count int `json:"count,omitempty"`
 	// Snapshot names a snapshot of the sandbox to fork from; empty takes
 	// a snapshot of the live state first.
