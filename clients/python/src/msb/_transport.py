@@ -348,8 +348,12 @@ async def _read_headers(r: asyncio.StreamReader) -> Tuple[int, Dict[str, str]]:
     return status, headers
 
 
-async def _body_chunks(r: asyncio.StreamReader, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
-    """The body's bytes as they come: chunked, by Content-Length, or to EOF."""
+async def _body_chunks(r: asyncio.StreamReader, status: int, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
+    """The body's bytes as they come: chunked, by Content-Length, or to EOF;
+    none for a status that has no body (204, 304, 1xx), which comes without
+    Content-Length on a connection kept alive."""
+    if status in (204, 304) or status < 200:
+        return
     if "chunked" in headers.get("transfer-encoding", "").lower():
         while True:
             size_line = await r.readline()
@@ -443,7 +447,7 @@ class AsyncTransport:
         async def go() -> Any:
             conn, status, headers = await self._send(call)
             try:
-                body = b"".join([c async for c in _body_chunks(conn.reader, headers)])
+                body = b"".join([c async for c in _body_chunks(conn.reader, status, headers)])
             except BaseException:
                 conn.close()
                 raise
@@ -463,11 +467,11 @@ class AsyncTransport:
         complete = False
         try:
             if status >= 400:
-                body = b"".join([c async for c in _body_chunks(conn.reader, headers)])
+                body = b"".join([c async for c in _body_chunks(conn.reader, status, headers)])
                 complete = True
                 raise_for(status, headers, body)
             buf = b""
-            async for chunk in _body_chunks(conn.reader, headers):
+            async for chunk in _body_chunks(conn.reader, status, headers):
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
