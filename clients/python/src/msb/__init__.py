@@ -22,8 +22,8 @@ from .errors import (APIError, BadRequest, BodyTooLarge, Conflict, DaemonUnreach
                      Unavailable)
 from .types import (SUBMIT_MARKER, EvalArtifacts, EvalResult, EvaluateResponse, ExecEvent, ExecResult, FileEntry,
                     FileWritten, GymObservation, GymStep, GymSubmitResult, Health, InstanceInfo, InstanceReport,
-                    InstancesLoaded, Job, Limits, Prediction, RunReport, RunSummary, SandboxInfo, Validation,
-                    ValidationReport)
+                    InstancesLoaded, Job, Limits, Prediction, RunReport, RunSummary, SandboxInfo, SnapshotInfo,
+                    SnapshotSession, Validation, ValidationReport)
 
 __version__ = "0.1.0"
 
@@ -35,6 +35,6 @@ __all__ = [
     "Unavailable",
     "SUBMIT_MARKER", "EvalArtifacts", "EvalResult", "EvaluateResponse", "ExecEvent", "ExecResult", "FileEntry",
     "FileWritten", "GymObservation", "GymStep", "GymSubmitResult", "Health", "InstanceInfo", "InstanceReport",
-    "InstancesLoaded", "Job", "Limits", "Prediction", "RunReport", "RunSummary", "SandboxInfo", "Validation",
-    "ValidationReport",
+    "InstancesLoaded", "Job", "Limits", "Prediction", "RunReport", "RunSummary", "SandboxInfo", "SnapshotInfo",
+    "SnapshotSession", "Validation", "ValidationReport",
 ]

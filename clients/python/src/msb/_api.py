@@ -337,3 +337,41 @@ def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: boo
     return Call("POST", f"/v1/gym/{_q(sid)}/submit", _obj(t.GymSubmitResult), body=json_body(body),
                 timeout=timeout)
 
+
+
+# Snapshots, forks, rollbacks --------------------------------------------------
+
+
+def snapshot(sid: str, name: str = "") -> Call:
+    body = {"name": name} if name else {}
+    return Call("POST", f"/v1/sandboxes/{_q(sid)}/snapshot", _obj(t.SnapshotInfo), body=json_body(body), timeout=600)
+
+
+def list_snapshots() -> Call:
+    return Call("GET", "/v1/snapshots",
+                lambda s, h, b: [t.from_json(t.SnapshotInfo, x) for x in decode_json(b)["snapshots"]], timeout=60)
+
+
+def delete_snapshot(name: str) -> Call:
+    return Call("DELETE", f"/v1/snapshots/{_q(name)}", _none, timeout=120)
+
+
+def fork(sid: str, count: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None,
+         timeout: Optional[float] = None) -> Call:
+    body: Dict[str, Any] = {"count": count, "snapshot": snapshot, "labels": dict(labels or {})}
+    return Call("POST", f"/v1/sandboxes/{_q(sid)}/fork",
+                lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]],
+                body=json_body({k: v for k, v in body.items() if v}), timeout=timeout)
+
+
+def fork_snapshot(name: str, count: int = 1, *, labels: Optional[Mapping[str, str]] = None,
+                  timeout: Optional[float] = None) -> Call:
+    body: Dict[str, Any] = {"count": count, "labels": dict(labels or {})}
+    return Call("POST", f"/v1/snapshots/{_q(name)}/fork",
+                lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]],
+                body=json_body({k: v for k, v in body.items() if v}), timeout=timeout)
+
+
+def rollback(sid: str, snapshot: str = "") -> Call:
+    body = {"snapshot": snapshot} if snapshot else {}
+    return Call("POST", f"/v1/sandboxes/{_q(sid)}/rollback", _obj(t.SandboxInfo), body=json_body(body), timeout=600)

@@ -88,6 +88,35 @@ class Client:
         """Kill everything in a sandbox and remove it."""
         return await self._t.run(_api.delete_sandbox(sandbox_id))
 
+    async def snapshot(self, sandbox_id: str, name: str = "") -> t.SnapshotInfo:
+        """Snapshot a live sandbox (see ``msb.Client.snapshot``)."""
+        return await self._t.run(_api.snapshot(sandbox_id, name))
+
+    async def snapshots(self) -> List[t.SnapshotInfo]:
+        """The daemon's named snapshots, oldest first."""
+        return await self._t.run(_api.list_snapshots())
+
+    async def delete_snapshot(self, name: str) -> None:
+        """Drop a named snapshot."""
+        await self._t.run(_api.delete_snapshot(name))
+
+    async def fork(self, sandbox_id: str, n: int = 1, *, snapshot: str = "",
+                   labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """``n`` new sandboxes from a live sandbox's state (see ``msb.Client.fork``)."""
+        infos = await self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels,
+                                            timeout=self.create_timeout))
+        return [Sandbox(self, i) for i in infos]
+
+    async def fork_snapshot(self, name: str, n: int = 1, *,
+                            labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """``n`` new sandboxes from the named snapshot (see ``msb.Client.fork_snapshot``)."""
+        infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
+        return [Sandbox(self, i) for i in infos]
+
+    async def rollback(self, sandbox_id: str, snapshot: str = "") -> t.SandboxInfo:
+        """Reset a sandbox in place to ``snapshot`` or its state at creation."""
+        return await self._t.run(_api.rollback(sandbox_id, snapshot))
+
     async def load_dataset(self, path: str, *, instances: Sequence[str] = (), regex: str = "",
                            slice: str = "", skip_bad_rows: bool = False) -> t.InstancesLoaded:
         """Load a dataset file on the daemon's host."""
@@ -199,6 +228,20 @@ class Sandbox:
             self.info = await self._t.run(_api.delete_sandbox(self.id))
         except (SandboxGone, NotFound):
             pass
+        return self.info
+
+    async def snapshot(self, name: str = "") -> t.SnapshotInfo:
+        """Snapshot this sandbox (see ``msb.Client.snapshot``)."""
+        return await self.client.snapshot(self.id, name)
+
+    async def fork(self, n: int = 1, *, snapshot: str = "",
+                   labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """``n`` new sandboxes from this one's state (see ``msb.Client.fork``)."""
+        return await self.client.fork(self.id, n, snapshot=snapshot, labels=labels)
+
+    async def rollback(self, snapshot: str = "") -> t.SandboxInfo:
+        """Reset this sandbox to ``snapshot`` or its state at creation."""
+        self.info = await self.client.rollback(self.id, snapshot)
         return self.info
 
     async def exec(self, command: str, *, cwd: str = "", env: Env = None, stdin: str = "",

@@ -105,6 +105,44 @@ class Client:
         """Kill everything in a sandbox and remove it."""
         return self._t.run(_api.delete_sandbox(sandbox_id))
 
+    # Snapshots --------------------------------------------------------------
+
+    def snapshot(self, sandbox_id: str, name: str = "") -> t.SnapshotInfo:
+        """Keep what a live sandbox wrote, and its sessions' cwd and
+        environment, as a snapshot (the sandbox is frozen while its writes
+        are copied). Without ``name`` the snapshot is anonymous: only the
+        sandboxes forked from it keep it."""
+        return self._t.run(_api.snapshot(sandbox_id, name))
+
+    def snapshots(self) -> List[t.SnapshotInfo]:
+        """The daemon's named snapshots, oldest first."""
+        return self._t.run(_api.list_snapshots())
+
+    def delete_snapshot(self, name: str) -> None:
+        """Drop a named snapshot (its layer stays while a sandbox uses it)."""
+        self._t.run(_api.delete_snapshot(name))
+
+    def fork(self, sandbox_id: str, n: int = 1, *, snapshot: str = "",
+             labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """Start ``n`` sandboxes from a live sandbox's state now (or from its
+        ``snapshot``), each with its own writes, the parent's limits, labels
+        (plus ``labels``) and network, and its sessions reopened in the cwd
+        and environment they had; running processes are not carried."""
+        infos = self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels, timeout=self.create_timeout))
+        return [Sandbox(self, i) for i in infos]
+
+    def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """Start ``n`` sandboxes from the named snapshot, also once the
+        sandbox it was taken of is closed (see ``fork``)."""
+        infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
+        return [Sandbox(self, i) for i in infos]
+
+    def rollback(self, sandbox_id: str, snapshot: str = "") -> t.SandboxInfo:
+        """Reset a sandbox in place (same id) to ``snapshot``, or to its state
+        at creation: its processes are killed, its writes since dropped and
+        its sessions restarted."""
+        return self._t.run(_api.rollback(sandbox_id, snapshot))
+
     # Instances --------------------------------------------------------------
 
     def load_dataset(self, path: str, *, instances: Sequence[str] = (), regex: str = "", slice: str = "",
@@ -304,6 +342,21 @@ class Sandbox:
         os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
         with open(local, "wb") as f:
             f.write(self.read_file(remote))
+
+    # Snapshots --------------------------------------------------------------
+
+    def snapshot(self, name: str = "") -> t.SnapshotInfo:
+        """Snapshot this sandbox (see ``Client.snapshot``)."""
+        return self.client.snapshot(self.id, name)
+
+    def fork(self, n: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """``n`` new sandboxes from this one's state (see ``Client.fork``)."""
+        return self.client.fork(self.id, n, snapshot=snapshot, labels=labels)
+
+    def rollback(self, snapshot: str = "") -> t.SandboxInfo:
+        """Reset this sandbox to ``snapshot`` or its state at creation."""
+        self.info = self.client.rollback(self.id, snapshot)
+        return self.info
 
     # Task -------------------------------------------------------------------
 

@@ -571,3 +571,32 @@ class GymSubmitResult:
 #: The first line of a command's output that, with exit code 0, submits the
 #: agent's work (mini-swe-agent's convention; the gym routes use it too).
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+# Snapshots ------------------------------------------------------------------
+
+
+@dataclass
+class SnapshotSession:
+    """A session as a snapshot recorded it: the shell's cwd and environment
+    (NAME=value), with which a fork or a rollback reopens it."""
+
+    name: str = ""
+    cwd: str = ""
+    env: List[str] = field(default_factory=list)
+
+
+@dataclass
+class SnapshotInfo:
+    """A snapshot: what a sandbox wrote, as one immutable layer (``layer``,
+    its digest) over the sandbox's own layers, and its sessions' state.
+    ``name`` is empty for an anonymous snapshot."""
+
+    name: str = ""
+    layer: str = ""
+    sandbox: str = ""
+    instance_id: str = ""
+    created_at: str = ""
+    bytes: int = 0
+    files: int = 0
+    sessions: List[SnapshotSession] = field(default_factory=list)
