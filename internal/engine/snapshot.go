@@ -194,12 +194,16 @@ func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.
 	if err != nil {
 		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
+	testHookFrozen(s.sb)
 	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: mapOwner()})
 	if err != nil {
 		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
 	return id, nil
 }
+
+// testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.
+var testHookFrozen = func(*sandbox.Sandbox) {}
 
 // mapOwner records a rootless sandbox's files, owned on disk by the
 // caller, as root's, as environment layers are.

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
@@ -395,4 +399,101 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSnapshotKilledWhileFrozen: msb killed (SIGKILL) while a sandbox is
+// frozen for a snapshot leaves nothing once the next engine opens on the
+// same state dir: the sandbox's processes are gone (a v1 frozen group is
+// thawed to let them die), and its cgroups and state with them.
+func TestSnapshotKilledWhileFrozen(t *testing.T) {
+	if os.Getenv(frozenChildEnv) != "" {
+		frozenChild(t)
+		return
+	}
+	privtest.RequireRoot(t)
+	state, cache := privtest.StateDir(t), t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotKilledWhileFrozen$", "-test.count=1")
+	cmd.Env = append(os.Environ(), frozenChildEnv+"="+state+":"+cache)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	cmd.Process.Kill()
+	cmd.Wait()
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "frozen" {
+		t.Fatalf("the child said %q", line)
+	}
+	pid, _ := strconv.Atoi(f[1])
+	e, err := Open(context.Background(), Config{StateDir: state, Cache: CacheConfig{Dir: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; processLives(pid); i++ {
+		if i == 2000 {
+			t.Fatalf("the frozen sandbox's init %d outlived the next engine's open", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, d := range f[2:] {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s is left: %v", d, err)
+		}
+	}
+}
+
+// frozenChildEnv holds, in the child of TestSnapshotKilledWhileFrozen,
+// its state and cache dirs.
+const frozenChildEnv = "MSB_TEST_FROZEN_CHILD"
+
+// frozenChild creates a sandbox and snapshots it, printing, once frozen,
+// its init's pid and cgroup dirs, then waits to be killed.
+func frozenChild(t *testing.T) {
+	state, cache, _ := strings.Cut(os.Getenv(frozenChildEnv), ":")
+	e, err := Open(context.Background(), Config{StateDir: state, Cache: CacheConfig{Dir: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.CreateSandbox(context.Background(), SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHookFrozen = func(sb *sandbox.Sandbox) {
+		fmt.Printf("frozen %d %s\n", sb.InitPid(), strings.Join(cgroupDirs(sb.InitPid()), " "))
+		select {}
+	}
+	e.Snapshot(context.Background(), s.ID(), api.SnapshotRequest{Name: "killed"})
+}
+
+// cgroupDirs are the cgroup directories pid is in, but the roots.
+func cgroupDirs(pid int) []string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 || f[2] == "/" || strings.HasPrefix(f[1], "name=") {
+			continue
+		}
+		ctrl, _, _ := strings.Cut(f[1], ",")
+		out = append(out, filepath.Join(cgroup.Root, ctrl, f[2]))
+	}
+	return out
+}
+
+// processLives reports whether pid is a process that has not exited.
+func processLives(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
