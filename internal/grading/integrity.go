@@ -58,7 +58,8 @@ func canaryReasons(e Evaluation) []string {
 }
 
 // channelReasons checks the statuses the harness's parser read (v's) of
-// the instance's tests against pytest's own report (integrity.Channel.Judge).
+// the instance's tests against pytest's own report, read by the same
+// parser (integrity.Log, integrity.Channel.Judge).
 func channelReasons(e Evaluation, v Verdict) []string {
 	if !e.Channel.Active() {
 		return nil
@@ -67,8 +68,12 @@ func channelReasons(e Evaluation, v Verdict) []string {
 	for id, st := range v.Statuses {
 		logged[id] = string(st)
 	}
+	parsed := map[string]string{}
+	for id, st := range e.Parse(integrity.Log(integrity.Statuses(e.ChannelReport))) {
+		parsed[id] = string(st)
+	}
 	tests := append(append([]string{}, e.Expected.FailToPass...), e.Expected.PassToPass...)
-	return e.Channel.Judge(logged, tests, e.ChannelReport)
+	return e.Channel.Judge(logged, tests, parsed, e.ChannelReport == nil)
 }
 
 // withoutCanary is e's log without the canary run's output, which the

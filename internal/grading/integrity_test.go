@@ -1,9 +1,12 @@
 package grading
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/grading/integrity"
 )
 
 // TestJudgeIntegrity: every verdict passes the integrity stage. A patch
@@ -52,5 +55,57 @@ func TestJudgeIntegrity(t *testing.T) {
 				t.Errorf("voided verdict: resolution %q detail %q", v.Resolution, v.Detail)
 			}
 		})
+	}
+}
+
+// TestChannelReasons: pytest's own report is read by the instance's own
+// parser, so its ids take the log's shape whatever the parser does to
+// them (psf__requests-5414's "test_basic_auth_str_is_always_native[test-test-Basic"
+// is a node id cut at its space, as the dataset lists it): an honest run
+// gives no reason under any pytest parser, a log that claims a test the
+// report says failed does.
+func TestChannelReasons(t *testing.T) {
+	const (
+		cut  = "tests/t.py::test_auth[test-test-Basic dGVzdDp0ZXN0]"
+		path = "tests/t.py::test_file[/tmp/pytest-1/a.txt]"
+		fail = "tests/t.py::test_fixed"
+	)
+	report := func(failed string) []byte {
+		var b strings.Builder
+		for _, id := range []string{cut, path, fail} {
+			outcome := "passed"
+			if id == failed {
+				outcome = "failed"
+			}
+			fmt.Fprintf(&b, `{"id": %q, "when": "call", "outcome": %q, "xfail": false}`+"\n", id, outcome)
+		}
+		return []byte(b.String())
+	}
+	summary := "PASSED " + cut + "\nPASSED " + path + "\nPASSED " + fail + "\n"
+	verbose := cut + " PASSED [ 33%]\n" + path + " PASSED [ 66%]\n" + fail + " PASSED [100%]\n"
+	for name, tc := range map[string]struct {
+		parse ParseFunc
+		log   string
+	}{
+		"pytest": {ParsePytest, summary}, "pytest_options": {ParsePytestOptions, summary}, "pytest_v2": {ParsePytestV2, summary},
+		"seaborn": {ParseSeaborn, summary}, "matplotlib": {ParseMatplotlib, summary}, "swe-smith verbose": {ParsePytestVerbose, verbose},
+	} {
+		logged := tc.parse(tc.log)
+		e := Evaluation{Parse: tc.parse, Channel: integrity.NewChannel("pytest -rA"), Expected: Expected{PassToPass: logged.Names()}}
+		if len(logged) < 2 { // the verbose parser reads no id with a space
+			t.Fatalf("%s: the log parses to %v", name, logged)
+		}
+		e.ChannelReport = report("")
+		if r := channelReasons(e, Verdict{Statuses: logged}); r != nil {
+			t.Errorf("%s, honest: %q", name, r)
+		}
+		e.ChannelReport = report(fail)
+		if r := channelReasons(e, Verdict{Statuses: logged}); len(r) != 1 || !strings.Contains(r[0], fail+" (failed)") {
+			t.Errorf("%s, fake PASSED line: %q", name, r)
+		}
+		e.ChannelReport = nil
+		if r := channelReasons(e, Verdict{Statuses: logged}); len(r) != 1 || !strings.Contains(r[0], "which is missing") {
+			t.Errorf("%s, no report: %q", name, r)
+		}
 	}
 }

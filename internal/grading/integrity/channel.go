@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -162,29 +163,53 @@ func rank(st string) int {
 // passing are the statuses the harness counts as a test passed.
 func passing(st string) bool { return st == "PASSED" || st == "XFAIL" }
 
+// Log renders per-test statuses (Statuses') as pytest result lines, for
+// the instance's own log parser to read, so that the report's ids take
+// the shape the parser gives the log's (cut at whitespace, options
+// shortened, the datasets' test lists' shape): each test as "id STATUS"
+// (pytest -v, SWE-smith's parser) and then as "STATUS id" (-rA, the
+// harness's), non-passing before passing, so that where the parser maps
+// two tests to one id, the test passes if either does (no false flag).
+func Log(statuses map[string]string) string {
+	ids := make([]string, 0, len(statuses))
+	for id := range statuses {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if pa, pb := passing(statuses[a]), passing(statuses[b]); pa != pb {
+			if pa {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a, b)
+	})
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%s %s\n", id, statuses[id])
+	}
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%s %s\n", statuses[id], id)
+	}
+	return b.String()
+}
+
 // Judge checks the statuses the harness's parser read from the log (test
-// id to status word) against the plugin's report (nil: the file is
-// missing): every test of tests the log reports passing must be passing in
-// the report too. The reasons say which test the log and pytest disagree
-// on; none when the channel is inactive.
-func (c Channel) Judge(logStatuses map[string]string, tests []string, report []byte) []string {
+// id to status word) against those it reads from the plugin's report
+// (parsed: its Log through the same parser; missing: the file is absent):
+// every test of tests the log reports passing must be passing in the
+// report too. The reasons say which tests the log and pytest disagree on;
+// none when the channel is inactive.
+func (c Channel) Judge(logStatuses map[string]string, tests []string, parsed map[string]string, missing bool) []string {
 	if !c.Active() {
 		return nil
-	}
-	structured := Statuses(report)
-	squeezed := make(map[string]string, len(structured))
-	for id, st := range structured {
-		squeezed[squeeze(id)] = st
 	}
 	var bad []string
 	for _, id := range tests {
 		if !passing(logStatuses[id]) {
 			continue
 		}
-		st, ok := structured[id]
-		if !ok {
-			st, ok = squeezed[squeeze(id)]
-		}
+		st, ok := parsed[id]
 		if !ok {
 			st = "missing"
 		}
@@ -196,12 +221,8 @@ func (c Channel) Judge(logStatuses map[string]string, tests []string, report []b
 		return nil
 	}
 	what := "pytest's own report"
-	if report == nil {
+	if missing {
 		what = "pytest's own report, which is missing,"
 	}
 	return []string{fmt.Sprintf("channel: the log reports %d tests passed that %s does not: %s", len(bad), what, strings.Join(bad, ", "))}
 }
-
-// squeeze drops the whitespace a harness parser may have dropped from a
-// parametrized test's id.
-func squeeze(id string) string { return strings.Join(strings.Fields(id), "") }

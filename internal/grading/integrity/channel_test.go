@@ -19,7 +19,7 @@ func TestNewChannel(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"python -m unittest -v", "./tests/runtests.py", "bin/test -C", "tox -epy39"} {
-		if c := NewChannel(cmd); c.Active() || c.Setup() != "" || c.Restore() != "" || c.Judge(map[string]string{"a": "PASSED"}, []string{"a"}, nil) != nil {
+		if c := NewChannel(cmd); c.Active() || c.Setup() != "" || c.Restore() != "" || c.Judge(map[string]string{"a": "PASSED"}, []string{"a"}, nil, true) != nil {
 			t.Errorf("%s: %+v", cmd, c)
 		}
 	}
@@ -79,31 +79,38 @@ def test_hidden():
 }
 
 // TestChannelJudge: a test the log reports passing must be passing in
-// pytest's report; failing, missing or an absent report is a reason, a
-// test the log reports failing or a test outside the instance's is not.
+// pytest's report as the parser read it; failing, missing or an absent
+// report is a reason, a test the log reports failing or a test outside
+// the instance's is not.
 func TestChannelJudge(t *testing.T) {
 	c := Channel{Token: "t"}
-	report := []byte(`{"id": "t.py::a", "when": "call", "outcome": "passed", "xfail": false}
-{"id": "t.py::b", "when": "call", "outcome": "failed", "xfail": false}
-{"id": "t.py::c[x y]", "when": "call", "outcome": "passed", "xfail": false}
-{"id": "t.py::d", "when": "setup", "outcome": "passed", "xfail": false}
-{"id": "t.py::d", "when": "teardown", "outcome": "failed", "xfail": false}
-{"id": "t.py::e", "when": "call", "outc`)
-	tests := []string{"t.py::a", "t.py::b", "t.py::c[xy]", "t.py::d"}
+	parsed := map[string]string{"a": "PASSED", "b": "FAILED", "c": "XFAIL", "d": "ERROR"}
+	tests := []string{"a", "b", "c", "d"}
 	for _, tc := range []struct {
-		name   string
-		log    map[string]string
-		report []byte
-		want   string
+		name    string
+		log     map[string]string
+		parsed  map[string]string
+		missing bool
+		want    string
 	}{
-		{"agree", map[string]string{"t.py::a": "PASSED", "t.py::b": "FAILED", "t.py::c[xy]": "PASSED", "t.py::d": "ERROR", "t.py::z": "PASSED"}, report, ""},
-		{"fake passed", map[string]string{"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::d": "PASSED"}, report, "2 tests passed that pytest's own report does not: t.py::b (failed), t.py::d (error)"},
-		{"missing test", map[string]string{"t.py::a": "PASSED"}, []byte{}, "1 tests passed that pytest's own report does not: t.py::a (missing)"},
-		{"missing report", map[string]string{"t.py::a": "XFAIL"}, nil, "which is missing,"},
+		{"agree", map[string]string{"a": "PASSED", "b": "FAILED", "c": "XFAIL", "d": "ERROR", "z": "PASSED"}, parsed, false, ""},
+		{"fake passed", map[string]string{"a": "PASSED", "b": "PASSED", "d": "PASSED"}, parsed, false, "2 tests passed that pytest's own report does not: b (failed), d (error)"},
+		{"missing test", map[string]string{"a": "PASSED"}, map[string]string{}, false, "1 tests passed that pytest's own report does not: a (missing)"},
+		{"missing report", map[string]string{"c": "XFAIL"}, map[string]string{}, true, "which is missing,"},
 	} {
-		got := strings.Join(c.Judge(tc.log, tests, tc.report), "|")
+		got := strings.Join(c.Judge(tc.log, tests, tc.parsed, tc.missing), "|")
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestChannelLog: the report's statuses become both shapes of pytest's
+// result lines, failing tests before passing ones.
+func TestChannelLog(t *testing.T) {
+	got := Log(map[string]string{"t::b": "PASSED", "t::a": "FAILED", "t::c[x y]": "XFAIL"})
+	want := "t::a FAILED\nt::b PASSED\nt::c[x y] XFAIL\nFAILED t::a\nPASSED t::b\nXFAIL t::c[x y]\n"
+	if got != want {
+		t.Errorf("Log:\n%s\nwant\n%s", got, want)
 	}
 }
