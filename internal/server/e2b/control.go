@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 )
 
@@ -28,25 +29,6 @@ type createRequest struct {
 	EnvVars    map[string]string `json:"envVars"`
 }
 
-func apiError(w http.ResponseWriter, status int, format string, a ...any) {
-	writeJSON(w, status, map[string]any{"code": status, "message": fmt.Sprintf(format, a...)})
-}
-
-// engineError answers err as E2B would: not found, over quota (429), a bad
-// request, else 500.
-func engineError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrGone):
-		apiError(w, http.StatusNotFound, "%v", err)
-	case errors.Is(err, engine.ErrQuota):
-		apiError(w, http.StatusTooManyRequests, "%v", err)
-	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrTooLarge):
-		apiError(w, http.StatusBadRequest, "%v", err)
-	default:
-		apiError(w, http.StatusInternalServerError, "%v", err)
-	}
-}
-
 func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -54,13 +36,13 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "decoding the body: %v", err)
+		apiError(w, api.CodeBadRequest, "decoding the body: %v", err)
 		return
 	}
 	timeout := defaultTimeout
 	if req.Timeout != nil {
 		if *req.Timeout <= 0 {
-			apiError(w, http.StatusBadRequest, "timeout must be positive seconds, got %d", *req.Timeout)
+			apiError(w, api.CodeBadRequest, "timeout must be positive seconds, got %d", *req.Timeout)
 			return
 		}
 		timeout = time.Duration(*req.Timeout) * time.Second
@@ -71,7 +53,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		sr.HostBase = true
 	default:
 		if _, err := f.e.Instance(req.TemplateID); err != nil {
-			apiError(w, http.StatusNotFound, "template '%s' not found: a template is an msb instance id or %q", req.TemplateID, baseTemplate)
+			apiError(w, api.CodeNotFound, "template '%s' not found: a template is an msb instance id or %q", req.TemplateID, baseTemplate)
 			return
 		}
 		sr.InstanceID = req.TemplateID
@@ -175,7 +157,7 @@ func (f *Front) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	want, err := url.ParseQuery(q.Get("metadata"))
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "metadata filter: %v", err)
+		apiError(w, api.CodeBadRequest, "metadata filter: %v", err)
 		return
 	}
 	if st := q.Get("state"); st != "" && !strings.Contains(st, "running") {
@@ -212,7 +194,7 @@ func matches(md map[string]string, want url.Values) bool {
 func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 	b := f.live(r.PathValue("id"))
 	if b == nil {
-		apiError(w, http.StatusNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
+		apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
 		return
 	}
 	m := f.listed(b)
@@ -223,7 +205,7 @@ func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 func (f *Front) kill(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if f.live(id) == nil {
-		apiError(w, http.StatusNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
+		apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
 		return
 	}
 	if err := f.close(id); err != nil && !errors.Is(err, engine.ErrGone) && !errors.Is(err, engine.ErrNotFound) {
@@ -236,14 +218,14 @@ func (f *Front) kill(w http.ResponseWriter, r *http.Request) {
 func (f *Front) setTimeout(w http.ResponseWriter, r *http.Request) {
 	b := f.live(r.PathValue("id"))
 	if b == nil {
-		apiError(w, http.StatusNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
+		apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
 		return
 	}
 	var req struct {
 		Timeout int64 `json:"timeout"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || req.Timeout <= 0 {
-		apiError(w, http.StatusBadRequest, "the body must be {\"timeout\": <positive seconds>}")
+		apiError(w, api.CodeBadRequest, "the body must be {\"timeout\": <positive seconds>}")
 		return
 	}
 	f.extend(b, time.Duration(req.Timeout)*time.Second)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem/filesystemconnect"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
@@ -71,7 +72,7 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("DELETE /sandboxes/{id}", f.kill)
 	control.HandleFunc("POST /sandboxes/{id}/timeout", f.setTimeout)
 	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
+		apiError(w, api.CodeNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
 	})
 
 	sandbox := http.NewServeMux()
@@ -87,7 +88,7 @@ func (f *Front) Handler() http.Handler {
 			return
 		}
 		if !f.apiKeyOK(r) {
-			apiError(w, http.StatusUnauthorized, "wrong or missing API key: send the daemon's token as X-API-Key")
+			apiError(w, api.CodeUnauthorized, "wrong or missing API key: send the daemon's token as X-API-Key")
 			return
 		}
 		control.ServeHTTP(w, r)
@@ -130,7 +131,7 @@ func (f *Front) envd(next http.Handler) http.Handler {
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Access-Token")), []byte(b.token)) != 1 {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": "wrong or missing X-Access-Token for sandbox " + id})
+			apiError(w, api.CodeUnauthorized, "wrong or missing X-Access-Token for sandbox %s", id)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), boxKey{}, b)))

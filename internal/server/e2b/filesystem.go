@@ -3,7 +3,6 @@ package e2b
 import (
 	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -42,19 +41,6 @@ func abs(p string) string {
 	return path.Clean(p)
 }
 
-// fsError maps file errors to Connect codes.
-func fsError(err error) error {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, sandbox.ErrExists):
-		return connect.NewError(connect.CodeAlreadyExists, err)
-	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, sandbox.ErrEscape):
-		return connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	return connectError(err)
-}
-
 func entryInfo(p string, e api.FileEntry) *filesystem.EntryInfo {
 	info := &filesystem.EntryInfo{Name: path.Base(p), Path: p, Size: e.Size, Mode: e.Mode & 0o7777,
 		Permissions: fs.FileMode(e.Mode & 0o777).String(), ModifiedTime: timestamppb.New(time.Unix(e.ModTime, 0))}
@@ -74,7 +60,7 @@ func entryInfo(p string, e api.FileEntry) *filesystem.EntryInfo {
 func (s *filesystemService) stat(ctx context.Context, sb *engine.Sandbox, p string) (*filesystem.EntryInfo, error) {
 	e, err := sb.Stat(ctx, p)
 	if err != nil {
-		return nil, fsError(err)
+		return nil, connectError(err)
 	}
 	return entryInfo(p, e), nil
 }
@@ -108,7 +94,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir string, depth uint32, out *filesystem.ListDirResponse) error {
 	ents, err := sb.ListDir(ctx, dir)
 	if err != nil {
-		return fsError(err)
+		return connectError(err)
 	}
 	for _, e := range ents {
 		p := path.Join(dir, e.Name)
@@ -191,29 +177,15 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-// envdError answers a /files request's error as envd does.
-func envdError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrGone):
-		status = http.StatusNotFound
-	case errors.Is(err, sandbox.ErrTooLarge):
-		status = http.StatusRequestEntityTooLarge
-	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, sandbox.ErrEscape), errors.Is(err, engine.ErrBadRequest):
-		status = http.StatusBadRequest
-	}
-	writeJSON(w, status, map[string]any{"code": status, "message": err.Error()})
-}
-
 func (f *Front) download(w http.ResponseWriter, r *http.Request) {
 	_, sb, err := f.sandboxOf(r.Context())
 	if err != nil {
-		envdError(w, err)
+		engineError(w, err)
 		return
 	}
 	data, err := sb.ReadFile(r.Context(), abs(r.URL.Query().Get("path")), maxFile)
 	if err != nil {
-		envdError(w, err)
+		engineError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -226,7 +198,7 @@ func (f *Front) download(w http.ResponseWriter, r *http.Request) {
 func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 	_, sb, err := f.sandboxOf(r.Context())
 	if err != nil {
-		envdError(w, err)
+		engineError(w, err)
 		return
 	}
 	target := r.URL.Query().Get("path")
@@ -255,7 +227,7 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if err != nil {
-				envdError(w, fmt.Errorf("%w: reading the form: %v", engine.ErrBadRequest, err))
+				engineError(w, fmt.Errorf("%w: reading the form: %v", engine.ErrBadRequest, err))
 				return
 			}
 			p := target
@@ -263,7 +235,7 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 				p = part.FileName()
 			}
 			if err := write(p, part); err != nil {
-				envdError(w, err)
+				engineError(w, err)
 				return
 			}
 		}
@@ -272,13 +244,13 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Content-Encoding") == "gzip" {
 			zr, err := gzip.NewReader(r.Body)
 			if err != nil {
-				envdError(w, fmt.Errorf("%w: gzip body: %v", engine.ErrBadRequest, err))
+				engineError(w, fmt.Errorf("%w: gzip body: %v", engine.ErrBadRequest, err))
 				return
 			}
 			body = zr
 		}
 		if err := write(target, body); err != nil {
-			envdError(w, err)
+			engineError(w, err)
 			return
 		}
 	}

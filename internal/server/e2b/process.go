@@ -11,7 +11,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/minisandbox/msb/internal/api"
-	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
 )
@@ -34,17 +33,6 @@ type processService struct {
 }
 
 var _ processconnect.ProcessHandler = (*processService)(nil)
-
-// connectError maps the engine's errors to Connect codes.
-func connectError(err error) error {
-	switch {
-	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrGone):
-		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, engine.ErrBadRequest):
-		return connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	return err
-}
 
 // shellWord quotes s for bash.
 func shellWord(s string) string {
