@@ -208,7 +208,11 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	e.art.EvalScript = EvalScript(e.t)
 	script := e.art.EvalScript
 	if !e.empty() {
-		e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
+		if e.t.grader == grading.SWEBench {
+			// The channel's ids are read by grading's parsers, which
+			// the other harnesses' graders do not use.
+			e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
+		}
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
 		script = evalScript(e.t, e.ev.Channel) + e.ev.Canary.Script()
 		e.log.Printf("Integrity canary appended to %s (structured channel: %v)", ScriptPath, e.ev.Channel.Active())
