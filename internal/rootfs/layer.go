@@ -47,12 +47,16 @@ func bottomFirst(stack []store.LayerID) []store.LayerID {
 // Resolve names the source a user's string means: "" or "host" is the
 // host, an image reference that the store holds (image/..., a
 // sha256:<manifest digest>, or a reference such as debian:bookworm) is that
-// image, and anything else is a layer digest or ref.
+// image, a Debian base it holds (debian/<suite>/<key>, debian/<name>) that
+// base, and anything else is a layer digest or ref.
 func Resolve(st *store.Store, name string) Source {
 	if name == "" || name == "host" {
 		return Host{}
 	}
 	if ref, ok := imageRef(st, name); ok {
+		if isDebianName(name) {
+			return Debian{Name: ref}
+		}
 		return Image{Ref: ref}
 	}
 	return Layer{Name: name}

@@ -70,6 +70,8 @@ func NormalizeReference(s string) (string, error) {
 func imageRef(st *store.Store, s string) (string, bool) {
 	var cands []string
 	switch {
+	case isDebianName(s):
+		cands = append(cands, debianRef(s))
 	case strings.HasPrefix(s, "image/"):
 		cands = append(cands, s)
 	case strings.HasPrefix(s, "sha256:"):
@@ -89,6 +91,11 @@ func imageRef(st *store.Store, s string) (string, bool) {
 
 // writeRecord commits the record layer over the image's top layer.
 func writeRecord(ctx context.Context, w *store.LayerWriter, rec *Record) (store.LayerID, error) {
+	return writeRecordFile(ctx, w, rec, rec.Layers[len(rec.Layers)-1])
+}
+
+// writeRecordFile commits a layer holding rec as recordFile over top.
+func writeRecordFile(ctx context.Context, w *store.LayerWriter, rec any, top store.LayerID) (store.LayerID, error) {
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return store.LayerID{}, err
@@ -98,7 +105,7 @@ func writeRecord(ctx context.Context, w *store.LayerWriter, rec *Record) (store.
 	if err := w.AddFile(ctx, &f, bytes.NewReader(b)); err != nil {
 		return store.LayerID{}, err
 	}
-	m := &store.Manifest{Version: store.ManifestVersion, Parents: []store.LayerID{rec.Layers[len(rec.Layers)-1]},
+	m := &store.Manifest{Version: store.ManifestVersion, Parents: []store.LayerID{top},
 		Entries: []store.Entry{{Path: ".", Type: store.TypeDir, Mode: 0o755}, f}}
 	return w.Commit(ctx, m)
 }
