@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 // OpenAPI is the OpenAPI 3 document of the native API, made from the
@@ -156,7 +157,7 @@ var constraints = map[string]map[string]any{
 	"JobRequest.kind":                        {"enum": []string{"", "evaluation", "validation"}},
 	"JobRequest.workers":                     {"minimum": 0, "maximum": 1024},
 	"LoadDatasetRequest.path":                {"pattern": absPath},
-	"ForkRequest.count":                      {"minimum": 0, "maximum": MaxForkCount},
+	"ForkRequest.count":                      {"minimum": 0, "maximum": engine.MaxForkCount},
 	"ForkRequest.processes":                  {"enum": []string{"", "none"}},
 }
 

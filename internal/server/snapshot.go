@@ -7,10 +7,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 )
 
-// MaxForkCount bounds the children one fork request asks for; more than
-// the daemon has room for is refused by its quota anyway (429).
-const MaxForkCount = 256
-
 // snapshotRoutes are the routes of snapshots, forks and rollbacks: a live
 // sandbox's writes become a named layer, new sandboxes start from one, and
 // a sandbox returns to one in place.
@@ -62,33 +58,17 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) (any, er
 	return nil, nil
 }
 
-// forkRequest reads and checks a fork's body.
-func forkRequest(r *http.Request) (api.ForkRequest, error) {
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.ForkRequest
 	if err := decode(r, &req, true); err != nil {
-		return req, err
-	}
-	if req.Count < 0 || req.Count > MaxForkCount {
-		return req, badRequest("count %d: want 1 to %d (0 means 1)", req.Count, MaxForkCount)
-	}
-	if req.Processes != "" && req.Processes != api.ForkProcessesNone {
-		return req, badRequest("processes %q: only %q is supported (running processes are not carried; sessions restart in their recorded cwd and environment)",
-			req.Processes, api.ForkProcessesNone)
-	}
-	return req, nil
-}
-
-func (s *Server) fork(w http.ResponseWriter, r *http.Request) (any, error) {
-	req, err := forkRequest(r)
-	if err != nil {
 		return nil, err
 	}
 	return s.forkFrom(r, r.PathValue("id"), req)
 }
 
 func (s *Server) forkSnapshot(w http.ResponseWriter, r *http.Request) (any, error) {
-	req, err := forkRequest(r)
-	if err != nil {
+	var req api.ForkRequest
+	if err := decode(r, &req, true); err != nil {
 		return nil, err
 	}
 	name := r.PathValue("name")
@@ -100,7 +80,7 @@ func (s *Server) forkSnapshot(w http.ResponseWriter, r *http.Request) (any, erro
 }
 
 // forkFrom forks sandbox id (empty: the snapshot alone) and describes the
-// children.
+// children; the engine checks the request (count, processes, labels).
 func (s *Server) forkFrom(r *http.Request, id string, req api.ForkRequest) (any, error) {
 	start := time.Now()
 	children, err := s.e.Fork(r.Context(), id, req)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 // sh runs command in a fresh bash of sandbox id and returns its output; a
@@ -151,7 +152,7 @@ func TestServerSnapshots(t *testing.T) {
 	wantCode(t, second(c.Snapshot(ctx, id, api.SnapshotRequest{})), api.CodeGone)
 	wantCode(t, second(c.Snapshot(ctx, "sb-none", api.SnapshotRequest{})), api.CodeNotFound)
 	wantCode(t, second(c.Fork(ctx, kids[1].ID, api.ForkRequest{Count: -1})), api.CodeBadRequest)
-	wantCode(t, second(c.Fork(ctx, kids[1].ID, api.ForkRequest{Count: MaxForkCount + 1})), api.CodeBadRequest)
+	wantCode(t, second(c.Fork(ctx, kids[1].ID, api.ForkRequest{Count: engine.MaxForkCount + 1})), api.CodeBadRequest)
 	wantCode(t, second(c.Fork(ctx, kids[1].ID, api.ForkRequest{Processes: "criu"})), api.CodeBadRequest)
 	wantCode(t, second(c.Fork(ctx, kids[1].ID, api.ForkRequest{Snapshot: "snap-none"})), api.CodeNotFound)
 	wantCode(t, second(c.ForkSnapshot(ctx, "snap-step1", api.ForkRequest{Snapshot: "other"})), api.CodeBadRequest)
