@@ -108,6 +108,9 @@ func (f *Front) close(id string) error {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	for _, p := range b.procs {
+		p.cancel() // processes outlive their streams, not their sandbox
+	}
 	b.mu.Unlock()
 	_, err := f.e.CloseSandbox(id)
 	return err

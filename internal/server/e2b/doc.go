@@ -12,7 +12,9 @@
 // sandbox, picked by the E2b-Sandbox-Id header and authenticated by the
 // sandbox's access token (X-Access-Token), which create returns. A process
 // is one command started through process.Process, known by a pid this
-// front end numbers itself. See docs/e2b.md.
+// front end numbers itself; it runs apart from the streams that read it
+// and keeps a bounded log of its output, which a stream reads from an
+// offset (Connect: from where the last stream left off). See docs/e2b.md.
 package e2b
 
 //go:generate protoc -I envd --go_out=envd --go_opt=paths=source_relative --connect-go_out=envd --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto

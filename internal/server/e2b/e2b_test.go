@@ -197,6 +197,7 @@ func TestE2BAsyncSDK(t *testing.T) {
 	var got struct {
 		Outputs []string `json:"outputs"`
 		Chunks  []string `json:"chunks"`
+		Stdin   []any    `json:"stdin"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -211,6 +212,9 @@ func TestE2BAsyncSDK(t *testing.T) {
 	}
 	if strings.Join(got.Chunks, "") != "1\n2\n3\n" || len(got.Chunks) < 2 {
 		t.Errorf("on_stdout saw %q, want 1 2 3 in more than one chunk (streamed, not at the end)", got.Chunks)
+	}
+	if fmt.Sprint(got.Stdin) != fmt.Sprint([]any{"async in\n", float64(0)}) {
+		t.Errorf("cat given stdin: its output and the exit code a later connect saw: %q, want what was sent and 0", got.Stdin)
 	}
 }
 
@@ -268,5 +272,41 @@ func TestE2BPythonSDK(t *testing.T) {
 	}
 	if got.ListedAfterKill != 0 {
 		t.Errorf("Sandbox.list() after kill: %d sandboxes, want 0", got.ListedAfterKill)
+	}
+}
+
+// TestE2BStdinAndReconnect: stdin (send, stream, close) and a background
+// process that outlives the client that started it, whose next client
+// reads its output from where the last one left off.
+func TestE2BStdinAndReconnect(t *testing.T) {
+	out := sdkScript(t, "sdk_stdin.py")
+	var got struct {
+		Sent            []any   `json:"sent"`
+		Streamed        string  `json:"streamed"`
+		ListedWhileAway bool    `json:"listed_while_away"`
+		Reconnected     []any   `json:"reconnected"`
+		ListedAfterEnd  int     `json:"listed_after_end"`
+		NoStdin         *string `json:"no_stdin"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if fmt.Sprint(got.Sent) != fmt.Sprint([]any{"hello\nworld\n", float64(0)}) {
+		t.Errorf("cat after send_stdin hello, world and close_stdin: %v, want hello world, exit 0", got.Sent)
+	}
+	if got.Streamed != "6" {
+		t.Errorf("wc -c after stream_input ab cd é: %q, want 6", got.Streamed)
+	}
+	if !got.ListedWhileAway {
+		t.Error("a background process was not listed after its client disconnected")
+	}
+	if fmt.Sprint(got.Reconnected) != fmt.Sprint([]any{"first\n", "second\nthird\n", float64(0)}) {
+		t.Errorf("before and after reconnecting: %q, want first, then second third and exit 0", got.Reconnected)
+	}
+	if got.ListedAfterEnd != 0 {
+		t.Errorf("commands.list() after the process ended: %d processes", got.ListedAfterEnd)
+	}
+	if got.NoStdin == nil {
+		t.Error("send_stdin to an ended process without stdin succeeded")
 	}
 }

@@ -10,22 +10,13 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
 )
 
 // keepAlive is how often a quiet process's stream carries a keepalive.
 const keepAlive = 30 * time.Second
-
-// proc is a process started through Start; it lives as long as the
-// Start stream that runs it.
-type proc struct {
-	pid    uint32
-	tag    string
-	config *process.ProcessConfig
-	cancel context.CancelFunc
-}
 
 // processService is process.Process over the engine's one-shot commands.
 type processService struct {
@@ -48,6 +39,36 @@ func commandOf(cfg *process.ProcessConfig) string {
 	return strings.Join(words, " ")
 }
 
+// streamSender is send for one stream: one Send at a time (events and
+// keepalives), a keepalive every keepAlive while ctx lasts.
+func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) func(*process.ProcessEvent) error {
+	var mu sync.Mutex
+	locked := func(ev *process.ProcessEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return send(ev)
+	}
+	go func() {
+		tick := time.NewTicker(keepAlive)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				locked(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}})
+			}
+		}
+	}()
+	return locked
+}
+
+func startEvent(pid uint32) *process.ProcessEvent {
+	return &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}
+}
+
+// Start starts the process, which then runs apart from this stream, and
+// streams its events from the first.
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	b, sb, err := p.f.sandboxOf(ctx)
 	if err != nil {
@@ -60,73 +81,48 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if req.Msg.Pty != nil {
 		return connect.NewError(connect.CodeUnimplemented, errors.New("msb does not serve PTYs yet (docs/e2b.md)"))
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr := &proc{tag: req.Msg.GetTag(), config: cfg, cancel: cancel}
+	var stdin *stdinPipe
+	if req.Msg.GetStdin() {
+		if stdin, err = makeStdin(ctx, sb); err != nil {
+			return connectError(err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
 	b.mu.Lock()
 	b.next++
-	pr.pid = b.next
+	pr := newProc(b.next, req.Msg.GetTag(), cfg, cancel)
+	pr.stdin = stdin
 	b.procs[pr.pid] = pr
 	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.procs, pr.pid)
-		b.mu.Unlock()
-	}()
+	go p.f.run(runCtx, b, sb, pr)
 
-	var mu sync.Mutex // one Send at a time: the command's output and keepalives
-	send := func(ev *process.ProcessEvent) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return stream.Send(&process.StartResponse{Event: ev})
-	}
-	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pr.pid}}}); err != nil {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	send := streamSender(ctx, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
+	if err := send(startEvent(pr.pid)); err != nil {
 		return err
 	}
-	tick := time.NewTicker(keepAlive)
-	defer tick.Stop()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}})
-			}
-		}
-	}()
-
-	xr := api.ExecRequest{Command: commandOf(cfg), Cwd: cfg.GetCwd(), SeparateStderr: true}
-	for k, v := range cfg.GetEnvs() {
-		xr.Env = append(xr.Env, k+"="+v)
-	}
-	res, err := sb.ExecStream(ctx, xr, func(ev api.ExecEvent) {
-		data := &process.ProcessEvent_DataEvent{}
-		switch ev.Type {
-		case api.EventStdout:
-			data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
-		case api.EventStderr:
-			data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
-		default:
-			return
-		}
-		send(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}})
-	})
-	if err != nil {
-		if ctx.Err() != nil { // killed by SendSignal, or the client left
-			return send(endEvent(-1, "signal: killed", ""))
-		}
-		return connectError(err)
-	}
-	return send(endEvent(int32(res.ExitCode), fmt.Sprintf("exit status %d", res.ExitCode), ""))
+	return pr.follow(ctx, 0, send)
 }
 
-func endEvent(code int32, status, msg string) *process.ProcessEvent {
-	end := &process.ProcessEvent_EndEvent{ExitCode: code, Exited: true, Status: status}
-	if msg != "" {
-		end.Error = &msg
+// Connect streams a running process's events from where the last stream
+// left off: what no stream has sent yet, within the kept log.
+func (p *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	b, _, err := p.f.sandboxOf(ctx)
+	if err != nil {
+		return connectError(err)
 	}
-	return &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}
+	pr, err := find(b, req.Msg.GetProcess())
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	send := streamSender(ctx, func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) })
+	if err := send(startEvent(pr.pid)); err != nil {
+		return err
+	}
+	return pr.follow(ctx, pr.resumeAt(), send)
 }
 
 func (p *processService) List(ctx context.Context, _ *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
@@ -138,6 +134,12 @@ func (p *processService) List(ctx context.Context, _ *connect.Request[process.Li
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, pr := range b.procs {
+		pr.mu.Lock()
+		ended := pr.ended
+		pr.mu.Unlock()
+		if ended {
+			continue
+		}
 		info := &process.ProcessInfo{Config: pr.config, Pid: pr.pid}
 		if pr.tag != "" {
 			info.Tag = &pr.tag
@@ -176,22 +178,75 @@ func unimplemented(what string) error {
 	return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("msb does not serve %s yet (docs/e2b.md)", what))
 }
 
-func (p *processService) Connect(context.Context, *connect.Request[process.ConnectRequest], *connect.ServerStream[process.ConnectResponse]) error {
-	return unimplemented("process.Process/Connect")
-}
-
 func (p *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
 	return nil, unimplemented("process.Process/Update (PTY)")
 }
 
-func (p *processService) StreamInput(context.Context, *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error) {
-	return nil, unimplemented("process.Process/StreamInput")
+// stdinOf is the process a request names and its stdin.
+func (p *processService) stdinOf(ctx context.Context, sel *process.ProcessSelector) (*stdinPipe, *engine.Sandbox, error) {
+	b, sb, err := p.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, nil, connectError(err)
+	}
+	pr, err := find(b, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pr.stdin == nil {
+		return nil, nil, connect.NewError(connect.CodeFailedPrecondition, errNoStdin)
+	}
+	return pr.stdin, sb, nil
 }
 
-func (p *processService) SendInput(context.Context, *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
-	return nil, unimplemented("process.Process/SendInput")
+func (p *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
+	in, sb, err := p.stdinOf(ctx, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.GetInput().GetPty() != nil {
+		return nil, unimplemented("PTY input")
+	}
+	if err := in.write(ctx, sb, req.Msg.GetInput().GetStdin()); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&process.SendInputResponse{}), nil
 }
 
-func (p *processService) CloseStdin(context.Context, *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
-	return nil, unimplemented("process.Process/CloseStdin")
+// StreamInput writes each data message to the stdin of the process the
+// first message names.
+func (p *processService) StreamInput(ctx context.Context, stream *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error) {
+	var in *stdinPipe
+	var sb *engine.Sandbox
+	for stream.Receive() {
+		msg := stream.Msg()
+		switch {
+		case msg.GetStart() != nil:
+			var err error
+			if in, sb, err = p.stdinOf(ctx, msg.GetStart().GetProcess()); err != nil {
+				return nil, err
+			}
+		case msg.GetData() != nil:
+			if in == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("input before the start message that names the process"))
+			}
+			if err := in.write(ctx, sb, msg.GetData().GetInput().GetStdin()); err != nil {
+				return nil, connectError(err)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.StreamInputResponse{}), nil
+}
+
+func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
+	in, sb, err := p.stdinOf(ctx, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if err := in.close(ctx, sb); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }

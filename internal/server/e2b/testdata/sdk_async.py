@@ -12,8 +12,13 @@ async def main():
     results = await asyncio.gather(*[sb.commands.run(f"echo {i}") for i in range(20)])
     chunks = []
     await sb.commands.run("for i in 1 2 3; do echo $i; sleep 0.1; done", on_stdout=chunks.append)
+    h = await sb.commands.run("cat", background=True, stdin=True)
+    await sb.commands.send_stdin(h.pid, "async in\n")
+    await sb.commands.close_stdin(h.pid)
+    again = await sb.commands.connect(h.pid)
+    stdin = [(await h.wait()).stdout, (await again.wait()).exit_code]
     await sb.kill()
-    print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks}))
+    print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks, "stdin": stdin}))
 
 
 asyncio.run(main())

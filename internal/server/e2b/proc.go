@@ -1,0 +1,262 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
+)
+
+// maxLog bounds the output a process keeps for streams that have not
+// read it yet; past it the oldest output is dropped.
+const maxLog = 1 << 20
+
+// endedKeep is how long an ended process stays, so that a client that
+// reconnects still gets its exit and the output no stream sent.
+const endedKeep = 5 * time.Minute
+
+// proc is a process started through Start. It runs on its own, apart from
+// the stream that started it, until it exits or is signalled, and keeps
+// its events (output, then its end) in a bounded log numbered from 0:
+// every stream reads the log from an offset, so a client that reconnects
+// reads from where the last stream left off.
+type proc struct {
+	pid    uint32
+	tag    string
+	config *process.ProcessConfig
+	cancel context.CancelFunc
+	stdin  *stdinPipe // nil: started without stdin
+
+	mu      sync.Mutex // guards the fields below
+	log     []*process.ProcessEvent
+	first   int64 // the offset of log[0]
+	size    int   // output bytes in log
+	sent    int64 // the first offset no stream has sent
+	ended   bool
+	changed chan struct{} // closed when the log grows or the process ends
+}
+
+func newProc(pid uint32, tag string, cfg *process.ProcessConfig, cancel context.CancelFunc) *proc {
+	return &proc{pid: pid, tag: tag, config: cfg, cancel: cancel, changed: make(chan struct{})}
+}
+
+// add appends ev to the log, dropping the oldest output past maxLog.
+func (p *proc) add(ev *process.ProcessEvent, end bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = append(p.log, ev)
+	p.size += dataLen(ev)
+	for p.size > maxLog && len(p.log) > 1 {
+		p.size -= dataLen(p.log[0])
+		p.log[0] = nil
+		p.log = p.log[1:]
+		p.first++
+	}
+	p.ended = p.ended || end
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func dataLen(ev *process.ProcessEvent) int {
+	d := ev.GetData()
+	return len(d.GetStdout()) + len(d.GetStderr()) + len(d.GetPty())
+}
+
+// resumeAt is where a stream that connects now starts: the first event no
+// stream has sent (or the oldest one kept), or the end of an ended
+// process, which every stream gets.
+func (p *proc) resumeAt() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := max(p.sent, p.first)
+	if last := p.first + int64(len(p.log)); p.ended && at == last {
+		at = last - 1
+	}
+	return at
+}
+
+// follow sends the log's events from offset from until the process's end
+// is sent (nil), send fails or ctx ends.
+func (p *proc) follow(ctx context.Context, from int64, send func(*process.ProcessEvent) error) error {
+	for {
+		p.mu.Lock()
+		from = max(from, p.first)
+		evs := append([]*process.ProcessEvent(nil), p.log[from-p.first:]...)
+		ended, changed := p.ended, p.changed
+		p.mu.Unlock()
+		for _, ev := range evs {
+			if err := ctx.Err(); err != nil { // a client gone: leave the rest to the next
+				return err
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+			from++
+			p.mu.Lock()
+			p.sent = max(p.sent, from)
+			p.mu.Unlock()
+		}
+		if ended && len(evs) == 0 {
+			p.trim()
+			return nil
+		}
+		if len(evs) > 0 {
+			continue // the process may have ended or grown meanwhile
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// run runs the process to its end in sb, logging its output and its end,
+// and forgets it endedKeep after it ended (keeping only its end if every
+// event was sent).
+func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
+	defer p.cancel()
+	cmd := commandOf(p.config)
+	if p.stdin != nil {
+		cmd = p.stdin.wrap(cmd)
+	}
+	xr := api.ExecRequest{Command: cmd, Cwd: p.config.GetCwd(), SeparateStderr: true}
+	for k, v := range p.config.GetEnvs() {
+		xr.Env = append(xr.Env, k+"="+v)
+	}
+	res, err := sb.ExecStream(ctx, xr, func(ev api.ExecEvent) {
+		data := &process.ProcessEvent_DataEvent{}
+		switch ev.Type {
+		case api.EventStdout:
+			data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
+		case api.EventStderr:
+			data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
+		default:
+			return
+		}
+		p.add(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
+	})
+	if p.stdin != nil {
+		p.stdin.remove(sb)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil: // signalled, or the sandbox is closing
+		p.add(endEvent(-1, "signal: killed", ""), true)
+	case err != nil:
+		p.add(endEvent(-1, "error", err.Error()), true)
+	default:
+		p.add(endEvent(int32(res.ExitCode), fmt.Sprintf("exit status %d", res.ExitCode), ""), true)
+	}
+	forget := func() {
+		b.mu.Lock()
+		if b.procs[p.pid] == p {
+			delete(b.procs, p.pid)
+		}
+		b.mu.Unlock()
+	}
+	p.trim()
+	time.AfterFunc(endedKeep, forget)
+}
+
+// trim drops the output of an ended process whose every event was sent,
+// keeping its end for a client that connects later.
+func (p *proc) trim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.log); p.ended && p.sent == p.first+int64(n) {
+		p.first += int64(n - 1)
+		p.log = []*process.ProcessEvent{p.log[n-1]}
+		p.size = 0
+	}
+}
+
+func endEvent(code int32, status, msg string) *process.ProcessEvent {
+	end := &process.ProcessEvent_EndEvent{ExitCode: code, Exited: true, Status: status}
+	if msg != "" {
+		end.Error = &msg
+	}
+	return &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}
+}
+
+// errNoStdin: input for a process started without stdin.
+var errNoStdin = errors.New("the process was started without stdin (stdin=True)")
+
+// stdinPipe is a process's standard input: a FIFO in the sandbox, made
+// before the command starts, that the command reads and that a holder
+// process keeps open for writing until CloseStdin kills it, so that the
+// command sees end of file only then. Each input is written to the FIFO
+// by a one-shot command, once the command has opened it (f.ready).
+type stdinPipe struct {
+	path string
+	mu   sync.Mutex // one writer at a time keeps inputs in order
+}
+
+// makeStdin makes a FIFO for a new process's stdin in sb.
+func makeStdin(ctx context.Context, sb *engine.Sandbox) (*stdinPipe, error) {
+	s := &stdinPipe{path: "/tmp/.msb-e2b-stdin-" + newToken()}
+	if err := s.run(ctx, sb, api.ExecRequest{Command: "mkfifo -m 600 " + shellWord(s.path)}); err != nil {
+		return nil, fmt.Errorf("making the stdin of a process: %w", err)
+	}
+	return s, nil
+}
+
+// wrap is cmd reading the FIFO. The holder outlives the command's shell
+// only until the engine kills what a one-shot command leaves behind.
+func (s *stdinPipe) wrap(cmd string) string {
+	f := shellWord(s.path)
+	return "sleep infinity 1<>" + f + " 2>/dev/null </dev/null & echo $! >" + f + ".hold\n" +
+		"(touch " + f + ".ready; " + cmd + ") <" + f
+}
+
+// waitReady is shell that waits until the command has opened the FIFO,
+// or exits 3 when it is gone.
+func (s *stdinPipe) waitReady() string {
+	f := shellWord(s.path)
+	return "while [ ! -e " + f + ".ready ]; do [ -p " + f + " ] || exit 3; sleep 0.005; done; "
+}
+
+// write sends data to the command's stdin. Opening the FIFO read-write
+// never blocks, whether or not the command still reads it.
+func (s *stdinPipe) write(ctx context.Context, sb *engine.Sandbox, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run(ctx, sb, api.ExecRequest{Command: s.waitReady() + "exec 3<>" + shellWord(s.path) + "; cat >&3", Stdin: string(data)})
+}
+
+// close ends the command's stdin: the holder exits, and once the command
+// has read what was written it reads end of file.
+func (s *stdinPipe) close(ctx context.Context, sb *engine.Sandbox) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run(ctx, sb, api.ExecRequest{Command: s.waitReady() + "kill $(cat " + shellWord(s.path+".hold") + ")"})
+}
+
+// remove deletes the FIFO and its marks once the command has ended.
+func (s *stdinPipe) remove(sb *engine.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f := shellWord(s.path)
+	s.run(ctx, sb, api.ExecRequest{Command: "rm -f " + f + " " + f + ".hold " + f + ".ready"})
+}
+
+func (s *stdinPipe) run(ctx context.Context, sb *engine.Sandbox, req api.ExecRequest) error {
+	res, err := sb.Exec(ctx, req)
+	if err != nil {
+		return err
+	}
+	switch res.ExitCode {
+	case 0:
+		return nil
+	case 3:
+		return fmt.Errorf("the process's stdin is gone: %w", engine.ErrNotFound)
+	}
+	return fmt.Errorf("the process's stdin: exit %d: %s", res.ExitCode, res.Stdout)
+}
