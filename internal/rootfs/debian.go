@@ -164,9 +164,6 @@ type DebianBuildOptions struct {
 	TempDir string
 	// Log gets mmdebstrap's output and what the store does not keep.
 	Log *slog.Logger
-	// Probe, when set, replaces the HTTP check that the mirror serves the
-	// suite (nil: GET <archive>/dists/<suite>/Release).
-	Probe func(ctx context.Context, url string) error
 }
 
 // DebianBuild is what BuildDebian did.
@@ -226,11 +223,7 @@ func BuildDebian(ctx context.Context, st *store.Store, spec DebianSpec, opts Deb
 	if rec, err := ReadDebianRecord(ctx, st, spec.Ref()); err == nil {
 		return finishHit(ctx, st, rec, refs)
 	}
-	probe := opts.Probe
-	if probe == nil {
-		probe = probeRelease
-	}
-	if err := probe(ctx, spec.archiveURL()+"/dists/"+spec.Suite+"/Release"); err != nil {
+	if err := probeRelease(ctx, spec.archiveURL()+"/dists/"+spec.Suite+"/Release"); err != nil {
 		return nil, fmt.Errorf("%w: %s cannot serve %s%s: %w", ErrDebianMirror, spec.archiveURL(), spec.Suite, atDate(spec.Date), err)
 	}
 	start := time.Now()
@@ -286,7 +279,7 @@ func atDate(date string) string {
 	return " at " + date
 }
 
-// probeRelease checks that url (a suite's Release file) can be fetched, so
+// probeRelease checks (HEAD) that url, a suite's Release file, is there, so
 // that a mirror or date apt cannot use fails in one line rather than deep
 // in mmdebstrap's output.
 func probeRelease(ctx context.Context, url string) error {
@@ -302,7 +295,7 @@ func probeRelease(ctx context.Context, url string) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return fmt.Errorf("HEAD %s: %s", url, resp.Status)
 	}
 	return nil
 }
@@ -321,7 +314,12 @@ func mmdebstrap(ctx context.Context, spec DebianSpec, opts DebianBuildOptions) (
 	out := dir + "/rootfs.tar"
 	cmd := exec.CommandContext(ctx, bin, mmdebstrapArgs(spec, out)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	if mode() == "root" {
+		// In unshare mode the namespace's root, a subordinate id, must
+		// reach the chroot dir: it stays under the caller's TMPDIR (/tmp),
+		// not in a cache dir under a 0700 home.
+		cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	}
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
