@@ -46,6 +46,9 @@ type buildJob struct {
 	indexDate string
 	// workdir of the script (Testbed for installs, / for environments).
 	workdir string
+	// hostNetwork: the script reaches the network itself (apt-get of a
+	// Debian packages layer), not through the download cache.
+	hostNetwork bool
 }
 
 // logPath is where the build log of a key goes.
@@ -100,6 +103,10 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 		layers = append(layers, c.store.TreePath(job.stack[i]))
 	}
 	net, err := c.buildNetwork(ctx, job.indexDate)
+	if job.hostNetwork && err == nil {
+		net.stop()
+		net = buildNet{network: sandbox.NetworkHost, stop: func() {}}
+	}
 	if err != nil {
 		return fail("starting the download cache", err)
 	}

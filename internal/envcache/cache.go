@@ -347,11 +347,8 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)
 	}
 	r := &run{inst: inst.InstanceID, progress: progress, timings: map[string]time.Duration{}}
-	base, err := c.base(ctx)
+	base, err := c.instanceBase(ctx, r, inst, sp, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.checkSystemPackages(inst, sp, base); err != nil {
 		return nil, err
 	}
 	repoID, err := c.repoLayer(ctx, r, inst, inst.BaseCommit)

@@ -28,11 +28,11 @@ type LayerStatus struct {
 // since the refs are the same on every node of the same base and
 // interpreter.
 func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec) ([]LayerStatus, error) {
-	base, err := c.base(ctx)
+	r := &run{inst: inst.InstanceID, timings: map[string]time.Duration{}}
+	base, err := c.instanceBase(ctx, r, inst, sp, false)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{inst: inst.InstanceID, timings: map[string]time.Duration{}}
 	env, _, err := c.envJob(ctx, r, inst, sp, base)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ type Patch struct {
 	Packages             *string           `yaml:"packages"`
 	PackagesPip          *[]string         `yaml:"packages_pip"`
 	IndexDate            *string           `yaml:"index_date"`
+	Base                 *string           `yaml:"base"`
 	SystemPackages       *[]string         `yaml:"system_packages"`
 	RequirementsPaths    *[]string         `yaml:"requirements_paths"`
 	EnvYMLPaths          *[]string         `yaml:"env_yml_paths"`
@@ -137,6 +138,7 @@ func (p Patch) apply(s Spec, source string) Spec {
 	setS(&s.Packages, p.Packages)
 	setL(&s.PackagesPip, p.PackagesPip, nil)
 	setS(&s.IndexDate, p.IndexDate)
+	setS(&s.Base, p.Base)
 	setL(&s.SystemPackages, p.SystemPackages, nil)
 	setL(&s.RequirementsPaths, p.RequirementsPaths, nil)
 	setL(&s.EnvYMLPaths, p.EnvYMLPaths, nil)

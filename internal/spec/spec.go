@@ -46,8 +46,13 @@ type Spec struct {
 	RequirementsPaths []string `json:"requirements_paths,omitempty" yaml:"requirements_paths,omitempty"`
 	EnvYMLPaths       []string `json:"env_yml_paths,omitempty" yaml:"env_yml_paths,omitempty"`
 	PipPackages       []string `json:"pip_packages,omitempty" yaml:"pip_packages,omitempty"`
-	// SystemPackages: Debian packages the base must have (what the
-	// harness's apt-get pre-install steps install; a sandbox cannot).
+	// Base names the root the environment is built on instead of the
+	// cache's (a Debian base, debian/<suite>/<key> or debian/<name>, or an
+	// image): "" for the cache's.
+	Base string `json:"base,omitempty" yaml:"base,omitempty"`
+	// SystemPackages: Debian packages the environment needs (what the
+	// harness's apt-get pre-install steps install). With Base, apt-get
+	// installs them in a layer over it; otherwise the base must have them.
 	SystemPackages []string `json:"system_packages,omitempty" yaml:"system_packages,omitempty"`
 	PreInstall     []string `json:"pre_install,omitempty" yaml:"pre_install,omitempty"`
 	Install        string   `json:"install,omitempty" yaml:"install,omitempty"`

@@ -1,0 +1,119 @@
+package envcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/rootfs"
+	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// KindPackages is the kind of a Debian packages layer: a spec that names a
+// base has its system_packages installed by apt-get in a build sandbox
+// over that base, and the layer is the base its environment is built on.
+const KindPackages = "debpkgs"
+
+// ErrBadBase: a spec names a base the cache does not hold, or the host.
+var ErrBadBase = errors.New("bad spec base")
+
+// PackagesRef is the ref of a Debian packages layer.
+func PackagesRef(key string) string { return "debpkgs/" + key }
+
+// packagesKeyInput is what a packages layer's key hashes.
+type packagesKeyInput struct {
+	Format   int      `json:"format"`
+	Base     string   `json:"base"`
+	Packages []string `json:"packages"`
+}
+
+// instanceBase is the root an instance's environment is built on. Without
+// a spec base it is the cache's, which must have the spec's Debian packages
+// already (checked when build is set); with one (sp.Base) it is that base
+// with the packages installed in a layer over it, built once (when build is
+// false a missing layer is not built: the base then has the layer's key but
+// not its files).
+func (c *Cache) instanceBase(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, build bool) (baseInfo, error) {
+	if sp.Base == "" {
+		base, err := c.base(ctx)
+		if err != nil || !build {
+			return base, err
+		}
+		return base, c.checkSystemPackages(inst, sp, base)
+	}
+	base, err := c.resolveBase(ctx, sp.Base)
+	if err != nil {
+		return base, err
+	}
+	if base.host {
+		return base, fmt.Errorf("spec base %q: %w: a spec base is a Debian base or an image, not the host", sp.Base, ErrBadBase)
+	}
+	pkgs := slices.Clone(sp.SystemPackages)
+	slices.Sort(pkgs)
+	pkgs = slices.Compact(pkgs)
+	if len(pkgs) == 0 {
+		return base, nil
+	}
+	key := digestJSON(packagesKeyInput{Format: FormatVersion, Base: base.keyStr, Packages: pkgs})
+	out := baseInfo{keyStr: KindPackages + ":" + key, layer: base.layer, stack: base.stack}
+	if !build {
+		if id, err := c.store.Ref(PackagesRef(key)); err == nil && c.store.Has(id) {
+			out.layer = id
+			out.stack, err = c.store.Stack(id)
+			return out, err
+		}
+		return out, nil
+	}
+	script, err := aptScript(pkgs)
+	if err != nil {
+		return out, &BuildError{Kind: KindPackages, EnvKey: inst.EnvironmentKey(), Reason: err.Error()}
+	}
+	job := buildJob{kind: KindPackages, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
+		header: fmt.Sprintf("msb Debian packages build %s over %s: %s", key, sp.Base, strings.Join(pkgs, " ")),
+		stack:  base.stack, hostNetwork: true}
+	id, err := c.layerOnce(ctx, r, job, PackagesRef(key), &c.envBuilds, []store.LayerID{base.layer})
+	if err != nil {
+		return out, err
+	}
+	out.layer = id
+	out.stack, err = c.store.Stack(id)
+	return out, err
+}
+
+// resolveBase is base() for a name other than the cache's.
+func (c *Cache) resolveBase(ctx context.Context, name string) (baseInfo, error) {
+	src := rootfs.Resolve(c.store, name)
+	if _, ok := src.(rootfs.Host); ok {
+		return baseInfo{host: true}, nil
+	}
+	root, err := src.Root(ctx, c.store)
+	if err != nil {
+		return baseInfo{}, fmt.Errorf("spec base %q: %w: %w (build one with msb cache base build)", name, ErrBadBase, err)
+	}
+	top := root.Top()
+	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
+}
+
+// aptScript installs pkgs with apt-get and leaves no package lists or
+// downloaded .debs in the layer. apt runs as root: a rootless sandbox maps
+// no _apt user to drop to.
+func aptScript(pkgs []string) (string, error) {
+	for _, p := range pkgs {
+		if p == "" || strings.HasPrefix(p, "-") || strings.ContainsAny(p, " \t\n'\"\\$`;|&<>()*?") {
+			return "", fmt.Errorf("system package name %q", p)
+		}
+	}
+	return `set -eu
+export DEBIAN_FRONTEND=noninteractive
+command -v apt-get >/dev/null || { echo "the base has no apt-get (build it with --variant minbase)"; exit 100; }
+apt="apt-get -q -o APT::Sandbox::User=root -o Dpkg::Use-Pty=0"
+$apt update
+$apt install -y --no-install-recommends ` + strings.Join(pkgs, " ") + `
+$apt clean
+rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old /var/lib/dpkg/*-old
+`, nil
+}
