@@ -47,22 +47,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = time.Duration(*req.Timeout) * time.Second
 	}
-	sr := engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: map[string]string{"e2b": "1"}}
-	switch req.TemplateID {
-	case "", baseTemplate:
-		sr.HostBase = true
-	default:
-		if _, err := f.e.Instance(req.TemplateID); err != nil {
-			apiError(w, api.CodeNotFound, "template '%s' not found: a template is an msb instance id or %q", req.TemplateID, baseTemplate)
-			return
-		}
-		sr.InstanceID = req.TemplateID
-	}
-	for k, v := range req.EnvVars {
-		sr.Env = append(sr.Env, k+"="+v)
-	}
-	sort.Strings(sr.Env)
-	sb, err := f.e.CreateSandbox(r.Context(), sr)
+	sb, err := f.start(r, req)
 	if err != nil {
 		engineError(w, err)
 		return
@@ -71,14 +56,52 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	if template == "" {
 		template = baseTemplate
 	}
-	b := &box{id: sb.ID(), template: template, token: newToken(), metadata: req.Metadata, envs: req.EnvVars,
+	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, timeout)
+	writeJSON(w, http.StatusCreated, created(b))
+}
+
+// add registers the engine's sandbox sid as a new E2B sandbox of that id,
+// to be killed timeout from now.
+func (f *Front) add(sid, template string, metadata, envs map[string]string, timeout time.Duration) *box {
+	b := &box{id: sid, sid: sid, template: template, token: newToken(), metadata: metadata, envs: envs,
 		started: time.Now(), procs: map[uint32]*proc{}, next: 1000}
 	f.mu.Lock()
 	f.boxes[b.id] = b
 	f.mu.Unlock()
 	f.extend(b, timeout)
-	writeJSON(w, http.StatusCreated, map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "msb",
-		"envdVersion": envdVersion, "envdAccessToken": b.token})
+	return b
+}
+
+// created is the answer of create, connect and fork for b.
+func created(b *box) map[string]any {
+	return map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "msb",
+		"envdVersion": envdVersion, "envdAccessToken": b.token}
+}
+
+// start starts the engine's sandbox of a create: from the base, an
+// instance or a named snapshot (whose environment it keeps: envVars do not
+// apply to it).
+func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, error) {
+	sr := engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels()}
+	switch req.TemplateID {
+	case "", baseTemplate:
+		sr.HostBase = true
+	default:
+		if _, err := f.e.Instance(req.TemplateID); err != nil {
+			sb, err := f.fromSnapshot(r, req.TemplateID)
+			if sb != nil || err != nil {
+				return sb, err
+			}
+			return nil, fmt.Errorf("template '%s' not found: a template is an msb instance id, a snapshot or %q: %w",
+				req.TemplateID, baseTemplate, engine.ErrNotFound)
+		}
+		sr.InstanceID = req.TemplateID
+	}
+	for k, v := range req.EnvVars {
+		sr.Env = append(sr.Env, k+"="+v)
+	}
+	sort.Strings(sr.Env)
+	return f.e.CreateSandbox(r.Context(), sr)
 }
 
 // extend sets b to be killed timeout from now.
@@ -95,7 +118,8 @@ func (f *Front) extend(b *box, timeout time.Duration) {
 	})
 }
 
-// close forgets the sandbox and closes it in the engine.
+// close forgets the sandbox and closes it in the engine (or deletes the
+// snapshot a paused one would resume from).
 func (f *Front) close(id string) error {
 	f.mu.Lock()
 	b := f.boxes[id]
@@ -111,20 +135,40 @@ func (f *Front) close(id string) error {
 	for _, p := range b.procs {
 		p.cancel() // processes outlive their streams, not their sandbox
 	}
+	sid, paused := b.sid, b.paused
 	b.mu.Unlock()
-	_, err := f.e.CloseSandbox(id)
+	if paused != "" {
+		return f.e.DeleteSnapshot(paused)
+	}
+	_, err := f.e.CloseSandbox(sid)
 	return err
 }
 
-// live is the box of id if its sandbox still runs (one the engine closed
-// is forgotten).
+// live is the box of id if its sandbox still runs or is paused (one the
+// engine closed is forgotten).
 func (f *Front) live(id string) *box {
 	b := f.box(id)
 	if b == nil {
 		return nil
 	}
-	if _, err := f.e.Sandbox(id); err != nil {
+	sid, paused := b.engineID()
+	if paused {
+		return b
+	}
+	if _, err := f.e.Sandbox(sid); err != nil {
 		f.close(id)
+		return nil
+	}
+	return b
+}
+
+// running is the box of id if its sandbox runs.
+func (f *Front) running(id string) *box {
+	b := f.live(id)
+	if b == nil {
+		return nil
+	}
+	if _, paused := b.engineID(); paused {
 		return nil
 	}
 	return b
@@ -133,13 +177,16 @@ func (f *Front) live(id string) *box {
 // listed is a sandbox as list and get describe it.
 func (f *Front) listed(b *box) map[string]any {
 	b.mu.Lock()
-	end := b.end
+	end, sid, state := b.end, b.sid, "running"
+	if b.paused != "" {
+		state = "paused"
+	}
 	b.mu.Unlock()
 	m := map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "msb",
 		"startedAt": b.started.UTC().Format(time.RFC3339Nano), "endAt": end.UTC().Format(time.RFC3339Nano),
-		"cpuCount": 1, "memoryMB": 512, "diskSizeMB": 1024, "state": "running", "envdVersion": envdVersion,
+		"cpuCount": 1, "memoryMB": 512, "diskSizeMB": 1024, "state": state, "envdVersion": envdVersion,
 		"metadata": b.metadata}
-	if info, err := f.e.SandboxInfo(b.id); err == nil {
+	if info, err := f.e.SandboxInfo(sid); err == nil {
 		if c := info.Limits.CPUs; c >= 1 {
 			m["cpuCount"] = int(c)
 		}
@@ -163,10 +210,6 @@ func (f *Front) list(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeBadRequest, "metadata filter: %v", err)
 		return
 	}
-	if st := q.Get("state"); st != "" && !strings.Contains(st, "running") {
-		writeJSON(w, http.StatusOK, []any{}) // nothing is paused
-		return
-	}
 	f.mu.Lock()
 	var ids []string
 	for id := range f.boxes {
@@ -180,7 +223,11 @@ func (f *Front) list(w http.ResponseWriter, r *http.Request) {
 		if b == nil || !matches(b.metadata, want) {
 			continue
 		}
-		out = append(out, f.listed(b))
+		m := f.listed(b)
+		if st := strings.Join(q["state"], ","); st != "" && !strings.Contains(st, m["state"].(string)) {
+			continue
+		}
+		out = append(out, m)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -219,18 +266,27 @@ func (f *Front) kill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Front) setTimeout(w http.ResponseWriter, r *http.Request) {
-	b := f.live(r.PathValue("id"))
-	if b == nil {
-		apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(r, &req); err != nil {
+		engineError(w, err)
 		return
 	}
-	var req struct {
-		Timeout int64 `json:"timeout"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || req.Timeout <= 0 {
+	if req.Timeout == nil {
 		apiError(w, api.CodeBadRequest, "the body must be {\"timeout\": <positive seconds>}")
 		return
 	}
-	f.extend(b, time.Duration(req.Timeout)*time.Second)
+	timeout, err := timeoutOf(req.Timeout, 0)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	b := f.running(r.PathValue("id"))
+	if b == nil {
+		notFound(w, r.PathValue("id"))
+		return
+	}
+	f.extend(b, timeout)
 	w.WriteHeader(http.StatusNoContent)
 }

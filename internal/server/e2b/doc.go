@@ -3,18 +3,20 @@
 // the engine.
 //
 // The nouns are E2B's. The control plane is E2B's REST API (create, list,
-// get, kill and set the timeout of sandboxes), authenticated by the
-// daemon's token sent as X-API-Key. A template names what a sandbox starts
-// from: an msb instance id, or base, a sandbox on the host's system
-// directories. The sandbox plane (E2B calls it envd) is Connect-RPC
+// get, kill, set the timeout of, pause, connect to and fork sandboxes, and
+// their snapshots), authenticated by the daemon's token sent as X-API-Key. A
+// template names what a sandbox starts from: an msb instance id, a snapshot,
+// or base, a sandbox on the host's system directories. A paused sandbox is a
+// snapshot under its E2B id; a resumed one is a new engine sandbox under the
+// same E2B id. The sandbox plane (E2B calls it envd) is Connect-RPC
 // (process.Process, filesystem.Filesystem, generated from E2B's protobuf
 // files under envd/) plus HTTP /files and /health; one listener serves every
 // sandbox, picked by the E2b-Sandbox-Id header and authenticated by the
 // sandbox's access token (X-Access-Token), which create returns. A process
-// is one command started through process.Process, known by a pid this
-// front end numbers itself; it runs apart from the streams that read it
-// and keeps a bounded log of its output, which a stream reads from an
-// offset (Connect: from where the last stream left off). See docs/e2b.md.
+// is one command started through process.Process, known by a pid this front
+// end numbers itself; it runs apart from the streams that read it and keeps
+// a bounded log of its output, which a stream reads from an offset (Connect:
+// from where the last stream left off). See docs/e2b.md.
 package e2b
 
 //go:generate protoc -I envd --go_out=envd --go_opt=paths=source_relative --connect-go_out=envd --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto

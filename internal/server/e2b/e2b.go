@@ -33,8 +33,9 @@ type Front struct {
 	token string
 	log   *slog.Logger
 
-	mu    sync.Mutex // guards boxes
-	boxes map[string]*box
+	mu     sync.Mutex // guards boxes and owners
+	boxes  map[string]*box
+	owners map[string]string // snapshot name -> the E2B sandbox it was taken of
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
@@ -45,11 +46,20 @@ type box struct {
 	envs                map[string]string
 	started             time.Time
 
-	mu    sync.Mutex // guards end, timer, procs, nextPID
-	end   time.Time
-	timer *time.Timer
-	procs map[uint32]*proc
-	next  uint32
+	mu     sync.Mutex // guards the fields below
+	sid    string     // the engine's sandbox: id at create, another after a resume
+	paused string     // the snapshot a paused sandbox resumes from; "" when running
+	end    time.Time
+	timer  *time.Timer
+	procs  map[uint32]*proc
+	next   uint32
+}
+
+// engineID is the engine's id of b's sandbox and whether b is paused.
+func (b *box) engineID() (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sid, b.paused != ""
 }
 
 // New makes the E2B front end of e; token is the API key clients send.
@@ -57,7 +67,7 @@ func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}}
+	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}}
 }
 
 // Handler serves both planes: the REST control plane and, for requests with
@@ -71,6 +81,14 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("GET /sandboxes/{id}", f.get)
 	control.HandleFunc("DELETE /sandboxes/{id}", f.kill)
 	control.HandleFunc("POST /sandboxes/{id}/timeout", f.setTimeout)
+	control.HandleFunc("POST /sandboxes/{id}/pause", f.pause)
+	control.HandleFunc("POST /sandboxes/{id}/resume", f.connect)
+	control.HandleFunc("POST /sandboxes/{id}/connect", f.connect)
+	control.HandleFunc("POST /v2/sandboxes/{id}/connect", f.connect)
+	control.HandleFunc("POST /sandboxes/{id}/snapshots", f.snapshot)
+	control.HandleFunc("GET /snapshots", f.snapshots)
+	control.HandleFunc("DELETE /templates/{id}", f.deleteSnapshot)
+	control.HandleFunc("POST /sandboxes/{id}/fork", f.fork)
 	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
 	})
@@ -124,7 +142,7 @@ type boxKey struct{}
 func (f *Front) envd(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("E2b-Sandbox-Id")
-		b := f.live(id)
+		b := f.running(id)
 		if b == nil {
 			writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "sandboxId": id,
 				"message": "The sandbox " + id + " was not found"})
@@ -144,7 +162,8 @@ func (f *Front) sandboxOf(ctx context.Context) (*box, *engine.Sandbox, error) {
 	if b == nil {
 		return nil, nil, engine.ErrNotFound
 	}
-	sb, err := f.e.Sandbox(b.id)
+	sid, _ := b.engineID()
+	sb, err := f.e.Sandbox(sid)
 	return b, sb, err
 }
 

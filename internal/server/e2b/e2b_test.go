@@ -310,3 +310,55 @@ func TestE2BStdinAndReconnect(t *testing.T) {
 		t.Error("send_stdin to an ended process without stdin succeeded")
 	}
 }
+
+// TestE2BSnapshotsForkPause: create_snapshot, list_snapshots, a sandbox
+// created from a snapshot, fork(count), pause and connect (resume under
+// the same id), delete_snapshot, through the SDK.
+func TestE2BSnapshotsForkPause(t *testing.T) {
+	out := sdkScript(t, "sdk_snapshots.py")
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	want := map[string]string{
+		"snapshot":            `[e2b-test-snap [e2b-test-snap]]`,
+		"listed":              `[e2b-test-snap]`,
+		"from_snapshot":       `v1`,
+		"fork":                `[Sandbox Sandbox]`,
+		"fork_reads":          `[kid0 v1 v1]`,
+		"fork_ids":            `3`,
+		"paused":              `[true false]`,
+		"state":               `paused`,
+		"listed_paused":       `true`,
+		"resumed":             "[true v2 up\n running]",
+		"connect_running":     "same\n",
+		"deleted":             `[true false]`,
+		"listed_after_delete": `0`,
+	}
+	for k, w := range want {
+		if g := fmt.Sprint(got[k]); g != w {
+			t.Errorf("%s: %q, want %q", k, g, w)
+		}
+	}
+}
+
+// TestE2BBadBodies: a body the front end cannot decode is a 400 with
+// E2B's {code, message}, never a 500, on every route that reads one.
+func TestE2BBadBodies(t *testing.T) {
+	url := startFront(t)
+	for _, route := range []string{"/v2/sandboxes", "/sandboxes/x/timeout", "/sandboxes/x/fork",
+		"/sandboxes/x/connect", "/v2/sandboxes/x/connect", "/sandboxes/x/snapshots"} {
+		req, _ := http.NewRequest("POST", url+route, strings.NewReader(`{"timeout": "soon", "count": "many", "name": 7}`))
+		req.Header.Set("X-API-Key", testKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || body["code"] != float64(400) || body["message"] == "" {
+			t.Errorf("POST %s with a bad body: %d %v, want 400 {code, message}", route, res.StatusCode, body)
+		}
+	}
+}

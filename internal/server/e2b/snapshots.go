@@ -1,0 +1,279 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+)
+
+// pausePrefix starts the names of the snapshots paused sandboxes resume
+// from; list_snapshots leaves them out, as E2B does its pause snapshots.
+const pausePrefix = "e2b-pause-"
+
+// maxFork is the most children one E2B fork asks for (the SDK's bound).
+const maxFork = 20
+
+// e2bLabels mark the engine's sandboxes this front end made.
+func e2bLabels() api.Map[string, string] { return api.Map[string, string]{"e2b": "1"} }
+
+// decode reads an optional JSON body into v: an empty body leaves v as is,
+// a bad one is engine.ErrBadRequest.
+func decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: decoding the body: %v", engine.ErrBadRequest, err)
+	}
+	return nil
+}
+
+// timeoutOf is seconds as a duration, or def when not given.
+func timeoutOf(seconds *int64, def time.Duration) (time.Duration, error) {
+	if seconds == nil {
+		return def, nil
+	}
+	if *seconds <= 0 {
+		return 0, fmt.Errorf("%w: timeout must be positive seconds, got %d", engine.ErrBadRequest, *seconds)
+	}
+	return time.Duration(*seconds) * time.Second, nil
+}
+
+func notFound(w http.ResponseWriter, id string) {
+	apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
+}
+
+// pause snapshots a running sandbox under the name pausePrefix+id and
+// closes it; connect (or resume) starts it again from that snapshot.
+func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
+	b := f.live(r.PathValue("id"))
+	if b == nil {
+		notFound(w, r.PathValue("id"))
+		return
+	}
+	sid, paused := b.engineID()
+	if paused {
+		apiError(w, api.CodeConflict, "sandbox %s is already paused", b.id)
+		return
+	}
+	name := pausePrefix + b.id
+	if _, err := f.e.Snapshot(r.Context(), sid, api.SnapshotRequest{Name: name}); err != nil {
+		engineError(w, err)
+		return
+	}
+	b.mu.Lock()
+	b.paused = name
+	if b.timer != nil {
+		b.timer.Stop() // a paused sandbox waits for connect or kill
+	}
+	for _, p := range b.procs {
+		p.cancel()
+	}
+	b.procs = map[uint32]*proc{}
+	b.mu.Unlock()
+	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
+		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connect answers a running sandbox, moving its end later when timeout
+// asks for a later one, and resumes a paused one: a new engine sandbox
+// from its pause snapshot, under the same E2B id and access token.
+func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(r, &req); err != nil {
+		engineError(w, err)
+		return
+	}
+	timeout, err := timeoutOf(req.Timeout, defaultTimeout)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	b := f.live(r.PathValue("id"))
+	if b == nil {
+		notFound(w, r.PathValue("id"))
+		return
+	}
+	b.mu.Lock()
+	snap, end := b.paused, b.end
+	b.mu.Unlock()
+	if snap == "" {
+		if req.Timeout != nil && time.Now().Add(timeout).After(end) {
+			f.extend(b, timeout)
+		}
+		writeJSON(w, http.StatusOK, created(b))
+		return
+	}
+	children, err := f.e.Fork(r.Context(), "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()})
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	b.mu.Lock()
+	b.sid, b.paused = children[0].ID(), ""
+	b.mu.Unlock()
+	if err := f.e.DeleteSnapshot(snap); err != nil {
+		f.log.Warn("deleting a resumed e2b sandbox's pause snapshot", "snapshot", snap, "err", err)
+	}
+	f.extend(b, timeout)
+	writeJSON(w, http.StatusCreated, created(b))
+}
+
+// snapshot names the state of a running sandbox: a template that create
+// and list_snapshots know.
+func (f *Front) snapshot(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req); err != nil {
+		engineError(w, err)
+		return
+	}
+	b := f.running(r.PathValue("id"))
+	if b == nil {
+		notFound(w, r.PathValue("id"))
+		return
+	}
+	if strings.HasPrefix(req.Name, pausePrefix) {
+		apiError(w, api.CodeBadRequest, "snapshot names starting with %s are msb's own", pausePrefix)
+		return
+	}
+	sid, _ := b.engineID()
+	info, err := f.e.Snapshot(r.Context(), sid, api.SnapshotRequest{Name: req.Name})
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	f.mu.Lock()
+	f.owners[info.Name] = b.id
+	f.mu.Unlock()
+	writeJSON(w, http.StatusCreated, snapshotInfo(info.Name))
+}
+
+func snapshotInfo(name string) map[string]any {
+	return map[string]any{"snapshotID": name, "names": []string{name}}
+}
+
+// snapshots lists the named snapshots but pause ones, oldest first, of
+// one sandbox (sandboxID) or one name when asked; one page.
+func (f *Front) snapshots(w http.ResponseWriter, r *http.Request) {
+	all, err := f.e.Snapshots()
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	out := []any{}
+	for _, s := range all {
+		f.mu.Lock()
+		owner, ok := f.owners[s.Name]
+		f.mu.Unlock()
+		if !ok {
+			owner = s.Sandbox
+		}
+		switch {
+		case strings.HasPrefix(s.Name, pausePrefix),
+			q.Get("sandboxID") != "" && q.Get("sandboxID") != owner,
+			q.Get("name") != "" && q.Get("name") != s.Name:
+			continue
+		}
+		out = append(out, snapshotInfo(s.Name))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// deleteSnapshot is the SDK's delete_snapshot (E2B deletes a snapshot as
+// the template it is).
+func (f *Front) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("id")
+	if strings.HasPrefix(name, pausePrefix) {
+		apiError(w, api.CodeNotFound, "snapshot '%s' not found", name)
+		return
+	}
+	if err := f.e.DeleteSnapshot(name); err != nil {
+		engineError(w, err)
+		return
+	}
+	f.mu.Lock()
+	delete(f.owners, name)
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fork starts count new sandboxes from the live state of a running one;
+// all start or none (the engine's fork), each answered as a create.
+func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+		Count   *int   `json:"count"`
+	}
+	if err := decode(r, &req); err != nil {
+		engineError(w, err)
+		return
+	}
+	timeout, err := timeoutOf(req.Timeout, defaultTimeout)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	count := 1
+	if req.Count != nil {
+		count = *req.Count
+	}
+	if count < 1 || count > maxFork {
+		apiError(w, api.CodeBadRequest, "count must be 1 to %d, got %d", maxFork, count)
+		return
+	}
+	b := f.running(r.PathValue("id"))
+	if b == nil {
+		notFound(w, r.PathValue("id"))
+		return
+	}
+	sid, _ := b.engineID()
+	children, err := f.e.Fork(r.Context(), sid, api.ForkRequest{Count: count, Labels: e2bLabels()})
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	out := []any{}
+	for _, c := range children {
+		out = append(out, map[string]any{"sandbox": created(f.add(c.ID(), b.template, b.metadata, b.envs, timeout))})
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// fromSnapshot starts a sandbox from a named snapshot: nil, nil when no
+// snapshot has that name.
+func (f *Front) fromSnapshot(r *http.Request, name string) (*engine.Sandbox, error) {
+	if strings.HasPrefix(name, pausePrefix) {
+		return nil, nil
+	}
+	all, err := f.e.Snapshots()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range all {
+		if s.Name == name {
+			children, err := f.e.Fork(r.Context(), "", api.ForkRequest{Snapshot: name, Labels: e2bLabels()})
+			if err != nil {
+				return nil, err
+			}
+			return children[0], nil
+		}
+	}
+	return nil, nil
+}
