@@ -43,6 +43,10 @@ const (
 	PhaseForkDisk = "fork-disk"
 )
 
+// LargeSize is the snapshot size from which a comparison runs
+// ForkOptions.LargeRounds rounds: a round of 1 GiB takes a minute here.
+const LargeSize = 256 << 20
+
 // ForkOptions size the fork comparison.
 type ForkOptions struct {
 	// Work holds the engine's cache of snapshots and podman's storage.
@@ -51,9 +55,10 @@ type ForkOptions struct {
 	// comparison each (default 8 MiB, 100 MiB, 1 GiB).
 	Sizes []int64
 	// Rounds of each comparison after Warmup rounds not recorded;
-	// ManyRounds those of the fork into Children children.
-	Rounds, Warmup, ManyRounds int
-	Children                   int
+	// LargeRounds those of the large ones: a snapshot of LargeSize or
+	// more, the fork into Children children.
+	Rounds, Warmup, LargeRounds int
+	Children                    int
 	// RollbackBytes is what the sandbox writes before it is rolled back
 	// (default 8 MiB).
 	RollbackBytes int64
@@ -74,8 +79,8 @@ func (o *ForkOptions) defaults() {
 	if o.Rounds == 0 {
 		o.Rounds = 10
 	}
-	if o.ManyRounds == 0 {
-		o.ManyRounds = 3
+	if o.LargeRounds == 0 {
+		o.LargeRounds = 3
 	}
 	if o.Children == 0 {
 		o.Children = 32
@@ -95,7 +100,7 @@ func (o *ForkOptions) check() error {
 	if o.Work == "" {
 		return fmt.Errorf("%w: no work dir", ErrOptions)
 	}
-	if o.Rounds < 1 || o.ManyRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 {
+	if o.Rounds < 1 || o.LargeRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 {
 		return fmt.Errorf("%w: rounds must be positive (warmup, idle and rollback bytes at least 0)", ErrOptions)
 	}
 	if o.Children < 1 || o.Children > engine.MaxForkCount {
@@ -148,8 +153,8 @@ func forkReport(e *engine.Engine, o ForkOptions) *Report {
 	m := Machine{Kernel: unix.ByteSliceToString(u.Release[:]), CPU: cpuModel(), CPUs: runtime.NumCPU(), MemTotal: memTotal(),
 		Mode: e.Mode(), Cgroup: "memory: " + e.Enforcement().Memory, Go: runtime.Version(), LoadStart: loadAvg()}
 	r := &Report{Started: time.Now(), Machine: m, Options: Options{Measures: []string{MeasureFork}, Rounds: o.Rounds, Warmup: o.Warmup}}
-	r.Notes = append(r.Notes, fmt.Sprintf("fork: snapshot sizes %s, %d rounds each; fork into 1 child %d rounds, into %d children %d rounds; rollback at %s; children idle %s before their memory is read",
-		fmtSizes(o.Sizes), o.Rounds, o.Rounds, o.Children, o.ManyRounds, fmtSize(o.RollbackBytes), o.Idle))
+	r.Notes = append(r.Notes, fmt.Sprintf("fork: snapshot sizes %s, %d rounds each (%d from %s); fork into 1 child %d rounds, into %d children %d rounds; rollback at %s, %d rounds; children idle %s before their memory is read",
+		fmtSizes(o.Sizes), o.Rounds, o.LargeRounds, fmtSize(LargeSize), o.Rounds, o.Children, o.LargeRounds, fmtSize(o.RollbackBytes), o.Rounds, o.Idle))
 	return r
 }
 
@@ -180,14 +185,18 @@ func (f *forker) methods() []string {
 
 func (f *forker) run(ctx context.Context) {
 	for _, size := range f.o.Sizes {
-		f.compare(ctx, "snapshot "+fmtSize(size), f.o.Rounds, f.methods(), func(ctx context.Context, round, slot int, m string) error {
+		rounds := f.o.Rounds
+		if size >= LargeSize {
+			rounds = f.o.LargeRounds
+		}
+		f.compare(ctx, "snapshot "+fmtSize(size), rounds, f.methods(), func(ctx context.Context, round, slot int, m string) error {
 			return f.snapshotTrial(ctx, m, size, round, slot)
 		})
 	}
 	for _, n := range []int{1, f.o.Children} {
 		rounds := f.o.Rounds
 		if n > 1 {
-			rounds = f.o.ManyRounds
+			rounds = f.o.LargeRounds
 		}
 		f.compare(ctx, fmt.Sprintf("fork into %d", n), rounds, f.methods(), func(ctx context.Context, round, slot int, m string) error {
 			return f.forkTrial(ctx, m, n, round, slot)
@@ -207,6 +216,11 @@ func (f *forker) run(ctx context.Context) {
 func (f *forker) compare(ctx context.Context, what string, rounds int, methods []string, trial func(ctx context.Context, round, slot int, m string) error) {
 	f.b.logf("fork: %s (%s)", what, fmt.Sprint(methods))
 	failed := interleave(ctx, rounds, f.o.Warmup, methods, trial)
+	// The deleted snapshots' layers (a GiB each at the largest size) go
+	// now, not when the work dir is next collected.
+	if _, err := f.e.Cache().GC(ctx); err != nil && ctx.Err() == nil {
+		f.b.note(noteFailed, "%s %s: gc of the snapshots' layers: %v", MeasureFork, what, err)
+	}
 	for m, err := range failed {
 		kind := noteFailed
 		if errors.Is(err, engine.ErrSnapshotUnsupported) {

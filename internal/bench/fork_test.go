@@ -79,15 +79,15 @@ func TestForkRows(t *testing.T) {
 // TestFork runs the fork comparison for real at a tiny size (podman not
 // asked for): every phase has its samples, the children carry the
 // parent's cwd and variable (a trial fails otherwise), an idle child holds
-// no bytes of its own, and nothing is left behind: no sandbox state and
-// no snapshot in the cache.
+// no bytes of its own, and nothing is left behind: no sandbox state, no
+// snapshot and no snapshot's layer in the cache.
 func TestFork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real sandboxes")
 	}
 	work := t.TempDir()
 	cfg := engine.Config{StateDir: privtest.StateDir(t)}
-	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, ManyRounds: 1, Children: 3, Idle: time.Millisecond,
+	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, Idle: time.Millisecond,
 		Progress: func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -138,6 +138,9 @@ func TestFork(t *testing.T) {
 	defer e.Close()
 	if snaps, err := e.Snapshots(); err != nil || len(snaps) > 0 {
 		t.Errorf("snapshots left behind: %v %v", snaps, err)
+	}
+	if r, err := e.Cache().GC(ctx); err != nil || r.FreedBytes > 0 || len(r.Layers) > 0 {
+		t.Errorf("the snapshots' layers were left for a later gc: %+v %v", r, err)
 	}
 	if sbs := e.Sandboxes(nil); len(sbs) > 0 {
 		t.Errorf("sandboxes left: %v", sbs)

@@ -58,7 +58,7 @@ into --out; docs/bench.md, "Fork, snapshot and rollback", has the method and res
 	f.StringVar(&out, "out", "msb-bench-fork-out", "where the tables and CSV files are written")
 	f.StringSliceVar(&sizes, "sizes", []string{"8MiB", "100MiB", "1GiB"}, "bytes a sandbox writes before its snapshot, one comparison each (B, KiB, MiB, GiB)")
 	f.IntVar(&o.Rounds, "rounds", 10, "interleaved rounds of each snapshot size, of the fork into 1 child and of the rollback")
-	f.IntVar(&o.ManyRounds, "many-rounds", 3, "interleaved rounds of the fork into --children children")
+	f.IntVar(&o.LargeRounds, "large-rounds", 3, "interleaved rounds of a snapshot of 256 MiB or more and of the fork into --children children")
 	f.IntVar(&o.Children, "children", 32, "children of the many-children fork")
 	f.IntVar(&o.Warmup, "warmup", 1, "rounds run first and not recorded")
 	f.Int64Var(&o.RollbackBytes, "rollback-size", 8<<20, "bytes a sandbox writes before it is rolled back")
