@@ -27,6 +27,8 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 	if err != nil {
 		return api.SandboxInfo{}, err
 	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
 	s.mu.Lock()
 	created, conf, ts := s.created, s.sb.Config(), s.task
 	if created == nil && ts == nil {

@@ -66,6 +66,9 @@ type Sandbox struct {
 	// or a raw sandbox's once rolled back (Rollback replaces sb); nil for
 	// a task sandbox of CreateSandbox, whose task a rollback opens anew.
 	created *sandbox.Config
+	// stateMu serializes the snapshots and rollbacks of the sandbox: a
+	// freeze is not counted, so one snapshot's thaw would end another's.
+	stateMu sync.Mutex
 
 	deadline   time.Time     // end of the lifetime (zero: none)
 	idle       time.Duration // idle timeout (0: none)

@@ -97,7 +97,8 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	return snap.rec.SnapshotInfo, nil
 }
 
-// Snapshots lists the named snapshots, oldest first.
+// Snapshots lists the named snapshots, oldest first; one whose record
+// cannot be read (a layer missing from the cache) is logged and left out.
 func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 	refs, err := e.cache.st().Refs()
 	if err != nil {
@@ -111,7 +112,8 @@ func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 		}
 		snap, err := e.loadSnapshot(context.Background(), name)
 		if err != nil {
-			return nil, err
+			e.log.Warn("snapshot not listed: its record is unreadable", "snapshot", name, "err", err)
+			continue
 		}
 		out = append(out, snap.rec.SnapshotInfo)
 	}
@@ -144,6 +146,8 @@ type snapshot struct {
 // state, and leases the new layer (release snap.lease).
 func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 	defer s.use()()
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
 	st := s.e.cache.st()
 	conf := s.sb.Config()
 	base, err := layersOf(st, conf.Layers)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,28 +126,44 @@ func TestSnapshotConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, s, "w", `mkdir -p /testbed/w/a /testbed/w/b; (i=0; while :; do : >/testbed/w/a/$i; : >/testbed/w/b/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
-	st := e.cache.st()
+	// Two snapshots at a time: one's thaw must not end the other's freeze.
 	for round := range 3 {
-		for n := 0; n < 200; n = countFiles(t, s, "/testbed/w/b") {
+		for n, i := 0, 0; n < 200; n, i = countFiles(t, s, "/testbed/w/b"), i+1 {
+			if i == 10000 {
+				t.Fatalf("the writer wrote %d files", n)
+			}
 		}
-		name := fmt.Sprintf("consistent-%d", round)
-		info, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: name})
-		if err != nil {
-			t.Fatal(err)
+		var wg sync.WaitGroup
+		for _, side := range []string{"x", "y"} {
+			name := fmt.Sprintf("consistent-%d-%s", round, side)
+			t.Cleanup(func() { e.DeleteSnapshot(name) })
+			wg.Go(func() { checkConsistent(t, e, s.ID(), name) })
 		}
-		t.Cleanup(func() { e.DeleteSnapshot(name) })
-		layer, err := store.ParseLayerID(info.Layer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := st.Manifest(layer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, b := numbered(m, "testbed/w/a/"), numbered(m, "testbed/w/b/")
-		if len(a) == 0 || !isPrefix(a) || !isPrefix(b) || len(a)-len(b) > 1 || len(b) > len(a) {
-			t.Fatalf("round %d: a has %d files (prefix %v), b %d (prefix %v): not a state that existed", round, len(a), isPrefix(a), len(b), isPrefix(b))
-		}
+		wg.Wait()
+	}
+}
+
+// checkConsistent takes snapshot name of sandbox id, whose writer fills
+// /testbed/w/a and b in step, and checks it is a state that existed.
+func checkConsistent(t *testing.T, e *Engine, id, name string) {
+	info, err := e.Snapshot(context.Background(), id, api.SnapshotRequest{Name: name})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	layer, err := store.ParseLayerID(info.Layer)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	m, err := e.cache.st().Manifest(layer)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	a, b := numbered(m, "testbed/w/a/"), numbered(m, "testbed/w/b/")
+	if len(a) == 0 || !isPrefix(a) || !isPrefix(b) || len(a)-len(b) > 1 || len(b) > len(a) {
+		t.Errorf("%s: a has %d files (prefix %v), b %d (prefix %v): not a state that existed", name, len(a), isPrefix(a), len(b), isPrefix(b))
 	}
 }
 
