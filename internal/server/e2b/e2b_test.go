@@ -198,6 +198,8 @@ func TestE2BAsyncSDK(t *testing.T) {
 		Outputs []string `json:"outputs"`
 		Chunks  []string `json:"chunks"`
 		Stdin   []any    `json:"stdin"`
+		Forked  []string `json:"forked"`
+		Resumed string   `json:"resumed"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -215,6 +217,9 @@ func TestE2BAsyncSDK(t *testing.T) {
 	}
 	if fmt.Sprint(got.Stdin) != fmt.Sprint([]any{"async in\n", float64(0)}) {
 		t.Errorf("cat given stdin: its output and the exit code a later connect saw: %q, want what was sent and 0", got.Stdin)
+	}
+	if fmt.Sprint(got.Forked) != "[forked forked]" || got.Resumed != "forked" {
+		t.Errorf("async fork(count=2) read %q, pause then connect %q; want the parent's file in each", got.Forked, got.Resumed)
 	}
 }
 

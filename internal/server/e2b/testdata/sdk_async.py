@@ -17,8 +17,17 @@ async def main():
     await sb.commands.close_stdin(h.pid)
     again = await sb.commands.connect(h.pid)
     stdin = [(await h.wait()).stdout, (await again.wait()).exit_code]
+    await sb.files.write("/root/f.txt", "forked")
+    kids = await sb.fork(count=2)
+    forked = [await k.files.read("/root/f.txt") for k in kids]
+    for k in kids:
+        await k.kill()
+    await sb.pause()
+    again = await AsyncSandbox.connect(sb.sandbox_id)
+    resumed = (await again.commands.run("cat /root/f.txt")).stdout
     await sb.kill()
-    print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks, "stdin": stdin}))
+    print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks, "stdin": stdin,
+                      "forked": forked, "resumed": resumed}))
 
 
 asyncio.run(main())
