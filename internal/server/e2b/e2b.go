@@ -46,6 +46,8 @@ type box struct {
 	envs                map[string]string
 	started             time.Time
 
+	life sync.Mutex // serializes pause and connect, so one resume starts one sandbox
+
 	mu     sync.Mutex // guards the fields below
 	sid    string     // the engine's sandbox: id at create, another after a resume
 	paused string     // the snapshot a paused sandbox resumes from; "" when running

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,13 @@ const testKey = "e2b-test-key"
 // startFront serves an engine's E2B front end on loopback and returns its
 // URL; both are closed after the test.
 func startFront(t *testing.T) string {
+	t.Helper()
+	url, _ := startFrontEngine(t)
+	return url
+}
+
+// startFrontEngine is startFront that also returns the engine.
+func startFrontEngine(t *testing.T) (string, *engine.Engine) {
 	t.Helper()
 	e, err := engine.Open(context.Background(), engine.Config{StateDir: privtest.StateDir(t),
 		Cache: engine.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")}})
@@ -52,7 +60,7 @@ func startFront(t *testing.T) string {
 			t.Error(err)
 		}
 	})
-	return "http://" + l.Addr().String()
+	return "http://" + l.Addr().String(), e
 }
 
 // call sends a request and returns the status and the decoded JSON body.
@@ -365,5 +373,51 @@ func TestE2BBadBodies(t *testing.T) {
 		if res.StatusCode != http.StatusBadRequest || body["code"] != float64(400) || body["message"] == "" {
 			t.Errorf("POST %s with a bad body: %d %v, want 400 {code, message}", route, res.StatusCode, body)
 		}
+	}
+}
+
+// TestE2BConcurrentConnects: connects racing to resume one paused sandbox
+// start one engine sandbox, not one each.
+func TestE2BConcurrentConnects(t *testing.T) {
+	url, e := startFrontEngine(t)
+	key := map[string]string{"X-API-Key": testKey}
+	status, created := call(t, "POST", url+"/v2/sandboxes", key)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, created)
+	}
+	id := created["sandboxID"].(string)
+	if status, body := call(t, "POST", url+"/sandboxes/"+id+"/pause", key); status != http.StatusNoContent {
+		t.Fatalf("pause: %d %v", status, body)
+	}
+	if n := len(e.Sandboxes(nil)); n != 0 {
+		t.Fatalf("%d engine sandboxes while the only one is paused", n)
+	}
+	statuses := make(chan int, 4)
+	for range 4 {
+		go func() {
+			req, _ := http.NewRequest("POST", url+"/v2/sandboxes/"+id+"/connect", strings.NewReader(`{"timeout": 60}`))
+			req.Header.Set("X-API-Key", testKey)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			res.Body.Close()
+			statuses <- res.StatusCode
+		}()
+	}
+	var got []int
+	for range 4 {
+		got = append(got, <-statuses)
+	}
+	sort.Ints(got)
+	if fmt.Sprint(got) != "[200 200 200 201]" {
+		t.Errorf("four connects to a paused sandbox answered %v, want one 201 (resumed) and three 200", got)
+	}
+	if n := len(e.Sandboxes(nil)); n != 1 {
+		t.Errorf("%d engine sandboxes after four racing connects, want 1", n)
+	}
+	if status, body := call(t, "DELETE", url+"/sandboxes/"+id, key); status != http.StatusNoContent {
+		t.Fatalf("kill: %d %v", status, body)
 	}
 }

@@ -61,6 +61,8 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r.PathValue("id"))
 		return
 	}
+	b.life.Lock()
+	defer b.life.Unlock()
 	sid, paused := b.engineID()
 	if paused {
 		apiError(w, api.CodeConflict, "sandbox %s is already paused", b.id)
@@ -108,6 +110,8 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r.PathValue("id"))
 		return
 	}
+	b.life.Lock()
+	defer b.life.Unlock()
 	b.mu.Lock()
 	snap, end := b.paused, b.end
 	b.mu.Unlock()
