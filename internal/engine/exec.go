@@ -38,7 +38,7 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 		if req.Cwd != "" || len(req.Env) > 0 || req.Stdin != "" {
 			return api.ExecResult{}, fmt.Errorf("%w: cwd, env and stdin are for a fresh bash; a session keeps its own directory and variables", ErrBadRequest)
 		}
-		res, err := s.sb.SessionExec(ctx, req.Session, r)
+		res, err := s.sbox().SessionExec(ctx, req.Session, r)
 		if res.SessionEnded || errors.Is(err, session.ErrSessionEnded) {
 			s.mu.Lock()
 			delete(s.sessions, req.Session)
@@ -55,7 +55,7 @@ func (s *Sandbox) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult
 		return api.ExecResult{}, err
 	}
 	r.Command = script
-	res, err := s.sb.Exec(ctx, r)
+	res, err := s.sbox().Exec(ctx, r)
 	if err != nil {
 		return api.ExecResult{}, err
 	}
@@ -122,7 +122,7 @@ func (s *Sandbox) prepare(ctx context.Context, req api.ExecRequest, redirect str
 // scratch writes data to a new file in the sandbox's scratch directory.
 func (s *Sandbox) scratch(ctx context.Context, ext string, data []byte) (string, error) {
 	f := scratchDir + "/" + randomHex(8) + "." + ext
-	if err := s.sb.WriteFile(ctx, f, data, 0o600); err != nil {
+	if err := s.sbox().WriteFile(ctx, f, data, 0o600); err != nil {
 		return "", fmt.Errorf("writing the command's %s file: %w", ext, err)
 	}
 	return f, nil
@@ -183,7 +183,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 		return api.ExecResult{}, err
 	}
 	var out, errOut utf8Splitter
-	res, err := s.sb.ExecStream(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
+	res, err := s.sbox().ExecStream(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
 		SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput},
 		func(stderr bool, p []byte) {
 			sp, event := &out, api.EventStdout

@@ -104,9 +104,9 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 		return forkSource{}, snapshot{}, nothing, err
 	}
 	parent.mu.Lock()
-	src := forkSource{what: "sandbox " + sandboxID, conf: parent.sb.Config(), limits: parent.limits}
-	if parent.task != nil {
-		src.task = parent.task.Task
+	src := forkSource{what: "sandbox " + sandboxID, conf: parent.sbox().Config(), limits: parent.limits}
+	if parent.tsk() != nil {
+		src.task = parent.tsk().Task
 	}
 	parent.mu.Unlock()
 	src.info = parent.Info()
@@ -190,7 +190,7 @@ func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (
 	c.lastActive.Store(now.UnixNano())
 	pi := src.info
 	c.idle = time.Duration(pi.IdleTimeoutNs)
-	c.info = api.SandboxInfo{ID: c.sb.ID, InstanceID: pi.InstanceID, Labels: maps.Clone(pi.Labels), Limits: pi.Limits, Mode: pi.Mode,
+	c.info = api.SandboxInfo{ID: c.sbox().ID, InstanceID: pi.InstanceID, Labels: maps.Clone(pi.Labels), Limits: pi.Limits, Mode: pi.Mode,
 		CreatedAt: now.UTC().Format(time.RFC3339Nano), State: api.SandboxRunning, LifetimeNs: pi.LifetimeNs, IdleTimeoutNs: pi.IdleTimeoutNs}
 	if pi.LifetimeNs > 0 {
 		c.deadline = now.Add(time.Duration(pi.LifetimeNs))
@@ -229,7 +229,7 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 		lease.Release()
 		return err
 	}
-	s.sb, s.task, s.lease = adopt(sb, t, lease)
+	s.setParts(adopt(sb, t, lease))
 	created := sb.Config()
 	s.created = &created
 	return nil
@@ -248,11 +248,11 @@ func adopt(sb *sandbox.Sandbox, t *task.Task, lease *store.Lease) (*sandbox.Sand
 func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSession) error {
 	var errs []error
 	for _, ss := range sessions {
-		err := s.sb.OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd})
+		err := s.sbox().OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd})
 		if err != nil && ss.Cwd != "" {
 			// The directory may be gone from the snapshot (deleted under
 			// the shell): open the session in the sandbox's default.
-			err = s.sb.OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env})
+			err = s.sbox().OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reopening session %q: %w", ss.Name, err))

@@ -19,9 +19,9 @@ import (
 // (or the sandbox's own) with an empty writable layer and replaces the
 // old one, whose processes are killed; the snapshot's sessions (without
 // one, the sandbox's sessions, in their defaults) are opened anew. The
-// snapshot must be of the sandbox's instance. Calls on the sandbox still
-// running when it is replaced fail as after a close: do not run them
-// beside a Rollback.
+// snapshot must be of the sandbox's instance. A call on the sandbox
+// still running when it is replaced fails as after a close
+// (sandbox.ErrClosed); calls after it reach the new one.
 func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.RollbackRequest) (api.SandboxInfo, error) {
 	s, err := e.Sandbox(sandboxID)
 	if err != nil {
@@ -30,7 +30,7 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
 	s.mu.Lock()
-	created, conf, ts := s.created, s.sb.Config(), s.task
+	created, conf, ts := s.created, s.sbox().Config(), s.tsk()
 	if created == nil && ts == nil {
 		created = &conf // a raw sandbox not rolled back yet
 	}
@@ -43,11 +43,11 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		closeParts(next.sb, next.task, next.lease)
+		closeParts(next.parts())
 		return api.SandboxInfo{}, fmt.Errorf("rolling back sandbox %s: %w", sandboxID, sandbox.ErrClosed)
 	}
-	oldSB, oldTask, oldLease := s.sb, s.task, s.lease
-	s.sb, s.task, s.lease = next.sb, next.task, next.lease
+	oldSB, oldTask, oldLease := s.parts()
+	s.setParts(next.parts())
 	s.created, s.sessions, s.standby = created, next.sessions, false
 	s.mu.Unlock()
 	if err := closeParts(oldSB, oldTask, oldLease); err != nil {
@@ -69,25 +69,25 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 	}
 	switch {
 	case name == "" && created == nil:
-		ts, err := e.makeTask(ctx, spareKey{t: s.task.Task, limits: s.limits, network: conf.Network, maxOutput: conf.MaxOutput})
+		ts, err := e.makeTask(ctx, spareKey{t: s.tsk().Task, limits: s.limits, network: conf.Network, maxOutput: conf.MaxOutput})
 		if err != nil {
 			return nil, err
 		}
-		next.sb, next.task = ts.Sandbox, ts
+		next.setParts(ts.Sandbox, ts, nil)
 	case created != nil:
 		conf = *created
 		fallthrough
 	default:
 		var t *task.Task
-		if s.task != nil {
-			t = s.task.Task
+		if s.tsk() != nil {
+			t = s.tsk().Task
 		}
 		if err := next.startFrom(ctx, conf, t, snap); err != nil {
 			return nil, err
 		}
 	}
 	if err := next.reopenSessions(ctx, snap.rec.Sessions); err != nil {
-		closeParts(next.sb, next.task, next.lease)
+		closeParts(next.parts())
 		return nil, err
 	}
 	return next, nil

@@ -55,11 +55,15 @@ type SandboxRequest struct {
 // Sandbox is a live sandbox of the engine. Its methods are safe for
 // concurrent use; after Close they fail with sandbox.ErrClosed.
 type Sandbox struct {
-	e       *Engine
-	sb      *sandbox.Sandbox
-	task    *task.Sandbox // nil for a raw sandbox
-	lease   *store.Lease  // raw sandboxes' layers
-	release func()        // admission
+	e *Engine
+	// box and tbox are the sandbox and, for a task sandbox, its task
+	// sandbox (nil for a raw one): atomic because Rollback replaces them
+	// while other calls read them (a call on the replaced one fails as
+	// after a close). lease holds a raw sandbox's layers (guarded by mu).
+	box     atomic.Pointer[sandbox.Sandbox]
+	tbox    atomic.Pointer[task.Sandbox]
+	lease   *store.Lease
+	release func() // admission
 	limits  sandbox.Limits
 	info    api.SandboxInfo
 	// created is the config a rollback to creation starts anew: a fork's,
@@ -75,7 +79,7 @@ type Sandbox struct {
 	active     atomic.Int32  // operations in flight
 	lastActive atomic.Int64  // unix ns when the last operation ended
 
-	mu       sync.Mutex // guards sessions, standby, closing; sb, task and lease against Rollback
+	mu       sync.Mutex // guards sessions, standby, closing, lease; Rollback's swap of the parts
 	sessions map[string]bool
 	closing  bool // closeAs began: Rollback must not install a new sb
 	// standby: the sandbox is a spare whose session shell, standbySession,
@@ -121,16 +125,16 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		s.deadline = now.Add(lifetime)
 	}
 	s.idle = idle
-	s.info = api.SandboxInfo{ID: s.sb.ID, InstanceID: req.InstanceID, Labels: maps.Clone(req.Labels), Limits: apiLimits(limits),
+	s.info = api.SandboxInfo{ID: s.sbox().ID, InstanceID: req.InstanceID, Labels: maps.Clone(req.Labels), Limits: apiLimits(limits),
 		Mode: e.rt.Mode(), CreatedAt: now.UTC().Format(time.RFC3339Nano), State: api.SandboxRunning,
 		LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}
 	if !s.deadline.IsZero() {
 		s.info.ExpiresAt = s.deadline.UTC().Format(time.RFC3339Nano)
 	}
 	kind := "raw"
-	if s.task != nil {
+	if s.tsk() != nil {
 		kind = "task"
-		if s.task.LayersReused() {
+		if s.tsk().LayersReused() {
 			e.stats.cacheHits.Add(1)
 		} else {
 			e.stats.cacheMisses.Add(1)
@@ -140,14 +144,14 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 	e.mu.Lock()
 	closed := e.closed
 	if !closed {
-		e.sandboxes[s.sb.ID] = s
+		e.sandboxes[s.sbox().ID] = s
 	}
 	e.mu.Unlock()
 	if closed {
 		s.Close()
 		return nil, ErrClosed
 	}
-	e.log.Debug("sandbox created", "sandbox", s.sb.ID, "instance", req.InstanceID, "lifetime", lifetime, "idle_timeout", idle)
+	e.log.Debug("sandbox created", "sandbox", s.sbox().ID, "instance", req.InstanceID, "lifetime", lifetime, "idle_timeout", idle)
 	return s, nil
 }
 
@@ -175,7 +179,8 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		s.task, s.sb, s.standby = ts, ts.Sandbox, standby
+		s.setParts(ts.Sandbox, ts, nil)
+		s.standby = standby
 		return nil
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
@@ -197,7 +202,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		}
 		return err
 	}
-	s.sb = sb
+	s.box.Store(sb)
 	return nil
 }
 
@@ -309,7 +314,7 @@ func (s *Sandbox) Close() error { return s.closeAs(api.SandboxClosed, "") }
 func (s *Sandbox) closeAs(state, reason string) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock() // Rollback replaces them
-		sb, ts, lease := s.sb, s.task, s.lease
+		sb, ts, lease := s.parts()
 		s.closing = true
 		s.mu.Unlock()
 		s.closeErr = closeParts(sb, ts, lease)
@@ -344,7 +349,7 @@ func (s *Sandbox) OpenSession(ctx context.Context, req api.SessionRequest) error
 		}
 	}
 	if !s.openStandby(ctx, req) {
-		if err := s.sb.OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
+		if err := s.sbox().OpenSession(ctx, req.Name, sandbox.SessionOptions{Env: req.Env, Dir: req.Dir}); err != nil {
 			return err
 		}
 	}
@@ -369,9 +374,9 @@ func (s *Sandbox) openStandby(ctx context.Context, req api.SessionRequest) bool 
 	if taken || !s.takeStandby() {
 		return false
 	}
-	if err := s.sb.RenameSession(ctx, standbySession, req.Name); err != nil {
+	if err := s.sbox().RenameSession(ctx, standbySession, req.Name); err != nil {
 		s.e.log.Debug("spare's session not taken", "sandbox", s.info.ID, "err", err)
-		s.sb.CloseSession(context.WithoutCancel(ctx), standbySession)
+		s.sbox().CloseSession(context.WithoutCancel(ctx), standbySession)
 		return false
 	}
 	s.e.stats.standbyTaken.Add(1)
@@ -383,7 +388,7 @@ func (s *Sandbox) openStandby(ctx context.Context, req api.SessionRequest) bool 
 // what the client started.
 func (s *Sandbox) dropStandby(ctx context.Context) {
 	if s.takeStandby() {
-		s.sb.CloseSession(context.WithoutCancel(ctx), standbySession)
+		s.sbox().CloseSession(context.WithoutCancel(ctx), standbySession)
 	}
 }
 
@@ -400,7 +405,7 @@ func (s *Sandbox) takeStandby() bool {
 // CloseSession ends a session and everything it started.
 func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 	defer s.use()()
-	err := s.sb.CloseSession(ctx, name)
+	err := s.sbox().CloseSession(ctx, name)
 	s.mu.Lock()
 	delete(s.sessions, name)
 	s.mu.Unlock()
@@ -413,26 +418,26 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 // any. The session stays usable.
 func (s *Sandbox) InterruptSession(ctx context.Context, name string) (bool, error) {
 	defer s.use()()
-	n, err := s.sb.InterruptSession(ctx, name)
+	n, err := s.sbox().InterruptSession(ctx, name)
 	return n > 0, err
 }
 
 // ReadFile reads a file inside the sandbox (limit 0: 64 MiB).
 func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	defer s.use()()
-	return s.sb.ReadFile(ctx, path, limit)
+	return s.sbox().ReadFile(ctx, path, limit)
 }
 
 // WriteFile writes a file inside the sandbox, creating parent directories.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
 	defer s.use()()
-	return s.sb.WriteFile(ctx, path, data, mode)
+	return s.sbox().WriteFile(ctx, path, data, mode)
 }
 
 // ListDir lists a directory inside the sandbox.
 func (s *Sandbox) ListDir(ctx context.Context, path string) ([]api.FileEntry, error) {
 	defer s.use()()
-	ents, err := s.sb.ListDir(ctx, path)
+	ents, err := s.sbox().ListDir(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +474,7 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (api.FileEntry, error) {
 // PutTar unpacks a tar stream into a directory inside the sandbox.
 func (s *Sandbox) PutTar(ctx context.Context, dir string, tarball []byte) error {
 	defer s.use()()
-	return s.sb.PutTar(ctx, dir, tarball)
+	return s.sbox().PutTar(ctx, dir, tarball)
 }
 
 // GetTar packs a file or directory inside the sandbox as a tar stream
@@ -480,17 +485,17 @@ func (s *Sandbox) GetTar(ctx context.Context, p string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: pack a directory, not the sandbox's whole root (it holds /proc and /dev)", ErrBadRequest)
 	}
 	path := p
-	return s.sb.GetTar(ctx, path)
+	return s.sbox().GetTar(ctx, path)
 }
 
 // Diff is the agent's patch: every change in /testbed against the task's
 // starting state, as the harness reads it (ErrNoInstance for a raw sandbox).
 func (s *Sandbox) Diff(ctx context.Context) (string, error) {
 	defer s.use()()
-	if s.task == nil {
+	if s.tsk() == nil {
 		return "", ErrNoInstance
 	}
-	return s.task.Diff(ctx)
+	return s.tsk().Diff(ctx)
 }
 
 // Evaluate grades the agent's patch (Diff) in a fresh sandbox of the same
@@ -524,7 +529,7 @@ func (s *Sandbox) EvaluateRepeat(ctx context.Context, model string, patch *strin
 		patch = &p
 	}
 	defer s.use()()
-	if s.task == nil {
+	if s.tsk() == nil {
 		return api.EvalResult{}, api.EvalArtifacts{}, ErrNoInstance
 	}
 	// The grading sandbox has this one's limits: a task that needs more
@@ -539,10 +544,29 @@ func (s *Sandbox) EvaluateRepeat(ctx context.Context, model string, patch *strin
 
 // Usage reports the sandbox's resource use (sandbox.ErrNoCgroup without a cgroup).
 func (s *Sandbox) Usage() (api.SandboxUsage, error) {
-	u, err := s.sb.Usage()
+	u, err := s.sbox().Usage()
 	if err != nil {
 		return api.SandboxUsage{}, err
 	}
 	return api.SandboxUsage{MemoryBytes: u.MemoryBytes, MemoryPeakBytes: u.MemoryPeakBytes, Pids: u.Pids, CPUNanos: u.CPUNanos,
 		OOMKills: u.OOMKills, PidsLimitHits: u.PidsLimitHits}, nil
+}
+
+// sbox is the sandbox's current isolation sandbox.
+func (s *Sandbox) sbox() *sandbox.Sandbox { return s.box.Load() }
+
+// tsk is the sandbox's current task sandbox, nil for a raw sandbox.
+func (s *Sandbox) tsk() *task.Sandbox { return s.tbox.Load() }
+
+// parts is what closing the sandbox closes.
+func (s *Sandbox) parts() (*sandbox.Sandbox, *task.Sandbox, *store.Lease) {
+	return s.sbox(), s.tsk(), s.lease
+}
+
+// setParts installs what the sandbox runs on (at creation, or under mu
+// when a rollback replaces it).
+func (s *Sandbox) setParts(sb *sandbox.Sandbox, ts *task.Sandbox, lease *store.Lease) {
+	s.box.Store(sb)
+	s.tbox.Store(ts)
+	s.lease = lease
 }

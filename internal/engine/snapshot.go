@@ -149,12 +149,12 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
 	st := s.e.cache.st()
-	conf := s.sb.Config()
+	conf := s.sbox().Config()
 	base, err := layersOf(st, conf.Layers)
 	if err != nil {
 		return snapshot{}, err
 	}
-	dir, err := s.sb.WritableDir()
+	dir, err := s.sbox().WritableDir()
 	if err != nil {
 		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
@@ -189,7 +189,7 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 // commitFrozen commits dir with the sandbox's processes frozen, and thaws
 // them whatever happens.
 func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.LayerID) (id store.LayerID, err error) {
-	thaw, err := s.sb.Freeze(ctx)
+	thaw, err := s.sbox().Freeze(ctx)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
 			err = terr
@@ -198,7 +198,7 @@ func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.
 	if err != nil {
 		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
-	testHookFrozen(s.sb)
+	testHookFrozen(s.sbox())
 	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: mapOwner()})
 	if err != nil {
 		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -258,7 +258,7 @@ func (s *Sandbox) recordSessions(ctx context.Context) api.List[api.SnapshotSessi
 	for _, n := range names {
 		ss := api.SnapshotSession{Name: n, Env: api.List[string]{}}
 		pctx, cancel := context.WithTimeout(ctx, sessionProbeTimeout)
-		res, err := s.sb.SessionExec(pctx, n, session.ExecRequest{Command: sessionProbe, Timeout: sessionProbeTimeout, SeparateStderr: true})
+		res, err := s.sbox().SessionExec(pctx, n, session.ExecRequest{Command: sessionProbe, Timeout: sessionProbeTimeout, SeparateStderr: true})
 		cancel()
 		if err == nil && res.ExitCode == 0 {
 			ss.Cwd, ss.Env = parseProbe(res.Output)

@@ -514,3 +514,50 @@ func processLives(pid int) bool {
 	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
+
+// TestSnapshotRollbackBesideCalls rolls a sandbox back while other
+// goroutines run commands in it: each call either answers or fails as
+// on a closed sandbox, and after the rollback every call answers.
+func TestSnapshotRollbackBesideCalls(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := s.ReadFile(ctx, "/etc/hostname", 0)
+				if err == nil {
+					_, err = s.Exec(ctx, api.ExecRequest{Command: "true"})
+				}
+				if err != nil && !errors.Is(err, sandbox.ErrClosed) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for range 3 {
+		if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a call beside a rollback: %v", err)
+	}
+	sh(t, s, "", "true")
+}
