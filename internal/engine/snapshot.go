@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/store"
@@ -199,7 +200,7 @@ func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.
 		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	testHookFrozen(s.sbox())
-	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: mapOwner()})
+	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
 	if err != nil {
 		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
@@ -208,24 +209,6 @@ func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.
 var testHookFrozen = func(*sandbox.Sandbox) {}
-
-// mapOwner records a rootless sandbox's files, owned on disk by the
-// caller, as root's, as environment layers are.
-func mapOwner() func(uid, gid uint32) (uint32, uint32) {
-	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
-	if uid == 0 {
-		return nil
-	}
-	return func(u, g uint32) (uint32, uint32) {
-		if u == uid {
-			u = 0
-		}
-		if g == gid {
-			g = 0
-		}
-		return u, g
-	}
-}
 
 // layersOf maps a sandbox's layer paths to the store's layers.
 func layersOf(st *store.Store, paths []string) ([]store.LayerID, error) {

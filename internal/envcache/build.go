@@ -188,7 +188,7 @@ func (c *Cache) commitBuild(ctx context.Context, r *run, job buildJob, upper, re
 			}
 		}
 		var err error
-		id, err = c.store.CommitDir(ctx, upper, store.CommitOptions{Parents: parents, Ref: ref, MapOwner: c.mapOwner(), KeepMtime: keep})
+		id, err = c.store.CommitDir(ctx, upper, store.CommitOptions{Parents: parents, Ref: ref, MapOwner: OwnerAsRoot(), KeepMtime: keep})
 		return err
 	})
 	if err != nil {

@@ -466,12 +466,13 @@ func (c *Cache) baseFile(base baseInfo, rel string) (string, bool) {
 // ImportRootfs commits a root filesystem tree (a debootstrap dir, an
 // exported image) as the base layer under RootfsRef.
 func (c *Cache) ImportRootfs(ctx context.Context, dir string) (store.LayerID, error) {
-	return c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: RootfsRef, MapOwner: c.mapOwner()})
+	return c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: RootfsRef, MapOwner: OwnerAsRoot()})
 }
 
-// mapOwner records the rootless caller's files as root's, which is what
-// they are inside its sandboxes.
-func (c *Cache) mapOwner() func(uid, gid uint32) (uint32, uint32) {
+// OwnerAsRoot is a store.CommitOptions.MapOwner that records the rootless
+// caller's own uid and gid as root's (nil as root): the owner files a
+// sandbox's root wrote have inside it.
+func OwnerAsRoot() func(uid, gid uint32) (uint32, uint32) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
 	if uid == 0 {
 		return nil

@@ -100,7 +100,7 @@ func (c *Cache) deltaParents(ctx context.Context, mirror, repo, commit, dir stri
 // marks each path of the anchor the commit does not have. Git objects the
 // anchor has are removed, new trees and commits packed (packNewObjects).
 func (c *Cache) deltaOver(ctx context.Context, root string, base *store.Manifest) error {
-	d := delta{root: root, below: make(map[string]*store.Entry, len(base.Entries)), owner: c.mapOwner(), dirs: map[string]unix.Stat_t{}}
+	d := delta{root: root, below: make(map[string]*store.Entry, len(base.Entries)), owner: OwnerAsRoot(), dirs: map[string]unix.Stat_t{}}
 	for i := range base.Entries {
 		d.below[base.Entries[i].Path] = &base.Entries[i]
 	}

@@ -121,7 +121,7 @@ func (c *Cache) learn(ctx context.Context, repo, commit string, update func(*com
 		return err
 	}
 	ref := CommitRef(repo, commit)
-	if _, err := c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: ref, MapOwner: c.mapOwner()}); err != nil {
+	if _, err := c.store.CommitDir(ctx, dir, store.CommitOptions{Ref: ref, MapOwner: OwnerAsRoot()}); err != nil {
 		return fmt.Errorf("recording %s: %w", ref, err)
 	}
 	c.keepFacts(repo+"@"+commit, f)

@@ -292,7 +292,7 @@ func (c *Cache) repoLayer(ctx context.Context, r *run, inst dataset.Instance, co
 		if err != nil {
 			return err
 		}
-		id, err = c.store.CommitDir(ctx, dir, store.CommitOptions{Parents: parents, Ref: ref, KeepMtime: true, MapOwner: c.mapOwner()})
+		id, err = c.store.CommitDir(ctx, dir, store.CommitOptions{Parents: parents, Ref: ref, KeepMtime: true, MapOwner: OwnerAsRoot()})
 		return err
 	})
 	if err != nil {
