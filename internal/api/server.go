@@ -99,6 +99,10 @@ type CreateSandboxRequest struct {
 	AdmissionWaitNs int64 `json:"admission_wait_ns,omitempty"`
 	// MaxOutput caps each output stream of a command (0: 1 MiB).
 	MaxOutput int `json:"max_output,omitempty"`
+	// Count asks for that many sandboxes like this one (1 to 256), all
+	// or none, answered as a SandboxList; 0 (absent) creates one,
+	// answered as a SandboxInfo. Each is admitted as a create is.
+	Count int `json:"count,omitempty"`
 }
 
 // SandboxList is GET /v1/sandboxes.

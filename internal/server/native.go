@@ -68,10 +68,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	sb, err := s.e.CreateSandbox(r.Context(), engine.SandboxRequest{InstanceID: id, Layers: req.Layers, HostBase: req.HostBase,
+	ereq := engine.SandboxRequest{InstanceID: id, Layers: req.Layers, HostBase: req.HostBase,
 		Workdir: req.Workdir, Env: req.Env, Network: req.Network, Labels: req.Labels, Limits: req.Limits, MaxOutput: req.MaxOutput,
-		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs)})
+		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs)}
+	if req.Count != 0 {
+		return s.createBatch(r, ereq, req.Count)
+	}
+	start := time.Now()
+	sb, err := s.e.CreateSandbox(r.Context(), ereq)
 	if err != nil {
 		return nil, err
 	}

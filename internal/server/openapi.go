@@ -97,6 +97,9 @@ func (g *schemaGen) operation(rt route) map[string]any {
 		resp["content"] = map[string]any{rt.respType: map[string]any{"schema": g.schema(reflect.TypeOf(rt.resp))}}
 	case rt.respType != "":
 		resp["content"] = map[string]any{rt.respType: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case rt.resp != nil && rt.alt != nil:
+		one := []any{g.schema(reflect.TypeOf(rt.resp)), g.schema(reflect.TypeOf(rt.alt))}
+		resp["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"oneOf": one}}}
 	case rt.resp != nil:
 		resp["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.resp))}}
 	}
@@ -138,6 +141,7 @@ var constraints = map[string]map[string]any{
 	"SessionRequest.dir":                     {"pattern": optPath},
 	"CreateSandboxRequest.env":               {"items": map[string]any{"type": "string", "pattern": envPat}},
 	"CreateSandboxRequest.workdir":           {"pattern": optPath},
+	"CreateSandboxRequest.count":             {"minimum": 0, "maximum": engine.MaxBatchCount},
 	"CreateSandboxRequest.network":           {"enum": []string{"", "none", "host"}},
 	"CreateSandboxRequest.lifetime_ns":       nonNegative,
 	"CreateSandboxRequest.idle_timeout_ns":   nonNegative,

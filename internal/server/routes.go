@@ -22,9 +22,12 @@ type route struct {
 	// type; nil without: no body).
 	resp     any
 	respType string
-	status   int
-	errors   []int // statuses of the error answers besides 400/401/500/503
-	h        handler
+	// alt is another JSON answer's type the route may give (the
+	// document says oneOf resp and alt).
+	alt    any
+	status int
+	errors []int // statuses of the error answers besides 400/401/500/503
+	h      handler
 }
 
 type param struct {
@@ -43,8 +46,8 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/health", op: "health", tag: "daemon", summary: "the daemon's state, mode, limits' enforcement and quota",
 			resp: api.Health{}, status: 200, h: s.health},
 
-		{method: "POST", path: "/v1/sandboxes", op: "createSandbox", tag: "sandboxes", summary: "create a sandbox: a task sandbox for an instance (by id or an inline row) or one from raw layers",
-			req: api.CreateSandboxRequest{}, resp: api.SandboxInfo{}, status: 201, errors: []int{404, 409, 413, 429, 507}, h: s.createSandbox},
+		{method: "POST", path: "/v1/sandboxes", op: "createSandbox", tag: "sandboxes", summary: "create a sandbox: a task sandbox for an instance (by id or an inline row) or one from raw layers; with count, that many (all or none), answered as a SandboxList",
+			req: api.CreateSandboxRequest{}, resp: api.SandboxInfo{}, alt: api.SandboxList{}, status: 201, errors: []int{404, 409, 413, 429, 507}, h: s.createSandbox},
 		{method: "GET", path: "/v1/sandboxes", op: "listSandboxes", tag: "sandboxes", summary: "live sandboxes whose labels include every label given, oldest first",
 			query: []param{{name: "label", typ: "string", doc: "k=v; repeatable"}}, resp: api.SandboxList{}, status: 200, h: s.listSandboxes},
 		{method: "GET", path: "/v1/sandboxes/{id}", op: "getSandbox", tag: "sandboxes", summary: "a sandbox, live or closed recently (state says closed or reaped, and why)",
