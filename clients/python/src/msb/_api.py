@@ -7,6 +7,8 @@ two forms cannot drift apart.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 from urllib.parse import quote, urlencode
 
@@ -375,3 +377,15 @@ def fork_snapshot(name: str, count: int = 1, *, labels: Optional[Mapping[str, st
 def rollback(sid: str, snapshot: str = "") -> Call:
     body = {"snapshot": snapshot} if snapshot else {}
     return Call("POST", f"/v1/sandboxes/{_q(sid)}/rollback", _obj(t.SandboxInfo), body=json_body(body), timeout=600)
+
+
+def create_sandboxes(count: int, **kw: Any) -> Call:
+    """``count`` sandboxes like ``create_sandbox(**kw)``, all or none."""
+    if count < 1:
+        raise ValueError(f"creating {count} sandboxes: give at least 1")
+    call = create_sandbox(**kw)
+    body = json.loads(call.body or b"{}")
+    body["count"] = count
+    call.body = json_body(body)
+    call.parse = lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]]
+    return call

@@ -113,6 +113,11 @@ class Client:
         infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
+    async def create_sandboxes(self, n: int, instance_id: str = "", **kw: Any) -> List["Sandbox"]:
+        """``n`` sandboxes in one call, all or none (see ``msb.Client.create_sandboxes``)."""
+        infos = await self._t.run(_api.create_sandboxes(n, instance_id=instance_id, timeout=self.create_timeout, **kw))
+        return [Sandbox(self, i) for i in infos]
+
     async def rollback(self, sandbox_id: str, snapshot: str = "") -> t.SandboxInfo:
         """Reset a sandbox in place to ``snapshot`` or its state at creation."""
         return await self._t.run(_api.rollback(sandbox_id, snapshot))

@@ -137,6 +137,13 @@ class Client:
         infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
+    def create_sandboxes(self, n: int, instance_id: str = "", **kw: Any) -> List["Sandbox"]:
+        """Create ``n`` sandboxes like ``create_sandbox(instance_id, **kw)``
+        in one call, all or none: if one cannot be made (QuotaExceeded
+        naming the limit), none is left."""
+        infos = self._t.run(_api.create_sandboxes(n, instance_id=instance_id, timeout=self.create_timeout, **kw))
+        return [Sandbox(self, i) for i in infos]
+
     def rollback(self, sandbox_id: str, snapshot: str = "") -> t.SandboxInfo:
         """Reset a sandbox in place (same id) to ``snapshot``, or to its state
         at creation: its processes are killed, its writes since dropped and
