@@ -120,7 +120,7 @@ func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.San
 	if err != nil {
 		return nil, imageError(err)
 	}
-	spec.HostBase = false
+	spec.HostBase = ir.HostBase
 	spec.Layers = append(ir.Layers, f.layers...)
 	spec.Env = mergeEnv(ir.Config.Env, spec.Env)
 	if spec.Workdir == "" {

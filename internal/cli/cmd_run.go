@@ -31,7 +31,7 @@ its own: the sandbox never holds msb's files, and the command has no terminal
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&f.image, "image", "", "run on an imported image (a reference, image/<ref> or sha256:<digest>) instead of the host base")
-	cmd.Flags().StringVar(&f.image, "base", "", "run on a Debian base msb built (debian/<suite>/<key> or debian/<name>); the same as --image")
+	cmd.Flags().StringVar(&f.image, "base", "", "run on a Debian base msb built (debian/<suite>/<key> or debian/<name>) or a snapshot (snapshot/<name>); the same as --image")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }

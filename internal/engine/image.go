@@ -55,24 +55,28 @@ func (c *Cache) ImportImage(ctx context.Context, source string, opts ImageOption
 	return out, nil
 }
 
-// ImageRoot is an imported image made ready for a sandbox: its layer trees,
-// bottom first, leased until Lease is released, and its config.
+// ImageRoot is an imported image or a snapshot made ready for a sandbox:
+// its layer trees, bottom first, leased until Lease is released, over the
+// host's system directories when HostBase is set, and its config.
 type ImageRoot struct {
-	Ref    string
-	Layers []string
-	Config rootfs.Config
-	Lease  *store.Lease
+	Ref      string
+	HostBase bool
+	Layers   []string
+	Config   rootfs.Config
+	Lease    *store.Lease
 }
 
 // ImageRoot resolves an image the cache holds (a reference, image/<ref> or
-// sha256:<digest>) and leases its layers. Errors wrap rootfs.ErrNoImage
-// when there is no such image.
+// sha256:<digest>) or a snapshot (snapshot/<name>) and leases its layers.
+// Errors wrap rootfs.ErrNoImage when there is no such image,
+// rootfs.ErrNoSnapshot when there is no such snapshot.
 func (c *Cache) ImageRoot(ctx context.Context, name string) (ImageRoot, error) {
-	ref, err := rootfs.ImageRef(c.st(), name)
+	src, err := c.imageSource(name)
 	if err != nil {
 		return ImageRoot{}, err
 	}
-	root, err := rootfs.Image{Ref: ref}.Root(ctx, c.st())
+	ref := src.String()
+	root, err := src.Root(ctx, c.st())
 	if err != nil {
 		return ImageRoot{}, err
 	}
@@ -80,11 +84,23 @@ func (c *Cache) ImageRoot(ctx context.Context, name string) (ImageRoot, error) {
 	if err != nil {
 		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", ref, err)
 	}
-	out := ImageRoot{Ref: ref, Config: root.Config, Lease: lease}
+	out := ImageRoot{Ref: ref, HostBase: root.HostBase, Config: root.Config, Lease: lease}
 	for _, id := range root.Layers {
 		out.Layers = append(out.Layers, c.st().TreePath(id))
 	}
 	return out, nil
+}
+
+// imageSource is the snapshot or the imported image name means.
+func (c *Cache) imageSource(name string) (rootfs.Source, error) {
+	if snap, ok := rootfs.Resolve(c.st(), name).(rootfs.Snapshot); ok {
+		return snap, nil
+	}
+	ref, err := rootfs.ImageRef(c.st(), name)
+	if err != nil {
+		return nil, err
+	}
+	return rootfs.Image{Ref: ref}, nil
 }
 
 // ImageInfo is one imported image in the cache's inventory.

@@ -3,18 +3,15 @@ package engine
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/store"
@@ -22,12 +19,10 @@ import (
 
 // A snapshot is what a sandbox wrote, committed as one immutable layer
 // (its "data layer") whose parents are the layers the sandbox was made
-// of, plus the cwd and environment of each of its sessions. A named
-// snapshot is kept by the ref snapshot/<name>, which points at a "record
-// layer": a layer holding only recordFile (the snapshot's description)
-// whose parent is the data layer. The record thus travels with the ref
-// wherever the cache's refs go (export, import, pull), gc keeps the data
-// layer and its parents through it, and it survives a restart.
+// of, plus the cwd and environment of each of its sessions, kept under a
+// name in the store as rootfs.Snapshot describes. This file holds the
+// sandbox's side: freezing it, committing its writable layer, asking its
+// sessions for their state.
 
 // Snapshot errors; test with errors.Is.
 var (
@@ -41,30 +36,10 @@ var (
 	ErrSnapshotUnsupported = fmt.Errorf("%w: cannot snapshot this sandbox", ErrBadRequest)
 )
 
-const (
-	snapshotRefPrefix = "snapshot/"
-	recordFile        = "msb-snapshot.json"
-	// sessionProbeTimeout bounds asking a session for its cwd and
-	// environment: a session busy with a command past it is recorded
-	// without them (reopened in the sandbox's defaults).
-	sessionProbeTimeout = 2 * time.Second
-)
-
-// snapshotName is what a snapshot may be called: a single ref segment.
-var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=:,~-]{0,127}$`)
-
-// snapshotRecord is recordFile: the snapshot's description plus the
-// layers, bottom first, its sandbox was made of (what a fork mounts below
-// the data layer).
-type snapshotRecord struct {
-	api.SnapshotInfo
-	Base     []store.LayerID `json:"base"`
-	HostBase bool            `json:"host_base"`
-	// Workdir and Env are the source sandbox's: a raw snapshot forked
-	// alone (without a live sandbox) starts with them.
-	Workdir string   `json:"workdir,omitempty"`
-	Env     []string `json:"env,omitempty"`
-}
+// sessionProbeTimeout bounds asking a session for its cwd and
+// environment: a session busy with a command past it is recorded without
+// them (reopened in the sandbox's defaults).
+const sessionProbeTimeout = 2 * time.Second
 
 // Snapshot commits what a live sandbox wrote as a named layer (a name is
 // made up when req.Name is empty) and records its sessions' cwd and
@@ -79,10 +54,10 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	if name == "" {
 		name = "snap-" + sandboxID + "-" + time.Now().UTC().Format("20060102T150405.000000000")
 	}
-	if !snapshotName.MatchString(name) {
+	if !rootfs.ValidSnapshotName(name) {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
 	}
-	if _, err := e.cache.st().Ref(snapshotRefPrefix + name); err == nil {
+	if _, err := e.cache.st().Ref(rootfs.SnapshotRef(name)); err == nil {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
 	}
 	snap, err := s.snapshot(ctx)
@@ -91,7 +66,7 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	}
 	defer snap.lease.Release()
 	snap.rec.Name = name
-	if err := e.saveRecord(ctx, snap); err != nil {
+	if err := rootfs.WriteSnapshot(ctx, e.cache.st(), snap.rec); err != nil {
 		return api.SnapshotInfo{}, err
 	}
 	e.log.Debug("snapshot taken", "sandbox", sandboxID, "snapshot", name, "layer", snap.layer.Short(), "bytes", snap.rec.Bytes)
@@ -101,16 +76,12 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 // Snapshots lists the named snapshots, oldest first; one whose record
 // cannot be read (a layer missing from the cache) is logged and left out.
 func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
-	refs, err := e.cache.st().Refs()
+	names, err := rootfs.SnapshotNames(e.cache.st())
 	if err != nil {
-		return nil, fmt.Errorf("listing snapshots: %w", err)
+		return nil, err
 	}
 	out := []api.SnapshotInfo{}
-	for _, r := range refs {
-		name, ok := strings.CutPrefix(r.Name, snapshotRefPrefix)
-		if !ok {
-			continue
-		}
+	for _, name := range names {
 		snap, err := e.loadSnapshot(context.Background(), name)
 		if err != nil {
 			e.log.Warn("snapshot not listed: its record is unreadable", "snapshot", name, "err", err)
@@ -125,12 +96,9 @@ func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 // DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
 // gc then frees its layers unless a live sandbox uses them.
 func (e *Engine) DeleteSnapshot(name string) error {
-	if !snapshotName.MatchString(name) {
-		return fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
-	}
-	err := e.cache.st().DeleteRef(snapshotRefPrefix + name)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	err := rootfs.DeleteSnapshot(e.cache.st(), name)
+	if errors.Is(err, rootfs.ErrNoSnapshot) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
 }
@@ -139,7 +107,7 @@ func (e *Engine) DeleteSnapshot(name string) error {
 // the layer from gc until released.
 type snapshot struct {
 	layer store.LayerID
-	rec   snapshotRecord
+	rec   rootfs.SnapshotRecord
 	lease *store.Lease
 }
 
@@ -183,7 +151,7 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 			info.Bytes += en.Size
 		}
 	}
-	return snapshot{layer: layer, rec: snapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
+	return snapshot{layer: layer, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env}, lease: lease}, nil
 }
 
@@ -274,59 +242,20 @@ func parseProbe(out string) (cwd string, env api.List[string]) {
 	return cwd, env
 }
 
-// saveRecord writes snap's record layer and points its name's ref at it.
-func (e *Engine) saveRecord(ctx context.Context, snap snapshot) error {
-	b, err := json.MarshalIndent(snap.rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "msb-snapshot-")
-	if err != nil {
-		return fmt.Errorf("writing snapshot record: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing snapshot record: %w", err)
-	}
-	if _, err := e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: []store.LayerID{snap.layer},
-		Ref: snapshotRefPrefix + snap.rec.Name, MapOwner: func(uint32, uint32) (uint32, uint32) { return 0, 0 }}); err != nil {
-		return fmt.Errorf("saving snapshot %q: %w", snap.rec.Name, err)
-	}
-	return nil
-}
-
 // loadSnapshot reads a named snapshot (ErrNotFound if absent).
 func (e *Engine) loadSnapshot(ctx context.Context, name string) (snapshot, error) {
-	if !snapshotName.MatchString(name) {
-		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
-	}
-	st := e.cache.st()
-	rl, err := st.Ref(snapshotRefPrefix + name)
-	if errors.Is(err, store.ErrNotFound) {
-		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrNotFound, name)
+	rec, err := rootfs.Snapshot{Name: name}.Record(ctx, e.cache.st())
+	if errors.Is(err, rootfs.ErrNoSnapshot) {
+		return snapshot{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err != nil {
 		return snapshot{}, err
 	}
-	path, err := st.Materialize(ctx, rl)
+	layer, err := rec.Data()
 	if err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: %w", name, err)
+		return snapshot{}, err
 	}
-	b, err := os.ReadFile(filepath.Join(path, recordFile))
-	if err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: reading its record: %w", name, err)
-	}
-	var snap snapshot
-	if err := json.Unmarshal(b, &snap.rec); err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: its record: %w", name, err)
-	}
-	if snap.layer, err = store.ParseLayerID(snap.rec.Layer); err != nil {
-		return snapshot{}, fmt.Errorf("snapshot %q: its record: %w", name, err)
-	}
-	if snap.rec.Sessions == nil {
-		snap.rec.Sessions = api.List[api.SnapshotSession]{}
-	}
-	return snap, nil
+	return snapshot{layer: layer, rec: rec}, nil
 }
 
 // layerPaths materializes layers (bottom first) and the snapshot layer on

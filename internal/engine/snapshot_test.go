@@ -19,6 +19,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
 )
@@ -356,7 +357,7 @@ func TestSnapshotForkQuota(t *testing.T) {
 
 // TestSnapshotRootless reruns the snapshot tests as an unprivileged user.
 func TestSnapshotRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota)$")
+	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|AsBase)$")
 }
 
 // BenchmarkSnapshot measures, on a raw sandbox that wrote 8 MiB in 64
@@ -560,4 +561,42 @@ func TestSnapshotRollbackBesideCalls(t *testing.T) {
 		t.Errorf("a call beside a rollback: %v", err)
 	}
 	sh(t, s, "", "true")
+}
+
+// TestSnapshotAsBase: a named snapshot is an environment source like any
+// base (rootfs.Resolve of snapshot/<name>): a one-shot sandbox on it, as
+// msb run --base snapshot/<name> makes, sees the files the snapshot's
+// sandbox wrote, over the host's directories that sandbox ran on, with
+// its environment and working directory as defaults.
+func TestSnapshotAsBase(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true, Env: []string{"SNAPVAR=kept"}, Workdir: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	sh(t, s, "", "mkdir /data && echo written > /data/file")
+	if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "as-base"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("as-base") })
+	ir, err := e.Cache().ImageRoot(ctx, "snapshot/as-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ir.Lease.Release()
+	if !ir.HostBase || len(ir.Layers) != 1 || ir.Ref != "snapshot/as-base" {
+		t.Fatalf("root of the snapshot: %+v", ir)
+	}
+	var out strings.Builder
+	h := &Host{rt: e.rt}
+	res, err := h.Run(ctx, SandboxConfig{HostBase: ir.HostBase, Layers: ir.Layers, Env: ir.Config.Env, Workdir: ir.Config.WorkingDir,
+		Stdio: &Stdio{Out: &out, Err: &out}}, []string{"/bin/sh", "-c", `cat /data/file; echo "$SNAPVAR $PWD"; test -x /bin/sh`})
+	if err != nil || res.Code != 0 || out.String() != "written\nkept /tmp\n" {
+		t.Fatalf("a sandbox on the snapshot: %v %+v %q", err, res, out.String())
+	}
+	if _, err := e.Cache().ImageRoot(ctx, "snapshot/none"); !errors.Is(err, rootfs.ErrNoSnapshot) {
+		t.Fatalf("an unknown snapshot: %v", err)
+	}
 }

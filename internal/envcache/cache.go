@@ -441,6 +441,9 @@ func (c *Cache) base(ctx context.Context) (baseInfo, error) {
 	if err != nil {
 		return baseInfo{}, fmt.Errorf("base %q: %w (import one with msb cache import-rootfs or import-image)", b, err)
 	}
+	if root.HostBase {
+		return baseInfo{}, fmt.Errorf("base %q: %w: %w", b, ErrBadBase, errHostUnder)
+	}
 	top := root.Top()
 	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
 }

@@ -21,6 +21,11 @@ const KindPackages = "debpkgs"
 // ErrBadBase: a spec names a base the cache does not hold, or the host.
 var ErrBadBase = errors.New("bad spec base")
 
+// errHostUnder says why a root of layers over the host's directories (a
+// snapshot of a sandbox on the host base) cannot be a base: builds run on
+// the host or on layers, not both.
+var errHostUnder = errors.New("its layers go over the host's directories (a snapshot of a host-base sandbox): snapshot a sandbox on a layer or image base")
+
 // PackagesRef is the ref of a Debian packages layer.
 func PackagesRef(key string) string { return "debpkgs/" + key }
 
@@ -93,6 +98,9 @@ func (c *Cache) resolveBase(ctx context.Context, name string) (baseInfo, error) 
 	root, err := src.Root(ctx, c.store)
 	if err != nil {
 		return baseInfo{}, fmt.Errorf("spec base %q: %w: %w (build one with msb cache base build)", name, ErrBadBase, err)
+	}
+	if root.HostBase {
+		return baseInfo{}, fmt.Errorf("spec base %q: %w: %w", name, ErrBadBase, errHostUnder)
 	}
 	top := root.Top()
 	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil

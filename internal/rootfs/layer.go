@@ -3,6 +3,7 @@ package rootfs
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/store"
 )
@@ -48,10 +49,14 @@ func bottomFirst(stack []store.LayerID) []store.LayerID {
 // host, an image reference that the store holds (image/..., a
 // sha256:<manifest digest>, or a reference such as debian:bookworm) is that
 // image, a Debian base it holds (debian/<suite>/<key>, debian/<name>) that
-// base, and anything else is a layer digest or ref.
+// base, snapshot/<name> that snapshot, and anything else is a layer
+// digest or ref.
 func Resolve(st *store.Store, name string) Source {
 	if name == "" || name == "host" {
 		return Host{}
+	}
+	if snap, ok := strings.CutPrefix(name, SnapshotRefPrefix); ok {
+		return Snapshot{Name: snap}
 	}
 	if ref, ok := imageRef(st, name); ok {
 		if isDebianName(name) {

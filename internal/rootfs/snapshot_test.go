@@ -1,0 +1,73 @@
+package rootfs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// commitFile commits a layer holding one file over parents (topmost
+// first).
+func commitFile(t *testing.T, st *store.Store, name, body string, parents ...store.LayerID) store.LayerID {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.CommitDir(context.Background(), dir, store.CommitOptions{Parents: parents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestSnapshotSource: Resolve of snapshot/<name> is the snapshot, whose
+// root is its record's base with the data layer on top (not the record
+// layer the ref points at) and its sandbox's defaults; it lists and
+// deletes by name, and an unknown or impossible name is ErrNoSnapshot.
+func TestSnapshotSource(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	base := commitFile(t, st, "base.txt", "base")
+	data := commitFile(t, st, "data.txt", "data", base)
+	rec := SnapshotRecord{SnapshotInfo: api.SnapshotInfo{Name: "s1", Layer: data.String()}, Base: []store.LayerID{base},
+		Workdir: "/work", Env: []string{"A=1"}}
+	if err := WriteSnapshot(ctx, st, rec); err != nil {
+		t.Fatal(err)
+	}
+	src := Resolve(st, "snapshot/s1")
+	if src != (Snapshot{Name: "s1"}) || src.String() != "snapshot/s1" {
+		t.Fatalf("Resolve: %#v", src)
+	}
+	root, err := src.Root(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.HostBase || !slices.Equal(root.Layers, []store.LayerID{base, data}) || root.Config.WorkingDir != "/work" || !slices.Equal(root.Config.Env, []string{"A=1"}) {
+		t.Fatalf("root %+v", root)
+	}
+	got, err := Snapshot{Name: "s1"}.Record(ctx, st)
+	if err != nil || got.Layer != data.String() || got.Sessions == nil {
+		t.Fatalf("record %+v: %v", got, err)
+	}
+	if names, err := SnapshotNames(st); err != nil || !slices.Equal(names, []string{"s1"}) {
+		t.Fatalf("names %v: %v", names, err)
+	}
+	if err := DeleteSnapshot(st, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"s1", "../x", ""} {
+		if _, err := (Snapshot{Name: name}).Root(ctx, st); !errors.Is(err, ErrNoSnapshot) {
+			t.Errorf("root of %q: %v", name, err)
+		}
+		if err := DeleteSnapshot(st, name); !errors.Is(err, ErrNoSnapshot) {
+			t.Errorf("deleting %q: %v", name, err)
+		}
+	}
+}
