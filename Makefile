@@ -3,7 +3,7 @@
 export CGO_ENABLED = 0
 GO ?= go
 
-.PHONY: build demo test test-go test-python test-harbor pyenv pyenv-harbor test-short bench vet fmt clean test-venv
+.PHONY: build demo test test-go test-python test-harbor pyenv pyenv-harbor test-short bench vet fmt clean test-venv test-npm
 
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
@@ -48,7 +48,7 @@ test:
 STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
 
-test-go: build vet test-venv
+test-go: build vet test-venv test-npm
 	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
 		MSB_TEST_MULTISWE=$${MSB_TEST_MULTISWE:-$(CURDIR)/.venv-test/multi-swe-bench} \
 		$(STRICT) $(GO) test -count=1 -timeout 30m ./...
@@ -107,6 +107,14 @@ test-venv: .venv-test/.msb-stamp
 	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/multi-swe-bench -r internal/grading/multiswe/testdata/requirements.txt
 	touch $@
 
+# The e2b npm SDK (pinned in its package-lock.json) that TestE2BNodeSDK drives;
+# without npm the test skips (fails when strict) and says so.
+NPM_SDK = internal/server/e2b/testdata/js
+test-npm: $(NPM_SDK)/node_modules/.msb-stamp
+$(NPM_SDK)/node_modules/.msb-stamp: $(NPM_SDK)/package.json $(NPM_SDK)/package-lock.json
+	@if command -v npm >/dev/null; then cd $(NPM_SDK) && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.msb-stamp; \
+	else echo "make test-npm: no npm, TestE2BNodeSDK will skip (needs Node >= 20.18.1 and npm)"; fi
+
 # deadcode (pinned) lists functions that nothing reaches, tests included.
 DEADCODE = golang.org/x/tools/cmd/deadcode@v0.39.0
 vet:
@@ -115,4 +123,4 @@ vet:
 	@dead=$$($(GO) run $(DEADCODE) -test ./...) && test -z "$$dead" || { echo "$$dead"; echo "dead code (nothing calls it, not even a test): remove it"; exit 1; }
 
 clean:
-	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test
+	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test $(NPM_SDK)/node_modules
