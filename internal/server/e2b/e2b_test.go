@@ -421,3 +421,33 @@ func TestE2BConcurrentConnects(t *testing.T) {
 		t.Fatalf("kill: %d %v", status, body)
 	}
 }
+
+// nodeSDKDir holds the e2b npm SDK pinned in its package-lock.json, which
+// make test-npm installs (npm ci) into its node_modules.
+const nodeSDKDir = "testdata/js"
+
+// TestE2BNodeSDK drives the front end with the e2b npm SDK: a script that
+// asserts each step (commands, stdin, files, list, fork, pause and
+// connect, kill) and exits non-zero with the failed step's message.
+func TestE2BNodeSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		privtest.Skip(t, "no node on PATH for the e2b npm SDK: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(nodeSDKDir, "node_modules", "e2b", "package.json")); err != nil {
+		privtest.Skip(t, "the e2b npm SDK is not installed (make test-npm runs npm ci in %s): %v", nodeSDKDir, err)
+	}
+	url := startFront(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "sdk_roundtrip.mjs")
+	cmd.Dir = nodeSDKDir
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sdk_roundtrip.mjs: %v\n%s", err, out)
+	}
+	if string(out) != "ok\n" {
+		t.Errorf("sdk_roundtrip.mjs printed %q, want ok", out)
+	}
+}

@@ -192,6 +192,16 @@ func (f *Front) download(w http.ResponseWriter, r *http.Request) {
 	w.Write(data)
 }
 
+// partPath is the file name a form part carries, whole: the SDKs send the
+// file's path there, which multipart.Part.FileName cuts to its last element.
+func partPath(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return part.FileName()
+	}
+	return params["filename"]
+}
+
 // upload writes a file from an octet-stream body (path in the query) or
 // each part of a multipart form (path in the query, else the part's file
 // name), and answers the entries written.
@@ -232,7 +242,7 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			p := target
 			if p == "" {
-				p = part.FileName()
+				p = partPath(part)
 			}
 			if err := write(p, part); err != nil {
 				engineError(w, err)

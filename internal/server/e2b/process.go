@@ -170,6 +170,15 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	if err != nil {
 		return nil, err
 	}
+	// An ended process is kept for a late Connect only: as envd, which
+	// forgets a process when it ends, a signal to it is not_found (the
+	// SDKs' kill answers false).
+	pr.mu.Lock()
+	ended := pr.ended
+	pr.mu.Unlock()
+	if ended {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", pr.pid))
+	}
 	pr.cancel() // the engine stops the command: SIGINT, then SIGKILL
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
