@@ -80,6 +80,12 @@ type CreateSandboxRequest struct {
 	Instance   json.RawMessage `json:"instance,omitempty"`
 	Layers     List[string]    `json:"layers,omitempty"`
 	HostBase   bool            `json:"host_base,omitempty"`
+	// Image runs a raw sandbox on an image the daemon's cache holds (a
+	// reference, image/<ref>, sha256:<digest>) or a Debian base msb built
+	// (debian/<suite>/<key>, debian/<name>) instead of the host base,
+	// below Layers: its Env before Env, its WorkingDir the default
+	// Workdir, its User applied in root mode. Unknown: not_found.
+	Image string `json:"image,omitempty"`
 	// Workdir and Env are for raw sandboxes (a task sandbox works in
 	// /testbed with its instance's environment).
 	Workdir string       `json:"workdir,omitempty"`

@@ -32,7 +32,13 @@ type SandboxRequest struct {
 	// HostBase binds the host's /usr, /bin, /lib* and /etc read-only
 	// (raw sandboxes; the default when Layers is empty).
 	HostBase bool
-	Workdir  string
+	// Image names the raw sandbox's root, below Layers: an imported image
+	// (a reference, image/<ref>, sha256:<digest>), a Debian base msb built
+	// (debian/<suite>/<key>, debian/<name>) or any other root
+	// rootfs.Resolve names besides the host; its config gives defaults
+	// (see applyImage).
+	Image   string
+	Workdir string
 	// Env holds NAME=value entries added to the sandbox's environment.
 	Env []string
 	// Network is "none" (default) or "host".
@@ -105,6 +111,9 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 			return nil, err // before admission: an unknown instance never waits
 		}
 	}
+	if err := e.cache.hasImage(ctx, req.Image); err != nil {
+		return nil, err // before admission too
+	}
 	if l := req.Limits; l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {
 		return nil, fmt.Errorf("%w: negative limit in %+v", ErrBadRequest, l)
 	}
@@ -165,7 +174,7 @@ func pickDuration(req, def time.Duration) time.Duration {
 
 func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.Limits) error {
 	if req.InstanceID != "" {
-		if len(req.Layers) > 0 || req.HostBase {
+		if len(req.Layers) > 0 || req.HostBase || req.Image != "" {
 			return fmt.Errorf("%w: a task sandbox takes its layers from its instance; give layers only without an instance", ErrBadRequest)
 		}
 		if len(req.Env) > 0 || req.Workdir != "" {
@@ -185,7 +194,13 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
 		Network: req.Network, Limits: limits, MaxOutput: req.MaxOutput}
-	if len(req.Layers) > 0 {
+	if req.Image != "" {
+		lease, err := s.e.applyImage(ctx, req, &conf)
+		if err != nil {
+			return err
+		}
+		s.lease = lease
+	} else if len(req.Layers) > 0 {
 		paths, lease, err := s.e.cache.leaseLayers(ctx, req.Layers)
 		if err != nil {
 			return err

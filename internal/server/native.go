@@ -69,7 +69,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, err
 	}
 	ereq := engine.SandboxRequest{InstanceID: id, Layers: req.Layers, HostBase: req.HostBase,
-		Workdir: req.Workdir, Env: req.Env, Network: req.Network, Labels: req.Labels, Limits: req.Limits, MaxOutput: req.MaxOutput,
+		Image: req.Image, Workdir: req.Workdir, Env: req.Env, Network: req.Network, Labels: req.Labels, Limits: req.Limits, MaxOutput: req.MaxOutput,
 		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs)}
 	if req.Count != 0 {
 		return s.createBatch(r, ereq, req.Count)
