@@ -60,6 +60,10 @@ type ForkRequest struct {
 	// "none" (the default) is supported: CRIU is not used yet, so a child
 	// starts its sessions anew in the recorded cwd and environment.
 	Processes string `json:"processes,omitempty"`
+	// Warm, on a fork of a named snapshot alone, asks the daemon to keep
+	// that many children of the snapshot started ahead for the next forks
+	// (bounded by its --spares; 0 keeps what an earlier fork asked).
+	Warm int `json:"warm,omitempty"`
 }
 
 // RollbackRequest resets a sandbox in place (same id): its processes are

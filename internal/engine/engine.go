@@ -37,6 +37,9 @@ type Engine struct {
 	stats counters
 	// spares are task sandboxes started ahead (see Config.Spares).
 	spares *warm.Pool[spareKey, *task.Sandbox]
+	// pool keeps children of named snapshots started ahead (pool.go).
+	pool *snapPool
+
 	stop   chan struct{} // closed by Close: ends the reaper
 	done   chan struct{} // closed when the reaper has ended
 
@@ -85,6 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		budget = cgroup.MemAvailable() // -1 when unknown: no admission by memory
 	}
 	e.spares = e.newSpares()
+	e.pool = newSnapPool(e)
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
 	grading := cfg.gradingLimits()
 	e.admit.holdBack(cfg.gradingReserve(), cfg.memReserve(grading), grading.DiskBytes)
@@ -126,6 +130,7 @@ func (e *Engine) Close() error {
 	}
 	<-e.done
 	e.spares.Close()
+	e.pool.close()
 	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }

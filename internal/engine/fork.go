@@ -53,7 +53,7 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	g.SetLimit(forkWorkers)
 	for i := range children {
 		g.Go(func() error {
-			c, err := e.forkChild(ctx, src, snap)
+			c, err := e.takeOrFork(ctx, sandboxID == "", req.Snapshot, src, snap)
 			if err != nil {
 				return fmt.Errorf("forking %s (child %d of %d): %w", src.what, i+1, count, err)
 			}
@@ -70,6 +70,9 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 		return nil, err
 	}
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
+	if sandboxID == "" {
+		e.pool.keep(req.Snapshot, req.Warm)
+	}
 	return children, nil
 }
 
@@ -174,6 +177,19 @@ func checkFork(req api.ForkRequest) error {
 
 // forkChild starts and registers one child of src over snap.
 func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
+	c, err := e.startChild(ctx, src, snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.register(c, src.info); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// startChild admits and starts one child of src over snap, its sessions
+// reopened, without registering it.
+func (e *Engine) startChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
@@ -186,19 +202,26 @@ func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (
 		release()
 		return nil, err
 	}
+	c.info.ID = c.sbox().ID
+	if err := c.reopenSessions(ctx, snap.rec.Sessions); err != nil {
+		c.discard()
+		return nil, err
+	}
+	return c, nil
+}
+
+// register makes a started child live from now on, described as pi says
+// (instance, labels, limits, mode, lifetimes): the engine lists, reaps
+// and closes it.
+func (e *Engine) register(c *Sandbox, pi api.SandboxInfo) error {
 	now := time.Now()
 	c.lastActive.Store(now.UnixNano())
-	pi := src.info
 	c.idle = time.Duration(pi.IdleTimeoutNs)
 	c.info = api.SandboxInfo{ID: c.sbox().ID, InstanceID: pi.InstanceID, Labels: maps.Clone(pi.Labels), Limits: pi.Limits, Mode: pi.Mode,
 		CreatedAt: now.UTC().Format(time.RFC3339Nano), State: api.SandboxRunning, LifetimeNs: pi.LifetimeNs, IdleTimeoutNs: pi.IdleTimeoutNs}
 	if pi.LifetimeNs > 0 {
 		c.deadline = now.Add(time.Duration(pi.LifetimeNs))
 		c.info.ExpiresAt = c.deadline.UTC().Format(time.RFC3339Nano)
-	}
-	if err := c.reopenSessions(ctx, snap.rec.Sessions); err != nil {
-		c.Close()
-		return nil, err
 	}
 	e.mu.Lock()
 	closed := e.closed
@@ -208,9 +231,9 @@ func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (
 	e.mu.Unlock()
 	if closed {
 		c.Close()
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	return c, nil
+	return nil
 }
 
 // startFrom starts the sandbox's processes from conf (a sandbox's config)
