@@ -40,8 +40,8 @@ type Engine struct {
 	// pool keeps children of named snapshots started ahead (pool.go).
 	pool *snapPool
 
-	stop   chan struct{} // closed by Close: ends the reaper
-	done   chan struct{} // closed when the reaper has ended
+	stop chan struct{} // closed by Close: ends the reaper
+	done chan struct{} // closed when the reaper has ended
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
