@@ -21,18 +21,19 @@ func newSandboxCmd(g *globals) *cobra.Command {
 
 func newSandboxCreateCmd(g *globals) *cobra.Command {
 	var d daemonFlags
-	var instance, memory, disk, network, workdir string
+	var instance, memory, disk, network, workdir, image string
 	var labels, layers, env []string
 	var lifetime, idle, wait time.Duration
 	var hostBase bool
 	cmd := &cobra.Command{
-		Use:   "create [--instance ID] [--label k=v] [--layer REF]",
+		Use:   "create [--instance ID | --image REF] [--label k=v] [--layer REF]",
 		Short: "Create a sandbox in the daemon and print its id",
 		Example: `  msb sandbox create --label job=demo
-  msb sandbox create --instance demo__calc-1 --lifetime 1h --idle-timeout 10m --wait 30s`,
+  msb sandbox create --instance demo__calc-1 --lifetime 1h --idle-timeout 10m --wait 30s
+  msb sandbox create --image debian:bookworm -e LANG=C.UTF-8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.CreateSandboxRequest{InstanceID: instance, Layers: layers, HostBase: hostBase, Workdir: workdir, Env: env, Network: network,
+			req := api.CreateSandboxRequest{InstanceID: instance, Layers: layers, HostBase: hostBase, Image: image, Workdir: workdir, Env: env, Network: network,
 				LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle), AdmissionWaitNs: int64(wait)}
 			var err error
 			if req.Labels, err = keyValues(labels, "--label"); err != nil {
@@ -64,6 +65,7 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 	fs.StringVar(&instance, "instance", "", "a task sandbox for this instance (known to the daemon), at its starting state in /testbed")
 	fs.StringArrayVar(&layers, "layer", nil, "a cache layer (ref or digest), bottom first, for a raw sandbox (repeatable)")
 	fs.BoolVar(&hostBase, "host-base", false, "a raw sandbox on the host's system directories (the default without --layer)")
+	fs.StringVar(&image, "image", "", "a raw sandbox on an image or Debian base the daemon's cache holds (a reference, image/<ref>, sha256:<digest>, debian/<name>): its env first, its workdir by default")
 	fs.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	fs.StringArrayVarP(&env, "env", "e", nil, "environment variable NAME=value of a raw sandbox (repeatable)")
 	fs.StringVarP(&workdir, "workdir", "w", "", "working directory of a raw sandbox")

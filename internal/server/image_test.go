@@ -149,6 +149,13 @@ func TestServerImage(t *testing.T) {
 		t.Fatalf("exec on the image: %v %+v", err, res)
 	}
 
+	if err := c.OpenSession(ctx, info.ID, api.SessionRequest{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, info.ID, api.ExecRequest{Session: "main", Command: `cd /etc; echo "$PWD $IMG_VAR"`}); err != nil || res.Stdout != "/etc given\n" {
+		t.Fatalf("session on the image: %v %+v", err, res)
+	}
+
 	// The host's files are nowhere: not as the host base, not through
 	// the image's symlink to /, which ends at the sandbox's own root.
 	secret := filepath.Join(t.TempDir(), "host-secret")
