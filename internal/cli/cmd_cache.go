@@ -28,7 +28,7 @@ func newCacheCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(newCacheBuildCmd(g), newCacheLsCmd(g), newCacheDuCmd(g), newCacheVerifyCmd(g),
 		newCacheRmCmd(g), newCacheGCCmd(g), newCacheExportCmd(g), newCacheImportCmd(g), newCacheServeCmd(g),
 		newCachePullCmd(g), newCacheImportRootfsCmd(g), newCacheImportImageCmd(g),
-		newCacheImagesCmd(g), newCacheBaseCmd(g))
+		newCacheImagesCmd(g), newCacheBaseCmd(g), newCacheExportImageCmd(g))
 	return cmd
 }
 
