@@ -28,4 +28,10 @@ type Reuse struct {
 	// that does not stand (another patch, spec, instance, network or
 	// repeat, or no verdict without KeepErrors).
 	Stale List[string] `json:"stale"`
+	// Dirs maps each model the run evaluates to the directory a run keeps
+	// its results of the instance in (result.json, the logs), relative to
+	// the run's output directory (<out>/<run id>): <model>/<instance id>,
+	// the model's name spelt as a directory name. A driver reading stored
+	// results asks here (with no Results) rather than spelling it itself.
+	Dirs map[string]string `json:"dirs"`
 }

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"path"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/dataset"
 )
 
 // Reuse says whether the results req gives (stored by an earlier run)
@@ -21,8 +23,9 @@ func (e *Engine) Reuse(req api.ReuseRequest) (api.Reuse, error) {
 	for _, r := range req.Results {
 		stored[r.Model] = r
 	}
-	ans := api.Reuse{Stale: api.List[string]{}}
+	ans := api.Reuse{Stale: api.List[string]{}, Dirs: map[string]string{}}
 	for _, j := range jobs {
+		ans.Dirs[j.pred.Model] = path.Join(dataset.ModelDir(j.pred.Model), req.InstanceID)
 		j.repeat = req.Repeat
 		old, ok := stored[j.pred.Model]
 		if !ok || !reusable(old, j, j.network(e), req.KeepErrors) {

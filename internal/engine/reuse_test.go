@@ -82,3 +82,25 @@ func TestEngineReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineReuseDirs: the answer names where a run keeps each model's
+// results of the instance, the model spelt as the harness's directory
+// (org/model -> org__model), so a driver need not spell it.
+func TestEngineReuseDirs(t *testing.T) {
+	e := openEngine(t, "", nil)
+	id := generated(t).Instances[0].InstanceID
+	patch := "diff --git a/x b/x\n"
+	for _, c := range []struct {
+		req  api.ReuseRequest
+		want map[string]string
+	}{
+		{api.ReuseRequest{InstanceID: id, Prediction: &api.Prediction{InstanceID: id, Model: "org/mine", ModelPatch: &patch}},
+			map[string]string{"org/mine": "org__mine/" + id}},
+		{api.ReuseRequest{InstanceID: id, Kind: api.JobValidation}, map[string]string{"gold": "gold/" + id, "empty": "empty/" + id}},
+	} {
+		got, err := e.Reuse(c.req)
+		if err != nil || !reflect.DeepEqual(got.Dirs, c.want) {
+			t.Errorf("%+v: dirs %v (%v), want %v", c.req, got.Dirs, err, c.want)
+		}
+	}
+}

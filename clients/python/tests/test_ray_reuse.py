@@ -29,3 +29,18 @@ def test_kept_results_are_the_daemons_decision(client, demo, tmp_root):
         with open(path, "w", encoding="utf-8") as f:
             json.dump({**stored, key: value}, f)
         assert not run._done(client, work), key
+
+
+def test_result_dirs_are_the_daemons(client, demo, tmp_root):
+    """Where a run keeps a model's results the daemon says (Reuse.dirs):
+    the driver does not spell model names as directories itself."""
+    iid = demo.rows[0]["instance_id"]
+    run = ClusterRun(None, demo.dataset, "reuse-dirs", os.path.join(tmp_root, "ray-dirs-out"))  # type: ignore[arg-type]
+    pred = {"instance_id": iid, "model_name_or_path": "org/model", "model_patch": "diff --git a/x b/x\n"}
+    work = Work(iid, ["org/model"], prediction=pred)
+    assert not run._done(client, work)  # nothing stored
+    assert work.dirs == {"org/model": f"org__model/{iid}"}
+    validation = ClusterRun(None, demo.dataset, "reuse-dirs", run.out, kind="validation")  # type: ignore[arg-type]
+    both = Work(iid, ["gold", "empty"])
+    assert not validation._done(client, both)
+    assert both.dirs == {"gold": f"gold/{iid}", "empty": f"empty/{iid}"}

@@ -478,10 +478,13 @@ class Job:
 @dataclass
 class Reuse:
     """Whether results an earlier run stored stand for a run's evaluations
-    of one instance; ``stale``: the models to evaluate again."""
+    of one instance; ``stale``: the models to evaluate again; ``dirs``: where
+    a run keeps each model's results of the instance, relative to the run's
+    output directory (``<out>/<run id>``)."""
 
     reusable: bool = False
     stale: List[str] = field(default_factory=list)
+    dirs: Dict[str, str] = field(default_factory=dict)
 
 
 # Instances ------------------------------------------------------------------

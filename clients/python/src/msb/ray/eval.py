@@ -46,11 +46,6 @@ from .placement import Placement, Placer
 log = logging.getLogger(__name__)
 
 
-def model_dir(model: str) -> str:
-    """A model name as the harness's directory name."""
-    return model.replace("/", "__")
-
-
 def load_predictions(path: str) -> List[Dict[str, Any]]:
     """A predictions file as the harness reads it: a JSON list, JSONL, or a
     dict by instance id; every row needs its three fields."""
@@ -78,6 +73,9 @@ class Work:
     gold: bool = False
     attempts: int = 0
     refs: List[str] = field(default_factory=list)
+    #: model -> where a run keeps its results of the instance, relative to
+    #: the run's directory; the daemon says (``Reuse.dirs``)
+    dirs: Dict[str, str] = field(default_factory=dict)
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -92,12 +90,12 @@ def _run_on_node(address: str, run_id: str, kind: str, work: Dict[str, Any]) -> 
     if job.state != "done":
         raise MsbError(f"job {job.id} for {work['instance_id']} on {address}: {job.state}: {job.error}")
     files: Dict[str, bytes] = {}
-    for model in work["models"]:
-        d = os.path.join(job.out_dir, model_dir(model), work["instance_id"])  # out_dir: <--out>/<run>
+    for rel in work["dirs"].values():
+        d = os.path.join(job.out_dir, rel)  # out_dir: <--out>/<run>
         if os.path.isdir(d):
             for name in sorted(os.listdir(d)):
                 with open(os.path.join(d, name), "rb") as f:
-                    files[os.path.join(model_dir(model), work["instance_id"], name)] = f.read()
+                    files[os.path.join(rel, name)] = f.read()
     return {"files": files, "outcomes": [r.outcome for r in job.results]}
 
 
@@ -162,17 +160,19 @@ class ClusterRun:
 
     def _done(self, c: Client, w: Work) -> bool:
         """The work's results are stored in out and stand for it: the daemon
-        decides, by the rule its own runs resume by."""
+        decides, by the rule its own runs resume by. Where the results are
+        kept, the daemon says too (``Reuse.dirs``, kept in ``w.dirs``)."""
+        ask = {"kind": self.kind, "prediction": w.prediction, "keep_errors": self.keep_errors}
+        if not w.dirs:
+            w.dirs = c.reusable(w.instance_id, [], **ask).dirs
         stored = []
-        for model in w.models:
-            p = os.path.join(self.out, self.run_id, model_dir(model), w.instance_id, "result.json")
+        for rel in w.dirs.values():
             try:
-                with open(p, encoding="utf-8") as f:
+                with open(os.path.join(self.out, self.run_id, rel, "result.json"), encoding="utf-8") as f:
                     stored.append(json.load(f))
             except (OSError, ValueError):
                 return False
-        return c.reusable(w.instance_id, stored, kind=self.kind, prediction=w.prediction,
-                          keep_errors=self.keep_errors).reusable
+        return c.reusable(w.instance_id, stored, **ask).reusable
 
     def run(self) -> Dict[str, Any]:
         """Run everything not done yet, then write the summary; the summary
@@ -236,7 +236,7 @@ class ClusterRun:
                 resources={SANDBOX: 1},
                 scheduling_strategy=NodeAffinitySchedulingStrategy(p.node, soft=False))
             ref = task.remote(info.address, self.run_id, self.kind,
-                              {"instance_id": w.instance_id, "models": w.models, "prediction": w.prediction,
+                              {"instance_id": w.instance_id, "dirs": w.dirs, "prediction": w.prediction,
                                "gold": w.gold})
             running[ref] = (w, p)
             self._say("placed", w.instance_id, p.node)
