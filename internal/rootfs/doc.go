@@ -3,15 +3,27 @@
 //
 // The nouns:
 //
-//   - Root: what a sandbox's root is made of: either the host's own system
-//     directories (HostBase) or a stack of store layers, bottom first, plus
-//     the defaults the root carries (Config: Env, WorkingDir, User), which a
-//     sandbox applies unless its caller overrides them.
-//   - Source: anything that can produce a Root from the store (Source.Root).
+//   - Root: what a sandbox's root is made of: the host's own system
+//     directories (HostBase), a stack of store layers, bottom first, or
+//     (a snapshot of a sandbox on the host base) layers over the host's
+//     directories, plus the defaults the root carries (Config: Env,
+//     WorkingDir, User), which a sandbox applies unless its caller
+//     overrides them.
+//   - Source: anything that can produce a Root from the store (Source.Root);
+//     Resolve maps the name a user gives (--base, a spec's base) to one.
+//     The engine asks a source for its root and knows nothing else of it.
 //     There is one file per source: host.go (the host's system dirs),
 //     layer.go (a store layer or ref, such as the base/rootfs that
-//     msb cache import-rootfs makes) and image.go (an imported OCI or Docker
-//     image).
+//     msb cache import-rootfs makes), debian.go (a Debian base msb builds
+//     with mmdebstrap), image.go (an imported OCI or Docker image) and
+//     snapshot.go (a sandbox's named snapshot).
+//   - Snapshot: what a sandbox wrote, one "data layer" whose parents are
+//     the sandbox's layers, named by the ref snapshot/<name>, which points
+//     at a record layer over the data layer holding the SnapshotRecord
+//     (its sandbox, instance, sessions, base layers and defaults). The
+//     engine freezes and commits the sandbox; this package keeps the
+//     format (WriteSnapshot, Snapshot.Record, SnapshotNames,
+//     DeleteSnapshot).
 //   - Image: an OCI or Docker image imported into the store. Each of its
 //     layer tars becomes a store layer (files deduplicated against the whole
 //     store, OCI whiteouts as deletion entries and opaque directories) whose
@@ -49,9 +61,10 @@ type Config struct {
 
 // Root is a root filesystem a sandbox can run on.
 type Root struct {
-	// HostBase: the host's system directories, read-only, are the root.
+	// HostBase: the host's system directories, read-only, are the root
+	// (under Layers, when a snapshot of a host-base sandbox has some).
 	HostBase bool
-	// Layers are store layers, bottom first (empty with HostBase).
+	// Layers are store layers, bottom first.
 	Layers []store.LayerID
 	// Config holds the root's defaults.
 	Config Config
