@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/store"
 )
 
@@ -188,4 +189,11 @@ func TestExportRefusals(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)
 	}
+}
+
+// TestExportRootless reruns the export tests as an unprivileged user: a
+// rootless store keeps the entries' owners in its manifests, and the
+// export writes them.
+func TestExportRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestExport(Roundtrip|WhiteoutNames|Refusals)$")
 }
