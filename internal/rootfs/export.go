@@ -49,8 +49,9 @@ type Exported struct {
 // oci-archive:FILE[:REF] or docker-archive:FILE[:REF]. Each store layer
 // becomes one image layer (a tar of its entries; deletions as .wh.NAME
 // whiteouts, opaque directories as .wh..wh..opq) and the root's Config its
-// Env, WorkingDir, User, Entrypoint and Cmd. Files are written whole or not
-// at all. A root on the host base cannot be exported (ErrUnsupported).
+// Env, WorkingDir, User, Entrypoint and Cmd. An archive is written whole
+// or not at all (a temp file renamed); a layout directory gains the image
+// in its index. A root on the host base cannot be exported (ErrUnsupported).
 func Export(ctx context.Context, st *store.Store, root Root, dest string, opts ExportOptions) (*Exported, error) {
 	if root.HostBase || len(root.Layers) == 0 {
 		return nil, fmt.Errorf("%w: exporting the host's own root (only store layers are exported)", ErrUnsupported)
@@ -58,6 +59,9 @@ func Export(ctx context.Context, st *store.Store, root Root, dest string, opts E
 	transport, where, ok := strings.Cut(dest, ":")
 	if !ok || where == "" {
 		return nil, fmt.Errorf("%w: destination %q: want oci:DIR, oci-archive:FILE or docker-archive:FILE", ErrUnsupported, dest)
+	}
+	if transport != TransportOCI && transport != TransportOCIArchive && transport != TransportDocker {
+		return nil, fmt.Errorf("%w: export transport %q (oci:, oci-archive:, docker-archive:)", ErrUnsupported, transport)
 	}
 	path, ref := splitExportRef(where)
 	if ref == "" {
@@ -82,8 +86,6 @@ func Export(ctx context.Context, st *store.Store, root Root, dest string, opts E
 		err = writeOCIArchive(path, img, tag)
 	case TransportDocker:
 		err = writeAtomically(path, func(tmp string) error { return tarball.WriteToFile(tmp, tag, img) })
-	default:
-		return nil, fmt.Errorf("%w: export transport %q (oci:, oci-archive:, docker-archive:)", ErrUnsupported, transport)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", dest, err)
