@@ -67,7 +67,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.socketGroup, "socket-group", "", "group that may use the unix socket (mode 0660; default only you, 0600)")
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "live sandboxes at once, evaluations' included (0: no bound)")
 	fs.IntVar(&f.gradingReserve, "grading-reserve", 1, "evaluation sandboxes the budgets keep room for that agents' sandboxes cannot take (0: none)")
-	fs.IntVar(&f.spares, "spares", 0, "task sandboxes kept started ahead for the instances created most recently, taken by the next create (0: none)")
+	fs.IntVar(&f.spares, "spares", 0, "task sandboxes kept started ahead for the instances created most recently, taken by the next create (0: none); also bounds the warm children of snapshots that forks ask for")
 	fs.IntVar(&f.sparesPer, "spares-per-instance", 1, "most spares of one instance (with --spares)")
 	fs.DurationVar(&f.spareIdle, "spare-idle", 5*time.Minute, "a spare nobody takes for this long is closed")
 	fs.StringVar(&f.memoryBudget, "memory-budget", "", "memory all sandboxes may reserve, each counted as the smaller of its limit and 512M (docs/api.md), e.g. 16G (default: available memory)")

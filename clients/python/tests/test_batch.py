@@ -4,11 +4,15 @@ asyncio) gives n distinct sandboxes in one call."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+import urllib.request
 
 import pytest
 
 import msb
 import msb.aio
+from conftest import _finish, _start, free_port
 
 IID = "demo__calc-1"
 
@@ -40,3 +44,37 @@ async def test_async_create_sandboxes(daemon):
         finally:
             for sb in sbs:
                 await sb.close()
+
+
+
+def test_fork_snapshot_warm(tmp_root, demo):
+    """A daemon with --spares keeps a snapshot's warm children: the next
+    fork takes them (its metrics count the hits), with the snapshot's state."""
+    token = "warm-" + os.urandom(8).hex()
+    d = _start(tmp_root, "warm", demo, f"127.0.0.1:{free_port()}", token=token, extra=["--spares", "2"])
+
+    def metrics() -> str:
+        req = urllib.request.Request(d.address + "/metrics", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
+
+    c = d.client
+    src = c.create_sandbox(host_base=True)
+    src.exec("mkdir /data && echo base > /data/state.txt")
+    c.snapshot(src.id, "py-warm")
+    src.close()
+    kids = c.fork_snapshot("py-warm", 1, warm=2)
+    deadline = time.monotonic() + 60
+    while 'msb_snapshot_pool{state="ready"} 2\n' not in metrics():
+        assert time.monotonic() < deadline, metrics()
+        time.sleep(0.05)
+    kids += c.fork_snapshot("py-warm", 2, labels={"warm": "1"})
+    try:
+        assert len({k.id for k in kids}) == 3
+        assert [k.exec("cat /data/state.txt").stdout for k in kids] == ["base\n"] * 3
+        assert 'msb_snapshot_pool_total{event="hit"} 2\n' in metrics()
+    finally:
+        for k in kids:
+            k.close()
+        c.delete_snapshot("py-warm")
+        _finish(d)

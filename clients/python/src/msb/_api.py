@@ -367,8 +367,8 @@ def fork(sid: str, count: int = 1, *, snapshot: str = "", labels: Optional[Mappi
 
 
 def fork_snapshot(name: str, count: int = 1, *, labels: Optional[Mapping[str, str]] = None,
-                  timeout: Optional[float] = None) -> Call:
-    body: Dict[str, Any] = {"count": count, "labels": dict(labels or {})}
+                  warm: int = 0, timeout: Optional[float] = None) -> Call:
+    body: Dict[str, Any] = {"count": count, "labels": dict(labels or {}), "warm": warm}
     return Call("POST", f"/v1/snapshots/{_q(name)}/fork",
                 lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]],
                 body=json_body({k: v for k, v in body.items() if v}), timeout=timeout)

@@ -107,10 +107,11 @@ class Client:
                                             timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
-    async def fork_snapshot(self, name: str, n: int = 1, *,
-                            labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+    async def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None,
+                            warm: int = 0) -> List["Sandbox"]:
         """``n`` new sandboxes from the named snapshot (see ``msb.Client.fork_snapshot``)."""
-        infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
+        infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm,
+                                                     timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
     async def create_sandboxes(self, n: int, instance_id: str = "", **kw: Any) -> List["Sandbox"]:

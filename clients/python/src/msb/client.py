@@ -135,10 +135,13 @@ class Client:
         infos = self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels, timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
-    def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+    def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None,
+                      warm: int = 0) -> List["Sandbox"]:
         """Start ``n`` sandboxes from the named snapshot, also once the
-        sandbox it was taken of is closed (see ``fork``)."""
-        infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, timeout=self.create_timeout))
+        sandbox it was taken of is closed (see ``fork``). ``warm`` asks the
+        daemon to keep that many children started ahead for the next
+        forks (bounded by its ``--spares``)."""
+        infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm, timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
     def create_sandboxes(self, n: int, instance_id: str = "", **kw: Any) -> List["Sandbox"]:
