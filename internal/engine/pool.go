@@ -154,7 +154,7 @@ func (p *snapPool) refill(name string, n int) {
 			}
 			break
 		}
-		if p.closed {
+		if p.closed || p.want[name] == 0 { // closing, or the snapshot deleted
 			p.making[name] -= n - i - 1
 			p.mu.Unlock()
 			c.discard()
@@ -181,6 +181,18 @@ func (p *snapPool) start(name string) (*Sandbox, error) {
 	}
 	defer done()
 	return p.e.startChild(p.ctx, src, snap)
+}
+
+// drop closes the spares of a deleted snapshot and keeps none for it.
+func (p *snapPool) drop(name string) {
+	p.mu.Lock()
+	ready := p.ready[name]
+	delete(p.ready, name)
+	delete(p.want, name)
+	p.mu.Unlock()
+	for _, c := range ready {
+		c.discard()
+	}
 }
 
 // close stops the refills, waits for them and closes every spare.

@@ -85,4 +85,14 @@ func TestEnginePoolRefill(t *testing.T) {
 	if st := e.PoolStats(); st.RefillTime <= 0 || st.Made < 4 {
 		t.Fatalf("refill stats %+v", st)
 	}
+	// Deleting the snapshot closes its spares and gives their room back.
+	if err := e.DeleteSnapshot("pool-snap"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.PoolStats(); st.Ready != 0 || st.Making != 0 {
+		t.Fatalf("spares of a deleted snapshot: %+v", st)
+	}
+	if q, live := e.Quota().Sandboxes, len(e.Sandboxes(nil)); q != live {
+		t.Fatalf("%d sandboxes admitted, %d live: the spares kept their room", q, live)
+	}
 }

@@ -100,6 +100,9 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	if errors.Is(err, rootfs.ErrNoSnapshot) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
+	if err == nil {
+		e.pool.drop(name)
+	}
 	return err
 }
 
