@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -122,12 +121,12 @@ func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.San
 	}
 	spec.HostBase = ir.HostBase
 	spec.Layers = append(ir.Layers, f.layers...)
-	spec.Env = mergeEnv(ir.Config.Env, spec.Env)
+	spec.Env = engine.MergeEnv(ir.Config.Env, spec.Env)
 	if spec.Workdir == "" {
 		spec.Workdir = ir.Config.WorkingDir
 	}
 	if u := ir.Config.User; u != "" && os.Geteuid() == 0 {
-		user, err := imageUser(ir.Layers, u)
+		user, err := engine.ImageUser(ir.Layers, u)
 		if err != nil {
 			ir.Lease.Release()
 			return nil, imageError(err)
@@ -137,79 +136,6 @@ func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.San
 		fmt.Fprintf(os.Stderr, "msb: the image's user %q is not applied: a rootless sandbox has only root\n", u)
 	}
 	return func() { ir.Lease.Release() }, nil
-}
-
-// mergeEnv is base with over's variables replacing or added after its own.
-func mergeEnv(base, over []string) []string {
-	out := make([]string, 0, len(base)+len(over))
-	idx := map[string]int{}
-	for _, kv := range append(append([]string(nil), base...), over...) {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
-}
-
-// imageUser reads an image's USER (uid, uid:gid, name or name:group) into
-// ids, looking names up in the image's /etc/passwd and /etc/group.
-func imageUser(layers []string, u string) (engine.User, error) {
-	user, group, hasGroup := strings.Cut(u, ":")
-	uid, gid := -1, -1
-	if n, err := strconv.Atoi(user); err == nil {
-		uid = n
-	} else if uid, gid, err = lookupID(layers, "etc/passwd", user); err != nil {
-		return engine.User{}, err
-	}
-	if gid < 0 {
-		gid = 0
-		if _, g, err := lookupID(layers, "etc/passwd", user); err == nil {
-			gid = g
-		}
-	}
-	if hasGroup {
-		if n, err := strconv.Atoi(group); err == nil {
-			gid = n
-		} else if gid, _, err = lookupID(layers, "etc/group", group); err != nil {
-			return engine.User{}, err
-		}
-	}
-	return engine.User{UID: uid, GID: gid}, nil
-}
-
-// lookupID finds name (or a numeric uid) in a passwd or group file of the
-// topmost layer holding it: its third and fourth fields (the id, and the
-// primary gid for passwd).
-func lookupID(layers []string, file, name string) (int, int, error) {
-	for i := len(layers) - 1; i >= 0; i-- {
-		b, err := os.ReadFile(filepath.Join(layers[i], file))
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			fields := strings.Split(line, ":")
-			if len(fields) < 3 || fields[0] != name && fields[2] != name {
-				continue
-			}
-			id, err := strconv.Atoi(fields[2])
-			if err != nil {
-				break
-			}
-			second := -1
-			if len(fields) > 3 {
-				if n, err := strconv.Atoi(fields[3]); err == nil {
-					second = n
-				}
-			}
-			return id, second, nil
-		}
-		break
-	}
-	return 0, 0, fmt.Errorf("%w: user or group %q is not in the image's /%s", rootfs.ErrImage, name, file)
 }
 
 func newCacheImagesCmd(g *globals) *cobra.Command {
