@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/bench"
+)
+
+// errIntegrityFailed is a comparison that stopped on a failure (its
+// report says which).
+var errIntegrityFailed = errors.New("the integrity comparison failed")
+
+// newBenchIntegrityCmd is `msb bench integrity`: what the integrity stage
+// adds to an evaluation's wall time, on the demo instances.
+func newBenchIntegrityCmd(g Host) *cobra.Command {
+	o := bench.IntegrityOptions{}
+	cmd := &cobra.Command{
+		Use:   "integrity",
+		Short: "Wall time of gold-patch evaluations with the integrity stage on (warn) and off, on the demo instances",
+		Long: `Evaluates the gold patches of the 4 embedded demo instances (offline) with the integrity stage
+(static rules, canary tests, the pytest structured channel; as msb eval --integrity warn) and
+without it (the harness's evaluation through the same engine), interleaved, the order alternating,
+after one warm-up round; prints p50 and p90 of each, the ratio on/off and the difference, and the
+load average. docs/bench.md, "Integrity cost", has the method and results.`,
+		Example: "  msb bench integrity\n  msb bench integrity --rounds 10 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: at least 1", errUsage, o.Rounds)
+			}
+			cfg, err := g.EngineConfig()
+			if err != nil {
+				return err
+			}
+			o.TmpDir = g.Env().TmpDir
+			o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
+			rep := bench.Integrity(cmd.Context(), cfg, o)
+			if g.JSON() {
+				if err := printJSON(map[string]any{"report": rep, "summary": rep.Summary()}); err != nil {
+					return err
+				}
+			} else {
+				rep.WriteText(os.Stdout)
+			}
+			if rep.Failed != "" {
+				return fmt.Errorf("%w: %s", errIntegrityFailed, rep.Failed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 30, "interleaved rounds: evaluations of each demo instance in each mode (after one warm-up round)")
+	return cmd
+}
