@@ -206,6 +206,7 @@ func TestE2BAsyncSDK(t *testing.T) {
 		Outputs []string `json:"outputs"`
 		Chunks  []string `json:"chunks"`
 		Stdin   []any    `json:"stdin"`
+		Pty     []any    `json:"pty"`
 		Forked  []string `json:"forked"`
 		Resumed string   `json:"resumed"`
 	}
@@ -225,6 +226,9 @@ func TestE2BAsyncSDK(t *testing.T) {
 	}
 	if fmt.Sprint(got.Stdin) != fmt.Sprint([]any{"async in\n", float64(0)}) {
 		t.Errorf("cat given stdin: its output and the exit code a later connect saw: %q, want what was sent and 0", got.Stdin)
+	}
+	if fmt.Sprint(got.Pty) != fmt.Sprint([]any{float64(5), true}) {
+		t.Errorf("an async pty resized to 30x90 that printed its size and ran exit 5: %v, want exit 5 and size=30 90 seen", got.Pty)
 	}
 	if fmt.Sprint(got.Forked) != "[forked forked]" || got.Resumed != "forked" {
 		t.Errorf("async fork(count=2) read %q, pause then connect %q; want the parent's file in each", got.Forked, got.Resumed)
@@ -321,6 +325,38 @@ func TestE2BStdinAndReconnect(t *testing.T) {
 	}
 	if got.NoStdin == nil {
 		t.Error("send_stdin to an ended process without stdin succeeded")
+	}
+}
+
+// TestE2BPty: a login bash on a terminal through sandbox.pty: its size,
+// input, resize (stty size sees it), a reconnecting client, kill and exit.
+func TestE2BPty(t *testing.T) {
+	out := sdkScript(t, "sdk_pty.py")
+	var got struct {
+		Size        string `json:"size"`
+		TTY         string `json:"tty"`
+		Answer      string `json:"answer"`
+		Resized     string `json:"resized"`
+		Reconnected string `json:"reconnected"`
+		Listed      bool   `json:"listed"`
+		Killed      bool   `json:"killed"`
+		Exit        int    `json:"exit"`
+		ListedAfter int    `json:"listed_after"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if got.Size != "24 80" || got.TTY != "tty=yes:/tmp" {
+		t.Errorf("stty size and a tty test in a 24x80 pty with cwd /tmp: %q %q, want 24 80 and tty=yes:/tmp", got.Size, got.TTY)
+	}
+	if got.Answer != "42" || got.Resized != "50 100" {
+		t.Errorf("echo $((6*7)), then stty size after resize to 50x100: %q %q, want 42 and 50 100", got.Answer, got.Resized)
+	}
+	if got.Reconnected != "back2" || !got.Listed || !got.Killed {
+		t.Errorf("after reconnecting: %q, listed %v, kill %v; want back2, listed and killed", got.Reconnected, got.Listed, got.Killed)
+	}
+	if got.Exit != 3 || got.ListedAfter != 0 {
+		t.Errorf("exit 3 in a pty: exit code %d, %d processes listed after; want 3 and 0", got.Exit, got.ListedAfter)
 	}
 }
 

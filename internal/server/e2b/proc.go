@@ -30,7 +30,8 @@ type proc struct {
 	tag    string
 	config *process.ProcessConfig
 	cancel context.CancelFunc
-	stdin  *stdinPipe // nil: started without stdin
+	stdin  *stdinPipe        // nil: started without stdin
+	pty    *process.PTY_Size // nil: no terminal; else its size at the start
 
 	mu      sync.Mutex // guards the fields below
 	log     []*process.ProcessEvent
@@ -122,6 +123,9 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	defer p.cancel()
 	cmd := commandOf(p.config)
+	if p.pty != nil {
+		cmd = ptyWrap(cmd, p.stdin, p.pty)
+	}
 	if p.stdin != nil {
 		cmd = p.stdin.wrap(cmd)
 	}
@@ -131,10 +135,12 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	}
 	res, err := sb.ExecStream(ctx, xr, func(ev api.ExecEvent) {
 		data := &process.ProcessEvent_DataEvent{}
-		switch ev.Type {
-		case api.EventStdout:
+		switch {
+		case p.pty != nil && (ev.Type == api.EventStdout || ev.Type == api.EventStderr):
+			data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}
+		case ev.Type == api.EventStdout:
 			data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
-		case api.EventStderr:
+		case ev.Type == api.EventStderr:
 			data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
 		default:
 			return
@@ -244,7 +250,7 @@ func (s *stdinPipe) remove(sb *engine.Sandbox) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f := shellWord(s.path)
-	s.run(ctx, sb, api.ExecRequest{Command: "rm -f " + f + " " + f + ".hold " + f + ".ready"})
+	s.run(ctx, sb, api.ExecRequest{Command: "rm -f " + f + " " + f + ".hold " + f + ".ready " + shellWord(ttyFile(s))})
 }
 
 func (s *stdinPipe) run(ctx context.Context, sb *engine.Sandbox, req api.ExecRequest) error {

@@ -78,11 +78,8 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
-	if req.Msg.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("msb does not serve PTYs yet (docs/e2b.md)"))
-	}
 	var stdin *stdinPipe
-	if req.Msg.GetStdin() {
+	if req.Msg.GetStdin() || req.Msg.Pty != nil { // a terminal's input is the stdin FIFO
 		if stdin, err = makeStdin(ctx, sb); err != nil {
 			return connectError(err)
 		}
@@ -92,6 +89,9 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	b.next++
 	pr := newProc(b.next, req.Msg.GetTag(), cfg, cancel)
 	pr.stdin = stdin
+	if req.Msg.Pty != nil {
+		pr.pty = ptySize(req.Msg.GetPty().GetSize())
+	}
 	b.procs[pr.pid] = pr
 	b.mu.Unlock()
 	go p.f.run(runCtx, b, sb, pr)
@@ -183,12 +183,26 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
 
-func unimplemented(what string) error {
-	return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("msb does not serve %s yet (docs/e2b.md)", what))
-}
-
-func (p *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
-	return nil, unimplemented("process.Process/Update (PTY)")
+// Update resizes a pty process's terminal.
+func (p *processService) Update(ctx context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
+	b, sb, err := p.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	pr, err := find(b, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if pr.pty == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no pty", pr.pid))
+	}
+	if req.Msg.GetPty().GetSize() == nil {
+		return connect.NewResponse(&process.UpdateResponse{}), nil
+	}
+	if err := resize(ctx, sb, pr.stdin, ptySize(req.Msg.GetPty().GetSize())); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&process.UpdateResponse{}), nil
 }
 
 // stdinOf is the process a request names and its stdin.
@@ -212,10 +226,7 @@ func (p *processService) SendInput(ctx context.Context, req *connect.Request[pro
 	if err != nil {
 		return nil, err
 	}
-	if req.Msg.GetInput().GetPty() != nil {
-		return nil, unimplemented("PTY input")
-	}
-	if err := in.write(ctx, sb, req.Msg.GetInput().GetStdin()); err != nil {
+	if err := in.write(ctx, sb, inputOf(req.Msg.GetInput())); err != nil {
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(&process.SendInputResponse{}), nil
@@ -238,7 +249,7 @@ func (p *processService) StreamInput(ctx context.Context, stream *connect.Client
 			if in == nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("input before the start message that names the process"))
 			}
-			if err := in.write(ctx, sb, msg.GetData().GetInput().GetStdin()); err != nil {
+			if err := in.write(ctx, sb, inputOf(msg.GetData().GetInput())); err != nil {
 				return nil, connectError(err)
 			}
 		}

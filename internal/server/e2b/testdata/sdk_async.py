@@ -4,7 +4,7 @@ as it is printed. Prints one JSON object, which e2b_test.go checks."""
 import asyncio
 import json
 
-from e2b import AsyncSandbox
+from e2b import AsyncSandbox, CommandExitException, PtySize
 
 
 async def main():
@@ -17,6 +17,15 @@ async def main():
     await sb.commands.close_stdin(h.pid)
     again = await sb.commands.connect(h.pid)
     stdin = [(await h.wait()).stdout, (await again.wait()).exit_code]
+    tty = bytearray()
+    p = await sb.pty.create(PtySize(rows=24, cols=80), on_data=tty.extend)
+    await sb.pty.resize(p.pid, PtySize(rows=30, cols=90))
+    await sb.pty.send_stdin(p.pid, b"echo size=$(stty size); exit 5\n")
+    try:
+        pty = [(await p.wait()).exit_code]
+    except CommandExitException as e:
+        pty = [e.exit_code]
+    pty.append("size=30 90" in tty.decode())
     await sb.files.write("/root/f.txt", "forked")
     kids = await sb.fork(count=2)
     forked = [await k.files.read("/root/f.txt") for k in kids]
@@ -27,7 +36,7 @@ async def main():
     resumed = (await again.commands.run("cat /root/f.txt")).stdout
     await sb.kill()
     print(json.dumps({"outputs": [r.stdout for r in results], "chunks": chunks, "stdin": stdin,
-                      "forked": forked, "resumed": resumed}))
+                      "pty": pty, "forked": forked, "resumed": resumed}))
 
 
 asyncio.run(main())
