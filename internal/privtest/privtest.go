@@ -73,6 +73,21 @@ func Python(t testing.TB, what string) string {
 	return py
 }
 
+// PytestPython returns the first host interpreter of python3 on PATH and
+// Debian's /usr/bin/python3 that imports pytest (.ci/deps installs
+// python3-pytest for the second), or skips t (fails it when strict).
+func PytestPython(t testing.TB) string {
+	t.Helper()
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		out, err := exec.Command(py, "-c", "import pytest, sys; print(sys.executable)").Output()
+		if err == nil {
+			return strings.TrimSpace(string(out))
+		}
+	}
+	Skip(t, "no host python3 with pytest (python3 on PATH, /usr/bin/python3): .ci/deps installs python3-pytest")
+	return ""
+}
+
 // RequireRoot skips a test that needs root when not root, or fails it
 // when RequireRootEnv says the suite runs as root.
 func RequireRoot(t testing.TB) {

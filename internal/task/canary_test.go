@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // canaryExploit is a model patch that fakes the tests without fixing the
@@ -105,12 +105,9 @@ func TestCanaryPytest(t *testing.T) {
 // python3 that has pytest (the test skips without one).
 func pytestEnv(t *testing.T, f *fixture) Env {
 	t.Helper()
-	py, err := exec.Command("python3", "-c", "import pytest, sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Skipf("no python3 with pytest on the host: %v", err)
-	}
+	py := privtest.PytestPython(t)
 	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(t.TempDir(), "cache"), Runtime: f.env.Runtime, SystemSitePackages: true,
-		Pythons: map[string]string{f.gen.PyVersion: strings.TrimSpace(string(py))}})
+		Pythons: map[string]string{f.gen.PyVersion: py}})
 	if err != nil {
 		t.Fatal(err)
 	}

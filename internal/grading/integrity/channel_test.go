@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"github.com/minisandbox/msb/internal/privtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,7 @@ func TestNewChannel(t *testing.T) {
 // PYTEST_ADDOPTS or sys.path, and Restore gives the shell its variables
 // back.
 func TestChannelPytest(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import pytest").Run(); err != nil {
-		t.Skipf("no python3 with pytest on the host: %v", err)
-	}
+	py := privtest.PytestPython(t)
 	dir := t.TempDir()
 	c := NewChannel("pytest")
 	c.Dir = filepath.Join(dir, "msb_"+c.Token)
@@ -59,7 +58,7 @@ def test_hidden():
 	if err := os.WriteFile(filepath.Join(dir, "test_a.py"), []byte(test), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := "set -u\nunset PYTHONPATH\nexport PYTEST_ADDOPTS=-q\n" + c.Setup() + "python3 -m pytest -rA -p no:cacheprovider test_a.py\n" + c.Restore() +
+	script := "set -u\nunset PYTHONPATH\nexport PYTEST_ADDOPTS=-q\n" + c.Setup() + py + " -m pytest -rA -p no:cacheprovider test_a.py\n" + c.Restore() +
 		"echo \"after: ${PYTEST_ADDOPTS}|${PYTHONPATH-unset}\"\n"
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
