@@ -44,6 +44,7 @@ func TestServerBadInput(t *testing.T) {
 		{"huge pids", "POST", "/v1/sandboxes", `{"limits":{"pids":4611686018427387904}}`, 400, "limits.pids"},
 		{"few pids", "POST", "/v1/sandboxes", `{"limits":{"pids":3}}`, 400, "limits.pids"},
 		{"huge cpus", "POST", "/v1/sandboxes", `{"limits":{"cpus":1e300}}`, 400, "limits.cpus"},
+		{"negative max_output", "POST", "/v1/sandboxes", `{"max_output":-1}`, 400, "max_output"},
 		{"huge gym pids", "POST", "/v1/gym/reset", `{"instance_id":"` + inst + `","limits":{"pids":4611686018427387904}}`, 400, "limits.pids"},
 		{"dataset dir", "POST", "/v1/datasets", `{"path":"` + dir + `"}`, 400, "path"},
 		{"dataset fifo", "POST", "/v1/datasets", `{"path":"` + fifo + `"}`, 400, "path"},

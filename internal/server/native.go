@@ -58,8 +58,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	if err := decode(r, &req, false); err != nil {
 		return nil, err
 	}
-	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 {
-		return nil, badRequest("lifetime_ns, idle_timeout_ns and admission_wait_ns must not be negative")
+	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 || req.MaxOutput < 0 {
+		return nil, badRequest("lifetime_ns, idle_timeout_ns, admission_wait_ns and max_output must not be negative")
 	}
 	if err := checkLimits("limits", req.Limits); err != nil {
 		return nil, err
