@@ -14,11 +14,27 @@ import (
 // the freezer controller mounted or delegated.
 var ErrNoFreezer = errors.New("cgroup has no freezer")
 
+// ErrFreezeTimeout means the group's processes did not all stop within
+// freezeTimeout.
+var ErrFreezeTimeout = errors.New("cgroup did not freeze in time")
+
+// freezeTimeout bounds a freeze; a v1 group still FREEZING is thawed and
+// frozen again after freezeRetry, then after twice as long each time, up
+// to maxFreezeRetry (a large group may just need longer).
+const (
+	freezeTimeout  = 10 * time.Second
+	freezeRetry    = 2 * time.Millisecond
+	maxFreezeRetry = 200 * time.Millisecond
+)
+
 // Freeze stops every process of the group (cgroup.freeze on v2, the v1
 // freezer's FROZEN state) and waits until the kernel says they all are
-// stopped, or ctx ends. A frozen process stays frozen until Thaw, even
-// past this process's exit: call Thaw on every path once Freeze was
-// called, also when it failed.
+// stopped, ctx ends, or freezeTimeout passes (ErrFreezeTimeout). A v1
+// group can stay FREEZING for good: a parent in vfork waits for a child
+// that was frozen first. So while it is not FROZEN, it is thawed and
+// frozen again, after freezeRetry and then less and less often. A frozen
+// process stays frozen until Thaw, even past this process's exit: call
+// Thaw on every path once Freeze was called, also when it failed.
 func (g *Group) Freeze(ctx context.Context) error {
 	file, value, done, err := g.freezeFile(true)
 	if err != nil {
@@ -27,6 +43,7 @@ func (g *Group) Freeze(ctx context.Context) error {
 	if err := os.WriteFile(file, []byte(value), 0); err != nil {
 		return fmt.Errorf("freezing cgroup: writing %q to %s: %w", value, file, err)
 	}
+	start, retried, wait := time.Now(), time.Now(), freezeRetry
 	for {
 		ok, err := done()
 		if err != nil {
@@ -35,12 +52,32 @@ func (g *Group) Freeze(ctx context.Context) error {
 		if ok {
 			return nil
 		}
+		if time.Since(start) > freezeTimeout {
+			return fmt.Errorf("freezing cgroup %s: %w (%s)", filepath.Dir(file), ErrFreezeTimeout, freezeTimeout)
+		}
+		if g.info.Version != V2 && time.Since(retried) > wait {
+			if err := g.refreezeV1(file); err != nil {
+				return err
+			}
+			retried, wait = time.Now(), min(2*wait, maxFreezeRetry)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("freezing cgroup %s: %w", filepath.Dir(file), ctx.Err())
 		case <-time.After(100 * time.Microsecond):
 		}
 	}
+}
+
+// refreezeV1 thaws a v1 group stuck FREEZING and freezes it again, which
+// lets a task the freezer could not stop (a vfork parent) go on first.
+func (g *Group) refreezeV1(state string) error {
+	for _, v := range []string{"THAWED", "FROZEN"} {
+		if err := os.WriteFile(state, []byte(v), 0); err != nil {
+			return fmt.Errorf("freezing cgroup: writing %q to %s: %w", v, state, err)
+		}
+	}
+	return nil
 }
 
 // Thaw lets the group's processes run again; thawing a group that is not

@@ -600,3 +600,41 @@ func TestSnapshotAsBase(t *testing.T) {
 		t.Fatalf("an unknown snapshot: %v", err)
 	}
 }
+
+// TestSnapshotBesideStarts snapshots a sandbox again and again while
+// commands start in it: a cgroup v1 group frozen while a process is in
+// vfork can stay FREEZING for good, which hung a fork beside a streaming
+// command until the client gave up. Every snapshot must finish.
+func TestSnapshotBesideStarts(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.Exec(ctx, api.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"})
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 40 {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := e.Snapshot(sctx, s.ID(), api.SnapshotRequest{Name: fmt.Sprintf("beside-%d", i)})
+		cancel()
+		if err != nil {
+			t.Fatalf("snapshot %d beside starting commands: %v", i, err)
+		}
+		e.DeleteSnapshot(fmt.Sprintf("beside-%d", i))
+	}
+}
