@@ -527,40 +527,59 @@ func TestSnapshotRollbackBesideCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAll(t, s)
-	stop := make(chan struct{})
+	stop := callsBeside(func() error {
+		_, err := s.ReadFile(ctx, "/etc/hostname", 0)
+		if err == nil {
+			_, err = s.Exec(ctx, api.ExecRequest{Command: "true"})
+		}
+		if err != nil && !errors.Is(err, sandbox.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	for range 3 {
+		if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, err := range stop() {
+		t.Errorf("a call beside a rollback: %v", err)
+	}
+	sh(t, s, "", "true")
+}
+
+// callsBeside runs call in two goroutines, again and again, until the
+// returned stop is called; a goroutine whose call fails stops, and stop
+// returns those errors.
+func callsBeside(call func() error) (stop func() []error) {
+	done := make(chan struct{})
+	errs := make(chan error, 2)
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
 	for range 2 {
 		wg.Go(func() {
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
-				_, err := s.ReadFile(ctx, "/etc/hostname", 0)
-				if err == nil {
-					_, err = s.Exec(ctx, api.ExecRequest{Command: "true"})
-				}
-				if err != nil && !errors.Is(err, sandbox.ErrClosed) {
+				if err := call(); err != nil {
 					errs <- err
 					return
 				}
 			}
 		})
 	}
-	for range 3 {
-		if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
-			t.Fatal(err)
+	return func() []error {
+		close(done)
+		wg.Wait()
+		close(errs)
+		var out []error
+		for err := range errs {
+			out = append(out, err)
 		}
+		return out
 	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("a call beside a rollback: %v", err)
-	}
-	sh(t, s, "", "true")
 }
 
 // TestSnapshotAsBase: a named snapshot is an environment source like any
@@ -613,21 +632,11 @@ func TestSnapshotBesideStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAll(t, s)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s.Exec(ctx, api.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"})
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := callsBeside(func() error {
+		s.Exec(ctx, api.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"})
+		return nil
+	})
+	defer stop()
 	for i := range 40 {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		_, err := e.Snapshot(sctx, s.ID(), api.SnapshotRequest{Name: fmt.Sprintf("beside-%d", i)})
