@@ -39,13 +39,10 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeBadRequest, "decoding the body: %v", err)
 		return
 	}
-	timeout := defaultTimeout
-	if req.Timeout != nil {
-		if *req.Timeout <= 0 {
-			apiError(w, api.CodeBadRequest, "timeout must be positive seconds, got %d", *req.Timeout)
-			return
-		}
-		timeout = time.Duration(*req.Timeout) * time.Second
+	timeout, err := timeoutOf(req.Timeout, defaultTimeout)
+	if err != nil {
+		engineError(w, err)
+		return
 	}
 	sb, err := f.start(r, req)
 	if err != nil {
