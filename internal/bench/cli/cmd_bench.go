@@ -189,22 +189,7 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 		return err
 	}
 	rep.Command = strings.Join(append([]string{"msb bench"}, os.Args[1:]...), " ")
-	files, werr := rep.Write(f.out)
-	if g.JSON() {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"report": rep, "summaries": bench.Summaries(rep.Samples), "files": files})
-	} else {
-		rep.WriteText(os.Stdout)
-		fmt.Printf("\nwrote %s\n", strings.Join(files, " "))
-	}
-	if err := errors.Join(err, werr); err != nil {
-		return err
-	}
-	if n := len(rep.Failures); n > 0 {
-		return fmt.Errorf("%d comparisons failed (listed under FAILED)", n)
-	}
-	return nil
+	return errors.Join(err, emitReport(g, f.out, rep))
 }
 
 // newBenchSandboxCmd is the preset of the sandbox comparisons on the bare

@@ -92,8 +92,8 @@ func parseSizes(ss []string) ([]int64, error) {
 	return out, nil
 }
 
-// emitReport writes rep into dir and prints it (as JSON with --json), as
-// runBench does; it fails when a comparison failed.
+// emitReport writes rep into dir and prints it (as JSON with --json); it
+// fails when writing or a comparison failed.
 func emitReport(g Host, dir string, rep *bench.Report) error {
 	files, werr := rep.Write(dir)
 	if g.JSON() {
