@@ -16,6 +16,8 @@ import (
 // Patch is one entry of a spec file: the fields it sets. A nil field is
 // left as it was; the *_append fields add to the list before them.
 type Patch struct {
+	Language             *string           `yaml:"language"`
+	Toolchains           *[]string         `yaml:"toolchains"`
 	Python               *string           `yaml:"python"`
 	Bootstrap            *[]string         `yaml:"bootstrap"`
 	Packages             *string           `yaml:"packages"`
@@ -38,7 +40,8 @@ type Patch struct {
 	LogParser            *string           `yaml:"log_parser"`
 	NoUseEnv             *bool             `yaml:"no_use_env"`
 	ExecuteTestAsNonroot *bool             `yaml:"execute_test_as_nonroot"`
-	Env                  map[string]string `yaml:"env"` // merged key by key
+	Env                  map[string]string `yaml:"env"`      // merged key by key
+	EvalEnv              map[string]string `yaml:"eval_env"` // merged key by key
 }
 
 // Overrides is a parsed spec file.
@@ -133,6 +136,8 @@ func (p Patch) apply(s Spec, source string) Spec {
 			*dst = append(slices.Clone(*dst), add...)
 		}
 	}
+	setS(&s.Language, p.Language)
+	setL(&s.Toolchains, p.Toolchains, nil)
 	setS(&s.Python, p.Python)
 	setL(&s.Bootstrap, p.Bootstrap, nil)
 	setS(&s.Packages, p.Packages)
@@ -160,14 +165,21 @@ func (p Patch) apply(s Spec, source string) Spec {
 	if p.ExecuteTestAsNonroot != nil {
 		s.ExecuteTestAsNonroot = *p.ExecuteTestAsNonroot
 	}
-	if len(p.Env) > 0 {
-		env := maps.Clone(s.Env)
-		if env == nil {
-			env = map[string]string{}
-		}
-		maps.Copy(env, p.Env)
-		s.Env = env
-	}
+	s.Env = mergeEnv(s.Env, p.Env)
+	s.EvalEnv = mergeEnv(s.EvalEnv, p.EvalEnv)
 	s.Source = append(slices.Clone(s.Source), source)
 	return s
+}
+
+// mergeEnv is base with add's keys set over it (base itself when add is empty).
+func mergeEnv(base, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return base
+	}
+	env := maps.Clone(base)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, add)
+	return env
 }

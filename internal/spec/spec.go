@@ -30,6 +30,14 @@ type Spec struct {
 	Repo    string `json:"repo" yaml:"repo"`
 	Version string `json:"version" yaml:"version"`
 
+	// Language of the repository: "" or "python" for a Python spec (a
+	// venv of Python, pip), else one of Languages (no venv: the
+	// environment is Toolchains, Install fetches the dependencies).
+	Language string `json:"language,omitempty" yaml:"language,omitempty"`
+	// Toolchains: host toolchains a non-Python environment needs, by name
+	// (one of ToolchainNames), resolved on the host by package envcache.
+	Toolchains []string `json:"toolchains,omitempty" yaml:"toolchains,omitempty"`
+
 	Python string `json:"python" yaml:"python"`
 	// Bootstrap: pip requirements installed into the new venv before
 	// anything else (pip, setuptools and wheel at the versions the
@@ -69,6 +77,9 @@ type Spec struct {
 	ExecuteTestAsNonroot bool `json:"execute_test_as_nonroot,omitempty" yaml:"execute_test_as_nonroot,omitempty"`
 	// Env: environment variables for the test command (on top of a clean environment).
 	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// EvalEnv: variables for the evaluation only, on top of Env (offline
+	// switches the dependency step must not have, e.g. CARGO_NET_OFFLINE).
+	EvalEnv map[string]string `json:"eval_env,omitempty" yaml:"eval_env,omitempty"`
 	// Source says where the spec came from: "builtin", "default", and each override applied.
 	Source []string `json:"source" yaml:"-"`
 }
@@ -182,10 +193,34 @@ func Resolve(in dataset.Instance, ov *Overrides) (Spec, error) {
 	return s, nil
 }
 
+// The languages a spec can name besides Python.
+const (
+	LangPython     = "python"
+	LangGo         = "go"
+	LangRust       = "rust"
+	LangJava       = "java"
+	LangJavaScript = "javascript"
+	LangTypeScript = "typescript"
+	LangC          = "c"
+	LangCPP        = "cpp"
+)
+
+// Languages are the values of Spec.Language ("" means python).
+var Languages = []string{LangPython, LangGo, LangRust, LangJava, LangJavaScript, LangTypeScript, LangC, LangCPP}
+
+// ToolchainNames are the host toolchains a spec can name in Toolchains.
+var ToolchainNames = []string{"go", "rust", "node", "java", "maven", "gradle", "cmake", "gcc", "clang", "make"}
+
+// IsPython reports whether s is a Python spec (a venv, pip, pytest).
+func (s Spec) IsPython() bool { return s.Language == "" || s.Language == LangPython }
+
 // Validate checks that the spec can be used.
 func (s Spec) Validate() error {
+	if err := s.validateLanguage(); err != nil {
+		return err
+	}
 	var missing []string
-	if s.Python == "" {
+	if s.IsPython() && s.Python == "" {
 		missing = append(missing, "python")
 	}
 	if s.TestCmd == "" {
@@ -204,6 +239,26 @@ func (s Spec) Validate() error {
 	case DirectivesPaths, DirectivesDjango, DirectivesNone:
 	default:
 		return fmt.Errorf("%w: directives %q (want paths, django or none)", ErrInvalidSpec, s.Directives)
+	}
+	return nil
+}
+
+// validateLanguage checks Language, and the fields that only one kind of
+// spec may have: python for Python, toolchains for the others.
+func (s Spec) validateLanguage() error {
+	if !slices.Contains(Languages, s.Language) && s.Language != "" {
+		return fmt.Errorf("%w: language %q (want one of %s)", ErrInvalidSpec, s.Language, strings.Join(Languages, ", "))
+	}
+	if !s.IsPython() && s.Python != "" {
+		return fmt.Errorf("%w: python %q set for a %s spec (python is for Python specs only)", ErrInvalidSpec, s.Python, s.Language)
+	}
+	if s.IsPython() && len(s.Toolchains) > 0 {
+		return fmt.Errorf("%w: toolchains %q set for a Python spec (set language)", ErrInvalidSpec, s.Toolchains)
+	}
+	for _, tc := range s.Toolchains {
+		if !slices.Contains(ToolchainNames, tc) {
+			return fmt.Errorf("%w: toolchain %q (want one of %s)", ErrInvalidSpec, tc, strings.Join(ToolchainNames, ", "))
+		}
 	}
 	return nil
 }

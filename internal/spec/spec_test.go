@@ -265,3 +265,70 @@ func TestBadSpecFiles(t *testing.T) {
 		t.Errorf("incomplete spec: err = %v", err)
 	}
 }
+
+// TestLanguage: a spec names its language; Python's are as before, the
+// others have toolchains and no python, and eval_env merges like env.
+func TestLanguage(t *testing.T) {
+	file := `version: 1
+repos:
+  me/gomod:
+    "*":
+      language: go
+      toolchains: [go]
+      install: go mod download
+      test_cmd: go test -v ./...
+      log_parser: unittest
+      directives: none
+      env: {GOFLAGS: -mod=mod}
+      eval_env: {GOPROXY: "off"}
+instances:
+  gomod-1:
+    eval_env: {GOFLAGS: -mod=mod}
+`
+	ov, err := ParseOverrides([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := dataset.Instance{InstanceID: "gomod-1", Repo: "me/gomod", Source: dataset.Custom}
+	s, err := Resolve(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IsPython() || s.Language != LangGo || !slices.Equal(s.Toolchains, []string{"go"}) ||
+		!reflect.DeepEqual(s.EvalEnv, map[string]string{"GOPROXY": "off", "GOFLAGS": "-mod=mod"}) {
+		t.Errorf("go spec = %+v", s)
+	}
+	if b, _ := Builtin("django/django", "4.2"); !b.IsPython() || b.Validate() != nil {
+		t.Errorf("built-in django is not a valid Python spec: %+v", b)
+	}
+	base := Spec{TestCmd: "x", LogParser: grading.ParserUnittest, Directives: DirectivesNone}
+	for name, tc := range map[string]struct {
+		mod  func(*Spec)
+		want string // in the error; "" for valid
+	}{
+		"python":             {func(s *Spec) { s.Python = "3.11" }, ""},
+		"python by name":     {func(s *Spec) { s.Language, s.Python = "python", "3.11" }, ""},
+		"python missing":     {func(s *Spec) {}, "python not set"},
+		"rust":               {func(s *Spec) { s.Language, s.Toolchains = LangRust, []string{"rust"} }, ""},
+		"cpp, no toolchains": {func(s *Spec) { s.Language = LangCPP }, ""},
+		"unknown language":   {func(s *Spec) { s.Language = "cobol" }, "go, rust, java, javascript, typescript, c, cpp"},
+		"go with python":     {func(s *Spec) { s.Language, s.Python = LangGo, "3.11" }, "python is for Python specs only"},
+		"python toolchains":  {func(s *Spec) { s.Python, s.Toolchains = "3.11", []string{"go"} }, "set language"},
+		"unknown toolchain":  {func(s *Spec) { s.Language, s.Toolchains = LangGo, []string{"go", "zig"} }, `toolchain "zig"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := base
+			tc.mod(&s)
+			err := s.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid spec refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalidSpec naming %q", err, tc.want)
+			}
+		})
+	}
+}
