@@ -263,7 +263,7 @@ func evaluateHarness(ctx context.Context, e *engine.Engine, ov *spec.Overrides, 
 	if err != nil {
 		return 0, 0, err
 	}
-	g, err := grading.For(in)
+	g, err := grading.For(in, t.Spec.LogParser)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -20,8 +20,12 @@ type Grader interface {
 
 // GraderFactory makes the grader of one instance, or says why the
 // instance cannot be graded (a repository without a known parser, a row
-// without the data its harness's rules need).
-type GraderFactory func(in dataset.Instance) (Grader, error)
+// without the data its harness's rules need). parser is the log parser
+// the instance's spec names (spec.Spec.LogParser; "" when there is no
+// spec): a harness whose parsers are registered under its own prefix
+// (RegisterParser) reads the log with the one named, so that a repository
+// of a known framework is gradeable without an entry of its own.
+type GraderFactory func(in dataset.Instance, parser string) (Grader, error)
 
 // SWEBench grades by the SWE-bench harness's rules (Judge): the grader of
 // every source no other grader is registered for.
@@ -49,16 +53,17 @@ func Register(src dataset.Source, f GraderFactory) {
 	graders[src] = f
 }
 
-// For returns the grader of an instance: the one registered for its
-// source, else SWEBench.
-func For(in dataset.Instance) (Grader, error) {
+// For returns the grader of an instance whose spec names the log parser
+// parser ("" for none): the one registered for its source, else SWEBench
+// (which reads the log with the parser an Evaluation carries).
+func For(in dataset.Instance, parser string) (Grader, error) {
 	mu.RLock()
 	f, ok := graders[in.Source]
 	mu.RUnlock()
 	if !ok {
 		return SWEBench, nil
 	}
-	g, err := f(in)
+	g, err := f(in, parser)
 	if err != nil {
 		return nil, fmt.Errorf("grader for %s (%s): %w", in.InstanceID, in.Source, err)
 	}

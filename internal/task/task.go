@@ -50,7 +50,7 @@ func New(inst dataset.Instance, ov *spec.Overrides) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", spec.ErrInvalidSpec, err)
 	}
-	g, err := grading.For(inst)
+	g, err := grading.For(inst, sp.LogParser)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", spec.ErrInvalidSpec, err)
 	}

@@ -33,7 +33,10 @@
 //     set of the same name (gen_report.py's evaluation mode). There is no
 //     partial resolution.
 //   - Grader: the grading.Grader of one instance; grading.For picks it for
-//     a dataset.MultiSWEBench row (the package registers itself).
+//     a dataset.MultiSWEBench row (the package registers itself). It reads
+//     logs with the framework the instance's spec names as its log_parser,
+//     "multiswe/<framework>" (every framework is registered with grading
+//     under that name, so a spec may name it), else with its repository's.
 //
 // Parity: TestReportMatchesHarness compares Report and Evaluate with the
 // harness's own report code on every shared row (222 rows, 4 variants

@@ -10,7 +10,10 @@ import (
 	"github.com/minisandbox/msb/internal/grading"
 )
 
-func init() { grading.Register(dataset.MultiSWEBench, NewGrader) }
+func init() {
+	grading.Register(dataset.MultiSWEBench, NewGrader)
+	registerParsers()
+}
 
 // ErrNotMultiSWE: the instance is not a Multi-SWE-bench row.
 var ErrNotMultiSWE = errors.New("not a Multi-SWE-bench instance")
@@ -27,15 +30,17 @@ type Grader struct {
 	parse ParseFunc
 }
 
-// NewGrader makes the grader of a Multi-SWE-bench instance.
-func NewGrader(in dataset.Instance) (grading.Grader, error) {
+// NewGrader makes the grader of a Multi-SWE-bench instance whose spec
+// names the log parser parser: a framework ("multiswe/<framework>"), or
+// "" for the repository's (Repos).
+func NewGrader(in dataset.Instance, parser string) (grading.Grader, error) {
 	if in.MultiSWE == nil {
 		return nil, ErrNotMultiSWE
 	}
 	if in.MultiSWE.Run == nil || in.MultiSWE.TestPatch == nil {
 		return nil, ErrNoRecordedRuns
 	}
-	p, err := ParserFor(in.Repo)
+	p, err := parserOf(in.Repo, parser)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package multiswe
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func rowOf(t *testing.T, repo string) dataset.Instance {
 // failures keep their outcome.
 func TestGraderJudge(t *testing.T) {
 	in := rowOf(t, "tokio-rs/bytes")
-	g, err := grading.For(in)
+	g, err := grading.For(in, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,18 +91,72 @@ func TestGraderFor(t *testing.T) {
 	in := rowOf(t, "tokio-rs/bytes")
 	other := in
 	other.Repo = "someone/else"
-	if _, err := grading.For(other); !errors.Is(err, ErrUnknownRepo) {
+	if _, err := grading.For(other, ""); !errors.Is(err, ErrUnknownRepo) {
 		t.Errorf("unknown repository: %v", err)
 	}
 	bare := in
 	m := *in.MultiSWE
 	m.Run = nil
 	bare.MultiSWE = &m
-	if _, err := grading.For(bare); !errors.Is(err, ErrNoRecordedRuns) {
+	if _, err := grading.For(bare, ""); !errors.Is(err, ErrNoRecordedRuns) {
 		t.Errorf("row without recorded runs: %v", err)
 	}
-	g, err := grading.For(dataset.Instance{InstanceID: "x", Source: dataset.SWEBench})
+	g, err := grading.For(dataset.Instance{InstanceID: "x", Source: dataset.SWEBench}, grading.ParserPytest)
 	if err != nil || g != grading.SWEBench {
 		t.Errorf("SWE-bench row: %v, %v", g, err)
+	}
+}
+
+// TestGraderSpecFramework: the framework a spec names decides the parser,
+// so a repository the table does not know is gradeable and a known one
+// is read with the named framework, not its own; a spec naming a parser
+// that is not a framework, or an unknown framework, is refused.
+func TestGraderSpecFramework(t *testing.T) {
+	in := rowOf(t, "tokio-rs/bytes")
+	patch := in.Patch
+	judge := func(in dataset.Instance, parser, log string) grading.Verdict {
+		t.Helper()
+		g, err := grading.For(in, parser)
+		if err != nil {
+			t.Fatalf("grading.For(%s, %q): %v", in.Repo, parser, err)
+		}
+		return g.Judge(grading.Evaluation{InstanceID: in.InstanceID, Repo: in.Repo, Patch: &patch, Log: log, TestPatch: in.TestPatch})
+	}
+	other := in
+	other.Repo = "someone/else"
+	if v := judge(other, ParserName(FrameworkCargo), cargoLog(in.MultiSWE.FixPatch)); v.Outcome != api.OutcomeResolved {
+		t.Errorf("unknown repository, cargo named: %+v", v)
+	}
+	if v := judge(in, ParserName(FrameworkGoTest), cargoLog(in.MultiSWE.FixPatch)); v.Outcome != api.OutcomeUnresolved {
+		t.Errorf("cargo log read as go test's: %+v", v)
+	}
+	if _, err := grading.For(in, grading.ParserPytest); !errors.Is(err, ErrNotFramework) {
+		t.Errorf("pytest named: %v", err)
+	}
+	if _, err := grading.For(in, ParserPrefix+"nope"); !errors.Is(err, ErrUnknownFramework) {
+		t.Errorf("unknown framework named: %v", err)
+	}
+}
+
+// TestParsersRegistered: every framework is a grading parser under
+// ParserName, reading a log as Parse does; a log Parse refuses names no
+// test.
+func TestParsersRegistered(t *testing.T) {
+	for _, fw := range FrameworkNames() {
+		if _, err := grading.Lookup(ParserName(fw)); err != nil {
+			t.Errorf("%s: %v", fw, err)
+		}
+	}
+	p, err := grading.Lookup(ParserName(FrameworkCargo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p("test a ... ok\ntest b ... FAILED\ntest c ... ignored\n")
+	want := grading.StatusMap{"a": grading.Passed, "b": grading.Failed, "c": grading.Skipped}
+	if !maps.Equal(got, want) {
+		t.Errorf("cargo log read as %v, want %v", got, want)
+	}
+	if got := p("test a ... ok\ntest a ... FAILED\n"); len(got) != 0 {
+		t.Errorf("conflicting log read as %v, want no test", got)
 	}
 }

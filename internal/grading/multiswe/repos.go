@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/minisandbox/msb/internal/grading"
 )
 
 // ParseFunc reads one run's test log. It fails only where the harness's
@@ -39,6 +41,29 @@ var frameworks = map[string]ParseFunc{
 	FrameworkCTestFmt:        ParseCTestFmt,
 	FrameworkCTestCatch2:     ParseCTestCatch2,
 	FrameworkAutomake:        ParseAutomake,
+}
+
+// ParserPrefix starts the name under which each framework's parser is
+// registered with grading (RegisterParser): a spec's log_parser
+// "multiswe/cargo" names FrameworkCargo.
+const ParserPrefix = "multiswe/"
+
+// ParserName is the grading parser name of a framework.
+func ParserName(framework string) string { return ParserPrefix + framework }
+
+// registerParsers makes every framework a grading parser, so that a spec
+// may name it; the grading.ParseFunc reads a log the harness refuses
+// (Parse's errors) as naming no test.
+func registerParsers() {
+	for fw, p := range frameworks {
+		grading.RegisterParser(ParserName(fw), func(log string) grading.StatusMap {
+			r, err := Parse(p, log)
+			if err != nil {
+				return grading.StatusMap{}
+			}
+			return statusMap(r)
+		})
+	}
 }
 
 // Repos maps a repository ("org/name", as the rows spell it) to the
@@ -83,11 +108,39 @@ func ParserFor(repo string) (ParseFunc, error) {
 	return Framework(fw)
 }
 
+// ErrNotFramework: a spec names a log parser that is not a framework of
+// this package's.
+var ErrNotFramework = errors.New("log parser is not a Multi-SWE-bench framework")
+
+// parserOf returns the parser a row's grader reads logs with: the
+// framework the spec names (log_parser "multiswe/<framework>"), else,
+// when the spec names none, the repository's (Repos).
+func parserOf(repo, parser string) (ParseFunc, error) {
+	if parser == "" {
+		return ParserFor(repo)
+	}
+	fw, ok := strings.CutPrefix(parser, ParserPrefix)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (want %s<framework>, one of %s)", ErrNotFramework, parser, ParserPrefix, strings.Join(FrameworkNames(), ", "))
+	}
+	return Framework(fw)
+}
+
+// FrameworkNames lists the frameworks in sorted order.
+func FrameworkNames() []string {
+	names := make([]string, 0, len(frameworks))
+	for n := range frameworks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Framework returns the parser with the given name.
 func Framework(name string) (ParseFunc, error) {
 	p, ok := frameworks[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownFramework, name)
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownFramework, name, strings.Join(FrameworkNames(), ", "))
 	}
 	return p, nil
 }
