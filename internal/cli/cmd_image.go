@@ -119,21 +119,13 @@ func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.San
 	if err != nil {
 		return nil, imageError(err)
 	}
-	spec.HostBase = ir.HostBase
-	spec.Layers = append(ir.Layers, f.layers...)
-	spec.Env = engine.MergeEnv(ir.Config.Env, spec.Env)
-	if spec.Workdir == "" {
-		spec.Workdir = ir.Config.WorkingDir
+	skipped, err := ir.Configure(spec, os.Geteuid() != 0)
+	if err != nil {
+		ir.Lease.Release()
+		return nil, imageError(err)
 	}
-	if u := ir.Config.User; u != "" && os.Geteuid() == 0 {
-		user, err := engine.ImageUser(ir.Layers, u)
-		if err != nil {
-			ir.Lease.Release()
-			return nil, imageError(err)
-		}
-		spec.User = user
-	} else if u != "" && u != "0" && u != "root" {
-		fmt.Fprintf(os.Stderr, "msb: the image's user %q is not applied: a rootless sandbox has only root\n", u)
+	if skipped != "" {
+		fmt.Fprintf(os.Stderr, "msb: the image's user %q is not applied: a rootless sandbox has only root\n", skipped)
 	}
 	return func() { ir.Lease.Release() }, nil
 }

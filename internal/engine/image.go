@@ -55,54 +55,6 @@ func (c *Cache) ImportImage(ctx context.Context, source string, opts ImageOption
 	return out, nil
 }
 
-// ImageRoot is an imported image or a snapshot made ready for a sandbox:
-// its layer trees, bottom first, leased until Lease is released, over the
-// host's system directories when HostBase is set, and its config.
-type ImageRoot struct {
-	Ref      string
-	HostBase bool
-	Layers   []string
-	Config   rootfs.Config
-	Lease    *store.Lease
-}
-
-// ImageRoot resolves an image the cache holds (a reference, image/<ref> or
-// sha256:<digest>) or a snapshot (snapshot/<name>) and leases its layers.
-// Errors wrap rootfs.ErrNoImage when there is no such image,
-// rootfs.ErrNoSnapshot when there is no such snapshot.
-func (c *Cache) ImageRoot(ctx context.Context, name string) (ImageRoot, error) {
-	src, err := c.imageSource(name)
-	if err != nil {
-		return ImageRoot{}, err
-	}
-	ref := src.String()
-	root, err := src.Root(ctx, c.st())
-	if err != nil {
-		return ImageRoot{}, err
-	}
-	lease, err := c.st().Lease(ctx, root.Layers...)
-	if err != nil {
-		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", ref, err)
-	}
-	out := ImageRoot{Ref: ref, HostBase: root.HostBase, Config: root.Config, Lease: lease}
-	for _, id := range root.Layers {
-		out.Layers = append(out.Layers, c.st().TreePath(id))
-	}
-	return out, nil
-}
-
-// imageSource is the snapshot or the imported image name means.
-func (c *Cache) imageSource(name string) (rootfs.Source, error) {
-	if snap, ok := rootfs.Resolve(c.st(), name).(rootfs.Snapshot); ok {
-		return snap, nil
-	}
-	ref, err := rootfs.ImageRef(c.st(), name)
-	if err != nil {
-		return nil, err
-	}
-	return rootfs.Image{Ref: ref}, nil
-}
-
 // ImageInfo is one imported image in the cache's inventory.
 type ImageInfo struct {
 	Digest   string   `json:"digest"`

@@ -20,42 +20,47 @@ import (
 // directories: the image's layers, then the request's Layers, under the
 // sandbox's private upper dir, with the image's config as defaults.
 
-// imageRoot is what a request's image puts under a sandbox: its layer
-// trees (then the request's layers' stacks), bottom first, leased, and its
-// config.
-type imageRoot struct {
-	// hostBase: the root lies over the host's system directories.
-	hostBase bool
-	paths    []string
-	lease    *store.Lease
-	config   rootfs.Config
+// ImageRoot is a root the cache holds made ready for a sandbox: its layer
+// trees and those of the layers stacked above it, bottom first, leased
+// until Lease is released, over the host's system directories when
+// HostBase is set, and its config.
+type ImageRoot struct {
+	Ref      string // the source the name resolved to
+	HostBase bool
+	Layers   []string
+	Config   rootfs.Config
+	Lease    *store.Lease
 }
 
-// imageRoot resolves a root the cache holds (what rootfs.Resolve takes
+// ImageRoot resolves a root the cache holds (what rootfs.Resolve takes
 // besides the host: a reference, image/<ref>, sha256:<manifest digest>,
-// debian/<suite>/<key>, debian/<name>, a layer ref or digest) and the
-// layers to stack above it, then leases and materializes them all.
-func (c *Cache) imageRoot(ctx context.Context, image string, layers []string) (imageRoot, error) {
+// debian/<suite>/<key>, debian/<name>, snapshot/<name>, a layer ref or
+// digest) and the store layers to stack above it, then leases and
+// materializes them all. The CLI (msb run --image) and the daemon
+// (SandboxRequest.Image) both come here. A name the cache holds nothing
+// under is ErrNotFound wrapping rootfs.ErrNoImage (rootfs.ErrNoSnapshot
+// for a snapshot); the host is ErrBadRequest.
+func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (ImageRoot, error) {
 	st := c.st()
-	root, err := c.resolveRoot(ctx, image)
+	src, root, err := c.resolveRoot(ctx, name)
 	if err != nil {
-		return imageRoot{}, err
+		return ImageRoot{}, err
 	}
 	all := slices.Clone(root.Layers)
-	if len(layers) > 0 {
+	if len(above) > 0 {
 		var tops []store.LayerID
-		for _, n := range layers {
+		for _, n := range above {
 			id, err := c.resolve(n)
 			if err != nil {
-				return imageRoot{}, err
+				return ImageRoot{}, err
 			}
 			tops = append(tops, id)
 		}
-		above, err := c.stacks(tops)
+		stacked, err := c.stacks(tops)
 		if err != nil {
-			return imageRoot{}, err
+			return ImageRoot{}, err
 		}
-		for _, id := range above { // an environment built on the image has its layers as parents
+		for _, id := range stacked { // an environment built on the image has its layers as parents
 			if !slices.Contains(all, id) {
 				all = append(all, id)
 			}
@@ -63,47 +68,67 @@ func (c *Cache) imageRoot(ctx context.Context, image string, layers []string) (i
 	}
 	lease, err := st.Lease(ctx, all...)
 	if err != nil {
-		return imageRoot{}, fmt.Errorf("leasing the layers of %s: %w", image, err)
+		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", name, err)
 	}
-	out := imageRoot{hostBase: root.HostBase, lease: lease, config: root.Config, paths: make([]string, len(all))}
+	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all))}
 	for i, id := range all {
-		if out.paths[i], err = st.Materialize(ctx, id); err != nil {
+		if out.Layers[i], err = st.Materialize(ctx, id); err != nil {
 			lease.Release()
-			return imageRoot{}, err
+			return ImageRoot{}, err
 		}
 	}
 	return out, nil
 }
 
-// applyImage puts req.Image under conf: its layers replace the host base
-// (unless the root itself lies over it),
-// its Env comes before the request's (which overrides it by name), its
-// WorkingDir is the default workdir and, in root mode, its User the user
-// commands run as (a rootless sandbox has only root: there the image's
-// user is not applied and commands run as root). The caller releases the
-// returned lease with the sandbox.
+// Configure puts the root under conf: its layers (conf's own layers, if
+// any, go above them), its Env before conf's (which overrides it by
+// name), its WorkingDir unless conf has one and, in root mode, its User.
+// A rootless sandbox has only root: there the image's user is not applied
+// and Configure returns it as skippedUser for the caller to say so.
+func (ir ImageRoot) Configure(conf *sandbox.Config, rootless bool) (skippedUser string, err error) {
+	conf.HostBase = ir.HostBase
+	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
+	conf.Env = MergeEnv(ir.Config.Env, conf.Env)
+	if conf.Workdir == "" {
+		conf.Workdir = ir.Config.WorkingDir
+	}
+	u := ir.Config.User
+	if u == "" {
+		return "", nil
+	}
+	if rootless {
+		if u == "0" || u == "root" {
+			return "", nil
+		}
+		return u, nil
+	}
+	if conf.User, err = ImageUser(ir.Layers, u); err != nil {
+		return "", fmt.Errorf("%w: image %q: %w", ErrBadRequest, ir.Ref, err)
+	}
+	return "", nil
+}
+
+// applyImage puts req.Image, with req.Layers above it, under conf (see
+// ImageRoot.Configure). The caller releases the returned lease with the
+// sandbox.
 func (e *Engine) applyImage(ctx context.Context, req SandboxRequest, conf *sandbox.Config) (*store.Lease, error) {
 	if req.HostBase {
 		return nil, fmt.Errorf("%w: an image is the sandbox's root; it does not go with host_base", ErrBadRequest)
 	}
-	ir, err := e.cache.imageRoot(ctx, req.Image, req.Layers)
+	ir, err := e.cache.ImageRoot(ctx, req.Image, req.Layers...)
 	if err != nil {
 		return nil, err
 	}
-	conf.HostBase, conf.Layers = ir.hostBase, ir.paths
-	conf.Env = MergeEnv(ir.config.Env, req.Env)
-	if conf.Workdir == "" {
-		conf.Workdir = ir.config.WorkingDir
+	conf.Layers = nil
+	skipped, err := ir.Configure(conf, e.rt.Rootless())
+	if err != nil {
+		ir.Lease.Release()
+		return nil, err
 	}
-	if u := ir.config.User; u != "" && !e.rt.Rootless() {
-		if conf.User, err = ImageUser(ir.paths, u); err != nil {
-			ir.lease.Release()
-			return nil, fmt.Errorf("%w: image %q: %w", ErrBadRequest, req.Image, err)
-		}
-	} else if u != "" {
-		e.log.Debug("the image's user is not applied in a rootless sandbox", "image", req.Image, "user", u)
+	if skipped != "" {
+		e.log.Debug("the image's user is not applied in a rootless sandbox", "image", req.Image, "user", skipped)
 	}
-	return ir.lease, nil
+	return ir.Lease, nil
 }
 
 // MergeEnv is base with over's variables replacing or added after its
@@ -184,19 +209,19 @@ func lookupID(layers []string, file, name string) (int, int, error) {
 // resolveRoot is the root a request's image names. The host is a bad
 // request (that is host_base); a name the cache holds nothing under is
 // ErrNotFound wrapping rootfs.ErrNoImage.
-func (c *Cache) resolveRoot(ctx context.Context, image string) (rootfs.Root, error) {
+func (c *Cache) resolveRoot(ctx context.Context, image string) (rootfs.Source, rootfs.Root, error) {
 	src := rootfs.Resolve(c.st(), image)
 	if _, ok := src.(rootfs.Host); ok {
-		return rootfs.Root{}, fmt.Errorf("%w: image %q is the host: ask for host_base", ErrBadRequest, image)
+		return nil, rootfs.Root{}, fmt.Errorf("%w: image %q is the host: ask for host_base", ErrBadRequest, image)
 	}
 	root, err := src.Root(ctx, c.st())
 	if _, layer := src.(rootfs.Layer); layer && (errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrBadRef)) {
-		return rootfs.Root{}, fmt.Errorf("%w: image %q: %w (import it with msb cache import-image)", ErrNotFound, image, rootfs.ErrNoImage)
+		return nil, rootfs.Root{}, fmt.Errorf("%w: image %q: %w (import it with msb cache import-image)", ErrNotFound, image, rootfs.ErrNoImage)
 	}
 	if err != nil {
-		return rootfs.Root{}, fmt.Errorf("image %q: %w", image, err)
+		return nil, rootfs.Root{}, fmt.Errorf("image %q: %w", image, err)
 	}
-	return root, nil
+	return src, root, nil
 }
 
 // hasImage checks that the cache holds the root a request names (none
@@ -206,6 +231,6 @@ func (c *Cache) hasImage(ctx context.Context, image string) error {
 	if image == "" {
 		return nil
 	}
-	_, err := c.resolveRoot(ctx, image)
+	_, _, err := c.resolveRoot(ctx, image)
 	return err
 }
