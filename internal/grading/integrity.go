@@ -22,7 +22,11 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 		v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, e.Canary.Note)
 	}
 	if v.Outcome.IsVerdict() && len(v.Statuses) > 0 && e.Parse != nil {
-		reasons = append(reasons, canaryReasons(e)...)
+		canary, note := canaryReasons(e)
+		if note != "" {
+			v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, note)
+		}
+		reasons = append(reasons, canary...)
 		reasons = append(reasons, channelReasons(e, v)...)
 	}
 	v.Report.Integrity, v.Report.IntegrityReasons = api.IntegrityOK, reasons
@@ -42,19 +46,23 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 // and says what it shows (integrity.Canary.Judge). It is read only when
 // the harness's run gave a verdict and reported tests: a run that
 // reported none (no runner, a patch that breaks collection) is unresolved
-// anyway, and its canary run fails for the same reason.
-func canaryReasons(e Evaluation) []string {
+// anyway, and its canary run fails for the same reason. A language canary
+// the repository could not take reports no test and returns why as a note.
+func canaryReasons(e Evaluation) (reasons []string, note string) {
 	if !e.Canary.Active() {
-		return nil
+		return nil, ""
 	}
 	out, ok := e.Canary.Output(e.Log)
+	if n := e.Canary.Skipped(out); ok && n != "" && len(e.Parse(out)) == 0 {
+		return nil, n
+	}
 	statuses := map[string]string{}
 	if ok {
 		for id, st := range e.Parse(out) {
 			statuses[id] = string(st)
 		}
 	}
-	return e.Canary.Judge(statuses, ok)
+	return e.Canary.Judge(statuses, ok), ""
 }
 
 // channelReasons checks the statuses the harness's parser read (v's) of
@@ -76,9 +84,10 @@ func channelReasons(e Evaluation, v Verdict) []string {
 	return e.Channel.Judge(logged, tests, parsed, e.ChannelReport == nil)
 }
 
-// withoutCanary is e's log without the canary run's output, which the
-// harness's parser must never read (its tests are no instance's).
-func withoutCanary(e Evaluation) string {
+// HarnessLog is e's log without the canary run's output, which a
+// harness's parser must never read (its tests are no instance's): every
+// grader reads this, not e.Log.
+func HarnessLog(e Evaluation) string {
 	if !e.Canary.Active() {
 		return e.Log
 	}

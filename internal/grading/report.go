@@ -71,7 +71,7 @@ var ErrNoParser = errors.New("no log parser")
 // (checkIntegrity).
 func Judge(e Evaluation) Verdict {
 	graded := e
-	graded.Log = withoutCanary(e)
+	graded.Log = HarnessLog(e)
 	return checkIntegrity(e, judge(graded))
 }
 

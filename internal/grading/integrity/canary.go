@@ -22,8 +22,9 @@ import (
 // the two canaries are selected).
 //
 // A canary needs a runner whose selection takes a file: pytest and
-// Python's unittest. For any other test command (Django's runtests.py,
-// sympy's bin/test, tox) NewCanary returns one with a Note and no Script.
+// Python's unittest, go test and cargo test (canary_lang.go). For any
+// other test command (Django's runtests.py, sympy's bin/test, tox, Maven,
+// Jest, ctest) NewCanary returns one with a Note and no Script.
 type Canary struct {
 	// Token is the random part of every name; Dir the canary file's
 	// directory and File its path, relative to the repository root.
@@ -38,6 +39,10 @@ type Canary struct {
 	Import string
 	// Note says why the evaluation runs no canary; "" when it does.
 	Note string
+	// lang is "" for the Python canary, else the language of one that
+	// finds its place at run time among the candidates (canary_lang.go).
+	lang       string
+	candidates []string
 }
 
 // canaryRunner matches the test commands whose selection can take the
@@ -48,7 +53,10 @@ var canaryRunner = regexp.MustCompile(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+(py
 // testCmd and whose test patch touches testFiles.
 func NewCanary(testCmd string, testFiles []string) Canary {
 	if !canaryRunner.MatchString(testCmd) {
-		return Canary{Note: "canary skipped: the test command is not pytest or unittest, whose selection the canary needs"}
+		if c, ok := langCanary(testCmd, testFiles); ok {
+			return c
+		}
+		return Canary{Note: "canary skipped: the test command is not pytest, unittest, go test or cargo test, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {
@@ -114,6 +122,9 @@ func (c Canary) Script() string {
 	if !c.Active() {
 		return ""
 	}
+	if c.lang != "" {
+		return c.langScript()
+	}
 	delim := "MSB_CANARY_" + c.Token
 	return fmt.Sprintf("cat > %s <<'%s'\n%s%s\necho '%s'\n%s\necho '%s'\nrm -f %s\n",
 		quote(c.File), delim, c.Source(), delim, c.Start(), c.Command, c.End(), quote(c.File))
@@ -154,6 +165,7 @@ func (c Canary) Judge(statuses map[string]string, markers bool) []string {
 			pass = st
 		case strings.Contains(id, c.Fail):
 			fail = st
+		case c.packageEntry(id):
 		default:
 			others = append(others, id)
 		}

@@ -1,0 +1,171 @@
+package integrity
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Canaries in other languages. The Python canary's file is fixed when the
+// canary is drawn; a Go or Rust canary's place depends on the repository
+// (the package clause of the test file beside it, the crate holding it),
+// so its script finds that at run time, from the test patch's files that
+// exist after the patch, and runs only the two canaries with the
+// language's own runner:
+//
+//   - go test: a _test.go file in the directory of the first test file of
+//     the patch, in that file's package (so the package under test and its
+//     TestMain load), run with go test -run selecting the two tests;
+//   - cargo test: an integration test (tests/<name>.rs) of the crate
+//     holding the first Rust file of the patch, run with cargo test --test.
+//     A crate with autotests = false does not build such files: there the
+//     canary says it was skipped, and the evaluation carries the note.
+//
+// Both ask the harness's parsers nothing new: go test -v and cargo test
+// print the lines the Multi-SWE-bench parsers read.
+
+// Languages a canary is drawn for besides Python.
+const (
+	canaryGo   = "go"
+	canaryRust = "rust"
+)
+
+var (
+	goTestCmd    = regexp.MustCompile(`(^|[\s;&|(])go\s+test(\s|$)`)
+	cargoTestCmd = regexp.MustCompile(`(^|[\s;&|(])cargo\s+(\+\S+\s+)?test(\s|$)`)
+)
+
+// langCanary draws a Go or Rust canary for testCmd, or returns ok false
+// when the command is neither's runner.
+func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
+	var lang, suffix string
+	switch {
+	case goTestCmd.MatchString(testCmd):
+		lang, suffix = canaryGo, "_test.go"
+	case cargoTestCmd.MatchString(testCmd):
+		lang, suffix = canaryRust, ".rs"
+	default:
+		return Canary{}, false
+	}
+	var cands []string
+	for _, f := range testFiles {
+		if strings.HasSuffix(f, suffix) && !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") {
+			cands = append(cands, f)
+		}
+	}
+	if len(cands) == 0 {
+		return Canary{Note: fmt.Sprintf("canary skipped: the test patch touches no %s file", suffix)}, true
+	}
+	tok := token()
+	c = Canary{Token: tok, lang: lang, candidates: cands}
+	switch lang {
+	case canaryGo:
+		c.Pass, c.Fail = "TestMsbPass"+tok, "TestMsbFail"+tok
+		c.File = "msb_canary_" + tok + "_test.go"
+		c.Command = fmt.Sprintf("go test -v -count=1 -run '^(%s|%s)$' .", c.Pass, c.Fail)
+	case canaryRust:
+		c.Pass, c.Fail = "msb_pass_"+tok, "msb_fail_"+tok
+		c.File = "msb_canary_" + tok + ".rs"
+		c.Command = "cargo test --test msb_canary_" + tok
+	}
+	return c, true
+}
+
+// goSource is the Go canary file; its package clause is set at run time.
+func (c Canary) goSource() string {
+	return fmt.Sprintf(`package MSBCANARYPKG
+
+import "testing"
+
+func %s(t *testing.T) {
+	got, want := "%s", "%s"
+	if got != want {
+		t.Fatalf("canary: %%q != %%q", got, want)
+	}
+}
+
+func %s(t *testing.T) {
+	got := "%s"
+	want := got + "-"
+	if got != want {
+		t.Fatalf("canary: %%q != %%q", got, want)
+	}
+}
+`, c.Pass, c.Token, c.Token, c.Fail, c.Token)
+}
+
+// rustSource is the Rust canary file.
+func (c Canary) rustSource() string {
+	return fmt.Sprintf(`#[test]
+fn %s() {
+    let got = String::from("%s");
+    assert_eq!(got, "%s");
+}
+
+#[test]
+fn %s() {
+    let got = String::from("%s");
+    assert_eq!(got, "%s-");
+}
+`, c.Pass, c.Token, c.Token, c.Fail, c.Token, c.Token)
+}
+
+// skipLine is what a language canary's run prints when the repository
+// cannot take it.
+func (c Canary) skipLine() string { return "msb canary skipped " + c.Token + ": " }
+
+// langScript is the shell text of a Go or Rust canary: find the first
+// candidate file present after the patch, write the canary beside it (Go)
+// or into its crate's tests/ (Rust), run the two tests between the
+// markers in a subshell, remove the file.
+func (c Canary) langScript() string {
+	var b strings.Builder
+	delim := "MSB_CANARY_" + c.Token
+	quoted := make([]string, len(c.candidates))
+	for i, f := range c.candidates {
+		quoted[i] = quote(f)
+	}
+	fmt.Fprintf(&b, "echo '%s'\n(\nf=\nfor x in %s; do if [ -f \"$x\" ]; then f=$x; break; fi; done\n", c.Start(), strings.Join(quoted, " "))
+	fmt.Fprintf(&b, "if [ -z \"$f\" ]; then echo '%sno test file of the patch is present'; exit 0; fi\n", c.skipLine())
+	switch c.lang {
+	case canaryGo:
+		b.WriteString("cd \"$(dirname \"$f\")\" || exit 0\n")
+		b.WriteString("pkg=$(sed -n 's/^package[[:space:]]\\{1,\\}\\([A-Za-z0-9_]\\{1,\\}\\).*/\\1/p' \"$(basename \"$f\")\" | head -n 1)\n")
+		fmt.Fprintf(&b, "sed \"s/^package MSBCANARYPKG\\$/package $pkg/\" > %s <<'%s'\n%s%s\n", quote(c.File), delim, c.goSource(), delim)
+	case canaryRust:
+		b.WriteString("d=$(dirname \"$f\")\nwhile [ \"$d\" != . ] && [ \"$d\" != / ] && [ ! -f \"$d/Cargo.toml\" ]; do d=$(dirname \"$d\"); done\n")
+		b.WriteString("cd \"$d\" || exit 0\n")
+		fmt.Fprintf(&b, "if grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false' Cargo.toml; then echo '%sautotests = false in the crate'\"'\"'s Cargo.toml'; exit 0; fi\n", c.skipLine())
+		fmt.Fprintf(&b, "mkdir -p tests && cat > tests/%s <<'%s'\n%s%s\n", quote(c.File), delim, c.rustSource(), delim)
+	}
+	fmt.Fprintf(&b, "%s\nrm -f %s\n)\necho '%s'\n", c.Command, c.placed(), c.End())
+	return b.String()
+}
+
+// placed is the canary file's path relative to the directory its run
+// changed into.
+func (c Canary) placed() string {
+	if c.lang == canaryRust {
+		return quote(path.Join("tests", c.File))
+	}
+	return quote(c.File)
+}
+
+// Skipped returns, for a language canary whose run said the repository
+// cannot take it, why; "" otherwise. Only the script's own line counts:
+// the line must be the first of the canary's output.
+func (c Canary) Skipped(out string) string {
+	first, _, _ := strings.Cut(out, "\n")
+	if c.lang == "" || !strings.HasPrefix(first, c.skipLine()) {
+		return ""
+	}
+	return "canary skipped: " + strings.TrimPrefix(first, c.skipLine())
+}
+
+// packageEntry reports whether id is what a Go parser makes of go test's
+// package line ("FAIL <package>"), which the failing canary brings with it:
+// Go's test functions are all named Test..., a package path never is.
+func (c Canary) packageEntry(id string) bool {
+	return c.lang == canaryGo && !strings.HasPrefix(id, "Test")
+}
