@@ -132,6 +132,7 @@ func (f *Front) close(id string) error {
 	for _, p := range b.procs {
 		p.cancel() // processes outlive their streams, not their sandbox
 	}
+	b.endWatchers()
 	sid, paused := b.sid, b.paused
 	b.mu.Unlock()
 	if paused != "" {

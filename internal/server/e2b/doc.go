@@ -16,7 +16,10 @@
 // is one command started through process.Process, known by a pid this front
 // end numbers itself; it runs apart from the streams that read it and keeps
 // a bounded log of its output, which a stream reads from an offset (Connect:
-// from where the last stream left off). See docs/e2b.md.
+// from where the last stream left off). A watcher is one directory watch
+// (WatchDir, CreateWatcher): an inotify instance on the sandbox's own view of
+// a directory with a bounded queue of E2B's filesystem events; it ends with
+// its sandbox. See docs/e2b.md.
 package e2b
 
 //go:generate protoc -I envd --go_out=envd --go_opt=paths=source_relative --connect-go_out=envd --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto

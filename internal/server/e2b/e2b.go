@@ -55,6 +55,9 @@ type box struct {
 	timer  *time.Timer
 	procs  map[uint32]*proc
 	next   uint32
+	// watchers are the sandbox's directory watchers by id; they end
+	// when it closes or pauses.
+	watchers map[string]*watcher
 }
 
 // engineID is the engine's id of b's sandbox and whether b is paused.

@@ -82,6 +82,7 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 		p.cancel()
 	}
 	b.procs = map[uint32]*proc{}
+	b.endWatchers()
 	b.mu.Unlock()
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
