@@ -51,7 +51,9 @@ func NewGrader(in dataset.Instance, parser string) (grading.Grader, error) {
 func (g *Grader) Name() string { return string(dataset.MultiSWEBench) }
 
 // Judge grades one evaluation. Infrastructure problems come first and are
-// reported as such, as grading.Judge does; a log the harness's parse_log
+// reported as such, as grading.Judge does; the log is the harness's run
+// (grading.HarnessLog: the integrity canary's run left out); a log the
+// harness's parse_log
 // would refuse is unresolved; otherwise Evaluate decides. The tests
 // status lists the row's f2p, s2p and n2p tests as FAIL_TO_PASS and its
 // p2p tests as PASS_TO_PASS, each a success when the report puts it in
@@ -66,7 +68,7 @@ func (g *Grader) judge(e grading.Evaluation) grading.Verdict {
 		return v
 	}
 	v.Report.PatchSuccessfullyApplied = true
-	fix, err := Parse(g.parse, e.Log)
+	fix, err := Parse(g.parse, grading.HarnessLog(e))
 	if err != nil {
 		v.Resolution, v.Outcome, v.Detail = api.ResolvedNo, api.OutcomeUnresolved, fmt.Sprintf("log: %v", err)
 		return v

@@ -10,6 +10,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/grading"
+	"github.com/minisandbox/msb/internal/grading/integrity"
 )
 
 // cargoLog prints a run's statuses as cargo test does.
@@ -158,5 +159,27 @@ func TestParsersRegistered(t *testing.T) {
 	}
 	if got := p("test a ... ok\ntest a ... FAILED\n"); len(got) != 0 {
 		t.Errorf("conflicting log read as %v, want no test", got)
+	}
+}
+
+// TestGraderHarnessLog: the integrity canary's run, appended to the log
+// between its markers, is not read as the instance's tests, even where it
+// names one of them.
+func TestGraderHarnessLog(t *testing.T) {
+	in := rowOf(t, "tokio-rs/bytes")
+	g, err := grading.For(in, ParserName(FrameworkCargo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := integrity.Canary{Token: "c4n4ry"}
+	f2p := sortedKeys(in.MultiSWE.F2P)[0]
+	log := cargoLog(in.MultiSWE.FixPatch) + c.Start() + "\ntest " + f2p + " ... FAILED\ntest msb_canary ... ok\n" + c.End() + "\n"
+	patch := in.Patch
+	v := g.Judge(grading.Evaluation{InstanceID: in.InstanceID, Repo: in.Repo, Patch: &patch, Log: log, TestPatch: in.TestPatch, Canary: c})
+	if v.Outcome != api.OutcomeResolved {
+		t.Errorf("gold fix run with a canary run: %+v", v)
+	}
+	if _, ok := v.Statuses["msb_canary"]; ok {
+		t.Errorf("the canary's test among the statuses: %v", v.Statuses)
 	}
 }
