@@ -168,11 +168,15 @@ var ErrNoSpec = errors.New("no spec")
 var ErrInvalidSpec = errors.New("invalid spec")
 
 // Resolve returns the spec for an instance: the built-in entry for its
-// repository and version (for SWE-smith and SWE-Gym rows without one, the
+// repository and version (for a Multi-SWE-bench row, its repository's
+// entry, MultiSWEBuiltin; for SWE-smith and SWE-Gym rows without one, the
 // default pytest spec), then the overrides (nil for none).
 func Resolve(in dataset.Instance, ov *Overrides) (Spec, error) {
 	repo := in.Repo
 	s, ok := Builtin(repo, in.Version)
+	if !ok && in.Source == dataset.MultiSWEBench {
+		s, ok = MultiSWEBuiltin(in)
+	}
 	switch {
 	case ok:
 	case in.Source == dataset.SWESmith || in.Source == dataset.SWEGym:

@@ -1,0 +1,257 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/grading/multiswe"
+)
+
+// The Multi-SWE-bench table: one entry per repository of the benchmark
+// (and per range of pull-request numbers where the harness's default
+// instance of the repository changes its image or commands with the
+// number), with the facts of the multi-swe-bench package (1.1.2,
+// harness/repos/<lang>/<org>/<repo>.py): the dependency step is the
+// image's prepare.sh after its checkout, the test command is its
+// fix-run.sh after `git apply` (msb applies the model patch, then the
+// test patch, then runs TestCmd), the parser is the instance's parse_log.
+// The dependency caches' places and the offline switches of evaluations
+// (CARGO_NET_OFFLINE, GOPROXY=off, npm's offline) are envcache's, the same
+// for every spec of a language; only Maven's -o, which has no variable
+// before Maven 3.9, is in the test commands.
+// Where msb runs something else than the harness's image (a toolchain
+// version, an offline switch, a build tool that cannot be had here),
+// docs/languages.md says what and why, and TestMultiSWETableMatchesHarness
+// checks the test commands against the package's own scripts with exactly
+// those differences.
+
+// msbEntry is the spec of a repository's rows whose numbers lie in
+// [from, to] (0: unbounded).
+type msbEntry struct {
+	from, to int64
+	spec     Spec
+	// edit adjusts the spec for one row's number (jackson-core's versions).
+	edit func(number int64, s *Spec)
+}
+
+// The toolchain sets of the table (spec.ToolchainNames).
+var (
+	tcRust  = []string{"rust"}
+	tcGo    = []string{"go"}
+	tcMaven = []string{"java", "maven"}
+	tcNode  = []string{"node"}
+	tcCMake = []string{"gcc", "cmake", "make"}
+)
+
+// utf8 is the locale the harness's images set (LANG, LC_ALL): Java's
+// default file encoding and the tests' text depend on it.
+var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+// Commands of the harness's scripts, and the changes msb makes to them
+// (docs/languages.md, "Toolchains").
+const (
+	// mvnOffline is Maven as an evaluation runs it: offline (-o), from the
+	// local repository the dependency step filled.
+	mvnOffline = "mvn -o"
+	// mvnTestArgs are the harness's Maven test arguments.
+	mvnTestArgs = "clean test -Dmaven.test.skip=false -DfailIfNoTests=false"
+	// java8OnJDK17: the harness builds jackson-core on JDK 8; on JDK 17,
+	// whose javac cannot target 1.6, the sources compile as 1.8.
+	java8OnJDK17 = "-Djavac.src.version=1.8 -Djavac.target.version=1.8 -Dmaven.compiler.source=1.8 -Dmaven.compiler.target=1.8"
+	// java6OnJDK17: gson's older poms target 1.6 through java.version
+	// (JDK 11 in the harness still compiles it; JDK 17 does not).
+	java6OnJDK17 = "-Djava.version=1.8"
+	// cmakeBuildTestFmt and cmakeBuildTestCatch2 are fix-run.sh after the
+	// patches: the harness's lines run under set -e, here joined with &&
+	// in a subshell so that the eval script's cwd stays /testbed.
+	cmakeBuildTestFmt    = "(cd build && cmake .. && cmake --build . && ctest)"
+	cmakeBuildTestCatch2 = "(cd build && cmake -DCATCH_DEVELOPMENT_BUILD=ON .. && make && ctest)"
+	// glibcHeader is a header force-included into old Catch2 builds:
+	// glibc 2.34+ makes MINSIGSTKSZ a sysconf call under _GNU_SOURCE
+	// (which g++ always defines), which Catch2 2.x uses as a constant.
+	// It lives in .git so that git never shows it as a change.
+	glibcHeader = "/testbed/.git/msb-glibc-minsigstksz.h"
+)
+
+// mavenSpec is a Maven repository's entry: the harness's prepare (one
+// online `mvn clean test` that fills the local repository; a failing test
+// does not fail it) and its fix-run offline.
+func mavenSpec(parser, extra string) Spec {
+	args := mvnTestArgs
+	if extra != "" {
+		args += " " + extra
+	}
+	return Spec{
+		Language: LangJava, Toolchains: tcMaven, Env: utf8,
+		Install:   "mvn " + args + " || true",
+		TestCmd:   mvnOffline + " " + args,
+		LogParser: parser,
+	}
+}
+
+// cargoSpec is a Rust repository's entry: the dependencies fetched, the
+// tests built once (the harness's prepare runs `cargo test || true`),
+// then `cargo test` offline.
+func cargoSpec() Spec {
+	return Spec{
+		Language: LangRust, Toolchains: tcRust, Env: utf8,
+		Install:   "cargo fetch && { cargo test --no-run || true; }",
+		TestCmd:   "cargo test",
+		LogParser: multiswe.ParserName(multiswe.FrameworkCargo),
+	}
+}
+
+// jacksonVersions: the harness's prepare for jackson-core replaces the
+// pom's version of a row (its own and its jackson-base parent's, a
+// SNAPSHOT) with a later SNAPSHOT, keyed by number (old_version,
+// new_version; the rest: 2.15.0-rc2-SNAPSHOT). Those SNAPSHOTs lived in
+// Sonatype's snapshot repository, which is gone; msb puts in the release
+// before each (the last release of that line when the harness ran).
+var jacksonVersions = map[int64][2]string{
+	729:  {"2.14.0-SNAPSHOT", "2.14.3"},
+	891:  {"2.15.0-SNAPSHOT", "2.15.4"},
+	922:  {"2.15.0-SNAPSHOT", "2.15.4"},
+	980:  {"2.15.0-rc3-SNAPSHOT", "2.15.4"},
+	1016: {"2.16.0-SNAPSHOT", "2.16.2"},
+	1053: {"2.16.0-SNAPSHOT", "2.16.2"},
+	1172: {"2.17.0-SNAPSHOT", "2.17.3"},
+	1182: {"2.17.0-SNAPSHOT", "2.17.3"},
+	1204: {"2.17.0-SNAPSHOT", "2.17.3"},
+	1208: {"2.17.0-SNAPSHOT", "2.17.3"},
+	1263: {"2.18.0-SNAPSHOT", "2.18.4"},
+	1309: {"2.17.2-SNAPSHOT", "2.17.3"},
+}
+
+// jacksonDefaultVersion is the harness's version pair for other numbers.
+var jacksonDefaultVersion = [2]string{"2.15.0-rc2-SNAPSHOT", "2.15.4"}
+
+// jacksonCore sets a jackson-core row's pom version step and, for PR 980,
+// the harness's own test command (one failing-test class, -am).
+func jacksonCore(number int64, s *Spec) {
+	v, ok := jacksonVersions[number]
+	if !ok {
+		v = jacksonDefaultVersion
+	}
+	s.PreInstall = []string{fmt.Sprintf(`sed -i "s/%s/%s/g" pom.xml`, v[0], v[1])}
+	if number == 980 {
+		args := "clean test -Dsurefire.useFile=false -Dmaven.test.skip=false -Dtest=com.fasterxml.jackson.failing.PerfBigDecimalToInteger968 -DfailIfNoTests=false -am " + java8OnJDK17
+		s.TestCmd = mvnOffline + " " + args
+	}
+}
+
+var multiSWETable = map[string][]msbEntry{
+	"tokio-rs/tokio":     {{spec: cargoSpec()}},
+	"tokio-rs/bytes":     {{spec: cargoSpec()}},
+	"BurntSushi/ripgrep": {{spec: cargoSpec()}},
+	"rayon-rs/rayon":     {{spec: cargoSpec()}},
+	"zeromicro/go-zero": {{spec: Spec{
+		Language: LangGo, Toolchains: tcGo, Env: utf8,
+		// the harness's prepare runs the whole suite once (a warm build cache)
+		Install:   "go mod download && { go test -count=1 -run '^$' ./... || true; }",
+		TestCmd:   "go test -v -count=1 ./...",
+		LogParser: multiswe.ParserName(multiswe.FrameworkGoTest),
+	}}},
+	"fasterxml/jackson-core": {{
+		spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefire), java8OnJDK17),
+		edit: jacksonCore,
+	}},
+	"google/gson": {
+		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17)},
+		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), "")},
+	},
+	// Gradle 8, which mockito's wrapper downloads, cannot be had here:
+	// the entry names the gradle toolchain, whose absence fails the build
+	// at once (envcache: toolchain not found), and runs that Gradle, not
+	// the wrapper, offline.
+	"mockito/mockito": {{spec: Spec{
+		Language: LangJava, Toolchains: []string{"java", "gradle"},
+		Env:       map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "JAVA_TOOL_OPTIONS": "-Dfile.encoding=UTF-8 -Duser.timezone=Asia/Shanghai"},
+		Install:   "gradle build || true",
+		TestCmd:   "gradle --offline test",
+		LogParser: multiswe.ParserName(multiswe.FrameworkGradle),
+	}}},
+	"axios/axios": {{spec: Spec{
+		Language: LangJavaScript, Toolchains: tcNode, Env: utf8,
+		Install:   "npm ci",
+		TestCmd:   "npm test -- --reporter console",
+		LogParser: multiswe.ParserName(multiswe.FrameworkMocha),
+	}}},
+	"iamkun/dayjs": {{spec: Spec{
+		Language: LangJavaScript, Toolchains: tcNode, Env: utf8,
+		Install:   "npm uninstall rollup && npm install rollup@latest --save-dev && { npm install --legacy-peer-deps || npm install --force; }",
+		TestCmd:   "npm test -- --verbose",
+		LogParser: multiswe.ParserName(multiswe.FrameworkJest),
+	}}},
+	"darkreader/darkreader": {{spec: Spec{
+		Language: LangTypeScript, Toolchains: tcNode,
+		Install:   "npm ci",
+		TestCmd:   "npm run test:ci -- --json --outputFile=test-results-unit.json",
+		LogParser: multiswe.ParserName(multiswe.FrameworkJestDarkreader),
+	}}},
+	"fmtlib/fmt": {{spec: Spec{
+		Language: LangCPP, Toolchains: tcCMake, Env: utf8,
+		Install:   "mkdir -p build",
+		TestCmd:   cmakeBuildTestFmt,
+		LogParser: multiswe.ParserName(multiswe.FrameworkCTestFmt),
+	}}},
+	"catchorg/Catch2": {
+		{to: 2187, spec: Spec{
+			Language: LangCPP, Toolchains: tcCMake,
+			Env:       map[string]string{"CXXFLAGS": "-include " + glibcHeader},
+			Install:   `mkdir -p build && printf '#include <features.h>\n#undef __USE_DYNAMIC_STACK_SIZE\n' > ` + glibcHeader,
+			TestCmd:   cmakeBuildTestCatch2,
+			LogParser: multiswe.ParserName(multiswe.FrameworkCTestCatch2),
+		}},
+		{from: 2188, spec: Spec{
+			Language: LangCPP, Toolchains: tcCMake,
+			Install:   "mkdir -p build",
+			TestCmd:   cmakeBuildTestCatch2,
+			LogParser: multiswe.ParserName(multiswe.FrameworkCTestCatch2),
+		}},
+	},
+	"jqlang/jq": {{spec: Spec{
+		Language: LangC, Toolchains: []string{"gcc", "make"}, Env: utf8,
+		SystemPackages: []string{"autoconf", "automake", "libtool"},
+		// the oniguruma submodule at its pinned commit (the repository
+		// layer has checked it out when --repos-dir holds it)
+		Install:   "git submodule update --init",
+		TestCmd:   "autoreconf -i && ./configure --with-oniguruma=builtin && make clean && make -j8 && make check",
+		LogParser: multiswe.ParserName(multiswe.FrameworkAutomake),
+	}}},
+}
+
+// MultiSWEBuiltin returns the built-in spec of a Multi-SWE-bench row: the
+// entry of its repository whose number range holds the row's number.
+func MultiSWEBuiltin(in dataset.Instance) (Spec, bool) {
+	if in.MultiSWE == nil {
+		return Spec{}, false
+	}
+	n := in.MultiSWE.Number
+	for _, e := range multiSWETable[in.Repo] {
+		if (e.from != 0 && n < e.from) || (e.to != 0 && n > e.to) {
+			continue
+		}
+		s := e.spec
+		s.Toolchains = slices.Clone(s.Toolchains)
+		s.SystemPackages = slices.Clone(s.SystemPackages)
+		s.PreInstall = slices.Clone(s.PreInstall)
+		s.Env, s.EvalEnv = maps.Clone(s.Env), maps.Clone(s.EvalEnv)
+		if e.edit != nil {
+			e.edit(n, &s)
+		}
+		s.Repo, s.Version = in.Repo, in.Version
+		s.Directives = DirectivesNone
+		s.Source = []string{"builtin"}
+		return s, true
+	}
+	return Spec{}, false
+}
+
+// MultiSWERepos lists the repositories of the table, sorted.
+func MultiSWERepos() []string {
+	repos := slices.Collect(maps.Keys(multiSWETable))
+	slices.Sort(repos)
+	return repos
+}
