@@ -239,7 +239,7 @@ func (s *Store) importStream(ctx context.Context, r io.Reader) (ImportReport, er
 			manifests[id], manifestBytes[id] = m, b
 			for i := range m.Entries {
 				if e := &m.Entries[i]; e.Type == TypeFile && firstKey[e.Digest] == nil {
-					k := s.keyOf(e)
+					k := s.keyOf(e).withoutXattrs() // objects carry no xattrs
 					firstKey[e.Digest] = &k
 				}
 			}

@@ -341,7 +341,7 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 		}
 		r = f
 	}
-	key := s.keyOf(e)
+	key := s.keyOf(e).withoutXattrs()
 	p, err := s.writeTemp(ctx, r, e.Size, e.Digest, &key, false)
 	if err != nil {
 		return pendingObject{}, fmt.Errorf("storing %s: %w", src, err)

@@ -202,7 +202,7 @@ func (p *puller) layer(ctx context.Context, id LayerID, depth int) error {
 			return err
 		}
 		defer resp.Body.Close()
-		key := p.s.keyOf(e)
+		key := p.s.keyOf(e).withoutXattrs() // objects carry no xattrs
 		po, err := p.s.writeTemp(ctx, resp.Body, e.Size, e.Digest, &key, false)
 		if err != nil {
 			return err

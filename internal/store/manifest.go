@@ -11,8 +11,13 @@ import (
 	"unicode/utf8"
 )
 
-// ManifestVersion is the manifest format this code writes and reads.
-const ManifestVersion = 1
+// Manifest format versions. Version 2 adds extended attributes ("xattrs")
+// and is written only for a manifest that has some, so every layer without
+// them keeps the digest it had under version 1.
+const (
+	ManifestVersion       = 1
+	ManifestVersionXattrs = 2
+)
 
 // maxPathLen bounds entry paths and symlink targets (PATH_MAX).
 const maxPathLen = 4096
@@ -64,6 +69,9 @@ type Entry struct {
 	// Mtime is the modification time in Unix nanoseconds, or 0 when the
 	// layer does not record times.
 	Mtime int64
+	// Xattrs are the entry's extended attributes, sorted by name (see
+	// ValidXattrName for the names allowed); not on deletions.
+	Xattrs []Xattr
 }
 
 // Manifest lists a layer's entries. Its canonical encoding (Encode) is what
@@ -126,10 +134,22 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
+// formatVersion is the version m's encoding has: 2 when an entry has
+// extended attributes, else 1.
+func (m *Manifest) formatVersion() int {
+	for i := range m.Entries {
+		if len(m.Entries[i].Xattrs) > 0 {
+			return ManifestVersionXattrs
+		}
+	}
+	return ManifestVersion
+}
+
 // Validate checks the manifest's structural rules (see docs/store-format.md).
+// Version is 1 or 2; the encoding writes the one the entries need.
 func (m *Manifest) Validate() error {
-	if m.Version != ManifestVersion {
-		return fmt.Errorf("%w: manifest version %d (want %d)", ErrVersion, m.Version, ManifestVersion)
+	if m.Version != ManifestVersion && m.Version != ManifestVersionXattrs {
+		return fmt.Errorf("%w: manifest version %d (want %d or %d)", ErrVersion, m.Version, ManifestVersion, ManifestVersionXattrs)
 	}
 	seenParent := make(map[LayerID]bool, len(m.Parents))
 	for _, p := range m.Parents {
@@ -203,10 +223,14 @@ func (e *Entry) validate() error {
 	if e.Mtime < 0 {
 		return bad("negative mtime")
 	}
+	if err := e.validXattrs(); err != nil {
+		return bad(err.Error())
+	}
 	return nil
 }
 
-// Encode returns the canonical JSON encoding: fixed key order, no
+// Encode returns the canonical JSON encoding: the version the entries need
+// (formatVersion), fixed key order, no
 // insignificant whitespace, zero-valued optional keys left out, paths and
 // targets that are not valid UTF-8 stored base64 under "path_b64" and
 // "target_b64". It validates the manifest first.
@@ -216,7 +240,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	}
 	b := make([]byte, 0, 64+len(m.Entries)*128)
 	b = append(b, `{"version":`...)
-	b = strconv.AppendInt(b, int64(m.Version), 10)
+	b = strconv.AppendInt(b, int64(m.formatVersion()), 10)
 	if len(m.Parents) > 0 {
 		b = append(b, `,"parents":[`...)
 		for i, p := range m.Parents {
@@ -271,6 +295,19 @@ func (e *Entry) appendJSON(b []byte) []byte {
 	if e.Mtime != 0 {
 		b = append(b, `,"mtime":`...)
 		b = strconv.AppendInt(b, e.Mtime, 10)
+	}
+	if len(e.Xattrs) > 0 {
+		b = append(b, `,"xattrs":{`...)
+		for i, x := range e.Xattrs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, x.Name)
+			b = append(b, ':', '"')
+			b = base64.StdEncoding.AppendEncode(b, x.Value)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }
@@ -340,6 +377,9 @@ type wireEntry struct {
 	Minor     uint32    `json:"minor"`
 	Opaque    bool      `json:"opaque"`
 	Mtime     int64     `json:"mtime"`
+	// Xattrs maps names to base64 values; the map's keys are sorted when
+	// turned back into Entry.Xattrs.
+	Xattrs map[string][]byte `json:"xattrs"`
 }
 
 // DecodeManifest parses and validates a manifest. It accepts only the
@@ -352,8 +392,8 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 	if err := dec.Decode(&w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadManifest, err)
 	}
-	if w.Version != ManifestVersion {
-		return nil, fmt.Errorf("%w: manifest version %d (want %d)", ErrVersion, w.Version, ManifestVersion)
+	if w.Version != ManifestVersion && w.Version != ManifestVersionXattrs {
+		return nil, fmt.Errorf("%w: manifest version %d (want %d or %d)", ErrVersion, w.Version, ManifestVersion, ManifestVersionXattrs)
 	}
 	m := &Manifest{Version: w.Version, Parents: w.Parents, Entries: make([]Entry, len(w.Entries))}
 	for i, we := range w.Entries {
@@ -371,6 +411,10 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		if we.Digest != nil {
 			e.Digest = *we.Digest
 		}
+		for name, v := range we.Xattrs {
+			e.Xattrs = append(e.Xattrs, Xattr{Name: name, Value: v})
+		}
+		SortXattrs(e.Xattrs)
 		m.Entries[i] = e
 	}
 	canon, err := m.Encode()

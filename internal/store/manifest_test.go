@@ -52,7 +52,7 @@ func TestManifestRejects(t *testing.T) {
 		mutate func(m *Manifest)
 		want   error
 	}{
-		{"version", func(m *Manifest) { m.Version = 2 }, ErrVersion},
+		{"version", func(m *Manifest) { m.Version = 3 }, ErrVersion},
 		{"no root", func(m *Manifest) { m.Entries = m.Entries[1:] }, ErrBadManifest},
 		{"unsorted", func(m *Manifest) { m.Entries[4], m.Entries[5] = m.Entries[5], m.Entries[4] }, ErrBadManifest},
 		{"duplicate", func(m *Manifest) { m.Entries[5] = m.Entries[4] }, ErrBadManifest},
@@ -81,7 +81,9 @@ func TestManifestRejects(t *testing.T) {
 	for _, tc := range []struct{ name, old, new string }{
 		{"whitespace", `{"version":1,`, `{"version": 1,`},
 		{"key order", `"mode":420,"uid":1000`, `"uid":1000,"mode":420`},
-		{"unknown key", `"opaque":true`, `"opaque":true,"xattrs":{}`},
+		{"unknown key", `"opaque":true`, `"opaque":true,"acl":{}`},
+		{"empty xattrs", `"opaque":true`, `"opaque":true,"xattrs":{}`},
+		{"version 2 without xattrs", `{"version":1,`, `{"version":2,`},
 		{"duplicate key", `"mode":420`, `"mode":420,"mode":420`},
 		{"upper hex", `"digest":"sha256:ba`, `"digest":"sha256:BA`},
 		{"path_b64 for utf-8", `"path":"gone"`, `"path_b64":"Z29uZQ=="`},
@@ -154,5 +156,86 @@ func TestDigestParse(t *testing.T) {
 	k := inodeKey{digest: d, mode: 0o4755, uid: 1, gid: 2, mtime: 5}
 	if got, err := parseInodeName(k.name()); err != nil || got != k {
 		t.Errorf("inode name round trip: %v %v", got, err)
+	}
+}
+
+// capV2 is a version 2 security.capability value granting
+// cap_net_bind_service (bit 10) permitted and effective.
+var capV2 = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+// TestManifestXattrs: extended attributes make a version 2 manifest, which
+// round-trips; a manifest without them stays version 1 (every older layer
+// keeps its digest); names outside the allowed namespaces, overlay
+// markers, unsorted or repeated names and xattrs on deletions are refused,
+// and so are non-canonical spellings.
+func TestManifestXattrs(t *testing.T) {
+	plain, _ := validManifest().Encode()
+	if !bytes.HasPrefix(plain, []byte(`{"version":1,`)) {
+		t.Fatalf("manifest without xattrs is not version 1: %s", plain)
+	}
+	withX := func() *Manifest {
+		m := validManifest()
+		m.Entries[1].Xattrs = []Xattr{{Name: "trusted.note", Value: []byte("d")}, {Name: "user.mime", Value: []byte("text/x-dir")}}
+		m.Entries[2].Xattrs = []Xattr{{Name: "security.capability", Value: capV2}, {Name: "user.k", Value: []byte{0, 0xff}}}
+		return m
+	}
+	b, err := withX().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte(`{"version":2,`)) || !bytes.Contains(b, []byte(`"xattrs":{"security.capability":"AQAAAgAEAAAAAAAAAAAAAAAAAAA=","user.k":"AP8="}`)) {
+		t.Fatalf("encoding: %s", b)
+	}
+	m2, err := DecodeManifest(b)
+	if err != nil {
+		t.Fatalf("decode: %v\n%s", err, b)
+	}
+	if b2, _ := m2.Encode(); !bytes.Equal(b, b2) {
+		t.Fatalf("re-encoding differs:\n%s\n%s", b, b2)
+	}
+	if x := m2.Entries[2].Xattrs; len(x) != 2 || x[0].Name != "security.capability" || !bytes.Equal(x[0].Value, capV2) {
+		t.Fatalf("decoded xattrs %v", x)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(m *Manifest)
+	}{
+		{"overlay marker trusted", func(m *Manifest) {
+			m.Entries[1].Xattrs = []Xattr{{Name: "trusted.overlay.redirect", Value: []byte("/x")}}
+		}},
+		{"overlay marker user", func(m *Manifest) { m.Entries[1].Xattrs = []Xattr{{Name: "user.overlay.opaque", Value: []byte("y")}} }},
+		{"selinux", func(m *Manifest) { m.Entries[2].Xattrs = []Xattr{{Name: "security.selinux", Value: []byte("x")}} }},
+		{"acl", func(m *Manifest) {
+			m.Entries[2].Xattrs = []Xattr{{Name: "system.posix_acl_access", Value: []byte("x")}}
+		}},
+		{"bare namespace", func(m *Manifest) { m.Entries[2].Xattrs = []Xattr{{Name: "user.", Value: []byte("x")}} }},
+		{"unsorted", func(m *Manifest) {
+			m.Entries[2].Xattrs[0], m.Entries[2].Xattrs[1] = m.Entries[2].Xattrs[1], m.Entries[2].Xattrs[0]
+		}},
+		{"repeated", func(m *Manifest) { m.Entries[2].Xattrs[1] = m.Entries[2].Xattrs[0] }},
+		{"on a deletion", func(m *Manifest) { m.Entries[5].Xattrs = []Xattr{{Name: "user.a", Value: nil}} }},
+		{"value too long", func(m *Manifest) { m.Entries[2].Xattrs[1].Value = make([]byte, 64*1024+1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := withX()
+			tc.mutate(m)
+			if _, err := m.Encode(); !errors.Is(err, ErrBadManifest) {
+				t.Fatalf("Encode: %v, want ErrBadManifest", err)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, old, new string }{
+		{"version 1 with xattrs", `{"version":2,`, `{"version":1,`},
+		{"names out of order", `"security.capability":"AQAAAgAEAAAAAAAAAAAAAAAAAAA=","user.k":"AP8="`, `"user.k":"AP8=","security.capability":"AQAAAgAEAAAAAAAAAAAAAAAAAAA="`},
+		{"unpadded base64", `"user.k":"AP8="`, `"user.k":"AP8"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Contains(b, []byte(tc.old)) {
+				t.Fatalf("fixture lacks %s in %s", tc.old, b)
+			}
+			if _, err := DecodeManifest(bytes.Replace(b, []byte(tc.old), []byte(tc.new), 1)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
 	}
 }

@@ -178,6 +178,7 @@ func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bo
 		s.log.Warn("store: hard links into the inode pool failed; files were copied instead (uses more disk)",
 			"files", n, "store", s.root)
 	}
+	s.logSkippedXattrs(m)
 	for i := len(m.Entries) - 1; i >= 0; i-- {
 		if e := m.Entries[i]; e.Type == TypeDir {
 			e.Opaque = e.Opaque && !merge // a merged tree has no overlay markers
@@ -187,6 +188,24 @@ func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bo
 		}
 	}
 	return nil
+}
+
+// logSkippedXattrs says which of m's extended attributes the store could
+// not set: in a rootless store, file capabilities and trusted.* ones.
+func (s *Store) logSkippedXattrs(m *Manifest) {
+	n, first := 0, ""
+	for i := range m.Entries {
+		if _, skipped := s.applicable(&m.Entries[i]); skipped > 0 {
+			if n == 0 {
+				first = m.Entries[i].Path
+			}
+			n += skipped
+		}
+	}
+	if n > 0 {
+		s.log.Warn("store: extended attributes not set (a rootless store sets only user.* ones, on files and directories)",
+			"count", n, "first", first, "store", s.root)
+	}
 }
 
 // mergeDir makes p a writable directory over what a lower layer left
@@ -376,6 +395,11 @@ func (s *Store) setMeta(p string, e *Entry) error {
 	if e.Type != TypeSymlink {
 		if err := unix.Chmod(p, e.Mode); err != nil {
 			return fmt.Errorf("chmod %s: %w", e.Path, err)
+		}
+	}
+	if xs, _ := s.applicable(e); len(xs) > 0 {
+		if err := setXattrs(p, xs); err != nil {
+			return err
 		}
 	}
 	if e.Mtime != 0 {

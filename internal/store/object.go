@@ -171,6 +171,16 @@ func (s *Store) setFileMeta(f *os.File, key *inodeKey) error {
 	if err := unix.Fchmod(fd, key.mode); err != nil {
 		return fmt.Errorf("fchmod %#o: %w", key.mode, err)
 	}
+	// After chown and chmod, which clear a file capability.
+	if key.xattrs != "" {
+		xs, err := decodeXattrs(key.xattrs)
+		if err != nil {
+			return err
+		}
+		if err := setXattrs(f.Name(), xs); err != nil {
+			return err
+		}
+	}
 	if key.mtime != 0 {
 		ts := []unix.Timespec{unix.NsecToTimespec(key.mtime), unix.NsecToTimespec(key.mtime)}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, f.Name(), ts, 0); err != nil {

@@ -167,6 +167,11 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 		case !metaMatches(&st, k):
 			r.Problems = append(r.Problems, Problem{Kind: CorruptInode, Path: rel, Digest: k.digest, Layers: layersOf(k.digest),
 				Detail: fmt.Sprintf("metadata is mode %#o uid %d gid %d", st.Mode&0o7777, st.Uid, st.Gid)})
+		default:
+			if ok, err := xattrsMatch(f.path, k); err != nil || !ok {
+				r.Problems = append(r.Problems, Problem{Kind: CorruptInode, Path: rel, Digest: k.digest, Layers: layersOf(k.digest),
+					Detail: fmt.Sprintf("extended attributes differ from its name (%v)", err)})
+			}
 		}
 		return nil
 	})

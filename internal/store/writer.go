@@ -41,7 +41,10 @@ func (w *LayerWriter) AddFile(ctx context.Context, e *Entry, r io.Reader) error 
 		return fmt.Errorf("%w: entry %q: AddFile wants a file with a size", ErrBadManifest, e.Path)
 	}
 	e.Digest = Digest{}
-	key := w.s.keyOf(e)
+	// An object never carries extended attributes (ensureInode would link
+	// it as an inode without them): an entry that has some gets its inode
+	// as a copy when the layer is materialized.
+	key := w.s.keyOf(e).withoutXattrs()
 	p, err := w.s.writeTemp(ctx, r, e.Size, Digest{}, &key, false)
 	if err != nil {
 		return fmt.Errorf("storing %s: %w", e.Path, err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestLayerWriter: streamed files become a layer equal to the one CommitDir
@@ -65,5 +67,75 @@ func TestLayerWriter(t *testing.T) {
 	rep, err := s2.Verify(ctx)
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
+
+// TestLayerWriterXattrs: a file's and a directory's extended attributes
+// reach the layer's tree (as root: the file capability, trusted.* and
+// user.*), the file with them is its own inode, apart from the same
+// content without them, ApplyLayers copies them, and Verify notices an
+// inode that lost them.
+func TestLayerWriterXattrs(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	s := newStore(t)
+	w, err := s.NewLayerWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	capFile := Entry{Path: "d/ping", Type: TypeFile, Mode: 0o755, Size: 6,
+		Xattrs: []Xattr{{Name: "security.capability", Value: capV2}, {Name: "trusted.t", Value: []byte("1")}, {Name: "user.u", Value: []byte("2")}}}
+	plainFile := Entry{Path: "d/plain", Type: TypeFile, Mode: 0o755, Size: 6}
+	for _, e := range []*Entry{&capFile, &plainFile} {
+		if err := w.AddFile(ctx, e, strings.NewReader("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := Entry{Path: "d", Type: TypeDir, Mode: 0o755, Xattrs: []Xattr{{Name: "user.dir", Value: []byte("3")}}}
+	m := &Manifest{Version: ManifestVersion, Entries: []Entry{{Path: ".", Type: TypeDir, Mode: 0o755}, dir, capFile, plainFile}}
+	id, err := w.Commit(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	got, err := s.Manifest(id)
+	if err != nil || got.Version != ManifestVersionXattrs {
+		t.Fatalf("manifest: %v, version %v", err, got)
+	}
+	checkXattrs := func(root string) {
+		t.Helper()
+		for p, want := range map[string][]Xattr{"d/ping": capFile.Xattrs, "d": dir.Xattrs, "d/plain": nil} {
+			xs, err := readXattrs(filepath.Join(root, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if encodeXattrs(xs) != encodeXattrs(want) {
+				t.Errorf("%s in %s: xattrs %v, want %v", p, root, xs, want)
+			}
+		}
+	}
+	tree := s.TreePath(id)
+	checkXattrs(tree)
+	var a, b unix.Stat_t
+	unix.Stat(filepath.Join(tree, "d/ping"), &a)
+	unix.Stat(filepath.Join(tree, "d/plain"), &b)
+	if a.Ino == b.Ino {
+		t.Fatal("a file with a capability shares its inode with the same file without one")
+	}
+	merged := t.TempDir()
+	if err := s.ApplyLayers(ctx, merged, []LayerID{id}); err != nil {
+		t.Fatal(err)
+	}
+	checkXattrs(merged)
+	if rep, err := s.Verify(ctx); err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+	if err := unix.Removexattr(filepath.Join(tree, "d/ping"), "user.u"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Verify(ctx)
+	if err != nil || rep.OK() || rep.Problems[0].Kind != CorruptInode {
+		t.Fatalf("verify after an inode lost an xattr: %v %v", err, rep.Problems)
 	}
 }
