@@ -100,12 +100,20 @@ func (t *msbTask) run(ctx context.Context, command string) error {
 	return nil
 }
 
-func (t *msbTask) close() error { return errors.Join(t.sb.Close(), t.release()) }
+// close is the whole teardown, as every method's close is: the sandbox
+// closed, its layers' lease released, and the cleanup Close leaves to the
+// background (mounts, disk volume, cgroups, state dir) done. A caller of
+// the engine gets control back before that cleanup, but the machine is not
+// free of the task until it is over, so close times and throughput count it.
+func (t *msbTask) close() error {
+	err := errors.Join(t.sb.Close(), t.release())
+	<-t.sb.Cleaned()
+	return errors.Join(err, t.sb.CleanupErr())
+}
 
 // phaseTimes are the sandbox's phases (sandbox.Timings), its cleanup's
-// included: it waits for that.
+// included (close waited for it).
 func (t *msbTask) phaseTimes() []phaseTime {
-	<-t.sb.Cleaned()
 	var out []phaseTime
 	for _, p := range t.sb.Timings() {
 		out = append(out, phaseTime{p.Name, p.Duration})
