@@ -29,22 +29,62 @@ type paperMethod struct {
 	rootless bool
 }
 
-// paperScript runs in the new mount and PID namespaces: $1 is the task
-// dir, the rest the system dirs to bind; $MSB_PAPER_DEV_BIND is --bind (as
-// the paper) or --rbind (a user namespace may only bind /dev with its
-// submounts).
+// paperScript runs in the new mount and PID namespaces: $0 is what the
+// chroot runs, $1 the task dir, the rest the system dirs to bind (their mount points made by
+// paperLayout); $MSB_PAPER_DEV_BIND is --bind (as the paper) or --rbind (a
+// user namespace may only bind /dev with its submounts). Like the paper's
+// `sh -c "mount ... && mount ... && exec chroot ..."`, it starts no process
+// but one mount per mount and chroot: the paper makes its directories in
+// Python (os.makedirs), so here Go makes them, and the host's symlinked
+// system dirs (/bin -> usr/bin) become the same symlinks in the task dir.
 const paperScript = `set -e
 d=$1; shift
-for x in "$@"; do
-  if [ -L "$x" ]; then ln -sfn "$(readlink "$x")" "$d$x"
-  elif [ -d "$x" ]; then mkdir -p "$d$x"; mount --bind -o ro "$x" "$d$x"
-  fi
-done
-mkdir -p "$d/dev" "$d/proc" "$d/tmp"
+for x in "$@"; do mount --bind -o ro "$x" "$d$x"; done
 mount $MSB_PAPER_DEV_BIND /dev "$d/dev"
 mount -t proc proc "$d/proc"
-exec chroot "$d" /bin/bash --noprofile --norc
+exec chroot "$d" $0
 `
+
+// paperShell is what the paper's chroot runs: its shell ($0 of
+// paperScript, split into words).
+const paperShell = "/bin/bash --noprofile --norc"
+
+// paperLayout makes in dir the mount points of the host's system dirs
+// hostDirs and of /dev, /proc and /tmp, and the symlinks of those system
+// dirs that are symlinks on the host; it returns the dirs to bind.
+func paperLayout(dir string, hostDirs []string) ([]string, error) {
+	var binds []string
+	for _, x := range hostDirs {
+		fi, err := os.Lstat(x)
+		switch {
+		case err != nil:
+			continue // not on this host
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(x)
+			if err != nil {
+				return nil, err
+			}
+			link := filepath.Join(dir, x)
+			if have, _ := os.Readlink(link); have == target {
+				continue // laid out before (a build's shell, then the task's)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				return nil, fmt.Errorf("making the task's %s: %w", x, err)
+			}
+		case fi.IsDir():
+			if err := os.MkdirAll(filepath.Join(dir, x), 0o755); err != nil {
+				return nil, fmt.Errorf("making the task's %s: %w", x, err)
+			}
+			binds = append(binds, x)
+		}
+	}
+	for _, x := range []string{"/dev", "/proc", "/tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, x), 0o755); err != nil {
+			return nil, fmt.Errorf("making the task's %s: %w", x, err)
+		}
+	}
+	return binds, nil
+}
 
 // paperTools are the host programs the mechanism runs.
 var paperTools = []string{"tar", "gzip", "unshare", "mount", "chroot", "rm"}
@@ -74,7 +114,10 @@ func (m *paperMethod) create(ctx context.Context, i int) (liveTask, error) {
 			return nil, fmt.Errorf("tar -xzf %s: %v: %s", tgz, err, strings.TrimSpace(string(out)))
 		}
 	}
-	t.sh, err = startPipeShell(m.shellCommand(d))
+	cmd, err := m.shellCommand(d, paperShell)
+	if err == nil {
+		t.sh, err = startPipeShell(cmd)
+	}
 	if err != nil {
 		t.removeDir()
 		return nil, err
@@ -82,18 +125,25 @@ func (m *paperMethod) create(ctx context.Context, i int) (liveTask, error) {
 	return t, nil
 }
 
-func (m *paperMethod) shellCommand(dir string) *exec.Cmd {
+// shellCommand lays out dir (paperLayout) and returns the command that
+// binds the system dirs into it and runs prog (paperShell, or /bin/true
+// for a whole-process run) in the chroot.
+func (m *paperMethod) shellCommand(dir, prog string) (*exec.Cmd, error) {
+	binds, err := paperLayout(dir, sandbox.DefaultHostDirs)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"--mount", "--pid", "--fork"}
 	devBind := "--bind"
 	if m.rootless {
 		args = append([]string{"--map-root-user"}, args...)
 		devBind = "--rbind"
 	}
-	args = append(args, "sh", "-c", paperScript, "paper", dir)
-	args = append(args, sandbox.DefaultHostDirs...)
+	args = append(args, "sh", "-c", paperScript, prog, dir)
+	args = append(args, binds...)
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append(taskEnv(), "MSB_PAPER_DEV_BIND="+devBind)
-	return cmd
+	return cmd, nil
 }
 
 // taskEnv is the environment of a baseline's shell: the venv first on

@@ -158,7 +158,11 @@ func (m *paperMethod) build(ctx context.Context, task, script string) error {
 	if err := os.WriteFile(filepath.Join(task, "tmp", "msb-install.sh"), []byte(script), 0o755); err != nil {
 		return err
 	}
-	sh, err := startPipeShell(m.shellCommand(task))
+	cmd, err := m.shellCommand(task, paperShell)
+	if err != nil {
+		return err
+	}
+	sh, err := startPipeShell(cmd)
 	if err != nil {
 		return err
 	}
