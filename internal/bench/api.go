@@ -457,8 +457,21 @@ func loadRows(prefix string, r loadResult, targets, execs int, ours bool) []Row 
 	return []Row{row, tput}
 }
 
+// daemonMemory is the PSS of the daemon's whole process tree and how many
+// processes it holds: the daemon, and every sandbox's supervisor, init and
+// shells, which are its descendants.
+func daemonMemory(pid int) (pss int64, procs int) {
+	pids := treePids(pid)
+	for _, p := range pids {
+		pss += pssOf(p)
+	}
+	return pss, len(pids)
+}
+
 func msbLoad(ctx context.Context, d *daemonProc, c *client.Client, o APIOptions) []Row {
-	before := rss(d.cmd.Process.Pid)
+	daemon := d.cmd.Process.Pid
+	before, nBefore := daemonMemory(daemon)
+	rssBefore := rss(daemon)
 	ids := make([]string, o.Sandboxes)
 	var firstErr error
 	var mu sync.Mutex
@@ -493,14 +506,16 @@ func msbLoad(ctx context.Context, d *daemonProc, c *client.Client, o APIOptions)
 	if firstErr != nil {
 		return []Row{{Name: fmt.Sprintf("msb: %d sandboxes", o.Sandboxes), Failed: firstErr.Error()}}
 	}
-	after := rss(d.cmd.Process.Pid)
+	after, nAfter := daemonMemory(daemon)
+	rssAfter := rss(daemon)
 	r := runLoad(ctx, o.Sandboxes, o.Execs, o.Concurrency, func(t, i int, want string) (string, error) {
 		res, err := c.Exec(ctx, ids[t], api.ExecRequest{Session: "bench", Command: "echo " + want})
 		return res.Stdout, err
 	})
 	rows := loadRows(fmt.Sprintf("msb (session exec, %d at once)", o.Concurrency), r, o.Sandboxes, o.Execs, true)
-	rows = append(rows, Row{Name: "msb: daemon memory per live sandbox (RSS growth / sandboxes)", Value: float64(after-before) / float64(o.Sandboxes) / 1024,
-		Unit: "KiB", Note: fmt.Sprintf("daemon RSS %d MiB → %d MiB with %d sandboxes and sessions", before>>20, after>>20, o.Sandboxes)})
+	rows = append(rows, Row{Name: "msb: memory per live sandbox with a session (PSS growth of the daemon's whole process tree / sandboxes)", Value: float64(after-before) / float64(o.Sandboxes) / 1024,
+		Unit: "KiB", Note: fmt.Sprintf("every process of a sandbox counted (its supervisor, init and session shell) and the daemon's share: tree PSS %d MiB → %d MiB, %d → %d processes, with %d sandboxes (the daemon's own RSS %d MiB → %d MiB)",
+			before>>20, after>>20, nBefore, nAfter, o.Sandboxes, rssBefore>>20, rssAfter>>20)})
 	return rows
 }
 
@@ -539,7 +554,8 @@ func swerexLoad(ctx context.Context, o APIOptions) []Row {
 		if err := rexSession(ctx, c); err != nil {
 			return []Row{{Name: "swerex-remote", Failed: err.Error()}}
 		}
-		mem += treeRSS(cmd.Process.Pid)
+		pss, _ := treePSS([]int{cmd.Process.Pid})
+		mem += pss
 	}
 	rt, err := timeN(o.RoundTrips/4, func() error { _, err := rexRun(ctx, servers[0].c, "true"); return err })
 	rows := []Row{apiRow("swerex-remote: run_in_session round trip (`true`)", rt, err)}
@@ -547,24 +563,9 @@ func swerexLoad(ctx context.Context, o APIOptions) []Row {
 		return rexRun(ctx, servers[t].c, "echo "+want)
 	})
 	rows = append(rows, loadRows(fmt.Sprintf("swerex-remote (run_in_session, %d at once)", min(o.Concurrency, n)), r, n, o.Execs, false)...)
-	rows = append(rows, Row{Name: "swerex-remote: memory per server (RSS of the server and its shell)", Value: float64(mem) / float64(n) / 1024, Unit: "KiB",
+	rows = append(rows, Row{Name: "swerex-remote: memory per server with a session (PSS of the server's whole process tree: the server and its shell)", Value: float64(mem) / float64(n) / 1024, Unit: "KiB",
 		Note: "one server per sandbox, as SWE-ReX runs; commands run on the host, unsandboxed"})
 	return rows
-}
-
-// treeRSS is the RSS of a process and its children.
-func treeRSS(pid int) int64 {
-	total := rss(pid)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return total
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			total += treeRSS(c)
-		}
-	}
-	return total
 }
 
 func firstLines(s string) string {

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/privtest"
@@ -39,4 +41,16 @@ func testRuntime(t testing.TB) *sandbox.Runtime {
 		}
 	})
 	return rt
+}
+
+// buildMSB builds the msb binary into a temp dir for the whole-process
+// measure, and returns the options that run it with a state dir of its
+// own.
+func buildMSB(t *testing.T) (exe string, args []string) {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", dir, "github.com/minisandbox/msb/cmd/msb").CombinedOutput(); err != nil {
+		t.Fatalf("building msb: %v: %s", err, out)
+	}
+	return filepath.Join(dir, "msb"), []string{"--state-dir", privtest.StateDir(t)}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,8 +52,20 @@ func exitError(code int, output string) error {
 var errSkipped = errors.New("skipped")
 
 // treePSS sums Pss of the processes in the trees rooted at roots (from
-// /proc/*/stat parent pids), and returns it with the roots' own Pss.
+// /proc/*/stat parent pids), each process once, and returns it with the
+// roots' own Pss.
 func treePSS(roots []int) (tree, top int64) {
+	for _, r := range roots {
+		top += pssOf(r)
+	}
+	for _, pid := range treePids(roots...) {
+		tree += pssOf(pid)
+	}
+	return tree, top
+}
+
+// treePids are the processes of the trees rooted at roots, each once.
+func treePids(roots ...int) []int {
 	children := map[int][]int{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -64,17 +77,20 @@ func treePSS(roots []int) (tree, top int64) {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	for _, r := range roots {
-		top += pssOf(r)
-		stack := []int{r}
-		for len(stack) > 0 {
-			pid := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			tree += pssOf(pid)
-			stack = append(stack, children[pid]...)
+	seen := map[int]bool{}
+	var out []int
+	stack := slices.Clone(roots)
+	for len(stack) > 0 {
+		pid := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[pid] {
+			continue
 		}
+		seen[pid] = true
+		out = append(out, pid)
+		stack = append(stack, children[pid]...)
 	}
-	return tree, top
+	return out
 }
 
 func parentPid(pid int) (int, bool) {
