@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,6 +165,20 @@ type linkKey struct {
 	mode     uint32
 	uid, gid uint32
 	mtime    int64
+	xattrs   string // names and values, NUL-separated
+}
+
+// xattrKey is the extended attributes of e as one comparable string.
+func xattrKey(e *store.Entry) string {
+	var b strings.Builder
+	for _, x := range e.Xattrs {
+		b.WriteString(x.Name)
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(len(x.Value)))
+		b.WriteByte(0)
+		b.Write(x.Value)
+	}
+	return b.String()
 }
 
 // writeLayerTar writes a layer's entries as a tar, in the manifest's order
@@ -192,7 +207,7 @@ func writeEntry(st *store.Store, tw *tar.Writer, e *store.Entry, first map[linkK
 	}
 	h := entryHeader(e)
 	if e.Type == store.TypeFile && e.Size > 0 {
-		k := linkKey{e.Digest, e.Mode, e.UID, e.GID, e.Mtime}
+		k := linkKey{e.Digest, e.Mode, e.UID, e.GID, e.Mtime, xattrKey(e)}
 		if target, ok := first[k]; ok {
 			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, target, 0
 			return tw.WriteHeader(h)
@@ -216,6 +231,13 @@ func entryHeader(e *store.Entry) *tar.Header {
 	h := &tar.Header{Name: e.Path, Mode: int64(e.Mode), Uid: int(e.UID), Gid: int(e.GID), ModTime: time.Unix(0, e.Mtime)}
 	if e.Mtime%int64(time.Second) != 0 {
 		h.Format = tar.FormatPAX // USTAR and GNU round the time to the second
+	}
+	if len(e.Xattrs) > 0 {
+		h.Format = tar.FormatPAX
+		h.PAXRecords = map[string]string{}
+		for _, x := range e.Xattrs {
+			h.PAXRecords[paxXattr+x.Name] = string(x.Value)
+		}
 	}
 	switch e.Type {
 	case store.TypeDir:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -102,7 +103,7 @@ func diffEntries(t *testing.T, what string, want, got *store.Manifest) {
 		byPath[e.Path] = e
 	}
 	for _, e := range want.Entries {
-		if g, ok := byPath[e.Path]; !ok || g != e {
+		if g, ok := byPath[e.Path]; !ok || !reflect.DeepEqual(g, e) {
 			t.Errorf("%s: entry %+v, got %+v", what, e, g)
 		}
 		delete(byPath, e.Path)

@@ -130,14 +130,7 @@ func (l *tarLayer) add(ctx context.Context, hdr *tar.Header, body io.Reader) err
 		return fmt.Errorf("%w: %q: owner %d:%d out of range", ErrImage, p, hdr.Uid, hdr.Gid)
 	}
 	e.UID, e.GID = uint32(hdr.Uid), uint32(hdr.Gid)
-	for k := range hdr.PAXRecords {
-		if strings.HasPrefix(k, "SCHILY.xattr.") {
-			if l.notes.xattrs == 0 {
-				l.notes.firstXattr = strings.TrimPrefix(k, "SCHILY.xattr.") + " on " + p
-			}
-			l.notes.xattrs++
-		}
-	}
+	e.Xattrs = l.xattrs(p, hdr)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		e.Type = store.TypeDir
@@ -170,6 +163,57 @@ func (l *tarLayer) add(ctx context.Context, hdr *tar.Header, body io.Reader) err
 	}
 	return l.put(e)
 }
+
+// paxXattr prefixes the PAX records that carry extended attributes (GNU
+// tar's and the runtimes' spelling; archive/tar's Xattrs field is
+// deprecated in their favour).
+const paxXattr = "SCHILY.xattr."
+
+// xattrs returns the extended attributes a tar entry carries that a
+// runtime would apply (store.ValidXattrName: the file capability,
+// trusted.* and user.*), sorted; the rest (security.selinux, ACLs,
+// overlay markers, a capability the kernel would refuse) is counted in the
+// layer's notes and dropped.
+func (l *tarLayer) xattrs(p string, hdr *tar.Header) []store.Xattr {
+	var xs []store.Xattr
+	for k, v := range hdr.PAXRecords {
+		name, ok := strings.CutPrefix(k, paxXattr)
+		if !ok {
+			continue
+		}
+		if !store.ValidXattrName(name) || len(v) > maxXattrValue || name == "security.capability" && !validCapability(v) {
+			if l.notes.xattrs == 0 {
+				l.notes.firstXattr = name + " on " + p
+			}
+			l.notes.xattrs++
+			continue
+		}
+		xs = append(xs, store.Xattr{Name: name, Value: []byte(v)})
+	}
+	store.SortXattrs(xs)
+	return xs
+}
+
+// validCapability reports whether v is a security.capability value the
+// kernel takes: revision 1 (12 bytes), 2 (20) or 3 (24, with the root uid
+// of the user namespace it applies in), little-endian magic first.
+func validCapability(v string) bool {
+	if len(v) < 4 {
+		return false
+	}
+	switch rev := uint32(v[3]) << 24; {
+	case rev == 0x01000000:
+		return len(v) == 12
+	case rev == 0x02000000:
+		return len(v) == 20
+	case rev == 0x03000000:
+		return len(v) == 24
+	}
+	return false
+}
+
+// maxXattrValue is the kernel's limit on an attribute's value (XATTR_SIZE_MAX).
+const maxXattrValue = 64 * 1024
 
 // put adds an entry, replacing what the layer had at its path (a later
 // tar entry wins, as when extracting).
@@ -227,10 +271,10 @@ func (l *tarLayer) through(p, d string, t store.EntryType) error {
 }
 
 // implied is a directory entry for d that the tar does not list: the lower
-// layers' metadata for it, or 0755 root:root.
+// layers' metadata (extended attributes too) for it, or 0755 root:root.
 func (l *tarLayer) implied(d string) store.Entry {
 	if le, ok := l.lower[d]; ok && le.Type == store.TypeDir {
-		return store.Entry{Path: d, Type: store.TypeDir, Mode: le.Mode, UID: le.UID, GID: le.GID}
+		return store.Entry{Path: d, Type: store.TypeDir, Mode: le.Mode, UID: le.UID, GID: le.GID, Xattrs: le.Xattrs}
 	}
 	return store.Entry{Path: d, Type: store.TypeDir, Mode: 0o755}
 }
@@ -341,7 +385,7 @@ func (n layerNotes) log(log *slog.Logger, layer int) {
 		log.Warn("image layer: device nodes skipped (a sandbox has its own /dev)", "layer", layer, "count", n.devices, "first", n.firstDevice)
 	}
 	if n.xattrs > 0 {
-		log.Warn("image layer: extended attributes (file capabilities among them) are not kept by the store", "layer", layer, "count", n.xattrs, "first", n.firstXattr)
+		log.Warn("image layer: extended attributes other than security.capability, trusted.* and user.* dropped", "layer", layer, "count", n.xattrs, "first", n.firstXattr)
 	}
 }
 
