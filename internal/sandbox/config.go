@@ -22,6 +22,9 @@ var hostMasks = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gs
 const (
 	NetworkNone = "none" // loopback only, in a namespace of its own
 	NetworkHost = "host" // the host's network; opt-in, for builds
+	// NetworkFiltered: a namespace of its own with a way out through a
+	// forwarder msb runs, under Config.NetPolicy (see NetPolicy).
+	NetworkFiltered = "filtered"
 )
 
 // Config describes one sandbox.
@@ -47,7 +50,10 @@ type Config struct {
 	Env       []string `json:"env,omitempty"`
 	Hostname  string   `json:"hostname,omitempty"`
 	Network   string   `json:"network,omitempty"`
-	Limits    Limits   `json:"limits,omitempty"`
+	// NetPolicy is what a NetworkFiltered sandbox may reach (nil: all but
+	// the host's loopback).
+	NetPolicy *NetPolicy `json:"net_policy,omitempty"`
+	Limits    Limits     `json:"limits,omitempty"`
 	// User is the uid:gid commands run as; only 0:0 exists in rootless mode.
 	User User `json:"user,omitempty"`
 	// MaxOutput caps the bytes of each output stream a command returns.
@@ -183,9 +189,17 @@ func (s *Config) Validate(rootless bool) error {
 		}
 	}
 	switch s.Network {
-	case "", NetworkNone, NetworkHost:
+	case "", NetworkNone, NetworkHost, NetworkFiltered:
 	default:
-		return invalid("network %q: use %q or %q", s.Network, NetworkNone, NetworkHost)
+		return invalid("network %q: use %q, %q or %q", s.Network, NetworkNone, NetworkHost, NetworkFiltered)
+	}
+	if s.NetPolicy != nil {
+		if s.Network != NetworkFiltered {
+			return invalid("a network policy needs network %q, not %q", NetworkFiltered, s.Network)
+		}
+		if err := s.NetPolicy.check(); err != nil {
+			return err
+		}
 	}
 	l := s.Limits
 	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type Sandbox struct {
 	waitDone chan struct{}
 	cg       *cgroup.Group
 	conn     *conn
+	fwd      *forwarder  // the network forwarder of a filtered sandbox
 	stderr   *tailBuffer // the end of what init and the supervisor wrote to stderr
 	stdio    *relays     // copies between Config.Stdio and the sandbox's pipes
 	// childEnds are this process's copies of init's stdio pipe ends,
@@ -199,7 +201,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		s.diskFd = ready.Info.DiskFd
 	}
 	s.conn = newConn(parent, s.deathNote)
-	return nil
+	return s.startNetwork(ctx)
 }
 
 // deathNote says why the control connection ended: how init exited and
@@ -375,8 +377,15 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	if cfg.Hostname == "" {
 		cfg.Hostname = "msb-" + s.ID[:8]
 	}
-	if cfg.Network == "" {
+	if cfg.Network == "" || cfg.Network == NetworkFiltered { // init sees its own namespace
 		cfg.Network = NetworkNone
+	}
+	if c.Network == NetworkFiltered {
+		b, err := s.prepareNetwork()
+		if err != nil {
+			return cfg, err
+		}
+		c.Binds = append(slices.Clip(c.Binds), b)
 	}
 	if cfg.Workdir == "" {
 		cfg.Workdir = "/"
@@ -511,6 +520,7 @@ func (s *Sandbox) stop() error {
 		s.awaitInit()
 		t = s.times.since(PhaseReap, t)
 	}
+	s.fwd.stop()
 	// Every process of the sandbox is gone: its ends of the stdio pipes are
 	// closed, and the relays finish what is left.
 	s.stdio.close()

@@ -449,6 +449,8 @@ func resolveCreate(root, p string, dir bool) (int, error) {
 		if err := unix.Mkdirat(pfd, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			return -1, err
 		}
+	} else if fd, err := unix.Openat2(pfd, base, &how); err == nil {
+		return fd, nil // an existing file, maybe on a read-only tree (the host's /etc)
 	} else if fd, err := unix.Openat(pfd, base, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644); err == nil {
 		unix.Close(fd)
 	} else if !errors.Is(err, unix.EISDIR) {
