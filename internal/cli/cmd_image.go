@@ -12,12 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
 type importImageFlags struct {
 	username      string
+	authFile      string
 	passwordStdin bool
 	insecure      bool
 	names         []string
@@ -45,6 +47,7 @@ msb run --image REF, or build environments on it with --base image/REF.`,
 		Example: `  msb cache import-image docker-archive:debian.tar
   msb cache import-image --insecure docker://127.0.0.1:5000/swe/task:1
   echo "$TOKEN" | msb cache import-image --username me --password-stdin docker://ghcr.io/org/img:tag
+  msb cache import-image --authfile ~/auth.json docker://registry.example.com/org/img:tag
   msb run --image docker.io/library/debian:bookworm -- cat /etc/os-release`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,13 +57,20 @@ msb run --image REF, or build environments on it with --base image/REF.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.username, "username", "", "registry user name (default: the docker/podman config's credentials)")
 	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the registry password from stdin")
+	fs.StringVar(&f.authFile, "authfile", "", "podman/docker auth file read before ~/.docker/config.json and podman's auth.json (default $REGISTRY_AUTH_FILE)")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow plain HTTP to a registry on a loopback address")
 	fs.StringArrayVar(&f.names, "name", nil, "also record the image under this reference (repeatable)")
 	return cmd
 }
 
 func runImportImage(ctx context.Context, g *globals, f *importImageFlags, source string) error {
-	opts := engine.ImageOptions{Username: f.username, Insecure: f.insecure, Names: f.names, Log: g.logger()}
+	if f.authFile == "" {
+		f.authFile = os.Getenv("REGISTRY_AUTH_FILE") // podman's variable, as podman reads it
+	}
+	opts := engine.ImageOptions{Username: f.username, AuthFile: f.authFile, Insecure: f.insecure, Names: f.names, Log: g.logger()}
+	if f.passwordStdin && f.username == "" {
+		return fmt.Errorf("%w: --password-stdin needs --username", errUsage)
+	}
 	if f.passwordStdin {
 		pw, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -92,8 +102,12 @@ func runImportImage(ctx context.Context, g *globals, f *importImageFlags, source
 }
 
 // imageError makes an error about an image (missing, malformed, hostile,
-// unreachable) exit 2 with its one line, as usage errors do.
+// unreachable, refused credentials) exit 2 with its one line, as usage
+// errors do.
 func imageError(err error) error {
+	if errors.Is(err, rootfs.ErrAuth) {
+		return &exitError{code: exitUsage, msg: err.Error(), kind: string(api.CodeUnauthorized)}
+	}
 	if errors.Is(err, rootfs.ErrImage) {
 		return &exitError{code: exitUsage, msg: err.Error(), kind: "bad_image"}
 	}

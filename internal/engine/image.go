@@ -12,8 +12,9 @@ import (
 
 // ImageOptions tune ImportImage.
 type ImageOptions struct {
-	// Username and Password authenticate to a registry.
-	Username, Password string
+	// Username and Password authenticate to a registry; without them,
+	// AuthFile (podman's --authfile), then the docker/podman config files.
+	Username, Password, AuthFile string
 	// Insecure allows plain HTTP to a loopback registry.
 	Insecure bool
 	// Names are references to record the image under, besides the ones its
@@ -41,7 +42,7 @@ type ImageImport struct {
 // about the image wrap rootfs.ErrImage.
 func (c *Cache) ImportImage(ctx context.Context, source string, opts ImageOptions) (ImageImport, error) {
 	o, err := rootfs.Open(ctx, source, rootfs.OpenOptions{Username: opts.Username, Password: opts.Password,
-		Insecure: opts.Insecure, TempDir: c.Dir()})
+		AuthFile: opts.AuthFile, Insecure: opts.Insecure, TempDir: c.Dir()})
 	if err != nil {
 		return ImageImport{}, err
 	}

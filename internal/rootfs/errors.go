@@ -17,6 +17,9 @@ var (
 	ErrHostileLayer error = &imageError{"hostile layer"}
 	// ErrUnsupported: a media type, transport or entry type msb does not read.
 	ErrUnsupported error = &imageError{"unsupported"}
+	// ErrAuth: a registry refused the credentials (401 or 403), or there
+	// were none where it wants some, or the auth file could not be read.
+	ErrAuth error = &imageError{"registry authentication failed"}
 	// ErrNoLocalStore: no podman or docker on this host to read images from.
 	ErrNoLocalStore error = &imageError{"no local image store"}
 )

@@ -36,7 +36,7 @@ func topLayer() []ent {
 	hl := ent{name: "usr/bin/tool2", typ: tar.TypeLink, link: "usr/bin/tool"}
 	dev := ent{name: "dev/null", typ: tar.TypeChar, mode: 0o666}
 	capFile := file("usr/bin/ping", "ping\n")
-	capFile.xattrs = map[string]string{"security.capability": "\x01\x00\x00\x02"}
+	capFile.xattrs = map[string]string{"security.capability": string(capNetBindService)}
 	return []ent{dir("etc"), file("etc/.wh.gone", ""), dir("opaque"), file("opaque/.wh..wh..opq", ""),
 		file("opaque/new", "new\n"), symlink("etc/link", "/etc/keep"), hl, dir("dev"), dev, capFile,
 		file("./etc/keep", "kept and changed\n")}
@@ -297,5 +297,5 @@ func editBlob(t testing.TB, layoutDir string, img v1.Image, edit func([]byte) []
 // TestImportRootless reruns the import tests as an unprivileged user, whose
 // store records the tar's owners and materializes files as the caller.
 func TestImportRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImport(LayoutWhiteouts|Archives|SharedBase|RefusesHostileLayers|BadInput|Registry)$")
+	privtest.Unprivileged(t, "^TestImport(Xattrs|LayoutWhiteouts|Archives|SharedBase|RefusesHostileLayers|BadInput|Registry|RegistryAuth)$")
 }

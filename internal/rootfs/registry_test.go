@@ -25,6 +25,13 @@ import (
 // after the test. It returns host:port.
 func startRegistry(t *testing.T) string {
 	t.Helper()
+	return startRegistryAuth(t, "")
+}
+
+// startRegistryAuth is startRegistry with an auth section for the
+// registry's configuration (YAML, indented under "auth:").
+func startRegistryAuth(t *testing.T, auth string) string {
+	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		privtest.Skip(t, "docker-registry not found (apt-get install docker-registry)")
@@ -38,6 +45,9 @@ func startRegistry(t *testing.T) string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+	if auth != "" {
+		conf += "auth:\n" + auth
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +63,7 @@ func startRegistry(t *testing.T) string {
 		resp, err := http.Get("http://" + addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK || auth != "" && resp.StatusCode == http.StatusUnauthorized {
 				return addr
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,9 +40,14 @@ const (
 // OpenOptions tune Open.
 type OpenOptions struct {
 	// Username and Password authenticate to a registry (basic, or the token
-	// flow the registry asks for). Without them the docker/podman config
-	// files' credentials are used, else none.
+	// flow the registry asks for). Without them the credentials come from
+	// AuthFile, else the docker/podman config files (registryKeychain),
+	// else none.
 	Username, Password string
+	// AuthFile is a podman/docker auth file ({"auths": {...}}, podman's
+	// --authfile and $REGISTRY_AUTH_FILE) that takes precedence over the
+	// default config files.
+	AuthFile string
 	// Insecure allows plain HTTP, only to a registry on a loopback address.
 	Insecure bool
 	// TempDir holds what a transport must unpack or save first (an
@@ -155,13 +161,16 @@ func openRegistry(ctx context.Context, ref string, opts OpenOptions) (*Opened, e
 	if opts.Username != "" || opts.Password != "" {
 		ropts = append(ropts, remote.WithAuth(&authn.Basic{Username: opts.Username, Password: opts.Password}))
 	} else {
-		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		ropts = append(ropts, remote.WithAuthFromKeychain(registryKeychain(opts.AuthFile)))
 	}
 	img, err := remote.Image(r, ropts...)
 	if err != nil {
 		var te *transport.Error
-		if errors.As(err, &te) && te.StatusCode == 404 {
+		switch {
+		case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
 			return nil, fmt.Errorf("%w: %v", ErrNoImage, err)
+		case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+			return nil, fmt.Errorf("%w: %s refused access with %s: %v", ErrAuth, r.Context().RegistryStr(), authSource(opts), err)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrImage, err)
 	}
