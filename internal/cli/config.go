@@ -36,7 +36,9 @@ type environ struct {
 	// Pythons: where interpreters are searched for (PATH, HOME,
 	// PYENV_ROOT, UV_PYTHON_INSTALL_DIR)
 	Pythons envcache.PythonSearch
-	UID     int
+	// Toolchains: where toolchains are searched for (PATH, MSB_TOOLCHAIN_<NAME>)
+	Toolchains envcache.ToolchainSearch
+	UID        int
 }
 
 func readEnviron(lookup func(string) (string, bool)) environ {
@@ -45,7 +47,7 @@ func readEnviron(lookup func(string) (string, bool)) environ {
 		Config: get("MSB_CONFIG"), RuntimeDir: get("XDG_RUNTIME_DIR"), UserCacheDir: get("XDG_CACHE_HOME"), TmpDir: get("TMPDIR"),
 		PodmanImage: get("MSB_BENCH_PODMAN_IMAGE"), PodmanFlags: get("MSB_BENCH_PODMAN_FLAGS"),
 		Socket: get("MSB_SOCKET"), Token: get("MSB_TOKEN"), SwerexRemote: get("MSB_BENCH_SWEREX"), UID: os.Getuid(),
-		Pythons: envcache.PythonSearch{Path: filepath.SplitList(get("PATH")), Home: get("HOME"), PyenvRoot: get("PYENV_ROOT"), UVDir: get("UV_PYTHON_INSTALL_DIR")}}
+		Pythons: envcache.PythonSearch{Path: filepath.SplitList(get("PATH")), Home: get("HOME"), PyenvRoot: get("PYENV_ROOT"), UVDir: get("UV_PYTHON_INSTALL_DIR")}, Toolchains: envcache.ToolchainSearchFromEnv(get)}
 	if e.UserCacheDir == "" && get("HOME") != "" {
 		e.UserCacheDir = filepath.Join(get("HOME"), ".cache")
 	}
@@ -181,7 +183,7 @@ func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 	if err := checkDir("cache", s.CacheDir, s.cacheFlag && o.cacheDir == "" && !o.mustExist, o.newCache); err != nil {
 		return engine.CacheConfig{}, err
 	}
-	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, PythonSearch: s.env.Pythons, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
+	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, PythonSearch: s.env.Pythons, Toolchains: s.env.Toolchains, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
 		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist,
 		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL}
 	var err error

@@ -47,7 +47,7 @@ func openCache(cfg CacheConfig, rt *sandbox.Runtime, log *slog.Logger) (*Cache, 
 	if cfg.IOBudget > 0 {
 		budget = store.NewBudget(cfg.IOBudget)
 	}
-	c, err := envcache.Open(envcache.Options{Dir: cfg.Dir, Runtime: rt, Budget: budget, Logger: log, Pythons: cfg.Pythons, PythonSearch: cfg.PythonSearch,
+	c, err := envcache.Open(envcache.Options{Dir: cfg.Dir, Runtime: rt, Budget: budget, Logger: log, Pythons: cfg.Pythons, PythonSearch: cfg.PythonSearch, Toolchains: cfg.Toolchains,
 		Wheelhouse: cfg.Wheelhouse, SystemSitePackages: cfg.SystemSitePackages, RepoSources: cfg.RepoSources,
 		RetryFailed: cfg.RetryFailed, CopyMode: cfg.CopyMode, Base: cfg.Base, ReposDir: cfg.ReposDir,
 		DownloadCache: cfg.DownloadCache, BuildNetwork: cfg.BuildNetwork, IndexURL: cfg.IndexURL})

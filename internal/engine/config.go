@@ -157,6 +157,9 @@ type CacheConfig struct {
 	// PythonSearch is where other versions are looked for (the caller's
 	// PATH, home, pyenv and uv dirs; zero: the system's dirs only).
 	PythonSearch envcache.PythonSearch
+	// Toolchains is where non-Python specs' toolchains are looked for
+	// (PATH and MSB_TOOLCHAIN_<NAME>; zero: the system's dirs only).
+	Toolchains envcache.ToolchainSearch
 	// RepoSources maps "owner/name" to a URL or path to mirror from.
 	RepoSources map[string]string
 	// ReposDir holds local repositories to mirror from, named

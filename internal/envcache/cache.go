@@ -96,6 +96,9 @@ type Options struct {
 	Pythons map[string]string
 	// PythonSearch is where versions not in Pythons are looked for.
 	PythonSearch PythonSearch
+	// Toolchains is where the toolchains of non-Python specs are looked
+	// for (ToolchainSearchFromEnv).
+	Toolchains ToolchainSearch
 	// Wheelhouse is a directory of wheels; when set, pip installs offline
 	// from it only (--no-index --find-links).
 	Wheelhouse string
@@ -150,11 +153,13 @@ type Cache struct {
 
 	envBuilds, installBuilds, repoBuilds, failedBuilds atomic.Int64
 
-	mu      sync.Mutex // guards retried, pythons, dpkg and facts
+	mu      sync.Mutex // guards retried, pythons, toolchainsFound, dpkg and facts
 	retried map[string]bool
 	pythons map[string]*Python
-	dpkg    map[string]map[string]bool // base key -> installed Debian packages
-	facts   map[string]commitFacts     // repo@commit -> its record as last read or written
+	// toolchainsFound: each toolchain found on the host, by name.
+	toolchainsFound map[string]*Toolchain
+	dpkg            map[string]map[string]bool // base key -> installed Debian packages
+	facts           map[string]commitFacts     // repo@commit -> its record as last read or written
 }
 
 // Stats counts what this Cache built since it was opened.
@@ -212,7 +217,7 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
-	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, dpkg: map[string]map[string]bool{}, facts: map[string]commitFacts{}}, nil
+	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, toolchainsFound: map[string]*Toolchain{}, dpkg: map[string]map[string]bool{}, facts: map[string]commitFacts{}}, nil
 }
 
 // compressNew asks btrfs to compress a new cache (store.CompressDir):
@@ -363,7 +368,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
-	scmEnv, err := c.scmEnv(ctx, r, inst) // setuptools-scm's version, which the shallow clone cannot give
+	scmEnv, err := c.scmEnvFor(ctx, r, inst, sp) // setuptools-scm's version, which the shallow clone cannot give
 	if err != nil {
 		if installScript(sp) != "" { // the install layer's key has it
 			return nil, err
@@ -384,9 +389,8 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 		return nil, fmt.Errorf("leasing layers of %s: %w", inst.InstanceID, err)
 	}
 	p := &Prepared{
-		HostBase: base.host, Binds: append(env.python.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
-		Env: append([]string{"PATH=" + VenvPath + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
-			append(fileIndexEnv(sp.IndexDate), scmEnv...)...),
+		HostBase: base.host, Binds: append(env.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
+		Env:    taskEnv(sp, env, scmEnv),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
 	for _, id := range repoBottomFirst {

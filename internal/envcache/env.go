@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 	"github.com/minisandbox/msb/internal/store"
 )
@@ -63,6 +64,26 @@ type envResult struct {
 	layer  store.LayerID
 	stack  []store.LayerID // the layer and its parents, topmost first
 	python *Python
+	// toolchains of a non-Python spec (python is nil then).
+	toolchains []*Toolchain
+}
+
+// binds are what the environment's sandboxes bind read-only: the
+// interpreter's prefix, or the toolchains outside the base.
+func (e envResult) binds() []sandbox.Bind {
+	return append(e.python.binds(), toolchainBinds(e.toolchains)...)
+}
+
+// taskEnv is the environment of a task or evaluation sandbox: for Python,
+// PATH with the venv first, VIRTUAL_ENV, pip's index at the download cache
+// and setuptools-scm's version; for the others, the toolchains and
+// dependency caches (toolchainEnv), offline (offlineEnv).
+func taskEnv(sp spec.Spec, env envResult, scmEnv []string) []string {
+	if !sp.IsPython() {
+		return append(toolchainEnv(env.toolchains), offlineEnv...)
+	}
+	return append([]string{"PATH=" + VenvPath + "/bin:" + systemPath, "VIRTUAL_ENV=" + VenvPath, "PIP_DISABLE_PIP_VERSION_CHECK=1"},
+		append(fileIndexEnv(sp.IndexDate), scmEnv...)...)
 }
 
 // envLayer returns the instance's environment layer, building it once.
@@ -82,6 +103,9 @@ func (c *Cache) envLayer(ctx context.Context, r *run, inst dataset.Instance, sp 
 // envJob is the build of the instance's environment and its key (res has
 // the key and the interpreter, not yet a layer), without building it.
 func (c *Cache) envJob(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, base baseInfo) (envResult, buildJob, error) {
+	if !sp.IsPython() {
+		return c.toolchainJob(ctx, inst, sp, base)
+	}
 	py, err := c.python(ctx, sp.Python, base)
 	if err != nil {
 		return envResult{}, buildJob{}, fmt.Errorf("environment of %s: %w", inst.InstanceID, err)

@@ -47,7 +47,11 @@ func installScript(sp spec.Spec) string {
 	}
 	var b strings.Builder
 	b.WriteString("set -euxo pipefail\n")
-	fmt.Fprintf(&b, "export VIRTUAL_ENV=%s PATH=%s/bin:$PATH\n", VenvPath, VenvPath)
+	if sp.IsPython() {
+		fmt.Fprintf(&b, "export VIRTUAL_ENV=%s PATH=%s/bin:$PATH\n", VenvPath, VenvPath)
+	} else {
+		b.WriteString(specEnvLines(sp.Env)) // the dependency step's variables
+	}
 	b.WriteString("cd " + Testbed + "\n")
 	for _, s := range sp.PreInstall {
 		b.WriteString(s + "\n")
@@ -77,7 +81,13 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 	job := buildJob{
 		kind: KindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
 		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),
-		host:   base.host, binds: env.python.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
+		host:   base.host, binds: env.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
+	}
+	if !sp.IsPython() {
+		job.env, job.hostNetwork = toolchainEnv(env.toolchains), c.opts.BuildNetwork
+		if !job.hostNetwork {
+			job.env = append(job.env, offlineEnv...)
+		}
 	}
 	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
 	return key, id, err == nil, err

@@ -43,7 +43,7 @@ func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec)
 	repoID, repoErr := c.store.Ref(refs[1])
 	if installScript(sp) != "" && repoErr == nil {
 		// the install key has setuptools-scm's version: recorded, or from the mirror
-		scmEnv, err := c.scmEnv(ctx, r, inst)
+		scmEnv, err := c.scmEnvFor(ctx, r, inst, sp)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,90 @@
+package envcache
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// TestFindToolchain finds the host's go through PATH (its GOROOT, its
+// version) and through MSB_TOOLCHAIN_GO, and refuses what is not there
+// with ErrNoToolchain naming the variable to set.
+func TestFindToolchain(t *testing.T) {
+	goExe, err := exec.LookPath("go")
+	if err != nil {
+		privtest.Skip(t, "no go on PATH: %v", err)
+	}
+	out, err := exec.Command(goExe, "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goroot := strings.TrimSpace(string(out))
+	ctx := context.Background()
+	for name, search := range map[string]ToolchainSearch{
+		"path":     {Path: []string{filepath.Dir(goExe)}},
+		"override": ToolchainSearchFromEnv(func(k string) string { return map[string]string{"MSB_TOOLCHAIN_GO": goroot}[k] }),
+	} {
+		tc, err := findToolchain(ctx, "go", search)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tc.Dir != goroot || !strings.HasPrefix(tc.Version, "go version go") {
+			t.Errorf("%s: %+v, want dir %s", name, tc, goroot)
+		}
+	}
+	empty := t.TempDir()
+	for name, tc := range map[string]struct {
+		tool   string
+		search ToolchainSearch
+		want   string
+	}{
+		"not on PATH":        {"go", ToolchainSearch{Path: []string{empty}}, "set MSB_TOOLCHAIN_GO"},
+		"override, no bin":   {"rust", ToolchainSearch{Dirs: map[string]string{"rust": empty}}, "MSB_TOOLCHAIN_RUST=" + empty + " has no bin/rustc"},
+		"unknown toolchain":  {"zig", ToolchainSearch{}, `"zig" is no toolchain`},
+		"override, not java": {"java", ToolchainSearch{Dirs: map[string]string{"java": goroot}}, "has no bin/java"},
+	} {
+		_, err := findToolchain(ctx, tc.tool, tc.search)
+		if !errors.Is(err, ErrNoToolchain) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrNoToolchain naming %q", name, err, tc.want)
+		}
+	}
+	for _, n := range spec.ToolchainNames {
+		if _, ok := toolchainKinds[n]; !ok {
+			t.Errorf("spec.ToolchainNames has %q, which envcache cannot find", n)
+		}
+	}
+}
+
+// TestPlaceToolchain: on the host base a toolchain under the host's dirs
+// is seen where it is and one elsewhere (rustup's, in a home) is bound
+// read-only under ToolchainsDir; its bin comes first on PATH, next to the
+// dependency caches' fixed paths.
+func TestPlaceToolchain(t *testing.T) {
+	c := &Cache{}
+	host := baseInfo{host: true}
+	goTC, _ := c.placeToolchain(&Toolchain{Name: "go", Dir: "/usr/local/go", Version: "go1"}, host)
+	rust, _ := c.placeToolchain(&Toolchain{Name: "rust", Dir: "/root/.rustup/toolchains/stable", Version: "rustc 1"}, host)
+	if goTC.Bind || goTC.Path != "/usr/local/go" || !rust.Bind || rust.Path != ToolchainsDir+"/rust" {
+		t.Fatalf("go %+v, rust %+v", goTC, rust)
+	}
+	binds := toolchainBinds([]*Toolchain{goTC, rust})
+	if len(binds) != 1 || binds[0].Source != rust.Dir || binds[0].Target != rust.Path || !binds[0].ReadOnly {
+		t.Fatalf("binds %+v", binds)
+	}
+	env := toolchainEnv([]*Toolchain{goTC, rust, {Name: "java", Path: "/usr/lib/jvm/java-17"}})
+	if !strings.HasPrefix(env[0], "PATH=/usr/local/go/bin:"+ToolchainsDir+"/rust/bin:/usr/lib/jvm/java-17/bin:") ||
+		!slices.Contains(env, "JAVA_HOME=/usr/lib/jvm/java-17") || !slices.Contains(env, "CARGO_HOME=/opt/msb/deps/cargo") {
+		t.Fatalf("env %q", env)
+	}
+	sp := spec.Spec{Language: spec.LangGo}
+	if toolchainKey(sp, []*Toolchain{goTC}, host, "s") == toolchainKey(sp, []*Toolchain{{Name: "go", Dir: "/usr/local/go", Path: "/usr/local/go", Version: "go2"}}, host, "s") {
+		t.Fatal("another toolchain version gives the same environment key")
+	}
+}
