@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -318,13 +319,18 @@ func evalScript(t *Task, c integrity.Channel) string {
 		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
 	}
 	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd /testbed\n")
-	keys := make([]string, 0, len(t.Spec.Env))
-	for k := range t.Spec.Env {
+	env := maps.Clone(t.Spec.Env) // eval_env over env
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, t.Spec.EvalEnv)
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(t.Spec.Env[k]))
+		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(env[k]))
 	}
 	for _, c := range t.Spec.EvalSteps() {
 		b.WriteString(c + "\n")

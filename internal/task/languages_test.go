@@ -1,0 +1,278 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/spec"
+)
+
+// langProject is a small project of one language the test generates: its
+// base files, the test patch's new files and the fix's files, the spec
+// that builds and tests it, and the Multi-SWE-bench row's tests.
+type langProject struct {
+	name          string
+	base, tests   map[string]string
+	fix           map[string]string
+	spec          string // the repos."*" entry of a spec file
+	p2p, f2p      []string
+	testRunFailed []string // what the parser reads as failed with the test patch only
+	// built is in the gold evaluation's log: what proves the toolchain and
+	// the dependencies were there offline.
+	built string
+}
+
+// goProject: a module whose Add subtracts; TestMul passes throughout, the
+// test patch's TestAdd fails until the fix.
+var goProject = langProject{
+	name: "gocalc",
+	base: map[string]string{
+		"go.mod":      "module calc\n\ngo 1.22\n",
+		"calc.go":     "package calc\n\nfunc Add(a, b int) int { return a - b }\n\nfunc Mul(a, b int) int { return a * b }\n",
+		"mul_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestMul(t *testing.T) {\n\tif Mul(2, 3) != 6 {\n\t\tt.Fatal(Mul(2, 3))\n\t}\n}\n",
+	},
+	tests: map[string]string{"add_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n"},
+	fix:   map[string]string{"calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Mul(a, b int) int { return a * b }\n"},
+	spec: `      language: go
+      toolchains: [go]
+      install: go mod download && go vet ./...
+      test_cmd: go test -v -count=1 ./...
+      log_parser: multiswe/gotest
+      directives: none
+`,
+	p2p: []string{"TestMul"}, f2p: []string{"TestAdd"}, testRunFailed: []string{"TestAdd", "calc"}, built: "ok  \tcalc",
+}
+
+// rustProject: a crate with one crates.io dependency (itoa), fetched by
+// the install step with the build network and compiled offline by the
+// evaluation; add subtracts until the fix.
+var rustProject = langProject{
+	name: "rustcalc",
+	base: map[string]string{
+		"Cargo.toml": "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"=1.0.11\"\n",
+		".gitignore": "/target\n",
+		"src/lib.rs": "pub fn add(a: i64, b: i64) -> i64 {\n    a - b\n}\n\npub fn show(n: i64) -> String {\n    itoa::Buffer::new().format(n).to_string()\n}\n\n" +
+			"#[cfg(test)]\nmod tests {\n    #[test]\n    fn show_works() {\n        assert_eq!(super::show(42), \"42\");\n    }\n}\n",
+	},
+	tests: map[string]string{"tests/add.rs": "#[test]\nfn add_works() {\n    assert_eq!(calc::show(calc::add(2, 3)), \"5\");\n}\n"},
+	fix: map[string]string{"src/lib.rs": "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn show(n: i64) -> String {\n    itoa::Buffer::new().format(n).to_string()\n}\n\n" +
+		"#[cfg(test)]\nmod tests {\n    #[test]\n    fn show_works() {\n        assert_eq!(super::show(42), \"42\");\n    }\n}\n"},
+	spec: `      language: rust
+      toolchains: [rust]
+      install: cargo fetch
+      test_cmd: cargo test --no-fail-fast
+      log_parser: multiswe/cargo
+      directives: none
+`,
+	p2p: []string{"tests::show_works"}, f2p: []string{"add_works"}, testRunFailed: []string{"add_works"}, built: "Compiling itoa v1.0.11",
+}
+
+var (
+	langOnce  sync.Once
+	langCache *envcache.Cache
+	langErr   error
+)
+
+// langEnv is the task fixture's runtime with a cache of its own that has
+// the build network (the dependency steps fetch from the registries) and
+// finds toolchains as the CLI does: PATH and MSB_TOOLCHAIN_<NAME>.
+func langEnv(t *testing.T) Env {
+	t.Helper()
+	f := newFixture(t)
+	langOnce.Do(func() {
+		langCache, langErr = envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache-languages"), Runtime: f.env.Runtime,
+			BuildNetwork: true, Toolchains: envcache.ToolchainSearchFromEnv(os.Getenv)})
+	})
+	if langErr != nil {
+		t.Fatal(langErr)
+	}
+	return Env{Runtime: f.env.Runtime, Cache: langCache}
+}
+
+// TestLanguages builds a Go module and a Rust crate as Multi-SWE-bench rows
+// on the host's toolchains and evaluates each with its gold patch
+// (resolved) and an empty patch (not resolved), in sandboxes without
+// network.
+func TestLanguages(t *testing.T) {
+	testLangProjects(t, langEnv(t), goProject, rustProject)
+}
+
+// testLangProjects evaluates each project's row with its gold patch
+// (resolved) and an empty patch (not resolved); the gold run's log must
+// show what the project says proves its build.
+func testLangProjects(t *testing.T, env Env, projects ...langProject) {
+	for _, p := range projects {
+		t.Run(p.name, func(t *testing.T) {
+			in := p.row(t)
+			ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, err := New(in, ov)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
+			for _, tc := range []struct {
+				patch string
+				want  api.Outcome
+			}{{in.Patch, api.OutcomeResolved}, {"", api.OutcomeUnresolved}} {
+				ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(tc.patch)}, o)
+				if ev.Result.Outcome != tc.want {
+					t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
+				}
+				if !strings.Contains(ev.Artifacts.TestOutput, p.f2p[0]) || tc.want == api.OutcomeResolved && !strings.Contains(ev.Artifacts.TestOutput, p.built) {
+					t.Fatalf("test output, want %q:\n%s", p.built, ev.Artifacts.TestOutput)
+				}
+			}
+		})
+	}
+}
+
+// TestLanguageBadInput: an unknown language is refused when the task is
+// made; a toolchain the host lacks fails the evaluation as an
+// infrastructure problem that names it and how to provide it.
+func TestLanguageBadInput(t *testing.T) {
+	in := goProject.row(t)
+	bad := strings.Replace(goProject.spec, "language: go", "language: cobol", 1)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(in, ov); !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), `"cobol"`) {
+		t.Fatalf("unknown language: err = %v", err)
+	}
+	f := newFixture(t)
+	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(t.TempDir(), "cache"), Runtime: f.env.Runtime,
+		Toolchains: envcache.ToolchainSearch{Path: []string{t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err = spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goProject.spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := Evaluate(context.Background(), Env{Runtime: f.env.Runtime, Cache: cache}, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(in.Patch)}, EvalOptions{TestTimeout: time.Minute})
+	if ev.Result.Outcome != api.OutcomeInfraError || !strings.Contains(ev.Result.Detail, "MSB_TOOLCHAIN_GO") {
+		t.Fatalf("missing toolchain: outcome %s (%s)", ev.Result.Outcome, ev.Result.Detail)
+	}
+}
+
+// TestRootlessLanguages reruns TestLanguages as an unprivileged user. Its
+// Rust toolchain is the caller's rustup sysroot, which lies under root's
+// home where that user cannot read: the rerun gets a hard-linked copy of
+// it through MSB_TOOLCHAIN_RUST, as a user would give one.
+func TestRootlessLanguages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestLanguages covers the rootless mode")
+	}
+	out, err := exec.Command("rustc", "--print", "sysroot").Output()
+	if err != nil {
+		privtest.Skip(t, "no rustc on PATH: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "msb-rust-toolchain-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	rust := filepath.Join(dir, "rust")
+	if out, err := exec.Command("cp", "-al", strings.TrimSpace(string(out)), rust).CombinedOutput(); err != nil {
+		t.Fatalf("linking the rust toolchain: %v: %s", err, out)
+	}
+	privtest.UnprivilegedEnv(t, "^TestLanguages$", envcache.ToolchainEnvVar("rust")+"="+rust)
+}
+
+// row generates p's repository (a base commit, then the test patch and
+// the fix as later commits) and its Multi-SWE-bench row.
+func (p langProject) row(t *testing.T) dataset.Instance {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), p.name)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+		}
+		return string(out)
+	}
+	write := func(files map[string]string) {
+		t.Helper()
+		for name, content := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	write(p.base)
+	git("add", "-A")
+	git("commit", "-q", "-m", "base")
+	base := strings.TrimSpace(git("rev-parse", "HEAD"))
+	write(p.tests)
+	git("add", "-A")
+	git("commit", "-q", "-m", "tests")
+	testPatch := git("diff", base, "HEAD")
+	write(p.fix)
+	git("commit", "-q", "-am", "fix")
+	fixPatch := git("diff", "HEAD~1", "HEAD")
+
+	m := &dataset.MultiSWE{Org: "msbtest", Name: p.name, Number: 1,
+		P2P: map[string]dataset.Transition{}, F2P: map[string]dataset.Transition{},
+		Run:       &dataset.RunResult{Passed: p.p2p},
+		TestPatch: &dataset.RunResult{Passed: p.p2p, Failed: p.testRunFailed},
+		FixPatch:  &dataset.RunResult{Passed: append(append([]string{}, p.p2p...), p.f2p...)},
+	}
+	for _, n := range p.p2p {
+		m.P2P[n] = dataset.Transition{Run: "PASS", Test: "PASS", Fix: "PASS"}
+	}
+	for _, n := range p.f2p {
+		m.F2P[n] = dataset.Transition{Run: "NONE", Test: "FAIL", Fix: "PASS"}
+	}
+	return dataset.Instance{InstanceID: "msbtest__" + p.name + "-1", Repo: "msbtest/" + p.name, BaseCommit: base,
+		Patch: fixPatch, TestPatch: testPatch, FailToPass: p.f2p, PassToPass: p.p2p,
+		Source: dataset.MultiSWEBench, RepoURL: dir, MultiSWE: m}
+}
+
+// TestEvalEnv: the eval script exports the spec's env with its eval_env
+// set over it, before the eval steps.
+func TestEvalEnv(t *testing.T) {
+	in := goProject.row(t)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goProject.spec +
+		"      env: {GOFLAGS: -mod=readonly, KEEP: \"a b\"}\n      eval_env: {GOFLAGS: -mod=mod}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := EvalScript(tk)
+	if !strings.Contains(script, "export GOFLAGS=-mod=mod\nexport KEEP='a b'\n") || strings.Contains(script, "readonly") {
+		t.Fatalf("eval script:\n%s", script)
+	}
+}
