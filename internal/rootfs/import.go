@@ -21,7 +21,8 @@ type ImportOptions struct {
 	// Names are references to record the image under (image/<name> refs),
 	// besides its digest.
 	Names []string
-	// Log receives what the store does not keep (device nodes, xattrs).
+	// Log receives what the import drops (device nodes, extended
+	// attributes a runtime does not apply).
 	Log *slog.Logger
 	// Progress, when set, is told of each layer as it is committed.
 	Progress func(LayerProgress)

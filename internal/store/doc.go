@@ -14,8 +14,9 @@
 //     twice.
 //   - Manifest: a layer's list of entries (path, type, mode, owner, link
 //     target, object digest, size, and for layers committed from an overlay
-//     upper dir, deletions and opaque directories), in one canonical JSON
-//     encoding.
+//     upper dir, deletions and opaque directories; extended attributes
+//     (Xattr: file capabilities, trusted.* and user.*) for image layers), in
+//     one canonical JSON encoding.
 //   - Layer: a manifest plus its materialized tree (layers/<digest>/tree), a
 //     read-only directory that is used directly as an overlay lower dir. A
 //     layer's ID is the digest of its canonical manifest; it names its parents
