@@ -61,13 +61,18 @@ type Options struct {
 	// filesystem (default: debootstrap into Work).
 	Podman       bool
 	PodmanRootfs string
-	Logger       *slog.Logger `json:"-"`
+	// MSB is the msb binary the process measure runs (default: msb next
+	// to this executable, else on PATH), with MSBArgs (global flags such
+	// as --state-dir) before `run -- true`.
+	MSB     string
+	MSBArgs []string
+	Logger  *slog.Logger `json:"-"`
 	// Progress, when set, receives one line per step.
 	Progress func(string) `json:"-"`
 }
 
 // AllMeasures in the order a run takes them.
-var AllMeasures = []string{MeasureReady, MeasureThroughput, MeasureRoundTrip, MeasurePSS, MeasureDisk, MeasurePrep}
+var AllMeasures = []string{MeasureReady, MeasureProcess, MeasureThroughput, MeasureRoundTrip, MeasurePSS, MeasureDisk, MeasurePrep}
 
 // Defaults fills zero fields.
 func (o *Options) Defaults() {
@@ -168,6 +173,8 @@ type bencher struct {
 	rt *sandbox.Runtime
 	pm *podman // nil when podman is skipped
 
+	systemBytes map[string]int64 // the disk measure's system parts, counted once
+
 	mu     sync.Mutex // guards report
 	report *Report
 }
@@ -254,15 +261,16 @@ func (b *bencher) finish() *Report {
 	return b.report
 }
 
-// measure runs one measure on one workload, if it applies: round trips
-// and PSS on the bare workload, disk and preparation on repositories.
+// measure runs one measure on one workload, if it applies (round trips,
+// PSS and whole processes on the bare workload, disk and preparation on
+// repositories), sampling the machine's load while it runs.
 func (b *bencher) measure(ctx context.Context, m string, w *workload) {
 	run := map[string]func(context.Context, *workload){
-		MeasureReady: b.ready, MeasureThroughput: b.throughput, MeasureRoundTrip: b.roundTrips,
+		MeasureReady: b.ready, MeasureProcess: b.process, MeasureThroughput: b.throughput, MeasureRoundTrip: b.roundTrips,
 		MeasurePSS: b.density, MeasureDisk: b.disk, MeasurePrep: b.prep,
 	}[m]
 	switch m {
-	case MeasureRoundTrip, MeasurePSS:
+	case MeasureRoundTrip, MeasurePSS, MeasureProcess:
 		if !w.bare() {
 			return
 		}
@@ -272,6 +280,8 @@ func (b *bencher) measure(ctx context.Context, m string, w *workload) {
 		}
 	}
 	b.logf("%s: %s", m, w.name)
+	stop := b.sampleLoad(m, w.name)
+	defer stop()
 	run(ctx, w)
 }
 
@@ -353,11 +363,12 @@ func (b *bencher) setup(ctx context.Context, w *workload) error {
 }
 
 // methods are the methods of a workload's comparison; session makes
-// msb's tasks run their commands in a session.
+// msb's and podman's tasks run their commands in a shell each task keeps,
+// as the paper's always does: one criterion of an answer for every method.
 func (b *bencher) methods(w *workload, session bool) []method {
 	ms := []method{&msbMethod{rt: b.rt, wl: w, session: session}, &paperMethod{wl: w, tasks: b.tasksDir(), rootless: b.rt.Rootless()}}
 	if b.pm != nil && (w.bare() || w.podmanReady) {
-		ms = append(ms, &podmanMethod{pm: b.pm, wl: w})
+		ms = append(ms, &podmanMethod{pm: b.pm, wl: w, session: session})
 	}
 	return slices.DeleteFunc(ms, func(m method) bool { return !b.uses(m.name()) })
 }

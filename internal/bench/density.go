@@ -23,7 +23,14 @@ const (
 // chroot shell; podman: the container's bash under conmon), and records
 // each task's PSS once they have all been idle for Idle.
 func (b *bencher) density(ctx context.Context, w *workload) {
-	byName, names := index(b.methods(w, true))
+	ms := b.methods(w, true)
+	for _, m := range ms {
+		if p, ok := m.(*podmanMethod); ok {
+			// its idle shell is the container's own bash under conmon
+			p.session = false
+		}
+	}
+	byName, names := index(ms)
 	failed := interleave(ctx, 1, 0, names, func(ctx context.Context, round, slot int, name string) error {
 		return b.hold(ctx, w, byName[name], round, slot)
 	})

@@ -263,11 +263,15 @@ func (p *podman) imageDirs(ctx context.Context, images ...string) ([]string, err
 }
 
 // podmanMethod runs each task in a container of the workload's instance
-// image, as the SWE-bench harness does: `podman run -d` of a shell,
-// commands through `podman exec`, `podman rm -f` at the end.
+// image: `podman run -d` of a shell, `podman rm -f` at the end. Commands
+// run, as the SWE-bench harness runs them, in a new `podman exec ID bash -c`
+// each; or, with session, in one shell kept in the container (`podman exec
+// -i ID bash` on a pipe, as SWE-ReX keeps its shell in a container), each
+// followed by a status line as the paper's shell is.
 type podmanMethod struct {
-	pm *podman
-	wl *workload
+	pm      *podman
+	wl      *workload
+	session bool
 }
 
 func (m *podmanMethod) name() string { return MethodPodman }
@@ -300,18 +304,30 @@ func (m *podmanMethod) create(ctx context.Context, i int) (liveTask, error) {
 		m.pm.out(context.Background(), "rm", "--force", "--time", "0", name)
 		return nil, err
 	}
-	return &podmanTask{pm: m.pm, id: id}, nil
+	t := &podmanTask{pm: m.pm, id: id}
+	if m.session {
+		cmd := m.pm.command(context.Background(), "exec", "--interactive", id, "bash", "--noprofile", "--norc")
+		if t.sh, err = startPipeShell(cmd); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 type podmanTask struct {
 	pm *podman
 	id string
+	sh *pipeShell // the kept shell, with podmanMethod.session
 
 	once   sync.Once
 	conmon int
 }
 
 func (t *podmanTask) run(ctx context.Context, command string) error {
+	if t.sh != nil {
+		return t.sh.run(ctx, command)
+	}
 	_, err := t.pm.out(ctx, "exec", t.id, "bash", "-c", command)
 	var pe *podmanError
 	var ee *exec.ExitError
@@ -321,9 +337,14 @@ func (t *podmanTask) run(ctx context.Context, command string) error {
 	return err
 }
 
+// close ends the kept shell, if any, and removes the container.
 func (t *podmanTask) close() error {
-	_, err := t.pm.out(context.Background(), "rm", "--force", "--time", "0", t.id)
-	return err
+	var err error
+	if t.sh != nil {
+		err = t.sh.close()
+	}
+	_, rerr := t.pm.out(context.Background(), "rm", "--force", "--time", "0", t.id)
+	return errors.Join(err, rerr)
 }
 
 // dirs is the container's writable layer.
@@ -336,7 +357,7 @@ func (t *podmanTask) dirs(ctx context.Context) ([]string, error) {
 }
 
 // pids is conmon, the per-container monitor whose child is the
-// container's init (the shell).
+// container's init (the shell), and the kept shell's podman exec.
 func (t *podmanTask) pids() []int {
 	t.once.Do(func() {
 		v, err := t.pm.out(context.Background(), "inspect", "--format", "{{.State.ConmonPid}}", t.id)
@@ -344,8 +365,12 @@ func (t *podmanTask) pids() []int {
 			t.conmon, _ = strconv.Atoi(v)
 		}
 	})
-	if t.conmon == 0 {
-		return nil
+	var pids []int
+	if t.conmon != 0 {
+		pids = append(pids, t.conmon)
 	}
-	return []int{t.conmon}
+	if t.sh != nil {
+		pids = append(pids, t.sh.pid())
+	}
+	return pids
 }

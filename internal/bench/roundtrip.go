@@ -24,8 +24,9 @@ type tripper struct {
 
 // roundTrips times `true` in a persistent shell (a raw bash on a pipe on
 // the host, msb's session protocol on the host, an msb sandbox's session,
-// the paper's chroot shell) and in a new shell per command (bash -c on
-// the host, msb's Exec, podman exec), in interleaved batches.
+// the paper's chroot shell, a shell kept in a podman container) and in a
+// new shell per command (bash -c on the host, msb's Exec, podman exec),
+// in interleaved batches.
 func (b *bencher) roundTrips(ctx context.Context, w *workload) {
 	n := b.o.RoundTrips
 	inTask := func(m method) func(ctx context.Context) (func(context.Context) error, func() error, error) {
@@ -46,7 +47,8 @@ func (b *bencher) roundTrips(ctx context.Context, w *workload) {
 		{MethodMSB, PhaseExec, n, inTask(&msbMethod{rt: b.rt, wl: w})},
 	}
 	if b.pm != nil {
-		trippers = append(trippers, tripper{MethodPodman, PhaseExec, min(n, b.o.PodmanRoundTrips), inTask(&podmanMethod{pm: b.pm, wl: w})})
+		trippers = append(trippers, tripper{MethodPodman, PhaseSession, n, inTask(&podmanMethod{pm: b.pm, wl: w, session: true})},
+			tripper{MethodPodman, PhaseExec, min(n, b.o.PodmanRoundTrips), inTask(&podmanMethod{pm: b.pm, wl: w})})
 	}
 	for _, phase := range []string{PhaseSession, PhaseExec} {
 		var ts []tripper

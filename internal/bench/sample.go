@@ -12,6 +12,7 @@ import (
 // Measures.
 const (
 	MeasureReady      = "ready"      // phases create, answer, ready (= create+answer), close, cycle (= all three); msb's own too (sandbox.Phase names)
+	MeasureProcess    = "process"    // a whole process that makes a task, runs true in it and removes it; phase run
 	MeasureThroughput = "throughput" // tasks created, answered and closed per second; Param workers=N
 	MeasureRoundTrip  = "roundtrip"  // one command's round trip; phase session or exec
 	MeasurePSS        = "pss"        // idle memory per task; phase pss (whole tree), top (root process), memavail
@@ -39,6 +40,7 @@ const (
 	UnitSeconds = "s"
 	UnitPerSec  = "1/s"
 	UnitBytes   = "bytes"
+	UnitTasks   = "tasks" // a count of runnable tasks (load)
 )
 
 // Sample is one measured value.

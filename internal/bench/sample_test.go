@@ -66,3 +66,16 @@ func TestSummariesRatios(t *testing.T) {
 		t.Fatalf("summaries not in order of first appearance: %v", sums)
 	}
 }
+
+func TestNoisyLoad(t *testing.T) {
+	s := func(phase string, v float64) Sample {
+		return Sample{Key: Key{Measure: MeasureLoad, Phase: phase}, Value: v, Unit: UnitTasks}
+	}
+	quiet := []Sample{s(PhaseLoad1, 0.5), s(PhaseRunning, 9), s(PhaseLoad1, 2)}
+	if peak, noisy := noisyLoad(quiet, 2); noisy || peak != 2 {
+		t.Errorf("load 0.5 then 2 on 2 CPUs: peak %v, noisy %v; want 2, quiet (runnable counts are not the load average)", peak, noisy)
+	}
+	if peak, noisy := noisyLoad(append(quiet, s(PhaseLoad1, 2.5)), 2); !noisy || peak != 2.5 {
+		t.Errorf("a load of 2.5 on 2 CPUs mid-run: peak %v, noisy %v; want 2.5, noisy", peak, noisy)
+	}
+}

@@ -126,18 +126,23 @@ func (r *Report) tables() []table {
 	for _, c := range []string{Warm, Cold} {
 		out = append(out, v.stepTable(c)...)
 	}
+	out = append(out, v.processTable()...)
 	out = append(out, v.throughputTable()...)
 	out = append(out, v.roundTripTable()...)
 	out = append(out, v.pssTable()...)
 	out = append(out, v.diskTable()...)
 	out = append(out, v.prepTable()...)
 	out = append(out, forkTables(r.Samples)...)
+	out = append(out, v.loadTable()...)
 	return out
 }
 
 func (v *view) readyTable(cache string) []table {
-	t := table{title: "Task ready, " + cache + ": create, the shell answers (ready = create + answer), the real task's first command, close (cycle = all four); p50 unless marked; a ratio is the row's p50 over the baseline's",
+	t := table{title: "Task ready, " + cache + ": create, the shell the task keeps answers its first command (ready = create + answer), the real task's first command, close: the whole teardown, msb's background cleanup included (cycle = all four); p50 unless marked; a ratio is the row's p50 over the baseline's",
 		header: []string{"workload", "method", "n", "ready", "ready p95", "create", "answer", "task", "close", "cycle", "ready vs podman", "ready vs paper", "cycle vs podman", "cycle vs paper"}}
+	if cache == Cold {
+		t.header = append(t.header, "resident after drop p95")
+	}
 	for _, w := range v.workloads {
 		k := Key{Measure: MeasureReady, Workload: w, Phase: "ready", Cache: cache}
 		for _, m := range v.methods(k) {
@@ -147,6 +152,10 @@ func (v *view) readyTable(cache string) []table {
 			t.rows = append(t.rows, []string{w, m, strconv.Itoa(s.N), v.cell(k, false), v.cell(k, true), v.cell(ph("create"), false), v.cell(ph("answer"), false),
 				v.cell(ph("task"), false), v.cell(ph("close"), false), v.cell(ph("cycle"), false), v.ratio(k, MethodPodman), v.ratio(k, MethodPaper),
 				v.ratio(ph("cycle"), MethodPodman), v.ratio(ph("cycle"), MethodPaper)})
+			if cache == Cold {
+				last := &t.rows[len(t.rows)-1]
+				*last = append(*last, v.cell(ph(PhaseResident), true))
+			}
 		}
 	}
 	return nonEmpty(t)
@@ -170,9 +179,53 @@ func (v *view) stepTable(cache string) []table {
 	return nonEmpty(t)
 }
 
+// processTable is the whole-process comparison: one command that makes a
+// task, runs true in it, removes it and exits.
+func (v *view) processTable() []table {
+	t := table{title: "Whole process: one command makes a task, runs `true` in it, removes it and exits (msb: `msb run -- true`; paper: its task dir, unshare + binds + chroot /bin/true, rm -rf; podman: `podman run --rm --network none BASE true`); p50 unless marked",
+		header: []string{"workload", "method", "n", "warm", "warm p95", "cold", "cold resident after drop p95", "warm vs podman", "warm vs paper", "cold vs podman", "cold vs paper"}}
+	for _, w := range v.workloads {
+		k := Key{Measure: MeasureProcess, Workload: w, Phase: PhaseRun, Cache: Warm}
+		for _, m := range v.methods(k) {
+			k.Method = m
+			c := k
+			c.Cache = Cold
+			r := c
+			r.Phase = PhaseResident
+			s, _ := v.get(k)
+			t.rows = append(t.rows, []string{w, m, strconv.Itoa(s.N), v.cell(k, false), v.cell(k, true), v.cell(c, false), v.cell(r, true),
+				v.ratio(k, MethodPodman), v.ratio(k, MethodPaper), v.ratio(c, MethodPodman), v.ratio(c, MethodPaper)})
+		}
+	}
+	return nonEmpty(t)
+}
+
+// loadTable is the machine's load during each measure, sampled every
+// loadInterval.
+func (v *view) loadTable() []table {
+	t := table{title: "The machine's load during each measure (sampled every 0.5 s; noisy: the 1-minute load average above the CPU count)",
+		header: []string{"workload", "measure", "samples", "load1 p50", "load1 max", "runnable p50", "runnable max"}}
+	for _, w := range v.workloads {
+		for _, p := range v.params[MeasureLoad] {
+			k := Key{Measure: MeasureLoad, Workload: w, Phase: PhaseLoad1, Param: p}
+			s, ok := v.get(k)
+			if !ok {
+				continue
+			}
+			r := k
+			r.Phase = PhaseRunning
+			rs, _ := v.get(r)
+			l50, lmax := loadCells(s)
+			r50, rmax := loadCells(rs)
+			t.rows = append(t.rows, []string{w, strings.TrimPrefix(p, "during="), strconv.Itoa(s.N), l50, lmax, r50, rmax})
+		}
+	}
+	return nonEmpty(t)
+}
+
 func (v *view) throughputTable() []table {
 	params := v.params[MeasureThroughput]
-	t := table{title: "Throughput: tasks created, answered and closed per second (p50 over interleaved slices)", header: []string{"workload", "method"}}
+	t := table{title: "Throughput: tasks created, answered by the shell they keep and closed (the whole teardown) per second (p50 over interleaved slices)", header: []string{"workload", "method"}}
 	for _, p := range params {
 		t.header = append(t.header, p)
 	}
@@ -239,10 +292,10 @@ func (v *view) pssTable() []table {
 }
 
 func (v *view) diskTable() []table {
-	t := table{title: "Disk while N tasks of N instances exist (each inode once)",
-		header: []string{"workload", "N", "method", "total", "parts", "vs podman", "vs paper"}}
+	t := table{title: "Disk while N tasks of N instances exist (each inode once); like for like both ways: total leaves out every method's base system, total+system counts each one's (podman's base image; the host's system dirs msb and the paper bind)",
+		header: []string{"workload", "N", "method", "total", "total+system", "parts", "vs podman", "vs paper", "+system vs podman", "+system vs paper"}}
 	extra := table{title: "Disk per extra instance (between the two largest N)", header: []string{"workload", "method", "per instance"}}
-	parts := []string{PhaseLayers, PhaseMirror, PhaseTarballs, PhaseImages, PhaseBase, PhaseTasks}
+	parts := []string{PhaseLayers, PhaseMirror, PhaseTarballs, PhaseImages, PhaseTasks, PhaseSystem}
 	for _, w := range v.workloads {
 		params := v.params[MeasureDisk]
 		for _, p := range params {
@@ -257,7 +310,10 @@ func (v *view) diskTable() []table {
 						ps = append(ps, ph+" "+fmtValue(s.P50, s.Unit))
 					}
 				}
-				t.rows = append(t.rows, []string{w, strings.TrimPrefix(p, "n="), m, v.cell(k, false), strings.Join(ps, ", "), v.ratio(k, MethodPodman), v.ratio(k, MethodPaper)})
+				ks := k
+				ks.Phase = PhaseTotalSystem
+				t.rows = append(t.rows, []string{w, strings.TrimPrefix(p, "n="), m, v.cell(k, false), v.cell(ks, false), strings.Join(ps, ", "),
+					v.ratio(k, MethodPodman), v.ratio(k, MethodPaper), v.ratio(ks, MethodPodman), v.ratio(ks, MethodPaper)})
 			}
 		}
 		if len(params) < 2 {

@@ -9,13 +9,13 @@ import (
 )
 
 // throughput counts tasks created, answered (the first command, not the
-// real task) and closed per second with
-// each worker count: every method runs for Duration per worker count,
+// real task, through the shell the task keeps) and closed (the whole
+// teardown) per second with each worker count: every method runs for Duration per worker count,
 // split into ThroughputRounds slices interleaved with the other methods'.
 // A slice's rate is the tasks it finished over its wall time (until its
 // last in-flight task is closed).
 func (b *bencher) throughput(ctx context.Context, w *workload) {
-	byName, names := index(b.methods(w, false))
+	byName, names := index(b.methods(w, true))
 	slice := b.o.Duration / time.Duration(b.o.ThroughputRounds)
 	for _, workers := range b.o.Workers {
 		param := fmt.Sprintf("workers=%d", workers)

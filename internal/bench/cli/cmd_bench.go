@@ -38,7 +38,7 @@ func New(g Host) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure msb against the paper's mechanism and podman, interleaved, and write tables, CSV and PNG plots",
 		Long: `Runs every comparison of the benchmark harness: task ready (create, first answer, close; warm
-and cold), throughput, session and exec round trips, idle PSS, disk for N instances and first-time
+and cold), a whole process (msb run -- true, the paper's pipeline, podman run --rm), throughput, session and exec round trips, idle PSS, disk for N instances and first-time
 preparation, for msb, the paper's mechanism and podman (skipped, and said so, when podman is not
 installed). Rounds are interleaved with the method order rotated each round. Prints the tables and
 writes samples.csv, summary.csv, summary.txt, summary.md, report.json and PNG plots into --out.
@@ -174,6 +174,7 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 	}
 	defer h.Close()
 	o.Logger = g.Logger()
+	o.MSBArgs = []string{"--state-dir", g.StateDir()} // msb run -- true as this run's own sandboxes
 	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 	stop, err := f.profile()
 	if err != nil {
