@@ -199,12 +199,12 @@ func newBenchSandboxCmd(g Host) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "msb bench on the bare workload: task ready, throughput, round trips, idle PSS",
+		Short: "msb bench on the bare workload: task ready, whole process, throughput, round trips, idle PSS",
 		Example: `  msb bench sandbox
   msb bench sandbox --rounds 50 --density 200 --out /tmp/msb-bench-sandbox`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			preset(&f.o, []string{bench.WorkloadBare}, []string{bench.MeasureReady, bench.MeasureThroughput, bench.MeasureRoundTrip, bench.MeasurePSS})
+			preset(&f.o, []string{bench.WorkloadBare}, []string{bench.MeasureReady, bench.MeasureProcess, bench.MeasureThroughput, bench.MeasureRoundTrip, bench.MeasurePSS})
 			return runBench(cmd, g, f)
 		},
 	}
