@@ -106,6 +106,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"version":1,"entries":[{"path":".","type":"dir","mode":493,"uid":0,"gid":0}]}` + "\n"))
 	f.Add([]byte(`{"version":1,"entries":[]}`))
+	f.Add([]byte(`{"version":2,"entries":[{"path":".","type":"dir","mode":493,"uid":0,"gid":0,"xattrs":{"user.a":"AA=="}}]}` + "\n"))
 	f.Add([]byte(strings.Repeat("[", 1000)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeManifest(data)

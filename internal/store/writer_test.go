@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,15 +72,12 @@ func TestLayerWriter(t *testing.T) {
 	}
 }
 
-// TestLayerWriterXattrs: a file's and a directory's extended attributes
-// reach the layer's tree (as root: the file capability, trusted.* and
-// user.*), the file with them is its own inode, apart from the same
-// content without them, ApplyLayers copies them, and Verify notices an
-// inode that lost them.
-func TestLayerWriterXattrs(t *testing.T) {
-	requireRoot(t)
-	ctx := context.Background()
-	s := newStore(t)
+// xattrFixture commits a layer whose file d/ping has a capability,
+// trusted.* and user.* attributes, d/plain the same bytes without, and
+// directory d a user.* one; want maps each path to its attributes.
+func xattrFixture(t *testing.T, s *Store) (id LayerID, want map[string][]Xattr) {
+	t.Helper()
+	ctx := t.Context()
 	w, err := s.NewLayerWriter(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -94,29 +93,46 @@ func TestLayerWriterXattrs(t *testing.T) {
 	}
 	dir := Entry{Path: "d", Type: TypeDir, Mode: 0o755, Xattrs: []Xattr{{Name: "user.dir", Value: []byte("3")}}}
 	m := &Manifest{Version: ManifestVersion, Entries: []Entry{{Path: ".", Type: TypeDir, Mode: 0o755}, dir, capFile, plainFile}}
-	id, err := w.Commit(ctx, m)
-	if err != nil {
+	if id, err = w.Commit(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
+	if err := w.SetRef("test/xattrs", id); err != nil {
+		t.Fatal(err)
+	}
+	return id, map[string][]Xattr{"d/ping": capFile.Xattrs, "d": dir.Xattrs, "d/plain": nil}
+}
+
+// checkXattrs fails t unless the files under root have exactly want's
+// attributes.
+func checkXattrs(t *testing.T, root string, want map[string][]Xattr) {
+	t.Helper()
+	for p, w := range want {
+		xs, err := readXattrs(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if encodeXattrs(xs) != encodeXattrs(w) {
+			t.Errorf("%s in %s: xattrs %v, want %v", p, root, xs, w)
+		}
+	}
+}
+
+// TestLayerWriterXattrs: a file's and a directory's extended attributes
+// reach the layer's tree (as root: the file capability, trusted.* and
+// user.*), the file with them is its own inode, apart from the same
+// content without them, ApplyLayers copies them, and Verify notices an
+// inode that lost them.
+func TestLayerWriterXattrs(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	s := newStore(t)
+	id, want := xattrFixture(t, s)
 	got, err := s.Manifest(id)
 	if err != nil || got.Version != ManifestVersionXattrs {
 		t.Fatalf("manifest: %v, version %v", err, got)
 	}
-	checkXattrs := func(root string) {
-		t.Helper()
-		for p, want := range map[string][]Xattr{"d/ping": capFile.Xattrs, "d": dir.Xattrs, "d/plain": nil} {
-			xs, err := readXattrs(filepath.Join(root, p))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if encodeXattrs(xs) != encodeXattrs(want) {
-				t.Errorf("%s in %s: xattrs %v, want %v", p, root, xs, want)
-			}
-		}
-	}
 	tree := s.TreePath(id)
-	checkXattrs(tree)
+	checkXattrs(t, tree, want)
 	var a, b unix.Stat_t
 	unix.Stat(filepath.Join(tree, "d/ping"), &a)
 	unix.Stat(filepath.Join(tree, "d/plain"), &b)
@@ -127,7 +143,7 @@ func TestLayerWriterXattrs(t *testing.T) {
 	if err := s.ApplyLayers(ctx, merged, []LayerID{id}); err != nil {
 		t.Fatal(err)
 	}
-	checkXattrs(merged)
+	checkXattrs(t, merged, want)
 	if rep, err := s.Verify(ctx); err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %v", err, rep.Problems)
 	}
@@ -137,5 +153,34 @@ func TestLayerWriterXattrs(t *testing.T) {
 	rep, err := s.Verify(ctx)
 	if err != nil || rep.OK() || rep.Problems[0].Kind != CorruptInode {
 		t.Fatalf("verify after an inode lost an xattr: %v %v", err, rep.Problems)
+	}
+}
+
+// TestTransferXattrs: a layer with extended attributes moves by export
+// archive and by Pull with its attributes, which the receiving store sets
+// on its own tree.
+func TestTransferXattrs(t *testing.T) {
+	requireRoot(t)
+	src := newStore(t)
+	id, want := xattrFixture(t, src)
+	var buf bytes.Buffer
+	if err := src.Export(t.Context(), &buf, ExportOptions{Refs: []string{"test/xattrs"}}); err != nil {
+		t.Fatal(err)
+	}
+	imported := newStore(t)
+	if _, err := imported.Import(t.Context(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(src.Handler())
+	defer srv.Close()
+	pulled := newStore(t)
+	if _, err := pulled.Pull(t.Context(), srv.URL, id, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []*Store{imported, pulled} {
+		checkXattrs(t, dst.TreePath(id), want)
+		if rep, err := dst.Verify(t.Context()); err != nil || !rep.OK() {
+			t.Fatalf("verify: %v %v", err, rep.Problems)
+		}
 	}
 }
