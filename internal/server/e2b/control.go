@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -61,11 +59,13 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 // to be killed timeout from now.
 func (f *Front) add(sid, template string, metadata, envs map[string]string, timeout time.Duration) *box {
 	b := &box{id: sid, sid: sid, template: template, token: newToken(), metadata: metadata, envs: envs,
-		started: time.Now(), procs: map[uint32]*proc{}, next: 1000}
+		started: time.Now(), procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
+	b.logf("info", []string{"templateID", template}, "sandbox created from template %s", template)
 	f.mu.Lock()
 	f.boxes[b.id] = b
 	f.mu.Unlock()
 	f.extend(b, timeout)
+	go f.sampler(b)
 	return b
 }
 
@@ -133,6 +133,7 @@ func (f *Front) close(id string) error {
 		p.cancel() // processes outlive their streams, not their sandbox
 	}
 	b.endWatchers()
+	close(b.closed)
 	sid, paused := b.sid, b.paused
 	b.mu.Unlock()
 	if paused != "" {
@@ -201,44 +202,6 @@ func (f *Front) listed(b *box) map[string]any {
 	return m
 }
 
-func (f *Front) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	want, err := url.ParseQuery(q.Get("metadata"))
-	if err != nil {
-		apiError(w, api.CodeBadRequest, "metadata filter: %v", err)
-		return
-	}
-	f.mu.Lock()
-	var ids []string
-	for id := range f.boxes {
-		ids = append(ids, id)
-	}
-	f.mu.Unlock()
-	sort.Strings(ids)
-	out := []any{}
-	for _, id := range ids {
-		b := f.live(id)
-		if b == nil || !matches(b.metadata, want) {
-			continue
-		}
-		m := f.listed(b)
-		if st := strings.Join(q["state"], ","); st != "" && !strings.Contains(st, m["state"].(string)) {
-			continue
-		}
-		out = append(out, m)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func matches(md map[string]string, want url.Values) bool {
-	for k := range want {
-		if md[k] != want.Get(k) {
-			return false
-		}
-	}
-	return true
-}
-
 func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 	b := f.live(r.PathValue("id"))
 	if b == nil {
@@ -286,5 +249,6 @@ func (f *Front) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.extend(b, timeout)
+	b.logf("info", nil, "timeout set: the sandbox ends in %s", timeout)
 	w.WriteHeader(http.StatusNoContent)
 }

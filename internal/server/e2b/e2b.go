@@ -58,6 +58,12 @@ type box struct {
 	// watchers are the sandbox's directory watchers by id; they end
 	// when it closes or pauses.
 	watchers map[string]*watcher
+	samples  []metric // its figures, oldest first (metrics.go)
+
+	closed chan struct{} // closed when the sandbox is: ends its sampler
+
+	logMu sync.Mutex // guards logs
+	logs  []logEntry // what the front end did with it, oldest first (logs.go)
 }
 
 // engineID is the engine's id of b's sandbox and whether b is paused.
@@ -94,6 +100,10 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("GET /snapshots", f.snapshots)
 	control.HandleFunc("DELETE /templates/{id}", f.deleteSnapshot)
 	control.HandleFunc("POST /sandboxes/{id}/fork", f.fork)
+	control.HandleFunc("GET /sandboxes/{id}/metrics", f.metrics)
+	control.HandleFunc("GET /sandboxes/metrics", f.manyMetrics)
+	control.HandleFunc("GET /sandboxes/{id}/logs", f.logs)
+	control.HandleFunc("GET /v2/sandboxes/{id}/logs", f.logsV2)
 	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
 	})

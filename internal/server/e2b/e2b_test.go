@@ -190,7 +190,7 @@ func sdkScript(t *testing.T, script string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", script))
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONFAULTHANDLER=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
 	cmd.Stderr = &strings.Builder{}
 	out, err := cmd.Output()
 	if err != nil {

@@ -158,6 +158,11 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	default:
 		p.add(endEvent(int32(res.ExitCode), fmt.Sprintf("exit status %d", res.ExitCode), ""), true)
 	}
+	if err != nil {
+		b.logf("warn", []string{"pid", fmt.Sprint(p.pid)}, "process %d ended: %v", p.pid, err)
+	} else {
+		b.logf("info", []string{"pid", fmt.Sprint(p.pid)}, "process %d ended: exit status %d", p.pid, res.ExitCode)
+	}
 	forget := func() {
 		b.mu.Lock()
 		if b.procs[p.pid] == p {

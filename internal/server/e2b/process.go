@@ -94,6 +94,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	b.procs[pr.pid] = pr
 	b.mu.Unlock()
+	b.logf("info", []string{"pid", fmt.Sprint(pr.pid)}, "process %d started: %s", pr.pid, commandOf(cfg))
 	go p.f.run(runCtx, b, sb, pr)
 
 	ctx, stop := context.WithCancel(ctx)

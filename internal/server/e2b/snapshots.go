@@ -87,6 +87,7 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
 	}
+	b.logf("info", []string{"snapshot", name}, "sandbox paused")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -135,6 +136,7 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 		f.log.Warn("deleting a resumed e2b sandbox's pause snapshot", "snapshot", snap, "err", err)
 	}
 	f.extend(b, timeout)
+	b.logf("info", nil, "sandbox resumed")
 	writeJSON(w, http.StatusCreated, created(b))
 }
 
