@@ -51,6 +51,7 @@ STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 test-go: build vet test-venv test-npm
 	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
 		MSB_TEST_MULTISWE=$${MSB_TEST_MULTISWE:-$(CURDIR)/.venv-test/multi-swe-bench} \
+		MSB_TEST_HARBOR=$${MSB_TEST_HARBOR:-$(CURDIR)/$(HARBOR_VENV)/bin/harbor} \
 		$(STRICT) $(GO) test -count=1 -timeout 30m ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
@@ -61,6 +62,8 @@ VENV ?= .venv
 # 3.12 (or python3.12 on PATH).
 HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 HARBOR_VENV ?= .venv-harbor
+# The E2B front end's Harbor test (internal/server/e2b) runs Harbor's CLI from it.
+test-go: $(if $(HARBOR_PYTHON),pyenv-harbor)
 test-python: build pyenv
 	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory test-harbor; \
