@@ -18,7 +18,38 @@ console.log('ok')
 async function roundTrip (sb) {
   await commands(sb)
   await files(sb)
+  await watchAndList(sb)
   await lifecycle(sb)
+}
+
+// watchAndList: files.watchDir (the WatchDir stream), Sandbox.list's pages
+// and getMetrics.
+async function watchAndList (sb) {
+  await sb.files.makeDir('/tmp/nw')
+  const events = []
+  const seen = (name, type) => events.some((e) => e.name === name && e.type === type)
+  const h = await sb.files.watchDir('/tmp/nw', (e) => events.push(e), { recursive: true, timeoutMs: 0 })
+  await sb.files.write('/tmp/nw/a.txt', 'a')
+  await sb.commands.run('rm /tmp/nw/a.txt')
+  for (let i = 0; i < 1500 && !seen('a.txt', 'remove'); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  await h.stop()
+  assert.ok(seen('a.txt', 'create') && seen('a.txt', 'write') && seen('a.txt', 'remove'),
+    `watchDir saw ${JSON.stringify(events)}, want a.txt create, write, remove`)
+
+  const others = await Promise.all([1, 2].map(() => Sandbox.create({ metadata: { suite: 'e2b-node-test' }, timeoutMs: 120_000 })))
+  try {
+    const pages = Sandbox.list({ query: { metadata: { suite: 'e2b-node-test' } }, limit: 2 })
+    const sizes = []
+    while (pages.hasNext) sizes.push((await pages.nextItems()).length)
+    assert.deepEqual(sizes, [2, 1], 'Sandbox.list of 3 sandboxes with limit 2: page sizes')
+  } finally {
+    for (const o of others) await o.kill()
+  }
+
+  const metrics = await sb.getMetrics()
+  const m = metrics[metrics.length - 1]
+  assert.ok(m && m.cpuCount >= 1 && m.memUsed > 0 && m.memTotal >= m.memUsed && m.diskTotal >= m.diskUsed && m.timestamp instanceof Date,
+    `getMetrics() answered ${JSON.stringify(metrics)}, want a sample with CPUs, memory and disk`)
 }
 
 async function commands (sb) {
