@@ -49,6 +49,13 @@ var (
 // default file encoding and the tests' text depend on it.
 var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
+// javaEnv is utf8 with glibc's malloc arenas capped: a sandbox without a
+// cgroup bounds each process's address space (RLIMIT_AS, 4 GiB by
+// default), and a JVM's threads, each with a 64 MiB arena reserved, make
+// Maven's JVM fail to start under it ("insufficient memory for the Java
+// Runtime Environment"). The arenas change nothing the tests see.
+var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}
+
 // Commands of the harness's scripts, and the changes msb makes to them
 // (docs/languages.md, "Toolchains").
 const (
@@ -84,7 +91,7 @@ func mavenSpec(parser, extra string) Spec {
 		args += " " + extra
 	}
 	return Spec{
-		Language: LangJava, Toolchains: tcMaven, Env: utf8,
+		Language: LangJava, Toolchains: tcMaven, Env: javaEnv,
 		Install:   "mvn " + args + " || true",
 		TestCmd:   mvnOffline + " " + args,
 		LogParser: parser,
@@ -167,7 +174,7 @@ var multiSWETable = map[string][]msbEntry{
 	// the wrapper, offline.
 	"mockito/mockito": {{spec: Spec{
 		Language: LangJava, Toolchains: []string{"java", "gradle"},
-		Env:       map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "JAVA_TOOL_OPTIONS": "-Dfile.encoding=UTF-8 -Duser.timezone=Asia/Shanghai"},
+		Env:       map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2", "JAVA_TOOL_OPTIONS": "-Dfile.encoding=UTF-8 -Duser.timezone=Asia/Shanghai"},
 		Install:   "gradle build || true",
 		TestCmd:   "gradle --offline test",
 		LogParser: multiswe.ParserName(multiswe.FrameworkGradle),
