@@ -49,6 +49,9 @@ type buildJob struct {
 	// hostNetwork: the script reaches the network itself (apt-get of a
 	// Debian packages layer), not through the download cache.
 	hostNetwork bool
+	// keep, when set, is given the build's upper dir before it is
+	// committed (the dependency store takes what was fetched).
+	keep func(upper string) error
 }
 
 // logPath is where the build log of a key goes.

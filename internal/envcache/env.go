@@ -171,6 +171,11 @@ func (c *Cache) layerOnce(ctx context.Context, r *run, job buildJob, ref string,
 		return store.LayerID{}, err
 	}
 	defer cleanup()
+	if job.keep != nil {
+		if err := job.keep(upper); err != nil {
+			c.log.Warn("keeping what a build fetched", "kind", job.kind, "key", job.key, "err", err)
+		}
+	}
 	return c.commitBuild(ctx, r, job, upper, ref, parents)
 }
 

@@ -84,10 +84,7 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 		host:   base.host, binds: env.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
 	}
 	if !sp.IsPython() {
-		job.env, job.hostNetwork = toolchainEnv(env.toolchains), c.opts.BuildNetwork
-		if !job.hostNetwork {
-			job.env = append(job.env, offlineEnv...)
-		}
+		c.dependencyStep(&job, env)
 	}
 	id, err = c.layerOnce(ctx, r, job, InstallRef(key), &c.installBuilds, nil)
 	return key, id, err == nil, err

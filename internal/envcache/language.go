@@ -115,3 +115,18 @@ func (c *Cache) scmEnvFor(ctx context.Context, r *run, inst dataset.Instance, sp
 	}
 	return c.scmEnv(ctx, r, inst)
 }
+
+// dependencyStep makes job, the install build of a non-Python spec, its
+// dependency step: the toolchains and dependency caches; with the build
+// network, the host's, and what it fetched kept in the dependency store;
+// without, offline, from the store (seedScript). The key stays the
+// script's without the seed: an offline rebuild is the same layer.
+func (c *Cache) dependencyStep(job *buildJob, env envResult) {
+	job.env, job.hostNetwork = toolchainEnv(env.toolchains), c.opts.BuildNetwork
+	if job.hostNetwork {
+		job.keep = c.keepDeps
+		return
+	}
+	job.env = append(job.env, offlineBuildEnv()...)
+	job.script = strings.Replace(job.script, "set -euxo pipefail\n", "set -euxo pipefail\n"+seedScript(), 1)
+}

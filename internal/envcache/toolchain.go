@@ -238,7 +238,8 @@ const systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 // toolchainEnv is the environment of every sandbox of a non-Python spec:
 // the toolchains' bin dirs first on PATH (then the dependency dirs' bin),
-// JAVA_HOME for a JDK, and the dependency caches' fixed paths (depsEnv).
+// JAVA_HOME and MALLOC_ARENA_MAX for a JDK, and the dependency caches'
+// fixed paths (depsEnv).
 func toolchainEnv(tcs []*Toolchain) []string {
 	var path []string
 	var env []string
@@ -247,7 +248,9 @@ func toolchainEnv(tcs []*Toolchain) []string {
 			path = append(path, bin)
 		}
 		if tc.Name == "java" {
-			env = append(env, "JAVA_HOME="+tc.Path)
+			// Without a cgroup a sandbox's memory limit is RLIMIT_AS,
+			// which glibc's 64 MiB arena per JVM thread exhausts at start.
+			env = append(env, "JAVA_HOME="+tc.Path, "MALLOC_ARENA_MAX=2")
 		}
 	}
 	path = append(path, DepsDir+"/cargo/bin", DepsDir+"/go/bin", systemPath)

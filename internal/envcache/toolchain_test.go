@@ -64,8 +64,9 @@ func TestFindToolchain(t *testing.T) {
 
 // TestPlaceToolchain: on the host base a toolchain under the host's dirs
 // is seen where it is and one elsewhere (rustup's, in a home) is bound
-// read-only under ToolchainsDir; its bin comes first on PATH, next to the
-// dependency caches' fixed paths.
+// read-only under ToolchainsDir, as is any but the host's Debian packages
+// on another base; its bin comes first on PATH, next to the dependency
+// caches' fixed paths.
 func TestPlaceToolchain(t *testing.T) {
 	c := &Cache{}
 	host := baseInfo{host: true}
@@ -74,13 +75,22 @@ func TestPlaceToolchain(t *testing.T) {
 	if goTC.Bind || goTC.Path != "/usr/local/go" || !rust.Bind || rust.Path != ToolchainsDir+"/rust" {
 		t.Fatalf("go %+v, rust %+v", goTC, rust)
 	}
+	// On a Debian base the host's /usr/local/go is bound, and a Debian
+	// package of the host's is the base's business (system_packages).
+	debian := baseInfo{keyStr: "debian"}
+	if tc, err := c.placeToolchain(&Toolchain{Name: "go", Dir: "/usr/local/go"}, debian); err != nil || !tc.Bind || tc.Path != ToolchainsDir+"/go" {
+		t.Fatalf("go on a Debian base: %+v, %v", tc, err)
+	}
+	if _, err := c.placeToolchain(&Toolchain{Name: "java", Dir: "/usr/lib/jvm/java-17"}, debian); !errors.Is(err, ErrNoToolchain) || !strings.Contains(err.Error(), "system_packages") {
+		t.Fatalf("host JDK on a Debian base without one: err = %v", err)
+	}
 	binds := toolchainBinds([]*Toolchain{goTC, rust})
 	if len(binds) != 1 || binds[0].Source != rust.Dir || binds[0].Target != rust.Path || !binds[0].ReadOnly {
 		t.Fatalf("binds %+v", binds)
 	}
 	env := toolchainEnv([]*Toolchain{goTC, rust, {Name: "java", Path: "/usr/lib/jvm/java-17"}})
 	if !strings.HasPrefix(env[0], "PATH=/usr/local/go/bin:"+ToolchainsDir+"/rust/bin:/usr/lib/jvm/java-17/bin:") ||
-		!slices.Contains(env, "JAVA_HOME=/usr/lib/jvm/java-17") || !slices.Contains(env, "CARGO_HOME=/opt/msb/deps/cargo") {
+		!slices.Contains(env, "JAVA_HOME=/usr/lib/jvm/java-17") || !slices.Contains(env, "MALLOC_ARENA_MAX=2") || !slices.Contains(env, "CARGO_HOME=/opt/msb/deps/cargo") {
 		t.Fatalf("env %q", env)
 	}
 	sp := spec.Spec{Language: spec.LangGo}

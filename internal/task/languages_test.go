@@ -140,6 +140,20 @@ func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 	}
 }
 
+// TestLanguageOfflineBuild: a cache without the build network builds the
+// Rust crate's dependency step offline, from what the online cache's build
+// kept in the download cache they share.
+func TestLanguageOfflineBuild(t *testing.T) {
+	online := langEnv(t)
+	testLangProjects(t, online, rustProject)
+	offline, err := envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache-offline"), Runtime: online.Runtime,
+		DownloadCache: filepath.Join(gen.Dir(), "cache-languages", "downloads"), Toolchains: envcache.ToolchainSearchFromEnv(os.Getenv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testLangProjects(t, Env{Runtime: online.Runtime, Cache: offline}, rustProject)
+}
+
 // TestLanguageBadInput: an unknown language is refused when the task is
 // made; a toolchain the host lacks fails the evaluation as an
 // infrastructure problem that names it and how to provide it.
@@ -173,10 +187,11 @@ func TestLanguageBadInput(t *testing.T) {
 	}
 }
 
-// TestRootlessLanguages reruns TestLanguages as an unprivileged user. Its
-// Rust toolchain is the caller's rustup sysroot, which lies under root's
-// home where that user cannot read: the rerun gets a hard-linked copy of
-// it through MSB_TOOLCHAIN_RUST, as a user would give one.
+// TestRootlessLanguages reruns TestLanguages and TestLanguageOfflineBuild
+// as an unprivileged user. Their Rust toolchain is the caller's rustup
+// sysroot, under root's home, which that user cannot read: the rerun gets
+// a hard-linked copy of it through MSB_TOOLCHAIN_RUST, as a user would
+// give one.
 func TestRootlessLanguages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: TestLanguages covers the rootless mode")
@@ -195,7 +210,7 @@ func TestRootlessLanguages(t *testing.T) {
 	if out, err := exec.Command("cp", "-al", strings.TrimSpace(string(out)), rust).CombinedOutput(); err != nil {
 		t.Fatalf("linking the rust toolchain: %v: %s", err, out)
 	}
-	privtest.UnprivilegedEnv(t, "^TestLanguages$", envcache.ToolchainEnvVar("rust")+"="+rust)
+	privtest.UnprivilegedEnv(t, "^(TestLanguages|TestLanguageOfflineBuild)$", envcache.ToolchainEnvVar("rust")+"="+rust)
 }
 
 // row generates p's repository (a base commit, then the test patch and

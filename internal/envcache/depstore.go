@@ -1,0 +1,115 @@
+package envcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The dependency store keeps what the dependency steps of non-Python
+// install builds fetched, in the download cache under deps/ (DepsDir's
+// layout), so that a later build without the network finds it there, as
+// pip finds the files of earlier builds. Only the parts of each tool's
+// cache that are immutable, or merge by adding files, are kept.
+const depStoreDir = "deps"
+
+// depStoreParts are the dirs under DepsDir a build's fetched files are
+// kept from: cargo's registry index and .crate files, Go's module download
+// cache (a GOPROXY layout) and Maven's local repository. npm's cache is
+// not kept: its index files are rewritten, not added to.
+var depStoreParts = []string{"cargo/registry/index", "cargo/registry/cache", "go/pkg/mod/cache/download", "m2"}
+
+// goProxyDir is where an offline build's go finds the stored modules.
+var goProxyDir = downloadsMount + "/" + depStoreDir + "/go/pkg/mod/cache/download"
+
+// seedScript is what an install build without the network runs before
+// its steps: cargo's registry and Maven's repository from the store are
+// copied into DepsDir (cargo and Maven read them there offline); Go
+// reads the store as its module proxy (offlineBuildEnv).
+func seedScript() string {
+	var b strings.Builder
+	for _, part := range []string{"cargo/registry", "m2"} {
+		src := downloadsMount + "/" + depStoreDir + "/" + part
+		fmt.Fprintf(&b, "if [ -d %[1]s ]; then mkdir -p %[2]s && cp -R %[1]s/. %[2]s/; fi\n", src, DepsDir+"/"+part)
+	}
+	return b.String()
+}
+
+// offlineBuildEnv are the offline switches of an install build without
+// the network: offlineEnv, with Go's module proxy at the store.
+func offlineBuildEnv() []string {
+	env := make([]string, 0, len(offlineEnv))
+	for _, e := range offlineEnv {
+		if strings.HasPrefix(e, "GOPROXY=") {
+			e = "GOPROXY=file://" + goProxyDir + ",off"
+		}
+		env = append(env, e)
+	}
+	return env
+}
+
+// keepDeps copies the files of a build's upper dir under depStoreParts
+// that the store lacks into it (a file already there is left alone: the
+// same path holds the same bytes).
+func (c *Cache) keepDeps(upper string) error {
+	var errs []error
+	for _, part := range depStoreParts {
+		src := filepath.Join(upper, strings.TrimPrefix(DepsDir, "/"), part)
+		dst := filepath.Join(c.opts.DownloadCache, depStoreDir, part)
+		errs = append(errs, copyMissing(src, dst))
+	}
+	return errors.Join(errs...)
+}
+
+// copyMissing copies the regular files and directories of src that dst
+// lacks, each file by a temporary name and a rename.
+func copyMissing(src, dst string) error {
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		if _, err := os.Lstat(target); err == nil {
+			return nil
+		}
+		return copyFile(p, target)
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // the build fetched nothing of this tool
+	}
+	return err
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp-msb"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
