@@ -106,3 +106,33 @@ func TestE2BLogs(t *testing.T) {
 		t.Errorf("logs of an unknown sandbox: %d, want 404", status)
 	}
 }
+
+// TestE2BMetrics: a sandbox's metrics after a second of busy loop, through
+// the REST API (TestE2BRootless reruns it rootless, where there may be no
+// cgroup to read).
+func TestE2BMetrics(t *testing.T) {
+	url := startFront(t)
+	c := createSandbox(t, url)
+	c.sh(t, "timeout 1 sh -c 'while :; do :; done'; head -c 2097152 /dev/urandom > /e2b-metrics")
+	key := map[string]string{"X-API-Key": testKey}
+	req, _ := http.NewRequest("GET", url+"/sandboxes/"+c.id+"/metrics", nil)
+	req.Header.Set("X-API-Key", testKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ms []metric
+	if err := json.NewDecoder(res.Body).Decode(&ms); err != nil || res.StatusCode != http.StatusOK || len(ms) == 0 {
+		t.Fatalf("metrics: %d %v %v", res.StatusCode, ms, err)
+	}
+	m := ms[len(ms)-1]
+	if m.CPUCount < 1 || m.CPUUsedPct <= 0 || m.CPUUsedPct > 100 || m.MemUsed <= 0 || m.MemTotal < m.MemUsed ||
+		m.DiskUsed < 2<<20 || m.DiskTotal < m.DiskUsed || m.TimestampUnix <= 0 {
+		t.Errorf("metrics after a second of busy loop and a 2 MiB file in /: %+v, want CPUs, a CPU share in (0, 100], memory used, 2 MiB or more of disk used, within their totals", m)
+	}
+	status, many := call(t, "GET", url+"/sandboxes/metrics?sandbox_ids="+c.id+",nope", key)
+	if sbs, _ := many["sandboxes"].(map[string]any); status != http.StatusOK || len(sbs) != 1 || sbs[c.id] == nil {
+		t.Errorf("metrics of %s and an unknown id: %d %v, want the one sandbox's", c.id, status, many)
+	}
+}

@@ -17,6 +17,10 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 )
 
+// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux architecture msb runs on).
+const clockTick = 10 * time.Millisecond
+
 const (
 	sampleEvery = 5 * time.Second // how often a running sandbox's figures are taken, as E2B does
 	maxSamples  = 720             // an hour of them; older ones are dropped
@@ -25,8 +29,9 @@ const (
 
 // metric is one sample of a sandbox's figures, as E2B's SandboxMetric
 // carries them: CPU from its cgroup (the share of its CPUs used since the
-// last sample), memory from its cgroup, disk from the filesystem that
-// holds what it writes.
+// last sample), memory from its cgroup (both from its processes in /proc
+// where the cgroup keeps none), disk from the filesystem that holds what
+// it writes.
 type metric struct {
 	Timestamp     string  `json:"timestamp"`
 	TimestampUnix int64   `json:"timestampUnix"`
@@ -100,11 +105,14 @@ func figures(sb *engine.Sandbox) metric {
 	if lim.MemoryBytes > 0 {
 		m.MemTotal = lim.MemoryBytes
 	}
-	if u, err := sb.Usage(); err == nil {
-		m.MemUsed, m.cpu = u.MemoryBytes, u.CPUNanos
-	}
-	if m.cpu == 0 { // a cgroup without CPU accounting (v1 without cpuacct)
-		m.cpu = treeCPU(sb.InitPid())
+	u, err := sb.Usage()
+	m.MemUsed, m.cpu = u.MemoryBytes, u.CPUNanos
+	if err != nil || m.cpu == 0 { // no cgroup (rootless), or one without CPU accounting (v1 without cpuacct)
+		cpu, rss := processTree(sb.InitPid())
+		m.cpu = cpu
+		if err != nil {
+			m.MemUsed = rss
+		}
 	}
 	var st unix.Statfs_t
 	if unix.Statfs(fmt.Sprintf("/proc/%d/root", sb.InitPid()), &st) == nil {
@@ -210,14 +218,11 @@ func (f *Front) manyMetrics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 }
 
-// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
-// every Linux architecture msb runs on).
-const clockTick = 10 * time.Millisecond
-
-// treeCPU is the CPU time, in nanoseconds, of the process tree under pid:
-// each live process's own time and that of the children it reaped, so an
-// ended process counts once, in its reaper's.
-func treeCPU(pid int) uint64 {
+// processTree is the CPU time, in nanoseconds, and the resident memory,
+// in bytes, of the process tree under pid. The CPU time is each live
+// process's own and that of the children it reaped, so an ended process
+// counts once, in its reaper's; pages that processes share count in each.
+func processTree(pid int) (cpu uint64, rss int64) {
 	var ticks uint64
 	queue := []int{pid}
 	for len(queue) > 0 {
@@ -235,6 +240,10 @@ func treeCPU(pid int) uint64 {
 				ticks += n
 			}
 		}
+		if len(f) > 21 { // rss, in pages
+			n, _ := strconv.ParseInt(f[21], 10, 64)
+			rss += n * int64(os.Getpagesize())
+		}
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
 		for _, t := range tasks {
 			kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
@@ -245,5 +254,5 @@ func treeCPU(pid int) uint64 {
 			}
 		}
 	}
-	return ticks * uint64(clockTick)
+	return ticks * uint64(clockTick), rss
 }

@@ -1,0 +1,14 @@
+package e2b
+
+import (
+	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// TestE2BRootless reruns the tests that need no SDK as an unprivileged
+// user: watchers through /proc/<init>/root, metrics and logs in the
+// rootless mode.
+func TestE2BRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestE2B(WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries)$")
+}
