@@ -86,8 +86,7 @@ func openWatcher(pid int, dir string, recursive bool) (*watcher, error) {
 // watcher, the directories under it.
 func (w *watcher) add(rel string) error {
 	p := path.Join(w.dir, rel)
-	fd, err := unix.Openat2(int(w.root.Fd()), p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	fd, err := w.openIn(p)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Errorf("watching %s: %w", p, engine.ErrNotFound)
@@ -126,6 +125,24 @@ func (w *watcher) add(rel string) error {
 		}
 	}
 	return nil
+}
+
+// openIn opens the directory p of the sandbox, resolved inside its root;
+// the root stays open while it does (a close waits).
+func (w *watcher) openIn(p string) (int, error) {
+	rc, err := w.root.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	cerr := rc.Control(func(root uintptr) {
+		fd, err = unix.Openat2(int(root), p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	})
+	if cerr != nil {
+		return -1, cerr
+	}
+	return fd, err
 }
 
 // unwatch stops watching the directory rel and those under it (moved out
