@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestE2BListAndMetrics: Sandbox.list's filters, order and pages, and
@@ -134,5 +136,24 @@ func TestE2BMetrics(t *testing.T) {
 	status, many := call(t, "GET", url+"/sandboxes/metrics?sandbox_ids="+c.id+",nope", key)
 	if sbs, _ := many["sandboxes"].(map[string]any); status != http.StatusOK || len(sbs) != 1 || sbs[c.id] == nil {
 		t.Errorf("metrics of %s and an unknown id: %d %v, want the one sandbox's", c.id, status, many)
+	}
+}
+
+// TestE2BSamplerForgetsClosed: a sandbox the engine closed behind the
+// front end's back (reaped, or closed through the native API) is forgotten
+// by its sampler, which then stops, even when no client asks about it.
+func TestE2BSamplerForgetsClosed(t *testing.T) {
+	_, e := startFrontEngine(t)
+	f := New(e, testKey, nil)
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	c := createSandbox(t, srv.URL)
+	if _, err := e.CloseSandbox(c.id); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); f.box(c.id) != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the front end still holds sandbox %s a minute after the engine closed it", c.id)
+		}
 	}
 }

@@ -56,7 +56,9 @@ func (f *Front) sampler(b *box) {
 		case <-b.closed:
 			return
 		case <-tick.C:
-			f.sample(b)
+			if _, err := f.sample(b); err != nil {
+				f.live(b.id) // forgets (and so stops sampling) a sandbox the engine closed
+			}
 		}
 	}
 }
