@@ -12,6 +12,7 @@
 package privtest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -159,35 +160,61 @@ func CheckLeaks(mountMark string) error {
 	return nil
 }
 
-// PoolLeaks lists loop devices still attached to a disk pool this process
-// made (see package pool): a runtime was not closed, or a sandbox of it
-// still lives.
-func PoolLeaks() []string {
-	// A pool's backing file is named after the process that made it.
-	mine := "/" + pool.BackingPrefix + strconv.Itoa(os.Getpid()) + "-"
-	var leaks []string
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), mine) {
-			leaks = append(leaks, "loop device "+filepath.Base(filepath.Dir(filepath.Dir(f)))+": "+strings.TrimSpace(string(b)))
-		}
+// TestPoolDir makes a directory for the disk pool of a test binary's
+// runtimes (RuntimeOptions.DiskDir), so that tests leave the host's pool
+// alone; CheckPool removes it. Rootless: "", no pool.
+func TestPoolDir() string {
+	if os.Geteuid() != 0 {
+		return ""
 	}
-	return leaks
+	dir, err := os.MkdirTemp("", "msb-test-disk-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
-// CheckPoolLeaks returns an error naming the pools' loop devices still
-// attached. A loop device detaches itself a moment after its last user is
-// gone, so it waits a little for them to go.
-func CheckPoolLeaks() error {
-	l := PoolLeaks()
-	for i := 0; i < 100 && len(l) > 0; i++ {
+// CheckPool checks that the disk pool in dir (see TestPoolDir) holds no
+// volume (every sandbox was closed and cleaned up), then destroys it and
+// waits a little for its loop device to detach.
+func CheckPool(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	var errs []error
+	poolDir := filepath.Join(dir, "msb-pool")
+	if pool.Exists(poolDir) {
+		if p, err := pool.Open(pool.Options{Dir: poolDir}); err != nil {
+			errs = append(errs, err)
+		} else {
+			if st, err := p.Stats(); err != nil || st.Volumes > 0 {
+				errs = append(errs, fmt.Errorf("disk pool %s: %d volumes left (%v)", poolDir, st.Volumes, err))
+			}
+			p.Close()
+		}
+		errs = append(errs, pool.Destroy(poolDir))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	for i := 0; ; i++ {
+		files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		var left []string
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), dir+"/") {
+				left = append(left, filepath.Base(filepath.Dir(filepath.Dir(f)))+": "+strings.TrimSpace(string(b)))
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if i == 100 {
+			errs = append(errs, fmt.Errorf("disk pool left attached: %s", strings.Join(left, ", ")))
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
-		l = PoolLeaks()
 	}
-	if len(l) > 0 {
-		return fmt.Errorf("%d disk pools left attached:\n%s", len(l), strings.Join(l, "\n"))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Unprivileged reruns the tests matching run of the current test binary as

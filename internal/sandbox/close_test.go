@@ -4,16 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
 )
@@ -123,6 +121,7 @@ const (
 	helperDieClean = "die-in-cleanup"
 	envHelperState = "MSB_TEST_HELPER_STATE"
 	envHelperStep  = "MSB_TEST_HELPER_STEP"
+	envHelperDisk  = "MSB_TEST_HELPER_DISK"
 )
 
 // helperReport is what the helper says once its cleanup stopped.
@@ -136,7 +135,7 @@ type helperReport struct {
 // dieInCleanup is the helper: it closes a sandbox, stops the cleanup after
 // Close at the step $MSB_TEST_HELPER_STEP, says so and waits to be killed.
 func dieInCleanup() error {
-	rt, err := NewRuntime(RuntimeOptions{StateDir: os.Getenv(envHelperState)})
+	rt, err := NewRuntime(RuntimeOptions{StateDir: os.Getenv(envHelperState), DiskDir: os.Getenv(envHelperDisk)})
 	if err != nil {
 		return err
 	}
@@ -168,7 +167,7 @@ func testKilledDuringCleanup(t *testing.T, _ *Runtime) {
 		t.Run(step, func(t *testing.T) {
 			rt := testRuntime(t)
 			cmd := exec.Command("/proc/self/exe", "-test.run=^$")
-			cmd.Env = append(os.Environ(), envHelper+"="+helperDieClean, envHelperState+"="+rt.StateDir(), envHelperStep+"="+step)
+			cmd.Env = append(os.Environ(), envHelper+"="+helperDieClean, envHelperState+"="+rt.StateDir(), envHelperStep+"="+step, envHelperDisk+"="+testDiskDir)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -196,32 +195,22 @@ func testKilledDuringCleanup(t *testing.T, _ *Runtime) {
 					t.Errorf("cgroup %s left after gc", d)
 				}
 			}
-			if left := helperPools(cmd.Process.Pid); len(left) > 0 {
-				t.Errorf("the killed msb's disk pool is still attached: %v", left)
+			// The volume of a sandbox whose cleanup had not deleted it
+			// yet: GC reclaims it, and the pool stays for the next.
+			var want []string
+			if step == "begin" && rt.disk().kind == diskPool {
+				want = []string{rep.ID}
+			}
+			if !slices.Equal(gc.Volumes, want) {
+				t.Errorf("gc reclaimed volumes %v, want %v", gc.Volumes, want)
+			}
+			if rt.disk().kind == diskPool {
+				if st, err := rt.disk().pool.Stats(); err != nil || st.Volumes != 0 {
+					t.Errorf("the pool holds %d volumes after gc (%v), want none", st.Volumes, err)
+				}
 			}
 		})
 	}
-}
-
-// helperPools lists the loop devices of disk pools the process pid made
-// (see privtest.PoolLeaks), waiting a little for them to detach.
-func helperPools(pid int) []string {
-	mine := fmt.Sprintf("/%s%d-", pool.BackingPrefix, pid)
-	var left []string
-	for i := 0; i < 100; i++ {
-		left = nil
-		files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), mine) {
-				left = append(left, f)
-			}
-		}
-		if len(left) == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return left
 }
 
 // testDiskAdmittedClose: with RuntimeOptions.DiskAdmitted, the sandbox's

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -26,20 +27,45 @@ type diskSetup struct {
 	pool *pool.Pool
 	why  string // why not the pool (root) or not a tmpfs (rootless)
 	memo string // for a tmpfs: what bounds it besides its size
+	// reclaimed are the volumes of dead owners deleted when the pool was
+	// opened, until GC reports them.
+	reclaimed *reclaimedVolumes
 }
 
+type reclaimedVolumes struct {
+	mu    sync.Mutex // guards names
+	names []string
+}
+
+// take returns the names and forgets them.
+func (r *reclaimedVolumes) take() []string {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := r.names
+	r.names = nil
+	return names
+}
+
+// poolDir is where the runtime's disk pool lives: one for every runtime
+// with this DiskDir.
+func (rt *Runtime) poolDir() string { return filepath.Join(rt.diskDir, "msb-pool") }
+
 // disk finds, the first time, how this runtime bounds writable layers: in
-// root mode a pool of its own (a btrfs filesystem with quota groups on a
-// loop device), else a tmpfs, which rootless sandboxes can mount (overlayfs
-// takes a tmpfs upper dir in a user namespace from Linux 6.6, tmpfs having
-// user xattrs).
+// root mode the host's disk pool (a btrfs filesystem with quota groups on a
+// loop device, made by the first runtime that needs it and kept), else a
+// tmpfs, which rootless sandboxes can mount (overlayfs takes a tmpfs upper
+// dir in a user namespace from Linux 6.6, tmpfs having user xattrs).
 func (rt *Runtime) disk() diskSetup {
 	rt.diskOnce.Do(func() {
 		d := &rt.diskSetup
 		if !rt.rootless {
-			p, err := pool.New(pool.Options{Dir: rt.diskDir})
+			p, err := pool.Open(pool.Options{Dir: rt.poolDir()})
 			if err == nil {
 				d.kind, d.pool = diskPool, p
+				d.reclaimed = &reclaimedVolumes{names: rt.reclaim(p).Removed}
 				return
 			}
 			d.why = err.Error()
@@ -61,6 +87,16 @@ func (rt *Runtime) disk() diskSetup {
 	return rt.diskSetup
 }
 
+// reclaim deletes the pool's volumes whose owners died (see pool.Reclaim):
+// each runtime does it once, when it opens the pool, and Runtime.GC again.
+func (rt *Runtime) reclaim(p *pool.Pool) pool.Reclaimed {
+	r := p.Reclaim()
+	if len(r.Removed)+len(r.Errors) > 0 {
+		rt.log.Info("reclaimed disk volumes of dead owners", "volumes", r.Removed, "errors", r.Errors)
+	}
+	return r
+}
+
 func appendWhy(a, b string) string {
 	if a == "" {
 		return b
@@ -74,9 +110,8 @@ func (d diskSetup) describe() string {
 		"RootDir, copy mode; KeepUpper): those are host directories, bounded by nothing"
 	switch d.kind {
 	case diskPool:
-		return fmt.Sprintf("btrfs quota group of the sandbox's subvolume (writes past it fail with EDQUOT), "+
-			"in a pool of %d GiB on a loop device (deleted backing file in %s) that all of this process's sandboxes share; "+
-			"/tmp and /dev/shm are directories of the subvolume, within the limit together with the root%s", d.pool.Size()>>30, d.pool.Dir(), callers)
+		return "btrfs quota group of the sandbox's subvolume (writes past it fail with EDQUOT), in " + describePool(d.pool) +
+			"; /tmp and /dev/shm are directories of the subvolume, within the limit together with the root" + callers
 	case diskTmpfs:
 		s := "tmpfs of the limit for the writable layer, /tmp and /dev/shm together (ENOSPC past it), " + d.memo
 		if d.why != "" {
@@ -85,6 +120,16 @@ func (d diskSetup) describe() string {
 		return s + callers
 	}
 	return "not enforced: writable layers are host directories (" + d.why + ")"
+}
+
+// describePool says where the pool is and what it holds.
+func describePool(p *pool.Pool) string {
+	st, err := p.Stats()
+	if err != nil {
+		return fmt.Sprintf("the pool in %s on %s (%v)", p.Dir(), p.Device(), err)
+	}
+	return fmt.Sprintf("the pool in %s on %s that every root-mode msb of this host shares: %.1f of %.1f GiB used, %d volumes",
+		p.Dir(), p.Device(), float64(st.Used)/(1<<30), float64(st.Size)/(1<<30), st.Volumes)
 }
 
 // diskFor is where the writable layer of a sandbox with this config goes.

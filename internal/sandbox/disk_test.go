@@ -1,6 +1,36 @@
 package sandbox
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// TestDiskPoolShared: runtimes share the host's disk pool at once (a
+// runtime that opens it after another made it reuses it), each sandbox
+// bounded by its own limit, and msb doctor names the pool.
+func TestDiskPoolShared(t *testing.T) {
+	privtest.RequireRoot(t)
+	first, second := testRuntime(t), testRuntime(t)
+	a := create(t, first, Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20}})
+	b := create(t, second, Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20}})
+	if first.disk().kind != diskPool || second.disk().pool.Device() != first.disk().pool.Device() {
+		t.Fatalf("runtimes on disks %q and %q, want one pool", first.Enforcement().Disk, second.Enforcement().Disk)
+	}
+	for _, sb := range []*Sandbox{a, b} {
+		mustOK(t, sb, "dd if=/dev/zero of=/a bs=1M count=24 2>&1")
+	}
+	for _, sb := range []*Sandbox{a, b} {
+		if out := mustFail(t, sb, "dd if=/dev/zero of=/b bs=1M count=24 2>&1"); !strings.Contains(out, "Disk quota exceeded") {
+			t.Fatalf("48 MiB into a 32 MiB disk: %q, want EDQUOT", out)
+		}
+	}
+	c := second.diskCheck()
+	if !c.OK || !strings.Contains(c.Detail, second.poolDir()+" on "+second.disk().pool.Device()) || !strings.Contains(c.Detail, "2 volumes") {
+		t.Errorf("doctor's disk check %+v, want the pool and its 2 volumes named", c)
+	}
+}
 
 func TestScratchSizes(t *testing.T) {
 	const mi = 1 << 20

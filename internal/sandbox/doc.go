@@ -18,7 +18,7 @@
 // sandboxes whose owner is gone (a killed msb).
 //
 // A sandbox's disk bounds what it writes (Limits.DiskBytes): a volume of
-// the runtime's disk pool in root mode (package pool), a tmpfs otherwise.
+// the host's disk pool in root mode (package pool), a tmpfs otherwise.
 // Its stdio (Config.Stdio) is relayed through pipes. Runtime.Enforcement
 // says what holds each limit in the runtime's mode, and what a sandbox can
 // read of the host's files; docs/sandbox.md has the details.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,11 +25,12 @@ type GCReport struct {
 	Processes    []int    `json:"processes"`               // init pids killed
 	Cgroups      []string `json:"cgroups"`                 // cgroup dirs of dead owners' sandboxes removed
 	StaleCgroups []string `json:"stale_cgroups,omitempty"` // empty, old cgroup dirs removed
+	Volumes      []string `json:"volumes,omitempty"`       // disk pool volumes of dead owners removed
 	Errors       []string `json:"errors,omitempty"`        // what could not be removed
 }
 
 // Found reports whether GC collected anything a dead owner left.
-func (r GCReport) Found() bool { return len(r.Sandboxes) > 0 }
+func (r GCReport) Found() bool { return len(r.Sandboxes)+len(r.Volumes) > 0 }
 
 // newDirPrefix marks a state dir whose owner has not yet taken its lock:
 // a sandbox's dir is made under this name, locked, then renamed, so GC
@@ -121,7 +123,35 @@ func (rt *Runtime) GC() GCReport {
 		}
 		rep.StaleCgroups = cgroup.RemoveStaleEmpty(rt.cg, time.Minute)
 	}
+	rt.collectVolumes(&rep)
 	return rep
+}
+
+// collectVolumes deletes the disk pool's volumes whose owners died, of
+// this state dir or any other (see pool.Reclaim: a live owner's volume is
+// never touched). It never makes a pool. The volume of a sandbox whose init
+// was killed above stays busy until the kernel has torn its mount
+// namespace down: that takes a moment, which it waits for.
+func (rt *Runtime) collectVolumes(rep *GCReport) {
+	if rt.rootless || !pool.Exists(rt.poolDir()) {
+		return
+	}
+	d := rt.disk()
+	if d.pool == nil {
+		return
+	}
+	rep.Volumes = append(rep.Volumes, d.reclaimed.take()...)
+	for try := 0; ; try++ {
+		r := rt.reclaim(d.pool)
+		rep.Volumes = append(rep.Volumes, r.Removed...)
+		if len(r.Busy) == 0 || try == 50 || len(rep.Processes) == 0 {
+			for _, err := range r.Errors {
+				rep.Errors = append(rep.Errors, err.Error())
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // collectNewDir removes a dir a sandbox's creation left under newDirPrefix

@@ -10,6 +10,10 @@ import (
 	"github.com/minisandbox/msb/internal/vmtest"
 )
 
+// testDiskDir is the DiskDir of the tests' runtimes, whose disk pool TestMain
+// checks and removes after all tests; "" rootless.
+var testDiskDir string
+
 // TestMain lets the test binary serve as the sandbox's init (it re-executes
 // itself, as msb does) and as TestCgroupV2's VM's init, and checks, after all tests, that nothing leaked.
 func TestMain(m *testing.M) {
@@ -24,9 +28,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
+	testDiskDir = privtest.TestPoolDir()
 	code := m.Run()
+	poolErr := privtest.CheckPool(testDiskDir)
 	if code == 0 {
-		for _, err := range []error{privtest.CheckLeaks("/msb-test-state"), privtest.CheckPoolLeaks()} {
+		for _, err := range []error{privtest.CheckLeaks("/msb-test-state"), poolErr} {
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "leak check:", err)
 				code = 1

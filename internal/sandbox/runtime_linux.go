@@ -28,9 +28,9 @@ type RuntimeOptions struct {
 	// msb-sandbox next to the running executable, else the running
 	// executable itself (msb re-executes itself in that role).
 	Exe string
-	// DiskDir is where a root-mode runtime makes its disk pool's backing
-	// file (see package pool; unlinked at once, it leaves no file behind):
-	// a directory on a disk, default /var/tmp.
+	// DiskDir is a directory on a disk, default /var/tmp, whose msb-pool
+	// holds the disk pool of root-mode runtimes (see package pool): made
+	// by the first runtime that needs it and kept for the next ones.
 	DiskDir string
 	// DiskAdmitted says the caller admits sandboxes by their disk limits
 	// (Limits.DiskBytes) and gives a sandbox's share back when its Close

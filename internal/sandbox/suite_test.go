@@ -49,7 +49,7 @@ func testRuntimeExe(t testing.TB, exe string) *Runtime {
 		t.Fatal(err)
 	}
 	delegated := os.Getenv("MSB_CGROUP_PARENT")
-	rt, err := NewRuntime(RuntimeOptions{StateDir: dir, CgroupParent: delegated, Exe: exe})
+	rt, err := NewRuntime(RuntimeOptions{StateDir: dir, CgroupParent: delegated, Exe: exe, DiskDir: testDiskDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,3 +42,17 @@ func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	}
 	return nil
 }
+
+// iocDevInfo is BTRFS_IOC_DEV_INFO, _IOWR(0x94, 30, struct btrfs_ioctl_dev_info_args).
+const iocDevInfo = 0xd000941e
+
+// devInfoArgs is struct btrfs_ioctl_dev_info_args (4096 bytes).
+type devInfoArgs struct {
+	devid      uint64
+	uuid       [16]byte
+	bytesUsed  uint64
+	totalBytes uint64
+	fsid       [16]byte
+	unused     [377]uint64
+	path       [1024]byte
+}
