@@ -24,7 +24,7 @@ const (
 	CodeBodyTooLarge     ErrorCode = "body_too_large"       // 413: the request body exceeds --max-body
 	CodeQuotaExceeded    ErrorCode = "quota_exceeded"       // 429: no room now (live sandboxes, memory, disk); retry, or ask to wait
 	CodeInternal         ErrorCode = "internal"             // 500
-	CodeUnavailable      ErrorCode = "unavailable"          // 503: the daemon is shutting down
+	CodeUnavailable      ErrorCode = "unavailable"          // 503: the daemon is shutting down, or lacks a program the request needs
 	CodeTooLarge         ErrorCode = "insufficient_storage" // 507: the request can never fit (a limit above the whole budget)
 )
 
@@ -90,10 +90,23 @@ type CreateSandboxRequest struct {
 	// /testbed with its instance's environment).
 	Workdir string       `json:"workdir,omitempty"`
 	Env     List[string] `json:"env,omitempty"`
-	// Network is none (default: loopback only) or host.
+	// Network is none (default: loopback only), host, or filtered: a way
+	// out through a forwarder msb runs, under AllowOut and DenyOut.
 	Network string              `json:"network,omitempty"`
 	Labels  Map[string, string] `json:"labels,omitempty"`
 	Limits  Limits              `json:"limits,omitempty"`
+
+	// AllowOut and DenyOut are a filtered sandbox's rules, E2B's: what an
+	// AllowOut entry matches is reachable, else what a DenyOut entry
+	// matches is not, else it is (so DenyOut ["0.0.0.0/0"] with AllowOut
+	// reaches only AllowOut). An entry is an IPv4 address, CIDR or host
+	// name (resolved at creation), with an optional ":port". The host's
+	// 127.0.0.1 (10.0.2.2 in the sandbox) is reachable only on what an
+	// AllowOut entry "127.0.0.1[:port]" or "localhost[:port]" names.
+	// docs/sandbox.md "Network".
+	AllowOut List[string] `json:"allow_out,omitempty"`
+	DenyOut  List[string] `json:"deny_out,omitempty"`
+
 	// LifetimeNs and IdleTimeoutNs bound the sandbox (0: the daemon's
 	// defaults, --lifetime and --idle-timeout); past either the daemon
 	// closes it and its state says reaped.

@@ -66,7 +66,7 @@ var kinds = []struct {
 	{api.CodeGone, []error{ErrGone, sandbox.ErrClosed}},
 	{api.CodeQuotaExceeded, []error{ErrQuota}},
 	{api.CodeTooLarge, []error{ErrTooLarge}},
-	{api.CodeUnavailable, []error{ErrClosed, context.Canceled, context.DeadlineExceeded}},
+	{api.CodeUnavailable, []error{ErrClosed, context.Canceled, context.DeadlineExceeded, sandbox.ErrNoForwarder}},
 }
 
 // Kind is the class of err in the one vocabulary of msb's errors: the

@@ -22,12 +22,17 @@ type (
 	SandboxLimits = sandbox.Limits
 	// Stdio is what a OneShot's command or shell is relayed to.
 	Stdio = sandbox.Stdio
+	// NetPolicy is what a filtered sandbox may reach.
+	NetPolicy = sandbox.NetPolicy
 )
 
 // A sandbox's network (SandboxConfig.Network).
 const (
 	NetworkNone = sandbox.NetworkNone // loopback only, in a namespace of its own
 	NetworkHost = sandbox.NetworkHost // the host's network
+	// NetworkFiltered: a namespace of its own with a way out under a
+	// NetPolicy.
+	NetworkFiltered = sandbox.NetworkFiltered
 )
 
 // ErrInvalidConfig: a SandboxConfig that cannot be built; the message

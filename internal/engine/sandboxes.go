@@ -41,9 +41,14 @@ type SandboxRequest struct {
 	Workdir string
 	// Env holds NAME=value entries added to the sandbox's environment.
 	Env []string
-	// Network is "none" (default) or "host".
+	// Network is "none" (default), "host" or "filtered".
 	Network string
 	Labels  map[string]string
+
+	// NetPolicy is what a filtered sandbox may reach (nil: all but the
+	// host's loopback). Raw and image sandboxes only, for now.
+	NetPolicy *sandbox.NetPolicy
+
 	// Limits' non-zero fields replace the engine's defaults.
 	Limits api.Limits
 	// MaxOutput caps each output stream of a command (0: 1 MiB).
@@ -173,6 +178,9 @@ func pickDuration(req, def time.Duration) time.Duration {
 }
 
 func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.Limits) error {
+	if req.InstanceID != "" && req.NetPolicy != nil {
+		return fmt.Errorf("%w: network rules apply to raw and image sandboxes, not yet to an instance's", ErrBadRequest)
+	}
 	if req.InstanceID != "" {
 		if len(req.Layers) > 0 || req.HostBase || req.Image != "" {
 			return fmt.Errorf("%w: a task sandbox takes its layers from its instance; give layers only without an instance", ErrBadRequest)
@@ -194,6 +202,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
 		Network: req.Network, Limits: limits, MaxOutput: req.MaxOutput}
+	conf.NetPolicy = req.NetPolicy
 	if req.Image != "" {
 		lease, err := s.e.applyImage(ctx, req, &conf)
 		if err != nil {

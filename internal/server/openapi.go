@@ -142,7 +142,7 @@ var constraints = map[string]map[string]any{
 	"CreateSandboxRequest.env":               {"items": map[string]any{"type": "string", "pattern": envPat}},
 	"CreateSandboxRequest.workdir":           {"pattern": optPath},
 	"CreateSandboxRequest.count":             {"minimum": 0, "maximum": engine.MaxBatchCount},
-	"CreateSandboxRequest.network":           {"enum": []string{"", "none", "host"}},
+	"CreateSandboxRequest.network":           {"enum": []string{"", "none", "host", "filtered"}},
 	"CreateSandboxRequest.lifetime_ns":       nonNegative,
 	"CreateSandboxRequest.idle_timeout_ns":   nonNegative,
 	"CreateSandboxRequest.admission_wait_ns": nonNegative,
