@@ -25,6 +25,9 @@ type createRequest struct {
 	Timeout    *int64            `json:"timeout"` // seconds
 	Metadata   map[string]string `json:"metadata"`
 	EnvVars    map[string]string `json:"envVars"`
+	// AllowInternetAccess and Network: see networkOf.
+	AllowInternetAccess *bool         `json:"allow_internet_access"`
+	Network             *networkRules `json:"network"`
 }
 
 func (f *Front) create(w http.ResponseWriter, r *http.Request) {
@@ -80,6 +83,7 @@ func created(b *box) map[string]any {
 // apply to it).
 func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, error) {
 	sr := engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels()}
+	sr.Network, sr.NetPolicy = networkOf(req.AllowInternetAccess, req.Network)
 	switch req.TemplateID {
 	case "", baseTemplate:
 		sr.HostBase = true

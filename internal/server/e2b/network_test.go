@@ -1,0 +1,91 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/engine"
+)
+
+func TestNetworkOf(t *testing.T) {
+	on, off := true, false
+	for _, tc := range []struct {
+		name     string
+		internet *bool
+		rules    *networkRules
+		network  string
+		policy   *engine.NetPolicy
+	}{
+		{"nothing asked: msb's default", nil, nil, engine.NetworkNone, nil},
+		{"internet off", &off, nil, engine.NetworkNone, nil},
+		{"internet off, deny only", &off, &networkRules{DenyOut: []string{"1.2.3.4"}}, engine.NetworkNone, nil},
+		{"internet on", &on, nil, engine.NetworkFiltered, nil},
+		{"allow and deny", nil, &networkRules{AllowOut: []string{"pypi.org"}, DenyOut: []string{"0.0.0.0/0"}},
+			engine.NetworkFiltered, &engine.NetPolicy{Allow: []string{"pypi.org"}, Deny: []string{"0.0.0.0/0"}}},
+		{"internet off, allow", &off, &networkRules{AllowOut: []string{"127.0.0.1:8000"}},
+			engine.NetworkFiltered, &engine.NetPolicy{Allow: []string{"127.0.0.1:8000"}, Deny: []string{"0.0.0.0/0"}}},
+		{"deny only", &on, &networkRules{DenyOut: []string{"10.0.0.0/8"}},
+			engine.NetworkFiltered, &engine.NetPolicy{Deny: []string{"10.0.0.0/8"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			network, policy := networkOf(tc.internet, tc.rules)
+			if network != tc.network || !reflect.DeepEqual(policy, tc.policy) {
+				t.Fatalf("got %s %+v, want %s %+v", network, policy, tc.network, tc.policy)
+			}
+		})
+	}
+}
+
+// TestE2BNetworkRules: the SDK's network rules hold in the sandbox, with
+// listeners on the host's 127.0.0.1 as the only targets.
+func TestE2BNetworkRules(t *testing.T) {
+	t.Setenv("MSB_TEST_OPEN_PORT", strconv.Itoa(listenOK(t)))
+	t.Setenv("MSB_TEST_CLOSED_PORT", strconv.Itoa(listenOK(t)))
+	out := sdkScript(t, "sdk_network.py")
+	var got struct {
+		Allowed     string `json:"allowed"`
+		Denied      string `json:"denied"`
+		InternetOff string `json:"internet_off"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if got.Allowed != "ok" {
+		t.Errorf("allowed port said %q", got.Allowed)
+	}
+	if !strings.Contains(got.Denied, "refused") {
+		t.Errorf("denied port said %q, want connection refused", got.Denied)
+	}
+	if !strings.Contains(got.InternetOff, "unreachable") {
+		t.Errorf("with allow_internet_access false the connect said %q, want no route", got.InternetOff)
+	}
+}
+
+// listenOK serves "ok" to every connection on a port of 127.0.0.1 until
+// the test ends, and returns the port.
+func listenOK(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "ok")
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
