@@ -15,6 +15,10 @@
 //     facts (versions, pins, commands) are those of the SWE-bench harness.
 //   - Default: the spec for SWE-smith and SWE-Gym repositories without an
 //     entry (pytest, run on the whole repository for SWE-smith).
+//   - The Multi-SWE-bench table (multiswe.go, MultiSWEBuiltin): the
+//     non-Python specs of Multi-SWE-bench's repositories, per repository
+//     and, where the benchmark's harness changes with the pull-request
+//     number, per number range; the facts are those of its harness.
 //   - Overrides: a user's YAML file that adds or changes specs per
 //     repository, per version and per instance.
 //
