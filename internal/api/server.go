@@ -122,6 +122,11 @@ type CreateSandboxRequest struct {
 	// or none, answered as a SandboxList; 0 (absent) creates one,
 	// answered as a SandboxInfo. Each is admitted as a create is.
 	Count int `json:"count,omitempty"`
+	// Warm asks the daemon to keep that many sandboxes of this instance or
+	// image, with this shape, started ahead for the next creates (bounded
+	// by its --spares; 0 keeps what an earlier create asked, else
+	// --spares-per-instance). A create that matches takes one.
+	Warm int `json:"warm,omitempty"`
 }
 
 // SandboxList is GET /v1/sandboxes.

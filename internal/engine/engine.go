@@ -35,10 +35,8 @@ type Engine struct {
 	// admit reserves sandboxes' memory and disk limits and counts them.
 	admit *admission
 	stats counters
-	// spares are task sandboxes started ahead (see Config.Spares).
-	spares *warm.Pool[spareKey, *task.Sandbox]
-	// pool keeps children of named snapshots started ahead (pool.go).
-	pool *snapPool
+	// spares are sandboxes started ahead: the warm pool (pool.go).
+	spares *warm.Pool[poolKey, *Sandbox]
 
 	stop chan struct{} // closed by Close: ends the reaper
 	done chan struct{} // closed when the reaper has ended
@@ -87,8 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	case cfg.MemoryBudget == 0:
 		budget = cgroup.MemAvailable() // -1 when unknown: no admission by memory
 	}
-	e.spares = e.newSpares()
-	e.pool = newSnapPool(e)
+	e.spares = e.newPool()
 	e.admit = newAdmission(budget, cfg.DiskBudget, cfg.MaxSandboxes)
 	grading := cfg.gradingLimits()
 	e.admit.holdBack(cfg.gradingReserve(), cfg.memReserve(grading), grading.DiskBytes)
@@ -130,7 +127,6 @@ func (e *Engine) Close() error {
 	}
 	<-e.done
 	e.spares.Close()
-	e.pool.close()
 	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }

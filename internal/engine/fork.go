@@ -70,8 +70,8 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 		return nil, err
 	}
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
-	if sandboxID == "" {
-		e.pool.keep(req.Snapshot, req.Warm)
+	if sandboxID == "" && e.cfg.Spares > 0 {
+		e.spares.Keep(snapshotKey(req.Snapshot), req.Warm)
 	}
 	return children, nil
 }
@@ -175,8 +175,24 @@ func checkFork(req api.ForkRequest) error {
 	return nil
 }
 
-// forkChild starts and registers one child of src over snap.
+// takeOrFork is a child of snapshot name: a spare when fromSnapshot (a
+// fork of the snapshot alone) and one is ready, else one started now.
+func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, snap snapshot) (*Sandbox, error) {
+	if fromSnapshot && e.cfg.Spares > 0 {
+		if c := e.takeSpare(snapshotKey(name)); c != nil {
+			if err := e.register(c, src.info); err != nil {
+				return nil, err
+			}
+			return c, nil
+		}
+	}
+	return e.forkChild(ctx, src, snap)
+}
+
+// forkChild starts and registers one child of src over snap, spares
+// yielding their room to it.
 func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
+	e.yieldFor(src.limits)
 	c, err := e.startChild(ctx, src, snap)
 	if err != nil {
 		return nil, err

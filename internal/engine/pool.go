@@ -2,215 +2,266 @@ package engine
 
 import (
 	"context"
-	"sync"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
+	"github.com/minisandbox/msb/internal/task"
+	"github.com/minisandbox/msb/internal/warm"
 )
 
-// snapPool keeps children of named snapshots started ahead (spares), so
-// that a fork of a snapshot alone (Fork with no sandbox) takes one ready
-// instead of starting it. Nouns:
-//   - a snapshot's want is how many spares to keep for it: none until a
-//     fork asks (ForkRequest.Warm), then the last number asked;
-//   - Config.Spares bounds the spares of all snapshots, made or being
-//     made (0: the pool keeps none);
-//   - a refill starts the spares a snapshot lacks, one after another, in
-//     the background after each fork of it. Each spare is admitted as a
-//     child is and holds its room while it waits, so spares stay within
-//     the daemon's quotas: a refill that finds no room stops (Failed)
-//     until the next fork.
+// The warm pool keeps sandboxes started ahead (spares), so that a create
+// or a fork that matches one takes it ready instead of starting one. It is
+// one warm.Pool for three kinds of key, the environment a spare is of:
+//   - instance: a task sandbox of an instance (the task; an instance added
+//     again is a new one), at its starting state;
+//   - image: a raw sandbox on an image or Debian base (the root's top layer,
+//     so a re-imported reference is another key), with its layers, workdir
+//     and environment;
+//   - snapshot: a child of a named snapshot forked from the snapshot alone.
+//
+// Instance and image keys carry the sandbox's shape too (limits, network,
+// output cap): a create of another shape is another key. Sizes: a key
+// has Config.SparesPerInstance spares once created (instance, image) or
+// none until a fork asks (snapshot); a request's Warm sets its key's size.
+// Config.Spares bounds all of them, made or being made.
+//
+// Quotas: a spare is admitted as the sandbox it stands for, without
+// waiting, and holds its room while it waits, so spares never take the
+// daemon over its quotas. They yield to real creates: a create or fork
+// that finds no room closes spares (oldest first) until it fits, a spare
+// is not admitted while a create waits in line, and one finished while a
+// create waits is closed at once.
 //
 // A spare is not live for the API (not listed, not reaped) until taken;
-// taking it gives it the fork's labels and starts its lifetimes.
-type snapPool struct {
-	e      *Engine
-	ctx    context.Context // ends at close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // refills in flight
+// taking it gives it the request's labels and starts its lifetimes.
 
-	mu     sync.Mutex // guards the fields below
-	closed bool
-	want   map[string]int
-	ready  map[string][]*Sandbox
-	making map[string]int
-	st     PoolStats
+// Pool kinds, the classes of the pool's stats.
+const (
+	PoolInstance = "instance"
+	PoolImage    = "image"
+	PoolSnapshot = "snapshot"
+)
+
+// poolKey is what makes spares interchangeable.
+type poolKey struct {
+	kind     string
+	t        *task.Task    // instance
+	snapshot string        // snapshot
+	root     store.LayerID // image: the root's top layer
+	image    string        // image: as the request named it
+	layers   string        // image: the request's layers, joined by NUL
+	env      string        // image: the request's env, joined by NUL
+	workdir  string        // image
+	// The shape (instance, image).
+	limits    sandbox.Limits
+	network   string
+	maxOutput int
 }
 
-// PoolStats count what the snapshot pool did since the engine opened.
-type PoolStats struct {
-	Ready, Making int   // spares now
-	Hits, Misses  int64 // children of a snapshot fork that took a spare, or found none
-	Made, Failed  int64 // spares started, starts that failed
-	// Refills and RefillTime: refills ended and the time they took, from
-	// the fork that asked to the last spare ready.
-	Refills    int64
-	RefillTime time.Duration
-}
-
-func newSnapPool(e *Engine) *snapPool {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &snapPool{e: e, ctx: ctx, cancel: cancel, want: map[string]int{}, ready: map[string][]*Sandbox{}, making: map[string]int{}}
-}
-
-// PoolStats reports the snapshot pool.
-func (e *Engine) PoolStats() PoolStats {
-	p := e.pool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := p.st
-	for _, r := range p.ready {
-		st.Ready += len(r)
+// String names the key in logs.
+func (k poolKey) String() string {
+	switch k.kind {
+	case PoolInstance:
+		return "instance " + k.t.ID()
+	case PoolImage:
+		return "image " + k.image
 	}
-	for _, m := range p.making {
-		st.Making += m
-	}
-	return st
+	return "snapshot " + k.snapshot
 }
 
-// takeOrFork is a child of snapshot name: a spare when fromSnapshot (a
-// fork of the snapshot alone) and one is ready, else one started now.
-func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, snap snapshot) (*Sandbox, error) {
-	if fromSnapshot {
-		if c := e.pool.take(name); c != nil {
-			if err := e.register(c, src.info); err != nil {
-				return nil, err
-			}
-			return c, nil
+// request is the create a spare of an instance or image key stands for
+// (labels, lifetimes and the like are given when it is taken).
+func (k poolKey) request() SandboxRequest {
+	req := SandboxRequest{Image: k.image, Workdir: k.workdir, Network: k.network, MaxOutput: k.maxOutput}
+	if k.t != nil {
+		req.InstanceID = k.t.ID()
+	}
+	req.Layers, req.Env = split(k.layers), split(k.env)
+	return req
+}
+
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
+}
+
+// createKey is the key of a create, and false for a create the pool does
+// not serve: spares off, a raw sandbox on the host or bare layers, or a
+// request that start would refuse (it must be refused, not served).
+func (e *Engine) createKey(ctx context.Context, req SandboxRequest, limits sandbox.Limits) (poolKey, bool) {
+	if e.cfg.Spares <= 0 || req.NetPolicy != nil { // a policy is not in the key
+		return poolKey{}, false
+	}
+	k := poolKey{limits: limits, network: req.Network, maxOutput: req.MaxOutput}
+	switch {
+	case req.InstanceID != "":
+		if len(req.Layers) > 0 || req.HostBase || req.Image != "" || len(req.Env) > 0 || req.Workdir != "" {
+			return poolKey{}, false
 		}
-	}
-	return e.forkChild(ctx, src, snap)
-}
-
-// take removes a live spare of name from the pool (nil when none).
-func (p *snapPool) take(name string) *Sandbox {
-	for {
-		p.mu.Lock()
-		r := p.ready[name]
-		if len(r) == 0 {
-			p.st.Misses++
-			p.mu.Unlock()
-			return nil
-		}
-		c := r[len(r)-1]
-		p.ready[name] = r[:len(r)-1]
-		p.mu.Unlock()
-		if c.sbox().Alive() {
-			p.mu.Lock()
-			p.st.Hits++
-			p.mu.Unlock()
-			return c
-		}
-		c.discard() // killed from outside while it waited
-	}
-}
-
-// keep records how many spares name should have (n > 0; bounded by
-// Config.Spares) and refills it.
-func (p *snapPool) keep(name string, n int) {
-	max := p.e.cfg.Spares
-	p.mu.Lock()
-	if n > 0 {
-		p.want[name] = min(n, max)
-	}
-	missing := p.want[name] - len(p.ready[name]) - p.making[name]
-	missing = min(missing, max-p.used())
-	if p.closed || missing <= 0 {
-		p.mu.Unlock()
-		return
-	}
-	p.making[name] += missing
-	p.wg.Add(1)
-	p.mu.Unlock()
-	go p.refill(name, missing)
-}
-
-// used is the spares ready and being made. p.mu must be held.
-func (p *snapPool) used() int {
-	n := 0
-	for _, r := range p.ready {
-		n += len(r)
-	}
-	for _, m := range p.making {
-		n += m
-	}
-	return n
-}
-
-// refill starts n spares of name, one after another, stopping at the
-// first failure (no room, the snapshot deleted, the pool closing).
-func (p *snapPool) refill(name string, n int) {
-	defer p.wg.Done()
-	start := time.Now()
-	for i := range n {
-		c, err := p.start(name)
-		p.mu.Lock()
-		p.making[name]--
+		t, err := e.task(req.InstanceID)
 		if err != nil {
-			p.st.Failed++
-			p.making[name] -= n - i - 1
-			closed := p.closed
-			p.mu.Unlock()
-			if !closed {
-				p.e.log.Warn("starting a spare of a snapshot failed", "snapshot", name, "err", err)
-			}
-			break
+			return poolKey{}, false
 		}
-		if p.closed || p.want[name] == 0 { // closing, or the snapshot deleted
-			p.making[name] -= n - i - 1
-			p.mu.Unlock()
-			c.discard()
-			break
+		k.kind, k.t = PoolInstance, t
+	case req.Image != "" && !req.HostBase:
+		_, root, err := e.cache.resolveRoot(ctx, req.Image)
+		if err != nil {
+			return poolKey{}, false
 		}
-		p.st.Made++
-		p.ready[name] = append(p.ready[name], c)
-		p.mu.Unlock()
+		k.kind, k.root, k.image, k.workdir = PoolImage, root.Top(), req.Image, req.Workdir
+		k.layers, k.env = strings.Join(req.Layers, "\x00"), strings.Join(req.Env, "\x00")
+	default:
+		return poolKey{}, false
 	}
-	p.mu.Lock()
-	if p.making[name] <= 0 {
-		delete(p.making, name)
-	}
-	p.st.Refills++
-	p.st.RefillTime += time.Since(start)
-	p.mu.Unlock()
+	return k, true
 }
 
-// start starts one spare of the named snapshot as a fork of it would.
-func (p *snapPool) start(name string) (*Sandbox, error) {
-	src, snap, done, err := p.e.snapshotSource(p.ctx, name)
+func snapshotKey(name string) poolKey { return poolKey{kind: PoolSnapshot, snapshot: name} }
+
+func (e *Engine) newPool() *warm.Pool[poolKey, *Sandbox] {
+	per := max(e.cfg.SparesPerInstance, 1)
+	return warm.New(warm.Options[poolKey, *Sandbox]{
+		Make:  e.makeSpare,
+		Close: (*Sandbox).discard,
+		Alive: func(s *Sandbox) bool { return s.sbox().Alive() },
+		Max:   e.cfg.Spares,
+		Size: func(k poolKey) int {
+			if k.kind == PoolSnapshot {
+				return 0 // until a fork asks
+			}
+			return per
+		},
+		Class:  func(k poolKey) string { return k.kind },
+		Idle:   e.cfg.spareIdle(),
+		Logger: e.log,
+	})
+}
+
+// PoolStats reports the warm pool by kind (PoolInstance, PoolImage,
+// PoolSnapshot; a kind appears once a key of it was looked for or kept).
+func (e *Engine) PoolStats() map[string]warm.Stats { return e.spares.StatsBy() }
+
+// Why a refill stops: no room for a spare within the quotas (it is not
+// counted as a refused admission), or a spare finished while a create
+// waited for room was closed to give it that room.
+var (
+	errNoRoom  = fmt.Errorf("%w: no room for a spare within the quotas", warm.ErrSkip)
+	errYielded = fmt.Errorf("%w: closed for a create waiting for room", warm.ErrSkip)
+)
+
+// makeSpare starts a spare of k, admitted without waiting.
+func (e *Engine) makeSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
+	l := k.limits
+	if k.kind == PoolSnapshot {
+		l = e.cfg.sandboxLimits(api.Limits{}) // as snapshotSource's
+	}
+	if !e.admit.fitsNow(e.cfg.memReserve(l), l.DiskBytes, agentClass) {
+		return nil, errNoRoom
+	}
+	var s *Sandbox
+	var err error
+	if k.kind == PoolSnapshot {
+		s, err = e.startSnapshotSpare(ctx, k.snapshot)
+	} else {
+		s, err = e.startStandby(ctx, k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.admit.agentsWaiting() {
+		s.discard()
+		return nil, errYielded
+	}
+	return s, nil
+}
+
+// standbySession is the name of a spare's session started ahead: one a
+// client cannot give (api.CheckSessionName), renamed to the client's
+// name when it opens its first session.
+const standbySession = "-standby"
+
+// startStandby starts the sandbox a create of k would, with its session
+// shell started ahead, so that the client's first session answers in a
+// round trip instead of a shell's start (see Sandbox.openStandby).
+func (e *Engine) startStandby(ctx context.Context, k poolKey) (*Sandbox, error) {
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	release, err := e.reserve(ctx, k.limits, -1, agentClass)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{e: e, release: release, limits: k.limits, sessions: map[string]bool{}}
+	if err := s.start(ctx, k.request(), k.limits); err != nil {
+		release()
+		return nil, err
+	}
+	if err := s.sbox().OpenSession(ctx, standbySession, sandbox.SessionOptions{}); err != nil {
+		s.discard()
+		return nil, fmt.Errorf("starting the spare's session: %w", err)
+	}
+	s.standby = true
+	return s, nil
+}
+
+// startSnapshotSpare starts one child of the named snapshot as a fork of
+// it would.
+func (e *Engine) startSnapshotSpare(ctx context.Context, name string) (*Sandbox, error) {
+	src, snap, done, err := e.snapshotSource(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return p.e.startChild(p.ctx, src, snap)
+	return e.startChild(ctx, src, snap)
 }
 
-// drop closes the spares of a deleted snapshot and keeps none for it.
-func (p *snapPool) drop(name string) {
-	p.mu.Lock()
-	ready := p.ready[name]
-	delete(p.ready, name)
-	delete(p.want, name)
-	p.mu.Unlock()
-	for _, c := range ready {
-		c.discard()
+// refillDelay is how long after a create its key's spares are made again:
+// not beside the caller's first commands, which it would slow on a small
+// machine (by 2.5 ms of 7.8 on two cores, msb bench api).
+const refillDelay = 100 * time.Millisecond
+
+// takeSpare is a spare of k, nil when none is ready.
+func (e *Engine) takeSpare(k poolKey) *Sandbox {
+	s, ok := e.spares.Take(k)
+	if !ok {
+		return nil
+	}
+	return s
+}
+
+// keepAfterCreate has k's spares made again (to n when n > 0) once the
+// create has had refillDelay to itself.
+func (e *Engine) keepAfterCreate(k poolKey, n int) {
+	time.AfterFunc(refillDelay, func() { e.spares.Keep(k, n) })
+}
+
+// yieldFor closes spares, oldest first, until a sandbox of limits l fits
+// or none is left: spares never keep a real create out.
+func (e *Engine) yieldFor(l sandbox.Limits) {
+	for !e.admit.fitsNow(e.cfg.memReserve(l), l.DiskBytes, agentClass) && e.spares.Shed() {
 	}
 }
 
-// close stops the refills, waits for them and closes every spare.
-func (p *snapPool) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cancel()
-	p.wg.Wait()
-	p.mu.Lock()
-	ready := p.ready
-	p.ready = map[string][]*Sandbox{}
-	p.mu.Unlock()
-	for _, r := range ready {
-		for _, c := range r {
-			c.discard()
-		}
-	}
+// fitsNow says whether a sandbox of mem and disk would be admitted for
+// class c now, nobody waiting ahead of it.
+func (a *admission) fitsNow(mem, disk int64, c class) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ok, _ := a.fits(mem, disk, c)
+	return ok && !a.queued(c)
+}
+
+// agentsWaiting says whether an agent's sandbox waits for room.
+func (a *admission) agentsWaiting() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queued(agentClass)
 }
 
 // discard closes a sandbox that was never registered (a spare, a child

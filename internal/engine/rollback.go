@@ -69,7 +69,7 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 	}
 	switch {
 	case name == "" && created == nil:
-		ts, err := e.makeTask(ctx, spareKey{t: s.tsk().Task, limits: s.limits, network: conf.Network, maxOutput: conf.MaxOutput})
+		ts, err := task.Open(ctx, e.env, s.tsk().Task, task.Options{Limits: s.limits, MaxOutput: conf.MaxOutput, Network: conf.Network})
 		if err != nil {
 			return nil, err
 		}

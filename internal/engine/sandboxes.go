@@ -61,6 +61,11 @@ type SandboxRequest struct {
 	// of sandboxes): 0 as long as ctx allows, negative not at all (fail
 	// with ErrQuota).
 	AdmissionWait time.Duration
+	// Warm, for an instance or an image, sets how many spares of this
+	// environment and shape the engine keeps started ahead (bounded by
+	// Config.Spares; 0: what was asked before, else
+	// Config.SparesPerInstance). See pool.go.
+	Warm int
 }
 
 // Sandbox is a live sandbox of the engine. Its methods are safe for
@@ -122,15 +127,20 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 	if l := req.Limits; l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {
 		return nil, fmt.Errorf("%w: negative limit in %+v", ErrBadRequest, l)
 	}
-	limits := e.cfg.sandboxLimits(req.Limits)
-	release, err := e.reserve(ctx, limits, req.AdmissionWait, agentClass)
-	if err != nil {
-		return nil, err
+	if req.Warm < 0 {
+		return nil, fmt.Errorf("%w: warm %d: give 0 or more", ErrBadRequest, req.Warm)
 	}
-	s := &Sandbox{e: e, release: release, limits: limits, sessions: map[string]bool{}}
-	if err := s.start(ctx, req, limits); err != nil {
-		release()
-		return nil, err
+	limits := e.cfg.sandboxLimits(req.Limits)
+	key, pooled := e.createKey(ctx, req, limits)
+	var s *Sandbox
+	if pooled {
+		s = e.takeSpare(key)
+	}
+	if s == nil {
+		var err error
+		if s, err = e.startSandbox(ctx, req, limits); err != nil {
+			return nil, err
+		}
 	}
 	now := time.Now()
 	s.lastActive.Store(now.UnixNano())
@@ -165,7 +175,26 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		s.Close()
 		return nil, ErrClosed
 	}
-	e.log.Debug("sandbox created", "sandbox", s.sbox().ID, "instance", req.InstanceID, "lifetime", lifetime, "idle_timeout", idle)
+	e.log.Debug("sandbox created", "sandbox", s.sbox().ID, "instance", req.InstanceID, "lifetime", lifetime, "idle_timeout", idle, "spare", s.standby)
+	if pooled {
+		e.keepAfterCreate(key, req.Warm)
+	}
+	return s, nil
+}
+
+// startSandbox admits and starts the sandbox of req, spares yielding
+// their room to it.
+func (e *Engine) startSandbox(ctx context.Context, req SandboxRequest, limits sandbox.Limits) (*Sandbox, error) {
+	e.yieldFor(limits)
+	release, err := e.reserve(ctx, limits, req.AdmissionWait, agentClass)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{e: e, release: release, limits: limits, sessions: map[string]bool{}}
+	if err := s.start(ctx, req, limits); err != nil {
+		release()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -192,12 +221,11 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		ts, standby, err := s.e.openTask(ctx, spareKey{t: t, limits: limits, network: req.Network, maxOutput: req.MaxOutput})
+		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network})
 		if err != nil {
 			return err
 		}
 		s.setParts(ts.Sandbox, ts, nil)
-		s.standby = standby
 		return nil
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,

@@ -101,7 +101,7 @@ func (e *Engine) DeleteSnapshot(name string) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err == nil {
-		e.pool.drop(name)
+		e.spares.Drop(snapshotKey(name))
 	}
 	return err
 }

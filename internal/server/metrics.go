@@ -70,15 +70,10 @@ var (
 	descRejected  = prometheus.NewDesc("msb_admission_rejected_total", "Sandboxes refused for lack of room, by resource.", []string{"reason"}, nil)
 	descQuotaUsed = prometheus.NewDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", []string{"resource"}, nil)
 	descQuotaMax  = prometheus.NewDesc("msb_quota_max", "Budget, by resource (0: none).", []string{"resource"}, nil)
-	descSpares    = prometheus.NewDesc("msb_spares", "Task sandboxes started ahead (--spares), by state (ready, making).", []string{"state"}, nil)
-	descPool      = prometheus.NewDesc("msb_snapshot_pool", "Children of named snapshots started ahead (a fork's warm), by state (ready, making).", []string{"state"}, nil)
-	descPoolUse   = prometheus.NewDesc("msb_snapshot_pool_total", "Children of a snapshot fork that took a warm one (hit) or found none (miss), warm ones started (made) and starts that failed (failed).", []string{"event"}, nil)
-	descRefill    = prometheus.NewDesc("msb_snapshot_pool_refill_seconds", "Time of the snapshot pool's refills, from the fork that asked to the last warm child ready.", nil, nil)
-	descSpareUse  = prometheus.NewDesc("msb_spares_total", "What became of spares and of the creates that looked for one, by event (hit, miss, made, failed, evicted, expired; session: a client's first session that was the spare's shell started ahead).", []string{"event"}, nil)
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive, descCreated, descReaped, descEvals, descBuilds, descHits, descMisses, descRejected, descQuotaUsed, descQuotaMax, descSpares, descSpareUse, descPool, descPoolUse, descRefill} {
+	for _, d := range []*prometheus.Desc{descLive, descCreated, descReaped, descEvals, descBuilds, descHits, descMisses, descRejected, descQuotaUsed, descQuotaMax, descPool, descPoolUse, descRefill, descSession} {
 		ch <- d
 	}
 }
@@ -109,16 +104,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range st.Rejected {
 		counter(descRejected, v, k)
 	}
-	sp := st.Spares
-	gauge(descSpares, float64(sp.Spares), "ready")
-	gauge(descSpares, float64(sp.Making), "making")
-	for _, e := range []struct {
-		name string
-		v    int64
-	}{{"hit", sp.Hits}, {"miss", sp.Misses}, {"made", sp.Made}, {"failed", sp.Failed}, {"evicted", sp.Evicted}, {"expired", sp.Expired}, {"session", st.SpareSessions}} {
-		counter(descSpareUse, e.v, e.name)
-	}
-	collectPool(ch, c.e.PoolStats(), gauge, counter)
+	collectPool(ch, c.e, gauge, counter)
 	q := c.e.Quota()
 	gauge(descQuotaUsed, float64(q.Sandboxes), "sandboxes")
 	gauge(descQuotaUsed, float64(q.MemoryUsedBytes), "memory_bytes")

@@ -58,8 +58,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	if err := decode(r, &req, false); err != nil {
 		return nil, err
 	}
-	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 || req.MaxOutput < 0 {
-		return nil, badRequest("lifetime_ns, idle_timeout_ns, admission_wait_ns and max_output must not be negative")
+	if req.LifetimeNs < 0 || req.IdleTimeoutNs < 0 || req.AdmissionWaitNs < 0 || req.MaxOutput < 0 || req.Warm < 0 {
+		return nil, badRequest("lifetime_ns, idle_timeout_ns, admission_wait_ns, max_output and warm must not be negative")
 	}
 	if err := checkLimits("limits", req.Limits); err != nil {
 		return nil, err
@@ -70,7 +70,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	}
 	ereq := engine.SandboxRequest{InstanceID: id, Layers: req.Layers, HostBase: req.HostBase,
 		Image: req.Image, Workdir: req.Workdir, Env: req.Env, Network: req.Network, Labels: req.Labels, Limits: req.Limits, MaxOutput: req.MaxOutput,
-		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs)}
+		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs),
+		Warm: req.Warm}
 	if len(req.AllowOut) > 0 || len(req.DenyOut) > 0 {
 		ereq.NetPolicy = &engine.NetPolicy{Allow: req.AllowOut, Deny: req.DenyOut}
 	}

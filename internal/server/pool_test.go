@@ -67,8 +67,8 @@ func TestServerSnapshotPool(t *testing.T) {
 	if err != nil || len(first) != 1 {
 		t.Fatalf("fork asking for warm children: %v %+v", err, first)
 	}
-	waitMetrics(t, d, `msb_snapshot_pool{state="ready"} 2`, `msb_snapshot_pool_total{event="miss"} 1`,
-		`msb_snapshot_pool_refill_seconds_count 1`)
+	waitMetrics(t, d, `msb_pool_spares{kind="snapshot",state="ready"} 2`, `msb_pool_total{event="miss",kind="snapshot"} 1`,
+		`msb_pool_refill_seconds_count{kind="snapshot"} 1`)
 	if list, err := c.Sandboxes(ctx, nil); err != nil || len(list) != 1 {
 		t.Fatalf("warm children are listed: %v %+v", err, list)
 	}
@@ -87,11 +87,61 @@ func TestServerSnapshotPool(t *testing.T) {
 	if len(ids) != 4 {
 		t.Fatalf("%d distinct sandboxes of 4", len(ids))
 	}
-	waitMetrics(t, d, `msb_snapshot_pool_total{event="hit"} 2`, `msb_snapshot_pool_total{event="miss"} 2`,
-		`msb_snapshot_pool{state="ready"} 2`, `msb_snapshot_pool_total{event="made"} 4`, `msb_snapshot_pool_refill_seconds_count 2`)
+	waitMetrics(t, d, `msb_pool_total{event="hit",kind="snapshot"} 2`, `msb_pool_total{event="miss",kind="snapshot"} 2`,
+		`msb_pool_spares{kind="snapshot",state="ready"} 2`, `msb_pool_total{event="made",kind="snapshot"} 4`, `msb_pool_refill_seconds_count{kind="snapshot"} 2`)
 	for id := range ids {
 		if _, err := c.DeleteSandbox(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestServerImagePool: a create on an image with warm keeps that many
+// sandboxes of the image started ahead; a batch create of the same image
+// and shape takes them (hits), each fresh, with the image's workdir and
+// the request's env, its first session the spare's shell started ahead;
+// another env is another key (a miss). The metrics name the kind.
+func TestServerImagePool(t *testing.T) {
+	d := startDaemon(t, func(c *engine.Config) { c.Spares = 2 }, nil)
+	ctx := context.Background()
+	c := d.unix
+	importTestImage(t, d, "example.com/test/pool:1", "")
+	req := api.CreateSandboxRequest{Image: "example.com/test/pool:1", Env: []string{"IMG_VAR=given"}, Warm: 2}
+	first, err := c.CreateSandbox(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{first.ID}
+	defer func() {
+		for _, id := range ids {
+			c.DeleteSandbox(context.Background(), id)
+		}
+	}()
+	sh(t, c, first.ID, "echo dirty > /work/LEFT")
+	waitMetrics(t, d, `msb_pool_spares{kind="image",state="ready"} 2`, `msb_pool_total{event="miss",kind="image"} 1`)
+	req.Warm = 0
+	list, err := c.CreateSandboxes(ctx, 2, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		ids = append(ids, s.ID)
+		if err := c.OpenSession(ctx, s.ID, api.SessionRequest{Name: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Exec(ctx, s.ID, api.ExecRequest{Session: "main", Command: `echo "$PWD|$IMG_VAR|$([ -e /work/LEFT ] && echo left)"`})
+		if err != nil || res.Stdout != "/work|given|\n" {
+			t.Fatalf("a sandbox taken from the pool: %v %+v", err, res)
+		}
+	}
+	waitMetrics(t, d, `msb_pool_total{event="hit",kind="image"} 2`, `msb_pool_sessions_total 2`)
+	other, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Image: "example.com/test/pool:1", Env: []string{"IMG_VAR=other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, other.ID)
+	if got := sh(t, c, other.ID, `echo "$IMG_VAR"`); got != "other\n" {
+		t.Fatalf("another env: %q", got)
+	}
+	waitMetrics(t, d, `msb_pool_total{event="miss",kind="image"} 2`, `msb_pool_total{event="hit",kind="image"} 2`)
 }

@@ -241,7 +241,7 @@ func TestServerSandboxes(t *testing.T) {
 	_, err = c.Exec(ctx, id, api.ExecRequest{Command: "true"})
 	wantCode(t, err, api.CodeGone)
 	st, b = raw(t, hc, "GET", d.tcp+"/metrics", testToken, "")
-	for _, m := range []string{"msb_sandboxes_live 0", `msb_sandboxes_created_total{kind="raw"} 1`, `msb_spares{state="ready"} 0`, `msb_spares_total{event="hit"} 0`, `msb_exec_seconds_count{kind="session"}`, "go_goroutines"} {
+	for _, m := range []string{"msb_sandboxes_live 0", `msb_sandboxes_created_total{kind="raw"} 1`, `msb_pool_spares{kind="instance",state="ready"} 0`, `msb_pool_total{event="hit",kind="image"} 0`, `msb_exec_seconds_count{kind="session"}`, "go_goroutines"} {
 		if st != 200 || !strings.Contains(string(b), m) {
 			t.Errorf("metrics lack %q", m)
 		}

@@ -51,7 +51,7 @@ func (m *maker) closedNow() []string {
 }
 
 func newPool(m *maker, max, perKey int) *Pool[string, string] {
-	return New(Options[string, string]{Make: m.make, Close: m.close, Max: max, PerKey: perKey, Idle: time.Hour})
+	return New(Options[string, string]{Make: m.make, Close: m.close, Max: max, Size: func(string) int { return perKey }, Idle: time.Hour})
 }
 
 // settle waits until no make is in flight.
@@ -67,7 +67,7 @@ func settle(t *testing.T, p *Pool[string, string]) Stats {
 }
 
 // TestTakeAndRefill: a miss, then the spare Refill made; values are never
-// handed out twice; PerKey bounds one key's spares.
+// handed out twice; a key's default size bounds its spares.
 func TestTakeAndRefill(t *testing.T) {
 	m := &maker{}
 	p := newPool(m, 4, 2)
@@ -168,4 +168,93 @@ func TestOff(t *testing.T) {
 	if st := p.Stats(); st.Making != 0 || st.Spares != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// TestKeepDropShed: Keep sets a key's size (bounded by Max) over the
+// default, Refill keeps it; Drop closes a key's spares and forgets its
+// size; Shed closes the oldest spare; stats are kept by class; a dead
+// spare is closed, not taken.
+func TestKeepDropShed(t *testing.T) {
+	m := &maker{}
+	dead := map[string]bool{}
+	var mu sync.Mutex
+	p := New(Options[string, string]{Make: m.make, Close: m.close, Max: 4, Idle: time.Hour,
+		Size:  func(k string) int { return map[bool]int{true: 0, false: 1}[k[0] == 's'] },
+		Class: func(k string) string { return k[:1] },
+		Alive: func(v string) bool { mu.Lock(); defer mu.Unlock(); return !dead[v] }})
+	defer p.Close()
+	p.Refill("snap") // size 0 until asked
+	if st := settle(t, p); st.Made != 0 {
+		t.Fatalf("a key of size 0 got spares: %+v", st)
+	}
+	p.Keep("snap", 9) // bounded by Max
+	if st := settle(t, p); st.Spares != 4 || st.Refills != 1 || st.RefillTime <= 0 {
+		t.Fatalf("after Keep 9: %+v", st)
+	}
+	v, ok := p.Take("snap")
+	if !ok {
+		t.Fatal("no spare of snap")
+	}
+	p.Refill("snap") // the recorded size, not the default
+	if st := settle(t, p); st.Spares != 4 || st.Made != 5 {
+		t.Fatalf("after a refill: %+v", st)
+	}
+	mu.Lock()
+	dead["snap#2"] = true
+	mu.Unlock()
+	for range 2 {
+		if w, ok := p.Take("snap"); !ok || w == "snap#2" || w == v {
+			t.Fatalf("take: %q %v", w, ok)
+		}
+	}
+	if !slicesHave(m.closedNow(), "snap#2") {
+		t.Fatalf("the dead spare was not closed: %v", m.closedNow())
+	}
+	p.Refill("img")
+	settle(t, p)
+	if !p.Shed() { // the oldest: snap#5
+		t.Fatal("nothing to shed")
+	}
+	if !slicesHave(m.closedNow(), "snap#5") {
+		t.Fatalf("shed the wrong spare: %v", m.closedNow())
+	}
+	p.Drop("img")
+	p.Refill("snap") // size 4 again
+	by := settle(t, p)
+	if by.Spares != 4 {
+		t.Fatalf("after drop and refill: %+v", by)
+	}
+	st := p.StatsBy()
+	if s, i := st["s"], st["i"]; s.Spares != 4 || s.Shed != 1 || s.Hits != 3 || i.Made != 1 || i.Spares != 0 {
+		t.Fatalf("by class: %+v", st)
+	}
+	if p.Shed(); p.Stats().Shed != 2 {
+		t.Fatalf("stats %+v", p.Stats())
+	}
+}
+
+// TestDropDuringRefill: a spare made after its key was dropped is closed,
+// not kept.
+func TestDropDuringRefill(t *testing.T) {
+	m := &maker{block: make(chan struct{})}
+	p := newPool(m, 2, 1)
+	defer p.Close()
+	p.Refill("a")
+	p.Drop("a")
+	close(m.block)
+	if st := settle(t, p); st.Spares != 0 || st.Made != 0 {
+		t.Fatalf("a dropped key kept a spare: %+v", st)
+	}
+	if c := m.closedNow(); len(c) != 1 {
+		t.Fatalf("closed %v", c)
+	}
+}
+
+func slicesHave(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
