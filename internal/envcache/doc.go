@@ -25,6 +25,15 @@
 //     (under /testbed and in the venv), built once per instance over the
 //     base, the environment and the repository, under ref install/<key>;
 //     stacked above the repository layer. Identical outputs are one layer.
+//   - Toolchain: for a non-Python spec, a host toolchain directory (a
+//     GOROOT, a Rust sysroot, a JDK) found by name, used where the base
+//     shows it or bound read-only under ToolchainsDir; the toolchains'
+//     versions make the environment key and their (empty) environment
+//     layer holds the dependency dirs. The install layer's dependency step
+//     fills DepsDir, which every sandbox of the instance sees at the same
+//     paths; task and evaluation sandboxes get the tools' offline switches.
+//   - Dependency store: what online dependency steps fetched, kept in the
+//     download cache's deps/ for offline builds (depstore.go).
 //   - Download cache: every file pip fetched for a build, by SHA-256, with
 //     the index pages that listed them, read by pip as an index on disk
 //     (offline builds, tasks) or through msb's proxy (the build network).

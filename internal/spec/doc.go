@@ -10,6 +10,12 @@
 //     command, how test directives are derived from the test_patch
 //     (Directives), and which log parser reads the output (LogParser, a
 //     grading parser name).
+//   - Language: what a spec builds, Python (the default, "") or one of
+//     Languages. A non-Python spec has no Python version and no venv: it
+//     names its Toolchains (host toolchains such as go, rust, java, maven,
+//     node, by the names of ToolchainNames, which package envcache finds),
+//     its install command is the dependency step, and EvalEnv holds the
+//     variables only an evaluation gets.
 //   - Table: the built-in specs, keyed by repository and version, covering
 //     every repository and version of SWE-bench's Python repositories. The
 //     facts (versions, pins, commands) are those of the SWE-bench harness.
