@@ -32,8 +32,8 @@ func newGCCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else {
-				fmt.Printf("removed %d sandbox state dirs, killed %d sandbox inits, removed %d cgroups\n",
-					len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
+				fmt.Printf("removed %d sandbox state dirs, killed %d sandbox inits, removed %d cgroups, %d disk volumes\n",
+					len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups), len(rep.Volumes))
 			}
 			for _, e := range rep.Errors {
 				fmt.Fprintln(os.Stderr, "msb gc:", e)

@@ -223,8 +223,8 @@ func (g *globals) jobHost() (*engine.Host, error) {
 // sandboxes; empty cgroups it tidied are no sign of one and go unsaid.
 func sayCollected(rep engine.GCReport) {
 	if rep.Found() {
-		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups\n",
-			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups))
+		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups, %d disk volumes\n",
+			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups), len(rep.Volumes))
 	}
 }
 
