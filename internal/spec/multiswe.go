@@ -60,8 +60,11 @@ var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_
 // (docs/languages.md, "Toolchains").
 const (
 	// mvnOffline is Maven as an evaluation runs it: offline (-o), from the
-	// local repository the dependency step filled.
-	mvnOffline = "mvn -o"
+	// local repository the dependency step filled, and without colours,
+	// as in the harness's containers, which have no terminal (a sandbox's
+	// has one, and gson's parser does not strip the colour codes Maven
+	// puts inside class names).
+	mvnOffline = "mvn -o -Dstyle.color=never"
 	// mvnTestArgs are the harness's Maven test arguments.
 	mvnTestArgs = "clean test -Dmaven.test.skip=false -DfailIfNoTests=false"
 	// java8OnJDK17: the harness builds jackson-core on JDK 8; on JDK 17,

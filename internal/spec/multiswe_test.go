@@ -160,8 +160,8 @@ func msbTestCommand(harness, repo string, number int64) string {
 		cmd = "(" + cmd + ")"
 	case strings.HasPrefix(cmd, "./gradlew "): // mockito: the named Gradle, not the wrapper's download
 		cmd = "gradle --offline " + strings.TrimPrefix(cmd, "./gradlew ")
-	case strings.HasPrefix(cmd, "mvn "): // Maven offline; Java 6 and 8 sources on JDK 17
-		cmd = "mvn -o " + strings.TrimPrefix(cmd, "mvn ")
+	case strings.HasPrefix(cmd, "mvn "): // Maven offline, no colours; Java 6 and 8 sources on JDK 17
+		cmd = "mvn -o -Dstyle.color=never " + strings.TrimPrefix(cmd, "mvn ")
 		switch {
 		case repo == "fasterxml/jackson-core":
 			cmd += " " + java8OnJDK17
