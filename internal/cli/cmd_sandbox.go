@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/client"
 )
 
 func newSandboxCmd(g *globals) *cobra.Command {
@@ -25,16 +26,21 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 	var labels, layers, env []string
 	var lifetime, idle, wait time.Duration
 	var hostBase bool
+	var count, warm int
 	cmd := &cobra.Command{
-		Use:   "create [--instance ID | --image REF] [--label k=v] [--layer REF]",
-		Short: "Create a sandbox in the daemon and print its id",
+		Use:   "create [--instance ID | --image REF] [--label k=v] [--layer REF] [--count N] [--warm K]",
+		Short: "Create sandboxes in the daemon and print their ids, one a line",
 		Example: `  msb sandbox create --label job=demo
   msb sandbox create --instance demo__calc-1 --lifetime 1h --idle-timeout 10m --wait 30s
+  msb sandbox create --instance demo__calc-1 --count 8 --warm 8 --label group=g1
   msb sandbox create --image debian:bookworm -e LANG=C.UTF-8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 1 || warm < 0 {
+				return fmt.Errorf("%w: --count must be at least 1 and --warm not negative", errUsage)
+			}
 			req := api.CreateSandboxRequest{InstanceID: instance, Layers: layers, HostBase: hostBase, Image: image, Workdir: workdir, Env: env, Network: network,
-				LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle), AdmissionWaitNs: int64(wait)}
+				LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle), AdmissionWaitNs: int64(wait), Warm: warm}
 			var err error
 			if req.Labels, err = keyValues(labels, "--label"); err != nil {
 				return err
@@ -48,6 +54,9 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 			c, err := d.client(g)
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("count") {
+				return createBatch(cmd, g, c, count, req)
 			}
 			info, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
@@ -75,7 +84,25 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 	fs.DurationVar(&lifetime, "lifetime", 0, "close the sandbox after this long (default: the daemon's)")
 	fs.DurationVar(&idle, "idle-timeout", 0, "close the sandbox after this long unused (default: the daemon's)")
 	fs.DurationVar(&wait, "wait", 0, "wait up to this long for room instead of failing when the daemon is full")
+	fs.IntVarP(&count, "count", "n", 1, "create this many sandboxes like this one, all or none (--json: a list)")
+	fs.IntVar(&warm, "warm", 0, "keep this many sandboxes of this instance or image started ahead in the daemon for the next creates (bounded by its --spares)")
 	return cmd
+}
+
+// createBatch creates count sandboxes of req in one call and prints them:
+// their ids one a line, or a SandboxList with --json.
+func createBatch(cmd *cobra.Command, g *globals, c *client.Client, count int, req api.CreateSandboxRequest) error {
+	list, err := c.CreateSandboxes(cmd.Context(), count, req)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(api.SandboxList{Sandboxes: list})
+	}
+	for _, s := range list {
+		fmt.Println(s.ID)
+	}
+	return nil
 }
 
 func newSandboxLsCmd(g *globals) *cobra.Command {

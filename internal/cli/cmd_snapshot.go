@@ -112,24 +112,28 @@ func newSnapshotRmCmd(g *globals) *cobra.Command {
 
 func newForkCmd(g *globals) *cobra.Command {
 	var d daemonFlags
-	var count int
+	var count, warm int
 	var snapshot string
 	var labels []string
 	cmd := &cobra.Command{
-		Use:   "fork [ID] [--count N] [--snapshot NAME]",
+		Use:   "fork [ID] [--count N] [--snapshot NAME [--warm K]]",
 		Short: "Start new sandboxes from a sandbox's state now, or from a snapshot, and print their ids",
 		Long: `Start new sandboxes from a sandbox's state now, or from a named snapshot (of it, or without
 ID of any sandbox, also one closed since), and print their ids, one a line. Each child has its own
 writable layer and the source's limits, labels and network; its sessions restart in the cwd and
 environment they had (running processes are not carried).`,
 		Example: `  msb fork 3f2a9c0d1e2b4f56 --count 8 --label group=g1
-  msb fork --snapshot step-3 --json`,
+  msb fork --snapshot step-3 --json
+  msb fork --snapshot step-3 --count 4 --warm 8`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && snapshot == "" {
 				return fmt.Errorf("%w: give a sandbox ID or --snapshot (see msb fork --help)", errUsage)
 			}
-			req := api.ForkRequest{Count: count, Snapshot: snapshot}
+			if warm < 0 || (warm > 0 && len(args) > 0) {
+				return fmt.Errorf("%w: --warm is a number of children of --snapshot alone (no sandbox ID) to keep started ahead", errUsage)
+			}
+			req := api.ForkRequest{Count: count, Snapshot: snapshot, Warm: warm}
 			var err error
 			if req.Labels, err = keyValues(labels, "--label"); err != nil {
 				return err
@@ -160,6 +164,7 @@ environment they had (running processes are not carried).`,
 	fs := cmd.Flags()
 	fs.IntVarP(&count, "count", "n", 1, "how many children")
 	fs.StringVar(&snapshot, "snapshot", "", "fork from this snapshot instead of the sandbox's state now")
+	fs.IntVar(&warm, "warm", 0, "with --snapshot alone: keep this many children of the snapshot started ahead in the daemon for the next forks (bounded by its --spares)")
 	fs.StringArrayVar(&labels, "label", nil, "label key=value added to the inherited ones (repeatable)")
 	return cmd
 }

@@ -187,8 +187,9 @@ func (e *Engine) makeSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
 const standbySession = "-standby"
 
 // startStandby starts the sandbox a create of k would, with its session
-// shell started ahead, so that the client's first session answers in a
-// round trip instead of a shell's start (see Sandbox.openStandby).
+// shell started ahead where it can (an image may have no bash), so that
+// the client's first session answers in a round trip instead of a
+// shell's start (see Sandbox.openStandby).
 func (e *Engine) startStandby(ctx context.Context, k poolKey) (*Sandbox, error) {
 	if err := e.open(); err != nil {
 		return nil, err
@@ -203,8 +204,12 @@ func (e *Engine) startStandby(ctx context.Context, k poolKey) (*Sandbox, error) 
 		return nil, err
 	}
 	if err := s.sbox().OpenSession(ctx, standbySession, sandbox.SessionOptions{}); err != nil {
-		s.discard()
-		return nil, fmt.Errorf("starting the spare's session: %w", err)
+		if !s.sbox().Alive() {
+			s.discard()
+			return nil, fmt.Errorf("starting the spare's session: %w", err)
+		}
+		e.log.Debug("a spare without a session started ahead", "key", k, "err", err)
+		return s, nil
 	}
 	s.standby = true
 	return s, nil
