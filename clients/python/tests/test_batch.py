@@ -65,16 +65,46 @@ def test_fork_snapshot_warm(tmp_root, demo):
     src.close()
     kids = c.fork_snapshot("py-warm", 1, warm=2)
     deadline = time.monotonic() + 60
-    while 'msb_snapshot_pool{state="ready"} 2\n' not in metrics():
+    while 'msb_pool_spares{kind="snapshot",state="ready"} 2\n' not in metrics():
         assert time.monotonic() < deadline, metrics()
         time.sleep(0.05)
     kids += c.fork_snapshot("py-warm", 2, labels={"warm": "1"})
     try:
         assert len({k.id for k in kids}) == 3
         assert [k.exec("cat /data/state.txt").stdout for k in kids] == ["base\n"] * 3
-        assert 'msb_snapshot_pool_total{event="hit"} 2\n' in metrics()
+        assert 'msb_pool_total{event="hit",kind="snapshot"} 2\n' in metrics()
     finally:
         for k in kids:
             k.close()
         c.delete_snapshot("py-warm")
+        _finish(d)
+
+
+def test_create_warm(tmp_root, demo):
+    """A create with ``warm`` has the daemon (--spares) keep that many
+    sandboxes of the instance started ahead: a batch create takes them
+    (its metrics count the hits), each fresh."""
+    token = "warmc-" + os.urandom(8).hex()
+    d = _start(tmp_root, "warmc", demo, f"127.0.0.1:{free_port()}", token=token, extra=["--spares", "2"])
+
+    def metrics() -> str:
+        req = urllib.request.Request(d.address + "/metrics", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
+
+    c = d.client
+    sbs = [c.create_sandbox(IID, warm=2)]
+    try:
+        sbs[0].exec("echo dirty > /testbed/LEFT")
+        deadline = time.monotonic() + 60
+        while 'msb_pool_spares{kind="instance",state="ready"} 2\n' not in metrics():
+            assert time.monotonic() < deadline, metrics()
+            time.sleep(0.05)
+        sbs += c.create_sandboxes(2, IID, labels={"warm": "1"})
+        assert len({sb.id for sb in sbs}) == 3
+        assert [sb.exec("test -e /testbed/LEFT").exit_code for sb in sbs[1:]] == [1, 1]
+        assert 'msb_pool_total{event="hit",kind="instance"} 2\n' in metrics()
+    finally:
+        for sb in sbs:
+            sb.close()
         _finish(d)

@@ -88,12 +88,12 @@ def create_sandbox(*, instance_id: str = "", instance: Optional[Mapping[str, Any
                    env: Env = None, network: str = "", labels: Optional[Mapping[str, str]] = None,
                    limits: Optional[t.Limits] = None, lifetime: Optional[float] = None,
                    idle_timeout: Optional[float] = None, admission_wait: Optional[float] = None,
-                   max_output: int = 0, image: str = "", timeout: Optional[float] = None) -> Call:
+                   max_output: int = 0, image: str = "", warm: int = 0, timeout: Optional[float] = None) -> Call:
     body: Dict[str, Any] = {
         "instance_id": instance_id, "instance": instance, "layers": list(layers),
         "host_base": host_base, "workdir": workdir, "env": env_list(env), "network": network,
         "labels": dict(labels or {}), "lifetime_ns": ns(lifetime), "idle_timeout_ns": ns(idle_timeout),
-        "admission_wait_ns": ns(admission_wait), "max_output": max_output, "image": image,
+        "admission_wait_ns": ns(admission_wait), "max_output": max_output, "image": image, "warm": warm,
     }
     body = {k: v for k, v in body.items() if v}
     body["limits"] = t.to_json(limits or t.Limits())

@@ -63,13 +63,13 @@ class Client:
                              env: Env = None, network: str = "", labels: Optional[Mapping[str, str]] = None,
                              limits: Optional[t.Limits] = None, lifetime: Optional[float] = None,
                              idle_timeout: Optional[float] = None, admission_wait: Optional[float] = None,
-                             max_output: int = 0, image: str = "") -> "Sandbox":
+                             max_output: int = 0, image: str = "", warm: int = 0) -> "Sandbox":
         """Create a sandbox (see ``msb.Client.create_sandbox``)."""
         info = await self._t.run(_api.create_sandbox(
             instance_id=instance_id, instance=instance, layers=layers, host_base=host_base, workdir=workdir,
             env=env, network=network, labels=labels, limits=limits, lifetime=lifetime,
             idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output, image=image,
-            timeout=self.create_timeout))
+            warm=warm, timeout=self.create_timeout))
         return Sandbox(self, info)
 
     async def sandbox(self, sandbox_id: str) -> "Sandbox":

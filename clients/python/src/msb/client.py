@@ -76,7 +76,7 @@ class Client:
                        env: Env = None, network: str = "", labels: Optional[Mapping[str, str]] = None,
                        limits: Optional[t.Limits] = None, lifetime: Optional[float] = None,
                        idle_timeout: Optional[float] = None, admission_wait: Optional[float] = None,
-                       max_output: int = 0, image: str = "") -> "Sandbox":
+                       max_output: int = 0, image: str = "", warm: int = 0) -> "Sandbox":
         """Create a sandbox: a task sandbox of ``instance_id`` (or of an
         inline dataset row ``instance``) at the task's starting state in
         /testbed, or a raw one from cache ``layers`` or the host's system
@@ -85,12 +85,15 @@ class Client:
         ``sha256:<digest>``, ``debian/<name>``), whose Env comes before
         ``env``, whose WorkingDir is the default ``workdir`` (NotFound when
         the cache lacks it). Times are seconds; ``admission_wait``
-        waits that long for room instead of failing with QuotaExceeded."""
+        waits that long for room instead of failing with QuotaExceeded.
+        ``warm`` (an instance or an image) asks the daemon to keep that
+        many sandboxes like this one started ahead, taken by the next
+        creates (bounded by its ``--spares``)."""
         info = self._t.run(_api.create_sandbox(
             instance_id=instance_id, instance=instance, layers=layers, host_base=host_base, workdir=workdir,
             env=env, network=network, labels=labels, limits=limits, lifetime=lifetime,
             idle_timeout=idle_timeout, admission_wait=admission_wait, max_output=max_output, image=image,
-            timeout=self.create_timeout))
+            warm=warm, timeout=self.create_timeout))
         return Sandbox(self, info)
 
     def sandbox(self, sandbox_id: str) -> "Sandbox":
