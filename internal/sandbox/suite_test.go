@@ -182,6 +182,7 @@ var suiteCases = []struct {
 	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
 	{"StreamBackPressure", testStreamBackPressure},
 	{"FreezeWritableDir", testFreezeWritableDir},
+	{"HostNameResolves", testHostNameResolves},
 }
 
 func TestSuite(t *testing.T) {

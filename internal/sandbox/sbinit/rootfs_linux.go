@@ -50,6 +50,9 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountScratch(r, cfg, "/tmp", cfg.TmpBytes); err != nil {
 		return err
 	}
+	if err := hostsFile(r, cfg); err != nil {
+		return err
+	}
 	for _, b := range cfg.Binds {
 		if err := bind(r, b); err != nil {
 			return err
