@@ -196,6 +196,38 @@ def test_validation_over_the_cluster(daemons, demo, tmp_root):
     assert len({node for ev, _, node in run.events if ev == "done"}) > 1  # spread over the nodes
 
 
+def test_fork_snapshot_where_it_is_or_pulled(daemons, cluster):
+    """A fork of a named snapshot goes to the node whose cache holds it;
+    when that node is full, to the freest other node, which pulls the
+    snapshot from it first: its children have the snapshot's state and the
+    node lists the snapshot since."""
+    _, workers = cluster
+    holder = _node_id(workers[1])
+    clients = {nid: msb.Client(info.address) for nid, info in daemons.infos.items()}  # one machine here
+    src = clients[holder].create_sandbox(host_base=True)
+    src.exec("mkdir /data && echo base > /data/state.txt")
+    clients[holder].snapshot(src.id, "ray-snap")
+    src.close()
+    kids = []
+    try:
+        node, got = daemons.fork_snapshot("ray-snap", SLOTS, labels={"g": "1"})
+        kids += [(node, k.id) for k in got]
+        assert node == holder and len(got) == SLOTS and all(k.labels == {"g": "1"} for k in got)
+        node2, got2 = daemons.fork_snapshot("ray-snap")  # the holder is full now
+        kids += [(node2, k.id) for k in got2]
+        assert node2 != holder and len(got2) == 1
+        assert clients[node2].sandbox(got2[0].id).exec("cat /data/state.txt").stdout == "base\n"
+        assert "ray-snap" in [s.name for s in clients[node2].snapshots()]
+        with pytest.raises(msb.NotFound):
+            daemons.fork_snapshot("ray-nosuch")
+    finally:
+        for nid, sid in kids:
+            clients[nid].close_sandbox(sid)
+        for c in clients.values():
+            if "ray-snap" in [s.name for s in c.snapshots()]:
+                c.delete_snapshot("ray-snap")
+
+
 def test_node_killed_mid_batch(daemons, cluster, demo, tmp_root, caplog):
     c, workers = cluster
     victim = workers[1]

@@ -5,6 +5,8 @@ evaluation over the cluster (``docs/ray.md``).
 - ``Daemons.start(NodeConfig(...))``: a NodeDaemon actor per node, each
   starting (or attaching to) that node's ``msb serve`` and ``msb cache serve``.
 - ``local_client()``: inside a Ray task or actor, a client of this node's daemon.
+- ``Daemons.fork_snapshot(name, n)``: fork a named snapshot on the node that
+  holds it (or pull it to the freest node first); returns the node and children.
 - ``sandbox_options()``: ``.options(**sandbox_options())`` to place a task
   where a daemon has a free sandbox slot.
 - ``evaluate(...)`` / ``validate(...)``: the same run and files as

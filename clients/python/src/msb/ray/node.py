@@ -32,13 +32,15 @@ import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .. import Client
-from ..errors import MsbError
+from .. import types as t
+from ..errors import MsbError, NotFound, QuotaExceeded
+from .placement import Placement, Placer
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,11 @@ NAMESPACE = "msb"
 def node_resources(sandboxes: int, io: int = 2) -> Dict[str, float]:
     """The custom resources a node publishes (``ray start --resources``)."""
     return {SANDBOX: float(sandboxes), IO: float(io)}
+
+
+def snapshot_ref(name: str) -> str:
+    """The cache ref of a named snapshot (what ``msb cache pull`` takes)."""
+    return f"snapshot/{name}"
 
 
 def actor_name(node_id: str) -> str:
@@ -271,6 +278,18 @@ class NodeDaemon:
         (GET /v1/instances/{id}/layers)."""
         return asdict(self.client.instance_layers(instance_id))
 
+    def snapshot_room(self, name: str) -> Dict[str, Any]:
+        """Whether this node's cache holds the named snapshot (``has``) and
+        how many agents' sandboxes its daemon has room for now (``free``)."""
+        q = self.client.health().quota
+        free = (q.max_sandboxes - q.grading_reserve - q.sandboxes) if q.max_sandboxes else max(self.sandboxes, 1)
+        return {"has": any(s.name == name for s in self.client.snapshots()), "free": max(free, 0)}
+
+    def fork_snapshot(self, name: str, n: int, labels: Dict[str, str], warm: int) -> List[Dict[str, Any]]:
+        """Fork n sandboxes from the named snapshot on this node's daemon
+        (SandboxInfos as dicts)."""
+        return [t.to_json(sb.info, keep_zero=True) for sb in self.client.fork_snapshot(name, n, labels=labels, warm=warm)]
+
     def stop(self) -> None:
         """Stop the daemons this actor started (SIGTERM, then SIGKILL)."""
         self._stop.set()
@@ -361,6 +380,41 @@ class Daemons:
         task = _pull.options(resources={IO: 1},
                              scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
         return ray.get(task.remote(self.cfg.msb, info.cache_dir, peer.cache_url, refs))
+
+    def place_snapshot(self, name: str) -> Placement:
+        """Where a fork of the named snapshot goes, by cache affinity as for
+        an instance (``Placer``): a node whose cache holds the snapshot and
+        has room (the one with most), else the node with most room, which
+        pulls the snapshot (its record and layers, ``snapshot/<name>``) from
+        a node holding it first. NotFound when no node holds it; QuotaExceeded
+        when no node has room."""
+        nodes = self.alive()
+        rooms = dict(zip(nodes, ray.get([self.handles[nid].snapshot_room.remote(name) for nid in nodes])))
+        placer = Placer({nid: r["free"] for nid, r in rooms.items()})
+        ref = snapshot_ref(name)
+        for nid, r in rooms.items():
+            if r["has"]:
+                placer.learn(nid, [ref])
+        if not any(r["has"] for r in rooms.values()):
+            raise NotFound(f"snapshot {name!r}: no node's cache holds it")
+        p = placer.place([ref])
+        if p is None:
+            raise QuotaExceeded(f"forking snapshot {name!r}: no node has room for a sandbox now")
+        if p.pull:
+            self.pull(p.node, p.source, p.pull)
+        return p
+
+    def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Dict[str, str]] = None,
+                      warm: int = 0) -> Tuple[str, List[t.SandboxInfo]]:
+        """Fork n sandboxes from the named snapshot on the node
+        ``place_snapshot`` picks (pulling it there first when needed): that
+        node's id and the children, which live on its daemon (reach them
+        from a task placed there, with ``local_client()``). ``warm`` asks that
+        daemon to keep children started ahead (its ``--spares``): the next
+        forks placed there take them."""
+        p = self.place_snapshot(name)
+        infos = ray.get(self.handles[p.node].fork_snapshot.remote(name, n, dict(labels or {}), warm))
+        return p.node, [t.from_json(t.SandboxInfo, i) for i in infos]
 
     def stop(self) -> None:
         """Stop every daemon and its actor."""
