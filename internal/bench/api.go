@@ -298,7 +298,7 @@ func sparesReady(ctx context.Context, d *daemonProc) error {
 		if err != nil {
 			return err
 		}
-		if bytes.Contains(b, []byte(`msb_spares{state="ready"} 1`)) {
+		if bytes.Contains(b, []byte(`msb_pool_spares{kind="instance",state="ready"} 1`)) {
 			return nil
 		}
 	}
