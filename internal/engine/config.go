@@ -65,13 +65,15 @@ type Config struct {
 	// each evaluating before closing would wait forever. It is cut to what
 	// still leaves room for one agent's sandbox (see Engine.Quota).
 	GradingReserve int
-	// Spares is how many task sandboxes the engine keeps started ahead, in
-	// their starting state, for the instances created most recently (0:
-	// none): a create that finds one takes it at once instead of starting
-	// a sandbox. Spares count against no budget until taken (admission
-	// comes first, as for any create); each holds an idle supervisor and
-	// shell. SparesPerInstance bounds one instance's (default 1); a spare
-	// not taken within SpareIdle (default 5 minutes) is closed.
+	// Spares is how many sandboxes the engine keeps started ahead (the warm
+	// pool, pool.go), for the instances, images and snapshots asked for
+	// most recently (0: none): a create or fork that finds one takes it at
+	// once instead of starting a sandbox. Each spare is admitted and holds
+	// its room, and yields it to a create that finds none; each holds an
+	// idle supervisor and shell. SparesPerInstance is the number of one
+	// instance's or image's spares when no request asked for another
+	// (default 1); a spare not taken within SpareIdle (default 5 minutes)
+	// is closed.
 	Spares            int
 	SparesPerInstance int
 	SpareIdle         time.Duration
