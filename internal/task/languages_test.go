@@ -33,23 +33,28 @@ type langProject struct {
 	built string
 }
 
-// goProject: a module whose Add subtracts; TestMul passes throughout, the
-// test patch's TestAdd fails until the fix.
+// goProject: a module with one dependency (go-cmp, fetched by the install
+// step with the build network, read offline by the evaluation) whose Add
+// subtracts; TestMul passes throughout, the test patch's TestAdd fails
+// until the fix. It has no go.sum, as sum.golang.org, which go would then
+// ask, is not reachable here (a real repository commits its go.sum).
 var goProject = langProject{
 	name: "gocalc",
 	base: map[string]string{
-		"go.mod":      "module calc\n\ngo 1.22\n",
-		"calc.go":     "package calc\n\nfunc Add(a, b int) int { return a - b }\n\nfunc Mul(a, b int) int { return a * b }\n",
-		"mul_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestMul(t *testing.T) {\n\tif Mul(2, 3) != 6 {\n\t\tt.Fatal(Mul(2, 3))\n\t}\n}\n",
+		"go.mod":  "module calc\n\ngo 1.22\n\nrequire github.com/google/go-cmp v0.6.0\n",
+		"calc.go": "package calc\n\nfunc Add(a, b int) int { return a - b }\n\nfunc Mul(a, b int) int { return a * b }\n",
+		"mul_test.go": "package calc\n\nimport (\n\t\"testing\"\n\n\t\"github.com/google/go-cmp/cmp\"\n)\n\n" +
+			"func TestMul(t *testing.T) {\n\tif d := cmp.Diff(6, Mul(2, 3)); d != \"\" {\n\t\tt.Fatal(d)\n\t}\n}\n",
 	},
 	tests: map[string]string{"add_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n"},
 	fix:   map[string]string{"calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Mul(a, b int) int { return a * b }\n"},
 	spec: `      language: go
       toolchains: [go]
-      install: go mod download && go vet ./...
+      install: go mod tidy && go test -count=1 -run '^$' ./...
       test_cmd: go test -v -count=1 ./...
       log_parser: multiswe/gotest
       directives: none
+      env: {GOSUMDB: "off"}
 `,
 	p2p: []string{"TestMul"}, f2p: []string{"TestAdd"}, testRunFailed: []string{"TestAdd", "calc"}, built: "ok  \tcalc",
 }
@@ -141,17 +146,17 @@ func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 }
 
 // TestLanguageOfflineBuild: a cache without the build network builds the
-// Rust crate's dependency step offline, from what the online cache's build
-// kept in the download cache they share.
+// Go module's and the Rust crate's dependency steps offline, from what the
+// online cache's builds kept in the download cache they share.
 func TestLanguageOfflineBuild(t *testing.T) {
 	online := langEnv(t)
-	testLangProjects(t, online, rustProject)
+	testLangProjects(t, online, goProject, rustProject)
 	offline, err := envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache-offline"), Runtime: online.Runtime,
 		DownloadCache: filepath.Join(gen.Dir(), "cache-languages", "downloads"), Toolchains: envcache.ToolchainSearchFromEnv(os.Getenv)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testLangProjects(t, Env{Runtime: online.Runtime, Cache: offline}, rustProject)
+	testLangProjects(t, Env{Runtime: online.Runtime, Cache: offline}, goProject, rustProject)
 }
 
 // TestLanguageBadInput: an unknown language is refused when the task is
@@ -277,8 +282,8 @@ func (p langProject) row(t *testing.T) dataset.Instance {
 // set over it, before the eval steps.
 func TestEvalEnv(t *testing.T) {
 	in := goProject.row(t)
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goProject.spec +
-		"      env: {GOFLAGS: -mod=readonly, KEEP: \"a b\"}\n      eval_env: {GOFLAGS: -mod=mod}\n"))
+	withEnv := strings.Replace(goProject.spec, `env: {GOSUMDB: "off"}`, `env: {GOFLAGS: -mod=readonly, KEEP: "a b"}`, 1)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + withEnv + "      eval_env: {GOFLAGS: -mod=mod}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
