@@ -164,6 +164,8 @@ type SpecView struct {
 	InstanceID        string              `json:"instance_id"`
 	Repo              string              `json:"repo"`
 	Version           string              `json:"version"`
+	Language          string              `json:"language,omitempty"`
+	Toolchains        List[string]        `json:"toolchains,omitempty"`
 	Python            string              `json:"python"`
 	Bootstrap         List[string]        `json:"bootstrap"`
 	Packages          string              `json:"packages,omitempty"`
@@ -181,6 +183,7 @@ type SpecView struct {
 	Directives        string              `json:"directives"`
 	LogParser         string              `json:"log_parser"`
 	Env               Map[string, string] `json:"env"`
+	EvalEnv           Map[string, string] `json:"eval_env,omitempty"`
 	Source            List[string]        `json:"source"`
 	TestCommand       string              `json:"test_command"`
 	TestFiles         List[string]        `json:"test_files"`

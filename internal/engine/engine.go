@@ -245,11 +245,11 @@ func (e *Engine) Spec(id string) (api.SpecView, error) {
 	}
 	sp, in := t.Spec, t.Instance
 	return api.SpecView{
-		InstanceID: in.InstanceID, Repo: sp.Repo, Version: sp.Version, Python: sp.Python, Bootstrap: sp.Bootstrap,
+		InstanceID: in.InstanceID, Repo: sp.Repo, Version: sp.Version, Language: sp.Language, Toolchains: sp.Toolchains, Python: sp.Python, Bootstrap: sp.Bootstrap,
 		Packages: sp.Packages, PackagesPip: sp.PackagesPip, IndexDate: sp.IndexDate,
 		RequirementsPaths: sp.RequirementsPaths, EnvYMLPaths: sp.EnvYMLPaths, PipPackages: sp.PipPackages, SystemPackages: sp.SystemPackages,
 		PreInstall: sp.PreInstall, Install: sp.Install, EvalCommands: sp.EvalCommands, EvalInstall: sp.EvalInstall, TestCmd: sp.TestCmd,
-		Directives: string(sp.Directives), LogParser: sp.LogParser, Env: sp.Env, Source: sp.Source,
+		Directives: string(sp.Directives), LogParser: sp.LogParser, Env: sp.Env, EvalEnv: sp.EvalEnv, Source: sp.Source,
 		TestCommand: sp.TestCommand(in), TestFiles: t.TestFiles(), EnvironmentCommit: spec.EnvironmentCommit(in), Digest: t.SpecDigest,
 	}, nil
 }
