@@ -32,7 +32,10 @@ type Instance struct {
 	PassToPass             []string `json:"PASS_TO_PASS"`
 	CreatedAt              string   `json:"created_at"`
 	ImageName              string   `json:"image_name,omitempty"` // SWE-smith: the environment shared by instances
-	Source                 Source   `json:"source"`
+	// Image, when set, is the image the instance runs on (image.go): its
+	// repository at /testbed, no environment built.
+	Image  string `json:"docker_image,omitempty"`
+	Source Source `json:"source"`
 	// RepoURL, when set, is where the repository is cloned from (a URL or a
 	// local path) instead of GitHub.
 	RepoURL string `json:"repo_url,omitempty"`

@@ -69,6 +69,9 @@ type Options struct {
 	// Format forces the file format; when empty it comes from the file name
 	// (.json, .jsonl/.ndjson, .parquet) or, failing that, the first byte.
 	Format Format
+	// ImageTemplate names the image of each row that names none (see
+	// ImageOf), e.g. "sweb.eval.x86_64.{instance_id_1776}".
+	ImageTemplate string
 }
 
 // Load reads the instances of a dataset file that pass the filter. Rows that
@@ -112,6 +115,11 @@ func Read(path string, opt Options) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.ImageTemplate != "" {
+		if err := CheckImageTemplate(opt.ImageTemplate); err != nil {
+			return nil, err
+		}
+	}
 	rows, rowErrs, err := readRows(path, opt.Format)
 	if err != nil {
 		return nil, err
@@ -127,6 +135,7 @@ func Read(path string, opt Options) (*Dataset, error) {
 			continue
 		}
 		in, errs := decode(row.fields, opt.Source)
+		errs = append(errs, applyImageTemplate(&in, opt.ImageTemplate)...)
 		named[in.InstanceID] = true
 		if in.InstanceID != "" && !m.keep(in.InstanceID) {
 			if len(errs) == 0 && seen[in.InstanceID] == 0 {
@@ -338,6 +347,7 @@ func decode(row map[string]any, force Source) (Instance, []RowError) {
 	str("environment_setup_commit", &in.EnvironmentSetupCommit)
 	str("created_at", &in.CreatedAt)
 	str("image_name", &in.ImageName)
+	str("docker_image", &in.Image)
 	str("repo_url", &in.RepoURL)
 	var src string
 	str("source", &src)

@@ -346,8 +346,12 @@ func (r *run) phase(name string, f func() error) error {
 // Prepare makes sure the instance's layers exist (building each at most
 // once across processes) and leases them. Bottom first: the base, the
 // environment, the repository at the base commit, and the instance's
-// install layer.
+// install layer. An image instance (inst.Image) is its image's layers
+// only (image.go).
 func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec, progress Progress) (*Prepared, error) {
+	if inst.Image != "" {
+		return c.prepareImage(ctx, inst)
+	}
 	if inst.Repo == "" || inst.BaseCommit == "" {
 		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)
 	}

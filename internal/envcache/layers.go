@@ -26,8 +26,12 @@ type LayerStatus struct {
 // When all are present, Prepare builds nothing; a missing one can be pulled
 // by its ref from a node whose cache holds it (Cache.Pull on the engine),
 // since the refs are the same on every node of the same base and
-// interpreter.
+// interpreter. An image instance's one layer is its image, named as its
+// row names it.
 func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec) ([]LayerStatus, error) {
+	if inst.Image != "" {
+		return c.imageLayers(ctx, inst)
+	}
 	r := &run{inst: inst.InstanceID, timings: map[string]time.Duration{}}
 	base, err := c.instanceBase(ctx, r, inst, sp, false)
 	if err != nil {

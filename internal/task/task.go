@@ -72,7 +72,8 @@ func specDigest(in dataset.Instance, sp spec.Spec) string {
 		Bug        string
 		FailToPass []string
 		PassToPass []string
-	}{Format, sp, in.Repo, in.BaseCommit, spec.EnvironmentCommit(in), in.TestPatch, bugPatch(in), in.FailToPass, in.PassToPass})
+		Image      string `json:",omitempty"`
+	}{Format, sp, in.Repo, in.BaseCommit, spec.EnvironmentCommit(in), in.TestPatch, bugPatch(in), in.FailToPass, in.PassToPass, in.Image})
 	return digest(b)
 }
 

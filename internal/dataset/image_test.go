@@ -1,0 +1,45 @@
+package dataset
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestImageRows: a row's docker_image names its image (R2E-Gym's and
+// SWE-rebench's field); the template names the image of the rows that have
+// none, and a row lacking a field the template uses is a bad row naming it.
+func TestImageRows(t *testing.T) {
+	row := `{"instance_id": "%s", "repo": "o/r", "base_commit": "abc", "patch": "", "test_patch": "", "version": "1.0", "FAIL_TO_PASS": [], "PASS_TO_PASS": []%s}`
+	rows := []string{
+		strings.Replace(strings.Replace(row, "%s", "Own__Image-1", 1), "%s", `, "docker_image": "swerebench/sweb.eval.x86_64.own_1776_image-1"`, 1),
+		strings.Replace(strings.Replace(row, "%s", "Django__Django-11099", 1), "%s", "", 1),
+	}
+	p := writeFile(t, "d.jsonl", strings.Join(rows, "\n")+"\n")
+	d, err := Read(p, Options{ImageTemplate: "sweb.eval.x86_64.{instance_id_1776}"})
+	if err != nil || len(d.RowErrors) != 0 {
+		t.Fatal(err, d.RowErrors)
+	}
+	want := []string{"swerebench/sweb.eval.x86_64.own_1776_image-1", "sweb.eval.x86_64.django_1776_django-11099"}
+	for i, in := range d.Selected {
+		if in.Image != want[i] {
+			t.Errorf("%s: image %q, want %q", in.InstanceID, in.Image, want[i])
+		}
+	}
+	if d, err = Read(p, Options{}); err != nil || d.Selected[1].Image != "" {
+		t.Fatalf("no template: %v %+v", err, d.Selected)
+	}
+	d, err = Read(p, Options{ImageTemplate: "xingyaoww/sweb.eval.x86_64.{instance_id_s}:{image_name}"})
+	if err != nil || len(d.RowErrors) != 1 || d.RowErrors[0].Field != "image" || !errors.Is(d.RowErrors[0].Err, ErrMissingField) ||
+		!strings.Contains(d.RowErrors[0].Error(), "{image_name}") {
+		t.Fatalf("a field the template uses and the row lacks: %v %v", err, d.RowErrors)
+	}
+	for _, bad := range []string{"sweb.eval.x86_64.{id}", "fixed:image"} {
+		if _, err := Read(p, Options{ImageTemplate: bad}); !errors.Is(err, ErrBadImageTemplate) {
+			t.Errorf("template %q: %v", bad, err)
+		}
+	}
+	if got, _ := ImageOf("x/{instance_id_lower}-{instance_id_s}:{repo}@{version}", Instance{InstanceID: "A__B-1", Repo: "o/r", Version: "2"}); got != "x/a__b-1-a_s_b-1:o/r@2" {
+		t.Errorf("ImageOf: %q", got)
+	}
+}
