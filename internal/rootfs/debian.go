@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minisandbox/msb/internal/store"
@@ -52,11 +53,13 @@ var (
 	ErrNoMmdebstrap = errors.New("mmdebstrap not found (apt-get install mmdebstrap)")
 )
 
+// The patterns are compiled on first use: msb run, which never checks a
+// Debian spec, does not pay for them at start-up.
 var (
-	suiteRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	packageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,99}(:[a-z0-9-]+)?$`)
-	dateRE    = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z$`)
-	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	suiteRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`) })
+	packageRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,99}(:[a-z0-9-]+)?$`) })
+	dateRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z$`) })
+	nameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 )
 
 // DebianSpec is what a Debian base is built from; its Key hashes it.
@@ -77,7 +80,7 @@ type DebianSpec struct {
 // Normalize fills the defaults, sorts the packages and checks every field;
 // errors wrap ErrDebianSpec.
 func (d DebianSpec) Normalize() (DebianSpec, error) {
-	if !suiteRE.MatchString(d.Suite) {
+	if !suiteRE().MatchString(d.Suite) {
 		return d, fmt.Errorf("%w: suite %q (want a name such as bookworm)", ErrDebianSpec, d.Suite)
 	}
 	if d.Variant == "" {
@@ -91,7 +94,7 @@ func (d DebianSpec) Normalize() (DebianSpec, error) {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		if !packageRE.MatchString(p) {
+		if !packageRE().MatchString(p) {
 			return d, fmt.Errorf("%w: package name %q", ErrDebianSpec, p)
 		}
 		pkgs = append(pkgs, p)
@@ -101,7 +104,7 @@ func (d DebianSpec) Normalize() (DebianSpec, error) {
 	if len(d.Packages) == 0 {
 		d.Packages = nil
 	}
-	if d.Date != "" && !dateRE.MatchString(d.Date) {
+	if d.Date != "" && !dateRE().MatchString(d.Date) {
 		return d, fmt.Errorf("%w: date %q (want YYYYMMDDTHHMMSSZ, as snapshot.debian.org names its indexes)", ErrDebianSpec, d.Date)
 	}
 	if d.Mirror == "" {
@@ -139,7 +142,7 @@ func (d DebianSpec) archiveURL() string {
 
 // DebianNameRef is the ref of a base's friendly name, base/debian/<name>.
 func DebianNameRef(name string) (string, error) {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return "", fmt.Errorf("%w: name %q (letters, digits, '.', '_', '-')", ErrDebianSpec, name)
 	}
 	return DebianRefPrefix + name, nil

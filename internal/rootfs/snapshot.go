@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/store"
@@ -33,10 +34,13 @@ const snapshotFile = "msb-snapshot.json"
 var ErrNoSnapshot = errors.New("no such snapshot")
 
 // snapshotName is what a snapshot may be called: a single ref segment.
-var snapshotName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=:,~-]{0,127}$`)
+// It is compiled on first use, not at start-up.
+var snapshotName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=:,~-]{0,127}$`)
+})
 
 // ValidSnapshotName reports whether name can name a snapshot.
-func ValidSnapshotName(name string) bool { return snapshotName.MatchString(name) }
+func ValidSnapshotName(name string) bool { return snapshotName().MatchString(name) }
 
 // SnapshotRef is the ref of the snapshot called name.
 func SnapshotRef(name string) string { return SnapshotRefPrefix + name }
