@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"unicode"
 )
 
@@ -15,11 +16,12 @@ var ErrBadName = errors.New("invalid name")
 // SessionNamePattern is what a session's name must match.
 const SessionNamePattern = `^[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}$`
 
-var sessionName = regexp.MustCompile(SessionNamePattern)
+// sessionName is compiled on first use, not at start-up.
+var sessionName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(SessionNamePattern) })
 
 // CheckSessionName reports whether s can name a session.
 func CheckSessionName(s string) error {
-	if !sessionName.MatchString(s) {
+	if !sessionName().MatchString(s) {
 		return fmt.Errorf("%w: session name %q: use letters, digits and _.@+- (at most 128, not starting with a symbol)", ErrBadName, s)
 	}
 	return nil
