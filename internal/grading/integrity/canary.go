@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -47,12 +46,12 @@ type Canary struct {
 
 // canaryRunner matches the test commands whose selection can take the
 // canary file: pytest (also as python -m pytest) and python -m unittest.
-var canaryRunner = regexp.MustCompile(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+(pytest|unittest)(\s|$)`)
+var canaryRunner = lazyRegexp(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+(pytest|unittest)(\s|$)`)
 
 // NewCanary draws a canary for an evaluation whose test command is
 // testCmd and whose test patch touches testFiles.
 func NewCanary(testCmd string, testFiles []string) Canary {
-	if !canaryRunner.MatchString(testCmd) {
+	if !canaryRunner().MatchString(testCmd) {
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}

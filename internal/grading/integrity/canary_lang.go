@@ -3,7 +3,6 @@ package integrity
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -32,8 +31,8 @@ const (
 )
 
 var (
-	goTestCmd    = regexp.MustCompile(`(^|[\s;&|(])go\s+test(\s|$)`)
-	cargoTestCmd = regexp.MustCompile(`(^|[\s;&|(])cargo\s+(\+\S+\s+)?test(\s|$)`)
+	goTestCmd    = lazyRegexp(`(^|[\s;&|(])go\s+test(\s|$)`)
+	cargoTestCmd = lazyRegexp(`(^|[\s;&|(])cargo\s+(\+\S+\s+)?test(\s|$)`)
 )
 
 // langCanary draws a Go or Rust canary for testCmd, or returns ok false
@@ -41,9 +40,9 @@ var (
 func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 	var lang, suffix string
 	switch {
-	case goTestCmd.MatchString(testCmd):
+	case goTestCmd().MatchString(testCmd):
 		lang, suffix = canaryGo, "_test.go"
-	case cargoTestCmd.MatchString(testCmd):
+	case cargoTestCmd().MatchString(testCmd):
 		lang, suffix = canaryRust, ".rs"
 	default:
 		return Canary{}, false

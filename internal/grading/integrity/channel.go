@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -34,12 +33,12 @@ type Channel struct {
 }
 
 // pytestRunner matches the test commands that run pytest.
-var pytestRunner = regexp.MustCompile(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+pytest(\s|$)`)
+var pytestRunner = lazyRegexp(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+pytest(\s|$)`)
 
 // NewChannel draws a channel for an evaluation whose test command is
 // testCmd; inactive unless testCmd runs pytest.
 func NewChannel(testCmd string) Channel {
-	if !pytestRunner.MatchString(testCmd) {
+	if !pytestRunner().MatchString(testCmd) {
 		return Channel{}
 	}
 	tok := token()

@@ -94,7 +94,7 @@ func (r Rule) matches(p string, s section) bool {
 		return true
 	}
 	for _, l := range s.changed {
-		if r.Lines.MatchString(l.text) || l.setting != "" && r.Lines.MatchString(l.setting) {
+		if r.Lines().MatchString(l.text) || l.setting != "" && r.Lines().MatchString(l.setting) {
 			return true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Kind names a Rule.
@@ -41,12 +42,18 @@ type Rule struct {
 	Base      []string
 	Path      func(p string, added bool) bool
 	AddedOnly bool
-	Lines     *regexp.Regexp
+	Lines     func() *regexp.Regexp
+}
+
+// lazyRegexp compiles pattern on its first use, not at start-up: the
+// commands that never check a patch (msb run) do not pay for the rules.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
 }
 
 // pytestSettings are the lines of an ini or toml file that configure
 // pytest: its section headers and its settings.
-var pytestSettings = regexp.MustCompile(`(?i)^\s*\[\s*(pytest|tool:pytest|tool\.pytest[\w.]*)\s*\]|^\s*(addopts|testpaths|python_files|python_classes|python_functions|norecursedirs|confcutdir|rootdir|pytest_plugins|required_plugins|usefixtures|xfail_strict|minversion|filterwarnings|doctest_optionflags|doctest_glob|doctest_encoding|empty_parameter_set_mark|console_output_style|log_cli|asyncio_mode|consider_namespace_packages|pythonpath)\s*[=:]`)
+var pytestSettings = lazyRegexp(`(?i)^\s*\[\s*(pytest|tool:pytest|tool\.pytest[\w.]*)\s*\]|^\s*(addopts|testpaths|python_files|python_classes|python_functions|norecursedirs|confcutdir|rootdir|pytest_plugins|required_plugins|usefixtures|xfail_strict|minversion|filterwarnings|doctest_optionflags|doctest_glob|doctest_encoding|empty_parameter_set_mark|console_output_style|log_cli|asyncio_mode|consider_namespace_packages|pythonpath)\s*[=:]`)
 
 // Rules are the rules Check applies, one per kind. The test-file rule is
 // not among them: it depends on the instance (Check adds it).
@@ -68,36 +75,36 @@ var Rules = []Rule{
 	{Kind: KindJSRunner, Base: []string{"jest.config.*", "jest.setup.*", ".mocharc*", "mocha.opts", "vitest.config.*", "vitest.workspace.*", "karma.conf.*", "ava.config.*"},
 		Reason: "changes the JavaScript test runner's configuration, which chooses and runs the tests"},
 	{Kind: KindJSPackage, Base: []string{"package.json"},
-		Lines:  regexp.MustCompile(`"(jest|mocha|ava|vitest|c8|nyc|testMatch|testRegex|testPathIgnorePatterns|modulePathIgnorePatterns|setupFiles\w*|testEnvironment|test(:\w+)?|pretest|posttest)"\s*:`),
+		Lines:  lazyRegexp(`"(jest|mocha|ava|vitest|c8|nyc|testMatch|testRegex|testPathIgnorePatterns|modulePathIgnorePatterns|setupFiles\w*|testEnvironment|test(:\w+)?|pretest|posttest)"\s*:`),
 		Reason: "changes the test settings or test script in package.json"},
 	{Kind: KindCargo, Base: []string{"Cargo.toml"},
-		Lines:  regexp.MustCompile(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches)\s*=`),
+		Lines:  lazyRegexp(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches)\s*=`),
 		Reason: "changes Cargo's test targets or harness settings, which choose and run the tests"},
 	{Kind: KindJVMRunner, Base: []string{"pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle.properties"},
-		Lines:  regexp.MustCompile(`(?i)surefire|failsafe|skipTests|maven\.test\.|testFailureIgnore|<(test|excludes?|includes?|groups|excludedGroups)>|\btest\s*[({]|tasks\.(named\(\s*"test"|withType\s*<\s*Test)|excludeTestsMatching|includeTestsMatching|ignoreFailures|\bfilter\s*\{|\bexclude\b`),
+		Lines:  lazyRegexp(`(?i)surefire|failsafe|skipTests|maven\.test\.|testFailureIgnore|<(test|excludes?|includes?|groups|excludedGroups)>|\btest\s*[({]|tasks\.(named\(\s*"test"|withType\s*<\s*Test)|excludeTestsMatching|includeTestsMatching|ignoreFailures|\bfilter\s*\{|\bexclude\b`),
 		Reason: "changes the JVM build's test filters or test task (Surefire, Failsafe, Gradle), which choose and run the tests"},
 	{Kind: KindGoTest, Base: []string{"*_test.go"},
 		Reason: "changes a Go test file the test patch does not touch"},
 	{Kind: KindCTest, Base: []string{"CTestTestfile.cmake", "CTestCustom.cmake", "CTestConfig.cmake"},
 		Reason: "changes CTest's test lists"},
 	{Kind: KindCTest, Base: []string{"CMakeLists.txt", "*.cmake"},
-		Lines:  regexp.MustCompile(`(?i)\b(add_test|enable_testing|set_tests_properties|gtest_discover_tests|gtest_add_tests|catch_discover_tests|doctest_discover_tests|ctest)\b|\bWILL_FAIL\b|\bSKIP_RETURN_CODE\b`),
+		Lines:  lazyRegexp(`(?i)\b(add_test|enable_testing|set_tests_properties|gtest_discover_tests|gtest_add_tests|catch_discover_tests|doctest_discover_tests|ctest)\b|\bWILL_FAIL\b|\bSKIP_RETURN_CODE\b`),
 		Reason: "changes CMake's test list (add_test, set_tests_properties ...), which chooses and runs the tests"},
 }
 
 //go:embed stdlib.txt
 var stdlibText string
 
-var stdlib = func() map[string]bool {
+var stdlib = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
 	for _, n := range strings.Fields(stdlibText) {
 		m[n] = true
 	}
 	return m
-}()
+})
 
 // isStdlib: name is one of Python's sys.stdlib_module_names.
-func isStdlib(name string) bool { return stdlib[name] }
+func isStdlib(name string) bool { return stdlib()[name] }
 
 // testFramework are the modules the Python test runners are made of.
 var testFramework = map[string]bool{
