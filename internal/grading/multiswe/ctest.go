@@ -1,7 +1,6 @@
 package multiswe
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -20,15 +19,15 @@ var (
 	fmtPass = pyRegexp(`^\d+/\d+\s*Test\s*#\d+:\s*(.*?)\s*\.+\s*Passed`)
 	fmtFail = pyRegexp(`^\d+/\d+\s*Test\s*#\d+:\s*(.*?)\s*\.+\s*\*+Failed$`)
 
-	catch2Pass = []*regexp.Regexp{
+	catch2Pass = []*pyPattern{
 		pyRegexp(`(?i)^-- Performing Test (.+) - Success$`),
 		pyRegexp(`(?i)^\d+/\d+ Test\s+#\d+: (.+) \.+\s+ Passed\s+.+$`),
 	}
-	catch2Fail = []*regexp.Regexp{
+	catch2Fail = []*pyPattern{
 		pyRegexp(`(?i)^-- Performing Test (.+) - Failed$`),
 		pyRegexp(`(?i)^\d+/\d+ Test\s+#\d+: (.+) \.+\*\*\*Failed\s+.+$`),
 	}
-	catch2Skip = []*regexp.Regexp{pyRegexp(`(?i)^-- Performing Test (.+) - skipped$`)}
+	catch2Skip = []*pyPattern{pyRegexp(`(?i)^-- Performing Test (.+) - skipped$`)}
 )
 
 // ParseCTestFmt reads ctest's output as fmt's harness does.
@@ -52,7 +51,7 @@ func ParseCTestCatch2(log string) (Result, error) {
 	for _, line := range pySplitLines(log) {
 		line = pyLower(pyStrip(line))
 		for _, rs := range []struct {
-			res []*regexp.Regexp
+			res []*pyPattern
 			to  set
 		}{{catch2Pass, r.Passed}, {catch2Fail, r.Failed}, {catch2Skip, r.Skipped}} {
 			for _, re := range rs.res {

@@ -1,7 +1,6 @@
 package multiswe
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -17,7 +16,7 @@ import (
 // refuses: ErrConflict).
 var (
 	goPass  = pyRegexp(`^--- PASS: (\S+)`)
-	goFails = []*regexp.Regexp{pyRegexp(`^--- FAIL: (\S+)`), pyRegexp(`^FAIL:?\s?(.+?)\s`)}
+	goFails = []*pyPattern{pyRegexp(`^--- FAIL: (\S+)`), pyRegexp(`^FAIL:?\s?(.+?)\s`)}
 	goSkip  = pyRegexp(`^--- SKIP: (\S+)`)
 )
 

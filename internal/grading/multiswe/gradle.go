@@ -1,7 +1,5 @@
 package multiswe
 
-import "regexp"
-
 // Gradle: the harness's parser of mockito. Lines are read as they are (not
 // stripped). A task line "> Task :<task>" or "> Task :<task> UP-TO-DATE"
 // passed, "... FAILED" failed, "... SKIPPED" or "... NO-SOURCE" was
@@ -9,16 +7,16 @@ import "regexp"
 // test's status. A later pass does not undo an earlier failure; a failure
 // undoes an earlier pass.
 var (
-	gradlePass = []*regexp.Regexp{
+	gradlePass = []*pyPattern{
 		pyRegexp(`^> Task :(\S+)$`),
 		pyRegexp(`^> Task :(\S+) UP-TO-DATE$`),
 		pyRegexp(`^(.+ > .+) PASSED$`),
 	}
-	gradleFail = []*regexp.Regexp{
+	gradleFail = []*pyPattern{
 		pyRegexp(`^> Task :(\S+) FAILED$`),
 		pyRegexp(`^(.+ > .+) FAILED$`),
 	}
-	gradleSkip = []*regexp.Regexp{
+	gradleSkip = []*pyPattern{
 		pyRegexp(`^> Task :(\S+) SKIPPED$`),
 		pyRegexp(`^> Task :(\S+) NO-SOURCE$`),
 		pyRegexp(`^(.+ > .+) SKIPPED$`),

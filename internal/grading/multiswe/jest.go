@@ -3,7 +3,6 @@ package multiswe
 import (
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // Jest's default reporter: the harness's parsers of dayjs and darkreader.
@@ -15,7 +14,7 @@ import (
 // darkreader's suite is a name without whitespace, and it drops any
 // trailing parenthesis, not only a time.
 type jestPatterns struct {
-	passSuite, failSuite, passTest, failTest *regexp.Regexp
+	passSuite, failSuite, passTest, failTest *pyPattern
 }
 
 var (
@@ -59,7 +58,7 @@ func (p jestPatterns) parse(log string) (Result, error) {
 			r.Failed.add(suite)
 		}
 		for _, t := range []struct {
-			re *regexp.Regexp
+			re *pyPattern
 			to set
 		}{{p.passTest, r.Passed}, {p.failTest, r.Failed}} {
 			m := t.re.FindStringSubmatch(line)

@@ -3,6 +3,7 @@ package multiswe
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,10 +19,34 @@ const pySpace = `\t\n\v\f\r \x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x
 
 // pyRegexp compiles a pattern written with Python's \s, \S, \d and \w and gives
 // those classes their Unicode meaning in Python. (Go's are ASCII-only.)
-// Inside a bracket expression only \d is allowed.
-func pyRegexp(pattern string) *regexp.Regexp {
-	r := strings.NewReplacer(`\s`, "["+pySpace+"]", `\S`, "[^"+pySpace+"]", `\d`, `\p{Nd}`, `\w`, `[\p{L}\p{N}_]`)
-	return regexp.MustCompile(r.Replace(pattern))
+// Inside a bracket expression only \d is allowed. It compiles on first
+// use: the Unicode classes make large programs, and the commands that never
+// grade a Multi-SWE-bench row (msb run) should not build them at start-up.
+func pyRegexp(pattern string) *pyPattern {
+	return &pyPattern{compiled: sync.OnceValue(func() *regexp.Regexp {
+		r := strings.NewReplacer(`\s`, "["+pySpace+"]", `\S`, "[^"+pySpace+"]", `\d`, `\p{Nd}`, `\w`, `[\p{L}\p{N}_]`)
+		return regexp.MustCompile(r.Replace(pattern))
+	})}
+}
+
+// pyPattern is a pattern of pyRegexp, compiled on its first match. Its
+// methods are regexp.Regexp's.
+type pyPattern struct{ compiled func() *regexp.Regexp }
+
+func (p *pyPattern) FindStringSubmatch(s string) []string {
+	return p.compiled().FindStringSubmatch(s)
+}
+
+func (p *pyPattern) FindStringSubmatchIndex(s string) []int {
+	return p.compiled().FindStringSubmatchIndex(s)
+}
+
+func (p *pyPattern) FindAllStringSubmatch(s string, n int) [][]string {
+	return p.compiled().FindAllStringSubmatch(s, n)
+}
+
+func (p *pyPattern) ReplaceAllString(src, repl string) string {
+	return p.compiled().ReplaceAllString(src, repl)
 }
 
 // isPySpace reports whether Python's str.isspace calls r whitespace.
