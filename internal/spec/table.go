@@ -2,6 +2,7 @@ package spec
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/grading"
 )
@@ -41,8 +42,18 @@ var repos = map[string]repoFacts{
 }
 
 // table maps repository, then version, to the spec's own fields; Builtin
-// adds the repository's shared facts.
-var table = map[string]map[string]Spec{}
+// adds the repository's shared facts. fillTable fills it on first use
+// (builtinTable), not at start-up: msb run never looks a spec up.
+var (
+	table     = map[string]map[string]Spec{}
+	tableOnce sync.Once
+)
+
+// builtinTable returns table, filled.
+func builtinTable() map[string]map[string]Spec {
+	tableOnce.Do(fillTable)
+	return table
+}
 
 func add(repo string, versions []string, s Spec, edit ...func(v string, s *Spec)) {
 	if table[repo] == nil {
@@ -66,7 +77,7 @@ func vs(v ...string) []string { return v }
 
 // Builtin returns the built-in spec for a repository and version.
 func Builtin(repo, version string) (Spec, bool) {
-	s, ok := table[repo][version]
+	s, ok := builtinTable()[repo][version]
 	if !ok {
 		return Spec{}, false
 	}
@@ -97,8 +108,9 @@ func Builtin(repo, version string) (Spec, bool) {
 
 // BuiltinRepos lists the repositories of the built-in table.
 func BuiltinRepos() []string {
-	out := make([]string, 0, len(table))
-	for r := range table {
+	t := builtinTable()
+	out := make([]string, 0, len(t))
+	for r := range t {
 		out = append(out, r)
 	}
 	slices.Sort(out)
@@ -107,8 +119,9 @@ func BuiltinRepos() []string {
 
 // BuiltinVersions lists a repository's versions in the built-in table.
 func BuiltinVersions(repo string) []string {
-	out := make([]string, 0, len(table[repo]))
-	for v := range table[repo] {
+	t := builtinTable()[repo]
+	out := make([]string, 0, len(t))
+	for v := range t {
 		out = append(out, v)
 	}
 	slices.Sort(out)
@@ -136,7 +149,8 @@ func bootstrap(python string) []string {
 	return []string{"pip==24.2", "setuptools==75.1.0", "wheel==0.44.0"}
 }
 
-func init() {
+// fillTable adds the SWE-bench harness's specs to table.
+func fillTable() {
 	sklearnInstall := "python -m pip install -v --no-use-pep517 --no-build-isolation -e ."
 	add("scikit-learn/scikit-learn", vs("0.20", "0.21", "0.22"), Spec{
 		Python: "3.6", Packages: "numpy scipy cython pytest pandas matplotlib", Install: sklearnInstall,
