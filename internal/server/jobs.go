@@ -21,7 +21,7 @@ func datasetFilter(req api.LoadDatasetRequest) dataset.Filter {
 	return dataset.Filter{IDs: req.Instances, Regex: req.Regex, Slice: req.Slice}
 }
 
-var runIDPattern = regexp.MustCompile(namePat)
+var runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(namePat) })
 
 // jobs are the batch runs of a server, by id.
 type jobs struct {
@@ -57,7 +57,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) (any, error) 
 	if req.Workers < 0 || req.Workers > 1024 {
 		return nil, badRequest("workers %d: from 1 to 1024", req.Workers)
 	}
-	if !runIDPattern.MatchString(req.RunID) {
+	if !runIDPattern().MatchString(req.RunID) {
 		return nil, badRequest("run_id %q: use letters, digits and _.@+- (at most 128, not starting with a symbol)", req.RunID)
 	}
 	ids := []string(req.InstanceIDs)

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,24 +57,31 @@ func (m *metrics) request(route string, code int, d time.Duration) {
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
 }
 
+// lazyDesc is a metric's description made on first use (when the server
+// first describes or collects its metrics), so commands that never serve,
+// msb run among them, do not make them at start-up.
+func lazyDesc(name, help string, labels ...string) func() *prometheus.Desc {
+	return sync.OnceValue(func() *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) })
+}
+
 // engineCollector reports the engine's Stats at each scrape.
 type engineCollector struct{ e *engine.Engine }
 
 var (
-	descLive      = prometheus.NewDesc("msb_sandboxes_live", "Live sandboxes, evaluation sandboxes included.", nil, nil)
-	descCreated   = prometheus.NewDesc("msb_sandboxes_created_total", "Sandboxes created, by kind (task, raw).", []string{"kind"}, nil)
-	descReaped    = prometheus.NewDesc("msb_sandboxes_reaped_total", "Sandboxes closed by the daemon, by reason (lifetime, idle_timeout).", []string{"reason"}, nil)
-	descEvals     = prometheus.NewDesc("msb_evaluations_total", "Evaluations (fresh sandboxes), by outcome.", []string{"outcome"}, nil)
-	descBuilds    = prometheus.NewDesc("msb_cache_builds_total", "Environment cache builds, by what (env, repo, failed).", []string{"what"}, nil)
-	descHits      = prometheus.NewDesc("msb_cache_hits_total", "Task sandboxes whose layers were all cached.", nil, nil)
-	descMisses    = prometheus.NewDesc("msb_cache_misses_total", "Task sandboxes for which a layer was built.", nil, nil)
-	descRejected  = prometheus.NewDesc("msb_admission_rejected_total", "Sandboxes refused for lack of room, by resource.", []string{"reason"}, nil)
-	descQuotaUsed = prometheus.NewDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", []string{"resource"}, nil)
-	descQuotaMax  = prometheus.NewDesc("msb_quota_max", "Budget, by resource (0: none).", []string{"resource"}, nil)
+	descLive      = lazyDesc("msb_sandboxes_live", "Live sandboxes, evaluation sandboxes included.")
+	descCreated   = lazyDesc("msb_sandboxes_created_total", "Sandboxes created, by kind (task, raw).", "kind")
+	descReaped    = lazyDesc("msb_sandboxes_reaped_total", "Sandboxes closed by the daemon, by reason (lifetime, idle_timeout).", "reason")
+	descEvals     = lazyDesc("msb_evaluations_total", "Evaluations (fresh sandboxes), by outcome.", "outcome")
+	descBuilds    = lazyDesc("msb_cache_builds_total", "Environment cache builds, by what (env, repo, failed).", "what")
+	descHits      = lazyDesc("msb_cache_hits_total", "Task sandboxes whose layers were all cached.")
+	descMisses    = lazyDesc("msb_cache_misses_total", "Task sandboxes for which a layer was built.")
+	descRejected  = lazyDesc("msb_admission_rejected_total", "Sandboxes refused for lack of room, by resource.", "reason")
+	descQuotaUsed = lazyDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", "resource")
+	descQuotaMax  = lazyDesc("msb_quota_max", "Budget, by resource (0: none).", "resource")
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive, descCreated, descReaped, descEvals, descBuilds, descHits, descMisses, descRejected, descQuotaUsed, descQuotaMax, descPool, descPoolUse, descRefill, descSession} {
+	for _, d := range []*prometheus.Desc{descLive(), descCreated(), descReaped(), descEvals(), descBuilds(), descHits(), descMisses(), descRejected(), descQuotaUsed(), descQuotaMax(), descPool(), descPoolUse(), descRefill(), descSession()} {
 		ch <- d
 	}
 }
@@ -86,30 +94,30 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	gauge(descLive, float64(st.Live))
+	gauge(descLive(), float64(st.Live))
 	for _, k := range []string{"task", "raw"} {
-		counter(descCreated, st.Created[k], k)
+		counter(descCreated(), st.Created[k], k)
 	}
 	for k, v := range st.Reaped {
-		counter(descReaped, v, k)
+		counter(descReaped(), v, k)
 	}
 	for k, v := range st.Evaluations {
-		counter(descEvals, v, string(k))
+		counter(descEvals(), v, string(k))
 	}
-	counter(descBuilds, st.EnvBuilds, "env")
-	counter(descBuilds, st.RepoBuilds, "repo")
-	counter(descBuilds, st.FailedBuilds, "failed")
-	counter(descHits, st.CacheHits)
-	counter(descMisses, st.CacheMisses)
+	counter(descBuilds(), st.EnvBuilds, "env")
+	counter(descBuilds(), st.RepoBuilds, "repo")
+	counter(descBuilds(), st.FailedBuilds, "failed")
+	counter(descHits(), st.CacheHits)
+	counter(descMisses(), st.CacheMisses)
 	for k, v := range st.Rejected {
-		counter(descRejected, v, k)
+		counter(descRejected(), v, k)
 	}
 	collectPool(ch, c.e, gauge, counter)
 	q := c.e.Quota()
-	gauge(descQuotaUsed, float64(q.Sandboxes), "sandboxes")
-	gauge(descQuotaUsed, float64(q.MemoryUsedBytes), "memory_bytes")
-	gauge(descQuotaUsed, float64(q.DiskUsedBytes), "disk_bytes")
-	gauge(descQuotaMax, float64(q.MaxSandboxes), "sandboxes")
-	gauge(descQuotaMax, float64(q.MemoryBytes), "memory_bytes")
-	gauge(descQuotaMax, float64(q.DiskBytes), "disk_bytes")
+	gauge(descQuotaUsed(), float64(q.Sandboxes), "sandboxes")
+	gauge(descQuotaUsed(), float64(q.MemoryUsedBytes), "memory_bytes")
+	gauge(descQuotaUsed(), float64(q.DiskUsedBytes), "disk_bytes")
+	gauge(descQuotaMax(), float64(q.MaxSandboxes), "sandboxes")
+	gauge(descQuotaMax(), float64(q.MemoryBytes), "memory_bytes")
+	gauge(descQuotaMax(), float64(q.DiskBytes), "disk_bytes")
 }

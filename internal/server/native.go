@@ -9,13 +9,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 )
 
-var modeRE = regexp.MustCompile(modePattern)
+var modeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(modePattern) })
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) (any, error) {
 	h := api.Health{Status: "ok", Version: s.o.Version, Mode: s.e.Mode(), UptimeNs: int64(time.Since(s.start)),
@@ -287,7 +288,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	mode := uint64(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
-		if mode, err = strconv.ParseUint(v, 8, 32); err != nil || !modeRE.MatchString(v) {
+		if mode, err = strconv.ParseUint(v, 8, 32); err != nil || !modeRE().MatchString(v) {
 			return nil, badRequest("mode %q: want an octal mode like 0644", v)
 		}
 	}

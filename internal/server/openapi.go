@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
@@ -52,7 +53,7 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Write(s.OpenAPI())
 }
 
-var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+var pathParam = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([a-z_]+)\}`) })
 
 // optionalBody lists the routes whose JSON body may be left out.
 var optionalBody = map[string]bool{"evaluate": true, "gymSubmit": true, "snapshotSandbox": true, "forkSandbox": true, "forkSnapshot": true, "rollbackSandbox": true}
@@ -60,7 +61,7 @@ var optionalBody = map[string]bool{"evaluate": true, "gymSubmit": true, "snapsho
 func (g *schemaGen) operation(rt route) map[string]any {
 	op := map[string]any{"operationId": rt.op, "summary": rt.summary, "tags": []string{rt.tag}}
 	var params []any
-	for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
+	for _, m := range pathParam().FindAllStringSubmatch(rt.path, -1) {
 		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 	}
 	for _, q := range rt.query {
