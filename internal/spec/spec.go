@@ -177,6 +177,12 @@ func Resolve(in dataset.Instance, ov *Overrides) (Spec, error) {
 	if !ok && in.Source == dataset.MultiSWEBench {
 		s, ok = MultiSWEBuiltin(in)
 	}
+	if !ok && in.Source != dataset.MultiSWEBench {
+		var err error
+		if s, ok, err = MultilingualBuiltin(in); err != nil {
+			return Spec{}, err
+		}
+	}
 	switch {
 	case ok:
 	case in.Source == dataset.SWESmith || in.Source == dataset.SWEGym:

@@ -1,0 +1,196 @@
+package spec
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/minisandbox/msb/internal/dataset"
+)
+
+// The SWE-bench Multilingual table: the repositories of SWE-bench
+// Multilingual (C/C++, Go, Java, JavaScript/TypeScript, PHP, Ruby, Rust;
+// one version per task, the pull request's number), with the facts of the
+// swebench package (4.1.0, harness/constants/<lang>.py and the parsers of
+// harness/log_parsers/<lang>.py) in multilingual.json, which
+// testdata/multilingual/dump.py writes from the package and
+// TestMultilingualTableMatchesHarness compares with it. A version's spec
+// is made from those facts by the same rule for every repository:
+//
+//   - PreInstall: the harness's pre_install; Install: its install, then
+//     its build, as the harness's repository script runs them;
+//   - TestCmd: its build, then its test commands, one a line, as its eval
+//     script runs them after the test patch (msb has no step between the
+//     test patch and the tests, so the build is part of the test command);
+//   - LogParser: the parser the harness's MAP_REPO_TO_PARSER uses for the
+//     instance (for jekyll and immutable-js, the one their dispatcher
+//     chooses for the version), ported in package grading;
+//   - the language's toolchains from the host, Directives none.
+//
+// Where msb runs something else than the harness's image, mlRewrites and
+// mlBlocked say what, and docs/languages.md ("SWE-bench Multilingual")
+// says why.
+
+//go:embed multilingual.json
+var multilingualJSON []byte
+
+// mlFacts is multilingual.json: dump.py's output.
+type mlFacts struct {
+	Swebench string                `json:"swebench"`
+	Repos    map[string]mlRepoFact `json:"repos"`
+}
+
+// mlRepoFact is one repository of the harness's table.
+type mlRepoFact struct {
+	Module   string                   `json:"module"` // constants/<module>.py
+	Ext      string                   `json:"ext"`
+	Versions map[string]mlVersionFact `json:"versions"`
+}
+
+// mlVersionFact is one version's spec in the harness's table.
+type mlVersionFact struct {
+	PreInstall  []string       `json:"pre_install,omitempty"`
+	Install     []string       `json:"install,omitempty"`
+	Build       []string       `json:"build,omitempty"`
+	TestCmd     []string       `json:"test_cmd"`
+	AptPkgs     []string       `json:"apt_pkgs,omitempty"`
+	DockerSpecs map[string]any `json:"docker_specs"`
+	Parser      string         `json:"parser"`
+}
+
+// ErrToolchainUnavailable is returned for a row whose repository needs a
+// toolchain msb cannot provide here (PHP, Ruby, Ant, a browser, ...).
+var ErrToolchainUnavailable = errors.New("toolchain not available")
+
+// mlLang is what msb runs a harness module's repositories with.
+type mlLang struct {
+	language   string
+	toolchains []string
+	system     []string // Debian packages of the harness's base image that msb's base lacks
+	env        map[string]string
+}
+
+// mlLangs: per constants module, the language, toolchains and packages.
+// The C image's packages (autotools, tcl for redis's and valkey's test
+// runner, bison and flex for jq) are the harness's base Dockerfile's.
+var mlLangs = map[string]mlLang{
+	"c":          {language: LangC, toolchains: []string{"gcc", "make", "cmake"}, system: []string{"autoconf", "automake", "bison", "flex", "libtool", "tcl"}},
+	"go":         {language: LangGo, toolchains: []string{"go"}},
+	"rust":       {language: LangRust, toolchains: []string{"rust"}},
+	"java":       {language: LangJava, toolchains: []string{"java", "maven"}, env: map[string]string{"MALLOC_ARENA_MAX": "2"}},
+	"javascript": {language: LangJavaScript, toolchains: []string{"node"}, system: []string{"jq"}}, // jq: immutable-js 2005 pipes Jest's JSON through it
+}
+
+// mlCPP are the C++ repositories of the harness's C module.
+var mlCPP = map[string]bool{"fmtlib/fmt": true, "nlohmann/json": true}
+
+// mlBlocked are the repositories msb has no toolchain for here, and why.
+// Their rows get ErrToolchainUnavailable, not a spec that cannot work.
+var mlBlocked = map[string]string{
+	"phpoffice/phpspreadsheet":  "PHP and Composer are not among msb's toolchains",
+	"laravel/framework":         "PHP and Composer are not among msb's toolchains",
+	"php-cs-fixer/php-cs-fixer": "PHP and Composer are not among msb's toolchains",
+	"briannesbitt/carbon":       "PHP and Composer are not among msb's toolchains",
+	"jekyll/jekyll":             "Ruby and Bundler are not among msb's toolchains",
+	"fluent/fluentd":            "Ruby and Bundler are not among msb's toolchains",
+	"fastlane/fastlane":         "Ruby and Bundler are not among msb's toolchains",
+	"jordansissel/fpm":          "Ruby and Bundler are not among msb's toolchains",
+	"faker-ruby/faker":          "Ruby and Bundler are not among msb's toolchains",
+	"rubocop/rubocop":           "Ruby and Bundler are not among msb's toolchains",
+	"projectlombok/lombok":      "Apache Ant is not among msb's toolchains",
+	"apache/lucene":             "it needs JDK 21 and its Gradle wrapper's download; the host has JDK 17",
+	"reactivex/rxjava":          "its Gradle wrapper downloads Gradle, which offline builds cannot",
+	"preactjs/preact":           "its Karma tests need Google Chrome, which msb does not provide",
+	"vuejs/core":                "it needs pnpm, which is not on the host (corepack would download it)",
+}
+
+// mlRewrites are msb's changes to the harness's test commands, by
+// constants module: Maven runs offline from the local repository the
+// install filled, without colours, and as mvn (the harness's image has
+// the Maven daemon, mvnd, which the host has not).
+var mlRewrites = map[string]*strings.Replacer{
+	"java": strings.NewReplacer("mvnd ", "mvn -o -Dstyle.color=never "),
+}
+
+// multilingualTable is multilingual.json, read on first use (not at
+// start-up: most runs never need it).
+var multilingualTable = sync.OnceValue(func() mlFacts {
+	var f mlFacts
+	if err := json.Unmarshal(multilingualJSON, &f); err != nil {
+		panic(fmt.Sprintf("spec: multilingual.json: %v", err))
+	}
+	return f
+})
+
+// MultilingualBuiltin returns the built-in spec of a SWE-bench
+// Multilingual row: the entry of its repository and version. ok is false
+// when the table has neither; the error wraps ErrToolchainUnavailable
+// for a repository msb cannot run here.
+func MultilingualBuiltin(in dataset.Instance) (s Spec, ok bool, err error) {
+	repo, found := multilingualTable().Repos[in.Repo]
+	if !found {
+		return Spec{}, false, nil
+	}
+	v, found := repo.Versions[in.Version]
+	if !found {
+		return Spec{}, false, nil
+	}
+	if why, blocked := mlBlocked[in.Repo]; blocked {
+		return Spec{}, false, fmt.Errorf("%w for %s (%s): %s (docs/languages.md, SWE-bench Multilingual)",
+			ErrToolchainUnavailable, in.InstanceID, in.Repo, why)
+	}
+	lang, found := mlLangs[repo.Module]
+	if !found {
+		return Spec{}, false, fmt.Errorf("%w for %s (%s): no %s toolchain", ErrToolchainUnavailable, in.InstanceID, in.Repo, repo.Module)
+	}
+	return mlSpec(in.Repo, in.Version, repo.Module, lang, v), true, nil
+}
+
+// mlSpec makes a version's spec from the harness's facts.
+func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
+	tests := slices.Clone(v.TestCmd)
+	if r := mlRewrites[module]; r != nil {
+		for i, c := range tests {
+			tests[i] = r.Replace(c)
+		}
+	}
+	s := Spec{
+		Repo: repo, Version: version,
+		Language:       lang.language,
+		Toolchains:     slices.Clone(lang.toolchains),
+		SystemPackages: mlSystemPackages(lang.system, v.AptPkgs),
+		PreInstall:     slices.Clone(v.PreInstall),
+		Install:        strings.Join(append(slices.Clone(v.Install), v.Build...), "\n"),
+		TestCmd:        strings.Join(append(slices.Clone(v.Build), tests...), "\n"),
+		Directives:     DirectivesNone,
+		LogParser:      v.Parser,
+		Env:            map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+		Source:         []string{"builtin"},
+	}
+	if mlCPP[repo] {
+		s.Language = LangCPP
+	}
+	maps.Copy(s.Env, lang.env)
+	return s
+}
+
+// mlSystemPackages is the language's packages and the version's apt-pkgs,
+// sorted, without repeats; nil for none.
+func mlSystemPackages(lang, apt []string) []string {
+	pkgs := append(slices.Clone(lang), apt...)
+	if len(pkgs) == 0 {
+		return nil
+	}
+	slices.Sort(pkgs)
+	return slices.Compact(pkgs)
+}
+
+// MultilingualRepos lists the repositories of the table, sorted.
+func MultilingualRepos() []string {
+	return slices.Sorted(maps.Keys(multilingualTable().Repos))
+}
