@@ -76,6 +76,7 @@ type fileConfig struct {
 	Pythons            map[string]string `yaml:"pythons"`
 	RepoSources        map[string]string `yaml:"repo_sources"`
 	SpecFile           string            `yaml:"spec"`
+	ImageTemplate      string            `yaml:"image_template"`
 	Limits             struct {
 		Memory string  `yaml:"memory"`
 		Pids   int64   `yaml:"pids"`
@@ -185,7 +186,7 @@ func (s *settings) cacheConfig(o engineOptions) (engine.CacheConfig, error) {
 	}
 	c := engine.CacheConfig{Dir: first(o.cacheDir, s.CacheDir), Pythons: f.Pythons, PythonSearch: s.env.Pythons, Toolchains: s.env.Toolchains, RepoSources: f.RepoSources, Wheelhouse: f.Wheelhouse,
 		Base: f.Base, SystemSitePackages: f.SystemSitePackages, CopyMode: f.CopyMode, MustExist: o.mustExist,
-		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL}
+		ReposDir: f.ReposDir, DownloadCache: f.DownloadCache, BuildNetwork: f.BuildNetwork, IndexURL: f.IndexURL, ImageTemplate: f.ImageTemplate}
 	var err error
 	if c.IOBudget, err = parseBytes(first(f.IOBudget, "2G")); err != nil {
 		return c, fmt.Errorf("%w: io_budget: %v", errUsage, err)

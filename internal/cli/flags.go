@@ -80,6 +80,7 @@ type envFlags struct {
 	reposDir    string
 	downloads   string
 	buildNet    bool
+	imageTmpl   string
 	fs          *pflag.FlagSet
 }
 
@@ -95,6 +96,7 @@ func (f *envFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.reposDir, "repos-dir", "", "a directory of repositories to mirror from, as owner__name.git or owner__name (after --repo-source, before GitHub)")
 	fs.StringVar(&f.downloads, "download-cache", "", "directory of downloaded packages shared by builds (default <cache>/downloads)")
 	fs.BoolVar(&f.buildNet, "build-network", false, "build sandboxes reach the package index (through msb's caching proxy, which fills the download cache); off, builds install from the download cache alone")
+	fs.StringVar(&f.imageTmpl, "image-template", "", "image of each dataset row that names none (no docker_image), from its fields, e.g. 'sweb.eval.x86_64.{instance_id_1776}' (docs/dataset-format.md); import the images first")
 	f.fs = fs
 }
 
@@ -121,6 +123,12 @@ func (f *envFlags) apply(c *engine.CacheConfig) error {
 	}
 	if f.downloads != "" {
 		c.DownloadCache = f.downloads
+	}
+	if f.imageTmpl != "" {
+		if err := dataset.CheckImageTemplate(f.imageTmpl); err != nil {
+			return fmt.Errorf("%w: --image-template: %w", errUsage, err)
+		}
+		c.ImageTemplate = f.imageTmpl
 	}
 	c.BuildNetwork = c.BuildNetwork || f.buildNet
 	c.SystemSitePackages = c.SystemSitePackages || f.siteLibs

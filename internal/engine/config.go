@@ -188,6 +188,9 @@ type CacheConfig struct {
 	// MustExist: fail with ErrNoCache instead of creating a missing cache
 	// (inspection commands must not create one).
 	MustExist bool
+	// ImageTemplate names the image of each dataset row that names none
+	// (dataset.Options.ImageTemplate); "": such rows build environments.
+	ImageTemplate string
 }
 
 // check refuses a config that cannot be used (ErrBadRequest).

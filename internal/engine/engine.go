@@ -166,9 +166,9 @@ func (e *Engine) Concurrency(l api.Limits) int {
 // one, unless skipBad (then they are in Dataset.RowErrors and the run
 // summaries count them).
 func (e *Engine) LoadDataset(path string, f dataset.Filter, skipBad bool) (*dataset.Dataset, error) {
-	d, err := dataset.Read(path, dataset.Options{Filter: f})
+	d, err := dataset.Read(path, dataset.Options{Filter: f, ImageTemplate: e.cfg.Cache.ImageTemplate})
 	if err != nil {
-		if errors.Is(err, dataset.ErrUnknownID) || errors.Is(err, dataset.ErrBadFilter) {
+		if errors.Is(err, dataset.ErrUnknownID) || errors.Is(err, dataset.ErrBadFilter) || errors.Is(err, dataset.ErrBadImageTemplate) {
 			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		return nil, err

@@ -197,7 +197,7 @@ func Resolve(in dataset.Instance, ov *Overrides) (Spec, error) {
 			ErrNoSpec, in.InstanceID, repo, in.Version)
 	}
 	s = ov.apply(s, in)
-	if err := s.Validate(); err != nil {
+	if err := s.validate(in.Image != ""); err != nil {
 		return Spec{}, fmt.Errorf("spec for %s: %w", in.InstanceID, err)
 	}
 	return s, nil
@@ -225,12 +225,16 @@ var ToolchainNames = []string{"go", "rust", "node", "java", "maven", "gradle", "
 func (s Spec) IsPython() bool { return s.Language == "" || s.Language == LangPython }
 
 // Validate checks that the spec can be used.
-func (s Spec) Validate() error {
+func (s Spec) Validate() error { return s.validate(false) }
+
+// validate is Validate; an instance on an image (onImage) needs no python,
+// since nothing is built: the image has its interpreter.
+func (s Spec) validate(onImage bool) error {
 	if err := s.validateLanguage(); err != nil {
 		return err
 	}
 	var missing []string
-	if s.IsPython() && s.Python == "" {
+	if s.IsPython() && s.Python == "" && !onImage {
 		missing = append(missing, "python")
 	}
 	if s.TestCmd == "" {

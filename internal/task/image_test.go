@@ -1,25 +1,14 @@
 package task
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
@@ -35,7 +24,10 @@ func TestImageInstance(t *testing.T) {
 	f := newFixture(t)
 	src := f.gen.Instances[0]
 	const name = "example.com/msb-test/calc:1"
-	importImage(t, f.env.Cache, imageRootfs(t, f.gen.RepoDir, src.BaseCommit, f.gen.PyVersion), name, "MSB_IMAGE_MARK=from-the-image")
+	img := demotest.Image(t, demotest.ImageRootfs(t, f.gen.RepoDir, src.BaseCommit, f.gen.PyVersion), "MSB_IMAGE_MARK=from-the-image")
+	if _, err := rootfs.Import(t.Context(), f.env.Cache.Store(), img, rootfs.ImportOptions{Names: []string{name}}); err != nil {
+		t.Fatal(err)
+	}
 	inst := src
 	inst.InstanceID, inst.Repo, inst.Image = "calc__image-1", src.Repo+"-image", name
 	inst.RepoURL = "/nonexistent" // the image's repository is used, never cloned
@@ -84,121 +76,4 @@ func TestImageInstance(t *testing.T) {
 // user.
 func TestRootlessImageInstance(t *testing.T) {
 	privtest.Unprivileged(t, "^TestImageInstance$")
-}
-
-// imageRootfs is a root filesystem made on the host: bash, git, coreutils
-// and Python (the demo's version) with what they link, and the demo
-// repository at commit in /testbed.
-func imageRootfs(t *testing.T, repoDir, commit, pyVersion string) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "rootfs")
-	py := "/usr/bin/python" + pyVersion
-	bins := []string{"/usr/bin/bash", "/usr/bin/git", py, "/usr/bin/patch"}
-	for _, tool := range []string{"cat", "cp", "mkdir", "mktemp", "rm", "grep", "sed", "env", "ls", "mv", "chmod", "touch", "head", "tail", "tr", "sort", "uniq", "wc", "true", "false", "sleep", "id"} {
-		bins = append(bins, "/usr/bin/"+tool)
-	}
-	files := append([]string{"/usr/lib/python" + pyVersion}, bins...)
-	for _, bin := range bins {
-		out, err := exec.Command("ldd", bin).Output()
-		if err != nil {
-			continue // static, or not a binary
-		}
-		for _, w := range strings.Fields(string(out)) {
-			if strings.HasPrefix(w, "/") {
-				files = append(files, w)
-			}
-		}
-	}
-	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
-		if err != nil {
-			t.Fatalf("the image needs %s from the host: %v", f, err)
-		}
-		dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(f, "/usr"), "/"))
-		os.MkdirAll(filepath.Dir(dst), 0o755)
-		if out, err := exec.Command("cp", "-a", "--no-preserve=ownership", real, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp %s: %v: %s", real, err, out)
-		}
-	}
-	for name, target := range map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin", "usr/bin/sh": "bash", "usr/bin/python": "python" + pyVersion, "usr/bin/python3": "python" + pyVersion} {
-		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"tmp", "etc", "root"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	tb := filepath.Join(root, "testbed")
-	for _, args := range [][]string{{"clone", "-q", repoDir, tb}, {"-C", tb, "checkout", "-q", "--detach", commit}, {"-C", tb, "remote", "remove", "origin"}} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-	}
-	return root
-}
-
-// importImage imports the tree at root into the cache as a one-layer image
-// named name with env in its config and /testbed its working directory.
-func importImage(t *testing.T, c *envcache.Cache, root, name string, env ...string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = rel, 0, 0, "", ""
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		r, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		_, err = io.Copy(tw, r)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err = mutate.Config(img, v1.Config{Env: append([]string{"PATH=/usr/bin:/bin"}, env...), WorkingDir: "/testbed"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rootfs.Import(t.Context(), c.Store(), img, rootfs.ImportOptions{Names: []string{name}}); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -1,0 +1,137 @@
+package demotest
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The image of an image instance, made here without a registry: the
+// tools the task and eval scripts run and the demo's Python, copied from
+// the host, with a repository at /testbed.
+
+// ImageRootfs is a root filesystem made on the host: bash, git, coreutils
+// and Python (the demo's version) with what they link, and the demo
+// repository at commit in /testbed.
+func ImageRootfs(t *testing.T, repoDir, commit, pyVersion string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "rootfs")
+	py := "/usr/bin/python" + pyVersion
+	bins := []string{"/usr/bin/bash", "/usr/bin/git", py, "/usr/bin/patch"}
+	for _, tool := range []string{"cat", "cp", "mkdir", "mktemp", "rm", "grep", "sed", "env", "ls", "mv", "chmod", "touch", "head", "tail", "tr", "sort", "uniq", "wc", "true", "false", "sleep", "id"} {
+		bins = append(bins, "/usr/bin/"+tool)
+	}
+	files := append([]string{"/usr/lib/python" + pyVersion}, bins...)
+	for _, bin := range bins {
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			continue // static, or not a binary
+		}
+		for _, w := range strings.Fields(string(out)) {
+			if strings.HasPrefix(w, "/") {
+				files = append(files, w)
+			}
+		}
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatalf("the image needs %s from the host: %v", f, err)
+		}
+		dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(f, "/usr"), "/"))
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if out, err := exec.Command("cp", "-a", "--no-preserve=ownership", real, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", real, err, out)
+		}
+	}
+	for name, target := range map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin", "usr/bin/sh": "bash", "usr/bin/python": "python" + pyVersion, "usr/bin/python3": "python" + pyVersion} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"tmp", "etc", "root"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	tb := filepath.Join(root, "testbed")
+	for _, args := range [][]string{{"clone", "-q", repoDir, tb}, {"-C", tb, "checkout", "-q", "--detach", commit}, {"-C", tb, "remote", "remove", "origin"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return root
+}
+
+// Image is the tree at root as a one-layer image with env in its config
+// and /testbed its working directory; owners are root's.
+func Image(t *testing.T, root string, env ...string) v1.Image {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = rel, 0, 0, "", ""
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		r, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		_, err = io.Copy(tw, r)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.Config(img, v1.Config{Env: append([]string{"PATH=/usr/bin:/bin"}, env...), WorkingDir: "/testbed"}); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
