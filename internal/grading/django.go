@@ -3,6 +3,7 @@ package grading
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Django's runner (tests/runtests.py --verbosity 2) prints unittest's
@@ -25,11 +26,14 @@ const pyS = `[\t\n\v\f\r \x{1c}-\x{1f}\x{85}\x{a0}\p{Zs}\x{2028}\x{2029}]`
 
 // djangoInterrupted matches results that another print split from their
 // test line; the harness knows these three forms.
-var djangoInterrupted = []*regexp.Regexp{
-	regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `Testing against Django installed in (?s:.*?) silenced\)\.\nok$`),
-	regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `Internal Server Error: /(.*)/\nok$`),
-	regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `System check identified no issues \(0 silenced\)\nok$`),
-}
+// They are compiled on first use, not at start-up.
+var djangoInterrupted = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `Testing against Django installed in (?s:.*?) silenced\)\.\nok$`),
+		regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `Internal Server Error: /(.*)/\nok$`),
+		regexp.MustCompile(`(?m)^(.*?)` + pyS + `\.\.\.` + pyS + `System check identified no issues \(0 silenced\)\nok$`),
+	}
+})
 
 // ParseDjango is the harness's parse_log_django. Like the harness it does
 // not record "... expected failure" or "... unexpected success": such a
@@ -88,7 +92,7 @@ func ParseDjango(log string) StatusMap {
 			m[prev] = Passed
 		}
 	}
-	for _, re := range djangoInterrupted {
+	for _, re := range djangoInterrupted() {
 		for _, sm := range re.FindAllStringSubmatch(log, -1) {
 			m[sm[1]] = Passed
 		}

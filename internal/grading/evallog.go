@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Markers an evaluation script prints around the test command, and the
@@ -47,19 +48,21 @@ const (
 // ran at least one test (karma, mocha, jest, tap, jasmine, openlayers'
 // rendering cases): the evidence swebench 5.x's get_logs_eval asks of a log
 // with no parsed result. Every count must be non-zero: a runner that
-// started and ran nothing says "Executed 0 of 0".
-var suiteRanRE = regexp.MustCompile(`(?m)Executed [1-9]\d* of \d+` +
-	`|TOTAL: [1-9]\d* (?:SUCCESS|FAILED)` +
-	`|[1-9]\d* passing` +
-	`|Tests:\s+[1-9]\d*` +
-	`|Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total` +
-	`|^# tests [1-9]\d*` +
-	`|[1-9]\d* specs?, \d+ failures?` +
-	`|': ok$`)
+// started and ran nothing says "Executed 0 of 0". It is compiled on first use.
+var suiteRanRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)Executed [1-9]\d* of \d+` +
+		`|TOTAL: [1-9]\d* (?:SUCCESS|FAILED)` +
+		`|[1-9]\d* passing` +
+		`|Tests:\s+[1-9]\d*` +
+		`|Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total` +
+		`|^# tests [1-9]\d*` +
+		`|[1-9]\d* specs?, \d+ failures?` +
+		`|': ok$`)
+})
 
 // SuiteRan reports whether log shows that a test runner ran tests although
 // no result could be parsed from it.
-func SuiteRan(log string) bool { return suiteRanRE.MatchString(log) }
+func SuiteRan(log string) bool { return suiteRanRE().MatchString(log) }
 
 // ExitCodeOf reads the TestExitCode line of a log: the first
 // ">>>>> Test Exit Code: <n>".

@@ -3,6 +3,7 @@ package grading
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -56,16 +57,32 @@ var pyClasses = strings.NewReplacer(
 // pyRegexp compiles a pattern written as the harness wrote it. It must not
 // use \s, \S, \w or \d inside a character class. Go's leftmost-first
 // matching chooses the submatches a backtracking engine such as Python's
-// chooses, so greedy and lazy groups capture the same text.
-func pyRegexp(expr string) *regexp.Regexp {
-	return regexp.MustCompile(pyClasses.Replace(expr))
+// chooses, so greedy and lazy groups capture the same text. It compiles on
+// first use: the Unicode classes make large programs, which commands that
+// grade nothing (msb run) should not build at start-up.
+func pyRegexp(expr string) *pyPattern {
+	return &pyPattern{compiled: sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(pyClasses.Replace(expr))
+	})}
+}
+
+// pyPattern is a pattern of pyRegexp, compiled on its first match. Its
+// methods are regexp.Regexp's.
+type pyPattern struct{ compiled func() *regexp.Regexp }
+
+func (p *pyPattern) FindStringSubmatch(s string) []string {
+	return p.compiled().FindStringSubmatch(s)
+}
+
+func (p *pyPattern) ReplaceAllString(src, repl string) string {
+	return p.compiled().ReplaceAllString(src, repl)
 }
 
 // matchLines is the loop most of the harness's parsers are: for each line
 // of the log (stripped of whitespace as Python's str.strip does when strip
 // is set), re.match against pattern; status turns the submatches into a
 // test name and status, or ok false to record nothing.
-func matchLines(log string, pattern *regexp.Regexp, strip bool, status func(m []string) (name string, st Status, ok bool)) StatusMap {
+func matchLines(log string, pattern *pyPattern, strip bool, status func(m []string) (name string, st Status, ok bool)) StatusMap {
 	out := StatusMap{}
 	for _, line := range pyLines(log) {
 		if strip {

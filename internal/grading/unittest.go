@@ -3,6 +3,7 @@ package grading
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // `python -m unittest -v` prints, per test, a header and a result:
@@ -23,7 +24,9 @@ import (
 // failing setUpClass) are not named in the log and so count as missing.
 // This parser is not one of the harness's; it is for custom datasets.
 
-var unittestHeader = regexp.MustCompile(`^(\S+) \(([\w.]+)\)(?: \([^)]*\))?(?: \.\.\. ?(.*))?$`)
+var unittestHeader = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(\S+) \(([\w.]+)\)(?: \([^)]*\))?(?: \.\.\. ?(.*))?$`)
+})
 
 // ParseUnittest parses the verbose output of Python's unittest runner.
 func ParseUnittest(log string) StatusMap {
@@ -39,7 +42,7 @@ func ParseUnittest(log string) StatusMap {
 	for _, raw := range pyLines(log) {
 		line := strings.TrimRight(raw, "\r")
 		trimmed := strings.TrimSpace(line)
-		if sm := unittestHeader.FindStringSubmatch(trimmed); sm != nil {
+		if sm := unittestHeader().FindStringSubmatch(trimmed); sm != nil {
 			id := unittestID(sm[1], sm[2])
 			subtest := strings.Contains(trimmed, ") (")
 			if !strings.Contains(trimmed, " ...") {
@@ -87,7 +90,7 @@ func ParseUnittest(log string) StatusMap {
 			if !found {
 				continue
 			}
-			if sm := unittestHeader.FindStringSubmatch(rest); sm != nil && sm[3] == "" {
+			if sm := unittestHeader().FindStringSubmatch(rest); sm != nil && sm[3] == "" {
 				id := unittestID(sm[1], sm[2])
 				if !strings.HasSuffix(sm[2], "."+sm[1]) && !strings.HasPrefix(sm[1], "test") {
 					continue // setUpClass, setUpModule: not a test
