@@ -18,6 +18,7 @@ var leanInit = []string{
 	"github.com/minisandbox/msb/internal/api",
 	"github.com/minisandbox/msb/internal/rootfs",
 	"github.com/minisandbox/msb/internal/server",
+	"github.com/minisandbox/msb/internal/grading",
 	"github.com/minisandbox/msb/internal/grading/integrity",
 	"github.com/minisandbox/msb/internal/grading/multiswe",
 	"github.com/minisandbox/msb/internal/spec",
