@@ -15,9 +15,13 @@ import (
 // the cache. The message names the image and the import command.
 var ErrNoImage = errors.New("the instance's image is not in the cache")
 
+// ErrImageNoRepo: an image instance's image has no git repository at
+// /testbed, where task and evaluation scripts work.
+var ErrImageNoRepo = errors.New("the image has no git repository at " + Testbed)
+
 // prepareImage is Prepare for an image instance: the task's root is the
 // image's layers with the image's Env, and its repository is the image's
-// /testbed as the image has it. Nothing is built, so the spec's Python,
+// /testbed as the image has it (ErrImageNoRepo when it has none). Nothing is built, so the spec's Python,
 // install steps and system packages are not used; its eval script is.
 func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepared, error) {
 	root, err := c.imageRoot(ctx, inst)
@@ -28,7 +32,7 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 	if err != nil {
 		return nil, fmt.Errorf("leasing the layers of image %s: %w", inst.Image, err)
 	}
-	p := &Prepared{Env: root.Config.Env, Workdir: Testbed, Lease: lease, EnvKey: "image:" + inst.Image,
+	p := &Prepared{Env: root.Config.Env, Workdir: Testbed, Lease: lease, EnvKey: root.Top().Hex(),
 		Timings: map[string]time.Duration{}, Reused: true}
 	for _, id := range root.Layers {
 		tree, err := c.store.Materialize(ctx, id)
@@ -37,6 +41,10 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 			return nil, fmt.Errorf("image %s: %w", inst.Image, err)
 		}
 		p.Layers = append(p.Layers, tree)
+	}
+	if _, ok := c.baseFile(baseInfo{stack: reverse(root.Layers)}, "testbed/.git"); !ok {
+		lease.Release()
+		return nil, fmt.Errorf("image %s: %w", inst.Image, ErrImageNoRepo)
 	}
 	if c.opts.CopyMode {
 		t := time.Now()
@@ -55,8 +63,8 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 // an imported image (by reference or digest), a Debian base or a
 // snapshot; a name that is none of them is ErrNoImage.
 func (c *Cache) imageRoot(ctx context.Context, inst dataset.Instance) (rootfs.Root, error) {
-	missing := fmt.Errorf("instance %s: %w: %s (import it first: msb cache import-image --name %s SOURCE, SOURCE such as docker://REGISTRY/%s or docker-archive:FILE.tar)",
-		inst.InstanceID, ErrNoImage, inst.Image, inst.Image, inst.Image)
+	missing := fmt.Errorf("%w: %s (import it first: msb cache import-image --name %s SOURCE, SOURCE being docker://%s or a docker-archive: or oci: file)",
+		ErrNoImage, inst.Image, inst.Image, inst.Image)
 	src := rootfs.Resolve(c.store, inst.Image)
 	switch src.(type) {
 	case rootfs.Host, rootfs.Layer:
@@ -67,10 +75,10 @@ func (c *Cache) imageRoot(ctx context.Context, inst dataset.Instance) (rootfs.Ro
 		return rootfs.Root{}, fmt.Errorf("%w: %w", missing, err)
 	}
 	if err != nil {
-		return rootfs.Root{}, fmt.Errorf("instance %s: image %s: %w", inst.InstanceID, inst.Image, err)
+		return rootfs.Root{}, fmt.Errorf("image %s: %w", inst.Image, err)
 	}
 	if root.HostBase {
-		return rootfs.Root{}, fmt.Errorf("instance %s: image %s: %w: %w", inst.InstanceID, inst.Image, ErrBadBase, errHostUnder)
+		return rootfs.Root{}, fmt.Errorf("image %s: %w: %w", inst.Image, ErrBadBase, errHostUnder)
 	}
 	return root, nil
 }

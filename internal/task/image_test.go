@@ -3,6 +3,8 @@ package task
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,8 @@ import (
 // repository the image's /testbed, the image's Env applies, the agent's
 // patch is git diff there, and evaluation in a fresh sandbox on the same
 // image grades the gold patch resolved and an empty one not. An image the
-// cache lacks is ErrNoImage naming it and the import command.
+// cache lacks is ErrNoImage naming it and the import command; one without
+// a repository at /testbed is ErrImageNoRepo.
 func TestImageInstance(t *testing.T) {
 	f := newFixture(t)
 	src := f.gen.Instances[0]
@@ -69,6 +72,20 @@ func TestImageInstance(t *testing.T) {
 	if _, err := Open(ctx, f.env, tk, Options{}); !errors.Is(err, envcache.ErrNoImage) ||
 		!strings.Contains(err.Error(), "msb cache import-image --name "+inst.Image) {
 		t.Fatalf("an image the cache lacks: %v", err)
+	}
+	inst.InstanceID, inst.Image = "calc__image-3", "example.com/msb-test/norepo:1"
+	norepo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(norepo, "README"), []byte("no /testbed here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfs.Import(t.Context(), f.env.Cache.Store(), demotest.Image(t, norepo), rootfs.ImportOptions{Names: []string{inst.Image}}); err != nil {
+		t.Fatal(err)
+	}
+	if tk, err = New(inst, f.overrides(t, sp)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, f.env, tk, Options{}); !errors.Is(err, envcache.ErrImageNoRepo) || !strings.Contains(err.Error(), inst.Image) {
+		t.Fatalf("an image without /testbed: %v", err)
 	}
 }
 
