@@ -128,7 +128,9 @@ done`,
 
 // TestMultilingualParsersMatchHarness gives the same logs to each port and
 // to the swebench package's function of the same name: the real logs of
-// testdata/multilingual (made here by go test, cargo test, ...), the
+// testdata/multilingual (made here by go test -v, cargo test, Maven 3.8
+// with Surefire run per test under set -x, Jest --verbose and --json
+// through the harness's jq transform, node --test's TAP reporter), the
 // doctest reports above and 4000 random logs, each to every parser. The
 // status maps must be equal, key for key and status for status. A log on
 // which the harness's parser raises (its evaluation would stop there) is
