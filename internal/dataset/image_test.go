@@ -7,23 +7,25 @@ import (
 )
 
 // TestImageRows: a row's docker_image names its image (R2E-Gym's and
-// SWE-rebench's field); the template names the image of the rows that have
+// SWE-rebench's field), and so does image_name in a row with a test_patch
+// (SWE-rebench's, not SWE-smith's, which has none); the template names the image of the rows that have
 // none, and a row lacking a field the template uses is a bad row naming it.
 func TestImageRows(t *testing.T) {
 	row := `{"instance_id": "%s", "repo": "o/r", "base_commit": "abc", "patch": "", "test_patch": "", "version": "1.0", "FAIL_TO_PASS": [], "PASS_TO_PASS": []%s}`
 	rows := []string{
 		strings.Replace(strings.Replace(row, "%s", "Own__Image-1", 1), "%s", `, "docker_image": "swerebench/sweb.eval.x86_64.own_1776_image-1"`, 1),
 		strings.Replace(strings.Replace(row, "%s", "Django__Django-11099", 1), "%s", "", 1),
+		strings.Replace(strings.Replace(strings.Replace(row, "%s", "a__b-1", 1), "%s", "", 1), `"test_patch": ""`, `"test_patch": "diff", "image_name": "swerebench/sweb.eval.x86_64.a_1776_b-1:latest"`, 1),
 	}
 	p := writeFile(t, "d.jsonl", strings.Join(rows, "\n")+"\n")
 	d, err := Read(p, Options{ImageTemplate: "sweb.eval.x86_64.{instance_id_1776}"})
 	if err != nil || len(d.RowErrors) != 0 {
 		t.Fatal(err, d.RowErrors)
 	}
-	want := []string{"swerebench/sweb.eval.x86_64.own_1776_image-1", "sweb.eval.x86_64.django_1776_django-11099"}
+	want := []string{"swerebench/sweb.eval.x86_64.own_1776_image-1", "sweb.eval.x86_64.django_1776_django-11099", "swerebench/sweb.eval.x86_64.a_1776_b-1:latest"}
 	for i, in := range d.Selected {
-		if in.Image != want[i] {
-			t.Errorf("%s: image %q, want %q", in.InstanceID, in.Image, want[i])
+		if in.Image != want[i] || in.Source != SWEBench {
+			t.Errorf("%s: image %q source %s, want %q swe-bench", in.InstanceID, in.Image, in.Source, want[i])
 		}
 	}
 	if d, err = Read(p, Options{}); err != nil || d.Selected[1].Image != "" {

@@ -63,8 +63,8 @@ var (
 type Options struct {
 	Filter Filter
 	// Source forces the dataset family; when empty it is read from a row's
-	// "source" field, else SWE-smith when the row has "image_name", else
-	// SWE-bench.
+	// "source" field, else SWE-smith when the row has "image_name" and no
+	// "test_patch", else SWE-bench.
 	Source Source
 	// Format forces the file format; when empty it comes from the file name
 	// (.json, .jsonl/.ndjson, .parquet) or, failing that, the first byte.
@@ -359,10 +359,13 @@ func decode(row map[string]any, force Source) (Instance, []RowError) {
 		in.Source = force
 	case src != "":
 		in.Source = Source(src)
-	case in.ImageName != "":
+	case in.ImageName != "" && in.TestPatch == "": // SWE-rebench's rows have image_name too, and a test_patch
 		in.Source = SWESmith
 	default:
 		in.Source = SWEBench
+	}
+	if in.Image == "" && in.Source != SWESmith {
+		in.Image = in.ImageName // SWE-rebench: the instance's own image
 	}
 	req, known := requiredFields[in.Source]
 	if !known {
