@@ -26,14 +26,15 @@ import (
 //     its build, as the harness's repository script runs them;
 //   - TestCmd: its build, then its test commands, one a line, as its eval
 //     script runs them after the test patch (msb has no step between the
-//     test patch and the tests, so the build is part of the test command);
+//     test patch and the tests, so the build is part of the test command,
+//     and of the graded output: see mlEvalBuildSuffix);
 //   - LogParser: the parser the harness's MAP_REPO_TO_PARSER uses for the
 //     instance (for jekyll and immutable-js, the one their dispatcher
 //     chooses for the version), ported in package grading;
 //   - the language's toolchains from the host, Directives none.
 //
-// Where msb runs something else than the harness's image, mlRewrites and
-// mlBlocked say what, and docs/languages.md ("SWE-bench Multilingual")
+// Where msb runs something else than the harness's image,
+// mlInstallRewrites, mlEvalRewrites and mlBlocked say what, and docs/languages.md ("SWE-bench Multilingual")
 // says why.
 
 //go:embed multilingual.json
@@ -72,7 +73,6 @@ type mlLang struct {
 	language   string
 	toolchains []string
 	system     []string // Debian packages of the harness's base image that msb's base lacks
-	env        map[string]string
 }
 
 // mlLangs: per constants module, the language, toolchains and packages.
@@ -82,7 +82,7 @@ var mlLangs = map[string]mlLang{
 	"c":          {language: LangC, toolchains: []string{"gcc", "make", "cmake"}, system: []string{"autoconf", "automake", "bison", "flex", "libtool", "tcl"}},
 	"go":         {language: LangGo, toolchains: []string{"go"}},
 	"rust":       {language: LangRust, toolchains: []string{"rust"}},
-	"java":       {language: LangJava, toolchains: []string{"java", "maven"}, env: map[string]string{"MALLOC_ARENA_MAX": "2"}},
+	"java":       {language: LangJava, toolchains: []string{"java", "maven"}},
 	"javascript": {language: LangJavaScript, toolchains: []string{"node"}, system: []string{"jq"}}, // jq: immutable-js 2005 pipes Jest's JSON through it
 }
 
@@ -106,15 +106,38 @@ var mlBlocked = map[string]string{
 	"apache/lucene":             "it needs JDK 21 and its Gradle wrapper's download; the host has JDK 17",
 	"reactivex/rxjava":          "its Gradle wrapper downloads Gradle, which offline builds cannot",
 	"preactjs/preact":           "its Karma tests need Google Chrome, which msb does not provide",
+	"babel/babel":               "it needs Yarn, which is not on the host (corepack would download it)",
+	"facebook/docusaurus":       "it needs Yarn, which is not on the host (corepack would download it)",
 	"vuejs/core":                "it needs pnpm, which is not on the host (corepack would download it)",
 }
 
-// mlRewrites are msb's changes to the harness's test commands, by
-// constants module: Maven runs offline from the local repository the
-// install filled, without colours, and as mvn (the harness's image has
-// the Maven daemon, mvnd, which the host has not).
-var mlRewrites = map[string]*strings.Replacer{
-	"java": strings.NewReplacer("mvnd ", "mvn -o -Dstyle.color=never "),
+// mlInstallRewrites and mlEvalRewrites are msb's changes to the
+// harness's commands, by constants module, in the install step and in the
+// evaluation's build and test commands: Maven runs as the host's mvn (the
+// harness's image has the Maven daemon, mvnd; javaparser's wrapper,
+// ./mvnw, would download another Maven), in the evaluation offline from
+// the local repository the install filled and without colours.
+var (
+	mlInstallRewrites = map[string]*strings.Replacer{
+		"java": strings.NewReplacer("mvnd ", "mvn ", "./mvnw ", "mvn "),
+	}
+	mlEvalRewrites = map[string]*strings.Replacer{
+		"java": strings.NewReplacer("mvnd ", mvnOfflineNoColour+" ", "./mvnw ", mvnOfflineNoColour+" ", "mvn ", mvnOfflineNoColour+" "),
+	}
+)
+
+// mvnOfflineNoColour is Maven as a Multilingual evaluation runs it.
+const mvnOfflineNoColour = "mvn -o -Dstyle.color=never"
+
+// mlEvalBuildSuffix follows each build command of an evaluation, by
+// constants module. The harness builds before its test output starts, so
+// its parser never reads the build's output; msb's build is part of the
+// test command. For Maven this matters: the maven parser pairs a BUILD
+// SUCCESS that no -Dtest= command precedes with a test whose own run
+// printed none, so the build's line is renamed (pipefail keeps Maven's
+// status).
+var mlEvalBuildSuffix = map[string]string{
+	"java": ` | sed 's/BUILD \(SUCCESS\|FAILURE\)$/& (msb: the build step)/'`,
 }
 
 // multilingualTable is multilingual.json, read on first use (not at
@@ -153,20 +176,20 @@ func MultilingualBuiltin(in dataset.Instance) (s Spec, ok bool, err error) {
 
 // mlSpec makes a version's spec from the harness's facts.
 func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
-	tests := slices.Clone(v.TestCmd)
-	if r := mlRewrites[module]; r != nil {
-		for i, c := range tests {
-			tests[i] = r.Replace(c)
-		}
+	install := append(slices.Clone(v.Install), v.Build...)
+	var eval []string
+	for _, c := range v.Build {
+		eval = append(eval, c+mlEvalBuildSuffix[module])
 	}
+	eval = append(eval, v.TestCmd...)
 	s := Spec{
 		Repo: repo, Version: version,
 		Language:       lang.language,
 		Toolchains:     slices.Clone(lang.toolchains),
 		SystemPackages: mlSystemPackages(lang.system, v.AptPkgs),
 		PreInstall:     slices.Clone(v.PreInstall),
-		Install:        strings.Join(append(slices.Clone(v.Install), v.Build...), "\n"),
-		TestCmd:        strings.Join(append(slices.Clone(v.Build), tests...), "\n"),
+		Install:        mlJoin(install, mlInstallRewrites[module]),
+		TestCmd:        mlJoin(eval, mlEvalRewrites[module]),
 		Directives:     DirectivesNone,
 		LogParser:      v.Parser,
 		Env:            map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
@@ -175,8 +198,18 @@ func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
 	if mlCPP[repo] {
 		s.Language = LangCPP
 	}
-	maps.Copy(s.Env, lang.env)
 	return s
+}
+
+// mlJoin is cmds one a line, each rewritten by r (nil: as they are).
+func mlJoin(cmds []string, r *strings.Replacer) string {
+	out := slices.Clone(cmds)
+	if r != nil {
+		for i, c := range out {
+			out[i] = r.Replace(c)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // mlSystemPackages is the language's packages and the version's apt-pkgs,
