@@ -130,7 +130,8 @@ done`,
 // to the swebench package's function of the same name: the real logs of
 // testdata/multilingual (made here by go test -v, cargo test, Maven 3.8
 // with Surefire run per test under set -x, Jest --verbose and --json
-// through the harness's jq transform, node --test's TAP reporter), the
+// through the harness's jq transform, node --test's TAP reporter,
+// GoogleTest under ctest -V as fmt's command runs it), the
 // doctest reports above and 4000 random logs, each to every parser. The
 // status maps must be equal, key for key and status for status. A log on
 // which the harness's parser raises (its evaluation would stop there) is
