@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 // made here) and validates (gold resolved, empty not) on it; the other
 // row's image, named by --image-template, is not in the cache: its error
 // names the image and the import command, and the first row still ran.
+// msb cache build reports the imported one reused and the other failed.
 func TestImageRows(t *testing.T) {
 	gen, _ := demoFixture(t)
 	dir := t.TempDir()
@@ -58,6 +60,11 @@ func TestImageRows(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "calc__img-2") || !strings.Contains(r.stdout, "msb cache import-image --name example.com/msb-test/calc__img-2:1") {
 		t.Fatalf("the row whose image is not imported: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = msb(t, dir, env, "cache", "build", "--dataset", data, "--spec", specPath, "--image-template", "example.com/msb-test/{instance_id_lower}:1")
+	if r.code != exitFailure || !regexp.MustCompile(`calc__img-1 +reused`).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "msb cache import-image --name example.com/msb-test/calc__img-2:1") {
+		t.Fatalf("cache build of image rows (one imported, one not): exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := msb(t, dir, env, "validate", "--dataset", data, "--spec", specPath, "--out", out, "--image-template", "x/{id}"); r.code != exitUsage ||
 		!strings.Contains(r.stderr, "unknown placeholder {id}") {
