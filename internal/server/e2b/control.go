@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,6 +48,10 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := f.start(r, req)
+	if errors.Is(err, ErrNotReady) {
+		apiError(w, api.CodeConflict, "%v", err)
+		return
+	}
 	if err != nil {
 		engineError(w, err)
 		return
@@ -84,6 +90,16 @@ func created(b *box) map[string]any {
 func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, error) {
 	sr := engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels()}
 	sr.Network, sr.NetPolicy = networkOf(req.AllowInternetAccess, req.Network)
+	if tr, ok, err := f.templateSandbox(req.TemplateID); ok {
+		if err != nil {
+			return nil, err
+		}
+		sr.Image, sr.Workdir, sr.Env = tr.Image, tr.Workdir, tr.Env
+		for _, k := range slices.Sorted(maps.Keys(req.EnvVars)) {
+			sr.Env = setEnv(sr.Env, k, req.EnvVars[k])
+		}
+		return f.e.CreateSandbox(r.Context(), sr)
+	}
 	switch req.TemplateID {
 	case "", baseTemplate:
 		sr.HostBase = true

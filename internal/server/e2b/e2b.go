@@ -33,9 +33,10 @@ type Front struct {
 	token string
 	log   *slog.Logger
 
-	mu     sync.Mutex // guards boxes and owners
-	boxes  map[string]*box
-	owners map[string]string // snapshot name -> the E2B sandbox it was taken of
+	mu        sync.Mutex // guards boxes, owners and templates
+	boxes     map[string]*box
+	owners    map[string]string    // snapshot name -> the E2B sandbox it was taken of
+	templates map[string]*template // by id (templates.go)
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
@@ -78,7 +79,8 @@ func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}}
+	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{},
+		templates: map[string]*template{}}
 }
 
 // Handler serves both planes: the REST control plane and, for requests with
@@ -104,6 +106,12 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("GET /sandboxes/metrics", f.manyMetrics)
 	control.HandleFunc("GET /sandboxes/{id}/logs", f.logs)
 	control.HandleFunc("GET /v2/sandboxes/{id}/logs", f.logsV2)
+	control.HandleFunc("POST /v3/templates", f.requestBuild)
+	control.HandleFunc("GET /templates/{template}/files/{hash}", f.fileLink)
+	control.HandleFunc("POST /v2/templates/{template}/builds/{build}", f.startBuild)
+	control.HandleFunc("GET /templates/{template}/builds/{build}/status", f.buildStatus)
+	control.HandleFunc("GET /templates/{template}/{what}", f.templateInfo) // aliases/{name} or {id}/tags
+	control.HandleFunc("PUT /sandboxes/{id}/network", f.updateNetwork)
 	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)
 	})
@@ -115,7 +123,14 @@ func (f *Front) Handler() http.Handler {
 	sandbox.HandleFunc("GET /files", f.download)
 	sandbox.HandleFunc("POST /files", f.upload)
 
+	uploads := http.NewServeMux()
+	uploads.HandleFunc("PUT "+uploadPrefix+"{template}/{hash}", f.uploadFiles)
+
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, uploadPrefix) { // the URL's token is the key
+			uploads.ServeHTTP(w, r)
+			return
+		}
 		if r.Header.Get("E2b-Sandbox-Id") != "" {
 			f.envd(sandbox).ServeHTTP(w, r)
 			return

@@ -22,10 +22,23 @@ const harborEnv = "MSB_TEST_HARBOR"
 // own e2b environment pointed at the front end: Harbor's oracle agent runs
 // the task's solution in an msb sandbox, its verifier then reads what it
 // wrote, and the trial ends with the sandbox killed. The sandbox comes from
-// the prebuilt template base (prebuilt_template_id), since msb builds no
-// templates from Dockerfiles; restore_login_path=false because base's /etc
+// the prebuilt template base (prebuilt_template_id), so the task's
+// Dockerfile is not built; restore_login_path=false because base's /etc
 // is the host's, read-only, where Harbor would add a profile script.
 func TestE2BHarbor(t *testing.T) {
+	runHarbor(t, "testdata/harbor/hello", "--ek", "prebuilt_template_id=base")
+}
+
+// TestE2BHarborBuild runs a task without a prebuilt template: Harbor
+// builds its environment/Dockerfile (FROM e2bdev/base, WORKDIR, RUN)
+// through the SDK's Template API, and the verifier checks the RUN's file.
+func TestE2BHarborBuild(t *testing.T) {
+	runHarbor(t, "testdata/harbor/hello-built")
+}
+
+// runHarbor runs the Harbor task in dir with the oracle agent on the
+// front end and checks it got reward 1 and left no sandbox.
+func runHarbor(t *testing.T, dir string, args ...string) {
 	harbor := os.Getenv(harborEnv)
 	if harbor == "" {
 		harbor, _ = filepath.Abs("../../../.venv-harbor/bin/harbor")
@@ -40,11 +53,15 @@ func TestE2BHarbor(t *testing.T) {
 	jobs := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, harbor, "run", "-p", "testdata/harbor/hello", "-a", "oracle", "-e", "e2b",
-		"--ek", "prebuilt_template_id=base", "--ek", "restore_login_path=false", "-o", jobs, "-n", "1")
+	cmd := exec.CommandContext(ctx, harbor, append([]string{"run", "-p", dir, "-a", "oracle", "-e", "e2b",
+		"--ek", "restore_login_path=false", "-o", jobs, "-n", "1"}, args...)...)
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey,
 		"LITELLM_LOCAL_MODEL_COST_MAP=True", "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
+	if exc, _ := filepath.Glob(filepath.Join(jobs, "*", "*", "exception.txt")); len(exc) > 0 {
+		b, _ := os.ReadFile(exc[0])
+		t.Errorf("the trial failed:\n%s", b)
+	}
 	if err != nil {
 		t.Fatalf("harbor run: %v\n%s", err, out)
 	}

@@ -193,7 +193,7 @@ func (f *Front) snapshots(w http.ResponseWriter, r *http.Request) {
 			owner = s.Sandbox
 		}
 		switch {
-		case strings.HasPrefix(s.Name, pausePrefix),
+		case strings.HasPrefix(s.Name, pausePrefix), strings.HasPrefix(s.Name, templatePrefix),
 			q.Get("sandboxID") != "" && q.Get("sandboxID") != owner,
 			q.Get("name") != "" && q.Get("name") != s.Name:
 			continue
