@@ -180,7 +180,7 @@ func TestE2BTimeout(t *testing.T) {
 
 // sdkScript runs a script of testdata with the e2b SDK from PyPI pointed
 // at a fresh front end, and returns what it printed.
-func sdkScript(t *testing.T, script string) []byte {
+func sdkScript(t *testing.T, script string, args ...string) []byte {
 	t.Helper()
 	py := privtest.Python(t, "the e2b SDK (internal/server/testdata/requirements.txt)")
 	if out, err := exec.Command(py, "-c", "import e2b").CombinedOutput(); err != nil {
@@ -189,7 +189,7 @@ func sdkScript(t *testing.T, script string) []byte {
 	url := startFront(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", script))
+	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", script)}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONFAULTHANDLER=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
 	cmd.Stderr = &strings.Builder{}
 	out, err := cmd.Output()
