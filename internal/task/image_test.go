@@ -22,7 +22,7 @@ import (
 // patch is git diff there, and evaluation in a fresh sandbox on the same
 // image grades the gold patch resolved and an empty one not. An image the
 // cache lacks is ErrNoImage naming it and the import command; one without
-// a repository at /testbed is ErrImageNoRepo.
+// a repository at /testbed is ErrImageNoRepo. Copy mode runs it too.
 func TestImageInstance(t *testing.T) {
 	f := newFixture(t)
 	src := f.gen.Instances[0]
@@ -53,6 +53,20 @@ func TestImageInstance(t *testing.T) {
 	sb.Close()
 	if err != nil || !strings.Contains(diff, "+# agent") || !strings.Contains(diff, "calc/stats.py") {
 		t.Fatalf("agent's patch: %v %q", err, diff)
+	}
+	// Copy mode (hosts without overlayfs): the image's files in a private tree.
+	copied, err := envcache.Open(envcache.Options{Dir: f.env.Cache.Dir(), Runtime: f.env.Runtime, CopyMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csb, err := Open(ctx, Env{Runtime: f.env.Runtime, Cache: copied}, tk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = csb.run(ctx, "echo $MSB_IMAGE_MARK; git status --short; git rev-parse HEAD", time.Minute)
+	csb.Close()
+	if err != nil || res.Output != "from-the-image\n"+src.BaseCommit+"\n" {
+		t.Fatalf("copy mode on the image: %v %q", err, res.Output)
 	}
 	gold := inst.ReferenceFix()
 	if ev := Evaluate(ctx, f.env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: "m", ModelPatch: &gold}, opts()); ev.Result.Outcome != api.OutcomeResolved {
