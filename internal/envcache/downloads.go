@@ -240,7 +240,7 @@ func ProjectName(name string) string {
 func (p *indexProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	switch {
-	case len(parts) == 2 && (parts[0] == "simple" || dateIndexRE.MatchString(parts[0])):
+	case len(parts) == 2 && (parts[0] == "simple" || dateIndexRE().MatchString(parts[0])):
 		p.servePage(w, req, strings.TrimPrefix(strings.TrimPrefix(parts[0], "simple"), "-"), ProjectName(parts[1]))
 	case len(parts) == 4 && parts[0] == "files" && validName(parts[2]) && validName(parts[3]):
 		p.serveFile(w, req, parts[2], parts[3])
@@ -249,7 +249,7 @@ func (p *indexProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-var dateIndexRE = regexp.MustCompile(`^simple-\d{4}-\d{2}-\d{2}$`)
+var dateIndexRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^simple-\d{4}-\d{2}-\d{2}$`) })
 
 func validName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
@@ -295,8 +295,8 @@ func (p *indexProxy) servePage(w http.ResponseWriter, req *http.Request, date, p
 }
 
 var (
-	anchorRE = regexp.MustCompile(`(?is)<a\s([^>]*)>`)
-	attrRE   = regexp.MustCompile(`(?s)([a-zA-Z_:-]+)\s*=\s*"([^"]*)"`)
+	anchorRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)<a\s([^>]*)>`) })
+	attrRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)([a-zA-Z_:-]+)\s*=\s*"([^"]*)"`) })
 )
 
 // fetchRecord gets a project's page from upstream, in the JSON form of
@@ -382,9 +382,9 @@ func cmpOr(a, b string) string {
 
 func parseHTMLPage(body []byte, base *url.URL) (*projectRecord, error) {
 	r := &projectRecord{Files: []projectFile{}}
-	for _, m := range anchorRE.FindAllStringSubmatch(string(body), -1) {
+	for _, m := range anchorRE().FindAllStringSubmatch(string(body), -1) {
 		attrs := map[string]string{}
-		for _, a := range attrRE.FindAllStringSubmatch(m[1], -1) {
+		for _, a := range attrRE().FindAllStringSubmatch(m[1], -1) {
 			attrs[strings.ToLower(a[1])] = html.UnescapeString(a[2])
 		}
 		u, err := base.Parse(attrs["href"])

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
@@ -67,7 +68,7 @@ func (c *Cache) source(inst dataset.Instance) string {
 // here: RepoSources or ReposDir by the GitHub owner/name of the URL; "" for
 // none (the submodule is left uninitialized, as a plain clone leaves it).
 func (c *Cache) localSource(url string) string {
-	m := githubRE.FindStringSubmatch(url)
+	m := githubRE().FindStringSubmatch(url)
 	if m == nil {
 		return ""
 	}
@@ -78,7 +79,9 @@ func (c *Cache) localSource(url string) string {
 	return src
 }
 
-var githubRE = regexp.MustCompile(`^(?:https?://|git@|git://)github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$`)
+var githubRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:https?://|git@|git://)github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$`)
+})
 
 // submodules checks out, at the commits the tree records, the submodules
 // of dir that have a local source (e.g. astropy's astropy_helpers, which

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/dataset"
 )
@@ -35,13 +36,13 @@ func scmVersion(ctx context.Context, mirror, commit string) string {
 }
 
 var (
-	describeRE  = regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`)
-	numberRE    = regexp.MustCompile(`\d+`)
-	separatorRE = regexp.MustCompile(`[-_.]+`)
+	describeRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^v?(.+)-(\d+)-g([0-9a-f]+)$`) })
+	numberRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\d+`) })
+	separatorRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[-_.]+`) })
 )
 
 func scmVersionOf(describe string) string {
-	m := describeRE.FindStringSubmatch(describe)
+	m := describeRE().FindStringSubmatch(describe)
 	if m == nil {
 		return ""
 	}
@@ -53,7 +54,7 @@ func scmVersionOf(describe string) string {
 		return base + ".dev" + distance + "+g" + node
 	}
 	// the next release: the last number of the tag plus one
-	loc := numberRE.FindAllStringIndex(tag, -1)
+	loc := numberRE().FindAllStringIndex(tag, -1)
 	if len(loc) == 0 {
 		return ""
 	}
@@ -66,6 +67,6 @@ func scmVersionOf(describe string) string {
 // (named like the repository) only, not for dependencies built from sdists.
 func scmVersionEnv(repo, version string) string {
 	_, name, _ := strings.Cut(repo, "/")
-	name = strings.ToUpper(separatorRE.ReplaceAllString(name, "_"))
+	name = strings.ToUpper(separatorRE().ReplaceAllString(name, "_"))
 	return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + name + "=" + version
 }
