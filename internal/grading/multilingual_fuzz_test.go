@@ -16,7 +16,7 @@ func FuzzMultilingualParsers(f *testing.F) {
 			f.Add(string(b))
 		}
 	}
-	for _, s := range append(doctestLogs, "", "\r", "[ok]: a in b", "  ✔ x\nStarting browser\n  a\n ✔ b\n\tc\nSUMMARY:",
+	for _, s := range append(append(doctestLogs, multimodalLogs...), "", "\r", "[ok]: a in b", "  ✔ x\nStarting browser\n  a\n ✔ b\n\tc\nSUMMARY:",
 		"+ mvn -Dtest=A\nBUILD SUCCESS\nBUILD FAILURE", "A > b\nPASSED", "x: E", "Suite (A)\n✔ t") {
 		f.Add(s)
 	}

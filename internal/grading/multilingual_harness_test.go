@@ -57,7 +57,10 @@ var (
 var mlShapes = []string{"--- PASS: %s (0.01s)", "--- FAIL: %s (%s)", "--- SKIP: %s (0.00s)", "test %s ... ok",
 	"test %s ... FAILED", "test %s ... %s", "[junit] [PASS] %s", "[junit] [ERR] %s", "[PASSED] %s", "[FAILED] %s",
 	"ok 1 %s", "not ok 12 %s", "ok %s", "+ mvn test -Dtest=%s", "[INFO] BUILD SUCCESS", "[ERROR] BUILD FAILURE",
-	"%s > %s PASSED", "%s > %s", "FAILED", "PASSED", "[ok]: %s (3 ms)", "[err]: %s in %s", "✓ %s (%s)", "× %s %s"}
+	"%s > %s PASSED", "%s > %s", "FAILED", "PASSED", "[ok]: %s (3 ms)", "[err]: %s in %s", "✓ %s (%s)", "× %s %s",
+	"$ ./node_modules/.bin/jest %s", "  %s", "    ✓ %s (12ms)", "    ✕ %s", "Test Suites: %s", "  ● %s",
+	"Chrome 120.0.1 (Linux x86_64) %s FAILED", "HeadlessChrome 99 (Mac) %s FAILED", "1) %s", "  12) %s:",
+	"PASS %s (1.2 s)", "FAIL %s (35 ms)", "PASS %s (2s)", "{", "}", "[", "]", "{ %s }", "<div>%s</div>", "<p>%s", "</p>"}
 
 // multilingualLog makes a log of one to eight lines, each either a shape
 // of mlShapes filled with fragments or fragments alone, indented by zero
@@ -126,22 +129,36 @@ done`,
 	"<doctest><TestCase name='a'><SubCase name='&bogus;'/></TestCase></doctest>",
 }
 
+// multimodalLogs are logs of the shapes calypso's, p5.js's and Chart.js's
+// parsers walk: nested describe blocks, a summary, XML and JSON blocks
+// around numbered failures, Karma's browser lines.
+var multimodalLogs = []string{
+	"> npm run test-client -- ./node_modules/.bin/jest --verbose\n  components\n    button\n      ✓ renders (5ms)\n      ✕ clicks\n" +
+		"    input\n      ✓ types (12ms) x\n  other\n    ✓ works\nTest Suites: 1 failed\n  ✓ after the summary\n" +
+		"x ./node_modules/.bin/jest y\n\t✓ tabbed (3ms)\n   deep\n ✕ shallow (1ms)\n",
+	"  1) Core\n       draws:\n     Error: <div><div>a</div></div>\n  2) Core\n  flat:\n{\n  \"a\": 1\n}\n" +
+		"  3) [\n  x\n]\n  4) Renderer\n      <p>uses</p>\n        webgl:\n<b>x</b> 5) a\n   b\n      c:\n" +
+		"  6) t <i><i>x</i></i>\n     u:\n",
+	"Chrome 120.0 (Linux x86_64) Chart.helpers works FAILED\n\x1b[31mChrome 99.1 (Mac OS) Chart scale FAILED\x1b[0m\n" +
+		"Chrome 1 (a)\nb FAILED\nChrome 1.2\t(x) (y) z FAILED\n",
+}
+
 // TestMultilingualParsersMatchHarness gives the same logs to each port and
 // to the swebench package's function of the same name: the real logs of
 // testdata/multilingual (made here by go test -v, cargo test, Maven 3.8
 // with Surefire run per test under set -x, Jest --verbose and --json
 // through the harness's jq transform, node --test's TAP reporter,
-// GoogleTest under ctest -V as fmt's command runs it), the
-// doctest reports above and 4000 random logs, each to every parser. The
-// status maps must be equal, key for key and status for status. A log on
-// which the harness's parser raises (its evaluation would stop there) is
-// not compared.
+// GoogleTest under ctest -V as fmt's command runs it), the doctest
+// reports and multimodal logs above and 4000 random logs, each to every
+// parser. The status maps must be equal, key for key and status for
+// status. A log on which the harness's parser raises (its evaluation
+// would stop there) is not compared.
 func TestMultilingualParsersMatchHarness(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "multilingual", "*.log"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no logs in testdata/multilingual: %v", err)
 	}
-	texts := append([]string(nil), doctestLogs...)
+	texts := append(append([]string(nil), doctestLogs...), multimodalLogs...)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -7,8 +7,8 @@ import "strings"
 // Jest --verbose (babel, docusaurus, immutable-js 2006), Jest's JSON turned
 // into "[PASSED] name" lines (immutable-js 2005), Vitest's verbose reporter
 // (vuejs/core), TAP (three.js, axios) and Karma's spec reporter (preact).
-// The file's parsers for SWE-bench Multimodal's repositories (calypso,
-// Chart.js, marked, p5.js, react-pdf and the 5.x additions) are not ported.
+// The file's parsers for SWE-bench Multimodal's repositories are in
+// multilingual_multimodal.go.
 
 func init() {
 	registerMultilingual("jest", ParseJest)
