@@ -18,6 +18,9 @@
 //     TestParsersMatchHarness gives thousands of logs to them and to
 //     swebench 4.1.0's and swesmith 0.0.9's own: the maps must be equal.
 //     unittest is msb's own.
+//     SWE-bench Multilingual's parsers (C/C++, Go, Java, JavaScript, PHP,
+//     Ruby, Rust; multilingual_<language>.go) are ported the same way and
+//     checked against swebench 5.0.2's by TestMultilingualParsersMatchHarness.
 //   - Expected: the FAIL_TO_PASS and PASS_TO_PASS lists of an instance.
 //   - TestsStatus (api.TestsStatus): for each list, which tests succeeded and which failed
 //     (the harness's tests_status JSON object).

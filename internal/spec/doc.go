@@ -25,6 +25,11 @@
 //     non-Python specs of Multi-SWE-bench's repositories, per repository
 //     and, where the benchmark's harness changes with the pull-request
 //     number, per number range; the facts are those of its harness.
+//   - The SWE-bench Multilingual table (multilingual.go,
+//     MultilingualBuiltin): the non-Python specs of SWE-bench
+//     Multilingual's repositories per version, made by one rule from the
+//     swebench package's table (multilingual.json); rows of repositories
+//     msb has no toolchain for get ErrToolchainUnavailable.
 //   - Overrides: a user's YAML file that adds or changes specs per
 //     repository, per version and per instance.
 //
