@@ -16,6 +16,7 @@ import (
 // made lazy each allocated 120 KiB to 650 KiB at every start of msb.
 var leanInit = []string{
 	"github.com/minisandbox/msb/internal/api",
+	"github.com/minisandbox/msb/internal/envcache",
 	"github.com/minisandbox/msb/internal/rootfs",
 	"github.com/minisandbox/msb/internal/server",
 	"github.com/minisandbox/msb/internal/grading",
