@@ -51,6 +51,10 @@ func TestE2BNetworkRules(t *testing.T) {
 		Allowed     string `json:"allowed"`
 		Denied      string `json:"denied"`
 		InternetOff string `json:"internet_off"`
+		// after update_network swapped the two ports
+		UpdatedAllowed string `json:"updated_allowed"`
+		UpdatedDenied  string `json:"updated_denied"`
+		LoopbackUpdate string `json:"loopback_update"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -60,6 +64,12 @@ func TestE2BNetworkRules(t *testing.T) {
 	}
 	if !strings.Contains(got.Denied, "refused") {
 		t.Errorf("denied port said %q, want connection refused", got.Denied)
+	}
+	if got.UpdatedAllowed != "ok" || !strings.Contains(got.UpdatedDenied, "refused") {
+		t.Errorf("after update_network the newly allowed port said %q, the newly denied one %q", got.UpdatedAllowed, got.UpdatedDenied)
+	}
+	if !strings.Contains(got.LoopbackUpdate, "409") || !strings.Contains(got.LoopbackUpdate, "loopback") {
+		t.Errorf("opening the host's loopback by update_network said %q, want a 409 naming it", got.LoopbackUpdate)
 	}
 	if !strings.Contains(got.InternetOff, "unreachable") {
 		t.Errorf("with allow_internet_access false the connect said %q, want no route", got.InternetOff)
@@ -88,4 +98,29 @@ func listenOK(t *testing.T) int {
 		}
 	}()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestNetworkUpdatePolicy: update_network's body replaces the rules of a
+// filtered sandbox; what it omits is cleared.
+func TestNetworkUpdatePolicy(t *testing.T) {
+	on, off := true, false
+	for _, tc := range []struct {
+		name string
+		u    networkUpdate
+		want *engine.NetPolicy
+	}{
+		{"nothing: all but the host's loopback", networkUpdate{}, nil},
+		{"internet on", networkUpdate{AllowInternetAccess: &on}, nil},
+		{"internet off: nothing", networkUpdate{AllowInternetAccess: &off}, &engine.NetPolicy{Deny: []string{allTraffic}}},
+		{"internet off, allow", networkUpdate{AllowInternetAccess: &off, AllowOut: []string{"1.2.3.4"}},
+			&engine.NetPolicy{Allow: []string{"1.2.3.4"}, Deny: []string{allTraffic}}},
+		{"rules", networkUpdate{AllowOut: []string{"a.example"}, DenyOut: []string{"0.0.0.0/0"}},
+			&engine.NetPolicy{Allow: []string{"a.example"}, Deny: []string{"0.0.0.0/0"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.u.policy(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }

@@ -45,7 +45,7 @@ func TestE2BTemplateBuild(t *testing.T) {
 	if !strings.Contains(got.FailingRun, "exited with code 3") {
 		t.Errorf("a failing RUN said %q", got.FailingRun)
 	}
-	if !strings.Contains(got.UpdateNetwork, "cannot change the network of a running sandbox") {
+	if !strings.Contains(got.UpdateNetwork, "409") || !strings.Contains(got.UpdateNetwork, "only a filtered sandbox has rules") {
 		t.Errorf("update_network said %q", got.UpdateNetwork)
 	}
 }

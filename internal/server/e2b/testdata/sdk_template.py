@@ -1,7 +1,8 @@
 """A template built with the e2b SDK's Template builder, unchanged: the
 caller sets the E2B_* variables. Builds a template of a few steps (COPY,
 ENV, WORKDIR, RUN), starts a sandbox from it, then asks for what msb
-refuses (an image the cache lacks, a failing RUN, update_network). Prints
+refuses (an image the cache lacks, a failing RUN, update_network of a
+sandbox without a network). Prints
 one JSON object of what it saw, which template_test.go checks."""
 import json
 import os
