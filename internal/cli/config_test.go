@@ -100,7 +100,7 @@ func TestCacheFlagsEverywhere(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		flags := []string{"repos-dir", "download-cache", "build-network"}
+		flags := []string{"repos-dir", "download-cache", "build-network", "image-template"}
 		if path[0] != "cache" {
 			flags = append(flags, "eval-network")
 		}
@@ -135,7 +135,8 @@ func TestConfigDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ReposDir != "/srv/repos" || c.DownloadCache != "/data/downloads" || c.IndexURL == "" || st.file.EvalNetwork != sandbox.NetworkNone {
+	if c.ReposDir != "/srv/repos" || c.DownloadCache != "/data/downloads" || c.IndexURL == "" || st.file.EvalNetwork != sandbox.NetworkNone ||
+		c.ImageTemplate != "sweb.eval.x86_64.{instance_id_1776}" {
 		t.Fatalf("cache config %+v, eval network %q", c, st.file.EvalNetwork)
 	}
 }
