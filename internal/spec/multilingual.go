@@ -23,7 +23,8 @@ import (
 // is made from those facts by the same rule for every repository:
 //
 //   - PreInstall: the harness's pre_install; Install: its install, then
-//     its build, as the harness's repository script runs them;
+//     its build, as the harness's repository script runs them (C's build
+//     only in the evaluation: mlNoBuildAtInstall);
 //   - TestCmd: its build, then its test commands, one a line, as its eval
 //     script runs them after the test patch (msb has no step between the
 //     test patch and the tests, so the build is part of the test command,
@@ -120,11 +121,26 @@ var mlBlocked = map[string]string{
 var (
 	mlInstallRewrites = map[string]*strings.Replacer{
 		"java": strings.NewReplacer("mvnd ", "mvn ", "./mvnw ", "mvn "),
+		"go":   strings.NewReplacer("go test -c ", "go test -c -o "+goTestBinaries+" "),
 	}
 	mlEvalRewrites = map[string]*strings.Replacer{
 		"java": strings.NewReplacer("mvnd ", mvnOfflineNoColour+" ", "./mvnw ", mvnOfflineNoColour+" ", "mvn ", mvnOfflineNoColour+" "),
 	}
 )
+
+// goTestBinaries is where the install step's `go test -c` (run to fill
+// the module and build caches) writes its test binaries: the harness's
+// lands in the repository, where a task's diff, which takes untracked
+// files, would carry a binary of megabytes in every agent's patch.
+const goTestBinaries = "/tmp/msb-go-test-binaries/"
+
+// mlNoBuildAtInstall are the constants modules whose build step the
+// install step leaves out: a C build writes objects, configure's output
+// and CMake build trees into the repository, untracked, which every
+// agent's patch would then carry; the evaluation builds anyway. (Maven's
+// and Node's outputs are ignored by the repositories' .gitignore, and
+// javaparser's build is its only online Maven run.)
+var mlNoBuildAtInstall = map[string]bool{"c": true}
 
 // mvnOfflineNoColour is Maven as a Multilingual evaluation runs it.
 const mvnOfflineNoColour = "mvn -o -Dstyle.color=never"
@@ -176,7 +192,10 @@ func MultilingualBuiltin(in dataset.Instance) (s Spec, ok bool, err error) {
 
 // mlSpec makes a version's spec from the harness's facts.
 func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
-	install := append(slices.Clone(v.Install), v.Build...)
+	install := slices.Clone(v.Install)
+	if !mlNoBuildAtInstall[module] {
+		install = append(install, v.Build...)
+	}
 	var eval []string
 	for _, c := range v.Build {
 		eval = append(eval, c+mlEvalBuildSuffix[module])

@@ -32,8 +32,9 @@ var ginLikeProject = langProject{
 // TestMultilingualRow evaluates a SWE-bench-shaped row of gin-gonic/gin at
 // version 1805 over a generated repository with no spec file: spec.Resolve
 // gives it the built-in SWE-bench Multilingual entry (the harness's
-// commands on the host's Go, the gotest parser), the gold patch resolves
-// it, the empty patch does not, and Judge admits it.
+// commands on the host's Go, the gotest parser), a task's sandbox has an
+// empty diff after the install step, the gold patch resolves it, the
+// empty patch does not, and Judge admits it.
 func TestMultilingualRow(t *testing.T) {
 	env := langEnv(t)
 	in := ginLikeProject.row(t)
@@ -45,6 +46,17 @@ func TestMultilingualRow(t *testing.T) {
 	}
 	if tk.Spec.LogParser != "gotest" || !strings.Contains(tk.Spec.TestCmd, `-run "^Test.*Router"`) {
 		t.Fatalf("spec: parser %q, test_cmd %q: not the Multilingual entry", tk.Spec.LogParser, tk.Spec.TestCmd)
+	}
+	// the install step ran gin's `go test -c .`: an agent that changed
+	// nothing has an empty patch, not the test binary
+	sb, err := Open(context.Background(), env, tk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sb.Diff(context.Background())
+	sb.Close()
+	if err != nil || d != "" {
+		t.Fatalf("an untouched task's diff (%v): %.300q", err, d)
 	}
 	o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
 	var results []api.EvalResult
