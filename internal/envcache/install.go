@@ -61,8 +61,24 @@ func installScript(sp spec.Spec) string {
 	}
 	fmt.Fprintf(&b, "cd %s\nif command -v git >/dev/null && ! git diff --quiet HEAD --; then\n", Testbed)
 	fmt.Fprintf(&b, "  GIT_AUTHOR_DATE=%[1]s GIT_COMMITTER_DATE=%[1]s git -c user.name=msb -c user.email=msb@localhost commit -q -am 'msb: install steps'\nfi\n", installCommitDate)
+	b.WriteString(excludeOutputs)
 	return b.String()
 }
+
+// excludeOutputs lists in .git/info/exclude what the install steps left
+// untracked and unignored in /testbed (a build directory, a test binary,
+// generated sources), each anchored and with its glob characters escaped,
+// so that a task's diff (untracked files included) starts empty and holds
+// only what the agent changed. An untracked directory is one entry.
+const excludeOutputs = `if command -v git >/dev/null && [ -d .git ]; then
+  mkdir -p .git/info
+  git ls-files -z --others --exclude-standard --directory | while IFS= read -r -d '' f; do
+    case $f in *$'\n'*) continue ;; esac
+    f=${f//\\/\\\\}; f=${f//\*/\\*}; f=${f//\?/\\?}; f=${f//\[/\\[}
+    printf '/%s\n' "$f"
+  done >> .git/info/exclude
+fi
+`
 
 // installLayer returns the instance's install layer: what its pre-install
 // and install steps wrote (under /testbed: version files, egg-info,

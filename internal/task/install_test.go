@@ -15,6 +15,7 @@ import (
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -108,6 +109,30 @@ func extInstance(t *testing.T, dir string) dataset.Instance {
 // rootless): the gold patch, to the C source, resolves because eval_install
 // builds it again before the tests; the empty patch does not.
 func TestEvaluateInstallLayer(t *testing.T) {
+	inst, env, tk := extTask(t, "python -m pip install --no-build-isolation --no-index -e .")
+	cache := env.Cache
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		model string
+		patch string
+		want  api.Outcome
+	}{{"gold", inst.Patch, api.OutcomeResolved}, {"empty", "", api.OutcomeUnresolved}} {
+		o := EvalOptions{GradeEmpty: true, TestTimeout: 2 * time.Minute}
+		ev := Evaluate(ctx, env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: tc.model, ModelPatch: &tc.patch}, o)
+		if ev.Result.Outcome != tc.want {
+			t.Errorf("%s patch: %s %s\n%s\n%s", tc.model, ev.Result.Outcome, ev.Result.Detail, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
+		}
+	}
+	if s := cache.Stats(); s.InstallBuilds != 1 {
+		t.Errorf("install layers built: %d, want 1 (both evaluations share it)", s.InstallBuilds)
+	}
+}
+
+// extTask makes extInstance's repository, a cache and runtime in a
+// directory of the test, and the task whose spec installs with install.
+func extTask(t *testing.T, install string) (dataset.Instance, Env, *Task) {
+	t.Helper()
 	ver := newFixture(t).gen.PyVersion // the host's python3
 	if _, err := os.Stat(fmt.Sprintf("/usr/include/python%s/Python.h", ver)); err != nil {
 		t.Fatalf("the test builds a C extension: install gcc and python3-dev (%v)", err)
@@ -127,12 +152,12 @@ repos:
   demo/ext:
     "*":
       python: "%s"
-      install: python -m pip install --no-build-isolation --no-index -e .
+      install: %s
       eval_install: true
       test_cmd: python -m unittest -v
       log_parser: unittest
       directives: none
-`, ver))
+`, ver, install))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,27 +169,37 @@ repos:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	t.Cleanup(func() { rt.Close() })
 	// The venv sees Debian's setuptools: builds have no network here.
 	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(dir, "cache"), Runtime: rt, SystemSitePackages: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := Env{Runtime: rt, Cache: cache}
+	return inst, Env{Runtime: rt, Cache: cache}, tk
+}
+
+// TestInstallOutputsNotInDiff: what an install step leaves untracked and
+// unignored in /testbed (a build dir, a binary with glob characters in its
+// name) is not in the agent's patch of an untouched task; a file the agent
+// adds is, even one whose name those outputs' patterns would match.
+func TestInstallOutputsNotInDiff(t *testing.T) {
+	_, env, tk := extTask(t, `"python -m pip install --no-build-isolation --no-index -e . && mkdir -p out/obj && echo 1 > out/obj/a.o && echo 2 > 'gen*[1].bin'"`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for _, tc := range []struct {
-		model string
-		patch string
-		want  api.Outcome
-	}{{"gold", inst.Patch, api.OutcomeResolved}, {"empty", "", api.OutcomeUnresolved}} {
-		o := EvalOptions{GradeEmpty: true, TestTimeout: 2 * time.Minute}
-		ev := Evaluate(ctx, env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: tc.model, ModelPatch: &tc.patch}, o)
-		if ev.Result.Outcome != tc.want {
-			t.Errorf("%s patch: %s %s\n%s\n%s", tc.model, ev.Result.Outcome, ev.Result.Detail, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
-		}
+	sb, err := Open(ctx, env, tk, Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s := cache.Stats(); s.InstallBuilds != 1 {
-		t.Errorf("install layers built: %d, want 1 (both evaluations share it)", s.InstallBuilds)
+	defer sb.Close()
+	if d, err := sb.Diff(ctx); err != nil || d != "" {
+		t.Fatalf("an untouched task's diff: %v\n%s", err, d)
+	}
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: "echo new > 'genX[1].bin' && echo 3 > out/obj/a.o"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent's edit: %v %+v", err, res)
+	}
+	d, err := sb.Diff(ctx)
+	if err != nil || !strings.Contains(d, "genX[1].bin") || strings.Contains(d, "a.o") || strings.Contains(d, "gen*") {
+		t.Fatalf("the agent's diff: %v\n%s", err, d)
 	}
 }
