@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -240,9 +239,4 @@ func mlSystemPackages(lang, apt []string) []string {
 	}
 	slices.Sort(pkgs)
 	return slices.Compact(pkgs)
-}
-
-// MultilingualRepos lists the repositories of the table, sorted.
-func MultilingualRepos() []string {
-	return slices.Sorted(maps.Keys(multilingualTable().Repos))
 }
