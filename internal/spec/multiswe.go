@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/grading/multiswe"
@@ -54,7 +55,23 @@ var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 // default), and a JVM's threads, each with a 64 MiB arena reserved, make
 // Maven's JVM fail to start under it ("insufficient memory for the Java
 // Runtime Environment"). The arenas change nothing the tests see.
-var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}
+// JDK_JAVA_OPTIONS, which every java launch reads (Surefire's forked JVMs
+// too), makes JDK 17 behave as the harness's JDK 8 where the rows' tests
+// notice: JDK 8's locale data (CLDR formats dates otherwise: "1 janv.
+// 1970 à 00:00:00") and reflection into java.base, which JDK 17 refuses.
+var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2", "JDK_JAVA_OPTIONS": jdk8Options}
+
+// jdk8Options are JDK 17's options for code written for JDK 8.
+var jdk8Options = "-Djava.locale.providers=COMPAT,CLDR" + addOpens("java.lang", "java.lang.reflect", "java.util",
+	"java.util.concurrent", "java.text", "java.io", "java.net", "java.math", "java.time")
+
+func addOpens(pkgs ...string) string {
+	var b strings.Builder
+	for _, p := range pkgs {
+		b.WriteString(" --add-opens=java.base/" + p + "=ALL-UNNAMED")
+	}
+	return b.String()
+}
 
 // Commands of the harness's scripts, and the changes msb makes to them
 // (docs/languages.md, "Toolchains").
