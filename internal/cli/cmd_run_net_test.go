@@ -2,15 +2,16 @@ package cli
 
 import (
 	"fmt"
-	"net"
 	"testing"
+
+	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // TestRunNetworkRules: msb run's --allow and --deny, with listeners on the
 // host's 127.0.0.1 as the only targets; --allow alone reaches nothing else.
 func TestRunNetworkRules(t *testing.T) {
 	state := t.TempDir()
-	open, closed := serveOnLoopback(t), serveOnLoopback(t)
+	open, closed := privtest.ServeOK(t), privtest.ServeOK(t)
 	connect := func(port int) string {
 		return fmt.Sprintf("exec 3<>/dev/tcp/10.0.2.2/%d && head -c2 <&3 | grep -qx ok", port)
 	}
@@ -31,28 +32,4 @@ func TestRunNetworkRules(t *testing.T) {
 			t.Errorf("msb %v exited %d, want %d", tc.args, got, tc.want)
 		}
 	}
-}
-
-// serveOnLoopback serves "ok" to every connection on a port of 127.0.0.1
-// until the test ends, and returns the port.
-func serveOnLoopback(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, "ok")
-			c.Close()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ func TestNetPolicy(t *testing.T) {
 		privtest.Skip(t, "%v", err)
 	}
 	rt := testRuntime(t)
-	open, closed := listen(t), listen(t)
+	open, closed := privtest.ServeOK(t), privtest.ServeOK(t)
 	// connect prints what the listener at port of the host's loopback
 	// says, bounded: a refused or dropped connection fails within 5s.
 	connect := func(port int) string {
@@ -122,28 +121,4 @@ func refused(t *testing.T, sb *Sandbox, cmd string) {
 	if res.ExitCode == 0 || res.ExitCode == 124 || !strings.Contains(res.Output, "refused") {
 		t.Fatalf("%s: exit %d, %q; want connection refused", cmd, res.ExitCode, res.Output)
 	}
-}
-
-// listen serves "ok" to every connection on a port of 127.0.0.1 until
-// the test ends, and returns the port.
-func listen(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("ok"))
-			c.Close()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,11 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // TestServerNetworkRules: allow_out and deny_out of a create hold in the
@@ -16,7 +16,7 @@ import (
 func TestServerNetworkRules(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx := context.Background()
-	open, closed := serveOK(t), serveOK(t)
+	open, closed := privtest.ServeOK(t), privtest.ServeOK(t)
 	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{Network: "filtered",
 		AllowOut: []string{fmt.Sprintf("127.0.0.1:%d", open)}, DenyOut: []string{"0.0.0.0/0"}})
 	if err != nil {
@@ -39,28 +39,4 @@ func TestServerNetworkRules(t *testing.T) {
 	}
 	_, err = d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{Network: "filtered", AllowOut: []string{"10.0.0.0/40"}})
 	wantCode(t, err, api.CodeInvalidConfig)
-}
-
-// serveOK serves "ok" to every connection on a port of 127.0.0.1 until
-// the test ends, and returns the port.
-func serveOK(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "ok")
-			c.Close()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -2,14 +2,13 @@ package e2b
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/privtest"
 )
 
 func TestNetworkOf(t *testing.T) {
@@ -44,8 +43,8 @@ func TestNetworkOf(t *testing.T) {
 // TestE2BNetworkRules: the SDK's network rules hold in the sandbox, with
 // listeners on the host's 127.0.0.1 as the only targets.
 func TestE2BNetworkRules(t *testing.T) {
-	t.Setenv("MSB_TEST_OPEN_PORT", strconv.Itoa(listenOK(t)))
-	t.Setenv("MSB_TEST_CLOSED_PORT", strconv.Itoa(listenOK(t)))
+	t.Setenv("MSB_TEST_OPEN_PORT", strconv.Itoa(privtest.ServeOK(t)))
+	t.Setenv("MSB_TEST_CLOSED_PORT", strconv.Itoa(privtest.ServeOK(t)))
 	out := sdkScript(t, "sdk_network.py")
 	var got struct {
 		Allowed     string `json:"allowed"`
@@ -74,30 +73,6 @@ func TestE2BNetworkRules(t *testing.T) {
 	if !strings.Contains(got.InternetOff, "unreachable") {
 		t.Errorf("with allow_internet_access false the connect said %q, want no route", got.InternetOff)
 	}
-}
-
-// listenOK serves "ok" to every connection on a port of 127.0.0.1 until
-// the test ends, and returns the port.
-func listenOK(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { l.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "ok")
-			c.Close()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestNetworkUpdatePolicy: update_network's body replaces the rules of a
