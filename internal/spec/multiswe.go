@@ -55,15 +55,20 @@ var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 // default), and a JVM's threads, each with a 64 MiB arena reserved, make
 // Maven's JVM fail to start under it ("insufficient memory for the Java
 // Runtime Environment"). The arenas change nothing the tests see.
-// JDK_JAVA_OPTIONS, which every java launch reads (Surefire's forked JVMs
-// too), makes JDK 17 behave as the harness's JDK 8 where the rows' tests
-// notice: JDK 8's locale data (CLDR formats dates otherwise: "1 janv.
-// 1970 à 00:00:00") and reflection into java.base, which JDK 17 refuses.
-var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2", "JDK_JAVA_OPTIONS": jdk8Options}
+var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}
 
-// jdk8Options are JDK 17's options for code written for JDK 8.
-var jdk8Options = "-Djava.locale.providers=COMPAT,CLDR" + addOpens("java.lang", "java.lang.reflect", "java.util",
-	"java.util.concurrent", "java.text", "java.io", "java.net", "java.math", "java.time")
+// jdk8Env is javaEnv for rows the harness runs on JDK 8 whose tests notice
+// JDK 17: JDK_JAVA_OPTIONS, which every java launch reads (Surefire's
+// forked JVMs too), asks for JDK 8's locale data (CLDR formats dates
+// otherwise: "1 janv. 1970 à 00:00:00") and opens java.base to the
+// reflection JDK 8 allowed. Rows the harness runs on JDK 11 get neither:
+// their tests expect CLDR's formats and refused reflection.
+var jdk8Env = func() map[string]string {
+	env := maps.Clone(javaEnv)
+	env["JDK_JAVA_OPTIONS"] = "-Djava.locale.providers=COMPAT,CLDR" + addOpens("java.lang", "java.lang.reflect", "java.util",
+		"java.util.concurrent", "java.text", "java.io", "java.net", "java.math", "java.time")
+	return env
+}()
 
 func addOpens(pkgs ...string) string {
 	var b strings.Builder
@@ -113,13 +118,13 @@ const (
 // mavenSpec is a Maven repository's entry: the harness's prepare (one
 // online `mvn clean test` that fills the local repository; a failing test
 // does not fail it) and its fix-run offline.
-func mavenSpec(parser, extra string) Spec {
+func mavenSpec(parser, extra string, env map[string]string) Spec {
 	args := mvnTestArgs
 	if extra != "" {
 		args += " " + extra
 	}
 	return Spec{
-		Language: LangJava, Toolchains: tcMaven, Env: javaEnv,
+		Language: LangJava, Toolchains: tcMaven, Env: env,
 		Install:   "mvn " + args + " || true",
 		TestCmd:   mvnOffline + " " + args,
 		LogParser: parser,
@@ -189,12 +194,12 @@ var multiSWETable = map[string][]msbEntry{
 		LogParser: multiswe.ParserName(multiswe.FrameworkGoTest),
 	}}},
 	"fasterxml/jackson-core": {{
-		spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefire), java8OnJDK17),
+		spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefire), java8OnJDK17, javaEnv),
 		edit: jacksonCore,
 	}},
 	"google/gson": {
-		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17)},
-		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), "")},
+		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17, jdk8Env)},
+		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), "", javaEnv)},
 	},
 	// Gradle 8, which mockito's wrapper downloads, cannot be had here:
 	// the entry names the gradle toolchain, whose absence fails the build
