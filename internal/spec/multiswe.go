@@ -57,15 +57,16 @@ var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 // Runtime Environment"). The arenas change nothing the tests see.
 var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}
 
-// jdk8Env is javaEnv for rows the harness runs on JDK 8 whose tests notice
-// JDK 17: JDK_JAVA_OPTIONS, which every java launch reads (Surefire's
-// forked JVMs too), asks for JDK 8's locale data (CLDR formats dates
-// otherwise: "1 janv. 1970 à 00:00:00") and opens java.base to the
-// reflection JDK 8 allowed. Rows the harness runs on JDK 11 get neither:
-// their tests expect CLDR's formats and refused reflection.
-var jdk8Env = func() map[string]string {
+// permitEnv is javaEnv for the older gson rows, whose tests reflect into
+// java.base: the harness runs them on JDK 11, whose default
+// --illegal-access=permit allows that with a warning; JDK 17 removed the
+// option and refuses. JDK_JAVA_OPTIONS, which every java launch reads
+// (Surefire's forked JVMs too), opens those packages instead. The newer
+// rows' tests expect the refusal (ReflectionAccessTest), so they get
+// javaEnv.
+var permitEnv = func() map[string]string {
 	env := maps.Clone(javaEnv)
-	env["JDK_JAVA_OPTIONS"] = "-Djava.locale.providers=COMPAT,CLDR" + addOpens("java.lang", "java.lang.reflect", "java.util",
+	env["JDK_JAVA_OPTIONS"] = addOpens("java.lang", "java.lang.reflect", "java.util",
 		"java.util.concurrent", "java.text", "java.io", "java.net", "java.math", "java.time")
 	return env
 }()
@@ -73,9 +74,9 @@ var jdk8Env = func() map[string]string {
 func addOpens(pkgs ...string) string {
 	var b strings.Builder
 	for _, p := range pkgs {
-		b.WriteString(" --add-opens=java.base/" + p + "=ALL-UNNAMED")
+		b.WriteString("--add-opens=java.base/" + p + "=ALL-UNNAMED ")
 	}
-	return b.String()
+	return strings.TrimSpace(b.String())
 }
 
 // Commands of the harness's scripts, and the changes msb makes to them
@@ -198,7 +199,7 @@ var multiSWETable = map[string][]msbEntry{
 		edit: jacksonCore,
 	}},
 	"google/gson": {
-		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17, jdk8Env)},
+		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17, permitEnv)},
 		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), "", javaEnv)},
 	},
 	// Gradle 8, which mockito's wrapper downloads, cannot be had here:
