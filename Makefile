@@ -34,13 +34,18 @@ TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 # make test first installs the Debian packages the suite uses (.ci/deps, when
 # run as root). Where they cannot be had (not root, not Debian) the suite runs
 # without strict mode: each test that needs a missing package skips and says
-# which. The rootless suites' user is removed at the end when make test made it.
+# which. The rootless suites' user is removed at the end when make test made it,
+# and the root-mode disk pool the tests' runtimes share lives in a directory of
+# the run's own (MSB_DISK_DIR), unmounted and removed at the end (its loop
+# device detaches itself), so that a test run leaves no mount behind.
 TEST_USER = msbtest
 test:
 	@.ci/deps || echo "make test: the tests that need these packages will skip (strict mode off)"
 	@had_user=$$(id -u $(TEST_USER) >/dev/null 2>&1 && echo 1); \
 	strict=$${MSB_TEST_STRICT:-$$(.ci/deps --check >/dev/null 2>&1 && echo 1 || echo 0)}; \
-	MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory test-go test-python; rc=$$?; \
+	disk=$${MSB_DISK_DIR:-$$(mktemp -d /var/tmp/msb-test-disk.XXXXXX)}; \
+	MSB_DISK_DIR=$$disk MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory test-go test-python; rc=$$?; \
+	if [ -z "$$MSB_DISK_DIR" ]; then umount -l $$disk/msb-pool/mnt 2>/dev/null; rm -rf $$disk; fi; \
 	if [ -z "$$had_user" ] && id -u $(TEST_USER) >/dev/null 2>&1; then \
 		userdel -r $(TEST_USER) 2>/dev/null || echo "make test: could not remove user $(TEST_USER)"; fi; \
 	exit $$rc

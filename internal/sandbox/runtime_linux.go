@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +29,10 @@ type RuntimeOptions struct {
 	// msb-sandbox next to the running executable, else the running
 	// executable itself (msb re-executes itself in that role).
 	Exe string
-	// DiskDir is a directory on a disk, default /var/tmp, whose msb-pool
-	// holds the disk pool of root-mode runtimes (see package pool): made
-	// by the first runtime that needs it and kept for the next ones.
+	// DiskDir is a directory on a disk, default $MSB_DISK_DIR or /var/tmp,
+	// whose msb-pool holds the disk pool of root-mode runtimes (see package
+	// pool): made by the first runtime that needs it and kept for the next
+	// ones.
 	DiskDir string
 	// DiskAdmitted says the caller admits sandboxes by their disk limits
 	// (Limits.DiskBytes) and gives a sandbox's share back when its Close
@@ -161,6 +163,10 @@ func DefaultStateDir(runtimeDir string) string {
 	return filepath.Join("/tmp", "msb-"+strconv.Itoa(os.Geteuid()))
 }
 
+// DiskDirEnv names the default DiskDir: a disk pool elsewhere than
+// /var/tmp, e.g. a test run's own, removed after it.
+const DiskDirEnv = "MSB_DISK_DIR"
+
 // NewRuntime prepares the state directory and detects cgroup support.
 func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	rt := &Runtime{stateDir: opts.StateDir, exe: opts.Exe, diskDir: opts.DiskDir, rootless: os.Geteuid() != 0,
@@ -169,7 +175,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		rt.stateDir = DefaultStateDir("")
 	}
 	if rt.diskDir == "" {
-		rt.diskDir = "/var/tmp"
+		rt.diskDir = cmp.Or(os.Getenv(DiskDirEnv), "/var/tmp")
 	}
 	if !filepath.IsAbs(rt.stateDir) {
 		return nil, fmt.Errorf("state dir %q must be absolute", rt.stateDir)
