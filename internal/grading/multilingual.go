@@ -1,10 +1,9 @@
 package grading
 
 import (
-	"regexp"
-	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/minisandbox/msb/internal/grading/pyre"
 )
 
 // SWE-bench Multilingual's parsers (swebench 5.0.2's
@@ -41,42 +40,11 @@ func MultilingualParserNames() []string {
 	return names
 }
 
-// pySpace is the set of runes Python's str.isspace and the \s of a str
-// pattern accept, as the body of a character class.
-const pySpace = `\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}`
+// pyRegexp and pyPattern are package pyre's: the harness's patterns with
+// Python's classes, compiled on first use.
+var pyRegexp = pyre.Lazy
 
-// pyClasses gives \s, \S, \w and \d their meaning in Python's str
-// patterns (Unicode), which Go's regexp gives in ASCII only.
-var pyClasses = strings.NewReplacer(
-	`\s`, `[`+pySpace+`]`,
-	`\S`, `[^`+pySpace+`]`,
-	`\w`, `[\p{L}\p{N}_]`,
-	`\d`, `\p{Nd}`,
-)
-
-// pyRegexp compiles a pattern written as the harness wrote it. It must not
-// use \s, \S, \w or \d inside a character class. Go's leftmost-first
-// matching chooses the submatches a backtracking engine such as Python's
-// chooses, so greedy and lazy groups capture the same text. It compiles on
-// first use: the Unicode classes make large programs, which commands that
-// grade nothing (msb run) should not build at start-up.
-func pyRegexp(expr string) *pyPattern {
-	return &pyPattern{compiled: sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(pyClasses.Replace(expr))
-	})}
-}
-
-// pyPattern is a pattern of pyRegexp, compiled on its first match. Its
-// methods are regexp.Regexp's.
-type pyPattern struct{ compiled func() *regexp.Regexp }
-
-func (p *pyPattern) FindStringSubmatch(s string) []string {
-	return p.compiled().FindStringSubmatch(s)
-}
-
-func (p *pyPattern) ReplaceAllString(src, repl string) string {
-	return p.compiled().ReplaceAllString(src, repl)
-}
+type pyPattern = pyre.Pattern
 
 // matchLines is the loop most of the harness's parsers are: for each line
 // of the log (stripped of whitespace as Python's str.strip does when strip

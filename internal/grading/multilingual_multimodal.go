@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/minisandbox/msb/internal/grading/pyre"
 )
 
 // The JavaScript parsers of SWE-bench Multimodal's repositories, which
@@ -38,11 +40,11 @@ var (
 	calypsoPass   = [2]*pyPattern{pyRegexp(`^\s+✓\s(.*)`), pyRegexp(`^\s+✓\s(.*)\(\d+ms\)$`)}
 	calypsoFail   = [2]*pyPattern{pyRegexp(`^\s+✕\s(.*)`), pyRegexp(`^\s+✕\s(.*)\(\d+ms\)$`)}
 	chartJSFailed = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?m)Chrome[` + pySpace + `][\p{Nd}.]+` + pySpaceNoNewline + `\(.+?\)` + pySpaceNoNewline + `(.*)FAILED$`)
+		return regexp.MustCompile(`(?m)Chrome[` + pyre.Space + `][\p{Nd}.]+` + pySpaceNoNewline + `\(.+?\)` + pySpaceNoNewline + `(.*)FAILED$`)
 	})
 	markedFailed = pyRegexp(`^\d+\)\s(.*)`)
 	p5jsFail     = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?ms)^[` + pySpace + `]*(\p{Nd}+)\)(.{0,1000}?):`)
+		return regexp.MustCompile(`(?ms)^[` + pyre.Space + `]*(\p{Nd}+)\)(.{0,1000}?):`)
 	})
 )
 

@@ -6,7 +6,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode"
+
+	"github.com/minisandbox/msb/internal/grading/pyre"
 )
 
 // ParseFunc reads a test log and returns the status of each test it names.
@@ -84,15 +85,13 @@ func ParserNames() []string {
 // cut where the harness cuts them.
 
 // isPySpace reports whether Python's str.isspace would call r whitespace.
-func isPySpace(r rune) bool {
-	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
-}
+var isPySpace = pyre.IsSpace
 
 // pyFields is Python's str.split() with no arguments.
 func pyFields(s string) []string { return strings.FieldsFunc(s, isPySpace) }
 
 // pyStrip is Python's str.strip() with no arguments.
-func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
+var pyStrip = pyre.Strip
 
 // pyLines splits a log into lines as the harness sees them: it reads the log
 // file in Python's text mode, which turns "\r\n" and a lone "\r" into "\n",

@@ -1,11 +1,11 @@
 package multiswe
 
 import (
-	"regexp"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/minisandbox/msb/internal/grading/pyre"
 )
 
 // The harness's parsers are Python; these helpers give Go the same notions
@@ -13,49 +13,14 @@ import (
 // expression classes \s and \S) and of a digit (\d, int()) so that a test
 // name is cut where the harness cuts it.
 
-// pySpace is Python's whitespace (str.isspace, and \s in a str pattern) as
-// the body of a regular expression character class.
-const pySpace = `\t\n\v\f\r \x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}`
+// pyRegexp, pyPattern, isPySpace and pyStrip are package pyre's.
+var (
+	pyRegexp  = pyre.Lazy
+	isPySpace = pyre.IsSpace
+	pyStrip   = pyre.Strip
+)
 
-// pyRegexp compiles a pattern written with Python's \s, \S, \d and \w and gives
-// those classes their Unicode meaning in Python. (Go's are ASCII-only.)
-// Inside a bracket expression only \d is allowed. It compiles on first
-// use: the Unicode classes make large programs, and the commands that never
-// grade a Multi-SWE-bench row (msb run) should not build them at start-up.
-func pyRegexp(pattern string) *pyPattern {
-	return &pyPattern{compiled: sync.OnceValue(func() *regexp.Regexp {
-		r := strings.NewReplacer(`\s`, "["+pySpace+"]", `\S`, "[^"+pySpace+"]", `\d`, `\p{Nd}`, `\w`, `[\p{L}\p{N}_]`)
-		return regexp.MustCompile(r.Replace(pattern))
-	})}
-}
-
-// pyPattern is a pattern of pyRegexp, compiled on its first match. Its
-// methods are regexp.Regexp's.
-type pyPattern struct{ compiled func() *regexp.Regexp }
-
-func (p *pyPattern) FindStringSubmatch(s string) []string {
-	return p.compiled().FindStringSubmatch(s)
-}
-
-func (p *pyPattern) FindStringSubmatchIndex(s string) []int {
-	return p.compiled().FindStringSubmatchIndex(s)
-}
-
-func (p *pyPattern) FindAllStringSubmatch(s string, n int) [][]string {
-	return p.compiled().FindAllStringSubmatch(s, n)
-}
-
-func (p *pyPattern) ReplaceAllString(src, repl string) string {
-	return p.compiled().ReplaceAllString(src, repl)
-}
-
-// isPySpace reports whether Python's str.isspace calls r whitespace.
-func isPySpace(r rune) bool {
-	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
-}
-
-// pyStrip is Python's str.strip() with no arguments.
-func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
+type pyPattern = pyre.Pattern
 
 // isLineBreak reports whether str.splitlines breaks a line at r.
 func isLineBreak(r rune) bool {
