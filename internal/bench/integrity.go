@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +23,8 @@ import (
 
 // The integrity comparison (`msb bench integrity`) measures what the
 // integrity stage adds to an evaluation's wall time: the same gold-patch
-// evaluations of the demo instances with it (on: the engine's Evaluate as
+// evaluations of the demo instances (or of a dataset's rows, from a
+// cache that holds their environments) with it (on: the engine's Evaluate as
 // `msb eval --integrity warn` runs it: static rules, canary tests appended
 // to the eval script, the pytest structured channel) and without it (off).
 // msb has no switch that turns the stage off, so off is the harness's
@@ -48,8 +50,14 @@ type IntegrityOptions struct {
 	// Rounds of evaluations of every demo instance in each mode, after
 	// one warm-up round (which builds the environment).
 	Rounds int
-	// Instances is how many of the demo instances are evaluated (0: all).
+	// Instances is how many of the instances are evaluated (0: all).
 	Instances int
+	// Dataset, when set, is a dataset file whose rows are evaluated
+	// instead of the demo's, with the engine's cache, repositories and
+	// overrides as configured (the demo's are the comparison's own).
+	Dataset string
+	// IDs are the dataset's rows to evaluate (empty: all).
+	IDs []string
 	// Dir is the scratch directory (default a temp dir under TmpDir, removed after).
 	Dir, TmpDir string
 	// Progress receives a line per round (nil: none).
@@ -62,6 +70,7 @@ type IntegrityOptions struct {
 // before and after.
 type IntegrityReport struct {
 	Rounds      int                        `json:"rounds"`
+	Source      string                     `json:"source"` // "demo" or the dataset file
 	Instances   int                        `json:"instances"`
 	Times       map[string][]time.Duration `json:"times_ns"`
 	ScriptTimes map[string][]time.Duration `json:"script_times_ns"`
@@ -116,8 +125,8 @@ func p50p90(d []time.Duration) (n int, p50, p90 time.Duration) {
 // WriteText prints r's table.
 func (r IntegrityReport) WriteText(w io.Writer) error {
 	s := r.Summary()
-	fmt.Fprintf(w, "Integrity cost: gold-patch evaluations of %d demo instances, %d interleaved rounds (order alternating)\n",
-		r.Instances, r.Rounds)
+	fmt.Fprintf(w, "Integrity cost: gold-patch evaluations of %d instances (%s), %d interleaved rounds (order alternating)\n",
+		r.Instances, r.Source, r.Rounds)
 	fmt.Fprintf(w, "load average before %s, after %s\n\n", r.LoadBefore, r.LoadAfter)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "wall time\tintegrity\tn\tp50\tp90\ton/off p50\tdifference")
@@ -165,7 +174,7 @@ func loadAverage() string {
 // (its cache and overrides the comparison's own, integrity warn). It
 // stops at the first failure, which the report says.
 func Integrity(ctx context.Context, cfg engine.Config, o IntegrityOptions) IntegrityReport {
-	rep := IntegrityReport{Rounds: o.Rounds, Times: map[string][]time.Duration{}, ScriptTimes: map[string][]time.Duration{},
+	rep := IntegrityReport{Rounds: o.Rounds, Source: cmp.Or(o.Dataset, "demo"), Times: map[string][]time.Duration{}, ScriptTimes: map[string][]time.Duration{},
 		LoadBefore: loadAverage()}
 	err := runIntegrity(ctx, cfg, o, &rep)
 	rep.LoadAfter = loadAverage()
@@ -176,36 +185,45 @@ func Integrity(ctx context.Context, cfg engine.Config, o IntegrityOptions) Integ
 }
 
 func runIntegrity(ctx context.Context, cfg engine.Config, o IntegrityOptions, rep *IntegrityReport) error {
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp(o.TmpDir, "msb-bench-integrity-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	gen, err := demo.Generate(ctx, dir)
-	if err != nil {
-		return fmt.Errorf("generating the demo: %w", err)
-	}
-	if cfg.Overrides, err = spec.ParseOverrides([]byte(demo.SpecYAML(gen.PyVersion))); err != nil {
-		return err
-	}
-	cfg.Cache = engine.CacheConfig{Dir: filepath.Join(dir, "cache")}
 	cfg.Integrity = api.IntegrityWarn
 	cfg.Spares = 0 // every sandbox of both modes starts when asked for
+	var insts []dataset.Instance
+	if o.Dataset == "" {
+		dir := o.Dir
+		if dir == "" {
+			d, err := os.MkdirTemp(o.TmpDir, "msb-bench-integrity-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(d)
+			dir = d
+		}
+		gen, err := demo.Generate(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("generating the demo: %w", err)
+		}
+		if cfg.Overrides, err = spec.ParseOverrides([]byte(demo.SpecYAML(gen.PyVersion))); err != nil {
+			return err
+		}
+		cfg.Cache = engine.CacheConfig{Dir: filepath.Join(dir, "cache")}
+		insts = gen.Instances
+	}
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the engine: %w", err)
 	}
 	defer e.Close()
-	insts := gen.Instances
+	if o.Dataset != "" {
+		d, err := e.LoadDataset(o.Dataset, dataset.Filter{IDs: o.IDs}, false)
+		if err != nil {
+			return fmt.Errorf("loading %s: %w", o.Dataset, err)
+		}
+		insts = d.Selected
+	} else if err := e.Add(insts...); err != nil {
+		return err
+	}
 	if o.Instances > 0 && o.Instances < len(insts) {
 		insts = insts[:o.Instances]
-	}
-	if err := e.Add(insts...); err != nil {
-		return err
 	}
 	rep.Instances = len(insts)
 	n := 0 // evaluations of each mode so far: their order alternates

@@ -2,13 +2,16 @@ package bench
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/demo"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/spec"
 )
 
 // TestIntegritySummary: the integrity table takes each mode's p50 and p90
@@ -84,5 +87,42 @@ func TestIntegrity(t *testing.T) {
 		if len(rep.Times[m]) != 1 || len(rep.ScriptTimes[m]) != 1 || rep.ScriptTimes[m][0] <= 0 || rep.ScriptTimes[m][0] > rep.Times[m][0] {
 			t.Errorf("%s: times %v, script times %v", m, rep.Times[m], rep.ScriptTimes[m])
 		}
+	}
+}
+
+// TestIntegrityDataset runs the comparison on a dataset's rows instead of
+// the embedded demo: the demo's rows written as a dataset file, the
+// engine's cache and overrides the caller's, one row named by id.
+func TestIntegrityDataset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real sandboxes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	gen, err := demo.Generate(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := spec.ParseOverrides([]byte(demo.SpecYAML(gen.PyVersion)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := gen.Instances[1].InstanceID
+	cfg := engine.Config{StateDir: privtest.StateDir(t), Overrides: ov, Cache: engine.CacheConfig{Dir: filepath.Join(dir, "cache")}}
+	rep := Integrity(ctx, cfg, IntegrityOptions{Rounds: 1, Dataset: gen.DatasetPath, IDs: []string{id}})
+	if rep.Failed != "" {
+		t.Fatal(rep.Failed)
+	}
+	if rep.Instances != 1 || rep.Source != gen.DatasetPath {
+		t.Errorf("instances %d, source %q", rep.Instances, rep.Source)
+	}
+	for _, m := range integrityModes {
+		if len(rep.Times[m]) != 1 || rep.ScriptTimes[m][0] <= 0 {
+			t.Errorf("%s: times %v, script times %v", m, rep.Times[m], rep.ScriptTimes[m])
+		}
+	}
+	if !strings.Contains(textOf(rep), "1 instances ("+gen.DatasetPath+")") {
+		t.Errorf("the text does not name the dataset:\n%s", textOf(rep))
 	}
 }

@@ -25,9 +25,12 @@ func newBenchIntegrityCmd(g Host) *cobra.Command {
 (static rules, canary tests, the pytest structured channel; as msb eval --integrity warn) and
 without it (the harness's evaluation through the same engine), interleaved, the order alternating,
 after one warm-up round; prints p50 and p90 of each, the ratio on/off and the difference, and the
-load average. docs/bench.md, "Integrity cost", has the method and results.`,
-		Example: "  msb bench integrity\n  msb bench integrity --rounds 10 --json",
-		Args:    cobra.NoArgs,
+load average. With --dataset, the rows named by --instances are evaluated instead, from the
+environments in --cache (msb cache build them first). docs/bench.md, "Integrity cost", has the
+method and results.`,
+		Example: "  msb bench integrity\n  msb bench integrity --rounds 10 --json\n" +
+			"  msb --cache /work/pycache bench integrity --dataset verified.jsonl --instances psf__requests-2317 --rounds 5",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Rounds < 1 {
 				return fmt.Errorf("%w: --rounds %d: at least 1", errUsage, o.Rounds)
@@ -52,6 +55,8 @@ load average. docs/bench.md, "Integrity cost", has the method and results.`,
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&o.Rounds, "rounds", 30, "interleaved rounds: evaluations of each demo instance in each mode (after one warm-up round)")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 30, "interleaved rounds: evaluations of each instance in each mode (after one warm-up round)")
+	cmd.Flags().StringVar(&o.Dataset, "dataset", "", "evaluate this dataset's rows instead of the demo's, from --cache (build their environments first)")
+	cmd.Flags().StringSliceVar(&o.IDs, "instances", nil, "with --dataset: only these instance ids (comma-separated)")
 	return cmd
 }
