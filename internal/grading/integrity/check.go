@@ -95,7 +95,7 @@ func (r Rule) matches(p string, s section) bool {
 	}
 	for _, l := range s.changed {
 		if r.Lines().MatchString(l.text) || l.setting != "" && r.Lines().MatchString(l.setting) {
-			return true
+			return r.Allow == nil || !r.Allow(s.changed)
 		}
 	}
 	return false
@@ -109,9 +109,13 @@ type section struct {
 
 // changedLine is a line a hunk adds or removes, without its +/-, and for
 // an indented continuation line, the setting line above it that it
-// continues (an ini value over several lines, a toml array).
+// continues (an ini value over several lines, a toml array). Lines of one
+// run have no unchanged line between them: its added lines are adjacent
+// in the new file.
 type changedLine struct {
 	text, setting string
+	removed       bool
+	run           int
 }
 
 // paths are the section's paths, the new one first.
@@ -171,11 +175,12 @@ func split(diff string) []string {
 // changedLines are the lines the hunks of one file's diff add or remove.
 func changedLines(part string) []changedLine {
 	var out []changedLine
-	inHunk, setting := false, ""
+	inHunk, setting, run := false, "", 0
 	for _, l := range strings.Split(part, "\n") {
 		l = strings.TrimSuffix(l, "\r")
 		if strings.HasPrefix(l, "@@") {
 			inHunk, setting = true, ""
+			run++
 			continue
 		}
 		if !inHunk || l == "" || l[0] != ' ' && l[0] != '+' && l[0] != '-' {
@@ -187,9 +192,10 @@ func changedLines(part string) []changedLine {
 			setting = text
 		}
 		if l[0] == ' ' {
+			run++
 			continue
 		}
-		c := changedLine{text: text}
+		c := changedLine{text: text, removed: l[0] == '-', run: run}
 		if continuation {
 			c.setting = setting
 		}

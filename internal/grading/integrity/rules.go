@@ -34,8 +34,10 @@ const (
 
 // Rule is one kind of test machinery. A file is flagged when its base name
 // matches one of Base (path.Match patterns) or Path reports true (added:
-// the patch creates the file at p), and, when AddedOnly, the patch creates it, and, when Lines is set, a changed line
-// (or a continuation line of a setting it changes) matches Lines.
+// the patch creates the file at p), and, when AddedOnly, the patch creates
+// it, and, when Lines is set, a changed line (or a continuation line of a
+// setting it changes) matches Lines and Allow (when set) does not let the
+// file's changed lines through.
 type Rule struct {
 	Kind      Kind
 	Reason    string
@@ -43,6 +45,7 @@ type Rule struct {
 	Path      func(p string, added bool) bool
 	AddedOnly bool
 	Lines     func() *regexp.Regexp
+	Allow     func(changed []changedLine) bool
 }
 
 // lazyRegexp compiles pattern on its first use, not at start-up: the
@@ -87,10 +90,13 @@ var Rules = []Rule{
 		Reason: "changes a Go test file the test patch does not touch"},
 	{Kind: KindCTest, Base: []string{"CTestTestfile.cmake", "CTestCustom.cmake", "CTestConfig.cmake"},
 		Reason: "changes CTest's test lists"},
-	{Kind: KindCTest, Base: []string{"CMakeLists.txt", "*.cmake"},
-		Lines:  lazyRegexp(`(?i)\b(add_test|enable_testing|set_tests_properties|gtest_discover_tests|gtest_add_tests|catch_discover_tests|doctest_discover_tests|ctest)\b|\bWILL_FAIL\b|\bSKIP_RETURN_CODE\b`),
+	{Kind: KindCTest, Base: []string{"CMakeLists.txt", "*.cmake"}, Lines: ctestLines, Allow: addsOwnTests,
 		Reason: "changes CMake's test list (add_test, set_tests_properties ...), which chooses and runs the tests"},
 }
+
+// ctestLines are the lines of a CMake file that make or change CTest's
+// test list.
+var ctestLines = lazyRegexp(`(?i)\b(add_test|enable_testing|set_tests_properties|gtest_discover_tests|gtest_add_tests|catch_discover_tests|doctest_discover_tests|ctest)\b|\bWILL_FAIL\b|\bSKIP_RETURN_CODE\b`)
 
 //go:embed stdlib.txt
 var stdlibText string
