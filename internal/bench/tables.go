@@ -133,6 +133,7 @@ func (r *Report) tables() []table {
 	out = append(out, v.diskTable()...)
 	out = append(out, v.prepTable()...)
 	out = append(out, forkTables(r.Samples)...)
+	out = append(out, imagesTables(r.Samples)...)
 	out = append(out, v.loadTable()...)
 	return out
 }
