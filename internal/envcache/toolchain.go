@@ -34,8 +34,12 @@ type Toolchain struct {
 	Path string
 	Bind bool
 	// Version is what the toolchain says of itself (rustc --version,
-	// go version, ...); "base" when it comes with a non-host base.
+	// go version, ...); "base" when it comes with a non-host base; for a
+	// fetched one, the release, its source and its layer.
 	Version string
+	// Fetched: Dir is the tree of a toolchain layer of the store
+	// (toolchain_fetch.go), always bound.
+	Fetched bool
 }
 
 // ToolchainSearch is where toolchains are looked for, as the caller's
@@ -47,12 +51,16 @@ type ToolchainSearch struct {
 	// Dirs: a toolchain's directory by name, given by the user
 	// (MSB_TOOLCHAIN_<NAME>), used instead of the search.
 	Dirs map[string]string
+	// Registries are where toolchains of versions the host lacks come
+	// from.
+	Registries Registries
 }
 
 // ToolchainSearchFromEnv reads PATH and the MSB_TOOLCHAIN_<NAME> overrides
-// of every toolchain spec.ToolchainNames has through getenv.
+// of every toolchain spec.ToolchainNames has, and the registries
+// (GOPROXY, npm_config_registry), through getenv.
 func ToolchainSearchFromEnv(getenv func(string) string) ToolchainSearch {
-	s := ToolchainSearch{Path: filepath.SplitList(getenv("PATH")), Dirs: map[string]string{}}
+	s := ToolchainSearch{Path: filepath.SplitList(getenv("PATH")), Dirs: map[string]string{}, Registries: registriesFromEnv(getenv)}
 	for _, n := range spec.ToolchainNames {
 		if d := getenv(ToolchainEnvVar(n)); d != "" {
 			s.Dirs[n] = d
@@ -79,6 +87,7 @@ var toolchainKinds = map[string]toolchainKind{
 	"rust":   {exe: "rustc", dirArgs: []string{"--print", "sysroot"}, versionArgs: []string{"--version"}},
 	"node":   {exe: "node", versionArgs: []string{"--version"}},
 	"java":   {exe: "java", versionArgs: []string{"-version"}},
+	"jre":    {exe: "java", versionArgs: []string{"-version"}},
 	"maven":  {exe: "mvn", versionArgs: []string{"--version"}},
 	"gradle": {exe: "gradle", versionArgs: []string{"--version"}},
 	"cmake":  {exe: "cmake", versionArgs: []string{"--version"}},
@@ -173,6 +182,10 @@ func runTool(ctx context.Context, exe string, args ...string) (string, error) {
 // base must have it (system_packages), and its version is the base's.
 func (c *Cache) placeToolchain(tc *Toolchain, base baseInfo) (*Toolchain, error) {
 	out := *tc
+	if tc.Fetched {
+		out.Path, out.Bind = filepath.Join(ToolchainsDir, tc.Name), true
+		return &out, nil
+	}
 	if base.host {
 		if underAny(tc.Dir, sandbox.DefaultHostDirs) {
 			out.Path = tc.Dir
@@ -197,21 +210,13 @@ func underAny(p string, dirs []string) bool {
 }
 
 // toolchains resolves the spec's toolchains for base, each found on the
-// host once per Cache.
+// host, or fetched, once per Cache.
 func (c *Cache) toolchains(ctx context.Context, sp spec.Spec, base baseInfo) ([]*Toolchain, error) {
 	var out []*Toolchain
-	for _, name := range sp.Toolchains {
-		c.mu.Lock()
-		tc := c.toolchainsFound[name]
-		c.mu.Unlock()
-		if tc == nil {
-			var err error
-			if tc, err = findToolchain(ctx, name, c.opts.Toolchains); err != nil {
-				return nil, err
-			}
-			c.mu.Lock()
-			c.toolchainsFound[name] = tc
-			c.mu.Unlock()
+	for _, entry := range sp.Toolchains {
+		tc, err := c.toolchain(ctx, entry)
+		if err != nil {
+			return nil, err
 		}
 		placed, err := c.placeToolchain(tc, base)
 		if err != nil {
@@ -220,6 +225,52 @@ func (c *Cache) toolchains(ctx context.Context, sp spec.Spec, base baseInfo) ([]
 		out = append(out, placed)
 	}
 	return out, nil
+}
+
+// toolchain resolves one entry of a spec's toolchains: name is the
+// host's; name@version the host's when its version is that one, else the
+// stored or fetched one (fetchedToolchain).
+func (c *Cache) toolchain(ctx context.Context, entry string) (*Toolchain, error) {
+	c.mu.Lock()
+	tc := c.toolchainsFound[entry]
+	c.mu.Unlock()
+	if tc != nil {
+		return tc, nil
+	}
+	name, version := spec.ParseToolchain(entry)
+	host, err := c.hostToolchain(ctx, name)
+	switch {
+	case version == "" && err != nil:
+		return nil, err
+	case version == "" || err == nil && hostVersionMatches(host.Version, version):
+		tc = host
+	default:
+		if tc, err = c.fetchedToolchain(ctx, name, version); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	c.toolchainsFound[entry] = tc
+	c.mu.Unlock()
+	return tc, nil
+}
+
+// hostToolchain is the host's toolchain name, found once per Cache.
+func (c *Cache) hostToolchain(ctx context.Context, name string) (*Toolchain, error) {
+	c.mu.Lock()
+	tc := c.toolchainsFound[name]
+	c.mu.Unlock()
+	if tc != nil {
+		return tc, nil
+	}
+	tc, err := findToolchain(ctx, name, c.opts.Toolchains)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.toolchainsFound[name] = tc
+	c.mu.Unlock()
+	return tc, nil
 }
 
 // toolchainBinds are the read-only binds of the toolchains outside the base.
@@ -238,19 +289,25 @@ const systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 // toolchainEnv is the environment of every sandbox of a non-Python spec:
 // the toolchains' bin dirs first on PATH (then the dependency dirs' bin),
-// JAVA_HOME and MALLOC_ARENA_MAX for a JDK, and the dependency caches'
-// fixed paths (depsEnv).
+// JAVA_HOME and MALLOC_ARENA_MAX for a JDK, JRE_HOME for a Java runtime
+// (JAVA_HOME too when there is no JDK), and the dependency caches' fixed
+// paths (depsEnv).
 func toolchainEnv(tcs []*Toolchain) []string {
 	var path []string
 	var env []string
+	hasJDK := slices.ContainsFunc(tcs, func(tc *Toolchain) bool { return tc.Name == "java" })
 	for _, tc := range tcs {
-		if bin := filepath.Join(tc.Path, "bin"); !slices.Contains(filepath.SplitList(systemPath), bin) {
+		if bin := filepath.Join(tc.Path, "bin"); !slices.Contains(filepath.SplitList(systemPath), bin) && !slices.Contains(path, bin) {
 			path = append(path, bin)
 		}
-		if tc.Name == "java" {
+		switch {
+		case tc.Name == "java", tc.Name == "jre" && !hasJDK:
 			// Without a cgroup a sandbox's memory limit is RLIMIT_AS,
 			// which glibc's 64 MiB arena per JVM thread exhausts at start.
 			env = append(env, "JAVA_HOME="+tc.Path, "MALLOC_ARENA_MAX=2")
+		}
+		if tc.Name == "jre" {
+			env = append(env, "JRE_HOME="+tc.Path)
 		}
 	}
 	path = append(path, DepsDir+"/cargo/bin", DepsDir+"/go/bin", systemPath)

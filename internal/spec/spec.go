@@ -34,8 +34,9 @@ type Spec struct {
 	// venv of Python, pip), else one of Languages (no venv: the
 	// environment is Toolchains, Install fetches the dependencies).
 	Language string `json:"language,omitempty" yaml:"language,omitempty"`
-	// Toolchains: host toolchains a non-Python environment needs, by name
-	// (one of ToolchainNames), resolved on the host by package envcache.
+	// Toolchains: the toolchains a non-Python environment needs, by name
+	// (one of ToolchainNames), or name@version (ParseToolchain), resolved
+	// on the host or fetched from a registry by package envcache.
 	Toolchains []string `json:"toolchains,omitempty" yaml:"toolchains,omitempty"`
 
 	Python string `json:"python" yaml:"python"`
@@ -218,8 +219,9 @@ const (
 // Languages are the values of Spec.Language ("" means python).
 var Languages = []string{LangPython, LangGo, LangRust, LangJava, LangJavaScript, LangTypeScript, LangC, LangCPP}
 
-// ToolchainNames are the host toolchains a spec can name in Toolchains.
-var ToolchainNames = []string{"go", "rust", "node", "java", "maven", "gradle", "cmake", "gcc", "clang", "make"}
+// ToolchainNames are the toolchains a spec can name in Toolchains.
+// jre is a Java runtime besides the JDK (java): tests run on it.
+var ToolchainNames = []string{"go", "rust", "node", "java", "jre", "maven", "gradle", "cmake", "gcc", "clang", "make"}
 
 // IsPython reports whether s is a Python spec (a venv, pip, pytest).
 func (s Spec) IsPython() bool { return s.Language == "" || s.Language == LangPython }
@@ -270,8 +272,8 @@ func (s Spec) validateLanguage() error {
 		return fmt.Errorf("%w: toolchains %q set for a Python spec (set language)", ErrInvalidSpec, s.Toolchains)
 	}
 	for _, tc := range s.Toolchains {
-		if !slices.Contains(ToolchainNames, tc) {
-			return fmt.Errorf("%w: toolchain %q (want one of %s)", ErrInvalidSpec, tc, strings.Join(ToolchainNames, ", "))
+		if err := validateToolchain(tc); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -332,3 +332,22 @@ instances:
 		})
 	}
 }
+
+// TestToolchainVersions: a toolchain entry may carry a version where msb
+// can fetch one (go, node, jre); any other name, a version elsewhere or a
+// malformed one is refused with ErrInvalidSpec.
+func TestToolchainVersions(t *testing.T) {
+	for entry, ok := range map[string]bool{
+		"go": true, "go@1.21.4": true, "node@18": true, "jre@11": true, "go@1.22rc1": true, "jre": true,
+		"java@11": false, "maven@3.9": false, "go@": false, "go@latest": false, "node@18.": false,
+		"node@1..2": false, "go@1.21/../x": false, "zig@1": false, "node@18@2": false,
+	} {
+		s := Spec{Language: LangGo, Toolchains: []string{entry}, TestCmd: "true", LogParser: "multiswe/gotest", Directives: DirectivesNone}
+		if err := s.Validate(); (err == nil) != ok || (err != nil && !errors.Is(err, ErrInvalidSpec)) {
+			t.Errorf("%q: err = %v, want ok %v", entry, err, ok)
+		}
+	}
+	if n, v := ParseToolchain("node@18"); n != "node" || v != "18" {
+		t.Errorf("ParseToolchain(node@18) = %q, %q", n, v)
+	}
+}
