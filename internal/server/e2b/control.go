@@ -102,7 +102,8 @@ func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, erro
 	}
 	switch req.TemplateID {
 	case "", baseTemplate:
-		sr.HostBase = true
+		sr.HostBase, sr.Workdir = true, homeDir
+		sr.Env = append(sr.Env, "HOME="+homeDir)
 	default:
 		if _, err := f.e.Instance(req.TemplateID); err != nil {
 			sb, err := f.fromSnapshot(r, req.TemplateID)

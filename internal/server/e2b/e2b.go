@@ -74,6 +74,20 @@ func (b *box) engineID() (string, bool) {
 	return b.sid, b.paused != ""
 }
 
+// isClosed says whether b was closed (killed, or reached its timeout).
+// close cancels b's processes and closes b.closed under b.mu, so a process
+// that sees its context end and then asks has its answer.
+func (b *box) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // New makes the E2B front end of e; token is the API key clients send.
 func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {

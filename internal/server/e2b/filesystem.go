@@ -10,6 +10,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,8 +24,10 @@ import (
 	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem/filesystemconnect"
 )
 
-// homeDir is where relative paths start, as E2B's default user's home does.
-const homeDir = "/root"
+// homeDir is where relative paths start, as E2B's default user's home
+// (/home/user) does; a sandbox of the base template also starts its
+// commands there, with HOME set to it, as E2B's base does.
+const homeDir = "/home/user"
 
 // maxFile caps a file read or written through /files.
 const maxFile = 64 << 20
@@ -62,7 +66,43 @@ func (s *filesystemService) stat(ctx context.Context, sb *engine.Sandbox, p stri
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return entryInfo(p, e), nil
+	info := entryInfo(p, e)
+	if e.Type == "symlink" {
+		followLink(ctx, sb, p, info)
+	}
+	return info, nil
+}
+
+// maxLinks bounds a chain of symlinks followLink follows, as the kernel's
+// (40) does.
+const maxLinks = 40
+
+// followLink gives the entry of the symlink p what envd's gives it: the
+// type of what the link leads to and that path, absolute (envd resolves it
+// with filepath.EvalSymlinks). A dangling link stays a symlink.
+func followLink(ctx context.Context, sb *engine.Sandbox, p string, info *filesystem.EntryInfo) {
+	target := p
+	for range maxLinks {
+		e, err := sb.Stat(ctx, target)
+		if err != nil {
+			return
+		}
+		switch e.Type {
+		case "symlink":
+			if next := e.Target; path.IsAbs(next) {
+				target = path.Clean(next)
+			} else {
+				target = path.Join(path.Dir(target), next)
+			}
+			continue
+		case "dir":
+			info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+		default:
+			info.Type = filesystem.FileType_FILE_TYPE_FILE
+		}
+		info.SymlinkTarget = &target
+		return
+	}
 }
 
 func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
@@ -90,15 +130,22 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	return connect.NewResponse(out), nil
 }
 
-// walk appends dir's entries, and theirs down to depth levels.
+// walk appends dir's entries, and theirs down to depth levels, in the
+// order of E2B's envd (a walk of the tree in lexical order: each directory
+// followed by its entries).
 func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir string, depth uint32, out *filesystem.ListDirResponse) error {
 	ents, err := sb.ListDir(ctx, dir)
 	if err != nil {
 		return connectError(err)
 	}
+	slices.SortFunc(ents, func(a, b api.FileEntry) int { return strings.Compare(a.Name, b.Name) })
 	for _, e := range ents {
 		p := path.Join(dir, e.Name)
-		out.Entries = append(out.Entries, entryInfo(p, e))
+		info := entryInfo(p, e)
+		if e.Type == "symlink" {
+			followLink(ctx, sb, p, info)
+		}
+		out.Entries = append(out.Entries, info)
 		if e.Type == "dir" && depth > 1 {
 			if err := s.walk(ctx, sb, p, depth-1, out); err != nil {
 				return err
@@ -167,11 +214,8 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if err != nil {
 		return nil, connectError(err)
 	}
-	p := abs(req.Msg.GetPath())
-	if _, err := s.stat(ctx, sb, p); err != nil {
-		return nil, err
-	}
-	if err := run(ctx, sb, "rm", "-rf", "--", p); err != nil {
+	// As envd's (os.RemoveAll), removing what is not there succeeds.
+	if err := run(ctx, sb, "rm", "-rf", "--", abs(req.Msg.GetPath())); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
@@ -39,6 +41,7 @@ type proc struct {
 	size    int   // output bytes in log
 	sent    int64 // the first offset no stream has sent
 	ended   bool
+	lost    bool          // its sandbox was killed under it: it has no end event
 	changed chan struct{} // closed when the log grows or the process ends
 }
 
@@ -75,7 +78,7 @@ func (p *proc) resumeAt() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	at := max(p.sent, p.first)
-	if last := p.first + int64(len(p.log)); p.ended && at == last {
+	if last := p.first + int64(len(p.log)); p.ended && !p.lost && at == last {
 		at = last - 1
 	}
 	return at
@@ -88,7 +91,7 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 		p.mu.Lock()
 		from = max(from, p.first)
 		evs := append([]*process.ProcessEvent(nil), p.log[from-p.first:]...)
-		ended, changed := p.ended, p.changed
+		ended, lost, changed := p.ended, p.lost, p.changed
 		p.mu.Unlock()
 		for _, ev := range evs {
 			if err := ctx.Err(); err != nil { // a client gone: leave the rest to the next
@@ -103,6 +106,9 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 			p.mu.Unlock()
 		}
 		if ended && len(evs) == 0 {
+			if lost {
+				return errSandboxKilled
+			}
 			p.trim()
 			return nil
 		}
@@ -129,7 +135,10 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	if p.stdin != nil {
 		cmd = p.stdin.wrap(cmd)
 	}
-	xr := api.ExecRequest{Command: cmd, Cwd: p.config.GetCwd(), SeparateStderr: true}
+	xr := api.ExecRequest{Command: cmd, SeparateStderr: true}
+	if cwd := p.config.GetCwd(); cwd != "" {
+		xr.Cwd = abs(cwd) // a relative cwd starts at the home directory, as on E2B
+	}
 	for k, v := range p.config.GetEnvs() {
 		xr.Env = append(xr.Env, k+"="+v)
 	}
@@ -151,7 +160,9 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 		p.stdin.remove(sb)
 	}
 	switch {
-	case err != nil && ctx.Err() != nil: // signalled, or the sandbox is closing
+	case err != nil && ctx.Err() != nil && b.isClosed():
+		p.lose()
+	case err != nil && ctx.Err() != nil: // signalled, or the sandbox is pausing
 		p.add(endEvent(-1, "signal: killed", ""), true)
 	case err != nil:
 		p.add(endEvent(-1, "error", err.Error()), true)
@@ -179,7 +190,7 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 func (p *proc) trim() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.log); p.ended && p.sent == p.first+int64(n) {
+	if n := len(p.log); p.ended && !p.lost && p.sent == p.first+int64(n) {
 		p.first += int64(n - 1)
 		p.log = []*process.ProcessEvent{p.log[n-1]}
 		p.size = 0
@@ -192,6 +203,23 @@ func endEvent(code int32, status, msg string) *process.ProcessEvent {
 		end.Error = &msg
 	}
 	return &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}
+}
+
+// errSandboxKilled ends the streams of a process whose sandbox was killed
+// while it ran: as on E2B, where envd's connection drops with the
+// sandbox, the stream fails UNAVAILABLE without an end event, and the SDK
+// then probes the sandbox's health and, finding it gone, raises
+// SandboxNotRunningException.
+var errSandboxKilled = connect.NewError(connect.CodeUnavailable,
+	errors.New("the connection to the sandbox ended before the stream completed: the sandbox was killed"))
+
+// lose ends p without an end event: its sandbox was killed under it.
+func (p *proc) lose() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended, p.lost = true, true
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // errNoStdin: input for a process started without stdin.

@@ -256,6 +256,10 @@ func (f *Front) templateInfo(w http.ResponseWriter, r *http.Request) {
 
 // alias answers whether a template has that name.
 func (f *Front) alias(w http.ResponseWriter, name string) {
+	if name == baseTemplate { // E2B's public base, which every team sees
+		writeJSON(w, http.StatusOK, map[string]any{"templateID": baseTemplate, "public": true})
+		return
+	}
 	t := f.templateByRef(name)
 	if t == nil {
 		apiError(w, api.CodeNotFound, "template alias '%s' not found", name)

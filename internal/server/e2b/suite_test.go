@@ -1,0 +1,61 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestE2BSuiteExpectations: what E2B's own SDK test suite expects of the
+// base template and envd (docs/e2b.md "E2B's own test suite"), through the
+// SDK: /home/user as the working directory, HOME and the start of
+// relative paths and of a command's relative cwd; files.list walks in
+// lexical order; removing what is not there succeeds; a symlink's entry
+// names the absolute path it leads to; a command whose sandbox is killed
+// ends in SandboxNotRunningException, not an exit code;
+// Template.exists("base").
+func TestE2BSuiteExpectations(t *testing.T) {
+	out := sdkScript(t, "sdk_suite_fixes.py")
+	var got struct {
+		PwdHome    []string `json:"pwd_home"`
+		Written    string   `json:"written"`
+		Stat       string   `json:"stat"`
+		Listed     []string `json:"listed"`
+		RelCwd     string   `json:"rel_cwd"`
+		Removed    bool     `json:"removed_missing"`
+		Link       []any    `json:"link"`
+		Dangling   []any    `json:"dangling"`
+		KilledWait string   `json:"killed_wait"`
+		BaseExists bool     `json:"base_exists"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if fmt.Sprint(got.PwdHome) != "[/home/user /home/user]" {
+		t.Errorf("pwd and $HOME of a base sandbox's command: %v, want /home/user twice", got.PwdHome)
+	}
+	if got.Written != "/home/user/rel.txt" || got.Stat != "/home/user/rel.txt" {
+		t.Errorf("files.write and get_info of rel.txt: %q %q, want /home/user/rel.txt", got.Written, got.Stat)
+	}
+	want := "[/home/user/listing/a /home/user/listing/b /home/user/listing/b.txt /home/user/listing/c /home/user/listing/c/d]"
+	if fmt.Sprint(got.Listed) != want {
+		t.Errorf("files.list(depth=2): %v, want %s", got.Listed, want)
+	}
+	if got.RelCwd != "/home/user/listing/c" {
+		t.Errorf("pwd with cwd listing/c: %q, want /home/user/listing/c", got.RelCwd)
+	}
+	if !got.Removed {
+		t.Error("files.remove of a path that is not there raised")
+	}
+	// The SDK shows a link as a symlink (is_symlink); envd resolves its target.
+	if fmt.Sprint(got.Link) != "[symlink /home/user/listing/b.txt]" || fmt.Sprint(got.Dangling) != "[symlink /nowhere]" {
+		t.Errorf("get_info of a link to ../b.txt and of one to /nowhere: %v %v, want [symlink /home/user/listing/b.txt] [symlink /nowhere]",
+			got.Link, got.Dangling)
+	}
+	if got.KilledWait != "SandboxNotRunningException" {
+		t.Errorf("wait on a command whose sandbox was killed: %s, want SandboxNotRunningException (end of life)", got.KilledWait)
+	}
+	if !got.BaseExists {
+		t.Error(`Template.exists("base") is False`)
+	}
+}

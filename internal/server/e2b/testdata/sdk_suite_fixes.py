@@ -1,0 +1,39 @@
+"""What E2B's own SDK test suite (scripts/e2b-sdk-suite.sh) expects of the
+base template and envd and msb once answered otherwise: the home directory
+(/home/user: the commands' working directory, HOME and where relative paths
+start, also of a command's relative cwd), files.list in lexical order,
+files.remove of what is not there, a symlink's entry, a killed sandbox's
+running command, and Template.exists("base"). Prints one JSON object, which suite_test.go checks."""
+import json
+
+from e2b import Sandbox, SandboxNotRunningException, Template
+
+out = {}
+sb = Sandbox.create(timeout=120)
+out["pwd_home"] = sb.commands.run("pwd; echo $HOME").stdout.split()
+info = sb.files.write("rel.txt", "x")
+out["written"] = info.path
+out["stat"] = sb.files.get_info("rel.txt").path
+for name in ("b", "c/d", "a"):
+    sb.files.make_dir("listing/" + name)
+sb.files.write("listing/b.txt", "")
+out["listed"] = [e.path for e in sb.files.list("listing", depth=2)]
+out["rel_cwd"] = sb.commands.run("pwd", cwd="listing/c").stdout.strip()
+sb.files.remove("not-there.txt")
+out["removed_missing"] = True
+sb.commands.run("ln -s ../b.txt link && ln -s /nowhere dangling", cwd="listing/c")
+link = sb.files.get_info("listing/c/link")
+out["link"] = [link.type.value, link.symlink_target]
+dangling = sb.files.get_info("listing/c/dangling")
+out["dangling"] = [dangling.type.value, dangling.symlink_target]
+handle = sb.commands.run("sleep 60", background=True)
+sb.kill()
+try:
+    handle.wait()
+    out["killed_wait"] = "returned"
+except SandboxNotRunningException as e:
+    out["killed_wait"] = "SandboxNotRunningException" if "end of life" in str(e) else str(e)
+except Exception as e:  # noqa: BLE001 - the test reports what the SDK raised
+    out["killed_wait"] = f"{type(e).__name__}: {e}"
+out["base_exists"] = Template.exists("base")
+print(json.dumps(out))
