@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/minisandbox/msb/internal/rootfs"
@@ -150,60 +147,13 @@ func MergeEnv(base, over []string) []string {
 
 // ImageUser reads an image's USER (uid, uid:gid, name or name:group) into
 // ids, looking names up in the /etc/passwd and /etc/group of the image's
-// layer trees (bottom first).
+// layer trees (bottom first): rootfs.LookupUser.
 func ImageUser(layers []string, u string) (User, error) {
-	user, group, hasGroup := strings.Cut(u, ":")
-	uid, gid := -1, -1
-	if n, err := strconv.Atoi(user); err == nil {
-		uid = n
-	} else if uid, gid, err = lookupID(layers, "etc/passwd", user); err != nil {
+	uid, gid, err := rootfs.LookupUser(layers, u)
+	if err != nil {
 		return User{}, err
 	}
-	if gid < 0 {
-		gid = 0
-		if _, g, err := lookupID(layers, "etc/passwd", user); err == nil {
-			gid = g
-		}
-	}
-	if hasGroup {
-		if n, err := strconv.Atoi(group); err == nil {
-			gid = n
-		} else if gid, _, err = lookupID(layers, "etc/group", group); err != nil {
-			return User{}, err
-		}
-	}
 	return User{UID: uid, GID: gid}, nil
-}
-
-// lookupID finds name (or a numeric uid) in a passwd or group file of the
-// topmost layer holding it: its third and fourth fields (the id, and the
-// primary gid for passwd).
-func lookupID(layers []string, file, name string) (int, int, error) {
-	for i := len(layers) - 1; i >= 0; i-- {
-		b, err := os.ReadFile(filepath.Join(layers[i], file))
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			fields := strings.Split(line, ":")
-			if len(fields) < 3 || fields[0] != name && fields[2] != name {
-				continue
-			}
-			id, err := strconv.Atoi(fields[2])
-			if err != nil {
-				break
-			}
-			gid := -1
-			if len(fields) > 3 {
-				if g, err := strconv.Atoi(fields[3]); err == nil {
-					gid = g
-				}
-			}
-			return id, gid, nil
-		}
-		break
-	}
-	return 0, 0, fmt.Errorf("%w: user or group %q is not in the image's /%s", rootfs.ErrImage, name, file)
 }
 
 // resolveRoot is the root a request's image names. The host is a bad

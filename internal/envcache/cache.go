@@ -272,9 +272,13 @@ type Prepared struct {
 	Binds []sandbox.Bind
 	// Env: PATH with the venv first, VIRTUAL_ENV, and pip's index at the
 	// download cache (pip works offline).
-	Env     []string
-	Workdir string // Testbed
-	Lease   *store.Lease
+	Env []string
+	// Workdir is the task's repository: Testbed, or for an image
+	// instance where the image keeps it.
+	Workdir string
+	// User runs the sandbox's commands: root, or an image's USER.
+	User  sandbox.User
+	Lease *store.Lease
 	// EnvKey is the environment key; EnvLayer and RepoLayer the layers.
 	EnvKey    string
 	EnvLayer  string
@@ -313,9 +317,9 @@ func (p *Prepared) Release() error {
 // SandboxConfig is the sandbox.Spec for a task of p (no network, default limits).
 func (p *Prepared) SandboxConfig() sandbox.Config {
 	if p.taskDir != "" { // copy mode: the private tree is the root itself
-		return sandbox.Config{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+		return sandbox.Config{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User}
 	}
-	return sandbox.Config{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir}
+	return sandbox.Config{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User}
 }
 
 // run records a phase's timing and reports it.

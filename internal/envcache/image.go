@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/rootfs"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
 )
 
@@ -15,14 +20,16 @@ import (
 // the cache. The message names the image and the import command.
 var ErrNoImage = errors.New("the instance's image is not in the cache")
 
-// ErrImageNoRepo: an image instance's image has no git repository at
-// /testbed, where task and evaluation scripts work.
-var ErrImageNoRepo = errors.New("the image has no git repository at " + Testbed)
+// ErrImageNoRepo: an image instance's image has no git repository where
+// the instance's repository may be (repoDirs).
+var ErrImageNoRepo = errors.New("the image has no git repository where the task looks for it")
 
 // prepareImage is Prepare for an image instance: the task's root is the
-// image's layers with the image's Env, and its repository is the image's
-// /testbed as the image has it (ErrImageNoRepo when it has none). Nothing is built, so the spec's Python,
-// install steps and system packages are not used; its eval script is.
+// image's layers with the image's Env, its repository is where the image
+// keeps it (repoDirs; ErrImageNoRepo when none holds one), used as it is,
+// and its commands run as the image's User (root mode; a rootless sandbox
+// has only root). Nothing is built, so the spec's Python, install steps and
+// system packages are not used; its eval script is.
 func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepared, error) {
 	root, err := c.imageRoot(ctx, inst)
 	if err != nil {
@@ -32,19 +39,11 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 	if err != nil {
 		return nil, fmt.Errorf("leasing the layers of image %s: %w", inst.Image, err)
 	}
-	p := &Prepared{Env: root.Config.Env, Workdir: Testbed, Lease: lease, EnvKey: root.Top().Hex(),
+	p := &Prepared{Env: root.Config.Env, Lease: lease, EnvKey: root.Top().Hex(),
 		Timings: map[string]time.Duration{}, Reused: true}
-	for _, id := range root.Layers {
-		tree, err := c.store.Materialize(ctx, id)
-		if err != nil {
-			lease.Release()
-			return nil, fmt.Errorf("image %s: %w", inst.Image, err)
-		}
-		p.Layers = append(p.Layers, tree)
-	}
-	if _, ok := c.baseFile(baseInfo{stack: reverse(root.Layers)}, "testbed/.git"); !ok {
+	if err := c.configureImage(ctx, p, inst, root); err != nil {
 		lease.Release()
-		return nil, fmt.Errorf("image %s: %w", inst.Image, ErrImageNoRepo)
+		return nil, err
 	}
 	if c.opts.CopyMode {
 		t := time.Now()
@@ -57,6 +56,75 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 		p.Layers, p.taskDir = []string{dir}, dir
 	}
 	return p, nil
+}
+
+// configureImage materializes the image's layers into p and sets p's
+// repository directory and user from the image.
+func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.Instance, root rootfs.Root) error {
+	for _, id := range root.Layers {
+		tree, err := c.store.Materialize(ctx, id)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", inst.Image, err)
+		}
+		p.Layers = append(p.Layers, tree)
+	}
+	dirs := repoDirs(inst, root.Config.WorkingDir)
+	for _, dir := range dirs {
+		ok, err := rootfs.IsGitWorkTree(p.Layers, dir)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", inst.Image, err)
+		}
+		if ok {
+			p.Workdir = dir
+			break
+		}
+	}
+	if p.Workdir == "" {
+		return fmt.Errorf("image %s: %w (looked in %s)", inst.Image, ErrImageNoRepo, strings.Join(dirs, ", "))
+	}
+	u := root.Config.User
+	if u == "" {
+		return nil
+	}
+	if c.rootless() {
+		if u != "0" && u != "root" && !strings.HasPrefix(u, "0:") && !strings.HasPrefix(u, "root:") {
+			c.log.Info("the image's user is not applied in a rootless sandbox: commands run as root", "image", inst.Image, "user", u)
+		}
+		return nil
+	}
+	uid, gid, err := rootfs.LookupUser(p.Layers, u)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", inst.Image, err)
+	}
+	p.User = sandbox.User{UID: uid, GID: gid}
+	return nil
+}
+
+// repoDirs are where an image instance's repository may be, in the order
+// they are tried: for a Multi-SWE-bench row where the benchmark's images
+// keep it (/home/<repository name>), then the image's WorkingDir, then
+// Testbed (SWE-bench's images, SWE-Gym's, SWE-smith's, R2E-Gym's).
+func repoDirs(inst dataset.Instance, workingDir string) []string {
+	var dirs []string
+	if m := inst.MultiSWE; m != nil && m.Name != "" && !strings.ContainsAny(m.Name, "/\x00") && m.Name != "." && m.Name != ".." {
+		dirs = append(dirs, "/home/"+m.Name)
+	}
+	if wd := path.Clean("/" + workingDir); workingDir != "" && wd != "/" && !slices.Contains(dirs, wd) {
+		dirs = append(dirs, wd)
+	}
+	if !slices.Contains(dirs, Testbed) {
+		dirs = append(dirs, Testbed)
+	}
+	return dirs
+}
+
+// rootless reports whether the cache's sandboxes run rootless (a user
+// namespace that maps only the caller, as root).
+func (c *Cache) rootless() bool {
+	if c.opts.Runtime != nil {
+		return c.opts.Runtime.Rootless()
+	}
+	return os.Geteuid() != 0
 }
 
 // imageRoot resolves an instance's image among the roots the cache holds:

@@ -156,7 +156,8 @@ func (e *evaluation) empty() bool {
 
 func (e *evaluation) run() {
 	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox (network %s)", e.t.ID(), e.res.Model, e.res.Network)
-	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress, Env: GradingEnv})
+	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress, Env: GradingEnv,
+		AsRoot: true})
 	if err != nil {
 		e.log.Printf("Error creating the sandbox for %s: %v", e.t.ID(), err)
 		if errors.Is(err, envcache.ErrEnvBuildFailed) {
@@ -206,7 +207,7 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	// The structured channel's setup runs before the start marker and its
 	// restore after the exit status is recorded: between the markers the
 	// log is the harness's.
-	e.art.EvalScript = EvalScript(e.t)
+	e.art.EvalScript = evalScript(e.t, sb.RepoDir(), integrity.Channel{})
 	script := e.art.EvalScript
 	if !e.empty() {
 		if e.t.grader == grading.SWEBench {
@@ -215,7 +216,7 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 			e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
 		}
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
-		script = evalScript(e.t, e.ev.Channel) + e.ev.Canary.Script()
+		script = evalScript(e.t, sb.RepoDir(), e.ev.Channel) + e.ev.Canary.Script()
 		e.log.Printf("Integrity canary appended to %s (structured channel: %v)", ScriptPath, e.ev.Channel.Active())
 	}
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
@@ -296,18 +297,20 @@ func (e *evaluation) verdict() (Evaluation, grading.StatusMap) {
 // heredoc is the harness's delimiter for the test_patch in eval.sh.
 const heredoc = "EOF_114329324912"
 
-// EvalScript is the harness's eval.sh for the task: run in /testbed with
+// EvalScript is the harness's eval.sh for the task: run in /testbed (an
+// evaluation's cd is to the repository where the task sandbox has it) with
 // the model patch applied (not committed), it sets the spec's environment,
 // runs its eval steps (the eval commands, then the install again when the
 // spec says eval_install), resets the test files to HEAD (the base commit;
 // for SWE-smith the committed bug), applies the test_patch, runs the test
 // command between the output markers, records its exit status after the end
 // marker (the harness's newer scripts) and resets the test files again.
-func EvalScript(t *Task) string { return evalScript(t, integrity.Channel{}) }
+func EvalScript(t *Task) string { return evalScript(t, envcache.Testbed, integrity.Channel{}) }
 
-// evalScript is EvalScript with the structured channel's setup before the
-// start marker and its restore after the exit status line.
-func evalScript(t *Task, c integrity.Channel) string {
+// evalScript is EvalScript in the repository at dir, with the structured
+// channel's setup before the start marker and its restore after the exit
+// status line.
+func evalScript(t *Task, dir string, c integrity.Channel) string {
 	var b strings.Builder
 	files := t.TestFiles()
 	quoted := make([]string, len(files))
@@ -318,7 +321,7 @@ func evalScript(t *Task, c integrity.Channel) string {
 	if len(files) > 0 {
 		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
 	}
-	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd /testbed\n")
+	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd " + spec.ShellQuote(dir) + "\n")
 	env := maps.Clone(t.Spec.Env) // eval_env over env
 	if env == nil {
 		env = map[string]string{}

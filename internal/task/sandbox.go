@@ -61,7 +61,17 @@ type Options struct {
 	// Env is added to the environment's variables (NAME=value; the
 	// spec's, exported by the eval script, still win).
 	Env []string
+	// AsRoot runs the sandbox's commands as root whatever user its image
+	// names, with git trusting the repository whoever owns it (asRootEnv):
+	// evaluation does, as SWE-bench's harness applies patches as root and
+	// its images run the eval script as root.
+	AsRoot bool
 }
+
+// asRootEnv lets git work, as root, in a repository that the image's user
+// owns (git refuses a repository another user owns: "dubious ownership"):
+// safe.directory from the environment, the command scope git trusts.
+var asRootEnv = []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}
 
 // Sandbox is a task's sandbox in the task's starting state. It is a
 // sandbox.Sandbox (exec, sessions, files) plus the task operations.
@@ -90,6 +100,9 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	conf := prep.SandboxConfig()
 	conf.Limits, conf.MaxOutput, conf.Network = o.Limits, o.MaxOutput, o.Network
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
+	if o.AsRoot && conf.User != (sandbox.User{}) {
+		conf.User, conf.Env = sandbox.User{}, append(conf.Env, asRootEnv...)
+	}
 	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
 		prep.Release()
 		return nil, fmt.Errorf("creating the sandbox of %s: %w", t.ID(), err)
@@ -123,9 +136,18 @@ func (s *Sandbox) Close() error {
 	return errors.Join(err, s.prep.Release())
 }
 
-// run runs a shell command in /testbed in a fresh bash.
+// RepoDir is where the task's repository is: envcache.Testbed, or for an
+// image instance where its image keeps it.
+func (s *Sandbox) RepoDir() string {
+	if s.prep.Workdir == "" {
+		return envcache.Testbed
+	}
+	return s.prep.Workdir
+}
+
+// run runs a shell command in the repository in a fresh bash.
 func (s *Sandbox) run(ctx context.Context, cmd string, timeout time.Duration) (session.Result, error) {
-	return s.Exec(ctx, session.ExecRequest{Command: "cd /testbed && " + cmd, Timeout: timeout})
+	return s.Exec(ctx, session.ExecRequest{Command: "cd " + spec.ShellQuote(s.RepoDir()) + " && " + cmd, Timeout: timeout})
 }
 
 // commitBug puts a SWE-smith instance in its starting state: the base
@@ -219,16 +241,22 @@ func applyFailed(log *RunLog, tried []string) error {
 	return err
 }
 
-// diffScript writes the agent's patch to stdout. Git runs as gitcmd.Shell
-// sets it up: on /testbed's own .git (a .git file or core.worktree pointing
-// elsewhere is an error, not another repository), with no system or global
+// diffScript writes the agent's patch, of the repository at dir, to
+// stdout. Git runs as gitcmd.Shell sets it up: on the repository's own
+// .git (a .git file or core.worktree pointing elsewhere is an error, not
+// another repository), with no system or global
 // configuration (the agent may write ~/.gitconfig), no fsmonitor, no hooks,
 // no attributes file, every filter driver the repository's config defines
 // emptied (a clean filter would run on git add and could rewrite what the
 // patch says); the diff without external diff or textconv, and --binary so
 // that a "-diff" attribute (or a binary file) gives a patch git apply can
 // apply, not "Binary files differ".
-var diffScript = gitcmd.Shell(envcache.Testbed) + `set -- "$@" -c core.fileMode=false
+func diffScript(dir string) string {
+	return gitcmd.Shell(dir) + diffCommands
+}
+
+// diffCommands are diffScript's after gitcmd.Shell's prelude.
+const diffCommands = `set -- "$@" -c core.fileMode=false
 f=$(mktemp) || exit 1
 cp .git/index "$f" 2>/dev/null
 GIT_INDEX_FILE="$f" git "$@" add -A && GIT_INDEX_FILE="$f" git "$@" diff --cached --no-ext-diff --no-textconv --binary HEAD
@@ -236,7 +264,7 @@ rc=$?
 rm -f "$f"
 exit $rc`
 
-// Diff returns the agent's patch: every change in /testbed against HEAD
+// Diff returns the agent's patch: every change in RepoDir against HEAD
 // (the base commit; for SWE-smith the committed bug), untracked files
 // included and ignored files left out, as `git add -A && git diff --cached`
 // gives it. The sandbox's own git index is not touched, and the bytes are
@@ -247,7 +275,7 @@ exit $rc`
 // repository or hide a change from the patch.
 func (s *Sandbox) Diff(ctx context.Context) (string, error) {
 	const out = "/tmp/msb-agent.patch"
-	script := "{\n" + diffScript + "\n} >" + out
+	script := "{\n" + diffScript(s.RepoDir()) + "\n} >" + out
 	res, err := s.Exec(ctx, session.ExecRequest{Command: script, Timeout: 5 * time.Minute})
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrDiff, err)
@@ -291,5 +319,5 @@ func lastLines(s string, n int) string {
 // of a task sandbox, with a snapshot layer on top), a task sandbox of t:
 // Close closes sb and releases lease, which keeps sb's layers.
 func Adopt(t *Task, sb *sandbox.Sandbox, lease *store.Lease) *Sandbox {
-	return &Sandbox{Sandbox: sb, Task: t, prep: &envcache.Prepared{Lease: lease}}
+	return &Sandbox{Sandbox: sb, Task: t, prep: &envcache.Prepared{Lease: lease, Workdir: sb.Config().Workdir}}
 }

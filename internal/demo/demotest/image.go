@@ -76,6 +76,13 @@ func ImageRootfs(t *testing.T, repoDir, commit, pyVersion string) string {
 // and /testbed its working directory; owners are root's.
 func Image(t *testing.T, root string, env ...string) v1.Image {
 	t.Helper()
+	return ImageOwned(t, root, nil, env...)
+}
+
+// ImageOwned is Image with the owner of each path (relative to root) that
+// owner gives; nil: root's.
+func ImageOwned(t *testing.T, root string, owner func(rel string) (uid, gid int), env ...string) v1.Image {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -98,6 +105,9 @@ func Image(t *testing.T, root string, env ...string) v1.Image {
 		}
 		rel, _ := filepath.Rel(root, p)
 		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = rel, 0, 0, "", ""
+		if owner != nil {
+			h.Uid, h.Gid = owner(rel)
+		}
 		if fi.IsDir() {
 			h.Name += "/"
 		}
