@@ -125,6 +125,8 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("POST /v2/templates/{template}/builds/{build}", f.startBuild)
 	control.HandleFunc("GET /templates/{template}/builds/{build}/status", f.buildStatus)
 	control.HandleFunc("GET /templates/{template}/{what}", f.templateInfo) // aliases/{name} or {id}/tags
+	control.HandleFunc("POST /templates/tags", f.assignTags)
+	control.HandleFunc("DELETE /templates/tags", f.removeTags)
 	control.HandleFunc("PUT /sandboxes/{id}/network", f.updateNetwork)
 	control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, api.CodeNotFound, "no route %s %s in msb's E2B API (see docs/e2b.md)", r.Method, r.URL.Path)

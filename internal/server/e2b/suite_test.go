@@ -13,7 +13,7 @@ import (
 // lexical order; removing what is not there succeeds; a symlink's entry
 // names the absolute path it leads to; a command whose sandbox is killed
 // ends in SandboxNotRunningException, not an exit code;
-// Template.exists("base").
+// Template.exists("base"); Template.assign_tags and remove_tags.
 func TestE2BSuiteExpectations(t *testing.T) {
 	out := sdkScript(t, "sdk_suite_fixes.py")
 	var got struct {
@@ -27,6 +27,9 @@ func TestE2BSuiteExpectations(t *testing.T) {
 		Dangling   []any    `json:"dangling"`
 		KilledWait string   `json:"killed_wait"`
 		BaseExists bool     `json:"base_exists"`
+		Assigned   []string `json:"assigned"`
+		Tags       []string `json:"tags"`
+		Refused    []string `json:"refused"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -57,5 +60,12 @@ func TestE2BSuiteExpectations(t *testing.T) {
 	}
 	if !got.BaseExists {
 		t.Error(`Template.exists("base") is False`)
+	}
+	if fmt.Sprint(got.Assigned) != "[latest prod]" || fmt.Sprint(got.Tags) != "[latest v1]" {
+		t.Errorf("assign_tags(prod, suite-tags:latest) answered %v, then remove_tags(prod) left %v; want [latest prod], [latest v1]",
+			got.Assigned, got.Tags)
+	}
+	if fmt.Sprint(got.Refused) != "[:x suite-tags: other:x]" {
+		t.Errorf("assign_tags refused %v, want [:x suite-tags: other:x]", got.Refused)
 	}
 }

@@ -3,10 +3,11 @@ base template and envd and msb once answered otherwise: the home directory
 (/home/user: the commands' working directory, HOME and where relative paths
 start, also of a command's relative cwd), files.list in lexical order,
 files.remove of what is not there, a symlink's entry, a killed sandbox's
-running command, and Template.exists("base"). Prints one JSON object, which suite_test.go checks."""
+running command, Template.exists("base"), and Template.assign_tags and
+remove_tags. Prints one JSON object, which suite_test.go checks."""
 import json
 
-from e2b import Sandbox, SandboxNotRunningException, Template
+from e2b import Sandbox, SandboxNotRunningException, Template, TemplateException
 
 out = {}
 sb = Sandbox.create(timeout=120)
@@ -36,4 +37,16 @@ except SandboxNotRunningException as e:
 except Exception as e:  # noqa: BLE001 - the test reports what the SDK raised
     out["killed_wait"] = f"{type(e).__name__}: {e}"
 out["base_exists"] = Template.exists("base")
+Template.build(Template().from_template("base").run_cmd("true"), "suite-tags:v1")
+tagged = Template.assign_tags("suite-tags:v1", ["prod", "suite-tags:latest"])
+out["assigned"] = sorted(tagged.tags)
+Template.remove_tags("suite-tags", "prod")
+out["tags"] = sorted(t.tag for t in Template.get_tags("suite-tags"))
+refused = []
+for bad in (":x", "suite-tags:", "other:x"):
+    try:
+        Template.assign_tags("suite-tags:v1", bad)
+    except TemplateException:
+        refused.append(bad)
+out["refused"] = refused
 print(json.dumps(out))
