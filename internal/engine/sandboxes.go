@@ -343,6 +343,15 @@ func (e *Engine) CloseSandbox(id string) (api.SandboxInfo, error) {
 // ID is the sandbox's id.
 func (s *Sandbox) ID() string { return s.info.ID }
 
+// RepoDir is where a task sandbox's repository is (/testbed, or where its
+// image keeps it); "" for a raw sandbox.
+func (s *Sandbox) RepoDir() string {
+	if ts := s.tsk(); ts != nil {
+		return ts.RepoDir()
+	}
+	return ""
+}
+
 // Info describes the sandbox.
 func (s *Sandbox) Info() api.SandboxInfo {
 	s.mu.Lock()

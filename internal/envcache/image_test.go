@@ -3,9 +3,12 @@ package envcache
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +17,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -98,12 +104,96 @@ func dirLayer(t *testing.T, root string) v1.Layer {
 // bytesLayer is an image layer holding one file.
 func bytesLayer(t *testing.T, name, body string) v1.Layer {
 	t.Helper()
+	return filesLayer(t, map[string]string{name: body})
+}
+
+// filesLayer is an image layer holding files (name: body), in name order.
+func filesLayer(t *testing.T, files map[string]string) v1.Layer {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
-	io.WriteString(tw, body)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		body := files[name]
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
+		io.WriteString(tw, body)
+	}
 	tw.Close()
 	return layerOf(t, buf.Bytes())
+}
+
+// TestImageRepoDirs checks where an image instance's repository is taken
+// from: a Multi-SWE-bench row's /home/<repo>, else the image's WORKDIR
+// when it holds a .git directory, else /testbed, as the overlay of the
+// image's layers shows them (a whiteout in an upper layer removes a
+// lower layer's repository); and that the image's USER is looked up in
+// its /etc/passwd and applied in root mode only (a rootless sandbox maps
+// only root).
+func TestImageRepoDirs(t *testing.T) {
+	base := map[string]string{
+		"home/calc/.git/HEAD": "ref: refs/heads/main\n", "testbed/.git/HEAD": "ref: refs/heads/main\n",
+		"srv/app/.git/HEAD": "ref: refs/heads/main\n", "work/README": "not a repository\n",
+		"etc/passwd": "root:x:0:0::/root:/bin/sh\ncalc:x:1000:1001::/home/calc:/bin/sh\n",
+	}
+	c := openCache(t, Options{Runtime: testRuntime(t)})
+	importAs := func(name, workdir, user string, layers ...v1.Layer) {
+		img, err := mutate.AppendLayers(empty.Image, layers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.Config(img, v1.Config{WorkingDir: workdir, User: user}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rootfs.Import(t.Context(), c.store, img, rootfs.ImportOptions{Names: []string{name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	importAs("example.com/t/work:1", "/work", "calc", filesLayer(t, base))
+	importAs("example.com/t/srv:1", "/srv/app/", "", filesLayer(t, base))
+	importAs("example.com/t/gone:1", "/srv/none", "", filesLayer(t, base), filesLayer(t, map[string]string{"home/.wh.calc": "", "testbed/.wh..wh..opq": ""}))
+	importAs("example.com/t/nouser:1", "/", "nobody", filesLayer(t, base))
+	mswe := &dataset.MultiSWE{Org: "org", Name: "calc"}
+	wantUser := sandbox.User{UID: 1000, GID: 1001}
+	if c.rootless() {
+		wantUser = sandbox.User{}
+	}
+	for _, tc := range []struct {
+		image   string
+		mswe    *dataset.MultiSWE
+		workdir string
+		user    sandbox.User
+	}{
+		{"example.com/t/work:1", nil, Testbed, wantUser},       // WORKDIR /work holds no repository
+		{"example.com/t/work:1", mswe, "/home/calc", wantUser}, // Multi-SWE-bench's place first
+		{"example.com/t/srv:1", nil, "/srv/app", sandbox.User{}},
+		{"example.com/t/srv:1", mswe, "/home/calc", sandbox.User{}},
+		{"example.com/t/gone:1", mswe, "", sandbox.User{}}, // /home/calc deleted, /testbed emptied
+	} {
+		inst := dataset.Instance{InstanceID: "org__calc-1", Image: tc.image, MultiSWE: tc.mswe}
+		p, err := c.Prepare(t.Context(), inst, spec.Spec{}, nil)
+		if tc.workdir == "" {
+			if !errors.Is(err, ErrImageNoRepo) || !strings.Contains(err.Error(), "/home/calc, /srv/none, /testbed") {
+				t.Errorf("%s (multi-swe %v): %v, want ErrImageNoRepo naming where it looked", tc.image, tc.mswe != nil, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.image, err)
+		}
+		p.Release()
+		if p.Workdir != tc.workdir || p.User != tc.user {
+			t.Errorf("%s (multi-swe %v): repository %s as %+v, want %s as %+v", tc.image, tc.mswe != nil, p.Workdir, p.User, tc.workdir, tc.user)
+		}
+	}
+	_, err := c.Prepare(t.Context(), dataset.Instance{InstanceID: "x-1", Image: "example.com/t/nouser:1"}, spec.Spec{}, nil)
+	if c.rootless() && err != nil || !c.rootless() && !errors.Is(err, rootfs.ErrNoUser) {
+		t.Errorf("an image whose USER its /etc/passwd lacks (rootless %v): %v", c.rootless(), err)
+	}
+}
+
+// TestImageRepoDirsRootless reruns TestImageRepoDirs as an unprivileged
+// user.
+func TestImageRepoDirsRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestImageRepoDirs$")
 }
 
 func layerOf(t *testing.T, b []byte) v1.Layer {

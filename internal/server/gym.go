@@ -49,7 +49,7 @@ func (s *Server) gymReset(w http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, err
 	}
 	s.metrics.created(time.Since(start))
-	return api.GymObservation{SandboxID: sb.ID(), InstanceID: id, ProblemStatement: in.ProblemStatement, Cwd: "/testbed", Session: gymSession}, nil
+	return api.GymObservation{SandboxID: sb.ID(), InstanceID: id, ProblemStatement: in.ProblemStatement, Cwd: sb.RepoDir(), Session: gymSession}, nil
 }
 
 func (s *Server) gymStep(w http.ResponseWriter, r *http.Request) (any, error) {

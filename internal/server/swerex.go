@@ -707,13 +707,13 @@ func (s *Server) rexExecute(r *http.Request, sb *engine.Sandbox, x *rexSandbox) 
 }
 
 // rexPath makes a path absolute the way a process in the sandbox would
-// see it (relative paths from the task's /testbed, or /).
+// see it (relative paths from the task's repository, or /).
 func rexPath(sb *engine.Sandbox, p string) string {
 	if path.IsAbs(p) {
 		return path.Clean(p)
 	}
-	if sb.Info().InstanceID != "" {
-		return path.Join("/testbed", p)
+	if dir := sb.RepoDir(); dir != "" {
+		return path.Join(dir, p)
 	}
 	return path.Join("/", p)
 }
