@@ -5,6 +5,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/grading/integrity"
+	"github.com/minisandbox/msb/internal/patch"
 )
 
 // checkIntegrity is the stage every grader's verdict passes through: the
@@ -81,6 +82,7 @@ func channelReasons(e Evaluation, v Verdict) []string {
 		parsed[id] = string(st)
 	}
 	tests := append(append([]string{}, e.Expected.FailToPass...), e.Expected.PassToPass...)
+	tests = integrity.Vouched(tests, patch.GitHeaderPaths(e.TestPatch), parsed)
 	return e.Channel.Judge(logged, tests, parsed, e.ChannelReport == nil)
 }
 

@@ -193,6 +193,42 @@ func Log(statuses map[string]string) string {
 	return b.String()
 }
 
+// Vouched are the tests of tests (ids as the harness's parser gives them)
+// that pytest's report can speak for: those of a file the test patch
+// touches (testFiles: the files the run selects), or of a file the report
+// (parsed) has a test of. The parser also reads ids from lines the tests
+// print themselves: pytest's own tests run pytest inside the run, and
+// pytest-dev__pytest-5262 and -7521 list "[100%]", and -7521
+// "test_capsysbinary.py::test_hello", from such an inner run's output as
+// PASS_TO_PASS tests. The run's report never has them (the gold patch was
+// flagged for it), and a patch gains nothing by printing them: the gold
+// patch's log passes them too. With no test files every test is vouched.
+func Vouched(tests, testFiles []string, parsed map[string]string) []string {
+	if len(testFiles) == 0 {
+		return tests
+	}
+	files := map[string]bool{}
+	for _, f := range testFiles {
+		files[f] = true
+	}
+	for id := range parsed {
+		files[testFile(id)] = true
+	}
+	var out []string
+	for _, id := range tests {
+		if files[testFile(id)] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// testFile is the file part of a pytest node id (all of an id without "::").
+func testFile(id string) string {
+	f, _, _ := strings.Cut(id, "::")
+	return f
+}
+
 // Judge checks the statuses the harness's parser read from the log (test
 // id to status word) against those it reads from the plugin's report
 // (parsed: its Log through the same parser; missing: the file is absent):
