@@ -151,6 +151,10 @@ func (f *Front) Handler() http.Handler {
 			f.envd(sandbox).ServeHTTP(w, r)
 			return
 		}
+		if signed(r) { // a signed file URL: its signature names the sandbox
+			f.signedFiles(sandbox).ServeHTTP(w, r)
+			return
+		}
 		if !f.apiKeyOK(r) {
 			apiError(w, api.CodeUnauthorized, "wrong or missing API key: send the daemon's token as X-API-Key")
 			return
@@ -194,7 +198,12 @@ func (f *Front) envd(next http.Handler) http.Handler {
 				"message": "The sandbox " + id + " was not found"})
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Access-Token")), []byte(b.token)) != 1 {
+		switch {
+		case signed(r) && signedBy(r, b.token):
+			if expired(w, r) {
+				return
+			}
+		case subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Access-Token")), []byte(b.token)) != 1:
 			apiError(w, api.CodeUnauthorized, "wrong or missing X-Access-Token for sandbox %s", id)
 			return
 		}

@@ -13,7 +13,8 @@ import (
 // lexical order; removing what is not there succeeds; a symlink's entry
 // names the absolute path it leads to; a command whose sandbox is killed
 // ends in SandboxNotRunningException, not an exit code;
-// Template.exists("base"); Template.assign_tags and remove_tags.
+// Template.exists("base"); Template.assign_tags and remove_tags; signed
+// file URLs, which name no sandbox on one listener.
 func TestE2BSuiteExpectations(t *testing.T) {
 	out := sdkScript(t, "sdk_suite_fixes.py")
 	var got struct {
@@ -30,6 +31,8 @@ func TestE2BSuiteExpectations(t *testing.T) {
 		Assigned   []string `json:"assigned"`
 		Tags       []string `json:"tags"`
 		Refused    []string `json:"refused"`
+		Signed     []any    `json:"signed"`
+		Uploaded   string   `json:"uploaded"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -54,6 +57,12 @@ func TestE2BSuiteExpectations(t *testing.T) {
 	if fmt.Sprint(got.Link) != "[symlink /home/user/listing/b.txt]" || fmt.Sprint(got.Dangling) != "[symlink /nowhere]" {
 		t.Errorf("get_info of a link to ../b.txt and of one to /nowhere: %v %v, want [symlink /home/user/listing/b.txt] [symlink /nowhere]",
 			got.Link, got.Dangling)
+	}
+	want = "[[200 signed] [200 signed] [401 signature is already expired] " +
+		"[401 the URL's signature is not one of a running sandbox's] 200]"
+	if fmt.Sprint(got.Signed) != want || got.Uploaded != "uploaded" {
+		t.Errorf("signed URLs: download, with an expiry, expired, tampered, upload: %v (uploaded %q), want %s (uploaded)",
+			got.Signed, got.Uploaded, want)
 	}
 	if got.KilledWait != "SandboxNotRunningException" {
 		t.Errorf("wait on a command whose sandbox was killed: %s, want SandboxNotRunningException (end of life)", got.KilledWait)

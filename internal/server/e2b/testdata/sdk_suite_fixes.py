@@ -3,9 +3,11 @@ base template and envd and msb once answered otherwise: the home directory
 (/home/user: the commands' working directory, HOME and where relative paths
 start, also of a command's relative cwd), files.list in lexical order,
 files.remove of what is not there, a symlink's entry, a killed sandbox's
-running command, Template.exists("base"), and Template.assign_tags and
-remove_tags. Prints one JSON object, which suite_test.go checks."""
+running command, Template.exists("base"), Template.assign_tags and
+remove_tags, and signed file URLs (download_url, upload_url). Prints one JSON object, which suite_test.go checks."""
 import json
+import urllib.error
+import urllib.request
 
 from e2b import Sandbox, SandboxNotRunningException, Template, TemplateException
 
@@ -27,6 +29,28 @@ link = sb.files.get_info("listing/c/link")
 out["link"] = [link.type.value, link.symlink_target]
 dangling = sb.files.get_info("listing/c/dangling")
 out["dangling"] = [dangling.type.value, dangling.symlink_target]
+
+
+def fetch(url, data=None):
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/octet-stream"} if data else {})
+    try:
+        with urllib.request.urlopen(req) as res:
+            return [res.status, res.read().decode()]
+    except urllib.error.HTTPError as e:
+        return [e.code, json.loads(e.read())["message"]]
+
+
+secure = Sandbox.create(timeout=120, secure=True)
+secure.files.write("signed.txt", "signed")
+out["signed"] = [
+    fetch(secure.download_url("signed.txt", "user")),
+    fetch(secure.download_url("signed.txt", "user", 120)),
+    fetch(secure.download_url("signed.txt", "user", use_signature_expiration=-120)),
+    fetch(secure.download_url("signed.txt", "user").replace("signature=v1_", "signature=v1_x")),
+    fetch(secure.upload_url("up.txt", "user"), b"uploaded")[0],
+]
+out["uploaded"] = secure.files.read("up.txt")
+secure.kill()
 handle = sb.commands.run("sleep 60", background=True)
 sb.kill()
 try:
