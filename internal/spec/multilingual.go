@@ -203,7 +203,7 @@ func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
 	s := Spec{
 		Repo: repo, Version: version,
 		Language:       lang.language,
-		Toolchains:     slices.Clone(lang.toolchains),
+		Toolchains:     mlToolchains(module, lang.toolchains, v.DockerSpecs),
 		SystemPackages: mlSystemPackages(lang.system, v.AptPkgs),
 		PreInstall:     slices.Clone(v.PreInstall),
 		Install:        mlJoin(install, mlInstallRewrites[module]),
@@ -217,6 +217,30 @@ func mlSpec(repo, version, module string, lang mlLang, v mlVersionFact) Spec {
 		s.Language = LangCPP
 	}
 	return s
+}
+
+// mlPins: per constants module, the toolchain whose version the
+// harness's docker_specs pin per version, and the key that says it. msb
+// fetches those it can (spec.ToolchainVersioned); Rust's and Java's pins
+// are not followed (no fetch of Rust; a JDK 11 runtime needs Surefire's
+// jvm in each Maven command).
+var mlPins = map[string][2]string{"go": {"go", "go_version"}, "javascript": {"node", "node_version"}}
+
+// mlToolchains are the language's toolchains, the pinned one as
+// name@version (Go 1.18.10 to 1.23.8, Node 16 to 20 in 4.1.0).
+func mlToolchains(module string, tcs []string, docker map[string]any) []string {
+	out := slices.Clone(tcs)
+	pin, ok := mlPins[module]
+	v, _ := docker[pin[1]].(string)
+	if !ok || v == "" {
+		return out
+	}
+	for i, tc := range out {
+		if tc == pin[0] {
+			out[i] = tc + "@" + v
+		}
+	}
+	return out
 }
 
 // mlJoin is cmds one a line, each rewritten by r (nil: as they are).

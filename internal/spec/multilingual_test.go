@@ -159,6 +159,12 @@ func TestResolveMultilingual(t *testing.T) {
 	if s.Language != LangGo || s.LogParser != "gotest" || !strings.Contains(s.TestCmd, "go test -v") || s.Source[0] != "builtin" {
 		t.Errorf("gin 1805: language %q, parser %q, test_cmd %q, source %q", s.Language, s.LogParser, s.TestCmd, s.Source)
 	}
+	// the harness's pinned Go and Node (docker_specs), fetched when the host's differ
+	for repo, want := range map[[2]string][]string{{"gin-gonic/gin", "1805"}: {"go@1.23.8"}, {"caddyserver/caddy", "4774"}: {"go@1.18.10"}, {"axios/axios", "5316"}: {"node@20"}} {
+		if p, err := Resolve(mlRow(repo[0], repo[1]), nil); err != nil || !slices.Equal(p.Toolchains, want) {
+			t.Errorf("%s %s: toolchains %q, %v; want %q", repo[0], repo[1], p.Toolchains, err, want)
+		}
+	}
 	s, err = Resolve(mlRow("immutable-js/immutable-js", "2005"), nil)
 	if err != nil || s.LogParser != "jest_json" {
 		t.Errorf("immutable-js 2005: parser %q, %v (the dispatcher's choice is jest_json)", s.LogParser, err)
