@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -41,9 +43,10 @@ func xattrLayers() ([]ent, []ent) {
 // SCHILY.xattr records) are kept in the layer manifests whatever the
 // source (layout, docker-archive, registry: the same layers) and applied to
 // the store's trees, the merged copy and an overlay mount of the image: the
-// file capability, trusted.* and user.* as root; user.* only in a rootless
-// store, which cannot set the others (TestImportRootless). What a runtime
-// drops is dropped.
+// file capability, trusted.* and user.* as root; user.* and the capability
+// (revision 3 for the caller's namespaces: store/capability.go) in a
+// rootless store, which cannot set trusted.* (TestImportRootless). What a
+// runtime drops is dropped.
 func TestImportXattrs(t *testing.T) {
 	base, top := xattrLayers()
 	img := buildImage(t, v1.Config{}, base, top)
@@ -139,8 +142,16 @@ func checkXattrTree(t *testing.T, st *store.Store, root string) {
 		}
 		v, ok := get(p, "security.capability")
 		if st.Rootless() {
-			if ok {
-				t.Errorf("%s in %s: a rootless store set security.capability", p, root)
+			// Set through a user namespace whose root is the caller: from
+			// outside, revision 3 with the caller's uid as its rootid.
+			want := append(slices.Clone(capNetBindService), 0, 0, 0, 0)
+			want[3] = 3
+			binary.LittleEndian.PutUint32(want[20:], uint32(os.Geteuid()))
+			if !ok || v != string(want) {
+				t.Errorf("%s in %s: security.capability %x %v, want %x", p, root, v, ok, want)
+			}
+			if _, ok := get(p, "trusted.t"); ok {
+				t.Errorf("%s in %s: a rootless store set trusted.t", p, root)
 			}
 			continue
 		}

@@ -398,7 +398,7 @@ func (s *Store) setMeta(p string, e *Entry) error {
 		}
 	}
 	if xs, _ := s.applicable(e); len(xs) > 0 {
-		if err := setXattrs(p, xs); err != nil {
+		if err := s.setXattrs(p, xs); err != nil {
 			return err
 		}
 	}

@@ -177,7 +177,7 @@ func (s *Store) setFileMeta(f *os.File, key *inodeKey) error {
 		if err != nil {
 			return err
 		}
-		if err := setXattrs(f.Name(), xs); err != nil {
+		if err := s.setXattrs(f.Name(), xs); err != nil {
 			return err
 		}
 	}

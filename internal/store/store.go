@@ -53,6 +53,8 @@ type Store struct {
 	log      *slog.Logger
 	rootless bool
 	uid, gid uint32 // the caller's, used for every entry when rootless
+	// caps: whether a rootless store can set file capabilities.
+	caps capsState
 
 	// parentsMu guards parents, a memo of each layer's parents: layers are
 	// immutable, and decoding a venv's manifest to learn them costs

@@ -80,16 +80,18 @@ func SortXattrs(xs []Xattr) {
 }
 
 // applicable returns the attributes of e this store can set: all of them
-// as root; a rootless store only user.* ones (trusted.* needs
-// CAP_SYS_ADMIN and security.capability CAP_SETFCAP in the filesystem's
-// user namespace), and user.* only on files and directories, as the kernel
-// allows. skipped counts the rest.
+// as root; a rootless store user.* ones and file capabilities (through a
+// user namespace: capability.go) but no trusted.* (which needs
+// CAP_SYS_ADMIN in the filesystem's user namespace), and user.* only on
+// files and directories, as the kernel allows. skipped counts the rest.
 func (s *Store) applicable(e *Entry) (xs []Xattr, skipped int) {
 	for _, x := range e.Xattrs {
 		user := strings.HasPrefix(x.Name, xattrUser)
 		switch {
 		case user && e.Type != TypeFile && e.Type != TypeDir:
 			skipped++
+		case s.rootless && x.Name == xattrCapability && e.Type == TypeFile && s.rootlessCaps():
+			xs = append(xs, x)
 		case s.rootless && !user:
 			skipped++
 		default:
@@ -152,10 +154,17 @@ func xattrHash(enc string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// setXattrs sets attributes on a path (not following a symlink). A file's
+// setXattrs sets attributes on a path (not following a symlink); a
+// rootless store's file capabilities through a user namespace. A file's
 // are set last, after chown and chmod, which would clear a capability.
-func setXattrs(p string, xs []Xattr) error {
+func (s *Store) setXattrs(p string, xs []Xattr) error {
 	for _, x := range xs {
+		if s.rootless && x.Name == xattrCapability {
+			if err := setCapabilityRootless(p, x.Value); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := unix.Lsetxattr(p, x.Name, x.Value, 0); err != nil {
 			return fmt.Errorf("setxattr %s on %s: %w", x.Name, p, err)
 		}
@@ -191,7 +200,11 @@ func readXattrs(p string) ([]Xattr, error) {
 		if n, err = unix.Lgetxattr(p, name, v); err != nil {
 			return nil, fmt.Errorf("getxattr %s on %s: %w", name, p, err)
 		}
-		xs = append(xs, Xattr{Name: name, Value: v[:n]})
+		v = v[:n]
+		if name == xattrCapability {
+			v = normalizeCapability(v)
+		}
+		xs = append(xs, Xattr{Name: name, Value: v})
 	}
 	SortXattrs(xs)
 	return xs, nil
