@@ -354,7 +354,7 @@ func (r *run) phase(name string, f func() error) error {
 // only (image.go).
 func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec, progress Progress) (*Prepared, error) {
 	if inst.Image != "" {
-		return c.prepareImage(ctx, inst)
+		return c.prepareImage(ctx, inst, sp.RepoDir)
 	}
 	if inst.Repo == "" || inst.BaseCommit == "" {
 		return nil, fmt.Errorf("instance %s: repo and base_commit are required", inst.InstanceID)

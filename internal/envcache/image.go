@@ -26,11 +26,12 @@ var ErrImageNoRepo = errors.New("the image has no git repository where the task 
 
 // prepareImage is Prepare for an image instance: the task's root is the
 // image's layers with the image's Env, its repository is where the image
-// keeps it (repoDirs; ErrImageNoRepo when none holds one), used as it is,
-// and its commands run as the image's User (root mode; a rootless sandbox
-// has only root). Nothing is built, so the spec's Python, install steps and
-// system packages are not used; its eval script is.
-func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepared, error) {
+// keeps it (repoDir, the spec's, else repoDirs; ErrImageNoRepo when none
+// holds one), used as it is, and its commands run as the image's User
+// (root mode; a rootless sandbox has only root). Nothing is built, so the
+// spec's Python, install steps and system packages are not used; its eval
+// script is.
+func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance, repoDir string) (*Prepared, error) {
 	root, err := c.imageRoot(ctx, inst)
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 	}
 	p := &Prepared{Env: root.Config.Env, Lease: lease, EnvKey: root.Top().Hex(),
 		Timings: map[string]time.Duration{}, Reused: true}
-	if err := c.configureImage(ctx, p, inst, root); err != nil {
+	if err := c.configureImage(ctx, p, inst, root, repoDir); err != nil {
 		lease.Release()
 		return nil, err
 	}
@@ -59,8 +60,9 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance) (*Prepa
 }
 
 // configureImage materializes the image's layers into p and sets p's
-// repository directory and user from the image.
-func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.Instance, root rootfs.Root) error {
+// repository directory (repoDir, the spec's, or where repoDirs finds
+// one) and user from the image.
+func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.Instance, root rootfs.Root, repoDir string) error {
 	for _, id := range root.Layers {
 		tree, err := c.store.Materialize(ctx, id)
 		if err != nil {
@@ -68,7 +70,7 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 		}
 		p.Layers = append(p.Layers, tree)
 	}
-	dirs := repoDirs(inst, root.Config.WorkingDir)
+	dirs := repoDirs(inst, repoDir, root.Config.WorkingDir)
 	for _, dir := range dirs {
 		ok, err := rootfs.IsGitWorkTree(p.Layers, dir)
 		if err != nil {
@@ -101,10 +103,14 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 }
 
 // repoDirs are where an image instance's repository may be, in the order
-// they are tried: for a Multi-SWE-bench row where the benchmark's images
-// keep it (/home/<repository name>), then the image's WorkingDir, then
-// Testbed (SWE-bench's images, SWE-Gym's, SWE-smith's, R2E-Gym's).
-func repoDirs(inst dataset.Instance, workingDir string) []string {
+// they are tried: the spec's repo_dir (explicit) alone when it names one;
+// else for a Multi-SWE-bench row where the benchmark's images keep it
+// (/home/<repository name>), then the image's WorkingDir, then Testbed
+// (SWE-bench's images, SWE-Gym's, SWE-smith's, R2E-Gym's).
+func repoDirs(inst dataset.Instance, explicit, workingDir string) []string {
+	if explicit != "" {
+		return []string{explicit}
+	}
 	var dirs []string
 	if m := inst.MultiSWE; m != nil && m.Name != "" && !strings.ContainsAny(m.Name, "/\x00") && m.Name != "." && m.Name != ".." {
 		dirs = append(dirs, "/home/"+m.Name)

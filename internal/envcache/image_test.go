@@ -122,7 +122,8 @@ func filesLayer(t *testing.T, files map[string]string) v1.Layer {
 }
 
 // TestImageRepoDirs checks where an image instance's repository is taken
-// from: a Multi-SWE-bench row's /home/<repo>, else the image's WORKDIR
+// from: the spec's repo_dir alone when it has one, else a Multi-SWE-bench
+// row's /home/<repo>, else the image's WORKDIR
 // when it holds a .git directory, else /testbed, as the overlay of the
 // image's layers shows them (a whiteout in an upper layer removes a
 // lower layer's repository); and that the image's USER is looked up in
@@ -157,21 +158,27 @@ func TestImageRepoDirs(t *testing.T) {
 		wantUser = sandbox.User{}
 	}
 	for _, tc := range []struct {
-		image   string
-		mswe    *dataset.MultiSWE
-		workdir string
-		user    sandbox.User
+		image, repoDir string // repoDir: the spec's
+		mswe           *dataset.MultiSWE
+		workdir        string
+		user           sandbox.User
 	}{
-		{"example.com/t/work:1", nil, Testbed, wantUser},       // WORKDIR /work holds no repository
-		{"example.com/t/work:1", mswe, "/home/calc", wantUser}, // Multi-SWE-bench's place first
-		{"example.com/t/srv:1", nil, "/srv/app", sandbox.User{}},
-		{"example.com/t/srv:1", mswe, "/home/calc", sandbox.User{}},
-		{"example.com/t/gone:1", mswe, "", sandbox.User{}}, // /home/calc deleted, /testbed emptied
+		{"example.com/t/work:1", "", nil, Testbed, wantUser},             // WORKDIR /work holds no repository
+		{"example.com/t/work:1", "", mswe, "/home/calc", wantUser},       // Multi-SWE-bench's place first
+		{"example.com/t/work:1", "/srv/app", mswe, "/srv/app", wantUser}, // the spec's over all
+		{"example.com/t/srv:1", "", nil, "/srv/app", sandbox.User{}},
+		{"example.com/t/srv:1", "", mswe, "/home/calc", sandbox.User{}},
+		{"example.com/t/srv:1", "/work", nil, "", sandbox.User{}}, // the spec's has none: not looked further
+		{"example.com/t/gone:1", "", mswe, "", sandbox.User{}},    // /home/calc deleted, /testbed emptied
 	} {
 		inst := dataset.Instance{InstanceID: "org__calc-1", Image: tc.image, MultiSWE: tc.mswe}
-		p, err := c.Prepare(t.Context(), inst, spec.Spec{}, nil)
+		p, err := c.Prepare(t.Context(), inst, spec.Spec{RepoDir: tc.repoDir}, nil)
 		if tc.workdir == "" {
-			if !errors.Is(err, ErrImageNoRepo) || !strings.Contains(err.Error(), "/home/calc, /srv/none, /testbed") {
+			looked := "/home/calc, /srv/none, /testbed"
+			if tc.repoDir != "" {
+				looked = tc.repoDir
+			}
+			if !errors.Is(err, ErrImageNoRepo) || !strings.Contains(err.Error(), "(looked in "+looked+")") {
 				t.Errorf("%s (multi-swe %v): %v, want ErrImageNoRepo naming where it looked", tc.image, tc.mswe != nil, err)
 			}
 			continue

@@ -40,6 +40,7 @@ type Patch struct {
 	LogParser            *string           `yaml:"log_parser"`
 	NoUseEnv             *bool             `yaml:"no_use_env"`
 	ExecuteTestAsNonroot *bool             `yaml:"execute_test_as_nonroot"`
+	RepoDir              *string           `yaml:"repo_dir"`
 	Env                  map[string]string `yaml:"env"`      // merged key by key
 	EvalEnv              map[string]string `yaml:"eval_env"` // merged key by key
 }
@@ -153,6 +154,7 @@ func (p Patch) apply(s Spec, source string) Spec {
 	setL(&s.EvalCommands, p.EvalCommands, p.EvalCommandsAppend)
 	setS(&s.TestCmd, p.TestCmd)
 	setS(&s.LogParser, p.LogParser)
+	setS(&s.RepoDir, p.RepoDir)
 	if p.Directives != nil {
 		s.Directives = *p.Directives
 	}

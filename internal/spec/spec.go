@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -76,6 +77,10 @@ type Spec struct {
 	NoUseEnv bool `json:"no_use_env,omitempty" yaml:"no_use_env,omitempty"`
 	// ExecuteTestAsNonroot: run the tests as an unprivileged user.
 	ExecuteTestAsNonroot bool `json:"execute_test_as_nonroot,omitempty" yaml:"execute_test_as_nonroot,omitempty"`
+	// RepoDir, for an instance on an image, is where the image keeps the
+	// repository (an absolute path); "" lets msb look for it (the image's
+	// WORKDIR, /testbed; /home/<repo> for Multi-SWE-bench).
+	RepoDir string `json:"repo_dir,omitempty" yaml:"repo_dir,omitempty"`
 	// Env: environment variables for the test command (on top of a clean environment).
 	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
 	// EvalEnv: variables for the evaluation only, on top of Env (offline
@@ -251,10 +256,28 @@ func (s Spec) validate(onImage bool) error {
 	if _, err := grading.Lookup(s.LogParser); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
+	if err := s.validateRepoDir(onImage); err != nil {
+		return err
+	}
 	switch s.Directives {
 	case DirectivesPaths, DirectivesDjango, DirectivesNone:
 	default:
 		return fmt.Errorf("%w: directives %q (want paths, django or none)", ErrInvalidSpec, s.Directives)
+	}
+	return nil
+}
+
+// validateRepoDir checks RepoDir: a clean absolute path other than /,
+// and only for an instance on an image (msb puts the repositories it
+// checks out at /testbed).
+func (s Spec) validateRepoDir(onImage bool) error {
+	switch d := s.RepoDir; {
+	case d == "":
+		return nil
+	case !onImage:
+		return fmt.Errorf("%w: repo_dir %q is for instances on images (msb's own checkouts are at /testbed)", ErrInvalidSpec, d)
+	case !path.IsAbs(d) || path.Clean(d) != d || d == "/":
+		return fmt.Errorf("%w: repo_dir %q is not a clean absolute path below /", ErrInvalidSpec, d)
 	}
 	return nil
 }
