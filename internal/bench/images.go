@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -81,8 +82,10 @@ var (
 		{Packages: []string{"libllvm15", "libclang-cpp15", "clang-15"}},
 		{Packages: []string{"python3-numpy", "python3-scipy", "libpython3.11-dev", "emacs-common", "libicu72"}},
 	}
+	// B's first layer holds A's compilers again beside Go's toolchain: the
+	// same files in another layer, as images built apart carry them.
 	DefaultImagesB = []ImageLayer{
-		{Packages: []string{"golang-1.19-go"}},
+		{Packages: append(slices.Clone(DefaultImagesA[1].Packages), "golang-1.19-go")},
 		{Packages: []string{"rustc", "libstd-rust-1.63"}},
 	}
 )
@@ -300,6 +303,7 @@ func (r *imager) importTrial(ctx context.Context, m string, round, slot int, kee
 	}()
 	var before usage
 	for _, img := range []struct{ name, ref string }{{"a", r.fx.a}, {"b", r.fx.b}} {
+		r.b.logf("images: round %d: %s: import of %s", round, m, img.name)
 		t0 := time.Now()
 		if err := imp(ctx, img.ref); err != nil {
 			return err
@@ -394,6 +398,7 @@ func (r *imager) openEngine(ctx context.Context) (*engine.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the engine: %w", err)
 	}
+	r.b.report.Machine.Mode, r.b.report.Machine.Cgroup = e.Mode(), "memory: "+e.Enforcement().Memory
 	return e, nil
 }
 

@@ -158,3 +158,38 @@ func TestImageTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestUniqueBytes: B's unique bytes leave out the files whose content is
+// in a layer of A and count a content B holds twice once; its own bytes
+// count every file (a hard link once).
+func TestUniqueBytes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, content string) {
+		t.Helper()
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a1/usr/x", "shared")          // 6
+	write("a2/usr/y", "only in A")       // 9
+	write("b1/opt/x", "shared")          // in A
+	write("b1/opt/z", "only in B")       // 9
+	write("b2/srv/z-again", "only in B") // the same content again
+	write("b2/srv/w", "another")         // 7
+	if err := os.Link(filepath.Join(dir, "b2/srv/w"), filepath.Join(dir, "b2/srv/w-link")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("x", filepath.Join(dir, "b1/opt/link"))
+	a, own, unique, err := uniqueBytes(context.Background(), []string{filepath.Join(dir, "a1"), filepath.Join(dir, "a2")},
+		[]string{filepath.Join(dir, "b1"), filepath.Join(dir, "b2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != 15 || own != 6+9+9+7 || unique != 9+7 {
+		t.Errorf("A %d, B's own %d, B's unique %d; want 15, 31, 16", a, own, unique)
+	}
+}
