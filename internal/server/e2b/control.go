@@ -13,6 +13,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 )
 
 // baseTemplate is the SDK's default template: for now a sandbox on the
@@ -61,6 +62,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		template = baseTemplate
 	}
 	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, timeout)
+	f.startCommand(b, sb)
 	writeJSON(w, http.StatusCreated, created(b))
 }
 
@@ -76,6 +78,26 @@ func (f *Front) add(sid, template string, metadata, envs map[string]string, time
 	f.extend(b, timeout)
 	go f.sampler(b)
 	return b
+}
+
+// startCommand starts the start command of b's template, if it has one,
+// as a background process of b (commands.list shows it). E2B restores it
+// running from the memory its build kept; msb keeps files only, so it
+// starts it again, and does not wait for its ready command.
+func (f *Front) startCommand(b *box, sb *engine.Sandbox) {
+	t := f.templateByRef(b.template)
+	if t == nil {
+		return
+	}
+	_, conf, ok := t.ready()
+	if !ok || conf.Start == "" {
+		return
+	}
+	cfg := &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", conf.Start}}
+	if conf.Workdir != "" {
+		cfg.Cwd = &conf.Workdir
+	}
+	f.launch(b, sb, cfg, "start", nil, nil)
 }
 
 // created is the answer of create, connect and fork for b.

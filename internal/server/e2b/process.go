@@ -63,6 +63,21 @@ func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) f
 	return locked
 }
 
+// launch starts a process in b's sandbox sb, which then runs apart from
+// any stream until it ends (proc).
+func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size) *proc {
+	runCtx, cancel := context.WithCancel(context.Background())
+	b.mu.Lock()
+	b.next++
+	pr := newProc(b.next, tag, cfg, cancel)
+	pr.stdin, pr.pty = stdin, pty
+	b.procs[pr.pid] = pr
+	b.mu.Unlock()
+	b.logf("info", []string{"pid", fmt.Sprint(pr.pid)}, "process %d started: %s", pr.pid, commandOf(cfg))
+	go f.run(runCtx, b, sb, pr)
+	return pr
+}
+
 func startEvent(pid uint32) *process.ProcessEvent {
 	return &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}
 }
@@ -84,18 +99,11 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 			return connectError(err)
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	b.mu.Lock()
-	b.next++
-	pr := newProc(b.next, req.Msg.GetTag(), cfg, cancel)
-	pr.stdin = stdin
+	var pty *process.PTY_Size
 	if req.Msg.Pty != nil {
-		pr.pty = ptySize(req.Msg.GetPty().GetSize())
+		pty = ptySize(req.Msg.GetPty().GetSize())
 	}
-	b.procs[pr.pid] = pr
-	b.mu.Unlock()
-	b.logf("info", []string{"pid", fmt.Sprint(pr.pid)}, "process %d started: %s", pr.pid, commandOf(cfg))
-	go p.f.run(runCtx, b, sb, pr)
+	pr := p.f.launch(b, sb, cfg, req.Msg.GetTag(), stdin, pty)
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -14,7 +14,9 @@ import (
 // names the absolute path it leads to; a command whose sandbox is killed
 // ends in SandboxNotRunningException, not an exit code;
 // Template.exists("base"); Template.assign_tags and remove_tags; signed
-// file URLs, which name no sandbox on one listener.
+// file URLs, which name no sandbox on one listener; a template's start
+// command, run at the end of its build until its ready command succeeds,
+// then at each create.
 func TestE2BSuiteExpectations(t *testing.T) {
 	out := sdkScript(t, "sdk_suite_fixes.py")
 	var got struct {
@@ -33,6 +35,8 @@ func TestE2BSuiteExpectations(t *testing.T) {
 		Refused    []string `json:"refused"`
 		Signed     []any    `json:"signed"`
 		Uploaded   string   `json:"uploaded"`
+		StartProcs []string `json:"start_procs"`
+		StartLog   string   `json:"start_log"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -63,6 +67,11 @@ func TestE2BSuiteExpectations(t *testing.T) {
 	if fmt.Sprint(got.Signed) != want || got.Uploaded != "uploaded" {
 		t.Errorf("signed URLs: download, with an expiry, expired, tampered, upload: %v (uploaded %q), want %s (uploaded)",
 			got.Signed, got.Uploaded, want)
+	}
+	// The build's run wrote one line (kept in the template), the create's another.
+	if fmt.Sprint(got.StartProcs) != "[start]" || got.StartLog != "up\nup\n" {
+		t.Errorf("a sandbox of a template with a start command: processes %v, its log %q; want [start] and two lines up",
+			got.StartProcs, got.StartLog)
 	}
 	if got.KilledWait != "SandboxNotRunningException" {
 		t.Errorf("wait on a command whose sandbox was killed: %s, want SandboxNotRunningException (end of life)", got.KilledWait)

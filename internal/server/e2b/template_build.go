@@ -57,13 +57,10 @@ type buildStep struct {
 var ErrBadStep = errors.New("unsupported template build step")
 
 // check refuses what a build cannot do before it starts: unknown steps,
-// registry credentials, a start command.
+// registry credentials.
 func (s buildSpec) check() error {
 	if len(s.FromImageRegistry) > 0 && string(s.FromImageRegistry) != "null" {
 		return fmt.Errorf("%w: fromImageRegistry: msb pulls no images; import %q with msb cache import-image", ErrBadStep, s.FromImage)
-	}
-	if s.StartCmd != "" {
-		return fmt.Errorf("%w: a start command (set_start_cmd): msb starts no process when a sandbox is created", ErrBadStep)
 	}
 	for i, st := range s.Steps {
 		need := map[string]int{"RUN": 1, "ENV": 2, "WORKDIR": 1, "USER": 1, "COPY": 2}[st.Type]
@@ -201,6 +198,15 @@ func (f *Front) runBuild(t *template, b *build, spec buildSpec) {
 			return
 		}
 	}
+	if spec.StartCmd != "" || spec.ReadyCmd != "" {
+		b.logf("info", "finalize", "start command: %q, ready command: %q", spec.StartCmd, spec.ReadyCmd)
+		if err := f.buildExec(ctx, sb, b, "finalize", &conf, conf.User, startScript,
+			"MSB_E2B_START="+spec.StartCmd, "MSB_E2B_READY="+spec.ReadyCmd, fmt.Sprintf("MSB_E2B_TRIES=%d", readyTries)); err != nil {
+			b.finish("", conf, "finalize", fmt.Errorf("start command: %w", err))
+			return
+		}
+		conf.Start = spec.StartCmd
+	}
 	name := templatePrefix + t.id + "-" + b.id[:8]
 	if _, err := f.e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name}); err != nil {
 		b.finish("", conf, "finalize", fmt.Errorf("keeping the build: %w", err))
@@ -333,6 +339,27 @@ func (f *Front) buildExec(ctx context.Context, sb *engine.Sandbox, b *build, ste
 	}
 	return nil
 }
+
+// readyTries is how many times, a second apart, a build runs its ready
+// command before it gives up on the start command.
+const readyTries = 300
+
+// startScript starts a template's start command (if any) in the build
+// sandbox and waits until its ready command (if any) succeeds, as E2B does
+// at the end of a build. The start command's output is shown when it never
+// gets ready; what it wrote stays in the template.
+const startScript = `log=/tmp/.msb-e2b-start.log
+: >"$log"
+if [ -n "$MSB_E2B_START" ]; then /bin/bash -l -c "$MSB_E2B_START" >"$log" 2>&1 </dev/null & fi
+ok=0
+if [ -z "$MSB_E2B_READY" ]; then ok=1; fi
+for _ in $(seq "$MSB_E2B_TRIES"); do
+  [ "$ok" = 1 ] && break
+  if /bin/bash -l -c "$MSB_E2B_READY" >/dev/null 2>&1 </dev/null; then ok=1; else sleep 1; fi
+done
+if [ "$ok" = 0 ]; then echo "the ready command never succeeded: $MSB_E2B_READY"; tail -n 20 "$log"; fi
+rm -f "$log"
+[ "$ok" = 1 ]`
 
 // ErrNoBase: a build's FROM names a root the cache does not hold.
 var ErrNoBase = errors.New("no such base")

@@ -65,7 +65,8 @@ func TestBuildSpecCheck(t *testing.T) {
 		{"unknown step", buildSpec{Steps: []buildStep{{Type: "RUN", Args: []string{"true"}}, {Type: "HEALTHCHECK"}}}, "step 2: HEALTHCHECK"},
 		{"odd ENV", buildSpec{Steps: []buildStep{{Type: "ENV", Args: []string{"A", "1", "B"}}}}, "step 1: ENV"},
 		{"COPY without files", buildSpec{Steps: []buildStep{{Type: "COPY", Args: []string{"a", "/b"}}}}, "COPY without a filesHash"},
-		{"start command", buildSpec{StartCmd: "serve"}, "start command"},
+		{"start command", buildSpec{StartCmd: "serve", ReadyCmd: "true"}, ""},
+		{"ready command alone", buildSpec{ReadyCmd: "true"}, ""},
 		{"registry", buildSpec{FromImage: "x/y", FromImageRegistry: []byte(`{"type":"registry"}`)}, "msb cache import-image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,7 @@ type templateConfig struct {
 	Env     []string // NAME=value, in the order set
 	Workdir string
 	User    string
+	Start   string // the start command (set_start_cmd): started at each create
 }
 
 // buildLog is one line of a build's log (E2B's BuildLogEntry).

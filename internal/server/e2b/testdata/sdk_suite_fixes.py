@@ -4,12 +4,13 @@ base template and envd and msb once answered otherwise: the home directory
 start, also of a command's relative cwd), files.list in lexical order,
 files.remove of what is not there, a symlink's entry, a killed sandbox's
 running command, Template.exists("base"), Template.assign_tags and
-remove_tags, and signed file URLs (download_url, upload_url). Prints one JSON object, which suite_test.go checks."""
+remove_tags, signed file URLs (download_url, upload_url), and a template's
+start command (set_start_cmd with a ready command). Prints one JSON object, which suite_test.go checks."""
 import json
 import urllib.error
 import urllib.request
 
-from e2b import Sandbox, SandboxNotRunningException, Template, TemplateException
+from e2b import Sandbox, SandboxNotRunningException, Template, TemplateException, wait_for_file
 
 out = {}
 sb = Sandbox.create(timeout=120)
@@ -73,4 +74,16 @@ for bad in (":x", "suite-tags:", "other:x"):
     except TemplateException:
         refused.append(bad)
 out["refused"] = refused
+
+started = Template().from_template("base").set_workdir("/srv").set_start_cmd(
+    "echo up >> start.log; sleep infinity", wait_for_file("/srv/start.log"))
+Template.build(started, "suite-start")
+sb2 = Sandbox.create("suite-start", timeout=120)
+out["start_procs"] = [p.tag for p in sb2.commands.list()]
+for _ in range(100):  # the command starts with the sandbox; it may not have written yet
+    log = sb2.commands.run("cat /srv/start.log").stdout
+    if log.count("up") == 2:
+        break
+out["start_log"] = log
+sb2.kill()
 print(json.dumps(out))
