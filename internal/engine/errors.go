@@ -8,7 +8,9 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/harness"
+	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
@@ -56,8 +58,8 @@ var kinds = []struct {
 	{api.CodePathEscape, []error{sandbox.ErrEscape}},
 	{api.CodeBadRequest, []error{ErrBadRequest, api.ErrBadName, sandbox.ErrInvalid, session.ErrInvalidCommand,
 		sandbox.ErrTooLarge, dataset.ErrBadPredictions, dataset.ErrUnknownFormat, dataset.ErrBadFilter,
-		spec.ErrBadSpecFile, store.ErrBadRef}},
-	{api.CodeNotFound, []error{ErrNotFound, ErrNoCache, sandbox.ErrNotFound, dataset.ErrUnknownID, fs.ErrNotExist}},
+		spec.ErrBadSpecFile, store.ErrBadRef, envcache.ErrImageNoRepo, rootfs.ErrNoUser}},
+	{api.CodeNotFound, []error{ErrNotFound, ErrNoCache, sandbox.ErrNotFound, dataset.ErrUnknownID, fs.ErrNotExist, envcache.ErrNoImage}},
 	// task.ErrDiff: the sandbox's repository is in a state git cannot diff
 	// (the agent replaced or broke its .git), the sandbox's doing.
 	{api.CodeConflict, []error{sandbox.ErrExists, harness.ErrRunBusy, task.ErrDiff}},

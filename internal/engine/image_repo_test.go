@@ -22,7 +22,8 @@ import (
 // owned by its USER calc) instead of /testbed: the sandbox reports that
 // directory (the gym's cwd, SWE-ReX's relative paths), a session starts
 // there as calc (root when rootless), a fork keeps both, and the agent's
-// edit there is evaluated resolved.
+// edit there is evaluated resolved. An image with no repository where msb
+// looks is a bad request.
 func TestImageRepoSandbox(t *testing.T) {
 	g := generated(t)
 	e := openEngine(t, "  demo/calc-srv:\n    \"*\":\n      test_cmd: python -m unittest -v\n      log_parser: unittest\n      directives: none\n", nil)
@@ -92,6 +93,23 @@ func TestImageRepoSandbox(t *testing.T) {
 	result, art, err := kid.Evaluate(ctx, "agent")
 	if err != nil || result.Outcome != api.OutcomeResolved || !strings.Contains(art.Patch, "b/calc/stats.py") {
 		t.Fatalf("the agent's patch: %v %s %s\n%s", err, result.Outcome, result.Detail, art.Patch)
+	}
+
+	// An image without a repository where msb looks: a bad request (400,
+	// exit 2), in one line naming the image and the places.
+	if err := os.RemoveAll(filepath.Join(root, "srv", "calc", ".git")); err != nil {
+		t.Fatal(err)
+	}
+	const norepo = "example.com/msb-test/engine-calc-norepo:1"
+	importImage(t, e, norepo, demotest.Image(t, root))
+	inst.InstanceID, inst.Image = "calc__engine-srv-2", norepo
+	if err := e.Add(inst); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.CreateSandbox(ctx, SandboxRequest{InstanceID: inst.InstanceID})
+	if Kind(err) != api.CodeBadRequest || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), norepo) ||
+		!strings.Contains(err.Error(), "(looked in /testbed)") {
+		t.Fatalf("an image without a repository: %s: %v", Kind(err), err)
 	}
 }
 
