@@ -16,7 +16,8 @@ import (
 // Template.exists("base"); Template.assign_tags and remove_tags; signed
 // file URLs, which name no sandbox on one listener; a template's start
 // command, run at the end of its build until its ready command succeeds,
-// then at each create.
+// then at each create; COPY of several files into a directory; a template
+// FROM base starts in /home/user.
 func TestE2BSuiteExpectations(t *testing.T) {
 	out := sdkScript(t, "sdk_suite_fixes.py")
 	var got struct {
@@ -37,6 +38,7 @@ func TestE2BSuiteExpectations(t *testing.T) {
 		Uploaded   string   `json:"uploaded"`
 		StartProcs []string `json:"start_procs"`
 		StartLog   string   `json:"start_log"`
+		Copied     []string `json:"copied"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -72,6 +74,10 @@ func TestE2BSuiteExpectations(t *testing.T) {
 	if fmt.Sprint(got.StartProcs) != "[start]" || got.StartLog != "up\nup\n" {
 		t.Errorf("a sandbox of a template with a start command: processes %v, its log %q; want [start] and two lines up",
 			got.StartProcs, got.StartLog)
+	}
+	want = "[/home/user a.txt b.txt dangling.txt link.txt a.txt]"
+	if fmt.Sprint(got.Copied) != want {
+		t.Errorf("a template FROM base: where RUN ran, COPY folder/* copied, and the link's file: %v, want %s", got.Copied, want)
 	}
 	if got.KilledWait != "SandboxNotRunningException" {
 		t.Errorf("wait on a command whose sandbox was killed: %s, want SandboxNotRunningException (end of life)", got.KilledWait)

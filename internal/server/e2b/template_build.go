@@ -237,8 +237,9 @@ func (f *Front) buildBase(spec buildSpec) (engine.SandboxRequest, templateConfig
 		from = baseTemplate
 	}
 	switch {
-	case from == baseTemplate:
-		return engine.SandboxRequest{HostBase: true}, templateConfig{}, nil
+	case from == baseTemplate: // E2B's base starts in its user's home, as sandboxes of base do
+		return engine.SandboxRequest{HostBase: true, Workdir: homeDir},
+			templateConfig{Workdir: homeDir, Env: []string{"HOME=" + homeDir}}, nil
 	case from != "":
 		if t := f.templateByRef(from); t != nil {
 			snap, conf, ok := t.ready()
@@ -369,19 +370,20 @@ var ErrStepFailed = errors.New("build step failed")
 
 // copyScript copies the staged files matching $MSB_E2B_SRC to
 // $MSB_E2B_DEST as Docker's COPY does (a directory's contents, a file
-// into a directory or to a path), then sets owner and mode if given.
+// into a directory or to a path; several files into a directory), then
+// sets owner and mode if given.
 const copyScript = `set -e; shopt -s nullglob dotglob
-cd "$MSB_E2B_STAGE"; d="$MSB_E2B_DEST"; n=0
-for s in $MSB_E2B_SRC; do
-  n=$((n+1))
+cd "$MSB_E2B_STAGE"; d="$MSB_E2B_DEST"
+set -- $MSB_E2B_SRC
+if [ "$#" = 0 ]; then echo "COPY: nothing matches $MSB_E2B_SRC" >&2; exit 1; fi
+for s in "$@"; do
   if [ -d "$s" ]; then mkdir -p "$d"; cp -a "$s"/. "$d"/; t="$d"
-  elif [ "${d%/}" != "$d" ] || [ -d "$d" ]; then mkdir -p "$d"; cp -a "$s" "$d"/; t="${d%/}/$(basename "$s")"
+  elif [ "$#" -gt 1 ] || [ "${d%/}" != "$d" ] || [ -d "$d" ]; then mkdir -p "$d"; cp -a "$s" "$d"/; t="${d%/}/$(basename "$s")"
   else mkdir -p "$(dirname "$d")"; cp -a "$s" "$d"; t="$d"; fi
   if [ -n "$MSB_E2B_OWNER" ]; then chown -R "$MSB_E2B_OWNER" "$t"; fi
   if [ -n "$MSB_E2B_MODE" ]; then chmod -R "$MSB_E2B_MODE" "$t"; fi
 done
-cd /; rm -rf "$MSB_E2B_STAGE"
-if [ "$n" = 0 ]; then echo "COPY: nothing matches $MSB_E2B_SRC" >&2; exit 1; fi`
+cd /; rm -rf "$MSB_E2B_STAGE"`
 
 // copyStep unpacks the step's uploaded archive in a staging directory of
 // the build sandbox, then copies what its source names to its destination.

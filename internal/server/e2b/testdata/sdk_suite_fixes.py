@@ -5,8 +5,12 @@ start, also of a command's relative cwd), files.list in lexical order,
 files.remove of what is not there, a symlink's entry, a killed sandbox's
 running command, Template.exists("base"), Template.assign_tags and
 remove_tags, signed file URLs (download_url, upload_url), and a template's
-start command (set_start_cmd with a ready command). Prints one JSON object, which suite_test.go checks."""
+start command (set_start_cmd with a ready command), COPY of several files
+and a template built FROM base starting in /home/user. Prints one JSON object, which suite_test.go checks."""
 import json
+import os
+import shutil
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -75,8 +79,17 @@ for bad in (":x", "suite-tags:", "other:x"):
         refused.append(bad)
 out["refused"] = refused
 
-started = Template().from_template("base").set_workdir("/srv").set_start_cmd(
-    "echo up >> start.log; sleep infinity", wait_for_file("/srv/start.log"))
+ctx = tempfile.mkdtemp()
+os.makedirs(os.path.join(ctx, "folder"))
+for name in ("a.txt", "b.txt"):
+    with open(os.path.join(ctx, "folder", name), "w") as f:
+        f.write(name)
+os.symlink("a.txt", os.path.join(ctx, "folder", "link.txt"))
+os.symlink("missing.txt", os.path.join(ctx, "folder", "dangling.txt"))
+started = (Template(file_context_path=ctx).from_template("base")
+           .copy("folder/*", "copied")  # several files: into a directory, as in E2B's test_build.py
+           .run_cmd("pwd > built-in.txt")
+           .set_workdir("/srv").set_start_cmd("echo up >> start.log; sleep infinity", wait_for_file("/srv/start.log")))
 Template.build(started, "suite-start")
 sb2 = Sandbox.create("suite-start", timeout=120)
 out["start_procs"] = [p.tag for p in sb2.commands.list()]
@@ -85,5 +98,7 @@ for _ in range(100):  # the command starts with the sandbox; it may not have wri
     if log.count("up") == 2:
         break
 out["start_log"] = log
+out["copied"] = sb2.commands.run("cd /home/user; cat built-in.txt; ls copied; cat copied/link.txt").stdout.split()
+shutil.rmtree(ctx)
 sb2.kill()
 print(json.dumps(out))
