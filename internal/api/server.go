@@ -86,8 +86,9 @@ type CreateSandboxRequest struct {
 	// below Layers: its Env before Env, its WorkingDir the default
 	// Workdir, its User applied in root mode. Unknown: not_found.
 	Image string `json:"image,omitempty"`
-	// Workdir and Env are for raw sandboxes (a task sandbox works in
-	// /testbed with its instance's environment).
+	// Workdir and Env are for raw sandboxes (a task sandbox works in its
+	// repository, /testbed or where its image keeps it, with its
+	// instance's environment).
 	Workdir string       `json:"workdir,omitempty"`
 	Env     List[string] `json:"env,omitempty"`
 	// Network is none (default: loopback only), host, or filtered: a way

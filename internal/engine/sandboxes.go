@@ -24,7 +24,8 @@ import (
 type SandboxRequest struct {
 	// InstanceID: the agent's sandbox of this instance, at the task's
 	// starting state (repository at the base commit, environment; for
-	// SWE-smith the bug committed), working directory /testbed.
+	// SWE-smith the bug committed), working directory its repository
+	// (/testbed, or where its image keeps it).
 	InstanceID string
 	// Layers are refs or digests of cache layers, bottom first, each with
 	// its parents (raw sandboxes only).
@@ -215,7 +216,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 			return fmt.Errorf("%w: a task sandbox takes its layers from its instance; give layers only without an instance", ErrBadRequest)
 		}
 		if len(req.Env) > 0 || req.Workdir != "" {
-			return fmt.Errorf("%w: a task sandbox has its instance's environment and works in /testbed", ErrBadRequest)
+			return fmt.Errorf("%w: a task sandbox has its instance's environment and works in its repository", ErrBadRequest)
 		}
 		t, err := s.e.task(req.InstanceID)
 		if err != nil {
