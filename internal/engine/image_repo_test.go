@@ -22,8 +22,9 @@ import (
 // owned by its USER calc) instead of /testbed: the sandbox reports that
 // directory (the gym's cwd, SWE-ReX's relative paths), a session starts
 // there as calc (root when rootless), a fork keeps both, and the agent's
-// edit there is evaluated resolved. An image with no repository where msb
-// looks is a bad request.
+// edit there is evaluated resolved; a plain sandbox on the image starts
+// there as calc too. An image with no repository where msb looks is a bad
+// request.
 func TestImageRepoSandbox(t *testing.T) {
 	g := generated(t)
 	e := openEngine(t, "  demo/calc-srv:\n    \"*\":\n      test_cmd: python -m unittest -v\n      log_parser: unittest\n      directives: none\n", nil)
@@ -93,6 +94,17 @@ func TestImageRepoSandbox(t *testing.T) {
 	result, art, err := kid.Evaluate(ctx, "agent")
 	if err != nil || result.Outcome != api.OutcomeResolved || !strings.Contains(art.Patch, "b/calc/stats.py") {
 		t.Fatalf("the agent's patch: %v %s %s\n%s", err, result.Outcome, result.Detail, art.Patch)
+	}
+
+	// A plain sandbox on the image: its WORKDIR and USER too.
+	raw, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = raw.Exec(ctx, api.ExecRequest{Command: "pwd; id -u; id -g", TimeoutNs: int64(time.Minute)})
+	raw.Close()
+	if err != nil || res.Stdout != "/srv/calc\n"+uid+"\n"+uid+"\n" { // calc's group is 1000 too
+		t.Fatalf("plain sandbox on the image: %v %+v", err, res)
 	}
 
 	// An image without a repository where msb looks: a bad request (400,
