@@ -10,23 +10,30 @@ import (
 
 // A Canary is the dynamic check of the test machinery: two tests the
 // evaluation adds under names drawn at random for it, one that must fail
-// and one that must pass, run by the instance's own test command after the
-// harness's run (whose log and exit status stay the harness's). The canary
-// file sits in the directory of the instance's first test file, so the
-// same package __init__.py and conftest.py files load, and it imports that
-// test file's module, so the code under test loads too. A patch that makes
-// assertions no-ops, rewrites reports, ends the process during collection
-// or prints results of its own shows in the canary run: the failing test
-// passes, a test is missing, or tests are reported that did not run (only
-// the two canaries are selected).
+// and one that must pass, run by the instance's own test command in a
+// sandbox of its own (internal/task), after the harness's script has set
+// it up as for its run, so the harness's run (whose log and exit status
+// stay the harness's) never sees the canary and the canary's run looks
+// like it. The canary file sits in the directory of the instance's first
+// test file, so the same package __init__.py and conftest.py files load,
+// and it imports that test file's module, so the code under test loads
+// too. A patch that makes assertions no-ops, rewrites reports, ends the
+// process during collection or prints results of its own shows in the
+// canary run: the failing test passes, a test is missing, or tests are
+// reported that did not run (only the two canaries are selected).
+//
+// Its file, class and tests are named with ordinary words (DrawNames),
+// like a repository's own tests; Token, random too, only marks the
+// canary run's output in the log and is never in a name or a file.
 //
 // A canary needs a runner whose selection takes a file: pytest and
 // Python's unittest, go test and cargo test (canary_lang.go). For any
 // other test command (Django's runtests.py, sympy's bin/test, tox, Maven,
 // Jest, ctest) NewCanary returns one with a Note and no Script.
 type Canary struct {
-	// Token is the random part of every name; Dir the canary file's
-	// directory and File its path, relative to the repository root.
+	// Token marks the canary run's output (Start, End); Dir is the
+	// canary file's directory and File its path, relative to the
+	// repository root.
 	Token, Dir, File string
 	// Class, Pass and Fail name the TestCase and its two tests.
 	Class, Pass, Fail string
@@ -42,6 +49,14 @@ type Canary struct {
 	// finds its place at run time among the candidates (canary_lang.go).
 	lang       string
 	candidates []string
+	// value is what the Python canary's tests compare.
+	value string
+	// testCmd is the instance's test command, from which the JavaScript
+	// canary's helper takes its runner's options (canary_javascript.go).
+	testCmd string
+	// modules are the test modules of the harness's selection a placed
+	// canary takes the tests out of; File is its host (canary_place.go).
+	modules []string
 }
 
 // canaryRunner matches the test commands whose selection can take the
@@ -67,13 +82,14 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 	if first == "" {
 		return Canary{Note: "canary skipped: the test patch touches no Python test file"}
 	}
-	tok := token()
+	names, tests := DrawNames(3, 2), DrawNames(2, 3)
 	c := Canary{
-		Token: tok, Dir: path.Dir(first),
-		Class: "TestMsb" + tok, Pass: "test_msb_pass_" + tok, Fail: "test_msb_fail_" + tok,
+		Token: token(), Dir: path.Dir(first),
+		Class: "Test" + names[0].Camel(), Pass: "test_" + tests[0].Snake(), Fail: "test_" + tests[1].Snake(),
 		Import: strings.ReplaceAll(strings.TrimSuffix(first, ".py"), "/", "."),
+		value:  names[2].Snake(),
 	}
-	c.File = path.Join(c.Dir, "test_msb_"+tok+".py")
+	c.File = path.Join(c.Dir, "test_"+names[1].Snake()+".py")
 	c.Command = testCmd + " " + quote(c.File)
 	return c
 }
@@ -88,7 +104,8 @@ func token() string {
 func (c Canary) Active() bool { return c.Note == "" && c.Token != "" }
 
 // Source is the canary test file. The failing test compares two different
-// values with assertEqual, the assertion a patch would disable.
+// values with assertEqual, the assertion a patch would disable; nothing
+// in it names msb or the token.
 func (c Canary) Source() string {
 	return fmt.Sprintf(`import importlib
 import unittest
@@ -106,23 +123,28 @@ class %s(unittest.TestCase):
         self.assertEqual("%s", "%s")
 
     def %s(self):
-        self.assertEqual("%s", "%s-")
-`, c.Import, c.Import[strings.LastIndex(c.Import, ".")+1:], c.Class, c.Pass, c.Token, c.Token, c.Fail, c.Token, c.Token)
+        self.assertEqual("%s", "%s_")
+`, c.Import, c.Import[strings.LastIndex(c.Import, ".")+1:], c.Class, c.Pass, c.value, c.value, c.Fail, c.value, c.value)
 }
 
 // Start and End mark the canary run's output in the evaluation log.
 func (c Canary) Start() string { return ">>>>> msb canary start " + c.Token }
 func (c Canary) End() string   { return ">>>>> msb canary end " + c.Token }
 
-// Script is the shell text the eval script runs after the harness's part:
-// write the canary file, run it between the markers, remove it. "" when
-// the canary is skipped.
+// Script is the shell text that runs the canary where the harness's test
+// command would run (in the repository, after the harness's script has
+// set up the environment and applied the test patch): write the canary
+// file, run it between the markers, remove it. "" when the canary is
+// skipped.
 func (c Canary) Script() string {
 	if !c.Active() {
 		return ""
 	}
 	if c.lang != "" {
 		return c.langScript()
+	}
+	if c.Placed() {
+		return c.placedScript()
 	}
 	delim := "MSB_CANARY_" + c.Token
 	return fmt.Sprintf("cat > %s <<'%s'\n%s%s\necho '%s'\n%s\necho '%s'\nrm -f %s\n",
@@ -143,7 +165,10 @@ func (c Canary) Output(log string) (string, bool) {
 }
 
 // Is reports whether the test id a parser gave names one of the canaries.
-func (c Canary) Is(id string) bool { return c.Active() && strings.Contains(id, c.Token) }
+func (c Canary) Is(id string) bool { return c.Active() && (names(id, c.Pass) || names(id, c.Fail)) }
+
+// names reports whether id holds the test name n ("" is no name).
+func names(id, n string) bool { return n != "" && strings.Contains(id, n) }
 
 // Judge says what the canary run's statuses, as a parser gave them (test
 // id to the harness's status word: PASSED, FAILED, ERROR ...), show:
@@ -160,11 +185,14 @@ func (c Canary) Judge(statuses map[string]string, markers bool) []string {
 	var others []string
 	for id, st := range statuses {
 		switch {
-		case strings.Contains(id, c.Pass):
+		case names(id, c.Pass):
 			pass = st
-		case strings.Contains(id, c.Fail):
+		case names(id, c.Fail):
 			fail = st
 		case c.packageEntry(id):
+		case c.Placed() && (st == "FAILED" || st == "ERROR" || st == "SKIPPED"):
+			// a selected module that fails or is skipped whole, in the
+			// harness's run too: no pass a patch could fake
 		default:
 			others = append(others, id)
 		}
