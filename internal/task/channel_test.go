@@ -39,9 +39,10 @@ func fakePassedAtExit(testFile string, ids []string) string {
 
 // TestChannelFlagsFakePassed: under pytest, a patch whose library code
 // prints fake PASSED lines for the instance's tests at exit (status 0),
-// only in the instance's run, resolves by the log alone and the canary
-// does not see it; pytest's own report, read from the structured channel,
-// says the tests failed, so it is flagged tampered with reward 0. The gold
+// only in the instance's run, resolves by the log alone; pytest's own
+// report, read from the structured channel, says the tests failed, so it
+// is flagged tampered with reward 0 (the canary, run with the instance's
+// command line, flags it too). The gold
 // patch resolves and stays ok, and the log between the markers is the
 // harness's (nothing of the channel in it).
 func TestChannelFlagsFakePassed(t *testing.T) {
@@ -84,7 +85,7 @@ func TestChannelFlagsFakePassed(t *testing.T) {
 	if r.Outcome != api.OutcomeResolved {
 		t.Fatalf("the exploit does not fool the log (the test is void): %s (%s)\n%s", r.Outcome, r.Detail, ev.Artifacts.TestOutput)
 	}
-	if r.Report.Integrity != api.IntegrityTampered || len(r.Report.IntegrityReasons) != 1 || !strings.HasPrefix(r.Report.IntegrityReasons[0], "channel: ") {
+	if r.Report.Integrity != api.IntegrityTampered || !hasReason(r.Report.IntegrityReasons, byChannel) {
 		t.Fatalf("fake PASSED lines: integrity %q %q\n%s", r.Report.Integrity, r.Report.IntegrityReasons, ev.Artifacts.TestOutput)
 	}
 	failed := Evaluate(ctx, env, tk(), api.Prediction{InstanceID: inst.InstanceID, Model: "x", ModelPatch: &p}, opts())

@@ -132,6 +132,7 @@ func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o 
 	if !e.empty() || o.GradeEmpty {
 		e.art.Ran = true
 		e.run()
+		e.runCanary()
 	}
 	out, statuses := e.verdict()
 	out.Result.Timings.Total = int64(time.Since(start))
@@ -150,14 +151,19 @@ type evaluation struct {
 	ev  grading.Evaluation
 }
 
+// sandboxOptions are those of the evaluation's sandboxes.
+func (e *evaluation) sandboxOptions() Options {
+	return Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress, Env: GradingEnv,
+		AsRoot: true}
+}
+
 func (e *evaluation) empty() bool {
 	return e.ev.Patch == nil || strings.TrimSpace(*e.ev.Patch) == ""
 }
 
 func (e *evaluation) run() {
 	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox (network %s)", e.t.ID(), e.res.Model, e.res.Network)
-	sb, err := Open(e.ctx, e.env, e.t, Options{Limits: e.o.Limits, MaxOutput: e.o.maxLog(), Network: e.res.Network, Progress: e.o.Progress, Env: GradingEnv,
-		AsRoot: true})
+	sb, err := Open(e.ctx, e.env, e.t, e.sandboxOptions())
 	if err != nil {
 		e.log.Printf("Error creating the sandbox for %s: %v", e.t.ID(), err)
 		if errors.Is(err, envcache.ErrEnvBuildFailed) {
@@ -203,10 +209,11 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	e.log.Printf("Git diff before:\n%s", before)
 	// eval.sh among the evaluation's files stays the harness's script, the
 	// same for every evaluation of the task; the canary, random per
-	// evaluation, runs after the harness's part, whose log it leaves alone.
-	// The structured channel's setup runs before the start marker and its
-	// restore after the exit status is recorded: between the markers the
-	// log is the harness's.
+	// evaluation, runs later in a sandbox of its own (runCanary), and the
+	// script in the sandbox removes itself as it starts, as the canary's
+	// does. The structured channel's setup runs before the start marker
+	// and its restore after the exit status is recorded: between the
+	// markers the log is the harness's.
 	e.art.EvalScript = evalScript(e.t, sb.RepoDir(), integrity.Channel{})
 	script := e.art.EvalScript
 	if !e.empty() {
@@ -216,8 +223,11 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 			e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
 		}
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
-		script = evalScript(e.t, sb.RepoDir(), e.ev.Channel) + e.ev.Canary.Script()
-		e.log.Printf("Integrity canary appended to %s (structured channel: %v)", ScriptPath, e.ev.Channel.Active())
+		script = evalScript(e.t, sb.RepoDir(), e.ev.Channel)
+		if e.ev.Canary.Active() {
+			script = selfRemoving(script)
+		}
+		e.log.Printf("Integrity canary drawn: %v (structured channel: %v)", e.ev.Canary.Active(), e.ev.Channel.Active())
 	}
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
@@ -312,12 +322,30 @@ func EvalScript(t *Task) string { return evalScript(t, envcache.Testbed, integri
 // status line.
 func evalScript(t *Task, dir string, c integrity.Channel) string {
 	var b strings.Builder
+	reset := evalPrelude(&b, t, dir)
+	b.WriteString(c.Setup())
+	fmt.Fprintf(&b, "echo '%s'\n", grading.StartTestOutput)
+	b.WriteString(t.Spec.TestCommand(t.Instance) + "\n")
+	b.WriteString("SWEBENCH_TEST_EXIT_CODE=$?\n")
+	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
+	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
+	b.WriteString(c.Restore())
+	if reset != "" {
+		b.WriteString(reset + "\n")
+	}
+	return b.String()
+}
+
+// evalPrelude writes the part of the eval script before its test command
+// to b: the shell's options, the cd to dir, the spec's environment, the
+// eval steps, the test files' reset and the test patch. It returns the
+// reset command ("" when the task has no test files).
+func evalPrelude(b *strings.Builder, t *Task, dir string) (reset string) {
 	files := t.TestFiles()
 	quoted := make([]string, len(files))
 	for i, f := range files {
 		quoted[i] = spec.ShellQuote(f)
 	}
-	reset := ""
 	if len(files) > 0 {
 		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
 	}
@@ -333,32 +361,22 @@ func evalScript(t *Task, dir string, c integrity.Channel) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, spec.ShellQuote(env[k]))
+		fmt.Fprintf(b, "export %s=%s\n", k, spec.ShellQuote(env[k]))
 	}
 	for _, c := range t.Spec.EvalSteps() {
 		b.WriteString(c + "\n")
 	}
 	if reset != "" {
-		fmt.Fprintf(&b, "%s || echo '%s'\n", reset, grading.ResetFailed)
+		fmt.Fprintf(b, "%s || echo '%s'\n", reset, grading.ResetFailed)
 	}
 	if tp := t.Instance.TestPatch; tp != "" {
 		delim := heredoc
 		for strings.Contains(tp, delim) {
 			delim += "_"
 		}
-		fmt.Fprintf(&b, "git apply -v - <<'%s' || { echo '%s'; exit 1; }\n%s%s\n", delim, grading.ApplyPatchFail, withNewline(tp), delim)
+		fmt.Fprintf(b, "git apply -v - <<'%s' || { echo '%s'; exit 1; }\n%s%s\n", delim, grading.ApplyPatchFail, withNewline(tp), delim)
 	}
-	b.WriteString(c.Setup())
-	fmt.Fprintf(&b, "echo '%s'\n", grading.StartTestOutput)
-	b.WriteString(t.Spec.TestCommand(t.Instance) + "\n")
-	b.WriteString("SWEBENCH_TEST_EXIT_CODE=$?\n")
-	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
-	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
-	b.WriteString(c.Restore())
-	if reset != "" {
-		b.WriteString(reset + "\n")
-	}
-	return b.String()
+	return reset
 }
 
 // Judge decides whether an instance is admitted from the evaluation of
