@@ -27,9 +27,10 @@ import (
 // canary run's output in the log and is never in a name or a file.
 //
 // A canary needs a runner whose selection takes a file: pytest and
-// Python's unittest, go test and cargo test (canary_lang.go). For any
-// other test command (Django's runtests.py, sympy's bin/test, tox, Maven,
-// Jest, ctest) NewCanary returns one with a Note and no Script.
+// Python's unittest, go test, cargo test, Maven, Jest and Mocha
+// (canary_lang.go). For any other test command (Django's runtests.py,
+// sympy's bin/test, tox, Gradle, ctest) NewCanary returns one with a Note
+// and no Script.
 type Canary struct {
 	// Token marks the canary run's output (Start, End); Dir is the
 	// canary file's directory and File its path, relative to the
@@ -70,7 +71,7 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}
-		return Canary{Note: "canary skipped: the test command is not pytest, unittest, go test or cargo test, whose selection the canary needs"}
+		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Jest or Mocha, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {

@@ -19,10 +19,13 @@ import (
 //   - cargo test: an integration test (tests/<name>.rs) of the crate
 //     holding the first Rust file of the patch, run with cargo test --test.
 //     A crate with autotests = false does not build such files: there the
-//     canary says it was skipped, and the evaluation carries the note.
+//     canary says it was skipped, and the evaluation carries the note;
+//   - Maven (canary_java.go) and Jest or Mocha (canary_javascript.go);
+//   - ctest takes none (ctestNote).
 //
-// Both ask the harness's parsers nothing new: go test -v and cargo test
-// print the lines the Multi-SWE-bench parsers read.
+// Their names, file names and values are drawn words (DrawNames). None
+// asks the harness's parsers anything new: each runner prints the lines
+// the instance's parser reads.
 
 // Languages a canary is drawn for besides Python.
 const (
@@ -33,10 +36,20 @@ const (
 var (
 	goTestCmd    = lazyRegexp(`(^|[\s;&|(])go\s+test(\s|$)`)
 	cargoTestCmd = lazyRegexp(`(^|[\s;&|(])cargo\s+(\+\S+\s+)?test(\s|$)`)
+	ctestCmd     = lazyRegexp(`(^|[\s;&|(/])ctest(\s|$)`)
 )
 
-// langCanary draws a Go or Rust canary for testCmd, or returns ok false
-// when the command is neither's runner.
+// ctestNote is why a ctest run takes no canary: ctest runs the tests the
+// build's CMake lists name, so a test of the project's framework added
+// there means editing a CMakeLists.txt, configuring and building the tree
+// the harness's run left, which may change what its rerun builds; a
+// CTestTestfile test of its own, run outside that build, would test ctest
+// and not the framework a patch could tamper with.
+const ctestNote = "canary skipped: ctest runs the tests CMake lists, and a canary there means reconfiguring and rebuilding the project's build"
+
+// langCanary draws the canary of testCmd's runner (or, for ctest, the
+// note of why there is none), or returns ok false when the command is no
+// runner it knows.
 func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 	var lang, suffix string
 	switch {
@@ -44,6 +57,12 @@ func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 		lang, suffix = canaryGo, "_test.go"
 	case cargoTestCmd().MatchString(testCmd):
 		lang, suffix = canaryRust, ".rs"
+	case mavenCmd().MatchString(testCmd):
+		return javaCanary(testCmd, testFiles), true
+	case ctestCmd().MatchString(testCmd):
+		return Canary{Note: ctestNote}, true
+	case jsCmd().MatchString(testCmd):
+		return jsCanary(testCmd, testFiles), true
 	default:
 		return Canary{}, false
 	}
@@ -56,17 +75,17 @@ func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 	if len(cands) == 0 {
 		return Canary{Note: fmt.Sprintf("canary skipped: the test patch touches no %s file", suffix)}, true
 	}
-	tok := token()
-	c = Canary{Token: tok, lang: lang, candidates: cands}
+	names := DrawNames(4, 3)
+	c = Canary{Token: token(), lang: lang, candidates: cands, value: names[3].Snake()}
 	switch lang {
 	case canaryGo:
-		c.Pass, c.Fail = "TestMsbPass"+tok, "TestMsbFail"+tok
-		c.File = "msb_canary_" + tok + "_test.go"
+		c.Pass, c.Fail = "Test"+names[0].Camel(), "Test"+names[1].Camel()
+		c.File = names[2].Snake() + "_test.go"
 		c.Command = fmt.Sprintf("go test -v -count=1 -run '^(%s|%s)$' .", c.Pass, c.Fail)
 	case canaryRust:
-		c.Pass, c.Fail = "msb_pass_"+tok, "msb_fail_"+tok
-		c.File = "msb_canary_" + tok + ".rs"
-		c.Command = "cargo test --test msb_canary_" + tok
+		c.Pass, c.Fail = names[0].Snake(), names[1].Snake()
+		c.File = names[2].Snake() + ".rs"
+		c.Command = "cargo test --test " + names[2].Snake()
 	}
 	return c, true
 }
@@ -80,18 +99,18 @@ import "testing"
 func %s(t *testing.T) {
 	got, want := "%s", "%s"
 	if got != want {
-		t.Fatalf("canary: %%q != %%q", got, want)
+		t.Fatalf("%%q != %%q", got, want)
 	}
 }
 
 func %s(t *testing.T) {
 	got := "%s"
-	want := got + "-"
+	want := got + "_"
 	if got != want {
-		t.Fatalf("canary: %%q != %%q", got, want)
+		t.Fatalf("%%q != %%q", got, want)
 	}
 }
-`, c.Pass, c.Token, c.Token, c.Fail, c.Token)
+`, c.Pass, c.value, c.value, c.Fail, c.value)
 }
 
 // rustSource is the Rust canary file.
@@ -105,19 +124,19 @@ fn %s() {
 #[test]
 fn %s() {
     let got = String::from("%s");
-    assert_eq!(got, "%s-");
+    assert_eq!(got, "%s_");
 }
-`, c.Pass, c.Token, c.Token, c.Fail, c.Token, c.Token)
+`, c.Pass, c.value, c.value, c.Fail, c.value, c.value)
 }
 
 // skipLine is what a language canary's run prints when the repository
 // cannot take it.
 func (c Canary) skipLine() string { return "msb canary skipped " + c.Token + ": " }
 
-// langScript is the shell text of a Go or Rust canary: find the first
-// candidate file present after the patch, write the canary beside it (Go)
-// or into its crate's tests/ (Rust), run the two tests between the
-// markers in a subshell, remove the file.
+// langScript is the shell text of a language canary: find the first
+// candidate file present after the patch, write the canary beside it (Go,
+// Java, JavaScript) or into its crate's tests/ (Rust), run the two tests
+// between the markers in a subshell, remove what it wrote.
 func (c Canary) langScript() string {
 	var b strings.Builder
 	delim := "MSB_CANARY_" + c.Token
@@ -137,6 +156,10 @@ func (c Canary) langScript() string {
 		b.WriteString("cd \"$d\" || exit 0\n")
 		fmt.Fprintf(&b, "if grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false' Cargo.toml; then echo '%sautotests = false in the crate'\"'\"'s Cargo.toml'; exit 0; fi\n", c.skipLine())
 		fmt.Fprintf(&b, "mkdir -p tests && cat > tests/%s <<'%s'\n%s%s\n", quote(c.File), delim, c.rustSource(), delim)
+	case canaryJava:
+		b.WriteString(c.javaPlace())
+	case canaryJS:
+		b.WriteString(c.jsPlace())
 	}
 	fmt.Fprintf(&b, "%s\nrm -f %s\n)\necho '%s'\n", c.Command, c.placed(), c.End())
 	return b.String()
@@ -145,8 +168,13 @@ func (c Canary) langScript() string {
 // placed is the canary file's path relative to the directory its run
 // changed into.
 func (c Canary) placed() string {
-	if c.lang == canaryRust {
+	switch c.lang {
+	case canaryRust:
 		return quote(path.Join("tests", c.File))
+	case canaryJava:
+		return "\"$d\"/" + quote(c.Pass+".java") + " \"$d\"/" + quote(c.Fail+".java")
+	case canaryJS:
+		return "\"$h\" \"$a\""
 	}
 	return quote(c.File)
 }
@@ -162,9 +190,17 @@ func (c Canary) Skipped(out string) string {
 	return "canary skipped: " + strings.TrimPrefix(first, c.skipLine())
 }
 
-// packageEntry reports whether id is what a Go parser makes of go test's
-// package line ("FAIL <package>"), which the failing canary brings with it:
-// Go's test functions are all named Test..., a package path never is.
+// packageEntry reports whether id is what a parser makes of the line that
+// sums up the canary's file, which the failing canary brings with it: go
+// test's package line ("FAIL <package>"; Go's test functions are all
+// named Test..., a package path never is) or Jest's suite line ("FAIL
+// <dir>/<file>.test.js", its file named c.File and a suffix).
 func (c Canary) packageEntry(id string) bool {
-	return c.lang == canaryGo && !strings.HasPrefix(id, "Test")
+	switch c.lang {
+	case canaryGo:
+		return !strings.HasPrefix(id, "Test")
+	case canaryJS:
+		return strings.Contains(id, c.File)
+	}
+	return false
 }

@@ -18,7 +18,7 @@ func TestNewLangCanary(t *testing.T) {
 	for _, tc := range []struct{ cmd, file, run string }{
 		{"go test -v -count=1 ./...", "pkg/a_test.go", "go test -v -count=1 -run "},
 		{"cd sub && go test ./...", "sub/x_test.go", "go test"},
-		{"cargo test --no-fail-fast", "tests/it.rs", "cargo test --test msb_canary_"},
+		{"cargo test --no-fail-fast", "tests/it.rs", "cargo test --test "},
 		{"cargo +nightly test", "src/lib.rs", "cargo test --test "},
 	} {
 		c := integrity.NewCanary(tc.cmd, []string{"README.md", tc.file})
@@ -29,8 +29,10 @@ func TestNewLangCanary(t *testing.T) {
 	for _, tc := range []struct{ cmd, file string }{
 		{"go test ./...", "pkg/a.go"},
 		{"cargo test", "README.md"},
-		{"mvn test", "src/test/java/A.java"},
-		{"npx jest", "a.test.js"},
+		{"mvn test", "src/main/java/A.java"},
+		{"npx jest", "src/a.js"},
+		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/a.cpp"},
+		{"make check", "tests/a.c"},
 	} {
 		if c := integrity.NewCanary(tc.cmd, []string{tc.file}); c.Active() || !strings.HasPrefix(c.Note, "canary skipped: ") {
 			t.Errorf("%s: %+v", tc.cmd, c)
@@ -117,7 +119,7 @@ func TestLangCanaryRuns(t *testing.T) {
 			if got := c.Judge(statuses, true); len(got) != tc.reasons {
 				t.Fatalf("reasons %q, want %d; statuses %v; log:\n%s", got, tc.reasons, statuses, log)
 			}
-			left, _ := filepath.Glob(filepath.Join(dir, "*", "msb_canary_*"))
+			left, _ := filepath.Glob(filepath.Join(dir, "*", c.File))
 			if len(left) > 0 {
 				t.Errorf("canary files left: %v", left)
 			}
