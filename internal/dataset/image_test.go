@@ -2,6 +2,9 @@ package dataset
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -43,5 +46,43 @@ func TestImageRows(t *testing.T) {
 	}
 	if got, _ := ImageOf("x/{instance_id_lower}-{instance_id_s}:{repo}@{version}", Instance{InstanceID: "A__B-1", Repo: "o/r", Version: "2"}); got != "x/a__b-1-a_s_b-1:o/r@2" {
 		t.Errorf("ImageOf: %q", got)
+	}
+	for _, c := range []struct{ tmpl, want string }{
+		{"{org}/{repo_name}:{number}", "Django/Django:11099"},
+		{"{org_lower}_m_{repo_name_lower}:pr-{number}-{version_lower}", "django_m_django:pr-11099-3.0a"},
+	} {
+		got, err := ImageOf(c.tmpl, Instance{InstanceID: "Django__Django-11099", Repo: "Django/Django", Version: "3.0A"})
+		if err != nil || got != c.want {
+			t.Errorf("ImageOf(%q) = %q, %v; want %q", c.tmpl, got, err, c.want)
+		}
+	}
+	if _, err := ImageOf("x:{number}", Instance{InstanceID: "no-number-here"}); !errors.Is(err, ErrMissingField) {
+		t.Errorf("an id without a number: %v", err)
+	}
+	if err := CheckImageTemplate("x:{repo_lower_lower}"); !errors.Is(err, ErrBadImageTemplate) {
+		t.Errorf("a placeholder lowered twice: %v", err)
+	}
+}
+
+// TestImageRowsMultiSWE: Multi-SWE-bench rows name their images as the
+// harness does, mswebench/<org>_m_<repo>:pr-<number> lowercased, from the
+// row's org, repo and number fields.
+func TestImageRowsMultiSWE(t *testing.T) {
+	p := filepath.Join(multiSWEDir, "java__google__gson.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("Multi-SWE-bench rows not present: %v", err)
+	}
+	d, err := Read(p, Options{ImageTemplate: "mswebench/{org_lower}_m_{repo_name_lower}:pr-{number}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.RowErrors) != 0 || len(d.Selected) == 0 {
+		t.Fatal(d.RowErrors, len(d.Selected))
+	}
+	for _, in := range d.Selected {
+		want := fmt.Sprintf("mswebench/google_m_gson:pr-%d", in.MultiSWE.Number)
+		if in.Image != want {
+			t.Errorf("%s: image %q, want %q", in.InstanceID, in.Image, want)
+		}
 	}
 }
