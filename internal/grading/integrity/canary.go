@@ -14,10 +14,11 @@ import (
 // sandbox of its own (internal/task), after the harness's script has set
 // it up as for its run, so the harness's run (whose log and exit status
 // stay the harness's) never sees the canary and the canary's run looks
-// like it. The canary file sits in the directory of the instance's first
-// test file, so the same package __init__.py and conftest.py files load,
-// and it imports that test file's module, so the code under test loads
-// too. A patch that makes assertions no-ops, rewrites reports, ends the
+// like it. A Python canary runs, where it can, in the harness's own
+// selection and command line (Place, canary_place.go); otherwise its file
+// sits in the directory of the instance's first test file, so the same
+// package __init__.py and conftest.py files load, and it imports that test
+// file's module, so the code under test loads too. A patch that makes assertions no-ops, rewrites reports, ends the
 // process during collection or prints results of its own shows in the
 // canary run: the failing test passes, a test is missing, or tests are
 // reported that did not run (only the two canaries are selected).
