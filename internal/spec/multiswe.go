@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/grading/multiswe"
@@ -42,8 +41,11 @@ var (
 	tcRust  = []string{"rust"}
 	tcGo    = []string{"go"}
 	tcMaven = []string{"java", "maven"}
-	tcNode  = []string{"node"}
-	tcCMake = []string{"gcc", "cmake", "make"}
+	// tcMavenJRE11: Maven on the host's JDK, the tests on a Java 11
+	// runtime (surefireJRE), as the harness's JDK 11 image runs them.
+	tcMavenJRE11 = []string{"java", "maven", "jre@11"}
+	tcNode       = []string{"node"}
+	tcCMake      = []string{"gcc", "cmake", "make"}
 )
 
 // utf8 is the locale the harness's images set (LANG, LC_ALL): Java's
@@ -56,28 +58,6 @@ var utf8 = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 // Maven's JVM fail to start under it ("insufficient memory for the Java
 // Runtime Environment"). The arenas change nothing the tests see.
 var javaEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}
-
-// permitEnv is javaEnv for the older gson rows, whose tests reflect into
-// java.base: the harness runs them on JDK 11, whose default
-// --illegal-access=permit allows that with a warning; JDK 17 removed the
-// option and refuses. JDK_JAVA_OPTIONS, which every java launch reads
-// (Surefire's forked JVMs too), opens those packages instead. The newer
-// rows' tests expect the refusal (ReflectionAccessTest), so they get
-// javaEnv.
-var permitEnv = func() map[string]string {
-	env := maps.Clone(javaEnv)
-	env["JDK_JAVA_OPTIONS"] = addOpens("java.lang", "java.lang.reflect", "java.util",
-		"java.util.concurrent", "java.text", "java.io", "java.net", "java.math", "java.time")
-	return env
-}()
-
-func addOpens(pkgs ...string) string {
-	var b strings.Builder
-	for _, p := range pkgs {
-		b.WriteString("--add-opens=java.base/" + p + "=ALL-UNNAMED ")
-	}
-	return strings.TrimSpace(b.String())
-}
 
 // Commands of the harness's scripts, and the changes msb makes to them
 // (docs/languages.md, "Toolchains").
@@ -93,9 +73,29 @@ const (
 	// java8OnJDK17: the harness builds jackson-core on JDK 8; on JDK 17,
 	// whose javac cannot target 1.6, the sources compile as 1.8.
 	java8OnJDK17 = "-Djavac.src.version=1.8 -Djavac.target.version=1.8 -Dmaven.compiler.source=1.8 -Dmaven.compiler.target=1.8"
-	// java6OnJDK17: gson's older poms target 1.6 through java.version
-	// (JDK 11 in the harness still compiles it; JDK 17 does not).
-	java6OnJDK17 = "-Djava.version=1.8"
+	// gsonJava8: gson's older poms target 1.6 through java.version (JDK
+	// 11 in the harness still compiles it; JDK 17 does not), which 1.8
+	// raises. Surefire hands the property on to the tests' JVM as well,
+	// where #1093's tests do not read it.
+	gsonJava8 = "-Djava.version=1.8"
+	// gsonJava11: from #1094 on gson's JavaVersion reads java.version in
+	// the tests (a 1.8 takes Java 8's date and reflection paths on the
+	// Java 11 runtime), and bnd-maven-plugin 3.1 reads it in Maven (it
+	// refuses a bare "11"): so the tests and bnd see a JDK 11's version
+	// and the compiler (3.7, which prefers release to source and target)
+	// targets Java 8.
+	gsonJava11 = "-Djava.version=11.0.13 -Dmaven.compiler.release=8"
+	// gsonNoJDK17Profile: the newer gson's JDK17 profile, which Maven
+	// activates on the host's JDK 17 and the harness's JDK 11 does not,
+	// compiles the tests for Java 17 (and adds records tests), which the
+	// Java 11 runtime cannot load.
+	gsonNoJDK17Profile = "-P '!JDK17'"
+	// surefireJRE runs Surefire's forked test JVMs on the jre toolchain
+	// (JRE_HOME; jre@11 is a Java 11 runtime without javac, so Maven and
+	// javac stay on the host's JDK 17): gson's tests reflect into
+	// java.base, which JDK 11 permits by default and JDK 17 refuses, and
+	// format dates with JDK 11's locale data.
+	surefireJRE = "-Djvm=$JRE_HOME/bin/java"
 	// cmakeBuildTestFmt and cmakeBuildTestCatch2 are fix-run.sh after the
 	// patches: the harness's lines run under set -e, here joined with &&
 	// in a subshell so that the eval script's cwd stays /testbed.
@@ -119,13 +119,13 @@ const (
 // mavenSpec is a Maven repository's entry: the harness's prepare (one
 // online `mvn clean test` that fills the local repository; a failing test
 // does not fail it) and its fix-run offline.
-func mavenSpec(parser, extra string, env map[string]string) Spec {
+func mavenSpec(parser, extra string, env map[string]string, toolchains []string) Spec {
 	args := mvnTestArgs
 	if extra != "" {
 		args += " " + extra
 	}
 	return Spec{
-		Language: LangJava, Toolchains: tcMaven, Env: env,
+		Language: LangJava, Toolchains: toolchains, Env: env,
 		Install:   "mvn " + args + " || true",
 		TestCmd:   mvnOffline + " " + args,
 		LogParser: parser,
@@ -195,12 +195,13 @@ var multiSWETable = map[string][]msbEntry{
 		LogParser: multiswe.ParserName(multiswe.FrameworkGoTest),
 	}}},
 	"fasterxml/jackson-core": {{
-		spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefire), java8OnJDK17, javaEnv),
+		spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefire), java8OnJDK17, javaEnv, tcMaven),
 		edit: jacksonCore,
 	}},
 	"google/gson": {
-		{to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), java6OnJDK17, permitEnv)},
-		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), "", javaEnv)},
+		{to: 1093, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), gsonJava8+" "+surefireJRE, javaEnv, tcMavenJRE11)},
+		{from: 1094, to: 1391, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), gsonJava11+" "+surefireJRE, javaEnv, tcMavenJRE11)},
+		{from: 1392, spec: mavenSpec(multiswe.ParserName(multiswe.FrameworkSurefireRunning), gsonNoJDK17Profile+" "+surefireJRE, javaEnv, tcMavenJRE11)},
 	},
 	// Gradle 8, which mockito's wrapper downloads, cannot be had here:
 	// the entry names the gradle toolchain, whose absence fails the build

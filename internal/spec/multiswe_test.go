@@ -66,11 +66,14 @@ func TestMultiSWEBuiltin(t *testing.T) {
 	if s := get("catchorg/Catch2", 2288); s.Env["CXXFLAGS"] != "" {
 		t.Errorf("Catch2 #2288 with CXXFLAGS %q", s.Env["CXXFLAGS"])
 	}
-	if s := get("google/gson", 1391); !strings.HasSuffix(s.TestCmd, java6OnJDK17) {
+	if s := get("google/gson", 1391); !strings.HasSuffix(s.TestCmd, gsonJava11+" "+surefireJRE) || !strings.HasSuffix(s.Install, surefireJRE+" || true") {
 		t.Errorf("gson #1391 test command %q", s.TestCmd)
 	}
-	if s := get("google/gson", 1555); strings.Contains(s.TestCmd, java6OnJDK17) {
-		t.Errorf("gson #1555 test command %q", s.TestCmd)
+	if s := get("google/gson", 1093); !strings.HasSuffix(s.TestCmd, gsonJava8+" "+surefireJRE) {
+		t.Errorf("gson #1093 test command %q", s.TestCmd)
+	}
+	if s := get("google/gson", 1555); !strings.HasSuffix(s.TestCmd, gsonNoJDK17Profile+" "+surefireJRE) || !slices.Contains(s.Toolchains, "jre@11") {
+		t.Errorf("gson #1555 test command %q, toolchains %q", s.TestCmd, s.Toolchains)
 	}
 	if s := get("fasterxml/jackson-core", 980); !strings.Contains(s.TestCmd, "-Dtest=com.fasterxml.jackson.failing.PerfBigDecimalToInteger968") ||
 		!slices.Equal(s.PreInstall, []string{`sed -i "s/2.15.0-rc3-SNAPSHOT/2.15.4/g" pom.xml`}) {
@@ -163,13 +166,17 @@ func msbTestCommand(harness, repo string, number int64) string {
 		cmd = "(" + cmd + ")"
 	case strings.HasPrefix(cmd, "./gradlew "): // mockito: the named Gradle, not the wrapper's download
 		cmd = "gradle --offline " + strings.TrimPrefix(cmd, "./gradlew ")
-	case strings.HasPrefix(cmd, "mvn "): // Maven offline, no colours; Java 6 and 8 sources on JDK 17
+	case strings.HasPrefix(cmd, "mvn "): // Maven offline, no colours; Java 6 and 8 sources on JDK 17; gson's tests on JRE 11
 		cmd = "mvn -o -Dstyle.color=never " + strings.TrimPrefix(cmd, "mvn ")
 		switch {
 		case repo == "fasterxml/jackson-core":
 			cmd += " " + java8OnJDK17
+		case repo == "google/gson" && number <= 1093:
+			cmd += " " + gsonJava8 + " " + surefireJRE
 		case repo == "google/gson" && number <= 1391:
-			cmd += " " + java6OnJDK17
+			cmd += " " + gsonJava11 + " " + surefireJRE
+		case repo == "google/gson": // the tests on a Java 11 runtime, Maven as on JDK 11
+			cmd += " " + gsonNoJDK17Profile + " " + surefireJRE
 		}
 	}
 	return cmd
