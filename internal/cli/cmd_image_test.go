@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
 )
@@ -38,38 +39,15 @@ func busyboxImage(t *testing.T, tag, extra string) string {
 	if err != nil {
 		privtest.Skip(t, "no /bin/busybox (apt-get install busybox-static): %v", err)
 	}
-	type ent struct {
-		name, body, link string
-		typ              byte
-		mode             int64
-	}
-	layer := func(ents []ent) v1.Layer {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for _, e := range ents {
-			h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body))}
-			if err := tw.WriteHeader(h); err != nil {
-				t.Fatal(err)
-			}
-			io.WriteString(tw, e.body)
-		}
-		tw.Close()
-		b := buf.Bytes()
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	base := []ent{{name: "bin/", typ: tar.TypeDir, mode: 0o755}, {name: "bin/busybox", body: string(bb), typ: tar.TypeReg, mode: 0o755},
-		{name: "etc/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/hello", body: "hello from the image\n", typ: tar.TypeReg, mode: 0o644},
-		{name: "etc/gone", body: "x\n", typ: tar.TypeReg, mode: 0o644}}
+	busybox := demotest.File("bin/busybox", string(bb))
+	busybox.Mode = 0o755
+	base := []demotest.Entry{demotest.Dir("bin/"), busybox, demotest.Dir("etc/"), demotest.File("etc/hello", "hello from the image\n"),
+		demotest.File("etc/gone", "x\n")}
 	for _, tool := range []string{"sh", "cat", "echo", "pwd", "test", "ls"} {
-		base = append(base, ent{name: "bin/" + tool, link: "busybox", typ: tar.TypeSymlink, mode: 0o777})
+		base = append(base, demotest.Symlink("bin/"+tool, "busybox"))
 	}
-	top := []ent{{name: "etc/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/.wh.gone", typ: tar.TypeReg, mode: 0o644},
-		{name: "work/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/extra", body: extra, typ: tar.TypeReg, mode: 0o644}}
-	img, err := mutate.AppendLayers(empty.Image, layer(base), layer(top))
+	top := []demotest.Entry{demotest.Dir("etc/"), demotest.File("etc/.wh.gone", ""), demotest.Dir("work/"), demotest.File("etc/extra", extra)}
+	img, err := mutate.AppendLayers(empty.Image, demotest.EntriesLayer(t, base), demotest.EntriesLayer(t, top))
 	if err != nil {
 		t.Fatal(err)
 	}

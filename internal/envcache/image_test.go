@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,9 +14,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -30,7 +29,7 @@ import (
 // is not part of the root.
 func TestImageBase(t *testing.T) {
 	tree := makeRootfs(t)
-	img, err := mutate.AppendLayers(empty.Image, dirLayer(t, tree), bytesLayer(t, "etc/marker", "from the image's top layer\n"))
+	img, err := mutate.AppendLayers(empty.Image, demotest.DirLayer(t, tree, nil), bytesLayer(t, "etc/marker", "from the image's top layer\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,51 +55,6 @@ func TestImageBase(t *testing.T) {
 	}
 }
 
-// dirLayer is an image layer holding a directory tree.
-func dirLayer(t *testing.T, root string) v1.Layer {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			return nil
-		}
-		link := ""
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(tw, f)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw.Close()
-	return layerOf(t, buf.Bytes())
-}
-
 // bytesLayer is an image layer holding one file.
 func bytesLayer(t *testing.T, name, body string) v1.Layer {
 	t.Helper()
@@ -118,7 +72,7 @@ func filesLayer(t *testing.T, files map[string]string) v1.Layer {
 		io.WriteString(tw, body)
 	}
 	tw.Close()
-	return layerOf(t, buf.Bytes())
+	return demotest.BytesLayer(t, buf.Bytes())
 }
 
 // TestImageRepoDirs checks where an image instance's repository is taken
@@ -201,13 +155,4 @@ func TestImageRepoDirs(t *testing.T) {
 // user.
 func TestImageRepoDirsRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestImageRepoDirs$")
-}
-
-func layerOf(t *testing.T, b []byte) v1.Layer {
-	t.Helper()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

@@ -122,7 +122,7 @@ func busyboxLayer(t *testing.T) []ent {
 		privtest.Skip(t, "no /bin/busybox (apt-get install busybox-static): %v", err)
 	}
 	bb := file("bin/busybox", string(b))
-	bb.mode = 0o755
+	bb.Mode = 0o755
 	return []ent{dir("bin"), bb, symlink("bin/sh", "busybox"), symlink("bin/cat", "busybox")}
 }
 

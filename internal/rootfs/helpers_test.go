@@ -16,57 +16,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/store"
 )
 
 // ent is one tar entry of a test layer.
-type ent struct {
-	name     string
-	typ      byte
-	body     string
-	link     string
-	mode     int64
-	uid, gid int
-	xattrs   map[string]string
-}
+type ent = demotest.Entry
 
-func file(name, body string) ent { return ent{name: name, typ: tar.TypeReg, body: body, mode: 0o644} }
-func dir(name string) ent        { return ent{name: name, typ: tar.TypeDir, mode: 0o755} }
-func symlink(name, target string) ent {
-	return ent{name: name, typ: tar.TypeSymlink, link: target, mode: 0o777}
-}
-
-// layerTar writes entries as an uncompressed tar.
-func layerTar(t testing.TB, ents []ent) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: e.uid, Gid: e.gid, Linkname: e.link,
-			Size: int64(len(e.body)), Format: tar.FormatPAX}
-		for k, v := range e.xattrs {
-			if h.PAXRecords == nil {
-				h.PAXRecords = map[string]string{}
-			}
-			h.PAXRecords["SCHILY.xattr."+k] = v
-		}
-		if e.typ != tar.TypeReg {
-			h.Size = 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if e.typ == tar.TypeReg {
-			if _, err := io.WriteString(tw, e.body); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var (
+	file     = demotest.File
+	dir      = demotest.Dir
+	symlink  = demotest.Symlink
+	layerTar = demotest.LayerTar
+)
 
 // buildImage makes an image of the layers (bottom first), gzip-compressed
 // by go-containerregistry, with cfg's Env and WorkingDir.

@@ -24,19 +24,19 @@ import (
 // makes a directory opaque and adds files, links and a device node.
 func baseLayer() []ent {
 	suid := file("usr/bin/tool", "#!/bin/sh\necho tool\n")
-	suid.mode, suid.uid, suid.gid = 0o4755, 0, 0
+	suid.Mode, suid.UID, suid.GID = 0o4755, 0, 0
 	owned := file("home/app/data", "app's\n")
-	owned.uid, owned.gid = 1000, 1000
+	owned.UID, owned.GID = 1000, 1000
 	return []ent{dir("etc"), file("etc/keep", "keep\n"), file("etc/gone", "gone\n"),
 		dir("opaque"), dir("opaque/old"), file("opaque/old/f", "old\n"), file("opaque/also", "old\n"),
 		dir("usr"), dir("usr/bin"), suid, dir("home"), dir("home/app"), owned}
 }
 
 func topLayer() []ent {
-	hl := ent{name: "usr/bin/tool2", typ: tar.TypeLink, link: "usr/bin/tool"}
-	dev := ent{name: "dev/null", typ: tar.TypeChar, mode: 0o666}
+	hl := ent{Name: "usr/bin/tool2", Type: tar.TypeLink, Link: "usr/bin/tool"}
+	dev := ent{Name: "dev/null", Type: tar.TypeChar, Mode: 0o666}
 	capFile := file("usr/bin/ping", "ping\n")
-	capFile.xattrs = map[string]string{"security.capability": string(capNetBindService)}
+	capFile.Xattrs = map[string]string{"security.capability": string(capNetBindService)}
 	return []ent{dir("etc"), file("etc/.wh.gone", ""), dir("opaque"), file("opaque/.wh..wh..opq", ""),
 		file("opaque/new", "new\n"), symlink("etc/link", "/etc/keep"), hl, dir("dev"), dev, capFile,
 		file("./etc/keep", "kept and changed\n")}
@@ -196,7 +196,7 @@ func TestImportRefusesHostileLayers(t *testing.T) {
 		{"absolute", [][]ent{{file("/etc/passwd", "x")}}},
 		{"dotdot", [][]ent{{dir("a"), file("a/../../escape", "x")}}},
 		{"whiteout-dotdot", [][]ent{{file("a/../../.wh.x", "")}}},
-		{"hardlink-dotdot", [][]ent{{{name: "l", typ: tar.TypeLink, link: "../../etc/shadow"}}}},
+		{"hardlink-dotdot", [][]ent{{{Name: "l", Type: tar.TypeLink, Link: "../../etc/shadow"}}}},
 		{"symlink-then-write", [][]ent{{symlink("etc", "/proc/self/root/etc"), file("etc/passwd", "x")}}},
 		{"lower-symlink-then-write", [][]ent{{symlink("etc", "/host/etc")}, {file("etc/passwd", "x")}}},
 	} {

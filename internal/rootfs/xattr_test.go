@@ -29,13 +29,13 @@ var capNetBindService = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0
 // of the wrong size); a top layer that implies the directory.
 func xattrLayers() ([]ent, []ent) {
 	bin := dir("usr/bin")
-	bin.xattrs = map[string]string{"user.dirmark": "d"}
+	bin.Xattrs = map[string]string{"user.dirmark": "d"}
 	ping := file("usr/bin/ping", "ping\n")
-	ping.mode = 0o755
-	ping.xattrs = map[string]string{"security.capability": string(capNetBindService), "user.mime": "application/x-ping", "trusted.t": "t"}
-	link := ent{name: "usr/bin/ping6", typ: tar.TypeLink, link: "usr/bin/ping"}
+	ping.Mode = 0o755
+	ping.Xattrs = map[string]string{"security.capability": string(capNetBindService), "user.mime": "application/x-ping", "trusted.t": "t"}
+	link := ent{Name: "usr/bin/ping6", Type: tar.TypeLink, Link: "usr/bin/ping"}
 	dropped := file("usr/bin/other", "other\n")
-	dropped.xattrs = map[string]string{"security.selinux": "system_u:object_r:bin_t:s0", "trusted.overlay.opaque": "y", "security.capability": "\x01\x00\x00\x02"}
+	dropped.Xattrs = map[string]string{"security.selinux": "system_u:object_r:bin_t:s0", "trusted.overlay.opaque": "y", "security.capability": "\x01\x00\x00\x02"}
 	return []ent{dir("usr"), bin, ping, link, dropped}, []ent{file("usr/bin/new", "new\n")}
 }
 

@@ -2,9 +2,7 @@ package server
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,20 +17,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// imageEntry is one tar entry of a test image layer.
-type imageEntry struct {
-	name, body, link string
-	typ              byte
-	mode             int64
-}
-
 // bashLayer is the host's bash and the libraries ldd names, at the paths
 // ldd gives: enough for a sandbox's shell, and nothing else of the host.
-func bashLayer(t *testing.T) []imageEntry {
+func bashLayer(t *testing.T) []demotest.Entry {
 	t.Helper()
 	out, err := exec.Command("ldd", "/bin/bash").Output()
 	if err != nil {
@@ -42,7 +34,7 @@ func bashLayer(t *testing.T) []imageEntry {
 	for _, m := range regexp.MustCompile(`(/\S+) \(0x`).FindAllStringSubmatch(string(out), -1) {
 		files = append(files, m[1])
 	}
-	var ents []imageEntry
+	var ents []demotest.Entry
 	dirs := map[string]bool{}
 	for _, f := range files {
 		body, err := os.ReadFile(f)
@@ -53,16 +45,16 @@ func bashLayer(t *testing.T) []imageEntry {
 		for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
 			dirs[d] = true
 		}
-		ents = append(ents, imageEntry{name: rel, body: string(body), typ: tar.TypeReg, mode: 0o755})
+		ents = append(ents, demotest.Entry{Name: rel, Body: string(body), Type: tar.TypeReg, Mode: 0o755})
 	}
-	var dirEnts []imageEntry
+	var dirEnts []demotest.Entry
 	for d := range dirs {
-		dirEnts = append(dirEnts, imageEntry{name: d + "/", typ: tar.TypeDir, mode: 0o755})
+		dirEnts = append(dirEnts, demotest.Dir(d+"/"))
 	}
 	// Parents before children: shorter paths first.
 	for i := range dirEnts {
 		for j := i + 1; j < len(dirEnts); j++ {
-			if len(dirEnts[j].name) < len(dirEnts[i].name) {
+			if len(dirEnts[j].Name) < len(dirEnts[i].Name) {
 				dirEnts[i], dirEnts[j] = dirEnts[j], dirEnts[i]
 			}
 		}
@@ -70,39 +62,14 @@ func bashLayer(t *testing.T) []imageEntry {
 	return append(dirEnts, ents...)
 }
 
-// testLayer is a layer of the entries.
-func testLayer(t *testing.T, ents []imageEntry) v1.Layer {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body))}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(tw, e.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // importTestImage imports into the daemon's cache a two-layer image: the
 // host's bash, then /etc/marker, /work and /hostroot, a symlink to /. Its
 // config sets PATH, IMG_VAR, the working directory /work and user.
 func importTestImage(t *testing.T, d *daemon, tag, user string) {
 	t.Helper()
-	top := []imageEntry{{name: "etc/", typ: tar.TypeDir, mode: 0o755}, {name: "etc/marker", body: "from the image", typ: tar.TypeReg, mode: 0o644},
-		{name: "work/", typ: tar.TypeDir, mode: 0o755}, {name: "hostroot", link: "/", typ: tar.TypeSymlink, mode: 0o777}}
-	img, err := mutate.AppendLayers(empty.Image, testLayer(t, bashLayer(t)), testLayer(t, top))
+	top := []demotest.Entry{demotest.Dir("etc/"), demotest.File("etc/marker", "from the image"),
+		demotest.Dir("work/"), demotest.Symlink("hostroot", "/")}
+	img, err := mutate.AppendLayers(empty.Image, demotest.EntriesLayer(t, bashLayer(t)), demotest.EntriesLayer(t, top))
 	if err != nil {
 		t.Fatal(err)
 	}

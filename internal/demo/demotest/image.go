@@ -83,59 +83,7 @@ func Image(t *testing.T, root string, env ...string) v1.Image {
 // owner gives; nil: root's.
 func ImageOwned(t *testing.T, root string, owner func(rel string) (uid, gid int), env ...string) v1.Image {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = rel, 0, 0, "", ""
-		if owner != nil {
-			h.Uid, h.Gid = owner(rel)
-		}
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		r, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		_, err = io.Copy(tw, r)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	layer := DirLayer(t, root, owner)
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		t.Fatal(err)
@@ -144,4 +92,74 @@ func ImageOwned(t *testing.T, root string, owner func(rel string) (uid, gid int)
 		t.Fatal(err)
 	}
 	return img
+}
+
+// DirLayer is an image layer holding the tree at root, each path owned as
+// owner says (relative to root; nil: by root), without user or group names.
+func DirLayer(t testing.TB, root string, owner func(rel string) (uid, gid int)) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		return tarEntry(tw, p, filepath.ToSlash(rel), d, owner)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return BytesLayer(t, buf.Bytes())
+}
+
+// tarEntry writes the file at p as name, with its content when regular.
+func tarEntry(tw *tar.Writer, p, name string, d fs.DirEntry, owner func(rel string) (uid, gid int)) error {
+	fi, err := d.Info()
+	if err != nil {
+		return err
+	}
+	link := ""
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	}
+	h, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	h.Name, h.Uid, h.Gid, h.Uname, h.Gname = name, 0, 0, "", ""
+	if owner != nil {
+		h.Uid, h.Gid = owner(name)
+	}
+	if fi.IsDir() {
+		h.Name += "/"
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(tw, r)
+	return err
+}
+
+// BytesLayer is an image layer whose uncompressed tar is b.
+func BytesLayer(t testing.TB, b []byte) v1.Layer {
+	t.Helper()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
