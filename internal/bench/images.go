@@ -222,16 +222,10 @@ func (r *imager) run(ctx context.Context) (err error) {
 	stop()
 	r.failures("import", failed)
 
-	ready := []string{MethodMSB, MethodMSBHostBase, MethodPodman}
-	if r.keptCache == "" {
-		ready = ready[2:]
-	}
-	if r.keptPM == nil {
-		ready = ready[:len(ready)-1]
-	}
-	if len(ready) == 0 {
-		return nil
-	}
+	// The host base needs no import; msb's and podman's rows need theirs.
+	ready := slices.DeleteFunc([]string{MethodMSB, MethodMSBHostBase, MethodPodman}, func(m string) bool {
+		return m == MethodMSB && r.keptCache == "" || m == MethodPodman && r.keptPM == nil
+	})
 	e, err := r.openEngine(ctx)
 	if err != nil {
 		return err

@@ -17,10 +17,9 @@ import (
 // TestImages runs the images comparison for real on tiny images (a base
 // of the host's bash, layers of generated files), one round: every row
 // is there with sane values (B's unique files are exactly its generated
-// bytes, neither store adds less than them for B, podman's added disk
-// holds B's whole layers), the tables render, and nothing is left: no
-// fixture, store or registry dir in the work dir, no image in the bench's
-// podman storage.
+// bytes, neither store adds less than them for B), the tables render,
+// and nothing is left: no fixture, store or registry dir in the work dir,
+// no process running from it, no image in the bench's podman storage.
 func TestImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds images and runs real sandboxes")
@@ -97,6 +96,9 @@ func TestImages(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(filepath.Join(work, "images")); err != nil || len(ents) > 0 {
 		t.Errorf("left in the work dir: %v %v", ents, err)
+	}
+	if out, err := exec.Command("pgrep", "-af", work).Output(); err == nil {
+		t.Errorf("processes left running in the work dir (the registry?):\n%s", out)
 	}
 	pm, err := newPodman(ctx, filepath.Join(work, "podman"))
 	if err != nil {
