@@ -32,6 +32,10 @@
 //     layer holds the dependency dirs. The install layer's dependency step
 //     fills DepsDir, which every sandbox of the instance sees at the same
 //     paths; task and evaluation sandboxes get the tools' offline switches.
+//   - Fetched toolchain: a toolchain of a version the spec names
+//     (go@1.21.4, node@18, jre@11) that the host lacks, fetched once from
+//     its registry, checked against the registry's checksum and kept as a
+//     layer under ref toolchain/<name>@<version> (toolchain_fetch.go).
 //   - Dependency store: what online dependency steps fetched, kept in the
 //     download cache's deps/ for offline builds (depstore.go).
 //   - Download cache: every file pip fetched for a build, by SHA-256, with

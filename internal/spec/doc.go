@@ -13,7 +13,9 @@
 //   - Language: what a spec builds, Python (the default, "") or one of
 //     Languages. A non-Python spec has no Python version and no venv: it
 //     names its Toolchains (host toolchains such as go, rust, java, maven,
-//     node, by the names of ToolchainNames, which package envcache finds),
+//     node, by the names of ToolchainNames, which package envcache finds;
+//     go, node and jre may carry a version, name@version, which envcache
+//     fetches when the host's differs),
 //     its install command is the dependency step, and EvalEnv holds the
 //     variables only an evaluation gets.
 //   - Table: the built-in specs, keyed by repository and version, covering
