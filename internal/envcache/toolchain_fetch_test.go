@@ -191,3 +191,10 @@ func TestFetchedToolchains(t *testing.T) {
 		}
 	}
 }
+
+// TestRootlessFetchedToolchains reruns TestFetchedToolchains as an
+// unprivileged user: a rootless store holds the fetched layers, and a
+// rootless sandbox binds them.
+func TestRootlessFetchedToolchains(t *testing.T) {
+	privtest.Unprivileged(t, "^TestFetchedToolchains$")
+}
