@@ -43,14 +43,8 @@ func (f *Front) assignTags(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
-	t := f.templateByRef(req.Target)
-	if t == nil {
-		apiError(w, api.CodeNotFound, "template '%s' not found", req.Target)
-		return
-	}
-	tags, ok := tagsOf(t.name, req.Tags)
+	t, tags, ok := f.taggedTemplate(w, req.Target, req.Tags)
 	if !ok {
-		apiError(w, api.CodeBadRequest, "tags %q: each must be a tag or %s:tag, neither part empty", req.Tags, t.name)
 		return
 	}
 	t.mu.Lock()
@@ -78,18 +72,28 @@ func (f *Front) removeTags(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
-	t := f.templateByRef(req.Name)
-	if t == nil {
-		apiError(w, api.CodeNotFound, "template '%s' not found", req.Name)
-		return
-	}
-	tags, ok := tagsOf(t.name, req.Tags)
+	t, tags, ok := f.taggedTemplate(w, req.Name, req.Tags)
 	if !ok {
-		apiError(w, api.CodeBadRequest, "tags %q: each must be a tag or %s:tag, neither part empty", req.Tags, t.name)
 		return
 	}
 	t.mu.Lock()
 	t.tags = slices.DeleteFunc(t.tags, func(g string) bool { return slices.Contains(tags, g) })
 	t.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// taggedTemplate is the template a tags request names by ref and its tags
+// as full names; with false, the error is answered.
+func (f *Front) taggedTemplate(w http.ResponseWriter, ref string, raw []string) (*template, []string, bool) {
+	t := f.templateByRef(ref)
+	if t == nil {
+		apiError(w, api.CodeNotFound, "template '%s' not found", ref)
+		return nil, nil, false
+	}
+	tags, ok := tagsOf(t.name, raw)
+	if !ok {
+		apiError(w, api.CodeBadRequest, "tags %q: each must be a tag or %s:tag, neither part empty", raw, t.name)
+		return nil, nil, false
+	}
+	return t, tags, true
 }
