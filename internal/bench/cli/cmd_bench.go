@@ -6,7 +6,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -183,14 +182,7 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 	}
 	rep, err := bench.Run(cmd.Context(), h.Runtime(), o)
 	stop()
-	if errors.Is(err, bench.ErrOptions) {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if rep == nil {
-		return err
-	}
-	rep.Command = strings.Join(append([]string{"msb bench"}, os.Args[1:]...), " ")
-	return errors.Join(err, emitReport(g, f.out, rep))
+	return finishReport(g, f.out, rep, err)
 }
 
 // newBenchSandboxCmd is the preset of the sandbox comparisons on the bare

@@ -43,14 +43,7 @@ into --out; docs/bench.md, "Fork, snapshot and rollback", has the method and res
 			o.Logger = g.Logger()
 			o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 			rep, err := bench.Fork(cmd.Context(), cfg, o)
-			if errors.Is(err, bench.ErrOptions) {
-				return fmt.Errorf("%w: %w", errUsage, err)
-			}
-			if rep == nil {
-				return err
-			}
-			rep.Command = strings.Join(append([]string{"msb bench"}, os.Args[1:]...), " ")
-			return errors.Join(err, emitReport(g, out, rep))
+			return finishReport(g, out, rep, err)
 		},
 	}
 	f := cmd.Flags()
@@ -90,6 +83,20 @@ func parseSizes(ss []string) ([]int64, error) {
 		out = append(out, n*mult)
 	}
 	return out, nil
+}
+
+// finishReport ends a bench command that ran and returned rep and err:
+// bad options are a usage error; a report, even one beside an error, is
+// named by the command line and emitted.
+func finishReport(g Host, dir string, rep *bench.Report, err error) error {
+	if errors.Is(err, bench.ErrOptions) {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if rep == nil {
+		return err
+	}
+	rep.Command = strings.Join(append([]string{"msb bench"}, os.Args[1:]...), " ")
+	return errors.Join(err, emitReport(g, dir, rep))
 }
 
 // emitReport writes rep into dir and prints it (as JSON with --json); it

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,14 +38,7 @@ files as msb bench into --out; docs/images.md, "Numbers", has the method and res
 			o.MSBArgs = []string{"--state-dir", g.StateDir()}
 			o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 			rep, err := bench.Images(cmd.Context(), cfg, o)
-			if errors.Is(err, bench.ErrOptions) {
-				return fmt.Errorf("%w: %w", errUsage, err)
-			}
-			if rep == nil {
-				return err
-			}
-			rep.Command = strings.Join(append([]string{"msb bench"}, os.Args[1:]...), " ")
-			return errors.Join(err, emitReport(g, out, rep))
+			return finishReport(g, out, rep, err)
 		},
 	}
 	f := cmd.Flags()
