@@ -138,7 +138,7 @@ func mavenSpec(parser, extra string, env map[string]string, toolchains []string)
 func cargoSpec() Spec {
 	return Spec{
 		Language: LangRust, Toolchains: tcRust, Env: utf8,
-		Install:   "cargo fetch && { cargo test --no-run || true; }",
+		Install:   "cargo fetch\ncargo test --no-run || true",
 		TestCmd:   "cargo test",
 		LogParser: multiswe.ParserName(multiswe.FrameworkCargo),
 	}
@@ -182,6 +182,11 @@ func jacksonCore(number int64, s *Spec) {
 	}
 }
 
+// multiSWETable is msb's entries per repository, by pull request range.
+// An install step is one command a line: the build script runs under
+// set -e, which ignores a failure on the left of && (go mod download &&
+// ... would commit an environment without its modules when the download
+// failed).
 var multiSWETable = map[string][]msbEntry{
 	"tokio-rs/tokio":     {{spec: cargoSpec()}},
 	"tokio-rs/bytes":     {{spec: cargoSpec()}},
@@ -190,7 +195,7 @@ var multiSWETable = map[string][]msbEntry{
 	"zeromicro/go-zero": {{spec: Spec{
 		Language: LangGo, Toolchains: tcGo, Env: utf8,
 		// the harness's prepare runs the whole suite once (a warm build cache)
-		Install:   "go mod download && { go test -count=1 -run '^$' ./... || true; }",
+		Install:   "go mod download\ngo test -count=1 -run '^$' ./... || true",
 		TestCmd:   "go test -v -count=1 ./...",
 		LogParser: multiswe.ParserName(multiswe.FrameworkGoTest),
 	}}},
@@ -222,7 +227,7 @@ var multiSWETable = map[string][]msbEntry{
 	}}},
 	"iamkun/dayjs": {{spec: Spec{
 		Language: LangJavaScript, Toolchains: tcNode, Env: utf8,
-		Install:   "npm uninstall rollup && npm install rollup@latest --save-dev && { npm install --legacy-peer-deps || npm install --force; }",
+		Install:   "npm uninstall rollup\nnpm install rollup@latest --save-dev\nnpm install --legacy-peer-deps || npm install --force",
 		TestCmd:   "npm test -- --verbose",
 		LogParser: multiswe.ParserName(multiswe.FrameworkJest),
 	}}},
@@ -242,7 +247,7 @@ var multiSWETable = map[string][]msbEntry{
 		{to: 2187, spec: Spec{
 			Language: LangCPP, Toolchains: tcCMake,
 			Env:       map[string]string{"CXXFLAGS": "-include " + glibcHeader},
-			Install:   `mkdir -p build && printf '#include <features.h>\n#undef __USE_DYNAMIC_STACK_SIZE\n' > ` + glibcHeader,
+			Install:   "mkdir -p build\n" + `printf '#include <features.h>\n#undef __USE_DYNAMIC_STACK_SIZE\n' > ` + glibcHeader,
 			TestCmd:   cmakeBuildTestCatch2,
 			LogParser: multiswe.ParserName(multiswe.FrameworkCTestCatch2),
 		}},

@@ -221,3 +221,20 @@ func TestMultiSWETableMatchesHarness(t *testing.T) {
 	}
 	t.Logf("%d rows: test commands equal to the harness's", len(insts))
 }
+
+// TestMultiSWEInstallFailsLoudly: every install step of the table is one
+// command a line, so that a failing dependency step (go mod download,
+// cargo fetch, npm install) fails the build under the build script's
+// set -e instead of being committed as an environment without its
+// dependencies: set -e ignores a failure on the left of &&.
+func TestMultiSWEInstallFailsLoudly(t *testing.T) {
+	for _, repo := range slices.Sorted(maps.Keys(multiSWETable)) {
+		for _, e := range multiSWETable[repo] {
+			for _, line := range append(slices.Clone(e.spec.PreInstall), strings.Split(e.spec.Install, "\n")...) {
+				if strings.Contains(line, "&&") {
+					t.Errorf("%s: install line %q: a failure left of && does not stop the build; put one command a line", repo, line)
+				}
+			}
+		}
+	}
+}
