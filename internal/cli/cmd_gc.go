@@ -5,13 +5,16 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/minisandbox/msb/internal/engine"
 )
 
 func newGCCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var diskPool bool
+	cmd := &cobra.Command{
 		Use:     "gc",
 		Short:   "Remove what killed msb processes left behind: sandbox processes, cgroups, state dirs",
-		Example: "  msb gc",
+		Example: "  msb gc\n  msb gc --disk-pool   # also unmount and delete root mode's disk pool when no sandbox uses it",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := os.Stat(g.settings.StateDir); err != nil {
@@ -41,7 +44,24 @@ func newGCCmd(g *globals) *cobra.Command {
 			if len(rep.Errors) > 0 {
 				return fmt.Errorf("gc left %d things behind", len(rep.Errors))
 			}
+			if diskPool {
+				return releaseDiskPool(h)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&diskPool, "disk-pool", false, "also unmount and delete root mode's disk pool (kept between runs) when no running sandbox has a volume in it")
+	return cmd
+}
+
+// releaseDiskPool removes the host's disk pool and says so on stderr.
+func releaseDiskPool(h *engine.Host) error {
+	released, err := h.ReleaseDiskPool()
+	if err != nil {
+		return err
+	}
+	if released {
+		fmt.Fprintln(os.Stderr, "msb gc: disk pool unmounted and deleted")
+	}
+	return nil
 }

@@ -11,3 +11,7 @@ type GCReport = sandbox.GCReport
 // GC collects what killed msb processes left behind under the Host's
 // state dir; sandboxes of live msb processes are left alone.
 func (h *Host) GC() GCReport { return h.rt.GC() }
+
+// ReleaseDiskPool removes the host's disk pool when no live sandbox uses
+// it; false when there was none (sandbox.Runtime.ReleaseDiskPool).
+func (h *Host) ReleaseDiskPool() (bool, error) { return h.rt.ReleaseDiskPool() }

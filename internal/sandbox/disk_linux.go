@@ -194,3 +194,22 @@ func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, shm int64) {
 	}
 	return tmp, min(shmBytes, rest)
 }
+
+// ReleaseDiskPool unmounts and deletes the host's disk pool when no live
+// sandbox has a volume in it (msb gc --disk-pool): the pool is kept
+// between runs on purpose, so this is how a host gets rid of it.
+// Orphaned volumes are reclaimed first. false with no error: there was no
+// pool (rootless, or none made yet); pool.ErrBusy: sandboxes still use it.
+func (rt *Runtime) ReleaseDiskPool() (bool, error) {
+	if rt.rootless || !pool.Exists(rt.poolDir()) {
+		return false, nil
+	}
+	d := rt.disk()
+	if d.pool == nil {
+		return false, nil
+	}
+	if err := d.pool.Release(); err != nil {
+		return false, fmt.Errorf("releasing the disk pool %s: %w", rt.poolDir(), err)
+	}
+	return true, nil
+}

@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 )
 
 // TestDiskPoolShared: runtimes share the host's disk pool at once (a
@@ -67,4 +71,64 @@ func TestDiskTmpfsBytes(t *testing.T) {
 	if got := diskTmpfsBytes(l, true); got != l.MemoryBytes {
 		t.Fatalf("without a cgroup: %d, want the memory limit %d", got, l.MemoryBytes)
 	}
+}
+
+// TestReleaseDiskPool: the disk pool, kept between runs, is released
+// (unmounted, deleted) only when no live sandbox has a volume in it: with
+// one running, pool.ErrBusy and the pool untouched; after it closed, gone,
+// with no mount left; with no pool, nothing to do. A failed release
+// unmounts the pool itself, so that the test leaves no mount.
+func TestReleaseDiskPool(t *testing.T) {
+	privtest.RequireRoot(t)
+	diskDir := t.TempDir()
+	t.Cleanup(func() { pool.Destroy(filepath.Join(diskDir, "msb-pool")) })
+	runtime := func() *Runtime {
+		rt, err := NewRuntime(RuntimeOptions{StateDir: t.TempDir(), DiskDir: diskDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		return rt
+	}
+	owner := runtime()
+	sb := create(t, owner, Config{HostBase: true, Limits: Limits{DiskBytes: 16 << 20}})
+	mnt := filepath.Join(diskDir, "msb-pool", "mnt")
+	if released, err := runtime().ReleaseDiskPool(); !errors.Is(err, pool.ErrBusy) || released {
+		t.Fatalf("release with a sandbox running: %v %v, want pool.ErrBusy", released, err)
+	}
+	mustOK(t, sb, "echo still > /written")
+	if !mounted(t, mnt) {
+		t.Fatal("a busy pool was unmounted")
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	owner.Close() // its teardown, off Close's path, removes the volume
+	if released, err := runtime().ReleaseDiskPool(); err != nil || !released {
+		t.Fatalf("release of an unused pool: %v %v", released, err)
+	}
+	if mounted(t, mnt) {
+		t.Fatal("the released pool is still mounted")
+	}
+	if _, err := os.Stat(filepath.Dir(mnt)); !os.IsNotExist(err) {
+		t.Fatalf("the pool dir is left: %v", err)
+	}
+	if released, err := runtime().ReleaseDiskPool(); err != nil || released {
+		t.Fatalf("release with no pool: %v %v", released, err)
+	}
+}
+
+// mounted reports whether path is a mount point in this mount namespace.
+func mounted(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
 }

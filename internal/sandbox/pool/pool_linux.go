@@ -18,6 +18,10 @@ import (
 // message says what is missing.
 var ErrUnavailable = errors.New("disk pool unavailable")
 
+// ErrBusy means a pool was not released: sandboxes of live processes
+// still have volumes in it.
+var ErrBusy = errors.New("disk pool in use")
+
 // MinSize is the smallest pool worth making.
 const MinSize = 256 << 20
 
@@ -415,10 +419,33 @@ func (p *Pool) Close() error {
 	return nil
 }
 
+// Release removes the pool p was opened from when no live process has a
+// volume in it: under the pool's lock (so no process mounts or makes it
+// meanwhile), orphaned volumes are reclaimed, then the pool is closed,
+// unmounted and deleted with its directory. With volumes left it is
+// ErrBusy naming how many, and the pool stays as it was.
+func (p *Pool) Release() error {
+	unlock, err := lockDir(p.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p.Reclaim()
+	names, err := p.volumeNames()
+	if err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("%w: %d volumes of running sandboxes", ErrBusy, len(names))
+	}
+	p.Close()
+	return Destroy(p.dir)
+}
+
 // Destroy unmounts the pool in dir and deletes it with the pool directory.
 // Volumes still mounted in sandboxes keep the filesystem until those end;
-// then the loop device detaches itself. Tests use it; on a host, the pool
-// stays.
+// then the loop device detaches itself. Tests use it; on a host, Release
+// removes a pool no one uses.
 func Destroy(dir string) error {
 	mnt := filepath.Join(dir, mntName)
 	for unix.Unmount(mnt, unix.MNT_DETACH) == nil {
