@@ -19,7 +19,9 @@ func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
+	releasePool := privtest.OwnDiskPool()
 	code := m.Run()
+	releasePool()
 	if code == 0 {
 		if err := privtest.CheckLeaks("msb-test-state-"); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)

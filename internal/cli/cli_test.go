@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		os.Exit(Main(os.Args[1:]))
 	}
+	releasePool := privtest.OwnDiskPool()
 	code := m.Run()
+	releasePool()
 	if fixture.dir != "" {
 		if err := sandbox.RemoveAll(fixture.dir); err != nil {
 			code = 1

@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	if job := os.Getenv(builderEnv); job != "" {
 		os.Exit(runBuilder(job))
 	}
+	releasePool := privtest.OwnDiskPool()
 	code := m.Run()
+	releasePool()
 	if code == 0 {
 		if err := privtest.CheckLeaks("msb-envcache-test"); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)

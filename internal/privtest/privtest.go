@@ -416,3 +416,29 @@ func removeCgroupTree(t *testing.T, dir string) {
 		}
 	}
 }
+
+// diskDirEnv is sandbox.DiskDirEnv (privtest cannot import sandbox, whose
+// tests import it).
+const diskDirEnv = "MSB_DISK_DIR"
+
+// OwnDiskPool gives a test binary run outside make test (which sets
+// MSB_DISK_DIR for the whole suite) a disk pool of its own: it points
+// MSB_DISK_DIR at a TestPoolDir, so that the root-mode runtimes and msb
+// commands its tests start do not make and keep the host's pool
+// (/var/tmp/msb-pool); done unmounts and removes it. A no-op when
+// MSB_DISK_DIR is set, and rootless.
+func OwnDiskPool() (done func()) {
+	dir := ""
+	if os.Getenv(diskDirEnv) == "" {
+		dir = TestPoolDir()
+	}
+	if dir == "" {
+		return func() {}
+	}
+	os.Setenv(diskDirEnv, dir)
+	return func() {
+		os.Unsetenv(diskDirEnv)
+		pool.Destroy(filepath.Join(dir, "msb-pool"))
+		os.RemoveAll(dir)
+	}
+}

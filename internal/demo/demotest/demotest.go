@@ -79,7 +79,9 @@ func Main(m *testing.M, f *Fixture) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
+	releasePool := privtest.OwnDiskPool()
 	code := m.Run()
+	releasePool()
 	if err := f.close(); err != nil {
 		fmt.Fprintln(os.Stderr, "removing the fixture:", err)
 		code = 1
