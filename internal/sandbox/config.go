@@ -54,8 +54,16 @@ type Config struct {
 	// the host's loopback).
 	NetPolicy *NetPolicy `json:"net_policy,omitempty"`
 	Limits    Limits     `json:"limits,omitempty"`
-	// User is the uid:gid commands run as; only 0:0 exists in rootless mode.
+	// User is the uid:gid commands run as. In rootless mode 0:0 is the
+	// caller; any other user maps the caller's subordinate ids (see
+	// ErrNoSubIDs) and needs a tmpfs disk (a disk limit).
 	User User `json:"user,omitempty"`
+	// Owners give paths of the root other owners than the lower layers'
+	// trees have (a rootless store's, all the caller's): init chowns them
+	// in the overlay (a copy-up each) before the first command. Applied
+	// where the sandbox can give those ids: in root mode, and rootless with
+	// a User other than root.
+	Owners []Owner `json:"owners,omitempty"`
 	// MaxOutput caps the bytes of each output stream a command returns.
 	MaxOutput int `json:"max_output,omitempty"`
 	// HostReadAsRoot, in root mode, lets the sandbox read the host dirs with
@@ -88,6 +96,14 @@ type Bind struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Owner is a path of the root (relative, slash-separated) and the
+// in-sandbox owner it gets.
+type Owner struct {
+	Path string `json:"path"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
 }
 
 // User is the in-sandbox uid and gid.
@@ -217,8 +233,9 @@ func (s *Config) Validate(rootless bool) error {
 	if s.User.UID < 0 || s.User.GID < 0 {
 		return invalid("negative uid or gid %+v", s.User)
 	}
-	if rootless && (s.User.UID != 0 || s.User.GID != 0) {
-		return invalid("user %d:%d: a rootless sandbox maps only your own user, as 0:0", s.User.UID, s.User.GID)
+	if rootless && s.User != (User{}) && (s.UpperDir != "" || s.RootDir != "" || s.KeepUpper) {
+		return invalid("user %d:%d: a rootless sandbox runs as a user other than root only on a writable layer of its own, "+
+			"not on a host directory (UpperDir, RootDir, KeepUpper), which would keep files the caller cannot remove", s.User.UID, s.User.GID)
 	}
 	if strings.ContainsAny(s.Hostname, "/ \x00") || len(s.Hostname) > 64 {
 		return invalid("hostname %q is not a valid host name", s.Hostname)

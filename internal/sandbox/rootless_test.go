@@ -8,9 +8,12 @@ import (
 )
 
 // TestRootless reruns the whole suite as an unprivileged user, through user
-// namespaces, with no setuid helper.
+// namespaces; only its User case (and TestRootlessUserWithoutSubIDs) uses
+// the setuid helpers newuidmap and newgidmap, with the subordinate ids
+// privtest.SubIDs gives the user.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSuite$")
+	privtest.SubIDs(t)
+	privtest.Unprivileged(t, "^(TestSuite|TestRootlessUserWithoutSubIDs|TestRootlessOwnersNeedUser)$")
 }
 
 // delegatedCases are the suite's limit and cleanup tests, which the

@@ -37,6 +37,7 @@ type Sandbox struct {
 	upper    string // host path of the upper dir; "" when it has none (a bounded disk)
 	work     string
 	ownUpper bool         // upper was made for this sandbox
+	umap     *userMap     // rootless with a user other than root: see planUserMap
 	volume   *pool.Volume // the bounded disk, in root mode
 	diskFd   int          // init's descriptor of its disk tmpfs (see WritableDir); 0: none
 	lock     *os.File
@@ -120,6 +121,13 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	t = s.times.since(PhaseConfig, t)
+	if s.umap, err = s.planUserMap(); err != nil {
+		return err
+	}
+	defer s.umap.close()
+	if !s.rt.rootless || s.umap != nil {
+		wcfg.Owners = wireOwners(s.conf.Owners)
+	}
 	if s.rt.cg.Usable() {
 		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
 		if err != nil {
@@ -166,6 +174,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 	s.holdMounts()
 	s.waitDone = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
+	if s.umap != nil {
+		if err := s.umap.apply(s.cmd.Process.Pid); err != nil {
+			return s.initFailure(parent, err)
+		}
+	}
 	// Init builds the root while the host attaches it to the cgroup (a v1
 	// attach waits for an RCU grace period); OpStart lets it go on.
 	if err := <-sent; err != nil {
@@ -337,7 +350,12 @@ func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File) (*exec.C
 		flags |= unix.CLONE_NEWNET
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
-	if s.rt.rootless {
+	switch {
+	case s.umap != nil: // mapped by newuidmap and newgidmap once started
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		cmd.Env = append(cmd.Env, sbinit.EnvAwaitMap+"=wait")
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.umap.r) // sbinit.MapFd
+	case s.rt.rootless:
 		attr.Cloneflags |= unix.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}

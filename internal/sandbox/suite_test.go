@@ -138,6 +138,7 @@ var suiteCases = []struct {
 	fn   func(*testing.T, *Runtime)
 }{
 	{"Basics", testBasics},
+	{"User", testUser},
 	{"Sessions", testSessions},
 	{"PIDNamespace", testPIDNamespace},
 	{"NoHostNetwork", testNoHostNetwork},

@@ -87,6 +87,9 @@ func exit(stage string, err error) {
 // supervisor in the same process, or (in a binary built with cgo) by exec.
 func initMain() error {
 	runtime.LockOSThread() // the thread every process of the sandbox is forked from (see spawner)
+	if err := awaitMap(); err != nil {
+		return err
+	}
 	ctl := os.NewFile(CtlFd, "ctl")
 	var cfg wire.Config
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
@@ -104,6 +107,9 @@ func initMain() error {
 		return err
 	}
 	if err := buildRoot(&cfg); err != nil {
+		return err
+	}
+	if err := giveOwners(cfg.Root, cfg.Owners); err != nil {
 		return err
 	}
 	if cfg.Hostname != "" {

@@ -35,6 +35,9 @@ type Config struct {
 	Env         []string `json:"env"`
 	UID         int      `json:"uid"`
 	GID         int      `json:"gid"`
+	// Owners are paths of the root (relative) that init chowns once the
+	// root is built, before the pivot: see sandbox.Config.Owners.
+	Owners []Owner `json:"owners,omitempty"`
 	// Rlimits applied to every process in the sandbox (the fallback where no
 	// cgroup holds the limits).
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
@@ -56,6 +59,13 @@ type Stamp struct {
 // IdmapFd is the descriptor of the idmap user namespace in init (after the
 // control socket, fd 3).
 const IdmapFd = 4
+
+// Owner is a path of the root and the owner init gives it.
+type Owner struct {
+	Path string `json:"path"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+}
 
 // SessionDir is the directory, inside the sandbox, where sessions make the
 // named pipes their frames open (see package session); init makes it in the

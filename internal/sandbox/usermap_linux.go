@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+)
+
+// userMap is what a rootless sandbox whose user is not root needs to map
+// the caller's subordinate ids (see subid_linux.go): the arguments of
+// newuidmap and newgidmap, and the pipe on which init's first stage
+// (sbinit.StageAwaitMap) waits until they have written its maps.
+type userMap struct {
+	uids, gids []string
+	r, w       *os.File
+}
+
+// planUserMap is the sandbox's userMap: nil for a root-mode sandbox and a
+// rootless one that runs as root, whose start stays as it was. The user's
+// files live on the sandbox's own tmpfs disk, which goes with the sandbox:
+// a host directory would keep files of subordinate ids that the caller
+// cannot remove.
+func (s *Sandbox) planUserMap() (*userMap, error) {
+	u := s.conf.User
+	if !s.rt.rootless || u == (User{}) {
+		return nil, nil
+	}
+	if s.rt.diskFor(&s.conf) != diskTmpfs {
+		return nil, invalid("user %d:%d: a rootless sandbox runs as a user other than root only with its writable layer "+
+			"on a tmpfs disk of its own (a disk limit, no UpperDir, RootDir or KeepUpper; %s)", u.UID, u.GID, s.rt.disk().describe())
+	}
+	uids, gids, err := userMaps(u)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("making the user map pipe: %w", err)
+	}
+	return &userMap{uids: uids, gids: gids, r: r, w: w}, nil
+}
+
+// apply has the helpers write the maps of init's user namespace (init is
+// pid), then lets init go on; on error init reads the end of the pipe and
+// exits.
+func (m *userMap) apply(pid int) error {
+	defer m.w.Close()
+	if err := mapIDs(pid, m.uids, m.gids); err != nil {
+		return fmt.Errorf("mapping the sandbox's ids: %w", err)
+	}
+	if _, err := m.w.Write([]byte{1}); err != nil {
+		return fmt.Errorf("letting sandbox init go on: %w", err)
+	}
+	return nil
+}
+
+// close closes both ends of the pipe (nil: nothing to close).
+func (m *userMap) close() {
+	if m != nil {
+		m.r.Close()
+		m.w.Close()
+	}
+}
+
+// wireOwners is Config.Owners for init.
+func wireOwners(owners []Owner) []wire.Owner {
+	out := make([]wire.Owner, len(owners))
+	for i, o := range owners {
+		out[i] = wire.Owner(o)
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// testUser (a suite case, so root and rootless) runs a sandbox's commands
+// as uid and gid 1000: a rootless one through the caller's subordinate
+// ids (TestRootless gives its user a range), 0 staying the caller. What
+// the user makes is the user's; what the root has stays root's, but for
+// the paths Config.Owners gives others: the user's home, a setuid file
+// that stays setuid, a symlink (itself, not its target); /tmp, a mount
+// of init's own, and a path no layer has are left alone.
+func testUser(t *testing.T, rt *Runtime) {
+	layer := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(layer, "home/app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layer, "home/app/tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(layer, "home/app/tool"), os.ModeSetuid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(layer, "home/app/top")); err != nil {
+		t.Fatal(err)
+	}
+	owners := []Owner{{"home/app", 1000, 1000}, {"home/app/tool", 1000, 50}, {"home/app/top", 7, 7},
+		{"tmp", 1000, 1000}, {"no/such/path", 1000, 1000}}
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{layer}, User: User{UID: 1000, GID: 1000}, Owners: owners})
+	got := mustOK(t, sb, "id -u; id -g; touch /tmp/f /home/app/new; stat -c '%n %u:%g %a' /tmp/f / /home/app /home/app/new /home/app/tool; "+
+		"stat -c '%n %u:%g' /tmp /home/app/top; touch /f 2>/dev/null || echo denied")
+	want := "1000\n1000\n/tmp/f 1000:1000 644\n/ 0:0 755\n/home/app 1000:1000 755\n/home/app/new 1000:1000 644\n" +
+		"/home/app/tool 1000:50 4755\n/tmp 0:0\n/home/app/top 7:7\ndenied\n"
+	if got != want {
+		t.Fatalf("as user 1000: got\n%s\nwant\n%s", got, want)
+	}
+	if !rt.rootless {
+		return
+	}
+	// The namespace maps 0 to the caller and 1000 into its range; the host
+	// sees the same map in init's /proc.
+	uids, _, err := userMaps(User{UID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mapLines(uids)
+	if got := mustOK(t, sb, "cat /proc/self/uid_map"); normMap(got) != m {
+		t.Errorf("uid_map inside: %q, want %q", got, m)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", sb.InitPid()))
+	if err != nil || normMap(string(b)) != m {
+		t.Errorf("init's uid_map from the host: %q (%v), want %q", b, err, m)
+	}
+}
+
+// mapLines is newuidmap's arguments as uid_map's lines, fields
+// separated by one space.
+func mapLines(args []string) string {
+	var lines []string
+	for i := 0; i+2 < len(args); i += 3 {
+		lines = append(lines, strings.Join(args[i:i+3], " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func normMap(m string) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(m), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestRootlessOwnersNeedUser: a rootless sandbox that runs as root maps
+// only the caller, so it leaves Config.Owners alone (root mode gives them).
+func TestRootlessOwnersNeedUser(t *testing.T) {
+	layer := t.TempDir()
+	if err := os.Mkdir(filepath.Join(layer, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt := testRuntime(t)
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{layer}, Owners: []Owner{{"d", 5, 5}}})
+	want := "5:5\n"
+	if rt.rootless {
+		want = "0:0\n"
+	}
+	if got := mustOK(t, sb, "stat -c %u:%g /d"); got != want {
+		t.Errorf("/d: %q, want %q", got, want)
+	}
+}
+
+// TestRootlessUserWithoutSubIDs: a rootless sandbox whose user is not root,
+// for a caller without a subordinate range, is refused before anything
+// starts, with ErrNoSubIDs naming the file that lacks it; one with a
+// range too small for the uid likewise. (TestRootless reruns it.)
+func TestRootlessUserWithoutSubIDs(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root maps every user: TestRootless reruns this as an unprivileged user")
+	}
+	dir := t.TempDir()
+	empty, small := filepath.Join(dir, "subuid"), filepath.Join(dir, "subuid-small")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(small, []byte(strconv.Itoa(os.Geteuid())+":100000:10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := testRuntime(t)
+	for _, file := range []string{empty, small} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			old := subUIDFile
+			subUIDFile = file
+			defer func() { subUIDFile = old }()
+			sb, err := rt.Create(t.Context(), Config{HostBase: true, User: User{UID: 1000, GID: 1000}})
+			if err == nil {
+				sb.Close()
+				t.Fatal("created a sandbox for uid 1000 without subordinate uids")
+			}
+			if !errors.Is(err, ErrNoSubIDs) || !strings.Contains(err.Error(), file) {
+				t.Fatalf("got %v, want ErrNoSubIDs naming %s", err, file)
+			}
+		})
+	}
+}
+
+// TestRootlessUserNeedsOwnLayer: a rootless sandbox's user other than root
+// is refused on a host directory as its writable layer, whose files of
+// subordinate ids the caller could not remove; root mode takes it.
+func TestRootlessUserNeedsOwnLayer(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []Config{
+		{HostBase: true, User: User{UID: 1000}, UpperDir: dir},
+		{HostBase: true, User: User{GID: 1000}, KeepUpper: true},
+		{RootDir: dir, User: User{UID: 1000}},
+	} {
+		if err := c.Validate(true); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("rootless %+v: got %v, want ErrInvalidConfig", c, err)
+		}
+		if err := c.Validate(false); err != nil {
+			t.Errorf("root mode %+v: %v", c, err)
+		}
+	}
+}
