@@ -114,6 +114,15 @@ type Timings struct {
 	Tests     int64 `json:"tests_ns"`
 	Grading   int64 `json:"grading_ns"`
 	Total     int64 `json:"total_ns"`
+	// Canary: the integrity canary's sandbox, opened to closed (in
+	// parallel with Tests under CanarySeparate when admitted, after it
+	// otherwise).
+	Canary int64 `json:"canary_ns,omitempty"`
+	// CPU: the CPU time of the evaluation's sandboxes' processes, the
+	// canary's included, where a cgroup accounts it (0: unknown);
+	// CanaryCPU the canary's sandbox's share of it.
+	CPU       int64 `json:"cpu_ns,omitempty"`
+	CanaryCPU int64 `json:"canary_cpu_ns,omitempty"`
 }
 
 // EvalResult is one evaluation of one patch on one instance.
@@ -262,3 +271,27 @@ const (
 	// beside it (the default of msb eval and msb validate).
 	IntegrityWarn IntegrityMode = "warn"
 )
+
+// CanaryMode says where an evaluation runs its integrity canary, trading
+// the canary's secrecy for time (docs/integrity.md, "Canary modes").
+type CanaryMode string
+
+const (
+	// CanarySeparate (the default): in a sandbox of its own, prepared as
+	// the harness's, in parallel with the harness's run when admission
+	// has room for both; a patch cannot tell the two runs apart by the
+	// script, the files, the command line or the state they leave.
+	CanarySeparate CanaryMode = "separate"
+	// CanaryInline: in the harness's sandbox, after the harness's tests,
+	// appended to its eval script: no second sandbox, but a patch can tell
+	// the canary's run from the harness's and fake only the latter.
+	CanaryInline CanaryMode = "inline"
+	// CanaryOff: no canary (the static rules and the structured channel
+	// still run; the report's integrity_notes says the canary did not).
+	CanaryOff CanaryMode = "off"
+)
+
+// Valid reports whether m is a canary mode ("" is CanarySeparate).
+func (m CanaryMode) Valid() bool {
+	return m == "" || m == CanarySeparate || m == CanaryInline || m == CanaryOff
+}

@@ -164,6 +164,8 @@ type engineOptions struct {
 	reward   api.RewardMode
 	// integrity: --integrity ("": the engine's default, fail).
 	integrity api.IntegrityMode
+	// canary: --canary ("": the engine's default, separate).
+	canary api.CanaryMode
 	// evalNetwork: --eval-network ("": the file's, else none).
 	evalNetwork string
 	// mustExist: the cache must exist already (inspection commands).
@@ -208,7 +210,7 @@ func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward, Integrity: o.integrity,
-		EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork)}
+		Canary: o.canary, EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork)}
 	if err := checkNetwork("config file eval_network", s.file.EvalNetwork); err != nil {
 		return cfg, err
 	}

@@ -236,6 +236,22 @@ func (a *admission) leave(w *waiter, err error) error {
 	return err
 }
 
+// tryTake reserves mem and disk for one more sandbox of class c only if
+// they fit now and nobody waits in line; it never waits and counts no
+// rejection. An evaluation's integrity canary asks so for its sandbox
+// beside the evaluation's own (task.EvalOptions.Beside): refused, it runs
+// later in the evaluation's own room.
+func (a *admission) tryTake(mem, disk int64, c class) (release func(), ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if fits, _ := a.fits(mem, disk, c); !fits || len(a.waiting) > 0 {
+		return nil, false
+	}
+	a.take(mem, disk)
+	var once sync.Once
+	return func() { once.Do(func() { a.release(mem, disk) }) }, true
+}
+
 func (a *admission) release(mem, disk int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

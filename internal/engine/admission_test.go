@@ -72,3 +72,32 @@ func TestAdmissionClasses(t *testing.T) {
 		t.Fatalf("left reserved: %+v", q)
 	}
 }
+
+// TestAdmissionTryTake: a canary's sandbox is admitted beside its
+// evaluation's only when it fits now and nobody waits; it never waits,
+// counts no rejection, and gives its room back once.
+func TestAdmissionTryTake(t *testing.T) {
+	a := newAdmission(-1, 0, 2)
+	ctx := context.Background()
+	if _, err := a.acquire(ctx, 0, 0, -1, gradingClass); err != nil {
+		t.Fatal(err)
+	}
+	beside, ok := a.tryTake(0, 0, gradingClass)
+	if !ok {
+		t.Fatal("no room beside the first evaluation")
+	}
+	if _, ok := a.tryTake(0, 0, gradingClass); ok {
+		t.Fatal("a third sandbox admitted beside two of two")
+	}
+	beside()
+	beside() // given back once
+	if a.count != 1 || len(a.rejections()) != 0 {
+		t.Fatalf("count %d rejections %v after the canary, want 1 and none", a.count, a.rejections())
+	}
+	a.mu.Lock()
+	a.waiting = append(a.waiting, &waiter{class: agentClass, ready: make(chan struct{})})
+	a.mu.Unlock()
+	if _, ok := a.tryTake(0, 0, gradingClass); ok {
+		t.Fatal("a canary's sandbox admitted, with room, ahead of a request in line")
+	}
+}

@@ -39,6 +39,10 @@ type Config struct {
 	// rewards) or api.IntegrityWarn (msb eval's: the harness's verdict
 	// with the flag beside it).
 	Integrity api.IntegrityMode
+	// Canary is where an evaluation runs its integrity canary:
+	// api.CanarySeparate (the default: secret, beside the harness's run
+	// when admission has room), api.CanaryInline or api.CanaryOff.
+	Canary api.CanaryMode
 	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
 	// (the default, loopback only) or sandbox.NetworkHost. With none,
 	// RunValidation evaluates again with the host's network the gold
@@ -195,6 +199,9 @@ type CacheConfig struct {
 
 // check refuses a config that cannot be used (ErrBadRequest).
 func (c *Config) check() error {
+	if !c.Canary.Valid() {
+		return fmt.Errorf("%w: canary mode %q: use %q, %q or %q", ErrBadRequest, c.Canary, api.CanarySeparate, api.CanaryInline, api.CanaryOff)
+	}
 	switch c.EvalNetwork {
 	case "", sandbox.NetworkNone, sandbox.NetworkHost:
 		return nil

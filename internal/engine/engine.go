@@ -268,13 +268,22 @@ func (e *Engine) task(id string) (*task.Task, error) {
 // sandbox with network.
 func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
 	return task.EvalOptions{Limits: e.cfg.gradingLimits(), TestTimeout: e.cfg.TestTimeout, MaxLog: e.cfg.MaxLog,
-		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network, Integrity: e.cfg.Integrity}
+		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network, Integrity: e.cfg.Integrity, Canary: e.cfg.Canary}
 }
 
 // Evaluate grades a patch of a known instance in a fresh sandbox (admitted
 // like any other). model names the patch's author ("" is "none").
 func (e *Engine) Evaluate(ctx context.Context, instanceID, model string, patch *string) (api.EvalResult, api.EvalArtifacts, error) {
 	return e.evaluateIn(ctx, job{pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}})
+}
+
+// EvaluateCanary is Evaluate with its integrity canary run as mode says
+// (Config.Canary is the default; msb bench integrity compares them).
+func (e *Engine) EvaluateCanary(ctx context.Context, instanceID, model string, patch *string, mode api.CanaryMode) (api.EvalResult, api.EvalArtifacts, error) {
+	if !mode.Valid() {
+		return api.EvalResult{}, api.EvalArtifacts{}, fmt.Errorf("%w: canary mode %q", ErrBadRequest, mode)
+	}
+	return e.evaluateIn(ctx, job{pred: api.Prediction{InstanceID: instanceID, Model: model, ModelPatch: patch}, canary: mode})
 }
 
 // evaluateIn is Evaluate of j's prediction, with j's limits (nil: the
@@ -330,11 +339,16 @@ func (e *Engine) evaluate(ctx context.Context, j job) (task.Evaluation, error) {
 		o.Limits = *j.limits
 	}
 	o.Progress, o.Repeat = j.progress(), j.repeat
+	if j.canary != "" {
+		o.Canary = j.canary
+	}
 	release, err := e.reserve(ctx, o.Limits, 0, gradingClass)
 	if err != nil {
 		return task.Evaluation{}, err
 	}
 	defer release()
+	mem, disk := e.cfg.memReserve(o.Limits), o.Limits.DiskBytes
+	o.Beside = func() (func(), bool) { return e.admit.tryTake(mem, disk, gradingClass) }
 	ev := task.Evaluate(ctx, e.env, j.t, j.pred, o)
 	e.stats.evaluated(ev.Result.Outcome)
 	return ev, nil

@@ -103,6 +103,8 @@ type job struct {
 	events func(BuildEvent)
 	// repeat: task.EvalOptions.Repeat.
 	repeat int
+	// canary: task.EvalOptions.Canary ("": the engine's).
+	canary api.CanaryMode
 }
 
 // progress is the cache's Progress for the job's layers.

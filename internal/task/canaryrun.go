@@ -1,13 +1,16 @@
 package task
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/grading"
 	"github.com/minisandbox/msb/internal/grading/integrity"
+	"github.com/minisandbox/msb/internal/patch"
 	"github.com/minisandbox/msb/internal/session"
 )
 
@@ -41,33 +44,175 @@ func canaryScript(t *Task, dir string, ch integrity.Channel, c integrity.Canary)
 	return b.String()
 }
 
-// runCanary runs the evaluation's canary, when it has one and the
-// harness's run completed, and appends the canary run's output (its part
-// between the canary's markers) to the evaluation's log. Failing to open
-// or run its sandbox is an infrastructure error: the canary's verdict is
-// part of the evaluation's.
-func (e *evaluation) runCanary() {
-	c := e.ev.Canary
-	if !c.Active() || !e.art.TestsRan || e.ev.TimedOut || e.ev.InfraErr != nil {
+// Where the canary runs is the evaluation's canary mode (api.CanaryMode).
+// Separate, the default, is the secret one above: its sandbox is opened as
+// soon as the harness's is, and both run at once when admission has room
+// for the second sandbox (EvalOptions.Beside); the evaluation then takes
+// about the longer of the two runs instead of their sum, for the same CPU
+// time. A Python canary's place in the harness's selection depends on the
+// harness's run (Place: the host module must be one whose tests passed),
+// so the canary started beside it is placed as if every selected module
+// passed; when the harness's run shows another place, the canary runs
+// again, placed as it says, after the harness's run (as when admission
+// has no room). Inline appends the canary to the harness's eval script,
+// after its tests (no second sandbox, no secrecy); off runs none.
+
+// drawIntegrity draws the evaluation's structured channel and canary, for
+// an evaluation of a patch.
+func (e *evaluation) drawIntegrity() {
+	if e.empty() {
 		return
 	}
-	start := time.Now()
+	if e.t.grader == grading.SWEBench {
+		// The channel's ids are read by grading's parsers, which the
+		// other harnesses' graders do not use.
+		e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
+	}
+	if e.o.canary() == api.CanaryOff {
+		e.ev.Canary = integrity.Canary{Note: canaryOffNote}
+	} else {
+		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
+	}
+	e.log.Printf("Integrity canary drawn: %v (mode %s; structured channel: %v)", e.ev.Canary.Active(), e.o.canary(), e.ev.Channel.Active())
+}
+
+// canaryOffNote is the report's note for an evaluation whose canary mode
+// is off.
+const canaryOffNote = "canary skipped: the canary mode is off (--canary off)"
+
+// canaryRun is a canary started beside the harness's run.
+type canaryRun struct {
+	c       integrity.Canary // as placed before the harness's run
+	cancel  context.CancelFunc
+	release func()
+	done    chan canaryResult
+}
+
+// canaryResult is what one run of the canary's sandbox gave.
+type canaryResult struct {
+	out  string
+	err  error
+	took time.Duration // open to close
+	cpu  time.Duration // its processes' CPU time (0: unknown)
+}
+
+// wait waits for r's end and gives its reservation back.
+func (r *canaryRun) wait() canaryResult {
+	res := <-r.done
+	r.cancel()
+	r.release()
+	return res
+}
+
+// stop ends r (its commands are killed) and waits for it.
+func (r *canaryRun) stop() {
+	r.cancel()
+	r.wait()
+}
+
+// startCanary starts the canary's sandbox beside the harness's (mode
+// separate, admission permitting); nil when the canary is to run after
+// the harness's run, or not at all.
+func (e *evaluation) startCanary() *canaryRun {
+	c := e.ev.Canary
+	if !c.Active() || e.o.canary() != api.CanarySeparate {
+		return nil
+	}
+	release := func() {}
+	if e.o.Beside != nil {
+		r, ok := e.o.Beside()
+		if !ok {
+			e.log.Printf("Integrity canary's sandbox not admitted beside the harness's: it runs after the harness's run")
+			return nil
+		}
+		release = r
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	dirs := e.t.Spec.TestDirectives(e.t.Instance.TestPatch)
+	r := &canaryRun{c: c.Place(e.t.Spec.TestCommand(e.t.Instance), dirs, allPassed(dirs)), cancel: cancel, release: release,
+		done: make(chan canaryResult, 1)}
+	go func() { r.done <- e.canaryOutput(ctx, r.c) }()
+	return r
+}
+
+// allPassed are statuses under which Place puts the canary in the first
+// module of directives, as a harness's run that passed a test of every
+// module would.
+func allPassed(directives []string) map[string]string {
+	m := make(map[string]string, len(directives))
+	for _, d := range directives {
+		m[d] = "PASSED"
+	}
+	return m
+}
+
+// finishCanary completes the evaluation's canary once the harness's run
+// is over: it waits for the one started beside it (beside, nil when none
+// was) or runs it now, and appends the canary run's output (its part
+// between the canary's markers) to the evaluation's log. A canary whose
+// harness's run did not complete is stopped and not judged. Failing to
+// open or run its sandbox is an infrastructure error: the canary's
+// verdict is part of the evaluation's.
+func (e *evaluation) finishCanary(beside *canaryRun) {
+	c := e.ev.Canary
+	if !c.Active() || e.o.canary() == api.CanaryInline || !e.art.TestsRan || e.ev.TimedOut || e.ev.InfraErr != nil {
+		if beside != nil {
+			beside.stop()
+		}
+		return
+	}
 	c = c.Place(e.t.Spec.TestCommand(e.t.Instance), e.t.Spec.TestDirectives(e.t.Instance.TestPatch), e.harnessStatuses())
 	e.ev.Canary = c
-	e.log.Printf("Integrity canary in %s (in the harness's selection: %v)", c.File, c.Placed())
-	out, err := e.canaryOutput(c)
-	if err != nil {
-		e.log.Printf("Error running the integrity canary: %v", err)
-		e.ev.InfraErr = fmt.Errorf("running the integrity canary: %w", err)
+	var res canaryResult
+	if beside != nil {
+		res = beside.wait()
+		e.addCanaryTimes(res)
+		if samePlace(beside.c, c) {
+			e.log.Printf("Integrity canary ran beside the harness's run, in %s (in the harness's selection: %v)", c.File, c.Placed())
+		} else {
+			e.log.Printf("Integrity canary ran beside the harness's run in %s, but the harness's run puts it in %s: running it again", beside.c.File, c.File)
+			beside = nil
+		}
+	}
+	if beside == nil {
+		e.log.Printf("Integrity canary in %s (in the harness's selection: %v), after the harness's run", c.File, c.Placed())
+		res = e.canaryOutput(e.ctx, c)
+		e.addCanaryTimes(res)
+	}
+	if res.err != nil {
+		e.log.Printf("Error running the integrity canary: %v", res.err)
+		e.ev.InfraErr = fmt.Errorf("running the integrity canary: %w", res.err)
 		return
 	}
-	part, ok := c.Output(out)
+	part, ok := c.Output(res.out)
 	if !ok {
-		e.log.Printf("Integrity canary's output has no markers; its last lines:\n%s", lastLines(out, 20))
+		e.log.Printf("Integrity canary's output has no markers; its last lines:\n%s", lastLines(res.out, 20))
 		return
 	}
 	e.ev.Log = strings.TrimSuffix(e.ev.Log, "\n") + "\n" + c.Start() + "\n" + part + c.End() + "\n"
-	e.log.Printf("Integrity canary ran in a sandbox of its own in %.2f seconds", time.Since(start).Seconds())
+	e.log.Printf("Integrity canary's sandbox took %.2f seconds", res.took.Seconds())
+}
+
+// samePlace reports whether canaries a and b, drawn as one, run the same.
+func samePlace(a, b integrity.Canary) bool {
+	return a.File == b.File && a.Placed() == b.Placed()
+}
+
+// addCanaryTimes adds a run of the canary's sandbox to the timings.
+func (e *evaluation) addCanaryTimes(r canaryResult) {
+	e.res.Timings.Canary += int64(r.took)
+	e.res.Timings.CanaryCPU += int64(r.cpu)
+	e.res.Timings.CPU += int64(r.cpu)
+}
+
+// cpuOf is the CPU time sb's processes used so far (0 when no cgroup
+// accounts it).
+func cpuOf(sb *Sandbox) time.Duration {
+	u, err := sb.Usage()
+	if err != nil {
+		return 0
+	}
+	return time.Duration(u.CPUNanos)
 }
 
 // harnessStatuses are the statuses the instance's parser reads in the
@@ -89,31 +234,41 @@ func (e *evaluation) harnessStatuses() map[string]string {
 var errCanaryPatch = errors.New("the patch did not apply in the canary's sandbox")
 
 // canaryOutput opens the canary's sandbox, applies the model patch and
-// runs the canary's script; it returns the script's output.
-func (e *evaluation) canaryOutput(c integrity.Canary) (string, error) {
-	sb, err := Open(e.ctx, e.env, e.t, e.sandboxOptions())
+// runs the canary's script (c) under ctx; it returns the script's output.
+func (e *evaluation) canaryOutput(ctx context.Context, c integrity.Canary) (r canaryResult) {
+	start := time.Now()
+	defer func() { r.took = time.Since(start) }()
+	o := e.sandboxOptions()
+	o.Progress = nil // the harness's sandbox, opened first, reports the layers' builds
+	sb, err := Open(ctx, e.env, e.t, o)
 	if err != nil {
-		return "", fmt.Errorf("opening its sandbox: %w", err)
+		return canaryResult{err: fmt.Errorf("opening its sandbox: %w", err)}
 	}
 	defer func() {
+		r.cpu = cpuOf(sb)
 		if cerr := sb.Close(); cerr != nil {
 			e.log.Printf("Error closing the canary's sandbox: %v", cerr)
 		}
 	}()
-	if _, err := sb.ApplyPatch(e.ctx, *e.ev.Patch, nil); err != nil {
-		return "", fmt.Errorf("%w: %w", errCanaryPatch, err)
+	if e.o.canaryOpened != nil {
+		if err := e.o.canaryOpened(sb); err != nil {
+			return canaryResult{err: err}
+		}
+	}
+	if _, err := sb.ApplyPatch(ctx, *e.ev.Patch, nil); err != nil {
+		return canaryResult{err: fmt.Errorf("%w: %w", errCanaryPatch, err)}
 	}
 	var ch integrity.Channel
 	if e.ev.Channel.Active() {
 		ch = integrity.NewChannel(e.t.Spec.TestCmd)
 	}
 	script := selfRemoving(canaryScript(e.t, sb.RepoDir(), ch, c))
-	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
-		return "", fmt.Errorf("writing %s: %w", ScriptPath, err)
+	if err := sb.WriteFile(ctx, ScriptPath, []byte(script), 0o755); err != nil {
+		return canaryResult{err: fmt.Errorf("writing %s: %w", ScriptPath, err)}
 	}
-	res, err := sb.Exec(e.ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: e.o.testTimeout()})
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: e.o.testTimeout()})
 	if err != nil {
-		return "", fmt.Errorf("running %s: %w", ScriptPath, err)
+		return canaryResult{err: fmt.Errorf("running %s: %w", ScriptPath, err)}
 	}
-	return res.Output, nil
+	return canaryResult{out: res.Output}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/grading"
 	"github.com/minisandbox/msb/internal/grading/integrity"
-	"github.com/minisandbox/msb/internal/patch"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
@@ -45,6 +44,24 @@ type EvalOptions struct {
 	// (0 or 1: once). The result is the first run's, marked flaky when the
 	// runs disagree (see Evaluate).
 	Repeat int
+	// Canary is where the integrity canary runs: api.CanarySeparate (the
+	// default), api.CanaryInline or api.CanaryOff.
+	Canary api.CanaryMode
+	// Beside admits the canary's sandbox beside the harness's, without
+	// waiting (CanarySeparate): ok false runs the canary after the
+	// harness's run, in the room its closed sandbox leaves. Nil admits it
+	// always.
+	Beside func() (release func(), ok bool)
+	// canaryOpened, for tests, is called once the canary's sandbox is
+	// open: an error fails the canary's run as a sandbox failure would.
+	canaryOpened func(*Sandbox) error
+}
+
+func (o EvalOptions) canary() api.CanaryMode {
+	if o.Canary == "" {
+		return api.CanarySeparate
+	}
+	return o.Canary
 }
 
 // GradingEnv is the environment every grading sandbox adds to its
@@ -131,8 +148,10 @@ func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o 
 	}
 	if !e.empty() || o.GradeEmpty {
 		e.art.Ran = true
-		e.run()
-		e.runCanary()
+		e.drawIntegrity()
+		var beside *canaryRun
+		e.run(func() { beside = e.startCanary() })
+		e.finishCanary(beside)
 	}
 	out, statuses := e.verdict()
 	out.Result.Timings.Total = int64(time.Since(start))
@@ -161,7 +180,9 @@ func (e *evaluation) empty() bool {
 	return e.ev.Patch == nil || strings.TrimSpace(*e.ev.Patch) == ""
 }
 
-func (e *evaluation) run() {
+// run runs the harness's evaluation in a fresh sandbox; opened, when not
+// nil, is called once that sandbox is open.
+func (e *evaluation) run(opened func()) {
 	e.log.Printf("Evaluating %s (model %s) in a fresh sandbox (network %s)", e.t.ID(), e.res.Model, e.res.Network)
 	sb, err := Open(e.ctx, e.env, e.t, e.sandboxOptions())
 	if err != nil {
@@ -174,11 +195,15 @@ func (e *evaluation) run() {
 		return
 	}
 	defer func() {
+		e.res.Timings.CPU += int64(cpuOf(sb))
 		if err := sb.Close(); err != nil {
 			e.log.Printf("Error closing the sandbox: %v", err)
 			e.ev.InfraErr = errors.Join(e.ev.InfraErr, fmt.Errorf("closing the sandbox: %w", err))
 		}
 	}()
+	if opened != nil {
+		opened()
+	}
 	e.res.Timings.Env, e.res.Timings.TaskReady = int64(sb.EnvTime), int64(sb.ReadyTime)
 	e.log.Printf("Sandbox %s for %s started (layers %s, ready in %s)", sb.ID, e.t.ID(), sb.EnvTime.Round(time.Millisecond), sb.ReadyTime.Round(time.Millisecond))
 	if !e.empty() {
@@ -209,25 +234,23 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	e.log.Printf("Git diff before:\n%s", before)
 	// eval.sh among the evaluation's files stays the harness's script, the
 	// same for every evaluation of the task; the canary, random per
-	// evaluation, runs later in a sandbox of its own (runCanary), and the
-	// script in the sandbox removes itself as it starts, as the canary's
-	// does. The structured channel's setup runs before the start marker
-	// and its restore after the exit status is recorded: between the
-	// markers the log is the harness's.
-	e.art.EvalScript = evalScript(e.t, sb.RepoDir(), integrity.Channel{})
+	// evaluation, runs in a sandbox of its own (startCanary, finishCanary)
+	// unless the canary mode is inline, and the script in the sandbox
+	// removes itself as it starts, as the canary's does. The structured
+	// channel's setup runs before the start marker and its restore after
+	// the exit status is recorded: between the markers the log is the
+	// harness's.
+	e.art.EvalScript = evalScript(e.t, sb.RepoDir(), integrity.Channel{}, "")
 	script := e.art.EvalScript
 	if !e.empty() {
-		if e.t.grader == grading.SWEBench {
-			// The channel's ids are read by grading's parsers, which
-			// the other harnesses' graders do not use.
-			e.ev.Channel = integrity.NewChannel(e.t.Spec.TestCmd)
+		inline := ""
+		if e.o.canary() == api.CanaryInline {
+			inline = e.ev.Canary.Script()
 		}
-		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
-		script = evalScript(e.t, sb.RepoDir(), e.ev.Channel)
+		script = evalScript(e.t, sb.RepoDir(), e.ev.Channel, inline)
 		if e.ev.Canary.Active() {
 			script = selfRemoving(script)
 		}
-		e.log.Printf("Integrity canary drawn: %v (structured channel: %v)", e.ev.Canary.Active(), e.ev.Channel.Active())
 	}
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(script), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
@@ -315,12 +338,13 @@ const heredoc = "EOF_114329324912"
 // for SWE-smith the committed bug), applies the test_patch, runs the test
 // command between the output markers, records its exit status after the end
 // marker (the harness's newer scripts) and resets the test files again.
-func EvalScript(t *Task) string { return evalScript(t, envcache.Testbed, integrity.Channel{}) }
+func EvalScript(t *Task) string { return evalScript(t, envcache.Testbed, integrity.Channel{}, "") }
 
 // evalScript is EvalScript in the repository at dir, with the structured
 // channel's setup before the start marker and its restore after the exit
-// status line.
-func evalScript(t *Task, dir string, c integrity.Channel) string {
+// status line, then canary (an inline canary's script, "" for none)
+// before the test files' final reset.
+func evalScript(t *Task, dir string, c integrity.Channel, canary string) string {
 	var b strings.Builder
 	reset := evalPrelude(&b, t, dir)
 	b.WriteString(c.Setup())
@@ -330,6 +354,7 @@ func evalScript(t *Task, dir string, c integrity.Channel) string {
 	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
 	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
 	b.WriteString(c.Restore())
+	b.WriteString(canary)
 	if reset != "" {
 		b.WriteString(reset + "\n")
 	}
