@@ -41,6 +41,18 @@ var offlineEnv = []string{
 	"npm_config_offline=true",
 }
 
+// networkSwitches are the entries of offlineEnv that forbid the network;
+// GOFLAGS=-mod=mod only lets go.mod be updated and stays.
+var networkSwitches = []string{"CARGO_NET_OFFLINE=true", "GOPROXY=off", "npm_config_offline=true"}
+
+// OnlineEnv is env without the switches that keep the tools offline: the
+// environment of a sandbox that has the network (validate's recheck of a
+// gold patch that adds a dependency, an agent given the host's network),
+// where cargo, Go and npm may fetch what the dependency store lacks.
+func OnlineEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(e string) bool { return slices.Contains(networkSwitches, e) })
+}
+
 // toolchainKeyInput is what a non-Python environment depends on besides
 // the base: the toolchains (name, version, where the sandbox sees them)
 // and the Debian packages the spec needs.

@@ -15,6 +15,8 @@ import (
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -294,5 +296,39 @@ func TestEvalEnv(t *testing.T) {
 	script := EvalScript(tk)
 	if !strings.Contains(script, "export GOFLAGS=-mod=mod\nexport KEEP='a b'\n") || strings.Contains(script, "readonly") {
 		t.Fatalf("eval script:\n%s", script)
+	}
+}
+
+// TestLanguageNetworkSwitches: a language task's sandbox without network
+// keeps cargo, Go and npm offline; one given the host's network (validate's
+// recheck of a gold patch that adds a dependency) lets them fetch, and
+// keeps Go's -mod=mod.
+func TestLanguageNetworkSwitches(t *testing.T) {
+	env := langEnv(t)
+	in := goProject.row(t)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goProject.spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for net, want := range map[string]string{
+		sandbox.NetworkNone: "off|true|true|-mod=mod",
+		sandbox.NetworkHost: "|||-mod=mod",
+	} {
+		sb, err := Open(context.Background(), env, tk, Options{Network: net})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sb.Exec(context.Background(), session.ExecRequest{Command: `echo "$GOPROXY|$CARGO_NET_OFFLINE|$npm_config_offline|$GOFLAGS"`, Timeout: time.Minute})
+		sb.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(res.Output); got != want {
+			t.Errorf("network %s: GOPROXY|CARGO_NET_OFFLINE|npm_config_offline|GOFLAGS = %q, want %q", net, got, want)
+		}
 	}
 }

@@ -100,6 +100,9 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	conf := prep.SandboxConfig()
 	conf.Limits, conf.MaxOutput, conf.Network = o.Limits, o.MaxOutput, o.Network
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
+	if o.Network == sandbox.NetworkHost {
+		conf.Env = envcache.OnlineEnv(conf.Env)
+	}
 	if o.AsRoot && conf.User != (sandbox.User{}) {
 		conf.User, conf.Env = sandbox.User{}, append(conf.Env, asRootEnv...)
 	}
