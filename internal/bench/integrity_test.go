@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
@@ -16,46 +18,56 @@ import (
 
 // TestIntegritySummary: the integrity table takes each mode's p50 and p90
 // by nearest rank, without reordering the report's samples, and compares
-// on's p50 with off's (ratio and difference) only when both modes have
-// samples; the text says whether the 5% goal is met.
+// each canary mode's p50 with off's (wall and CPU ratio, difference, per
+// row) only when both have samples; the text says whether the 5% goal is
+// met.
 func TestIntegritySummary(t *testing.T) {
-	s := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Millisecond
+	ms := func(x int) time.Duration { return time.Duration(x) * time.Millisecond }
+	var samples []IntegritySample
+	add := func(mode, row string, cpu int, walls ...int) {
+		for i, w := range walls {
+			samples = append(samples, IntegritySample{Instance: row, Mode: mode, Round: i, Wall: ms(w), Script: ms(w / 2), CPU: ms(cpu)})
 		}
-		return out
 	}
-	off := s(100, 91, 99, 92, 98, 93, 97, 94, 96, 95)
+	add(IntegrityOff, "a", 80, 100, 91, 99, 92, 98)
+	add(IntegrityOff, "b", 80, 93, 97, 94, 96, 95)
+	add("separate", "a", 160, 120, 104, 110)
+	add("separate", "b", 0, 101, 150)
 	rep := IntegrityReport{Rounds: 5, Instances: 2, LoadBefore: "1.00 2.00 3.00", LoadAfter: "4.00 5.00 6.00",
-		Times:       map[string][]time.Duration{IntegrityOff: off, IntegrityOn: s(120, 104, 110, 101, 150)},
-		ScriptTimes: map[string][]time.Duration{IntegrityOff: s(50, 40)}}
-	kept := slices.Clone(off)
+		Modes: []string{IntegrityOff, "separate", "inline"}, Samples: samples}
+	kept := slices.Clone(samples)
 
-	got := rep.Summary()
-	want := IntegritySummary{
-		Eval: IntegrityLine{OffN: 10, OnN: 5, OffP50: 95 * time.Millisecond, OffP90: 99 * time.Millisecond,
-			OnP50: 110 * time.Millisecond, OnP90: 150 * time.Millisecond, Ratio: 110.0 / 95, Diff: 15 * time.Millisecond},
-		Script: IntegrityLine{OffN: 2, OffP50: 40 * time.Millisecond, OffP90: 50 * time.Millisecond},
+	got := rep.Summary().Lines
+	if len(got) != 3 {
+		t.Fatalf("lines %+v", got)
 	}
-	if got != want {
-		t.Errorf("summary\n%+v\nwant\n%+v", got, want)
+	off, sep, inline := got[0], got[1], got[2]
+	if off.N != 10 || off.WallP50 != ms(95) || off.WallP90 != ms(99) || off.CPUP50 != ms(80) || off.Ratio != 0 {
+		t.Errorf("off: %+v", off)
 	}
-	if !slices.Equal(rep.Times[IntegrityOff], kept) {
-		t.Errorf("the report's samples were reordered: %v", rep.Times[IntegrityOff])
+	wantRows := map[string]float64{"a": 110.0 / 98, "b": 101.0 / 95}
+	if sep.N != 5 || sep.WallP50 != ms(110) || sep.WallP90 != ms(150) || sep.Ratio != 110.0/95 || sep.Diff != ms(15) ||
+		sep.CPUP50 != ms(160) || sep.CPURatio != 2 || !maps.Equal(sep.PerRow, wantRows) {
+		t.Errorf("separate: %+v", sep)
+	}
+	if inline.N != 0 || inline.Ratio != 0 {
+		t.Errorf("inline without samples: %+v", inline)
+	}
+	if !slices.Equal(rep.Samples, kept) {
+		t.Errorf("the report's samples were reordered: %v", rep.Samples)
 	}
 
-	var txt strings.Builder
-	rep.WriteText(&txt)
-	for _, w := range []string{"load average before 1.00 2.00 3.00, after 4.00 5.00 6.00", "1.158", "0.015s", "+15.8%", "goal <= 5%: not met"} {
-		if !strings.Contains(txt.String(), w) {
-			t.Errorf("the text lacks %q:\n%s", w, txt.String())
+	txt := textOf(rep)
+	for _, w := range []string{"load average before 1.00 2.00 3.00, after 4.00 5.00 6.00", "1.158", "0.015s", "2.00", "a 1.12, b 1.06",
+		"canary separate adds +15.8%", "goal <= 5%: not met"} {
+		if !strings.Contains(txt, w) {
+			t.Errorf("the text lacks %q:\n%s", w, txt)
 		}
 	}
 
-	rep.Times[IntegrityOn] = s(99, 98, 100)
-	if l := rep.Summary().Eval; l.Ratio != 99.0/95 || !strings.Contains(textOf(rep), "goal <= 5%: met") {
-		t.Errorf("ratio %v, text:\n%s", l.Ratio, textOf(rep))
+	rep.Samples = append(slices.Clone(kept[:10]), IntegritySample{Instance: "a", Mode: "inline", Wall: ms(99)})
+	if l := rep.Summary().Lines[2]; l.Ratio != 99.0/95 || l.CPURatio != 0 || !strings.Contains(textOf(rep), "goal <= 5%: met") {
+		t.Errorf("inline %+v, text:\n%s", l, textOf(rep))
 	}
 }
 
@@ -83,11 +95,7 @@ func TestIntegrity(t *testing.T) {
 	if rep.Instances != 1 || rep.LoadBefore == "?" {
 		t.Errorf("instances %d, load %q", rep.Instances, rep.LoadBefore)
 	}
-	for _, m := range integrityModes {
-		if len(rep.Times[m]) != 1 || len(rep.ScriptTimes[m]) != 1 || rep.ScriptTimes[m][0] <= 0 || rep.ScriptTimes[m][0] > rep.Times[m][0] {
-			t.Errorf("%s: times %v, script times %v", m, rep.Times[m], rep.ScriptTimes[m])
-		}
-	}
+	checkSamples(t, rep)
 }
 
 // TestIntegrityDataset runs the comparison on a dataset's rows instead of
@@ -117,12 +125,23 @@ func TestIntegrityDataset(t *testing.T) {
 	if rep.Instances != 1 || rep.Source != gen.DatasetPath {
 		t.Errorf("instances %d, source %q", rep.Instances, rep.Source)
 	}
-	for _, m := range integrityModes {
-		if len(rep.Times[m]) != 1 || rep.ScriptTimes[m][0] <= 0 {
-			t.Errorf("%s: times %v, script times %v", m, rep.Times[m], rep.ScriptTimes[m])
-		}
-	}
+	checkSamples(t, rep)
 	if !strings.Contains(textOf(rep), "1 instances ("+gen.DatasetPath+")") {
 		t.Errorf("the text does not name the dataset:\n%s", textOf(rep))
+	}
+}
+
+// checkSamples: a one-round report of one instance has a sample of each
+// mode, whose eval script took part of its wall time, and the separate
+// canary's sandbox ran.
+func checkSamples(t *testing.T, rep IntegrityReport) {
+	t.Helper()
+	if len(rep.Samples) != len(integrityModes) {
+		t.Fatalf("samples %+v, want one per mode", rep.Samples)
+	}
+	for _, x := range rep.Samples {
+		if x.Script <= 0 || x.Script > x.Wall || (x.Mode == string(api.CanarySeparate)) != (x.Canary > 0) {
+			t.Errorf("%+v", x)
+		}
 	}
 }

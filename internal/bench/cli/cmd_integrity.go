@@ -20,14 +20,16 @@ func newBenchIntegrityCmd(g Host) *cobra.Command {
 	o := bench.IntegrityOptions{}
 	cmd := &cobra.Command{
 		Use:   "integrity",
-		Short: "Wall time of gold-patch evaluations with the integrity stage on (warn) and off, on the demo instances",
+		Short: "Wall and CPU time of gold-patch evaluations with the integrity stage, per canary mode, and without it, on the demo instances",
 		Long: `Evaluates the gold patches of the 4 embedded demo instances (offline) with the integrity stage
-(static rules, canary tests, the pytest structured channel; as msb eval --integrity warn) and
-without it (the harness's evaluation through the same engine), interleaved, the order alternating,
-after one warm-up round; prints p50 and p90 of each, the ratio on/off and the difference, and the
-load average. With --dataset, the rows named by --instances are evaluated instead, from the
-environments in --cache (msb cache build them first). docs/bench.md, "Integrity cost", has the
-method and results.`,
+(static rules, canary tests, the pytest structured channel; as msb eval --integrity warn) in each
+canary mode (separate: a sandbox of its own beside the harness's run; inline: appended to the
+harness's eval script) and without it (the harness's evaluation through the same engine),
+interleaved, the order rotating, after one warm-up round; prints each mode's p50 and p90 of the
+wall time, p50 of the CPU time of its sandboxes (where a cgroup accounts it), the ratios to the
+harness's and the difference, and the load average. With --dataset, the rows named by --instances
+are evaluated instead, from the environments in --cache (msb cache build them first).
+docs/bench.md, "Integrity cost", has the method and results.`,
 		Example: "  msb bench integrity\n  msb bench integrity --rounds 10 --json\n" +
 			"  msb --cache /work/pycache bench integrity --dataset verified.jsonl --instances psf__requests-2317 --rounds 5",
 		Args: cobra.NoArgs,
