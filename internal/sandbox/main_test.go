@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 	if vmtest.IsGuest() {
 		vmtest.GuestMain() // TestCgroupV2's VM booted this binary as its init
 	}
+	if os.Getenv(envHelper) == helperInterfaces { // run inside a sandbox
+		if err := printInterfaces(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(envHelper) == helperDieClean {
 		err := dieInCleanup()
 		fmt.Fprintln(os.Stderr, "helper:", err)

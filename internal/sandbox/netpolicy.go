@@ -14,14 +14,16 @@ import (
 // namespace of its own and reaches the outside through a forwarder msb
 // runs for it (slirp4netns: user-mode networking, the sandbox's packets
 // become the host's sockets). In the sandbox the forwarder's network is
-// forwarderCIDR: the sandbox is forwarderGuest, its gateway forwarderGateway
-// (which is also the host's 127.0.0.1, when the policy lets it be),
-// its resolver forwarderDNS.
+// forwarderCIDR: the sandbox is forwarderGuest on forwarderTap, its gateway
+// forwarderGateway (which is also the host's 127.0.0.1, when the policy lets
+// it be), its resolver forwarderDNS. A sandbox without a network has the
+// same interface and address, without a forwarder (see sandboxIface).
 const (
 	forwarderCIDR    = "10.0.2.0/24"
+	forwarderGuest   = "10.0.2.100/24" // slirp4netns's default for forwarderCIDR
 	forwarderGateway = "10.0.2.2"
 	forwarderDNS     = "10.0.2.3"
-	forwarderTap     = "tap0"
+	forwarderTap     = "eth0" // as a container's
 	forwarderMTU     = 65520
 )
 

@@ -19,7 +19,7 @@ func TestRootless(t *testing.T) {
 // delegatedCases are the suite's limit and cleanup tests, which the
 // delegated-cgroup reruns repeat.
 const delegatedCases = "^TestSuite$/^(Basics|ForkBomb|MemoryBomb|MemoryAcrossProcesses|SmallMemoryConcurrentExecs|" +
-	"CloseKillsEverything|GC|GCPidReused|KilledDuringCleanup|DiskLimit|Concurrent|MemoryBoundWithoutCgroup|FreezeWritableDir)$"
+	"CloseKillsEverything|GC|GCPidReused|KilledDuringCleanup|DiskLimit|Concurrent|MemoryBoundWithoutCgroup|FreezeWritableDir|CgroupFS)$"
 
 // TestRootlessDelegatedCgroup reruns the suite's limit and cleanup tests as
 // the unprivileged user with a cgroup v1 subtree delegated to it

@@ -232,13 +232,13 @@ func (rt *Runtime) joinSystemdScope() {
 // makeMountPoints makes dir, the lower layer of sandboxes without layers,
 // holding only what init mounts on in every host-base root: the default
 // host dirs (as symlinks where they are symlinks on the host, as with a
-// merged /usr), /proc, /dev and /tmp. Made once here, init need not make
+// merged /usr), /proc, /sys, /dev and /tmp. Made once here, init need not make
 // them in each sandbox's upper dir.
 func makeMountPoints(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	for _, d := range append([]string{"/proc", "/dev", "/tmp"}, DefaultHostDirs...) {
+	for _, d := range append([]string{"/proc", "/sys", "/dev", "/tmp"}, DefaultHostDirs...) {
 		p := filepath.Join(dir, d)
 		if _, err := os.Lstat(p); err == nil {
 			continue

@@ -134,6 +134,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 			return err
 		}
 		s.cg = g
+		wcfg.Cgroup = s.rt.cgroupFS(g)
 		t = s.times.since(PhaseCgroup, t)
 	} else if limits.CPUs > 0 {
 		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
@@ -394,6 +395,9 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "msb-" + s.ID[:8]
+	}
+	if cfg.Network == "" || cfg.Network == NetworkNone { // an interface besides loopback, as a container has
+		cfg.Iface = sandboxIface()
 	}
 	if cfg.Network == "" || cfg.Network == NetworkFiltered { // init sees its own namespace
 		cfg.Network = NetworkNone

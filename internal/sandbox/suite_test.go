@@ -184,6 +184,8 @@ var suiteCases = []struct {
 	{"StreamBackPressure", testStreamBackPressure},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},
+	{"CgroupFS", testCgroupFS},
+	{"NetworkInterface", testNetworkInterface},
 }
 
 func TestSuite(t *testing.T) {

@@ -122,6 +122,11 @@ func initMain() error {
 			return err
 		}
 	}
+	if cfg.Iface != nil {
+		if err := ifaceUp(cfg.Iface); err != nil {
+			return err
+		}
+	}
 	if err := pivot(cfg.Root); err != nil {
 		return err
 	}
@@ -144,6 +149,9 @@ func initMain() error {
 		// This makes the sandbox's cgroup the root of what it sees.
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 			return fmt.Errorf("unsharing cgroup namespace: %w", err)
+		}
+		if err := mountCgroups(cfg.Cgroup); err != nil {
+			return err
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -44,6 +44,9 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountProc(r); err != nil {
 		return err
 	}
+	if err := mountSys(r, cfg); err != nil {
+		return err
+	}
 	if err := mountDev(r, cfg); err != nil {
 		return err
 	}
@@ -514,16 +517,5 @@ func loopbackUp() error {
 		return fmt.Errorf("socket for loopback: %w", err)
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("reading lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing lo up: %w", err)
-	}
-	return nil
+	return setUp(fd, "lo")
 }

@@ -43,6 +43,11 @@ type Config struct {
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
 	CgroupNS  bool     `json:"cgroupns"`
 	MaxOutput int      `json:"max_output,omitempty"`
+	// Cgroup, when set, is mounted at /sys/fs/cgroup (see CgroupFS); else
+	// that directory of the sandbox's read-only /sys stays empty.
+	Cgroup *CgroupFS `json:"cgroup,omitempty"`
+	// Iface, when set, is made in the sandbox's network namespace.
+	Iface *Iface `json:"iface,omitempty"`
 	// Stamps are the moments init reached its steps, which it hands on to
 	// the supervisor (see Ready.Stamps); the host sends none.
 	Stamps []Stamp `json:"stamps,omitempty"`
