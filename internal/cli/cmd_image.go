@@ -133,13 +133,9 @@ func (f *specFlags) applyImage(ctx context.Context, g *globals, spec *engine.San
 	if err != nil {
 		return nil, imageError(err)
 	}
-	skipped, err := ir.Configure(spec, os.Geteuid() != 0)
-	if err != nil {
+	if err := ir.Configure(spec); err != nil {
 		ir.Lease.Release()
 		return nil, imageError(err)
-	}
-	if skipped != "" {
-		fmt.Fprintf(os.Stderr, "msb: the image's user %q is not applied: a rootless sandbox has only root\n", skipped)
 	}
 	return func() { ir.Lease.Release() }, nil
 }

@@ -21,7 +21,7 @@ import (
 // instance whose image keeps its repository at its WORKDIR (/srv/calc,
 // owned by its USER calc) instead of /testbed: the sandbox reports that
 // directory (the gym's cwd, SWE-ReX's relative paths), a session starts
-// there as calc (root when rootless), a fork keeps both, and the agent's
+// there as calc (rootless too), a fork keeps both, and the agent's
 // edit there is evaluated resolved; a plain sandbox on the image starts
 // there as calc too. An image with no repository where msb looks is a bad
 // request.
@@ -70,10 +70,7 @@ func TestImageRepoSandbox(t *testing.T) {
 	if agent.RepoDir() != "/srv/calc" {
 		t.Fatalf("repository dir %q, want /srv/calc", agent.RepoDir())
 	}
-	uid := "1000"
-	if e.rt.Rootless() {
-		uid = "0"
-	}
+	const uid = "1000" // rootless too, through the caller's subordinate ids
 	if err := agent.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +123,7 @@ func TestImageRepoSandbox(t *testing.T) {
 }
 
 // TestImageRepoSandboxRootless reruns TestImageRepoSandbox as an
-// unprivileged user.
+// unprivileged user with subordinate ids: calc owns /srv/calc there too.
 func TestImageRepoSandboxRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestImageRepoSandbox$")
 }

@@ -27,6 +27,10 @@ type ImageRoot struct {
 	Layers   []string
 	Config   rootfs.Config
 	Lease    *store.Lease
+	// Owners are the root's paths not owned by root, listed where the
+	// store materializes every file as its caller (rootless) and the
+	// config names a User: the sandbox gives them their owners back.
+	Owners []rootfs.Owner
 }
 
 // ImageRoot resolves a root the cache holds (what rootfs.Resolve takes
@@ -74,35 +78,48 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 			return ImageRoot{}, err
 		}
 	}
+	if st.Rootless() && root.Config.User != "" {
+		if out.Owners, err = rootfs.Owners(st, all); err != nil {
+			lease.Release()
+			return ImageRoot{}, err
+		}
+	}
 	return out, nil
 }
 
 // Configure puts the root under conf: its layers (conf's own layers, if
 // any, go above them), its Env before conf's (which overrides it by
-// name), its WorkingDir unless conf has one and, in root mode, its User.
-// A rootless sandbox has only root: there the image's user is not applied
-// and Configure returns it as skippedUser for the caller to say so.
-func (ir ImageRoot) Configure(conf *sandbox.Config, rootless bool) (skippedUser string, err error) {
+// name), its WorkingDir unless conf has one, and its User, with the
+// owners a rootless store's trees lack (Owners) when that user is not
+// root (a rootless sandbox then maps the caller's subordinate ids).
+func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
 	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
 	conf.Env = MergeEnv(ir.Config.Env, conf.Env)
 	if conf.Workdir == "" {
 		conf.Workdir = ir.Config.WorkingDir
 	}
-	u := ir.Config.User
-	if u == "" {
-		return "", nil
+	if ir.Config.User == "" {
+		return nil
 	}
-	if rootless {
-		if u == "0" || u == "root" {
-			return "", nil
-		}
-		return u, nil
+	var err error
+	if conf.User, err = ImageUser(ir.Layers, ir.Config.User); err != nil {
+		return fmt.Errorf("%w: image %q: %w", ErrBadRequest, ir.Ref, err)
 	}
-	if conf.User, err = ImageUser(ir.Layers, u); err != nil {
-		return "", fmt.Errorf("%w: image %q: %w", ErrBadRequest, ir.Ref, err)
+	if conf.User != (User{}) {
+		conf.Owners = SandboxOwners(ir.Owners)
 	}
-	return "", nil
+	return nil
+}
+
+// SandboxOwners is a root's owners (rootfs.Owners) as sandbox.Config
+// takes them.
+func SandboxOwners(owners []rootfs.Owner) []sandbox.Owner {
+	out := make([]sandbox.Owner, len(owners))
+	for i, o := range owners {
+		out[i] = sandbox.Owner(o)
+	}
+	return out
 }
 
 // applyImage puts req.Image, with req.Layers above it, under conf (see
@@ -117,13 +134,9 @@ func (e *Engine) applyImage(ctx context.Context, req SandboxRequest, conf *sandb
 		return nil, err
 	}
 	conf.Layers = nil
-	skipped, err := ir.Configure(conf, e.rt.Rootless())
-	if err != nil {
+	if err := ir.Configure(conf); err != nil {
 		ir.Lease.Release()
 		return nil, err
-	}
-	if skipped != "" {
-		e.log.Debug("the image's user is not applied in a rootless sandbox", "image", req.Image, "user", skipped)
 	}
 	return ir.Lease, nil
 }

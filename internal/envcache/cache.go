@@ -277,8 +277,10 @@ type Prepared struct {
 	// instance where the image keeps it.
 	Workdir string
 	// User runs the sandbox's commands: root, or an image's USER.
-	User  sandbox.User
-	Lease *store.Lease
+	User sandbox.User
+	// Owners: see sandbox.Config.Owners (an image's, in a rootless store).
+	Owners []sandbox.Owner
+	Lease  *store.Lease
 	// EnvKey is the environment key; EnvLayer and RepoLayer the layers.
 	EnvKey    string
 	EnvLayer  string
@@ -317,9 +319,9 @@ func (p *Prepared) Release() error {
 // SandboxConfig is the sandbox.Spec for a task of p (no network, default limits).
 func (p *Prepared) SandboxConfig() sandbox.Config {
 	if p.taskDir != "" { // copy mode: the private tree is the root itself
-		return sandbox.Config{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User}
+		return sandbox.Config{RootDir: p.taskDir, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User, Owners: p.Owners}
 	}
-	return sandbox.Config{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User}
+	return sandbox.Config{Layers: p.Layers, HostBase: p.HostBase, Binds: p.Binds, Env: p.Env, Workdir: p.Workdir, User: p.User, Owners: p.Owners}
 }
 
 // run records a phase's timing and reports it.

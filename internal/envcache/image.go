@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -28,7 +27,8 @@ var ErrImageNoRepo = errors.New("the image has no git repository where the task 
 // image's layers with the image's Env, its repository is where the image
 // keeps it (repoDir, the spec's, else repoDirs; ErrImageNoRepo when none
 // holds one), used as it is, and its commands run as the image's User
-// (root mode; a rootless sandbox has only root). Nothing is built, so the
+// (rootless: through the caller's subordinate ids, with the owners the
+// rootless store's trees lack in Owners). Nothing is built, so the
 // spec's Python, install steps and system packages are not used; its eval
 // script is.
 func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance, repoDir string) (*Prepared, error) {
@@ -88,17 +88,21 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 	if u == "" {
 		return nil
 	}
-	if c.rootless() {
-		if u != "0" && u != "root" && !strings.HasPrefix(u, "0:") && !strings.HasPrefix(u, "root:") {
-			c.log.Info("the image's user is not applied in a rootless sandbox: commands run as root", "image", inst.Image, "user", u)
-		}
-		return nil
-	}
 	uid, gid, err := rootfs.LookupUser(p.Layers, u)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}
 	p.User = sandbox.User{UID: uid, GID: gid}
+	if p.User == (sandbox.User{}) || !c.store.Rootless() {
+		return nil
+	}
+	owners, err := rootfs.Owners(c.store, root.Layers)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", inst.Image, err)
+	}
+	for _, o := range owners {
+		p.Owners = append(p.Owners, sandbox.Owner(o))
+	}
 	return nil
 }
 
@@ -122,15 +126,6 @@ func repoDirs(inst dataset.Instance, explicit, workingDir string) []string {
 		dirs = append(dirs, Testbed)
 	}
 	return dirs
-}
-
-// rootless reports whether the cache's sandboxes run rootless (a user
-// namespace that maps only the caller, as root).
-func (c *Cache) rootless() bool {
-	if c.opts.Runtime != nil {
-		return c.opts.Runtime.Rootless()
-	}
-	return os.Geteuid() != 0
 }
 
 // imageRoot resolves an instance's image among the roots the cache holds:

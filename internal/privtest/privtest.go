@@ -219,7 +219,8 @@ func CheckPool(dir string) error {
 
 // Unprivileged reruns the tests matching run of the current test binary as
 // User, with MSB_TEST_STATE_BASE and TMPDIR pointing to a directory that
-// user owns, and fails t when they fail. The test binary lives in a
+// user owns, and fails t when they fail. User has subordinate ids (SubIDs)
+// for the sandboxes that run as a user other than root. The test binary lives in a
 // root-only build dir, so it is copied somewhere the user can execute.
 func Unprivileged(t *testing.T, run string) {
 	t.Helper()
@@ -242,6 +243,7 @@ func UnprivilegedIn(t *testing.T, run string, join []string, env ...string) {
 		t.Skip("already unprivileged: the other tests cover the rootless mode")
 	}
 	u := ensureUser(t)
+	SubIDs(t)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	dir, err := os.MkdirTemp("", "msb-rootless-")

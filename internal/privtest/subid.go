@@ -17,8 +17,8 @@ const subIDStart = 1 << 30
 // in /etc/subuid and /etc/subgid when it has none (useradd gives one to a
 // new user only where those files existed), which newuidmap and newgidmap
 // need for rootless sandboxes that run as a user other than root; ranges
-// it added are removed after the test. Not root: nothing to do (the
-// rerun's parent did it).
+// it added are removed after the test. Unprivileged calls it; not root,
+// it does nothing (the rerun's parent did it).
 func SubIDs(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {

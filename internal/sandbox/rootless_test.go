@@ -10,9 +10,8 @@ import (
 // TestRootless reruns the whole suite as an unprivileged user, through user
 // namespaces; only its User case (and TestRootlessUserWithoutSubIDs) uses
 // the setuid helpers newuidmap and newgidmap, with the subordinate ids
-// privtest.SubIDs gives the user.
+// privtest.Unprivileged gives the user.
 func TestRootless(t *testing.T) {
-	privtest.SubIDs(t)
 	privtest.Unprivileged(t, "^(TestSuite|TestRootlessUserWithoutSubIDs|TestRootlessOwnersNeedUser)$")
 }
 

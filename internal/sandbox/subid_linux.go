@@ -20,7 +20,8 @@ import (
 // the sandbox user makes are then owned, on the host, by a subordinate id.
 
 // ErrNoSubIDs: a rootless sandbox's user is not root, and the caller has no
-// subordinate id range (or one too small for that user) to map it to.
+// subordinate id range (or one too small for that user) to map it to. The
+// error is an ErrInvalidConfig too.
 var ErrNoSubIDs = errors.New("no subordinate ids for the sandbox's user")
 
 // Where the ranges are read from; tests point them elsewhere.
@@ -99,8 +100,8 @@ func oneMap(file, name string, own int, kind string, want int) ([]string, error)
 	}
 	args, last := idMap(own, ranges)
 	if want > last {
-		return nil, fmt.Errorf("%w: %s %d needs %s to give %s (%s %d) at least %d ids, it gives %d "+
-			"(usermod --add-subuids/--add-subgids as root adds a range)", ErrNoSubIDs, kind, want, file, name, kind, own, want, last)
+		return nil, fmt.Errorf("%w: %w: %s %d needs %s to give %s (%s %d) at least %d ids, it gives %d "+
+			"(usermod --add-subuids/--add-subgids as root adds a range)", ErrInvalidConfig, ErrNoSubIDs, kind, want, file, name, kind, own, want, last)
 	}
 	return args, nil
 }

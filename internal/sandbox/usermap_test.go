@@ -123,7 +123,7 @@ func TestRootlessUserWithoutSubIDs(t *testing.T) {
 				sb.Close()
 				t.Fatal("created a sandbox for uid 1000 without subordinate uids")
 			}
-			if !errors.Is(err, ErrNoSubIDs) || !strings.Contains(err.Error(), file) {
+			if !errors.Is(err, ErrNoSubIDs) || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), file) {
 				t.Fatalf("got %v, want ErrNoSubIDs naming %s", err, file)
 			}
 		})

@@ -23,7 +23,7 @@ import (
 // TestImageRepoElsewhere runs an instance on an image that keeps its
 // repository at its WORKDIR (/srv/calc, owned by its USER calc, uid 1000),
 // not /testbed: the task sandbox's commands start there and run as calc
-// (root in a rootless sandbox, which has only root), the agent's patch is
+// (rootless too, through the caller's subordinate ids), the agent's patch is
 // the diff there, and evaluation cds there and runs as root (as
 // SWE-bench's harness applies patches), git trusting calc's repository,
 // grading gold resolved and an empty patch not. An image
@@ -64,10 +64,7 @@ func TestImageRepoElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantUID := "1000"
-	if f.env.Runtime.Rootless() {
-		wantUID = "0"
-	}
+	const wantUID = "1000" // rootless too, through the caller's subordinate ids
 	res, err := sb.Exec(ctx, session.ExecRequest{Command: "pwd; id -u; git rev-parse HEAD; echo '# agent' >> calc/stats.py", Timeout: time.Minute})
 	if err != nil || res.Output != "/srv/calc\n"+wantUID+"\n"+src.BaseCommit+"\n" {
 		sb.Close()
@@ -107,7 +104,7 @@ func TestImageRepoElsewhere(t *testing.T) {
 }
 
 // TestRootlessImageRepoElsewhere reruns TestImageRepoElsewhere as an
-// unprivileged user.
+// unprivileged user with subordinate ids: calc owns /srv/calc there too.
 func TestRootlessImageRepoElsewhere(t *testing.T) {
 	privtest.Unprivileged(t, "^TestImageRepoElsewhere$")
 }
