@@ -35,6 +35,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
+	if os.Getenv(envHelper) == helperHoldUser {
+		err := holdUserSandbox()
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
 	testDiskDir = privtest.TestPoolDir()
 	code := m.Run()
 	poolErr := privtest.CheckPool(testDiskDir)

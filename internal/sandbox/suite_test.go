@@ -139,6 +139,7 @@ var suiteCases = []struct {
 }{
 	{"Basics", testBasics},
 	{"User", testUser},
+	{"UserHostKilled", testUserHostKilled},
 	{"Sessions", testSessions},
 	{"PIDNamespace", testPIDNamespace},
 	{"NoHostNetwork", testNoHostNetwork},

@@ -1,13 +1,20 @@
 package sandbox
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // testUser (a suite case, so root and rootless) runs a sandbox's commands
@@ -146,5 +153,70 @@ func TestRootlessUserNeedsOwnLayer(t *testing.T) {
 		if err := c.Validate(false); err != nil {
 			t.Errorf("root mode %+v: %v", c, err)
 		}
+	}
+}
+
+// helperHoldUser names the helper of testUserHostKilled (TestMain runs it).
+const helperHoldUser = "hold-user-sandbox"
+
+// holdUserSandbox is that helper: it makes a sandbox that runs as uid
+// 1000, starts a command there that runs until it is killed, prints init's
+// pid once the command runs, and waits to be killed.
+func holdUserSandbox() error {
+	rt, err := NewRuntime(RuntimeOptions{StateDir: os.Getenv(envHelperState), DiskDir: os.Getenv(envHelperDisk)})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	sb, err := rt.Create(ctx, Config{HostBase: true, User: User{UID: 1000, GID: 1000}})
+	if err != nil {
+		return err
+	}
+	fifo := "/tmp/started"
+	go sb.Exec(ctx, session.ExecRequest{Command: "mkfifo " + fifo + " && echo > " + fifo + " && exec sleep infinity", Timeout: time.Hour})
+	// Reading the fifo ends once the command has written to it.
+	if _, err := sb.Exec(ctx, session.ExecRequest{Command: "until [ -p " + fifo + " ]; do sleep 0.01; done; cat " + fifo, Timeout: time.Minute}); err != nil {
+		return err
+	}
+	fmt.Println(sb.InitPid())
+	select {}
+}
+
+// testUserHostKilled: a sandbox whose user is not root dies with the msb
+// that made it, killed with SIGKILL, as a root sandbox does (switching to
+// the user cleared the parent-death signal, and the sandbox lived on).
+func testUserHostKilled(t *testing.T, _ *Runtime) {
+	rt := testRuntime(t)
+	cmd := exec.Command("/proc/self/exe", "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelper+"="+helperHoldUser, envHelperState+"="+rt.StateDir(), envHelperDisk+"="+testDiskDir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper said %q (%v)", line, err)
+	}
+	init, err := unix.PidfdOpen(pid, 0)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		t.Fatalf("pidfd of init %d: %v", pid, err)
+	}
+	defer unix.Close(init)
+	fds := []unix.PollFd{{Fd: int32(init), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 10_000); n != 1 || err != nil {
+		unix.PidfdSendSignal(init, unix.SIGKILL, nil, 0)
+		t.Errorf("the sandbox's init %d outlived its msb (poll: %d, %v)", pid, n, err)
+	}
+	if gc := rt.GC(); len(gc.Sandboxes) != 1 || len(gc.Errors) > 0 {
+		t.Errorf("gc after the killed msb: %+v, want its one sandbox", gc)
 	}
 }

@@ -80,7 +80,9 @@ func limitCaps() (bool, error) {
 	return false, fmt.Errorf("limiting the supervisor's capabilities: %w", errno)
 }
 
-// switchUser makes every thread of the supervisor run as uid:gid.
+// switchUser makes every thread of the supervisor run as uid:gid. The
+// change of user clears the parent-death signal, which this (the spawner's
+// locked) thread sets again: the sandbox still dies with its msb.
 func switchUser(uid, gid int) error {
 	if err := syscall.Setgroups(nil); err != nil && err != syscall.EPERM {
 		return fmt.Errorf("clearing supplementary groups: %w", err)
@@ -90,6 +92,15 @@ func switchUser(uid, gid int) error {
 	}
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return fmt.Errorf("setting uid %d: %w", uid, err)
+	}
+	return setParentDeathSignal()
+}
+
+// setParentDeathSignal has the kernel kill the calling thread's process
+// when its parent (msb) dies.
+func setParentDeathSignal() error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("setting the parent-death signal: %w", err)
 	}
 	return nil
 }

@@ -29,9 +29,7 @@ func awaitMap() error {
 	case "wait":
 		return reexecMapped()
 	case "mapped":
-		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-			return fmt.Errorf("setting the parent-death signal: %w", err)
-		}
+		return setParentDeathSignal()
 	}
 	return nil
 }
