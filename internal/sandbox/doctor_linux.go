@@ -46,6 +46,7 @@ func (rt *Runtime) Doctor(ctx context.Context) []Check {
 		rt.attachCheck(),
 		rt.diskCheck(),
 		rt.hostFilesCheck(),
+		rt.userCheck(),
 	}
 	checks = append(checks, rt.smokeTest(ctx))
 	return checks

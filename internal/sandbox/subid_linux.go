@@ -76,6 +76,16 @@ func idMap(own int, ranges []idRange) (args []string, last int) {
 	return args, last
 }
 
+// lastID is the highest id inside that newuidmap's arguments map.
+func lastID(args []string) int {
+	if len(args) < 3 {
+		return 0
+	}
+	inside, _ := strconv.Atoi(args[len(args)-3])
+	count, _ := strconv.Atoi(args[len(args)-1])
+	return inside + count - 1
+}
+
 // userMaps are the arguments of newuidmap and newgidmap (after the pid)
 // for a sandbox whose user is u, or ErrNoSubIDs naming the file that lacks
 // a range for it.

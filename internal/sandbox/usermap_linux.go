@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"os/exec"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 )
@@ -70,4 +71,30 @@ func wireOwners(owners []Owner) []wire.Owner {
 		out[i] = wire.Owner(o)
 	}
 	return out
+}
+
+// userCheck is msb doctor's line on the users a sandbox can run as: any
+// in root mode; rootless, root and the ids the caller's subordinate ranges
+// map, with newuidmap and newgidmap to map them.
+func (rt *Runtime) userCheck() Check {
+	c := Check{Name: "sandbox users", OK: true, Detail: "any uid and gid (root mode)"}
+	if !rt.rootless {
+		return c
+	}
+	c.Fix = "as root: apt-get install uidmap; usermod --add-subuids 100000-165535 --add-subgids 100000-165535 <user> " +
+		"(an image's USER other than root needs them; docs/images.md)"
+	uids, gids, err := userMaps(User{UID: 1, GID: 1})
+	if err == nil {
+		_, err = exec.LookPath("newuidmap")
+	}
+	if err == nil {
+		_, err = exec.LookPath("newgidmap")
+	}
+	if err != nil {
+		c.OK, c.Detail = false, "root only: "+err.Error()
+		return c
+	}
+	c.Detail = fmt.Sprintf("root, and uids 1-%d and gids 1-%d through the caller's subordinate ids (newuidmap, newgidmap)",
+		lastID(uids), lastID(gids))
+	return c
 }

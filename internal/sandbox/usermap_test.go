@@ -220,3 +220,30 @@ func testUserHostKilled(t *testing.T, _ *Runtime) {
 		t.Errorf("gc after the killed msb: %+v, want its one sandbox", gc)
 	}
 }
+
+// TestUserCheck: msb doctor's line on sandbox users: any in root mode;
+// rootless (TestRootless reruns it), the subordinate range's ids, or root
+// only, not OK but not required, with the fix, without a range.
+func TestUserCheck(t *testing.T) {
+	rt := testRuntime(t)
+	c := rt.userCheck()
+	if c.Required {
+		t.Errorf("sandbox users must not be required: %+v", c)
+	}
+	if !rt.rootless {
+		if !c.OK {
+			t.Errorf("root mode: %+v", c)
+		}
+		return
+	}
+	if !c.OK || !strings.Contains(c.Detail, "uids 1-") {
+		t.Errorf("rootless with a subordinate range: %+v", c)
+	}
+	old := subUIDFile
+	subUIDFile = filepath.Join(t.TempDir(), "subuid")
+	defer func() { subUIDFile = old }()
+	c = rt.userCheck()
+	if c.OK || !strings.Contains(c.Detail, subUIDFile) || !strings.Contains(c.Fix, "usermod --add-subuids") {
+		t.Errorf("rootless without a range: %+v", c)
+	}
+}
