@@ -80,29 +80,80 @@ func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (
 	if err != nil {
 		return LayerID{}, err
 	}
-	if err := s.publish(pending); err != nil {
-		discard(pending)
-		return LayerID{}, err
-	}
 	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
 	m.sortEntries()
 	b, err := m.Encode()
 	if err != nil {
+		discard(pending)
 		return LayerID{}, err
 	}
-	id, err := s.putManifest(b)
-	if err != nil {
-		return id, err
+	id := LayerID(DigestOf(b))
+	return id, s.publishCommit(ctx, id, m, b, pending, opts.Ref)
+}
+
+// publishCommit publishes a commit's new objects, its manifest (b, m's
+// encoding), its layer's tree and ref (when not empty) in three barriers
+// whatever the commit's size: the content of the objects, manifest and
+// ref; then the objects' and manifest's names and the tree; then the
+// renames of the tree and of the ref. A crash leaves either no ref or one
+// whose layer's objects and manifest are durable (its tree, a cache of
+// them, is then present and complete, or absent and made again).
+func (s *Store) publishCommit(ctx context.Context, id LayerID, m *Manifest, b []byte, pending []pendingObject, ref string) error {
+	var manifestTmp, refTmp string // written, not yet renamed into place
+	defer func() {
+		for _, t := range []string{manifestTmp, refTmp} {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+	}()
+	if _, err := os.Lstat(s.manifestPath(id)); err != nil {
+		t, err := s.writeTempFile(manifestCodec.enc.EncodeAll(b, nil), 0o444)
+		if err != nil {
+			discard(pending)
+			return fmt.Errorf("writing manifest of layer %s: %w", id, err)
+		}
+		manifestTmp = t
 	}
-	if _, err := s.materialize(ctx, id, m); err != nil {
-		return id, err
+	if ref != "" {
+		t, err := s.writeTempFile([]byte(id.String()+"\n"), 0o644)
+		if err != nil {
+			discard(pending)
+			return fmt.Errorf("setting ref %s: %w", ref, err)
+		}
+		refTmp = t
 	}
-	if opts.Ref != "" {
-		if err := s.setRef(opts.Ref, id); err != nil {
-			return id, err
+	content, names := s.newBarrier(), s.newBarrier()
+	for _, t := range []string{manifestTmp, refTmp} {
+		if t != "" {
+			content.add(t)
 		}
 	}
-	return id, nil
+	if err := s.publishInto(pending, content, names); err != nil {
+		return err
+	}
+	if manifestTmp != "" {
+		if err := os.Rename(manifestTmp, s.manifestPath(id)); err != nil {
+			return fmt.Errorf("writing manifest of layer %s: %w", id, err)
+		}
+		manifestTmp = ""
+		names.add(filepath.Dir(s.manifestPath(id)))
+	}
+	last := s.newBarrier()
+	if _, err := s.materializeAfter(ctx, id, m, names, last); err != nil {
+		return err
+	}
+	if refTmp != "" {
+		if err := os.Rename(refTmp, s.refPath(ref)); err != nil {
+			return fmt.Errorf("setting ref %s: %w", ref, err)
+		}
+		refTmp = ""
+		last.add(filepath.Dir(s.refPath(ref)))
+	}
+	if err := last.flush(); err != nil {
+		return fmt.Errorf("publishing layer %s: %w", id.Short(), err)
+	}
+	return nil
 }
 
 // walker lists a directory tree as manifest entries.
@@ -334,15 +385,14 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 	if s.HasObject(e.Digest) || !claim(e.Digest) {
 		return pendingObject{}, nil
 	}
-	var r io.Reader = bytes.NewReader(small)
-	if small == nil {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return pendingObject{}, err
-		}
-		r = f
-	}
 	key := s.keyOf(e).withoutXattrs()
-	p, err := s.writeTemp(ctx, r, e.Size, e.Digest, &key, false)
+	var p pendingObject
+	if small != nil {
+		// In memory and hashed above: written as it is, not hashed again.
+		p, err = s.writeTempFrom(ctx, bytes.NewReader(small), e.Size, e.Digest, true, &key, false)
+	} else if _, err = f.Seek(0, io.SeekStart); err == nil {
+		p, err = s.writeTemp(ctx, f, e.Size, e.Digest, &key, false)
+	}
 	if err != nil {
 		return pendingObject{}, fmt.Errorf("storing %s: %w", src, err)
 	}

@@ -37,10 +37,23 @@ func (s *Store) Materialize(ctx context.Context, id LayerID) (string, error) {
 }
 
 func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (string, error) {
+	last := s.newBarrier()
+	tree, err := s.materializeAfter(ctx, id, m, s.newBarrier(), last)
+	if err != nil {
+		return "", err
+	}
+	return tree, last.flush()
+}
+
+// materializeAfter is materialize for a commit whose earlier steps left
+// paths in b to flush before the layer is present: b's barrier is the
+// tree's too. What makes the tree's rename durable is added to last, for
+// the caller to flush.
+func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b, last *barrier) (string, error) {
 	tree := s.TreePath(id)
 	if s.Has(id) {
 		s.touchUsed(id)
-		return tree, nil
+		return tree, b.flush()
 	}
 	if err := s.ensureInodes(ctx, m); err != nil {
 		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
@@ -50,11 +63,12 @@ func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (strin
 		return "", err
 	}
 	tmpTree := filepath.Join(tmpDir, "tree")
-	if err := s.buildTree(ctx, tmpTree, m); err != nil {
+	if err := s.buildTree(ctx, tmpTree, m, b); err != nil {
 		s.removeTree(tmpDir)
 		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 	}
-	if err := s.syncFS(); err != nil {
+	b.add(tmpDir)
+	if err := b.flush(); err != nil {
 		s.removeTree(tmpDir)
 		return "", err
 	}
@@ -64,8 +78,8 @@ func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (strin
 			return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 		}
 		// Someone else materialized it first; theirs is as good.
-	} else if err := syncDir(s.path("layers")); err != nil {
-		return "", err
+	} else {
+		last.add(s.path("layers"))
 	}
 	s.touchUsed(id)
 	return tree, nil
@@ -126,7 +140,7 @@ func (s *Store) ApplyLayers(ctx context.Context, dst string, bottomFirst []Layer
 		if err := s.ensureInodes(ctx, m); err != nil {
 			return fmt.Errorf("applying layer %s: %w", id.Short(), err)
 		}
-		if err := s.writeTree(ctx, dst, m, true); err != nil {
+		if err := s.writeTree(ctx, dst, m, nil); err != nil {
 			return fmt.Errorf("applying layer %s: %w", id.Short(), err)
 		}
 	}
@@ -135,17 +149,19 @@ func (s *Store) ApplyLayers(ctx context.Context, dst string, bottomFirst []Layer
 
 // buildTree creates the tree of m at dst as the layer's own tree (an
 // overlay lower dir): files hard-linked to the inode pool, whiteouts and
-// opaque markers kept.
-func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest) error {
-	return s.writeTree(ctx, dst, m, false)
+// opaque markers kept. What a crash could lose is added to b.
+func (s *Store) buildTree(ctx context.Context, dst string, m *Manifest, b *barrier) error {
+	return s.writeTree(ctx, dst, m, b)
 }
 
 // writeTree writes the entries of m under dst: directories first
 // (writable, so that an unprivileged caller can fill them), then everything
-// else in parallel, then directory metadata bottom-up. merge writes onto an
-// existing tree (ApplyLayers); otherwise dst is new and the layer's own
-// tree is made (buildTree).
-func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bool) error {
+// else in parallel, then directory metadata bottom-up. With b nil it
+// merges onto an existing tree (ApplyLayers); otherwise dst is new, the
+// layer's own tree is made (buildTree) and what a crash could lose of it
+// is added to b.
+func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, b *barrier) error {
+	merge := b == nil
 	var leaves []int
 	for i := range m.Entries {
 		e := &m.Entries[i]
@@ -169,7 +185,7 @@ func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bo
 		if merge {
 			return s.mergeLeaf(ctx, dst, &m.Entries[leaves[i]])
 		}
-		return s.makeLeaf(ctx, dst, &m.Entries[leaves[i]], &copied)
+		return s.makeLeaf(ctx, dst, &m.Entries[leaves[i]], &copied, b)
 	})
 	if err != nil {
 		return err
@@ -182,8 +198,12 @@ func (s *Store) writeTree(ctx context.Context, dst string, m *Manifest, merge bo
 	for i := len(m.Entries) - 1; i >= 0; i-- {
 		if e := m.Entries[i]; e.Type == TypeDir {
 			e.Opaque = e.Opaque && !merge // a merged tree has no overlay markers
-			if err := s.setMeta(filepath.Join(dst, e.Path), &e); err != nil {
+			p := filepath.Join(dst, e.Path)
+			if err := s.setMeta(p, &e); err != nil {
 				return err
+			}
+			if !merge {
+				b.add(p)
 			}
 		}
 	}
@@ -320,8 +340,15 @@ func removeAllWritable(p string) error {
 	return os.RemoveAll(p)
 }
 
-func (s *Store) makeLeaf(ctx context.Context, root string, e *Entry, copied *atomic.Int64) error {
+// makeLeaf makes one non-directory entry of a layer's tree. A hard link
+// to the pool needs nothing more than its directory's fsync to survive a
+// crash; a copy needs its own; other inodes cannot be fsynced by
+// themselves, so they need b's syncfs.
+func (s *Store) makeLeaf(ctx context.Context, root string, e *Entry, copied *atomic.Int64, b *barrier) error {
 	p := filepath.Join(root, e.Path)
+	if e.Type != TypeFile {
+		b.addWhole()
+	}
 	switch e.Type {
 	case TypeFile:
 		src := s.inodePath(s.keyOf(e))
@@ -338,6 +365,7 @@ func (s *Store) makeLeaf(ctx context.Context, root string, e *Entry, copied *ato
 			return fmt.Errorf("linking %s to inode %s: %w", e.Path, src, err)
 		}
 		copied.Add(1)
+		b.add(p)
 		return s.copyInode(ctx, src, p, e)
 	case TypeSymlink:
 		if err := unix.Symlink(e.Target, p); err != nil {

@@ -67,6 +67,13 @@ type pendingObject struct {
 // file gets key's metadata, or mode 0444 without a key. With sync, the file
 // is fsynced. On error nothing is left behind.
 func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64, want Digest, key *inodeKey, sync bool) (p pendingObject, err error) {
+	return s.writeTempFrom(ctx, r, size, want, false, key, sync)
+}
+
+// writeTempFrom is writeTemp; with hashed, r's content is known to hash to
+// want (the caller hashed it in memory, where it cannot change since), and
+// it is not hashed again.
+func (s *Store) writeTempFrom(ctx context.Context, r io.Reader, size int64, want Digest, hashed bool, key *inodeKey, sync bool) (p pendingObject, err error) {
 	if err := s.budget.Acquire(ctx, size); err != nil {
 		return p, err
 	}
@@ -89,7 +96,10 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64, want Dig
 		}
 	}()
 
-	h := sha256.New()
+	var h hash.Hash = nopHash{}
+	if !hashed {
+		h = sha256.New()
+	}
 	var w io.Writer = f
 	if s.hooks.wrapWriter != nil {
 		w = s.hooks.wrapWriter(w)
@@ -101,7 +111,11 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64, want Dig
 	if size >= 0 && n != size {
 		return p, fmt.Errorf("%w: wrote %d bytes, want %d", ErrSizeMismatch, n, size)
 	}
-	copy(p.digest[:], h.Sum(nil))
+	if hashed {
+		p.digest = want
+	} else {
+		copy(p.digest[:], h.Sum(nil))
+	}
 	if !want.IsZero() && p.digest != want {
 		return p, fmt.Errorf("%w: content hashes to %s", ErrDigestMismatch, p.digest)
 	}
@@ -127,6 +141,11 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64, want Dig
 	p.synced = sync
 	return p, nil
 }
+
+// nopHash stands in for the hash of content hashed already.
+type nopHash struct{ hash.Hash }
+
+func (nopHash) Write(b []byte) (int, error) { return len(b), nil }
 
 // copyHashing copies r to w and h, checking ctx between chunks.
 func copyHashing(ctx context.Context, w io.Writer, h hash.Hash, r io.Reader) (int64, error) {
@@ -191,22 +210,31 @@ func (s *Store) setFileMeta(f *os.File, key *inodeKey) error {
 }
 
 // publish makes pending objects visible: objects/sha256/xx/<hex> and, when
-// the temp file has an inode's metadata, inodes/xx/<name> too. Content is
-// made durable first: by the fsync in writeTemp, or else by one syncfs for
-// the whole batch. A name that already exists is kept (it has the same
-// content, verified when it was written).
+// the temp file has an inode's metadata, inodes/xx/<name> too, and durable.
+// A name that already exists is kept (it has the same content, verified
+// when it was written).
 func (s *Store) publish(batch []pendingObject) error {
-	if len(batch) == 0 {
-		return nil
+	b := s.newBarrier()
+	if err := s.publishInto(batch, s.newBarrier(), b); err != nil {
+		return err
 	}
+	return b.flush()
+}
+
+// publishInto publishes pending objects, their content made durable
+// first (by the fsync in writeTemp, or else at the content barrier, with
+// what else the caller added to it), and adds the directories that got
+// new names to names: the caller flushes it before anything that names
+// the objects is published. On error the batch is discarded.
+func (s *Store) publishInto(batch []pendingObject, content, names *barrier) error {
 	for _, p := range batch {
 		if !p.synced {
-			if err := s.syncFS(); err != nil {
-				discard(batch)
-				return err
-			}
-			break
+			content.add(p.tmp)
 		}
+	}
+	if err := content.flush(); err != nil {
+		discard(batch)
+		return err
 	}
 	var firstErr error
 	for _, p := range batch {
@@ -218,17 +246,13 @@ func (s *Store) publish(batch []pendingObject) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	if len(batch) == 1 {
-		p := batch[0]
-		if err := syncDir(filepath.Dir(s.objectPath(p.digest))); err != nil {
-			return err
-		}
+	for _, p := range batch {
+		names.add(filepath.Dir(s.objectPath(p.digest)))
 		if p.key != nil {
-			return syncDir(filepath.Dir(s.inodePath(*p.key)))
+			names.add(filepath.Dir(s.inodePath(*p.key)))
 		}
-		return nil
 	}
-	return s.syncFS()
+	return nil
 }
 
 func (s *Store) publishOne(p pendingObject) error {

@@ -71,6 +71,9 @@ type testHooks struct {
 	wrapWriter func(io.Writer) io.Writer
 	// link replaces os.Link when materializing a tree.
 	link func(oldname, newname string) error
+	// flush sees each barrier's paths before it flushes them, and
+	// whether it syncs the whole filesystem instead.
+	flush func(paths []string, whole bool)
 }
 
 // Open opens the store at root, creating it if root does not exist or is
@@ -267,26 +270,11 @@ func flockWait(ctx context.Context, fd, how int) error {
 // writeFileAtomic writes data to a temp file in the store, fsyncs it,
 // renames it to path and fsyncs path's directory.
 func (s *Store) writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(s.path("tmp"), "file-*")
+	tmp, err := s.writeTempFile(data, perm)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := fsyncPath(tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -295,6 +283,28 @@ func (s *Store) writeFileAtomic(path string, data []byte, perm os.FileMode) erro
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// writeTempFile writes data to a new temp file of the store, not synced,
+// and returns its path.
+func (s *Store) writeTempFile(data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(s.path("tmp"), "file-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
 }
 
 func syncDir(dir string) error {

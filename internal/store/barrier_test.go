@@ -1,0 +1,156 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// flushes records what each barrier of a store flushed.
+type flushes struct {
+	paths [][]string
+	whole []bool
+}
+
+func watchFlushes(s *Store) *flushes {
+	f := &flushes{}
+	s.hooks.flush = func(paths []string, whole bool) {
+		f.paths = append(f.paths, slices.Clone(paths))
+		f.whole = append(f.whole, whole)
+	}
+	return f
+}
+
+// TestCommitBarriers: a commit with a ref passes three barriers whatever
+// its size (content, names and tree, renames); one of a few files fsyncs
+// them and their directories instead of syncing the whole filesystem,
+// which a commit of many files, or of a symlink, does.
+func TestCommitBarriers(t *testing.T) {
+	many := map[string]node{}
+	for i := range maxFsyncs + 1 {
+		many[fmt.Sprintf("d/f%d", i)] = node{content: fmt.Sprintf("file %d", i)}
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes map[string]node
+		whole []bool
+	}{
+		{"few files", map[string]node{"a": {content: "a"}, "d/b": {content: "b"}}, []bool{false, false, false}},
+		{"many files", many, []bool{true, true, false}},
+		{"a symlink", map[string]node{"a": {content: "a"}, "l": {symlink: "a"}}, []bool{false, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			f := watchFlushes(s)
+			id := commitNodes(t, s, tc.nodes, CommitOptions{Ref: "r"})
+			if !slices.Equal(f.whole, tc.whole) {
+				t.Fatalf("barriers synced the whole filesystem %v, want %v (paths %v)", f.whole, tc.whole, f.paths)
+			}
+			if tc.whole[0] {
+				return
+			}
+			content := f.paths[0]
+			if n := countPrefix(content, s.path("tmp")); n != len(content) || n < 3 {
+				t.Errorf("content barrier flushed %v: want the temp files of the objects, manifest and ref", content)
+			}
+			if !slices.Contains(f.paths[1], s.path("manifests")) || !slices.Contains(f.paths[1], filepath.Dir(s.objectPath(DigestOf([]byte("a"))))) {
+				t.Errorf("names barrier flushed %v: want the manifests dir and the objects' dirs", f.paths[1])
+			}
+			if last := f.paths[2]; !slices.Contains(last, s.path("layers")) || !slices.Contains(last, s.path("refs")) {
+				t.Errorf("last barrier flushed %v: want the layers and refs dirs", last)
+			}
+			if got, err := s.Ref("r"); err != nil || got != id {
+				t.Fatalf("ref r = %s (%v), want %s", got, err, id)
+			}
+		})
+	}
+}
+
+func countPrefix(paths []string, prefix string) int {
+	n := 0
+	for _, p := range paths {
+		if strings.HasPrefix(p, prefix+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+const killedCommitEnv = "MSB_STORE_KILLED_COMMIT"
+
+// TestCommitKilled: a process killed (SIGKILL) before any of a commit's
+// three barriers, or after the last, leaves a store that Verify passes
+// after a gc, in which the ref is absent or names the layer, which can
+// be materialized (its tree is a cache of its manifest and objects).
+func TestCommitKilled(t *testing.T) {
+	nodes := map[string]node{"a": {content: "killed a"}, "d/b": {content: "killed b"}, "d/c": {content: strings.Repeat("c", 3<<20)}}
+	want := commitNodes(t, newStore(t), nodes, CommitOptions{})
+	for k := 1; k <= 4; k++ {
+		t.Run(fmt.Sprintf("killed-before-barrier-%d", k), func(t *testing.T) {
+			s := newStore(t)
+			src := filepath.Join(t.TempDir(), "src")
+			writeTree(t, src, nodes)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCommitHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", killedCommitEnv, s.Root(), src, k))
+			out, err := cmd.CombinedOutput()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
+			}
+			if _, err := s.GC(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+				t.Fatalf("verify after a commit killed before barrier %d: %v %v", k, err, r.Problems)
+			}
+			id, err := s.Ref("r")
+			if err != nil {
+				if k == 4 {
+					t.Fatalf("the ref is gone after its barrier passed: %v", err)
+				}
+				return
+			}
+			if id != want {
+				t.Fatalf("ref r names %s, want %s", id, want)
+			}
+			if _, err := s.Materialize(t.Context(), id); err != nil {
+				t.Fatalf("the ref's layer: %v", err)
+			}
+			if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+				t.Fatalf("verify after materializing the ref's layer: %v %v", err, r.Problems)
+			}
+		})
+	}
+}
+
+// TestKilledCommitHelper commits a directory and kills itself before
+// barrier k (k 4: after the last), for TestCommitKilled.
+func TestKilledCommitHelper(t *testing.T) {
+	arg := os.Getenv(killedCommitEnv)
+	if arg == "" {
+		t.Skip("run by TestCommitKilled")
+	}
+	f := strings.Split(arg, "|")
+	s, err := Open(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := strconv.Atoi(f[2])
+	n := 0
+	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	s.hooks.flush = func([]string, bool) {
+		if n++; n == k {
+			kill()
+		}
+	}
+	_, err = s.CommitDir(t.Context(), f[1], CommitOptions{Ref: "r"})
+	if k == 4 {
+		kill()
+	}
+	t.Fatalf("not killed before barrier %d: %v", k, err)
+}
