@@ -128,21 +128,7 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 // event was sent).
 func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	defer p.cancel()
-	cmd := commandOf(p.config)
-	if p.pty != nil {
-		cmd = ptyWrap(cmd, p.stdin, p.pty)
-	}
-	if p.stdin != nil {
-		cmd = p.stdin.wrap(cmd)
-	}
-	xr := api.ExecRequest{Command: cmd, SeparateStderr: true}
-	if cwd := p.config.GetCwd(); cwd != "" {
-		xr.Cwd = abs(cwd) // a relative cwd starts at the home directory, as on E2B
-	}
-	for k, v := range p.config.GetEnvs() {
-		xr.Env = append(xr.Env, k+"="+v)
-	}
-	res, err := sb.ExecStream(ctx, xr, func(ev api.ExecEvent) {
+	res, err := sb.ExecStream(ctx, p.request(), func(ev api.ExecEvent) {
 		data := &process.ProcessEvent_DataEvent{}
 		switch {
 		case p.pty != nil && (ev.Type == api.EventStdout || ev.Type == api.EventStderr):
@@ -183,6 +169,30 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	}
 	p.trim()
 	time.AfterFunc(endedKeep, forget)
+}
+
+// request is the engine's one-shot command that runs p: the SDK's usual
+// bash -l -c in the engine's fresh bash itself (loginScript), anything
+// else exec'd from it, wrapped for a terminal and for stdin.
+func (p *proc) request() api.ExecRequest {
+	if script, ok := loginScript(p.config); ok && p.stdin == nil && p.pty == nil {
+		return api.ExecRequest{Command: script, SeparateStderr: true}
+	}
+	cmd := commandOf(p.config)
+	if p.pty != nil {
+		cmd = ptyWrap(cmd, p.stdin, p.pty)
+	}
+	if p.stdin != nil {
+		cmd = p.stdin.wrap(cmd)
+	}
+	xr := api.ExecRequest{Command: cmd, SeparateStderr: true}
+	if cwd := p.config.GetCwd(); cwd != "" {
+		xr.Cwd = abs(cwd) // a relative cwd starts at the home directory, as on E2B
+	}
+	for k, v := range p.config.GetEnvs() {
+		xr.Env = append(xr.Env, k+"="+v)
+	}
+	return xr
 }
 
 // trim drops the output of an ended process whose every event was sent,
