@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -120,28 +119,34 @@ func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, erro
 		for _, k := range slices.Sorted(maps.Keys(req.EnvVars)) {
 			sr.Env = setEnv(sr.Env, k, req.EnvVars[k])
 		}
-		return f.e.CreateSandbox(r.Context(), sr)
+		return f.createSandbox(r.Context(), sr)
 	}
-	switch req.TemplateID {
-	case "", baseTemplate:
-		sr.HostBase, sr.Workdir = true, homeDir
-		sr.Env = append(sr.Env, "HOME="+homeDir)
-	default:
-		if _, err := f.e.Instance(req.TemplateID); err != nil {
-			sb, err := f.fromSnapshot(r, req.TemplateID)
-			if sb != nil || err != nil {
-				return sb, err
-			}
-			return nil, fmt.Errorf("template '%s' not found: a template is an msb instance id, a snapshot or %q: %w",
-				req.TemplateID, baseTemplate, engine.ErrNotFound)
+	if req.TemplateID == "" || req.TemplateID == baseTemplate {
+		network, policy := sr.Network, sr.NetPolicy
+		sr = baseRequest(envList(req.EnvVars))
+		sr.Network, sr.NetPolicy = network, policy
+		return f.createSandbox(r.Context(), sr)
+	}
+	if _, err := f.e.Instance(req.TemplateID); err != nil {
+		sb, err := f.fromSnapshot(r, req.TemplateID)
+		if sb != nil || err != nil {
+			return sb, err
 		}
-		sr.InstanceID = req.TemplateID
+		return nil, fmt.Errorf("template '%s' not found: a template is an msb instance id, a snapshot or %q: %w",
+			req.TemplateID, baseTemplate, engine.ErrNotFound)
 	}
-	for k, v := range req.EnvVars {
-		sr.Env = append(sr.Env, k+"="+v)
+	sr.InstanceID = req.TemplateID
+	sr.Env = envList(req.EnvVars)
+	return f.createSandbox(r.Context(), sr)
+}
+
+// envList is envs as NAME=value, sorted by name.
+func envList(envs map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(envs)) {
+		out = append(out, k+"="+envs[k])
 	}
-	sort.Strings(sr.Env)
-	return f.e.CreateSandbox(r.Context(), sr)
+	return out
 }
 
 // extend sets b to be killed timeout from now.

@@ -37,6 +37,8 @@ type Front struct {
 	boxes     map[string]*box
 	owners    map[string]string    // snapshot name -> the E2B sandbox it was taken of
 	templates map[string]*template // by id (templates.go)
+
+	spare spares // the base template's sandbox started ahead (spare.go)
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
@@ -171,6 +173,9 @@ func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: f.Handler(), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug)}
+	ctx, cancel := context.WithCancel(ctx)
+	defer f.startSpares(ctx)() // after cancel: a spare being made gives up
+	defer cancel()
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -413,15 +413,12 @@ func TestE2BBadBodies(t *testing.T) {
 }
 
 // TestE2BConcurrentConnects: connects racing to resume one paused sandbox
-// start one engine sandbox, not one each.
+// start one engine sandbox, not one each. (Its create has envVars, so
+// the front keeps no spare of the base template beside it: spare.go.)
 func TestE2BConcurrentConnects(t *testing.T) {
 	url, e := startFrontEngine(t)
 	key := map[string]string{"X-API-Key": testKey}
-	status, created := call(t, "POST", url+"/v2/sandboxes", key)
-	if status != http.StatusCreated {
-		t.Fatalf("create: %d %v", status, created)
-	}
-	id := created["sandboxID"].(string)
+	id := createWith(t, url, `{"envVars": {"A": "1"}}`)
 	if status, body := call(t, "POST", url+"/sandboxes/"+id+"/pause", key); status != http.StatusNoContent {
 		t.Fatalf("pause: %d %v", status, body)
 	}

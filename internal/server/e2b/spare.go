@@ -1,0 +1,148 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/minisandbox/msb/internal/engine"
+)
+
+// A spare is a sandbox of the base template started ahead, so that the
+// SDK's usual create (Sandbox.create(): the base template, no envVars, no
+// network rules) takes it instead of waiting for a sandbox to start. The
+// front keeps at most one, and only while Serve runs: it is made
+// spareDelay after a create of that shape (not beside the creator's first
+// commands, which it would slow on a small machine), and Serve's end
+// closes it. It holds its room in the engine as any sandbox does; a
+// create refused for want of room (engine.ErrQuota) closes it and tries
+// again. The engine's own warm pool does not serve host-base sandboxes.
+
+// spareDelay is how long after a create its spare is made.
+const spareDelay = 100 * time.Millisecond
+
+// spares is the front's spare.
+type spares struct {
+	mu     sync.Mutex      // guards the fields below
+	ctx    context.Context // Serve's; nil when not serving: no spares
+	ready  *engine.Sandbox // nil: none ready
+	making bool
+	wg     sync.WaitGroup // the maker in flight
+}
+
+// baseRequest is the engine's create of a base sandbox with envs (NAME=value).
+func baseRequest(envs []string) engine.SandboxRequest {
+	return engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels(), Network: engine.NetworkNone,
+		HostBase: true, Workdir: homeDir, Env: append([]string{"HOME=" + homeDir}, envs...)}
+}
+
+// fitsSpare reports whether sr is the create a spare stands for.
+func fitsSpare(sr engine.SandboxRequest) bool {
+	b := baseRequest(nil)
+	return sr.HostBase && sr.Image == "" && sr.InstanceID == "" && len(sr.Layers) == 0 && sr.Workdir == b.Workdir &&
+		slices.Equal(sr.Env, b.Env) && sr.Network == b.Network && sr.NetPolicy == nil
+}
+
+// startSpares lets the front keep a spare until ctx ends; stop closes it
+// and waits for one being made.
+func (f *Front) startSpares(ctx context.Context) (stop func()) {
+	s := &f.spare
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.ctx = nil
+		s.mu.Unlock()
+		s.wg.Wait()
+		f.dropSpare()
+	}
+}
+
+// takeSpare is the ready spare, if it is still alive, and has the next
+// one made.
+func (f *Front) takeSpare() *engine.Sandbox {
+	defer f.refillSpare()
+	s := &f.spare
+	s.mu.Lock()
+	sb := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	if _, err := f.e.Sandbox(sb.ID()); err != nil {
+		return nil // closed under the front (the engine's shutdown)
+	}
+	return sb
+}
+
+// dropSpare closes the ready spare and reports whether there was one.
+func (f *Front) dropSpare() bool {
+	s := &f.spare
+	s.mu.Lock()
+	sb := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	if sb == nil {
+		return false
+	}
+	f.e.CloseSandbox(sb.ID())
+	return true
+}
+
+// refillSpare has a spare made spareDelay from now unless one is ready,
+// being made, or the front is not serving.
+func (f *Front) refillSpare() {
+	s := &f.spare
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx := s.ctx
+	if ctx == nil || s.ready != nil || s.making {
+		return
+	}
+	s.making = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var sb *engine.Sandbox
+		var err error
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(spareDelay):
+			sb, err = f.e.CreateSandbox(ctx, baseRequest(nil))
+		}
+		s.mu.Lock()
+		s.making = false
+		keep := err == nil && s.ctx == ctx && ctx.Err() == nil
+		if keep {
+			s.ready = sb
+		}
+		s.mu.Unlock()
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			f.log.Debug("e2b: no spare of the base template", "err", err)
+		case err == nil && !keep:
+			f.e.CloseSandbox(sb.ID())
+		}
+	}()
+}
+
+// createSandbox creates sr's sandbox, taking the spare when sr is its
+// shape; a create refused for want of room closes the spare and tries
+// again.
+func (f *Front) createSandbox(ctx context.Context, sr engine.SandboxRequest) (*engine.Sandbox, error) {
+	if fitsSpare(sr) {
+		if sb := f.takeSpare(); sb != nil {
+			return sb, nil
+		}
+	}
+	sb, err := f.e.CreateSandbox(ctx, sr)
+	if errors.Is(err, engine.ErrQuota) && f.dropSpare() {
+		sb, err = f.e.CreateSandbox(ctx, sr)
+	}
+	return sb, err
+}
