@@ -50,7 +50,7 @@ reused by the next run. See docs/bench.md for the recipe on a fresh machine.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, g, f) },
 	}
 	f.register(cmd.Flags())
-	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g), newBenchForkCmd(g), newBenchIntegrityCmd(g), newBenchImagesCmd(g))
+	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g), newBenchForkCmd(g), newBenchIntegrityCmd(g), newBenchImagesCmd(g), newBenchE2BCmd(g))
 	return cmd
 }
 
