@@ -130,13 +130,24 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
-	sessions := s.recordSessions(ctx)
+	// The sessions are asked for their state while the writable layer is
+	// committed: a probe the freeze catches halfway ends after the thaw,
+	// and one that a long freeze made time out is asked again.
+	probed := make(chan sessionStates, 1)
+	go func() { probed <- s.recordSessions(ctx) }()
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
+	t0 := time.Now()
 	layer, err := s.commitFrozen(ctx, dir, parents)
+	frozen := time.Since(t0)
+	states := <-probed
 	if err != nil {
 		return snapshot{}, err
 	}
+	if !states.all && frozen >= sessionProbeTimeout/2 {
+		states = s.recordSessions(ctx)
+	}
+	sessions := states.list
 	lease, err := st.Lease(ctx, layer)
 	if err != nil {
 		return snapshot{}, fmt.Errorf("leasing snapshot layer %s: %w", layer.Short(), err)
@@ -199,8 +210,15 @@ func layersOf(st *store.Store, paths []string) ([]store.LayerID, error) {
 // as the text \x00, which the output may hold too).
 const sessionProbe = `{ printf '%s\0' "$PWD"; env -0; } | od -An -v -tx1`
 
+// sessionStates is what the sessions said of their state; all is false
+// when one did not say.
+type sessionStates struct {
+	list api.List[api.SnapshotSession]
+	all  bool
+}
+
 // recordSessions asks each session for its cwd and environment.
-func (s *Sandbox) recordSessions(ctx context.Context) api.List[api.SnapshotSession] {
+func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.sessions))
 	for n := range s.sessions {
@@ -208,7 +226,7 @@ func (s *Sandbox) recordSessions(ctx context.Context) api.List[api.SnapshotSessi
 	}
 	s.mu.Unlock()
 	slices.Sort(names)
-	out := api.List[api.SnapshotSession]{}
+	out := sessionStates{list: api.List[api.SnapshotSession]{}, all: true}
 	for _, n := range names {
 		ss := api.SnapshotSession{Name: n, Env: api.List[string]{}}
 		pctx, cancel := context.WithTimeout(ctx, sessionProbeTimeout)
@@ -218,8 +236,9 @@ func (s *Sandbox) recordSessions(ctx context.Context) api.List[api.SnapshotSessi
 			ss.Cwd, ss.Env = parseProbe(res.Output)
 		} else {
 			s.e.log.Debug("session state not recorded", "sandbox", s.ID(), "session", n, "err", err)
+			out.all = false
 		}
-		out = append(out, ss)
+		out.list = append(out.list, ss)
 	}
 	return out
 }

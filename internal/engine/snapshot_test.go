@@ -357,7 +357,7 @@ func TestSnapshotForkQuota(t *testing.T) {
 
 // TestSnapshotRootless reruns the snapshot tests as an unprivileged user.
 func TestSnapshotRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|AsBase)$")
+	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|AsBase|LongFreeze)$")
 }
 
 // BenchmarkSnapshot measures, on a raw sandbox that wrote 8 MiB in 64
@@ -645,5 +645,33 @@ func TestSnapshotBesideStarts(t *testing.T) {
 			t.Fatalf("snapshot %d beside starting commands: %v", i, err)
 		}
 		e.DeleteSnapshot(fmt.Sprintf("beside-%d", i))
+	}
+}
+
+// TestSnapshotLongFreeze: the sessions are asked for their state while
+// the writable layer is committed, so a freeze that outlasts the probe's
+// timeout catches the probe; the state is then asked again after the
+// thaw, not lost.
+func TestSnapshotLongFreeze(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "main", "mkdir -p /work/long && cd /work/long && export LONG=1")
+	testHookFrozen = func(*sandbox.Sandbox) { time.Sleep(sessionProbeTimeout + sessionProbeTimeout/4) }
+	defer func() { testHookFrozen = func(*sandbox.Sandbox) {} }()
+	info, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("long") })
+	if len(info.Sessions) != 1 || info.Sessions[0].Cwd != "/work/long" || !slices.Contains(info.Sessions[0].Env, "LONG=1") {
+		t.Fatalf("sessions recorded after a long freeze: %+v", info.Sessions)
 	}
 }
