@@ -85,8 +85,8 @@ func countPrefix(paths []string, prefix string) int {
 const killedCommitEnv = "MSB_STORE_KILLED_COMMIT"
 
 // TestCommitKilled: a process killed (SIGKILL) before any of a commit's
-// three barriers, or after the last, leaves a store that Verify passes
-// after a gc, in which the ref is absent or names the layer, which can
+// three barriers, or after the last, leaves a store that Verify passes,
+// before and after a gc, in which the ref is absent or names the layer, which can
 // be materialized (its tree is a cache of its manifest and objects).
 func TestCommitKilled(t *testing.T) {
 	nodes := map[string]node{"a": {content: "killed a"}, "d/b": {content: "killed b"}, "d/c": {content: strings.Repeat("c", 3<<20)}}
@@ -102,11 +102,15 @@ func TestCommitKilled(t *testing.T) {
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 				t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
 			}
-			if _, err := s.GC(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
-				t.Fatalf("verify after a commit killed before barrier %d: %v %v", k, err, r.Problems)
+			for _, gc := range []bool{false, true} {
+				if gc {
+					if _, err := s.GC(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+					t.Fatalf("verify (gc first: %v) after a commit killed before barrier %d: %v %v", gc, k, err, r.Problems)
+				}
 			}
 			id, err := s.Ref("r")
 			if err != nil {
