@@ -64,8 +64,11 @@ func (m *userMap) close() {
 	}
 }
 
-// wireOwners is Config.Owners for init.
+// wireOwners is Config.Owners for init (nil for none).
 func wireOwners(owners []Owner) []wire.Owner {
+	if len(owners) == 0 {
+		return nil
+	}
 	out := make([]wire.Owner, len(owners))
 	for i, o := range owners {
 		out[i] = wire.Owner(o)
