@@ -31,6 +31,30 @@ func TestIntegrityFlag(t *testing.T) {
 	}
 }
 
+// TestCanaryFlag: msb eval and validate run the canary in a sandbox of
+// its own unless --canary says inline or off, the mode reaches the
+// engine's config, and another value is a usage error.
+func TestCanaryFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want api.CanaryMode
+	}{
+		{nil, api.CanarySeparate},
+		{[]string{"--canary", "inline"}, api.CanaryInline},
+		{[]string{"--canary", "off"}, api.CanaryOff},
+	} {
+		cfg, err := engineConfigOf(t, "", tc.args...)
+		if err != nil || cfg.Canary != tc.want {
+			t.Errorf("%q: canary %q, %v; want %q", tc.args, cfg.Canary, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "beside"} {
+		if _, err := engineConfigOf(t, "", "--canary", bad); !errors.Is(err, errUsage) {
+			t.Errorf("--canary %q: %v, want a usage error", bad, err)
+		}
+	}
+}
+
 // TestDetailOfTampered: under --integrity warn a tampered patch keeps its
 // verdict, and the eval table's detail says it was flagged, and why.
 func TestDetailOfTampered(t *testing.T) {

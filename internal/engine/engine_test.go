@@ -326,6 +326,14 @@ func TestEngineBadRunInput(t *testing.T) {
 	if _, err := Open(ctx, Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()}, EvalNetwork: "bridge"}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "bridge") {
 		t.Errorf("evaluation network: %v", err)
 	}
+	// So does a canary mode other than separate, inline and off; one
+	// evaluation given such a mode is refused.
+	if _, err := Open(ctx, Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()}, Canary: "beside"}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "beside") {
+		t.Errorf("canary mode: %v", err)
+	}
+	if _, _, err := e.EvaluateCanary(ctx, g.Instances[0].InstanceID, "gold", ptr(g.Instances[0].Patch), "beside"); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("evaluation's canary mode: %v", err)
+	}
 }
 
 func ptr(s string) *string { return &s }
