@@ -56,6 +56,10 @@ type E2BOptions struct {
 	Python string
 	// Rounds of create → first command per path, RTT commands per path.
 	Rounds, RTT int
+	// Gap is how long the client waits, untimed, before each create: a
+	// trainer's work between episodes, in which the front end's spare of
+	// the base template is made again (0: back to back).
+	Gap time.Duration
 	// Sandboxes × Commands is the load run, Concurrency calls in flight;
 	// Sandboxes 0 leaves it out.
 	Sandboxes, Commands, Concurrency int
@@ -87,6 +91,7 @@ type E2BReport struct {
 	LoadAfter  string                                `json:"load_after"`
 	LoadPeak   float64                               `json:"load_peak"` // the 1-minute load average's peak, sampled every loadInterval
 	Rounds     int                                   `json:"rounds"`
+	Gap        time.Duration                         `json:"gap_ns"`
 	RTT        int                                   `json:"rtt"`
 	Times      map[string]map[string][]time.Duration `json:"times_ns"` // measure → path → times
 	Load       *E2BLoad                              `json:"load,omitempty"`
@@ -110,7 +115,7 @@ var ErrE2BOptions = errors.New("bad options for the E2B benchmark")
 // E2B runs the E2B benchmark; a failure stops it and is in the report.
 func E2B(ctx context.Context, o E2BOptions) *E2BReport {
 	rep := &E2BReport{Date: time.Now().UTC().Format(time.RFC3339), Commit: buildCommit(o.Exe), CPUs: runtime.NumCPU(),
-		LoadBefore: loadAverage(), Rounds: o.Rounds, RTT: o.RTT, Times: map[string]map[string][]time.Duration{}}
+		LoadBefore: loadAverage(), Rounds: o.Rounds, Gap: o.Gap, RTT: o.RTT, Times: map[string]map[string][]time.Duration{}}
 	stop := peakLoad(&rep.LoadPeak)
 	err := runE2B(ctx, o, rep)
 	stop()
@@ -157,7 +162,8 @@ func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
 	env := []string{"E2B_API_URL=http://" + e2bAddr, "E2B_SANDBOX_URL=http://" + e2bAddr, "E2B_API_KEY=" + d.token,
 		"MSB_URL=http://" + d.tcp, "MSB_TOKEN=" + d.token}
 	progress(fmt.Sprintf("latency: %d rounds of create → first command, %d commands per path, interleaved", o.Rounds, o.RTT))
-	err = runScript(ctx, o.Python, script, env, rep, "latency", "--rounds", strconv.Itoa(o.Rounds), "--rtt", strconv.Itoa(o.RTT))
+	err = runScript(ctx, o.Python, script, env, rep, "latency", "--rounds", strconv.Itoa(o.Rounds), "--rtt", strconv.Itoa(o.RTT),
+		"--gap", strconv.FormatFloat(o.Gap.Seconds(), 'f', -1, 64))
 	if err == nil && o.Sandboxes > 0 {
 		progress(fmt.Sprintf("load: %d sandboxes × %d commands, %d in flight, async SDK", o.Sandboxes, o.Commands, o.Concurrency))
 		err = runScript(ctx, o.Python, script, env, rep, "load", "--sandboxes", strconv.Itoa(o.Sandboxes),
@@ -327,7 +333,7 @@ var e2bRows = []struct{ measure, path, what string }{
 
 // WriteText prints r's table: each measure and path's n, p50 and p90.
 func (r *E2BReport) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "E2B front end: %d rounds of create → first command, %d commands per path, interleaved\n", r.Rounds, r.RTT)
+	fmt.Fprintf(w, "E2B front end: %d rounds of create → first command (%s apart), %d commands per path, interleaved\n", r.Rounds, r.Gap, r.RTT)
 	fmt.Fprintf(w, "%s, commit %s, %d CPUs, load average before %s, after %s, peak %.2f\n\n",
 		r.Date, cmp.Or(r.Commit, "unknown"), r.CPUs, r.LoadBefore, r.LoadAfter, r.LoadPeak)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

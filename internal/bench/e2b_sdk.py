@@ -1,10 +1,11 @@
 """The E2B SDK's side of `msb bench e2b` (internal/bench/e2b.go runs it).
 
-    python e2b_sdk.py latency --rounds N --rtt R   # E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; MSB_URL, MSB_TOKEN
+    python e2b_sdk.py latency --rounds N --rtt R --gap G   # E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; MSB_URL, MSB_TOKEN
     python e2b_sdk.py floor --rtt R                # the same SDK calls against a stub that answers at once
     python e2b_sdk.py load --sandboxes S --commands C --concurrency K
 
-latency: N rounds, the order of the two paths alternating: the E2B path creates a
+latency: N rounds, the order of the two paths alternating, each create after G seconds
+of the client's own work (untimed, as a trainer's between episodes): the E2B path creates a
 sandbox of the base template (Sandbox.create()), runs commands.run("true") (which is
 `bash -l -c true`), kills it; the native path does POST /v1/sandboxes {"host_base": true},
 exec `true`, DELETE. Then one sandbox per path and R commands each, interleaved: E2B's
@@ -63,6 +64,7 @@ def latency(a):
     paths = [("e2b", e2b_create_first), ("native", native_create_first)]
     for i in range(a.rounds):
         for name, fn in paths[i % 2:] + paths[:i % 2]:
+            time.sleep(a.gap)
             out["create_first"][name].append(fn())
     sb = Sandbox.create()
     sid = native_call("POST", "/v1/sandboxes", {"host_base": True})["id"]
@@ -127,6 +129,7 @@ def main():
     ap.add_argument("mode", choices=["latency", "floor", "load"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--rtt", type=int, default=200)
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds the client waits, untimed, before each create")
     ap.add_argument("--sandboxes", type=int, default=200)
     ap.add_argument("--commands", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
 )
@@ -26,7 +27,7 @@ func TestE2BBench(t *testing.T) {
 	}
 	exe, args := buildMSB(t)
 	rep := E2B(context.Background(), E2BOptions{Exe: exe, StateDir: args[1], ServeArgs: []string{"--cache", filepath.Join(t.TempDir(), "cache")},
-		Python: py, Rounds: 2, RTT: 3, Sandboxes: 3, Commands: 4, Concurrency: 2})
+		Python: py, Rounds: 2, Gap: 10 * time.Millisecond, RTT: 3, Sandboxes: 3, Commands: 4, Concurrency: 2})
 	if rep.Failed != "" {
 		t.Fatal(rep.Failed)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,11 +27,12 @@ func newBenchE2BCmd(g Host) *cobra.Command {
 		Long: `Starts msb serve --e2b (the msb binary next to msb-bench, else on PATH) on a cache of its own and
 drives it with the e2b Python SDK (--python: an interpreter that has it, as .venv-test's): rounds of
 Sandbox.create() → commands.run("true") answered beside the native create → exec, the order
-alternating; commands of true in one sandbox per path, interleaved (E2B's bash -l -c true, the native
-exec of true and of bash -l -c true); the same SDK calls against a stub that answers at once (what
-the SDK costs alone); and --sandboxes async sandboxes of --commands commands each, counting the
-commands lost or given another's output. Prints p50 and p90 and the load average (before, after,
-peak). docs/e2b.md, "Latency", has the method and results.`,
+alternating, each create --gap after the last command; commands of true in one sandbox per path,
+interleaved (E2B's bash -l -c true, the native exec of true and of bash -l -c true); the same SDK
+calls against a stub that answers at once (what the SDK costs alone); and --sandboxes async
+sandboxes of --commands commands each, counting the commands lost or given another's output.
+Prints p50 and p90 and the load average (before, after, peak). docs/e2b.md, "Latency", has the
+method and results.`,
 		Example: "  msb bench e2b --python .venv-test/bin/python\n" +
 			"  msb bench e2b --python .venv-test/bin/python --rounds 10 --rtt 100 --sandboxes 0 --json",
 		Args: cobra.NoArgs,
@@ -68,6 +70,7 @@ peak). docs/e2b.md, "Latency", has the method and results.`,
 	f.StringVar(&o.Python, "python", "python3", "Python interpreter with the e2b SDK (internal/server/testdata/requirements.txt)")
 	f.IntVar(&o.Rounds, "rounds", 30, "create → first command rounds per path")
 	f.IntVar(&o.RTT, "rtt", 200, "commands of true per path in one sandbox")
+	f.DurationVar(&o.Gap, "gap", 300*time.Millisecond, "the client's untimed wait before each create (a trainer's work between episodes; 0: back to back)")
 	f.IntVar(&o.Sandboxes, "sandboxes", 200, "sandboxes of the async load run (0: none)")
 	f.IntVar(&o.Commands, "commands", 200, "commands per sandbox in the load run")
 	f.IntVar(&o.Concurrency, "concurrency", 32, "SDK calls in flight at once in the load run")
