@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -277,7 +278,13 @@ func Integrity(ctx context.Context, cfg engine.Config, o IntegrityOptions) Integ
 
 func runIntegrity(ctx context.Context, cfg engine.Config, o IntegrityOptions, rep *IntegrityReport) error {
 	cfg.Integrity = api.IntegrityWarn
-	cfg.Spares = 0 // every sandbox of both modes starts when asked for
+	cfg.Spares = 0 // every sandbox of every mode starts when asked for
+	if cfg.Limits.CPUs == 0 {
+		// A CPU limit of every core limits nothing, but on cgroup v1 it
+		// puts the sandboxes in the cpuacct hierarchy, which is what
+		// accounts their CPU time (v2 accounts it always).
+		cfg.Limits.CPUs = float64(runtime.NumCPU())
+	}
 	var insts []dataset.Instance
 	if o.Dataset == "" {
 		dir := o.Dir
