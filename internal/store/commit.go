@@ -92,12 +92,12 @@ func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (
 }
 
 // publishCommit publishes a commit's new objects, its manifest (b, m's
-// encoding), its layer's tree and ref (when not empty) in three barriers
-// whatever the commit's size: the content of the objects, manifest and
-// ref; then the objects' and manifest's names and the tree; then the
-// renames of the tree and of the ref. A crash leaves either no ref or one
-// whose layer's objects and manifest are durable (its tree, a cache of
-// them, is then present and complete, or absent and made again).
+// encoding), its layer's tree and ref (when not empty) in at most three
+// barriers whatever the commit's size: the content of the objects,
+// manifest and ref; then the objects' and manifest's names and the tree;
+// then, with a ref, its rename. A crash leaves either no ref or one whose
+// layer's objects and manifest are durable (its tree, a cache of them, is
+// then present and complete, or absent and made again).
 func (s *Store) publishCommit(ctx context.Context, id LayerID, m *Manifest, b []byte, pending []pendingObject, ref string) error {
 	var manifestTmp, refTmp string // written, not yet renamed into place
 	defer func() {
@@ -139,19 +139,20 @@ func (s *Store) publishCommit(ctx context.Context, id LayerID, m *Manifest, b []
 		manifestTmp = ""
 		names.add(filepath.Dir(s.manifestPath(id)))
 	}
-	last := s.newBarrier()
-	if _, err := s.materializeAfter(ctx, id, m, names, last); err != nil {
+	if _, err := s.materializeAfter(ctx, id, m, names); err != nil {
 		return err
 	}
-	if refTmp != "" {
-		if err := os.Rename(refTmp, s.refPath(ref)); err != nil {
-			return fmt.Errorf("setting ref %s: %w", ref, err)
-		}
-		refTmp = ""
-		last.add(filepath.Dir(s.refPath(ref)))
+	if refTmp == "" {
+		return nil
 	}
+	if err := os.Rename(refTmp, s.refPath(ref)); err != nil {
+		return fmt.Errorf("setting ref %s: %w", ref, err)
+	}
+	refTmp = ""
+	last := s.newBarrier()
+	last.add(filepath.Dir(s.refPath(ref)))
 	if err := last.flush(); err != nil {
-		return fmt.Errorf("publishing layer %s: %w", id.Short(), err)
+		return fmt.Errorf("setting ref %s: %w", ref, err)
 	}
 	return nil
 }

@@ -37,19 +37,15 @@ func (s *Store) Materialize(ctx context.Context, id LayerID) (string, error) {
 }
 
 func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (string, error) {
-	last := s.newBarrier()
-	tree, err := s.materializeAfter(ctx, id, m, s.newBarrier(), last)
-	if err != nil {
-		return "", err
-	}
-	return tree, last.flush()
+	return s.materializeAfter(ctx, id, m, s.newBarrier())
 }
 
 // materializeAfter is materialize for a commit whose earlier steps left
 // paths in b to flush before the layer is present: b's barrier is the
-// tree's too. What makes the tree's rename durable is added to last, for
-// the caller to flush.
-func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b, last *barrier) (string, error) {
+// tree's too. The tree's rename is not synced: the tree is a cache of the
+// manifest and objects, made again if a crash loses the rename (its temp
+// dir is then garbage).
+func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b *barrier) (string, error) {
 	tree := s.TreePath(id)
 	if s.Has(id) {
 		s.touchUsed(id)
@@ -78,8 +74,6 @@ func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b
 			return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 		}
 		// Someone else materialized it first; theirs is as good.
-	} else {
-		last.add(s.path("layers"))
 	}
 	s.touchUsed(id)
 	return tree, nil
