@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +58,33 @@ func BenchmarkCommitDir(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCommitSnapshot commits what a snapshot of a sandbox that wrote
+// 8 MiB commits: 8 files of 1 MiB of new random data, then a one-file
+// record layer over it with a ref.
+func BenchmarkCommitSnapshot(b *testing.B) {
+	s := newStore(b)
+	buf := make([]byte, 1<<20)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		data, rec := b.TempDir(), b.TempDir()
+		nodes := map[string]node{"record.json": {content: fmt.Sprintf(`{"n": %d}`, i)}}
+		writeTree(b, rec, nodes)
+		for j := range 8 {
+			rand.Read(buf)
+			nodes := map[string]node{fmt.Sprintf("bench/data/%d", j): {content: string(buf)}}
+			writeTree(b, data, nodes)
+		}
+		b.StartTimer()
+		id, err := s.CommitDir(b.Context(), data, CommitOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.CommitDir(b.Context(), rec, CommitOptions{Parents: []LayerID{id}, Ref: fmt.Sprintf("snapshot/%d", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkMaterialize(b *testing.B) {
