@@ -16,9 +16,10 @@ import (
 // front keeps at most one, and only while Serve runs: it is made
 // spareDelay after a create of that shape (not beside the creator's first
 // commands, which it would slow on a small machine), and Serve's end
-// closes it. It holds its room in the engine as any sandbox does; a
-// create refused for want of room (engine.ErrQuota) closes it and tries
-// again. The engine's own warm pool does not serve host-base sandboxes.
+// closes it. It holds its room in the engine as any sandbox does, is
+// made only when there is room at once, and gives its room up to a
+// create of another shape that finds none (createSandbox). The engine's
+// own warm pool does not serve host-base sandboxes.
 
 // spareDelay is how long after a create its spare is made.
 const spareDelay = 100 * time.Millisecond
@@ -113,7 +114,9 @@ func (f *Front) refillSpare() {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(spareDelay):
-			sb, err = f.e.CreateSandbox(ctx, baseRequest(nil))
+			req := baseRequest(nil)
+			req.AdmissionWait = -1 // a spare never waits in line for room
+			sb, err = f.e.CreateSandbox(ctx, req)
 		}
 		s.mu.Lock()
 		s.making = false
@@ -132,17 +135,30 @@ func (f *Front) refillSpare() {
 }
 
 // createSandbox creates sr's sandbox, taking the spare when sr is its
-// shape; a create refused for want of room closes the spare and tries
-// again.
+// shape. Otherwise, while a spare is ready, it first tries without
+// waiting for room: with none (engine.ErrQuota, counted as a refused
+// admission), it closes the spare, whose room the create may need, and
+// waits for room as sr asks.
 func (f *Front) createSandbox(ctx context.Context, sr engine.SandboxRequest) (*engine.Sandbox, error) {
 	if fitsSpare(sr) {
 		if sb := f.takeSpare(); sb != nil {
 			return sb, nil
 		}
+	} else if f.hasSpare() {
+		now := sr
+		now.AdmissionWait = -1
+		sb, err := f.e.CreateSandbox(ctx, now)
+		if !errors.Is(err, engine.ErrQuota) {
+			return sb, err
+		}
+		f.dropSpare()
 	}
-	sb, err := f.e.CreateSandbox(ctx, sr)
-	if errors.Is(err, engine.ErrQuota) && f.dropSpare() {
-		sb, err = f.e.CreateSandbox(ctx, sr)
-	}
-	return sb, err
+	return f.e.CreateSandbox(ctx, sr)
+}
+
+// hasSpare reports whether a spare is ready.
+func (f *Front) hasSpare() bool {
+	f.spare.mu.Lock()
+	defer f.spare.mu.Unlock()
+	return f.spare.ready != nil
 }
