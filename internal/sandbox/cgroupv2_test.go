@@ -120,6 +120,8 @@ const v2Prelude = `set -eu
 exec 2>&1
 modprobe loop
 modprobe btrfs
+modprobe tun  # /dev/net/tun, for the sandboxes' eth0,
+chmod 666 /dev/net/tun  # everyone's, as udev makes it
 id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
 `
 
