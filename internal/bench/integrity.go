@@ -64,6 +64,12 @@ type IntegrityOptions struct {
 	Dir, TmpDir string
 	// Progress receives a line per round (nil: none).
 	Progress func(string)
+	// CPUTime gives every sandbox a CPU limit of every core, which limits
+	// nothing but on cgroup v1 puts it in the cpu and cpuacct hierarchies:
+	// its CPU time is then accounted (v2 accounts it always), and it is
+	// scheduled as a group among the others of the msb cgroup, which
+	// changes wall times under load (docs/bench.md, "Integrity cost").
+	CPUTime bool
 }
 
 // IntegritySample is one evaluation of the comparison: its wall time,
@@ -279,10 +285,7 @@ func Integrity(ctx context.Context, cfg engine.Config, o IntegrityOptions) Integ
 func runIntegrity(ctx context.Context, cfg engine.Config, o IntegrityOptions, rep *IntegrityReport) error {
 	cfg.Integrity = api.IntegrityWarn
 	cfg.Spares = 0 // every sandbox of every mode starts when asked for
-	if cfg.Limits.CPUs == 0 {
-		// A CPU limit of every core limits nothing, but on cgroup v1 it
-		// puts the sandboxes in the cpuacct hierarchy, which is what
-		// accounts their CPU time (v2 accounts it always).
+	if o.CPUTime && cfg.Limits.CPUs == 0 {
 		cfg.Limits.CPUs = float64(runtime.NumCPU())
 	}
 	var insts []dataset.Instance

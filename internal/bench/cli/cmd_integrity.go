@@ -60,5 +60,6 @@ docs/bench.md, "Integrity cost", has the method and results.`,
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 30, "interleaved rounds: evaluations of each instance in each mode (after one warm-up round)")
 	cmd.Flags().StringVar(&o.Dataset, "dataset", "", "evaluate this dataset's rows instead of the demo's, from --cache (build their environments first)")
 	cmd.Flags().StringSliceVar(&o.IDs, "instances", nil, "with --dataset: only these instance ids (comma-separated)")
+	cmd.Flags().BoolVar(&o.CPUTime, "cpu-time", false, "give the sandboxes a CPU limit of every core, so cgroup v1 accounts their CPU time (it also schedules each as a group: compare wall times without it)")
 	return cmd
 }
