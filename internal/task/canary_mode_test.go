@@ -198,3 +198,31 @@ func TestCanaryModes(t *testing.T) {
 		}
 	})
 }
+
+// TestCanaryBesidePlacedAgain: the canary started beside the harness's
+// run is placed in the first selected module; when the harness's run
+// passes no test of that module (here a new test module of the test
+// patch that fails to import, listed first), the canary runs again, in
+// the module the harness's statuses name. The gold patch stays ok and
+// resolved; the canary left in the first module would have been missing.
+func TestCanaryBesidePlacedAgain(t *testing.T) {
+	f := newFixture(t)
+	inst := f.gen.Instances[0]
+	inst.TestPatch = "diff --git a/tests/test_aaa.py b/tests/test_aaa.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_aaa.py\n" +
+		"@@ -0,0 +1,2 @@\n+import unittest\n+import calc_has_no_such_module\n" + inst.TestPatch
+	tk, err := New(inst, f.overrides(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tk.Spec.TestDirectives(inst.TestPatch); len(d) < 2 || d[0] != "tests/test_aaa.py" {
+		t.Fatalf("directives %q: the failing module is not first", d)
+	}
+	ev := Evaluate(context.Background(), f.env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: "gold", ModelPatch: ptr(inst.Patch)}, opts())
+	r := ev.Result
+	if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityOK {
+		t.Fatalf("gold: %s integrity %q %q\n%s", r.Outcome, r.Report.Integrity, r.Report.IntegrityReasons, ev.Artifacts.RunLog)
+	}
+	if !strings.Contains(ev.Artifacts.RunLog, "started beside the harness's run in tests/test_aaa.py, but the harness's run puts it in tests/test_stats.py: running it again") {
+		t.Errorf("the canary was not placed again:\n%s", ev.Artifacts.RunLog)
+	}
+}

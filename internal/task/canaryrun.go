@@ -105,9 +105,9 @@ func (r *canaryRun) wait() canaryResult {
 }
 
 // stop ends r (its commands are killed) and waits for it.
-func (r *canaryRun) stop() {
+func (r *canaryRun) stop() canaryResult {
 	r.cancel()
-	r.wait()
+	return r.wait()
 }
 
 // startCanary starts the canary's sandbox beside the harness's (mode
@@ -164,15 +164,14 @@ func (e *evaluation) finishCanary(beside *canaryRun) {
 	c = c.Place(e.t.Spec.TestCommand(e.t.Instance), e.t.Spec.TestDirectives(e.t.Instance.TestPatch), e.harnessStatuses())
 	e.ev.Canary = c
 	var res canaryResult
-	if beside != nil {
+	if beside != nil && samePlace(beside.c, c) {
 		res = beside.wait()
 		e.addCanaryTimes(res)
-		if samePlace(beside.c, c) {
-			e.log.Printf("Integrity canary ran beside the harness's run, in %s (in the harness's selection: %v)", c.File, c.Placed())
-		} else {
-			e.log.Printf("Integrity canary ran beside the harness's run in %s, but the harness's run puts it in %s: running it again", beside.c.File, c.File)
-			beside = nil
-		}
+		e.log.Printf("Integrity canary ran beside the harness's run, in %s (in the harness's selection: %v)", c.File, c.Placed())
+	} else if beside != nil {
+		e.log.Printf("Integrity canary started beside the harness's run in %s, but the harness's run puts it in %s: running it again", beside.c.File, c.File)
+		e.addCanaryTimes(beside.stop())
+		beside = nil
 	}
 	if beside == nil {
 		e.log.Printf("Integrity canary in %s (in the harness's selection: %v), after the harness's run", c.File, c.Placed())
