@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -78,9 +79,16 @@ func (b *barrier) flush() error {
 	if whole {
 		return b.s.syncFS()
 	}
-	return parallel(context.Background(), fsyncWorkers, len(paths), func(_ context.Context, i int) error {
+	err := parallel(context.Background(), fsyncWorkers, len(paths), func(_ context.Context, i int) error {
 		return fsyncPath(paths[i])
 	})
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		// A rootless store's file whose mode denies its owner reading
+		// (content readable by others only, as committed) cannot be
+		// opened to fsync it: sync the filesystem instead.
+		return b.s.syncFS()
+	}
+	return err
 }
 
 // fsyncPath fsyncs a file or directory by name.

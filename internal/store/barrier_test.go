@@ -165,3 +165,75 @@ func TestKilledCommitHelper(t *testing.T) {
 	}
 	t.Fatalf("not killed before barrier %d: %v", k, err)
 }
+
+const unreadableHelperEnv = "MSB_STORE_UNREADABLE_HELPER"
+
+// TestCommitUnreadableByOwner: an unprivileged committer of a file it
+// may read as "other" only (mode 0004, another uid's) writes an object
+// whose mode denies its owner reading, which the barrier cannot open to
+// fsync: it syncs the filesystem instead, and the commit succeeds.
+func TestCommitUnreadableByOwner(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "msb-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "store.test")
+	copyFile(t, self, bin, 0o755)
+	src := filepath.Join(dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(src, "others-only")
+	if err := os.WriteFile(f, []byte("readable by others only"), 0o004); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p        string
+		uid, gid int
+		mode     os.FileMode
+	}{{dir, 65534, 65534, 0o755}, {src, 65534, 65534, 0o755}, {f, 1, 1, 0o004}} {
+		if err := os.Chown(c.p, c.uid, c.gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(c.p, c.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^TestUnreadableHelper$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), unreadableHelperEnv+"="+dir, "TMPDIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, NoSetGroups: true}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnreadableHelper") {
+		t.Fatalf("unprivileged commit: %v\n%s", err, out)
+	}
+}
+
+// TestUnreadableHelper is the child of TestCommitUnreadableByOwner.
+func TestUnreadableHelper(t *testing.T) {
+	dir := os.Getenv(unreadableHelperEnv)
+	if dir == "" {
+		t.Skip("run by TestCommitUnreadableByOwner")
+	}
+	s, err := Open(filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := watchFlushes(s)
+	id, err := s.CommitDir(t.Context(), filepath.Join(dir, "src"), CommitOptions{Ref: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.whole) == 0 || f.whole[0] {
+		t.Fatalf("the content barrier was planned as a syncfs already: %v %v", f.whole, f.paths)
+	}
+	if got, err := s.Ref("r"); err != nil || got != id {
+		t.Fatalf("ref r = %s (%v), want %s", got, err, id)
+	}
+}
