@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
 // TestRootless reruns the task tests as an unprivileged user.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|CanarySecrecy$|CanarySecrecyInline$|Canary(Beside|SandboxFailure|Cancel|Modes)$)")
+	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|CanarySecrecy$|CanarySecrecyInline$|Canary(Beside|BesidePlacedAgain|SandboxFailure|Cancel|Modes)$)")
 }
 
 // gen is the demo project of the test binary; fixture adds a runtime and
