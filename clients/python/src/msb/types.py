@@ -298,6 +298,12 @@ class Timings:
     tests_ns: int = 0
     grading_ns: int = 0
     total_ns: int = 0
+    #: the integrity canary's sandbox, opened to closed (beside the tests
+    #: or after them); CPU time of the evaluation's sandboxes and the
+    #: canary's share, where a cgroup accounts it (0: unknown)
+    canary_ns: int = 0
+    cpu_ns: int = 0
+    canary_cpu_ns: int = 0
 
 
 #: Outcomes that are verdicts on the patch; the others say it could not be
