@@ -159,8 +159,8 @@ func harnessTestCommand(script string) string {
 func msbTestCommand(harness, repo string, number int64) string {
 	cmd := strings.TrimSuffix(harness, " && codecov") // dayjs: an upload, its status unread
 	switch {
-	case repo == "catchorg/Catch2": // the image's path, no memory checker; keep the eval script's cwd
-		cmd = strings.Replace(cmd, "cd build && ", "mkdir -p /home && ln -sfn /testbed /home/Catch2 && cd /home/Catch2/build && ", 1)
+	case repo == "catchorg/Catch2": // the image's path (a copy), no memory checker; keep the eval script's cwd
+		cmd = strings.Replace(cmd, "cd build && ", "rm -rf /home/Catch2 && mkdir -p /home && cp -a /testbed /home/Catch2 && cd /home/Catch2/build && ", 1)
 		cmd = "(" + strings.Replace(cmd, " ..", " -DMEMORYCHECK_COMMAND= ..", 1) + ")"
 	case strings.HasPrefix(cmd, "cd build && "): // fmt: keep the eval script's cwd
 		cmd = "(" + cmd + ")"
@@ -235,6 +235,45 @@ func TestMultiSWEInstallFailsLoudly(t *testing.T) {
 					t.Errorf("%s: install line %q: a failure left of && does not stop the build; put one command a line", repo, line)
 				}
 			}
+		}
+	}
+}
+
+// TestMultiSWECatch2RealPath: Catch2's test command builds in
+// /home/Catch2 as a real directory holding /testbed's tree, so that the
+// ApprovalTests script, which strips the real path of the repository
+// (realpath) from the reporters' output, strips the path cmake compiled
+// in (the logical one). The command's steps up to cmake run in a shell
+// with /testbed and /home moved under a temporary directory; the build
+// directory's physical path must be the logical one.
+func TestMultiSWECatch2RealPath(t *testing.T) {
+	root := t.TempDir()
+	testbed, home := filepath.Join(root, "testbed"), filepath.Join(root, "home")
+	if err := os.MkdirAll(filepath.Join(testbed, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(testbed, "patched.cpp"), []byte("// the patches\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, number := range []int64{2187, 2849} {
+		s, err := Resolve(multiSWEInstance("catchorg/Catch2", number), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup, _, ok := strings.Cut(strings.TrimPrefix(s.TestCmd, "("), " && cmake ")
+		if !ok {
+			t.Fatalf("#%d: no cmake step in %q", number, s.TestCmd)
+		}
+		setup = strings.NewReplacer("/testbed", testbed, "/home", home).Replace(setup)
+		out, err := exec.Command("bash", "-c", setup+" && pwd -P").CombinedOutput()
+		if err != nil {
+			t.Fatalf("#%d: %s: %v\n%s", number, setup, err, out)
+		}
+		if got, want := strings.TrimSpace(string(out)), filepath.Join(home, "Catch2", "build"); got != want {
+			t.Errorf("#%d: the build runs in %s physically, %s logically: ApprovalTests' paths would differ", number, got, want)
+		}
+		if _, err := os.Stat(filepath.Join(home, "Catch2", "patched.cpp")); err != nil {
+			t.Errorf("#%d: the patched tree is not in /home/Catch2: %v", number, err)
 		}
 	}
 }
