@@ -15,6 +15,30 @@ import (
 // its threads: init then execs the supervisor rather than becoming it, and
 // every guarantee must hold the same.
 func TestCgoInit(t *testing.T) {
+	exe := os.Getenv(cgoInitEnv) // the root run's, in its rootless rerun
+	if exe == "" {
+		exe = buildCgoInit(t)
+	}
+	rt := testRuntimeExe(t, exe)
+	sb := create(t, rt, Config{HostBase: true})
+	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
+		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
+	}
+	runSuite(t, rt, []string{"Basics", "Sessions", "Escapes", "ShellTTY", "InheritedDescriptors",
+		"SupervisorUnreachable", "SupervisorThreads", "FreezeWritableDir"})
+	if os.Geteuid() == 0 {
+		// Rootless, the writable layer is a tmpfs that only init's
+		// descriptor reaches, which the exec must pass on.
+		privtest.UnprivilegedEnv(t, "^TestCgoInit$", cgoInitEnv+"="+exe)
+	}
+}
+
+// cgoInitEnv names, in TestCgoInit's rootless rerun, the init it built.
+const cgoInitEnv = "MSB_TEST_CGO_INIT"
+
+// buildCgoInit builds cmd/msb-sandbox with cgo in a directory every user
+// can read.
+func buildCgoInit(t *testing.T) string {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		privtest.Skip(t, "no go toolchain to build an init with cgo: %v", err)
@@ -23,18 +47,14 @@ func TestCgoInit(t *testing.T) {
 		privtest.Skip(t, "no C compiler to build an init with cgo: %v", err)
 	}
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		os.Chmod(d, 0o755)
+	}
 	exe := filepath.Join(dir, InitBinary)
 	build := exec.Command(goBin, "build", "-tags", "msbcgo", "-o", exe, "github.com/minisandbox/msb/cmd/msb-sandbox")
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the cgo init: %v\n%s", err, out)
 	}
-	rt := testRuntimeExe(t, exe)
-	sb := create(t, rt, Config{HostBase: true})
-	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
-		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
-	}
-	runSuite(t, rt, []string{"Basics", "Sessions", "Escapes", "ShellTTY", "InheritedDescriptors",
-		"SupervisorUnreachable", "SupervisorThreads"})
+	return exe
 }

@@ -17,8 +17,8 @@ import (
 
 // ErrNoWritableDir means the sandbox's writable layer cannot be read from
 // the host: its disk tmpfs is mounted only in its own mount namespace and
-// its init holds no descriptor of it (a supervisor started by exec), or a
-// copy-mode sandbox has no layer of its own.
+// its init, which holds the one way there, is gone, or a copy-mode sandbox
+// has no layer of its own.
 var ErrNoWritableDir = errors.New("sandbox's writable layer is not reachable from the host")
 
 // Config is the configuration the sandbox was created with (a copy): a

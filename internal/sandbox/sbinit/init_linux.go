@@ -180,6 +180,9 @@ func initMain() error {
 	if _, err := unix.FcntlInt(CtlFd, unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("passing the control socket on: %w", err)
 	}
+	if err := passDiskFd(cfg.Disk); err != nil {
+		return err
+	}
 	// Become the supervisor by exec, staying PID 1: the kernel shields the
 	// init of a PID namespace from signals sent inside it, so `kill -9 -1`
 	// cannot take the supervisor down. Every thread of the new image
@@ -187,6 +190,32 @@ func initMain() error {
 	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd), RuntimeEnv}
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
+}
+
+// passDiskFd keeps init's descriptor of the disk tmpfs open across the
+// supervisor's exec: the host reads the sandbox's writable layer through
+// it (snapshots, forks), and only init's mount namespace has the tmpfs.
+// The supervisor marks it close-on-exec again (keepDiskFd).
+func passDiskFd(d *wire.Disk) error {
+	if d == nil || d.Fd <= 0 {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(d.Fd), unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("passing the disk's descriptor on: %w", err)
+	}
+	return nil
+}
+
+// keepDiskFd marks the disk's descriptor an exec'd supervisor got from
+// init close-on-exec, so that no process of the sandbox inherits it.
+func keepDiskFd(d *wire.Disk) error {
+	if d == nil || d.Fd <= 0 {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(d.Fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return fmt.Errorf("keeping the disk's descriptor from the sandbox: %w", err)
+	}
+	return nil
 }
 
 // closeInherited closes every descriptor above the control socket that is

@@ -47,6 +47,9 @@ func supervisorMain() error {
 	if err != nil {
 		return err
 	}
+	if err := keepDiskFd(cfg.Disk); err != nil {
+		return err
+	}
 	cfg.Stamps = append(cfg.Stamps, wire.Stamp{Step: StepSupMain, Mono: mainAt})
 	os.Unsetenv(EnvConfigFd)
 	return supervise(cfg, os.NewFile(CtlFd, "ctl"))
@@ -91,7 +94,7 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	prewarmThreads()
 	ready := &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}
 	if cfg.Disk != nil {
-		ready.DiskFd = cfg.Disk.Fd // 0 after an exec, which closed it
+		ready.DiskFd = cfg.Disk.Fd // passed on by an exec too (passDiskFd)
 	}
 	if err := s.out.Write(wire.Response{Info: ready}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)

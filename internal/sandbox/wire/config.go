@@ -96,8 +96,9 @@ type Disk struct {
 	// Fd, in init, is its descriptor of the mounted disk (O_PATH), which
 	// the supervisor keeps and reports (Ready.DiskFd) so that the host
 	// reaches the writable layer through /proc/<init>/fd/<Fd> (a
-	// snapshot); 0 where it is not kept.
-	Fd int `json:"-"`
+	// snapshot); 0 where it is not kept. The host never sets it; init
+	// passes it on in the config of a supervisor it execs.
+	Fd int `json:"fd,omitempty"`
 }
 
 // Bind is a host path mounted into the sandbox.
