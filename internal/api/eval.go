@@ -151,7 +151,7 @@ type EvalResult struct {
 	// changed.
 	PatchDigest string `json:"patch_digest"`
 	SpecDigest  string `json:"spec_digest"`
-	// Network is the evaluation sandbox's: "none" (loopback only) or
+	// Network is the evaluation sandbox's: "none" (no route out) or
 	// "host". A stored result is reused only for the same network.
 	Network string  `json:"network"`
 	Timings Timings `json:"timings"`

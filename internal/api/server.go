@@ -91,7 +91,7 @@ type CreateSandboxRequest struct {
 	// instance's environment).
 	Workdir string       `json:"workdir,omitempty"`
 	Env     List[string] `json:"env,omitempty"`
-	// Network is none (default: loopback only), host, or filtered: a way
+	// Network is none (default: no route out), host, or filtered: a way
 	// out through a forwarder msb runs, under AllowOut and DenyOut.
 	Network string              `json:"network,omitempty"`
 	Labels  Map[string, string] `json:"labels,omitempty"`

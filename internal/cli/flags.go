@@ -183,7 +183,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.reward, "reward", string(api.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
 	fs.StringVar(&f.integrity, "integrity", string(api.IntegrityWarn), "a patch that tampers with the test machinery: warn (keep the harness's verdict, flag it beside) or fail (unresolved, reward 0)")
 	fs.StringVar(&f.canary, "canary", string(api.CanarySeparate), "where the integrity canary runs: separate (a sandbox of its own, beside the harness's run: secret), inline (after the harness's tests in its sandbox: cheaper, a patch can tell) or off (static and channel checks only)")
-	fs.StringVar(&f.network, "eval-network", "", "network of evaluation sandboxes: none (loopback only) or host (default none)")
+	fs.StringVar(&f.network, "eval-network", "", "network of evaluation sandboxes: none (no route out) or host (default none)")
 	fs.BoolVar(&f.keepErrors, "keep-errors", false, "on resume, keep results that ended without a verdict instead of evaluating them again")
 	f.flags = fs
 }

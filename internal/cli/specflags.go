@@ -39,7 +39,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable NAME=value (repeatable)")
 	fs.StringVar(&f.hostname, "hostname", "", "host name inside the sandbox")
-	fs.StringVar(&f.network, "network", engine.NetworkNone, "none (loopback only), host, or filtered (a way out through slirp4netns, under --allow and --deny)")
+	fs.StringVar(&f.network, "network", engine.NetworkNone, "none (no route out), host, or filtered (a way out through slirp4netns, under --allow and --deny)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M or 4G (default 4G)")
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")

@@ -44,7 +44,7 @@ type Config struct {
 	// when admission has room), api.CanaryInline or api.CanaryOff.
 	Canary api.CanaryMode
 	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
-	// (the default, loopback only) or sandbox.NetworkHost. With none,
+	// (the default, no route out) or sandbox.NetworkHost. With none,
 	// RunValidation evaluates again with the host's network the gold
 	// patches that do not resolve (api.Validation.NeedsNetwork).
 	EvalNetwork string

@@ -28,7 +28,7 @@ type (
 
 // A sandbox's network (SandboxConfig.Network).
 const (
-	NetworkNone = sandbox.NetworkNone // loopback only, in a namespace of its own
+	NetworkNone = sandbox.NetworkNone // a namespace of its own, with no route out
 	NetworkHost = sandbox.NetworkHost // the host's network
 	// NetworkFiltered: a namespace of its own with a way out under a
 	// NetPolicy.

@@ -20,7 +20,7 @@ var hostMasks = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gs
 
 // Network modes.
 const (
-	NetworkNone = "none" // loopback only, in a namespace of its own
+	NetworkNone = "none" // a namespace of its own, with no route out
 	NetworkHost = "host" // the host's network; opt-in, for builds
 	// NetworkFiltered: a namespace of its own with a way out through a
 	// forwarder msb runs, under Config.NetPolicy (see NetPolicy).

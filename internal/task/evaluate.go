@@ -33,7 +33,7 @@ type EvalOptions struct {
 	// reporting empty_patch without running anything.
 	GradeEmpty bool
 	// Network of the evaluation sandbox: sandbox.NetworkNone (the default,
-	// loopback only) or sandbox.NetworkHost.
+	// no route out) or sandbox.NetworkHost.
 	Network string
 	// Progress receives the cache's build events.
 	Progress envcache.Progress
