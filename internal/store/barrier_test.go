@@ -174,17 +174,7 @@ const unreadableHelperEnv = "MSB_STORE_UNREADABLE_HELPER"
 // fsync: it syncs the filesystem instead, and the commit succeeds.
 func TestCommitUnreadableByOwner(t *testing.T) {
 	requireRoot(t)
-	dir, err := os.MkdirTemp("", "msb-unreadable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "store.test")
-	copyFile(t, self, bin, 0o755)
+	dir, bin := nobodysTestBinary(t, "msb-unreadable-")
 	src := filepath.Join(dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -197,7 +187,7 @@ func TestCommitUnreadableByOwner(t *testing.T) {
 		p        string
 		uid, gid int
 		mode     os.FileMode
-	}{{dir, 65534, 65534, 0o755}, {src, 65534, 65534, 0o755}, {f, 1, 1, 0o004}} {
+	}{{src, 65534, 65534, 0o755}, {f, 1, 1, 0o004}} {
 		if err := os.Chown(c.p, c.uid, c.gid); err != nil {
 			t.Fatal(err)
 		}

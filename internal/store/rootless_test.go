@@ -18,21 +18,7 @@ const rootlessHelperEnv = "MSB_STORE_ROOTLESS_HELPER"
 // a rootless sandbox does.
 func TestRootlessUserNamespace(t *testing.T) {
 	requireRoot(t)
-	dir, err := os.MkdirTemp("", "msb-rootless-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "store.test")
-	copyFile(t, self, bin, 0o755)
-	for _, p := range []string{dir} {
-		os.Chmod(p, 0o755)
-		os.Chown(p, 65534, 65534)
-	}
+	dir, bin := nobodysTestBinary(t, "msb-rootless-")
 	cmd := exec.Command(bin, "-test.run=^TestRootlessHelper$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), rootlessHelperEnv+"="+dir, "TMPDIR="+dir)
@@ -47,6 +33,30 @@ func TestRootlessUserNamespace(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRootlessHelper") {
 		t.Fatalf("rootless helper: %v\n%s", err, out)
 	}
+}
+
+// nobodysTestBinary is a directory of uid 65534's (removed after t) and
+// a copy of this test binary in it, for a child run as that user.
+func nobodysTestBinary(t *testing.T, prefix string) (dir, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "store.test")
+	copyFile(t, self, bin, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
 }
 
 // TestRootlessHelper is the child of TestRootlessUserNamespace.

@@ -66,11 +66,7 @@ func (f *Front) startSpares(ctx context.Context) (stop func()) {
 // one made.
 func (f *Front) takeSpare() *engine.Sandbox {
 	defer f.refillSpare()
-	s := &f.spare
-	s.mu.Lock()
-	sb := s.ready
-	s.ready = nil
-	s.mu.Unlock()
+	sb := f.spare.take()
 	if sb == nil {
 		return nil
 	}
@@ -82,16 +78,21 @@ func (f *Front) takeSpare() *engine.Sandbox {
 
 // dropSpare closes the ready spare and reports whether there was one.
 func (f *Front) dropSpare() bool {
-	s := &f.spare
-	s.mu.Lock()
-	sb := s.ready
-	s.ready = nil
-	s.mu.Unlock()
+	sb := f.spare.take()
 	if sb == nil {
 		return false
 	}
 	f.e.CloseSandbox(sb.ID())
 	return true
+}
+
+// take hands over the ready spare (nil: none), leaving none ready.
+func (s *spares) take() *engine.Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.ready
+	s.ready = nil
+	return sb
 }
 
 // refillSpare has a spare made spareDelay from now unless one is ready,
