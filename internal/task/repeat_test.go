@@ -78,21 +78,27 @@ func TestEvaluateRepeat(t *testing.T) {
 	}
 }
 
-// TestGradingEnvironment: the tests run without a network (loopback
-// only) and with TZ fixed as the harness's images fix it.
+// TestGradingEnvironment: the tests run without a network (loopback and
+// the eth0 a sandbox shows as a container does, with no route out) and
+// with TZ fixed as the harness's images fix it.
 func TestGradingEnvironment(t *testing.T) {
 	f := newFixture(t)
 	inst := f.gen.Instances[0]
-	ifaces := `echo "msb-ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ,)"`
+	ifaces := `echo "msb-ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ,)"`
+	routes := `echo "msb-default-routes=$(awk '$2 == "00000000"' /proc/net/route | wc -l)"`
 	probe := "instances:\n  " + inst.InstanceID + ":\n    eval_commands_append:\n" +
 		"      - 'echo \"msb-tz=${TZ:-unset}\"'\n" +
-		"      - '" + strings.ReplaceAll(ifaces, "'", "''") + "'\n"
+		"      - '" + strings.ReplaceAll(ifaces, "'", "''") + "'\n" +
+		"      - '" + strings.ReplaceAll(routes, "'", "''") + "'\n"
 	ev := Evaluate(context.Background(), f.env, f.task(t, 0, probe), api.Prediction{InstanceID: inst.InstanceID, Model: "gold", ModelPatch: ptr(inst.Patch)}, opts())
 	out := ev.Artifacts.TestOutput
-	for _, want := range []string{"\nmsb-tz=Etc/UTC\n", "\nmsb-ifaces=lo,\n"} {
+	for _, want := range []string{"\nmsb-tz=Etc/UTC\n", "\nmsb-default-routes=0\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the grading sandbox's log lacks %q:\n%s", strings.TrimSpace(want), out)
 		}
+	}
+	if !strings.Contains(out, "\nmsb-ifaces=eth0,lo,\n") && !strings.Contains(out, "\nmsb-ifaces=lo,\n") {
+		t.Errorf("the grading sandbox has interfaces besides lo and eth0:\n%s", out)
 	}
 	if ev.Result.Outcome != api.OutcomeResolved || ev.Result.Network != "none" {
 		t.Errorf("%s network %q", ev.Result.Outcome, ev.Result.Network)
