@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
@@ -27,10 +28,9 @@ type ImageRoot struct {
 	Layers   []string
 	Config   rootfs.Config
 	Lease    *store.Lease
-	// Owners are the root's paths not owned by root, listed where the
-	// store materializes every file as its caller (rootless) and the
-	// config names a User: the sandbox gives them their owners back.
-	Owners []rootfs.Owner
+
+	st  *store.Store
+	ids []store.LayerID // Layers' ids, for the owners of a rootless store (envcache.ImageUser)
 }
 
 // ImageRoot resolves a root the cache holds (what rootfs.Resolve takes
@@ -71,15 +71,10 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 	if err != nil {
 		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", name, err)
 	}
-	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all))}
+	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all)),
+		st: st, ids: all}
 	for i, id := range all {
 		if out.Layers[i], err = st.Materialize(ctx, id); err != nil {
-			lease.Release()
-			return ImageRoot{}, err
-		}
-	}
-	if st.Rootless() && root.Config.User != "" {
-		if out.Owners, err = rootfs.Owners(st, all); err != nil {
 			lease.Release()
 			return ImageRoot{}, err
 		}
@@ -90,7 +85,7 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 // Configure puts the root under conf: its layers (conf's own layers, if
 // any, go above them), its Env before conf's (which overrides it by
 // name), its WorkingDir unless conf has one, and its User, with the
-// owners a rootless store's trees lack (Owners) when that user is not
+// owners a rootless store's trees lack (envcache.ImageOwners) when that user is not
 // root (a rootless sandbox then maps the caller's subordinate ids).
 func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
@@ -106,20 +101,21 @@ func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	if conf.User, err = ImageUser(ir.Layers, ir.Config.User); err != nil {
 		return fmt.Errorf("%w: image %q: %w", ErrBadRequest, ir.Ref, err)
 	}
-	if conf.User != (User{}) {
-		conf.Owners = SandboxOwners(ir.Owners)
+	if conf.Owners, err = envcache.ImageOwners(ir.st, ir.ids, conf.User); err != nil {
+		return fmt.Errorf("image %q: %w", ir.Ref, err)
 	}
 	return nil
 }
 
-// SandboxOwners is a root's owners (rootfs.Owners) as sandbox.Config
-// takes them.
-func SandboxOwners(owners []rootfs.Owner) []sandbox.Owner {
-	out := make([]sandbox.Owner, len(owners))
-	for i, o := range owners {
-		out[i] = sandbox.Owner(o)
+// ImageUser reads an image's USER (uid, uid:gid, name or name:group) into
+// ids, looking names up in the /etc/passwd and /etc/group of the image's
+// layer trees (bottom first): rootfs.LookupUser.
+func ImageUser(layers []string, u string) (User, error) {
+	uid, gid, err := rootfs.LookupUser(layers, u)
+	if err != nil {
+		return User{}, err
 	}
-	return out
+	return User{UID: uid, GID: gid}, nil
 }
 
 // applyImage puts req.Image, with req.Layers above it, under conf (see
@@ -156,17 +152,6 @@ func MergeEnv(base, over []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// ImageUser reads an image's USER (uid, uid:gid, name or name:group) into
-// ids, looking names up in the /etc/passwd and /etc/group of the image's
-// layer trees (bottom first): rootfs.LookupUser.
-func ImageUser(layers []string, u string) (User, error) {
-	uid, gid, err := rootfs.LookupUser(layers, u)
-	if err != nil {
-		return User{}, err
-	}
-	return User{UID: uid, GID: gid}, nil
 }
 
 // resolveRoot is the root a request's image names. The host is a bad

@@ -93,17 +93,29 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}
 	p.User = sandbox.User{UID: uid, GID: gid}
-	if p.User == (sandbox.User{}) || !c.store.Rootless() {
-		return nil
-	}
-	owners, err := rootfs.Owners(c.store, root.Layers)
-	if err != nil {
+	if p.Owners, err = ImageOwners(c.store, root.Layers, p.User); err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}
-	for _, o := range owners {
-		p.Owners = append(p.Owners, sandbox.Owner(o))
-	}
 	return nil
+}
+
+// ImageOwners are the owners a sandbox running an image's layers as user
+// gives back: none where user is root or st keeps owners (root mode);
+// where st is rootless (it materializes every file as its caller), the
+// layers' paths not owned by root (rootfs.Owners).
+func ImageOwners(st *store.Store, layers []store.LayerID, user sandbox.User) ([]sandbox.Owner, error) {
+	if user == (sandbox.User{}) || !st.Rootless() {
+		return nil, nil
+	}
+	owners, err := rootfs.Owners(st, layers)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.Owner, len(owners))
+	for i, o := range owners {
+		out[i] = sandbox.Owner(o)
+	}
+	return out, nil
 }
 
 // repoDirs are where an image instance's repository may be, in the order
