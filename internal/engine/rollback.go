@@ -14,11 +14,12 @@ import (
 )
 
 // Rollback resets a live sandbox in place (same id, labels, limits,
-// lifetime) to the named snapshot req.Snapshot or, without one, to its
-// state at creation. A new sandbox is started over the snapshot's layers
-// (or the sandbox's own) with an empty writable layer and replaces the
-// old one, whose processes are killed; the snapshot's sessions (without
-// one, the sandbox's sessions, in their defaults) are opened anew. The
+// lifetime, host name, binds, network and network policy in force) to
+// the named snapshot req.Snapshot or, without one, to its state at
+// creation. A new sandbox is started over the snapshot's layers (or the
+// sandbox's own) with an empty writable layer and replaces the old one,
+// whose processes are killed; the snapshot's sessions (without one, the
+// sandbox's sessions, in their defaults) are opened anew. The
 // snapshot must be of the sandbox's instance. A call on the sandbox
 // still running when it is replaced fails as after a close
 // (sandbox.ErrClosed); calls after it reach the new one.
@@ -69,7 +70,7 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 	}
 	switch {
 	case name == "" && created == nil:
-		ts, err := task.Open(ctx, e.env, s.tsk().Task, task.Options{Limits: s.limits, MaxOutput: conf.MaxOutput, Network: conf.Network})
+		ts, err := task.Open(ctx, e.env, s.tsk().Task, task.Options{Limits: s.limits, MaxOutput: conf.MaxOutput, Network: conf.Network, Hostname: s.sbox().Hostname()})
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 		if s.tsk() != nil {
 			t = s.tsk().Task
 		}
-		if err := next.startFrom(ctx, conf, t, snap); err != nil {
+		if err := next.startFrom(ctx, s.keep(conf), t, snap); err != nil {
 			return nil, err
 		}
 	}
@@ -91,6 +92,18 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 		return nil, err
 	}
 	return next, nil
+}
+
+// keep gives c, a config s was created with, what s keeps across a
+// rollback beyond it: its host name (by default named after the id of the
+// sandbox it started as, which its replacement's id is not) and the
+// network policy in force. s.stateMu is held.
+func (s *Sandbox) keep(c sandbox.Config) sandbox.Config {
+	c.Hostname = s.sbox().Hostname()
+	if s.policySet {
+		c.NetPolicy = s.policy
+	}
+	return c
 }
 
 // rollbackTarget is the state a rollback goes to: the named snapshot, or

@@ -87,9 +87,15 @@ type Sandbox struct {
 	// or a raw sandbox's once rolled back (Rollback replaces sb); nil for
 	// a task sandbox of CreateSandbox, whose task a rollback opens anew.
 	created *sandbox.Config
-	// stateMu serializes the snapshots and rollbacks of the sandbox: a
-	// freeze is not counted, so one snapshot's thaw would end another's.
+	// stateMu serializes the snapshots, rollbacks and network policy
+	// updates of the sandbox: a freeze is not counted, so one snapshot's
+	// thaw would end another's.
 	stateMu sync.Mutex
+	// policy is the network policy UpdateNetPolicy put in force last
+	// (policySet: one did), which a rollback's replacement starts with
+	// instead of the create's. Guarded by stateMu.
+	policy    *sandbox.NetPolicy
+	policySet bool
 
 	deadline   time.Time     // end of the lifetime (zero: none)
 	idle       time.Duration // idle timeout (0: none)

@@ -33,6 +33,16 @@ func (s *Sandbox) Config() Config {
 	return c
 }
 
+// Hostname is the sandbox's host name: Config.Hostname, or by default
+// "msb-" and the first 8 characters of its id. A sandbox that replaces it
+// in place (an engine's rollback) is given it, so the name stays.
+func (s *Sandbox) Hostname() string {
+	if s.conf.Hostname != "" {
+		return s.conf.Hostname
+	}
+	return "msb-" + s.ID[:8]
+}
+
 // WritableDir is the host path of the sandbox's overlay upper dir: the
 // caller's or private host directory, or the upper dir in the sandbox's
 // volume of the disk pool (a path that means something in this process

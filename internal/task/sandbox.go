@@ -56,6 +56,8 @@ type Options struct {
 	MaxOutput int
 	// Network is sandbox.NetworkNone (default) or sandbox.NetworkHost.
 	Network string
+	// Hostname is the sandbox's host name (empty: the sandbox's default).
+	Hostname string
 	// Progress receives the cache's build events.
 	Progress envcache.Progress
 	// Env is added to the environment's variables (NAME=value; the
@@ -98,7 +100,7 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	s := &Sandbox{Task: t, prep: prep, EnvTime: time.Since(start)}
 	start = time.Now()
 	conf := prep.SandboxConfig()
-	conf.Limits, conf.MaxOutput, conf.Network = o.Limits, o.MaxOutput, o.Network
+	conf.Limits, conf.MaxOutput, conf.Network, conf.Hostname = o.Limits, o.MaxOutput, o.Network, o.Hostname
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
 	if o.Network == sandbox.NetworkHost {
 		conf.Env = envcache.OnlineEnv(conf.Env)

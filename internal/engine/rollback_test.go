@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+)
+
+// sandboxSelf prints what a sandbox's processes see of the sandbox
+// itself rather than of its files: its host name (as set, in the
+// environment and in /etc/hosts), its mount points, its network
+// interfaces and the limits its cgroup shows (where it has one).
+const sandboxSelf = `hostname; echo "$HOSTNAME"; grep -c "$(hostname)" /etc/hosts
+awk '{print $5}' /proc/self/mountinfo | sort
+ls /sys/class/net
+cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || true`
+
+// lingerers counts the processes of the sandbox named lingerer.
+const lingerers = `n=0; for c in /proc/[0-9]*/comm; do [ "$(cat "$c" 2>/dev/null)" = lingerer ] && n=$((n+1)); done; echo $n`
+
+// TestRollbackKeepsSandbox rolls a raw and a task sandbox back to a
+// snapshot, then to their creation: each time the sandbox is the same
+// one to its processes (host name, mounts with the task's binds,
+// interfaces, cgroup limits), what was written after the snapshot is
+// gone, a background process started after it is gone, and the session
+// is back in the snapshot's directory and variables.
+func TestRollbackKeepsSandbox(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		req  SandboxRequest
+		dir  string // where the agent works
+	}{
+		{"Raw", SandboxRequest{HostBase: true, Limits: api.Limits{Pids: 77, MemoryBytes: 300 << 20}}, "/work"},
+		{"Task", SandboxRequest{InstanceID: generated(t).Instances[0].InstanceID}, "/testbed/work"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := e.CreateSandbox(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, s)
+			self := sh(t, s, "", sandboxSelf)
+			if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			sh(t, s, "main", fmt.Sprintf("mkdir -p %[1]s && cd %[1]s && echo kept > kept.txt && export STEP=one", tc.dir))
+			name := "rollback-keeps-" + strings.ToLower(tc.name)
+			if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.DeleteSnapshot(name) })
+			sh(t, s, "main", fmt.Sprintf("echo lost > %[1]s/lost.txt && cp /bin/sleep %[1]s/lingerer && (setsid %[1]s/lingerer 1000 >/dev/null 2>&1 &) && cd / && export STEP=two", tc.dir))
+			if got := sh(t, s, "", lingerers); got != "1\n" {
+				t.Fatalf("lingerers before the rollback: %q", got)
+			}
+
+			info, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{Snapshot: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.ID != s.ID() {
+				t.Fatalf("rolled back into %s, want %s", info.ID, s.ID())
+			}
+			if got := sh(t, s, "", sandboxSelf); got != self {
+				t.Fatalf("after the rollback to the snapshot the sandbox sees itself as\n%s\nnot as before\n%s", got, self)
+			}
+			if got := sh(t, s, "main", `echo "$PWD $STEP"; ls`); got != tc.dir+" one\nkept.txt\n" {
+				t.Fatalf("after the rollback to the snapshot: %q", got)
+			}
+			if got := sh(t, s, "", lingerers); got != "0\n" {
+				t.Fatalf("lingerers after the rollback: %q", got)
+			}
+
+			if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := sh(t, s, "", sandboxSelf); got != self {
+				t.Fatalf("after the rollback to creation the sandbox sees itself as\n%s\nnot as before\n%s", got, self)
+			}
+			if got := sh(t, s, "main", fmt.Sprintf(`echo "${STEP-unset}"; test -e %s || echo gone`, tc.dir)); got != "unset\ngone\n" {
+				t.Fatalf("after the rollback to creation: %q", got)
+			}
+		})
+	}
+}
+
+// TestRollbackKeepsNetPolicy: a filtered sandbox whose policy was
+// narrowed after its creation keeps the narrower policy across a
+// rollback, to a snapshot or to its creation (not the one it was
+// created with).
+func TestRollbackKeepsNetPolicy(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	open, closed := privtest.ServeOK(t), privtest.ServeOK(t)
+	allow := func(ports ...int) *NetPolicy {
+		p := &NetPolicy{Deny: []string{"0.0.0.0/0"}}
+		for _, port := range ports {
+			p.Allow = append(p.Allow, fmt.Sprintf("127.0.0.1:%d", port))
+		}
+		return p
+	}
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true, Network: NetworkFiltered, NetPolicy: allow(open, closed)})
+	if errors.Is(err, sandbox.ErrNoForwarder) {
+		privtest.Skip(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	reaches := func(port int) bool {
+		t.Helper()
+		// Bounded: a refused or dropped connection fails within 10s.
+		cmd := fmt.Sprintf("timeout 10 bash -c 'exec 3<>/dev/tcp/%s/%d && head -c2 <&3'", sandbox.HostLoopback, port)
+		res, err := s.Exec(ctx, api.ExecRequest{Command: cmd, TimeoutNs: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ExitCode == 0 && res.Stdout == "ok"
+	}
+	if !reaches(open) || !reaches(closed) {
+		t.Fatal("the policy at creation does not let the sandbox reach both ports")
+	}
+	if err := s.UpdateNetPolicy(ctx, allow(open)); err != nil {
+		t.Fatal(err)
+	}
+	if !reaches(open) || reaches(closed) {
+		t.Fatal("the narrowed policy is not in force")
+	}
+	if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "rollback-policy"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("rollback-policy") })
+	for _, req := range []api.RollbackRequest{{Snapshot: "rollback-policy"}, {}} {
+		if _, err := e.Rollback(ctx, s.ID(), req); err != nil {
+			t.Fatal(err)
+		}
+		if !reaches(open) || reaches(closed) {
+			t.Fatalf("after a rollback to %q the sandbox's policy is not the narrowed one", req.Snapshot)
+		}
+	}
+}
+
+// TestRollbackRootless reruns the rollback tests as an unprivileged user.
+func TestRollbackRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestRollbackKeeps(Sandbox|NetPolicy)$")
+}
