@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,7 +73,7 @@ func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (
 			return LayerID{}, err
 		}
 	}
-	w := walker{s: s, opts: opts, root: dir}
+	w := walker{log: s.log, opts: opts, root: dir}
 	if err := w.walk(ctx); err != nil {
 		return LayerID{}, err
 	}
@@ -159,7 +160,7 @@ func (s *Store) publishCommit(ctx context.Context, id LayerID, m *Manifest, b []
 
 // walker lists a directory tree as manifest entries.
 type walker struct {
-	s    *Store
+	log  *slog.Logger
 	opts CommitOptions
 	root string
 
@@ -288,7 +289,7 @@ func (w *walker) leaf(dirfd int, name, path, rel string, st *unix.Stat_t) error 
 	case unix.S_IFIFO:
 		w.entries = append(w.entries, w.meta(rel, TypeFifo, st))
 	case unix.S_IFSOCK:
-		w.s.log.Debug("commit: skipping socket", "path", path)
+		w.log.Debug("commit: skipping socket", "path", path)
 	default:
 		return fmt.Errorf("%s: unknown file type %#o", path, st.Mode&unix.S_IFMT)
 	}
