@@ -59,3 +59,20 @@ func TestE2BLoginShell(t *testing.T) {
 		t.Errorf("an env name bash cannot export: exit 0, want the engine's refusal")
 	}
 }
+
+// TestE2BLoginShellIDFromBash: the `id -u` that Debian's /etc/profile
+// runs is answered by the login shell itself ($EUID), not by a program
+// started for it; the profile still sets root's PATH from it, and after
+// the profile `id` is the real program again, arguments and all. An id
+// first on the PATH the SDK gives marks each time it is started.
+func TestE2BLoginShellIDFromBash(t *testing.T) {
+	c := createSandbox(t, startFront(t))
+	c.sh(t, `mkdir -p /tmp/fakeid && printf '#!/bin/sh\ntouch /tmp/fakeid/started\nexec /usr/bin/id "$@"\n' > /tmp/fakeid/id && chmod +x /tmp/fakeid/id`)
+	envs := map[string]string{"PATH": "/tmp/fakeid:/usr/bin:/bin"}
+	out, errOut, code := c.run(t, &process.ProcessConfig{Cmd: "/bin/bash", Envs: envs,
+		Args: []string{"-l", "-c", `echo "$PATH"; [ -e /tmp/fakeid/started ] && echo started; type -t id; id -u; id -u -n`}})
+	want := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nfile\n0\nroot\n"
+	if out != want || errOut != "" || code != 0 {
+		t.Errorf("bash -l -c printed %q, stderr %q, exit %d; want %q: root's PATH from /etc/profile, no id started by it, the real id after it", out, errOut, code, want)
+	}
+}

@@ -43,8 +43,20 @@ func commandOf(cfg *process.ProcessConfig) string {
 
 // loginProfile is what bash reads as a login shell before its command:
 // /etc/profile, then the first of the user's profiles that is readable.
-const loginProfile = `if [ -r /etc/profile ]; then . /etc/profile; fi; ` +
+// While /etc/profile runs, idFromBash stands in for id.
+const loginProfile = `if [ -r /etc/profile ]; then ` + idFromBash + `. /etc/profile; unset -f id; fi; ` +
 	`for __msb_p in ~/.bash_profile ~/.bash_login ~/.profile; do if [ -r "$__msb_p" ]; then . "$__msb_p"; break; fi; done; unset __msb_p; `
+
+// idFromBash defines id as a shell function that answers id -u with
+// bash's own $EUID, the number the program prints (both are the
+// process's geteuid), and runs the program for anything else. Debian's
+// /etc/profile runs $(id -u) to choose root's PATH: a program started for
+// every command, a fifth of the CPU a commands.run costs the daemon's
+// tree (docs/e2b.md, "Latency"). The command substitution still forks;
+// the exec and the program's start are what this saves. The function is
+// unset after /etc/profile: the user's profiles and the command run the
+// program.
+const idFromBash = `id() { if [ "$#" = 1 ] && [ "$1" = -u ]; then echo "$EUID"; else command id "$@"; fi; }; `
 
 // loginScript is, for the SDK's commands.run form of cfg (/bin/bash -l
 // -c SCRIPT), bash source that runs SCRIPT as that login shell would, in
@@ -54,7 +66,8 @@ const loginProfile = `if [ -r /etc/profile ]; then . /etc/profile; fi; ` +
 // SCRIPT starts on line 1 (unless an env value holds a newline), so its
 // errors read as E2B's; cwd, envs and the profile come first, in the
 // order envd's login shell meets them. What differs: shopt login_shell is
-// off, and ~/.bash_logout is not read. ok is false for any other command,
+// off, ~/.bash_logout is not read, and id is a function while
+// /etc/profile runs (idFromBash). ok is false for any other command,
 // or an env name bash cannot export.
 func loginScript(cfg *process.ProcessConfig) (script string, ok bool) {
 	args := cfg.GetArgs()
