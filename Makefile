@@ -123,6 +123,14 @@ $(NPM_SDK)/node_modules/.msb-stamp: $(NPM_SDK)/package.json $(NPM_SDK)/package-l
 	@if command -v npm >/dev/null; then cd $(NPM_SDK) && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.msb-stamp; \
 	else echo "make test-npm: no npm, TestE2BNodeSDK will skip (needs Node >= 20.18.1 and npm)"; fi
 
+# The Vitest (pinned in its package-lock.json) that TestVitestCanary runs the
+# JavaScript canary under; without npm the test skips (fails when strict).
+NPM_VITEST = internal/grading/integrity/testdata/vitest
+test-npm: $(NPM_VITEST)/node_modules/.msb-stamp
+$(NPM_VITEST)/node_modules/.msb-stamp: $(NPM_VITEST)/package.json $(NPM_VITEST)/package-lock.json
+	@if command -v npm >/dev/null; then cd $(NPM_VITEST) && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.msb-stamp; \
+	else echo "make test-npm: no npm, TestVitestCanary will skip"; fi
+
 # deadcode (pinned) lists functions that nothing reaches, tests included.
 DEADCODE = golang.org/x/tools/cmd/deadcode@v0.39.0
 vet:
@@ -131,4 +139,4 @@ vet:
 	@dead=$$($(GO) run $(DEADCODE) -test ./...) && test -z "$$dead" || { echo "$$dead"; echo "dead code (nothing calls it, not even a test): remove it"; exit 1; }
 
 clean:
-	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test $(NPM_SDK)/node_modules
+	rm -rf bin $(VENV) $(HARBOR_VENV) .venv-test $(NPM_SDK)/node_modules $(NPM_VITEST)/node_modules

@@ -6,34 +6,37 @@ import (
 	"strings"
 )
 
-// The Jest and Mocha canary: one test file, named with drawn words
+// The Jest, Mocha and Vitest canary: one test file, named with drawn words
 // (DrawNames) and the suffix of the first JavaScript or TypeScript test
 // file of the test patch (.test.js, .spec.ts, .js ...), written beside
 // it, holding two tests titled with drawn words, one that must pass and
 // one that must fail. Which runner and which of its options the instance
 // uses is only known in the repository: a helper (jsHelper, run by node)
 // reads the test command, follows npm, yarn and pnpm scripts through
-// package.json to the last jest or mocha invocation, keeps its options (a
-// --config, mocha's --require, a reporter) and drops its test selection
-// (paths, -t, --grep, coverage, --json), and runs that runner from
-// node_modules/.bin on the canary file alone (mocha: with --grep on the
-// two titles too, as mocha adds a configured spec to the files it is
-// given). The canary loads the modules the test file loads by relative
-// path, so the code under test is loaded, and asserts with Jest's expect
-// or, under Mocha, Node's assert.strictEqual. A test command that runs
-// neither runner, or a repository without the runner installed, cannot
-// take it: the run says so.
+// package.json to the last jest, mocha or vitest invocation, keeps its
+// options (a --config, mocha's --require, a reporter) and drops its test
+// selection (paths, -t, --grep, coverage, --json), and runs that runner
+// from node_modules/.bin on the canary file alone (mocha: with --grep on
+// the two titles too, as mocha adds a configured spec to the files it is
+// given; vitest: "run", with -t on the two titles, its file a filter of
+// the files its configuration includes, and the verbose reporter unless
+// the command names one). The canary loads the modules the test file
+// loads by relative path, so the code under test is loaded, and asserts
+// with Jest's expect, Vitest's (imported from vitest) or, under Mocha,
+// Node's assert.strictEqual. A test command that runs none of the three,
+// or a repository without the runner installed, cannot take it: the run
+// says so.
 
 const canaryJS = "js"
 
 // jsCmd matches the test commands a JavaScript canary is tried for.
 var (
-	jsCmd  = lazyRegexp(`(^|[\s;&|(/])(jest|mocha|npm|npx|yarn|pnpm)(\s|$)`)
+	jsCmd  = lazyRegexp(`(^|[\s;&|(/])(jest|mocha|vitest|npm|npx|yarn|pnpm)(\s|$)`)
 	jsFile = lazyRegexp(`\.[cm]?[jt]sx?$`)
 	jsTest = lazyRegexp(`(^|/)(tests?|__tests__|specs?)/|\.(tests?|spec)\.[cm]?[jt]sx?$`)
 )
 
-// jsCanary draws the Jest/Mocha canary for testCmd.
+// jsCanary draws the Jest/Mocha/Vitest canary for testCmd.
 func jsCanary(testCmd string, testFiles []string) Canary {
 	var cands []string
 	for _, f := range testFiles {
@@ -144,6 +147,7 @@ function runnerOf(w) {
   const b = path.basename(w).replace(/\.c?js$/, '');
   if (b === 'jest') return 'jest';
   if (b === 'mocha' || b === '_mocha') return 'mocha';
+  if (b === 'vitest') return 'vitest';
   return null;
 }
 
@@ -201,6 +205,14 @@ const valued = {
     drop: ['--grep', '-g', '--fgrep', '-f', '--spec', '--ignore', '--exclude'],
     flags: ['--watch', '-w', '--invert', '-i', '--parallel', '-p', '--bail', '-b', '--forbid-only', '--forbid-pending', '--dry-run'],
   },
+  vitest: {
+    keep: ['--config', '-c', '--root', '-r', '--dir', '--environment', '--pool', '--reporter', '--project', '--mode', '--testTimeout',
+      '--hookTimeout', '--maxWorkers', '--minWorkers', '--setupFiles'],
+    drop: ['-t', '--testNamePattern', '--outputFile', '--shard', '--exclude', '--changed', '--related', '--coverage.include',
+      '--coverage.reportsDirectory', '--sequence.seed'],
+    flags: ['--watch', '-w', '--run', '--coverage', '--coverage.enabled', '--ui', '--update', '-u', '--bail', '--passWithNoTests',
+      '--allowOnly', '--silent', '--no-watch', '--json', '--onlyChanged'],
+  },
 };
 
 function options(runner, args) {
@@ -226,7 +238,7 @@ function options(runner, args) {
 }
 
 const found = find(testCmd, [], 0, []);
-if (found.length === 0) skipped('the test command runs neither jest nor mocha');
+if (found.length === 0) skipped('the test command runs none of jest, mocha and vitest');
 const { runner, args } = found[found.length - 1];
 
 let bin = null;
@@ -263,17 +275,23 @@ if (!ts) {
 let src = '';
 if (runner === 'mocha') src += ts ? "import * as assert from 'assert';\n" : esm ? "import assert from 'assert';\n" : "const assert = require('assert');\n";
 if (loads.length > 0) {
-  const load = esm && runner === 'mocha' ? 'await import(m);' : 'require(m);';
+  const load = (esm && runner === 'mocha') || runner === 'vitest' ? 'await import(m);' : 'require(m);';
   src += 'for (const m of ' + JSON.stringify(loads) + ') {\n  try { ' + load + ' } catch (e) {}\n}\n';
 }
-const check = runner === 'jest' ? (want) => "expect('" + value + "').toBe('" + want + "')" : (want) => "assert.strictEqual('" + value + "', '" + want + "')";
+if (runner === 'vitest') src = "import { test, expect } from 'vitest';\n" + src;
+const check = runner !== 'mocha' ? (want) => "expect('" + value + "').toBe('" + want + "')" : (want) => "assert.strictEqual('" + value + "', '" + want + "')";
 src += "test('" + pass + "', () => { " + check(value) + '; });\n';
 src += "test('" + fail + "', () => { " + check(value + '_') + '; });\n';
 if (runner === 'mocha') src = src.replace(/^test\(/gm, 'it(');
 
 const argv = options(runner, args);
 if (runner === 'jest') argv.push('--verbose', '--coverage=false', file);
-else argv.push('--grep', '^(' + pass + '|' + fail + ')$', file);
+else if (runner === 'mocha') argv.push('--grep', '^(' + pass + '|' + fail + ')$', file);
+else {
+  if (!argv.some((a) => a.split('=')[0] === '--reporter')) argv.push('--reporter=verbose');
+  argv.unshift('run');
+  argv.push('--coverage.enabled=false', '-t', '^(' + pass + '|' + fail + ')$', file);
+}
 fs.writeFileSync(file, src);
 try {
   cp.spawnSync(bin, argv, { stdio: 'inherit' });

@@ -59,7 +59,7 @@ func TestJSCanaryJudge(t *testing.T) {
 }
 
 // TestJSCanaryHelper runs the JavaScript canary's script with real node
-// in repositories whose node_modules/.bin/jest and mocha are stand-ins
+// in repositories whose node_modules/.bin/jest, mocha and vitest are stand-ins
 // that print the arguments they get and the canary file: the helper finds
 // the runner through npm scripts and keeps its options but not its test
 // selection, writes the canary beside the test file in the file's module
@@ -87,6 +87,10 @@ func TestJSCanaryHelper(t *testing.T) {
 		{name: "axios multilingual", typ: "module", cmd: "npx mocha test/unit/adapters/http.js -R tap -g 'FormData'", file: "test/unit/adapters/http.js",
 			runner: "mocha", args: []string{"-R", "tap"}, loads: "await import(m);"},
 		{name: "jest -t", cmd: "npx jest __tests__/Range.ts -t 'some name' --verbose", file: "__tests__/Range.ts", runner: "jest", args: []string{}},
+		{name: "vuejs/core vitest", scripts: `{"test": "vitest"}`, cmd: "pnpm run test packages/runtime-core/__tests__/hydration.spec.ts --no-watch --reporter=verbose -t \"mismatch handling\"",
+			file: "packages/runtime-core/__tests__/hydration.spec.ts", runner: "vitest", args: []string{"--reporter=verbose"}},
+		{name: "vitest, no reporter", scripts: `{"test": "vitest run --coverage"}`, cmd: "npm test -- test/a.test.js", file: "test/a.test.js", runner: "vitest",
+			args: []string{"--reporter=verbose"}, loads: "await import(m);"},
 		{name: "karma", scripts: `{"test": "karma start karma.conf.js --single-run"}`, cmd: "npm test", file: "test/a.test.js"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +108,7 @@ func TestJSCanaryHelper(t *testing.T) {
 				"package.json": pkg + "}\n",
 				tc.file:        "import { add } from '../calc.js';\nconst x = require(\"./helpers/x\");\n",
 			})
-			for _, r := range []string{"jest", "mocha"} {
+			for _, r := range []string{"jest", "mocha", "vitest"} {
 				writeTree(t, dir, map[string]string{"node_modules/.bin/" + r: stub})
 				if err := os.Chmod(filepath.Join(dir, "node_modules/.bin", r), 0o755); err != nil {
 					t.Fatal(err)
@@ -145,8 +149,11 @@ func TestJSCanaryHelper(t *testing.T) {
 			ext := base[strings.Index(base, "."):]
 			canary := filepath.Join(filepath.Dir(tc.file), c.File+ext)
 			want := append(tc.args, "--verbose", "--coverage=false", canary)
-			if tc.runner == "mocha" {
+			switch tc.runner {
+			case "mocha":
 				want = append(tc.args, "--grep", "^("+c.Pass+"|"+c.Fail+")$", canary)
+			case "vitest":
+				want = append(append([]string{"run"}, tc.args...), "--coverage.enabled=false", "-t", "^("+c.Pass+"|"+c.Fail+")$", canary)
 			}
 			if !slices.Equal(rec.Argv, want) {
 				t.Errorf("argv %q, want %q", rec.Argv, want)
