@@ -92,6 +92,11 @@ const (
 	junit5Shadow = "package org.junit.jupiter.api;\n\npublic class Assertions {\n    public static void assertEquals(int a, int b) {}\n\n" +
 		"    public static void assertEquals(Object a, Object b) {}\n}\n"
 	expectStub = "global.expect = () => ({ toBe() {} });\n"
+	// ctestEmulator: when the directory is done (its last line run, a
+	// canary's too), every program of its targets runs through true, so
+	// every ctest test passes.
+	ctestEmulator = "cmake_language(DEFER CALL hide)\nfunction(hide)\n  get_property(ts DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)\n" +
+		"  foreach(t IN LISTS ts)\n    set_property(TARGET ${t} PROPERTY CROSSCOMPILING_EMULATOR true)\n  endforeach()\nendfunction()\n"
 )
 
 // canaryRow is one row TestCanaryMore evaluates: a project's row, or
@@ -103,8 +108,8 @@ type canaryRow struct {
 	exploits []canaryExploit
 }
 
-// TestCanaryMore evaluates, for Maven (JUnit 4 and JUnit 5), Jest and
-// Mocha, a row's gold patch (resolved, integrity ok, the canary run in
+// TestCanaryMore evaluates, for Maven (JUnit 4 and JUnit 5), Jest,
+// Mocha and CTest, a row's gold patch (resolved, integrity ok, the canary run in
 // its log) and exploits that make the harness's parser read the failing
 // test as passed without the fix: under --integrity warn each stays
 // resolved and is flagged tampered with a canary reason, whatever the
@@ -133,6 +138,9 @@ func TestCanaryMore(t *testing.T) {
 			{name: "mocha", twin: &mochaTests, exploits: []canaryExploit{
 				{name: "assert.strictEqual no-op from the code under test", append: map[string]string{"calc.js": "require('assert').strictEqual = () => {};\n"}},
 			}},
+		}},
+		{cppProject, []string{"cmake", "c++"}, []canaryRow{
+			{name: "ctest", exploits: []canaryExploit{{name: "every test program run by an emulator that exits 0", append: map[string]string{"CMakeLists.txt": ctestEmulator}}}},
 		}},
 	} {
 		t.Run(tc.p.name, func(t *testing.T) {

@@ -28,10 +28,10 @@ import (
 // canary run's output in the log and is never in a name or a file.
 //
 // A canary needs a runner whose selection takes a file: pytest and
-// Python's unittest, go test, cargo test, Maven, Jest and Mocha
-// (canary_lang.go). For any other test command (Django's runtests.py,
-// sympy's bin/test, tox, Gradle, ctest) NewCanary returns one with a Note
-// and no Script.
+// Python's unittest, go test, cargo test, Maven, Jest, Mocha, Vitest and
+// CTest (canary_lang.go). For any other test command (Django's
+// runtests.py, sympy's bin/test, tox, Gradle, Karma) NewCanary returns
+// one with a Note and no Script.
 type Canary struct {
 	// Token marks the canary run's output (Start, End); Dir is the
 	// canary file's directory and File its path, relative to the
@@ -72,7 +72,7 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}
-		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Jest or Mocha, whose selection the canary needs"}
+		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Jest, Mocha, Vitest or ctest, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {
@@ -203,6 +203,11 @@ func (c Canary) Judge(statuses map[string]string, markers bool) []string {
 	switch fail {
 	case "FAILED", "ERROR":
 	case "":
+		if c.lang == canaryCTest {
+			// fmt's parser never reads ctest's failure lines (they end
+			// in a time): a failing test is one it does not report
+			break
+		}
 		reasons = append(reasons, "canary: the test machinery did not report a failing test")
 	default:
 		reasons = append(reasons, "canary: the test machinery reports a failing test as "+strings.ToLower(fail))

@@ -20,8 +20,8 @@ import (
 //     holding the first Rust file of the patch, run with cargo test --test.
 //     A crate with autotests = false does not build such files: there the
 //     canary says it was skipped, and the evaluation carries the note;
-//   - Maven (canary_java.go) and Jest or Mocha (canary_javascript.go);
-//   - ctest takes none (ctestNote).
+//   - Maven (canary_java.go), Jest, Mocha or Vitest (canary_javascript.go)
+//     and CTest (canary_ctest.go).
 //
 // Their names, file names and values are drawn words (DrawNames). None
 // asks the harness's parsers anything new: each runner prints the lines
@@ -36,20 +36,13 @@ const (
 var (
 	goTestCmd    = lazyRegexp(`(^|[\s;&|(])go\s+test(\s|$)`)
 	cargoTestCmd = lazyRegexp(`(^|[\s;&|(])cargo\s+(\+\S+\s+)?test(\s|$)`)
-	ctestCmd     = lazyRegexp(`(^|[\s;&|(/])ctest(\s|$)`)
+	// ctestCmd: ctest as a command name (not a path), which the CTest
+	// canary's shell function stands in for.
+	ctestCmd = lazyRegexp(`(^|[\s;&|(])ctest($|[\s;&|)])`)
 )
 
-// ctestNote is why a ctest run takes no canary: ctest runs the tests the
-// build's CMake lists name, so a test of the project's framework added
-// there means editing a CMakeLists.txt, configuring and building the tree
-// the harness's run left, which may change what its rerun builds; a
-// CTestTestfile test of its own, run outside that build, would test ctest
-// and not the framework a patch could tamper with.
-const ctestNote = "canary skipped: ctest runs the tests CMake lists, and a canary there means reconfiguring and rebuilding the project's build"
-
-// langCanary draws the canary of testCmd's runner (or, for ctest, the
-// note of why there is none), or returns ok false when the command is no
-// runner it knows.
+// langCanary draws the canary of testCmd's runner, or returns ok false
+// when the command is no runner it knows.
 func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 	var lang, suffix string
 	switch {
@@ -60,7 +53,7 @@ func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 	case mavenCmd().MatchString(testCmd):
 		return javaCanary(testCmd, testFiles), true
 	case ctestCmd().MatchString(testCmd):
-		return Canary{Note: ctestNote}, true
+		return ctestCanary(testCmd, testFiles), true
 	case jsCmd().MatchString(testCmd):
 		return jsCanary(testCmd, testFiles), true
 	default:
@@ -160,6 +153,8 @@ func (c Canary) langScript() string {
 		b.WriteString(c.javaPlace())
 	case canaryJS:
 		b.WriteString(c.jsPlace())
+	case canaryCTest:
+		b.WriteString(c.ctestPlace())
 	}
 	fmt.Fprintf(&b, "%s\nrm -f %s\n)\necho '%s'\n", c.Command, c.placed(), c.End())
 	return b.String()
@@ -175,6 +170,8 @@ func (c Canary) placed() string {
 		return "\"$d\"/" + quote(c.Pass+".java") + " \"$d\"/" + quote(c.Fail+".java")
 	case canaryJS:
 		return "\"$h\" \"$a\""
+	case canaryCTest:
+		return "\"$b1\" \"$b2\""
 	}
 	return quote(c.File)
 }

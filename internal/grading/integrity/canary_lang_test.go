@@ -20,6 +20,7 @@ func TestNewLangCanary(t *testing.T) {
 		{"cd sub && go test ./...", "sub/x_test.go", "go test"},
 		{"cargo test --no-fail-fast", "tests/it.rs", "cargo test --test "},
 		{"cargo +nightly test", "src/lib.rs", "cargo test --test "},
+		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/a.cpp", "command ctest \"${a[@]}\" -R '^("},
 	} {
 		c := integrity.NewCanary(tc.cmd, []string{"README.md", tc.file})
 		if !c.Active() || !strings.Contains(c.Script(), tc.run) || !strings.Contains(c.Script(), "'"+tc.file+"'") {
@@ -31,7 +32,8 @@ func TestNewLangCanary(t *testing.T) {
 		{"cargo test", "README.md"},
 		{"mvn test", "src/main/java/A.java"},
 		{"npx jest", "src/a.js"},
-		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/a.cpp"},
+		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/README.md"},
+		{"cd build && /usr/bin/ctest", "tests/a.cpp"},
 		{"make check", "tests/a.c"},
 	} {
 		if c := integrity.NewCanary(tc.cmd, []string{tc.file}); c.Active() || !strings.HasPrefix(c.Note, "canary skipped: ") {

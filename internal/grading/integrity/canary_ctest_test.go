@@ -1,0 +1,115 @@
+package integrity_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/grading/integrity"
+	"github.com/minisandbox/msb/internal/grading/multiswe"
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// ctestProject is a CMake project whose tests are listed in tests/ and
+// run by ctest, in C or C++ (lang), with top prepended to the top-level
+// CMakeLists.txt's body: where a patch would put CMake code of its own.
+func ctestProject(lang, top string) map[string]string {
+	ext := map[string]string{"C": "c", "CXX": "cpp"}[lang]
+	return map[string]string{
+		"CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc " + lang + ")\n" + top +
+			"enable_testing()\nadd_library(calc calc." + ext + ")\nadd_subdirectory(tests)\n",
+		"calc.h":      "int add(int a, int b);\n",
+		"calc." + ext: "#include \"calc.h\"\n\nint add(int a, int b) { return a + b; }\n",
+		"tests/CMakeLists.txt": "add_executable(add_test add_test." + ext + ")\ntarget_link_libraries(add_test calc)\n" +
+			"add_test(NAME adds COMMAND add_test)",
+		"tests/add_test." + ext: "#include \"../calc.h\"\n\nint main(void) { return add(2, 3) == 5 ? 0 : 1; }\n",
+	}
+}
+
+// TestCTestCanary runs the CTest canary with the real cmake and ctest in
+// CMake projects made here, the test command configuring, building and
+// running ctest as fmt's and Catch2's rows do, parses its output with
+// both ctest parsers of Multi-SWE-bench, and judges it: clean on an
+// honest project (C and C++, a command whose ctest selects tests of its
+// own; a test file whose directory the build does not add, the canary
+// then in the top-level CMakeLists.txt), tampered where the patch's CMake
+// code runs every test program through an emulator that exits 0 (every
+// test reported passed). The CMakeLists.txt files it appended to are put
+// back as they were.
+func TestCTestCanary(t *testing.T) {
+	for _, tool := range []string{"cmake", "ctest", "cc", "c++"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			privtest.Skip(t, "%s not found", tool)
+		}
+	}
+	const build = "mkdir -p build && (cd build && cmake .. && cmake --build . && ctest)"
+	for _, tc := range []struct {
+		name, lang, top, cmd string
+		file                 string // the test patch's file, tests/add_test.c(pp) when ""
+		reasons              int
+	}{
+		{name: "c clean", lang: "C", cmd: build},
+		{name: "c clean, test directory not built", lang: "C", cmd: build, file: "tests/extra/more.c"},
+		{name: "c++ clean, own selection", lang: "CXX", cmd: "mkdir -p build\ncd build && cmake .. && make && ctest -R adds --output-on-failure -E nothing"},
+		{name: "emulator exits 0", lang: "C", top: "set(CMAKE_CROSSCOMPILING_EMULATOR true)\n", cmd: build, reasons: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := ctestProject(tc.lang, tc.top)
+			files["tests/extra/CMakeLists.txt"] = "add_executable(more more.c)\n"
+			files["tests/extra/more.c"] = "int main(void) { return 0; }\n"
+			writeTree(t, dir, files)
+			patched := []string{"tests/add_test.c", "tests/add_test.cpp"}
+			if tc.file != "" {
+				patched = []string{tc.file}
+			}
+			c := integrity.NewCanary(tc.cmd, patched)
+			if !c.Active() {
+				t.Fatalf("not active: %+v", c)
+			}
+			for _, n := range []string{c.Pass, c.Fail, c.File} {
+				if strings.Contains(strings.ToLower(n), "msb") || strings.Contains(n, c.Token) {
+					t.Errorf("name %q", n)
+				}
+			}
+			cmd := exec.Command("bash", "-c", c.Script())
+			cmd.Dir = dir
+			log, _ := cmd.CombinedOutput()
+			out, ok := c.Output(string(log))
+			if !ok {
+				t.Fatalf("no canary markers in:\n%s", log)
+			}
+			if note := c.Skipped(out); note != "" {
+				t.Fatalf("skipped: %s\n%s", note, log)
+			}
+			for _, fw := range []string{multiswe.FrameworkCTestCatch2, multiswe.FrameworkCTestFmt} {
+				parse, err := multiswe.Framework(fw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := parse(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				statuses := map[string]string{}
+				for name, st := range res.Statuses() {
+					statuses[name] = map[multiswe.Status]string{multiswe.Pass: "PASSED", multiswe.Fail: "FAILED", multiswe.Skip: "SKIPPED"}[st]
+				}
+				if statuses[c.Pass] != "PASSED" {
+					t.Errorf("%s: passing canary %q not passed: %v\n%s", fw, c.Pass, statuses, out)
+				}
+				if got := c.Judge(statuses, true); len(got) != tc.reasons {
+					t.Errorf("%s: reasons %q, want %d; statuses %v; log:\n%s", fw, got, tc.reasons, statuses, log)
+				}
+			}
+			for _, f := range []string{"CMakeLists.txt", "tests/CMakeLists.txt", "tests/extra/CMakeLists.txt"} {
+				got, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil || string(got) != files[f] {
+					t.Errorf("%s not put back (%v):\n%s", f, err, got)
+				}
+			}
+		})
+	}
+}
