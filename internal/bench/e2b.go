@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/minisandbox/msb/internal/server/e2b"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
 )
@@ -34,7 +35,9 @@ import (
 //     template and commands.run("true") answered, against the native
 //     create of a host-base sandbox and an exec of true;
 //   - a command: commands.run("true") (bash -l -c true), against the
-//     native exec of true and of the same login shell;
+//     native exec of true, of that login shell, and of the script the
+//     front end runs for it (e2b.CommandScript): the last is the same
+//     work, so its difference is what the SDK and the front end add;
 //   - the floor: the same SDK calls against a stub whose process service
 //     answers Start at once, which is what the SDK's client costs alone;
 //   - a load: many sandboxes of the async SDK, each running many commands,
@@ -72,6 +75,7 @@ const (
 	E2BPathE2B         = "e2b"          // the SDK against msb serve --e2b
 	E2BPathNative      = "native"       // msb's own API, the same work
 	E2BPathNativeLogin = "native_login" // msb's own API running what the SDK runs: bash -l -c true
+	E2BPathNativeSame  = "native_same"  // msb's own API running what the front end runs for it (e2b.CommandScript)
 	E2BPathFloor       = "floor"        // the SDK against a stub that answers at once
 )
 
@@ -163,7 +167,7 @@ func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
 		"MSB_URL=http://" + d.tcp, "MSB_TOKEN=" + d.token}
 	progress(fmt.Sprintf("latency: %d rounds of create → first command, %d commands per path, interleaved", o.Rounds, o.RTT))
 	err = runScript(ctx, o.Python, script, env, rep, "latency", "--rounds", strconv.Itoa(o.Rounds), "--rtt", strconv.Itoa(o.RTT),
-		"--gap", strconv.FormatFloat(o.Gap.Seconds(), 'f', -1, 64))
+		"--gap", strconv.FormatFloat(o.Gap.Seconds(), 'f', -1, 64), "--same", e2b.CommandScript("true"))
 	if err == nil && o.Sandboxes > 0 {
 		progress(fmt.Sprintf("load: %d sandboxes × %d commands, %d in flight, async SDK", o.Sandboxes, o.Commands, o.Concurrency))
 		err = runScript(ctx, o.Python, script, env, rep, "load", "--sandboxes", strconv.Itoa(o.Sandboxes),
@@ -328,6 +332,7 @@ var e2bRows = []struct{ measure, path, what string }{
 	{E2BCommand, E2BPathE2B, "commands.run(\"true\") (bash -l -c true)"},
 	{E2BCommand, E2BPathNative, "native exec true"},
 	{E2BCommand, E2BPathNativeLogin, "native exec bash -l -c true"},
+	{E2BCommand, E2BPathNativeSame, "native exec of what the front end runs for it"},
 	{E2BCommand, E2BPathFloor, "commands.run(\"true\") against a stub that answers at once"},
 }
 

@@ -1,6 +1,6 @@
 """The E2B SDK's side of `msb bench e2b` (internal/bench/e2b.go runs it).
 
-    python e2b_sdk.py latency --rounds N --rtt R --gap G   # E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; MSB_URL, MSB_TOKEN
+    python e2b_sdk.py latency --rounds N --rtt R --gap G --same SCRIPT   # E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; MSB_URL, MSB_TOKEN
     python e2b_sdk.py floor --rtt R                # the same SDK calls against a stub that answers at once
     python e2b_sdk.py load --sandboxes S --commands C --concurrency K
 
@@ -9,8 +9,9 @@ of the client's own work (untimed, as a trainer's between episodes): the E2B pat
 sandbox of the base template (Sandbox.create()), runs commands.run("true") (which is
 `bash -l -c true`), kills it; the native path does POST /v1/sandboxes {"host_base": true},
 exec `true`, DELETE. Then one sandbox per path and R commands each, interleaved: E2B's
-commands.run("true"), the native exec of `true` and the native exec of what E2B runs
-(`exec /bin/bash -l -c true`). floor: Sandbox.create() then R commands.run("true") against
+commands.run("true"), the native exec of `true`, the native exec of what E2B runs
+(`exec /bin/bash -l -c true`) and the native exec of --same, the script msb's front end runs
+for commands.run("true"). floor: Sandbox.create() then R commands.run("true") against
 a server whose process service answers Start at once. load: S sandboxes of the async SDK,
 each running C commands that echo their sandbox and index, at most K commands in flight;
 counts the commands that failed (lost) and those whose output was another's (mixed).
@@ -60,7 +61,7 @@ def native_create_first():
 
 def latency(a):
     from e2b import Sandbox
-    out = {"create_first": {"e2b": [], "native": []}, "command": {"e2b": [], "native": [], "native_login": []}}
+    out = {"create_first": {"e2b": [], "native": []}, "command": {"e2b": [], "native": [], "native_login": [], "native_same": []}}
     paths = [("e2b", e2b_create_first), ("native", native_create_first)]
     for i in range(a.rounds):
         for name, fn in paths[i % 2:] + paths[:i % 2]:
@@ -71,7 +72,8 @@ def latency(a):
     runs = [("e2b", lambda: sb.commands.run("true")),
             ("native", lambda: native_call("POST", f"/v1/sandboxes/{sid}/exec", {"command": "true"})),
             ("native_login", lambda: native_call("POST", f"/v1/sandboxes/{sid}/exec",
-                                                 {"command": "exec /bin/bash -l -c true"}))]
+                                                 {"command": "exec /bin/bash -l -c true"})),
+            ("native_same", lambda: native_call("POST", f"/v1/sandboxes/{sid}/exec", {"command": a.same}))]
     for i in range(a.rtt):
         k = i % len(runs)
         for name, fn in runs[k:] + runs[:k]:
@@ -130,6 +132,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--rtt", type=int, default=200)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds the client waits, untimed, before each create")
+    ap.add_argument("--same", default="true", help="the script msb's front end runs for commands.run(\"true\")")
     ap.add_argument("--sandboxes", type=int, default=200)
     ap.add_argument("--commands", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)

@@ -28,7 +28,8 @@ func newBenchE2BCmd(g Host) *cobra.Command {
 drives it with the e2b Python SDK (--python: an interpreter that has it, as .venv-test's): rounds of
 Sandbox.create() → commands.run("true") answered beside the native create → exec, the order
 alternating, each create --gap after the last command; commands of true in one sandbox per path,
-interleaved (E2B's bash -l -c true, the native exec of true and of bash -l -c true); the same SDK
+interleaved (E2B's bash -l -c true, the native exec of true, of bash -l -c true and of the script
+the front end runs for E2B's, the same work); the same SDK
 calls against a stub that answers at once (what the SDK costs alone); and --sandboxes async
 sandboxes of --commands commands each, counting the commands lost or given another's output.
 Prints p50 and p90 and the load average (before, after, peak). docs/e2b.md, "Latency", has the

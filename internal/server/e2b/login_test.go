@@ -76,3 +76,17 @@ func TestE2BLoginShellIDFromBash(t *testing.T) {
 		t.Errorf("bash -l -c printed %q, stderr %q, exit %d; want %q: root's PATH from /etc/profile, no id started by it, the real id after it", out, errOut, code, want)
 	}
 }
+
+// TestCommandScript: what CommandScript gives msb bench e2b to run
+// natively is the command Start runs for commands.run, and only the
+// SDK's form of it.
+func TestCommandScript(t *testing.T) {
+	cfg := &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "echo hi"}}
+	got := CommandScript("echo hi")
+	if req := (&proc{config: cfg}).request(); req.Command != got || req.Cwd != "" || len(req.Env) != 0 {
+		t.Errorf("Start runs %+v for commands.run(\"echo hi\"), CommandScript gives %q", req, got)
+	}
+	if !strings.HasPrefix(got, "BASH_ARGV0=/bin/bash; ") || !strings.HasSuffix(got, "echo hi") {
+		t.Errorf("CommandScript(\"echo hi\") = %q, want the login shell's profile before the command", got)
+	}
+}

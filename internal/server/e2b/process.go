@@ -91,6 +91,15 @@ func loginScript(cfg *process.ProcessConfig) (script string, ok bool) {
 	return b.String(), true
 }
 
+// CommandScript is the bash source the front end runs in the engine's
+// fresh bash for the SDK's commands.run(cmd) without envs, cwd or stdin:
+// the same work for the native API, which msb bench e2b times beside the
+// SDK to show what the front end itself adds.
+func CommandScript(cmd string) string {
+	script, _ := loginScript(&process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}})
+	return script
+}
+
 // envName reports whether s is a name bash can export.
 func envName(s string) bool {
 	for i, c := range s {
