@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
 	"github.com/minisandbox/msb/internal/task"
@@ -263,7 +265,12 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 	if err != nil {
 		return err
 	}
-	sb, err := s.e.rt.Create(ctx, forkConfig(conf, paths, snap.rec.HostBase))
+	fconf := forkConfig(conf, paths, snap.rec.HostBase)
+	if fconf.Owners, err = forkOwners(s.e.cache.st(), snap, conf); err != nil {
+		lease.Release()
+		return err
+	}
+	sb, err := s.e.rt.Create(ctx, fconf)
 	if err != nil {
 		lease.Release()
 		return err
@@ -272,6 +279,17 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 	created := sb.Config()
 	s.created = &created
 	return nil
+}
+
+// forkOwners are the owners a sandbox started as conf's user over snap's
+// layers gives back (envcache.ImageOwners): those of the image below and
+// those the snapshot's layer records, which a rootless store's trees lack.
+// Without a user, or in root mode, conf's own.
+func forkOwners(st *store.Store, snap snapshot, conf sandbox.Config) ([]sandbox.Owner, error) {
+	if conf.User == (sandbox.User{}) || !st.Rootless() || snap.layer == (store.LayerID{}) {
+		return conf.Owners, nil
+	}
+	return envcache.ImageOwners(st, append(slices.Clone(snap.rec.Base), snap.layer), conf.User)
 }
 
 // adopt makes sb, with its layers' lease, what an engine sandbox holds: a

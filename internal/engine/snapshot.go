@@ -182,11 +182,32 @@ func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.
 		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	testHookFrozen(s.sbox())
-	id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
+	if s.sbox().MapsSubIDs() {
+		id, err = s.commitMapped(ctx, parents)
+	} else {
+		id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
+	}
 	if err != nil {
 		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
 	return id, nil
+}
+
+// commitMapped commits the writable layer of a sandbox whose user
+// namespace maps the caller's subordinate ids as the sandbox sees it
+// (sandbox.Sandbox.OpenWritable): its user's private files too, owned as
+// the sandbox shows them, so that a fork (see forkOwners) gives them back.
+func (s *Sandbox) commitMapped(ctx context.Context, parents []store.LayerID) (store.LayerID, error) {
+	r, err := s.sbox().OpenWritable(ctx)
+	if err != nil {
+		return store.LayerID{}, err
+	}
+	id, err := s.e.cache.st().CommitTree(ctx, r, store.CommitOptions{Parents: parents})
+	// A stream cut short is the stage's failure, which its error names.
+	if cerr := r.Close(); cerr != nil && (err == nil || errors.Is(err, store.ErrTreeStream)) {
+		err = cerr
+	}
+	return id, err
 }
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.
