@@ -319,7 +319,7 @@ func (s *Sandbox) prepareDirs() error {
 func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(s.rt.exe)
 	cmd.Args = []string{"msb-sandbox-init"}
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageInit, sbinit.RuntimeEnv}
+	cmd.Env = append([]string{sbinit.EnvStage + "=" + sbinit.StageInit}, sbinit.RuntimeEnv...)
 	cmd.ExtraFiles = []*os.File{ctl}
 	if idmap {
 		ns, _ := s.rt.idmap()
@@ -386,15 +386,12 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	cfg := wire.Config{
 		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work, Disk: disk,
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
-		Hostname: c.Hostname, Network: c.Network, TmpBytes: tmp, ShmBytes: shm, LimitInodes: s.rt.memoryHoldsFiles(),
+		Hostname: s.Hostname(), Network: c.Network, TmpBytes: tmp, ShmBytes: shm, LimitInodes: s.rt.memoryHoldsFiles(),
 		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,
 		Lowers: c.Layers, RootBind: c.RootDir,
 	}
 	if disk != nil {
 		cfg.Upper, cfg.Work = filepath.Join(disk.Mount, "upper"), filepath.Join(disk.Mount, "work")
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = "msb-" + s.ID[:8]
 	}
 	if cfg.Network == "" || cfg.Network == NetworkNone { // an interface besides loopback, as a container has
 		cfg.Iface = sandboxIface()

@@ -34,13 +34,17 @@ const (
 	StepSupHarden  = "sup.hardened" // seccomp and the rest of harden done
 )
 
-// RuntimeEnv is the Go runtime's setting for init and the supervisor, in
-// their environment from the start: one P. The supervisor mostly waits
+// RuntimeEnv is the Go runtime's settings for init and the supervisor, in
+// their environment from the start. One P: the supervisor mostly waits
 // (on its children, their pipes and the control socket), and each P costs
 // memory whether it is used or not: with one instead of this machine's two,
 // an idle supervisor's anonymous memory went from 1.48 to 1.20 MiB, and a
-// default of one P per CPU costs more on larger hosts.
-const RuntimeEnv = "GOMAXPROCS=1"
+// default of one P per CPU costs more on larger hosts. No transparent huge
+// pages for the heap: where the kernel's THP mode is "always" (Debian's
+// default kernel), khugepaged merges a few touched pages of the idle
+// supervisor's heap into a 2 MiB page, and the supervisor grew by 2 MiB
+// in the seconds after a small command (TestCgroupV2's VM boots that kernel).
+var RuntimeEnv = []string{"GOMAXPROCS=1", "GODEBUG=disablethp=1"}
 
 // CtlFd is the control socket's descriptor number in init and supervisor.
 const CtlFd = 3
@@ -189,7 +193,7 @@ func initMain() error {
 	// init of a PID namespace from signals sent inside it, so `kill -9 -1`
 	// cannot take the supervisor down. Every thread of the new image
 	// descends from this one and inherits the cut bounding set.
-	env := []string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd), RuntimeEnv}
+	env := append([]string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd)}, RuntimeEnv...)
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
 }
