@@ -114,6 +114,7 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 		src.task = parent.tsk().Task
 	}
 	parent.mu.Unlock()
+	src.conf = parent.policyInForce(src.conf)
 	src.info = parent.Info()
 	if name == "" {
 		snap, err := parent.snapshot(ctx)

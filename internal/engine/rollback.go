@@ -106,6 +106,18 @@ func (s *Sandbox) keep(c sandbox.Config) sandbox.Config {
 	return c
 }
 
+// policyInForce gives c, a config of s, the network policy UpdateNetPolicy
+// put in force last, if one did: a fork of s starts with it, not with the
+// policy s was created with.
+func (s *Sandbox) policyInForce(c sandbox.Config) sandbox.Config {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.policySet {
+		c.NetPolicy = s.policy
+	}
+	return c
+}
+
 // rollbackTarget is the state a rollback goes to: the named snapshot, or
 // the sandbox's layers at creation (created; nil for a task sandbox to
 // open anew) with its sessions reopened in their defaults.

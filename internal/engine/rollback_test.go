@@ -96,7 +96,7 @@ func TestRollbackKeepsSandbox(t *testing.T) {
 // TestRollbackKeepsNetPolicy: a filtered sandbox whose policy was
 // narrowed after its creation keeps the narrower policy across a
 // rollback, to a snapshot or to its creation (not the one it was
-// created with).
+// created with), and a fork of it starts with the narrower one.
 func TestRollbackKeepsNetPolicy(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
@@ -116,7 +116,7 @@ func TestRollbackKeepsNetPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAll(t, s)
-	reaches := func(port int) bool {
+	reaches := func(s *Sandbox, port int) bool {
 		t.Helper()
 		// Bounded: a refused or dropped connection fails within 10s.
 		cmd := fmt.Sprintf("timeout 10 bash -c 'exec 3<>/dev/tcp/%s/%d && head -c2 <&3'", sandbox.HostLoopback, port)
@@ -126,14 +126,23 @@ func TestRollbackKeepsNetPolicy(t *testing.T) {
 		}
 		return res.ExitCode == 0 && res.Stdout == "ok"
 	}
-	if !reaches(open) || !reaches(closed) {
+	if !reaches(s, open) || !reaches(s, closed) {
 		t.Fatal("the policy at creation does not let the sandbox reach both ports")
 	}
 	if err := s.UpdateNetPolicy(ctx, allow(open)); err != nil {
 		t.Fatal(err)
 	}
-	if !reaches(open) || reaches(closed) {
+	if !reaches(s, open) || reaches(s, closed) {
 		t.Fatal("the narrowed policy is not in force")
+	}
+	// A fork starts with the policy in force too (here, before a rollback replaced the sandbox).
+	kids, err := e.Fork(ctx, s.ID(), api.ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	if !reaches(kids[0], open) || reaches(kids[0], closed) {
+		t.Fatal("a fork of the sandbox does not have the narrowed policy")
 	}
 	if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "rollback-policy"}); err != nil {
 		t.Fatal(err)
@@ -143,7 +152,7 @@ func TestRollbackKeepsNetPolicy(t *testing.T) {
 		if _, err := e.Rollback(ctx, s.ID(), req); err != nil {
 			t.Fatal(err)
 		}
-		if !reaches(open) || reaches(closed) {
+		if !reaches(s, open) || reaches(s, closed) {
 			t.Fatalf("after a rollback to %q the sandbox's policy is not the narrowed one", req.Snapshot)
 		}
 	}
