@@ -32,7 +32,7 @@ const MaxForkCount = 256
 // With sandboxID empty, the children are forked from the named snapshot
 // alone (its source may be gone): a task sandbox's snapshot gives task
 // sandboxes of its instance, a raw one raw sandboxes with the source's
-// root and working directory; limits and lifetimes are the engine's
+// root, working directory and user; limits and lifetimes are the engine's
 // defaults, labels req.Labels.
 func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
 	if err := checkFork(req); err != nil {
@@ -135,7 +135,9 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 
 // snapshotSource is the named snapshot alone as what to fork: a task
 // snapshot's config is its instance's (its layers prepared, as a create
-// does, for their binds and environment), a raw one's what it recorded.
+// does, for their binds and environment), a raw one's what it recorded:
+// its working directory, environment and user (the owners a rootless
+// user needs are forkOwners').
 func (e *Engine) snapshotSource(ctx context.Context, name string) (forkSource, snapshot, func(), error) {
 	nothing := func() {}
 	snap, err := e.loadSnapshot(ctx, name)
@@ -146,7 +148,8 @@ func (e *Engine) snapshotSource(ctx context.Context, name string) (forkSource, s
 	lifetime, idle := pickDuration(0, e.cfg.Lifetime), pickDuration(0, e.cfg.IdleTimeout)
 	src := forkSource{what: "snapshot " + name, limits: limits, info: api.SandboxInfo{InstanceID: snap.rec.InstanceID,
 		Limits: apiLimits(limits), Mode: e.rt.Mode(), LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}}
-	src.conf = sandbox.Config{Workdir: snap.rec.Workdir, Env: snap.rec.Env, Limits: limits}
+	src.conf = sandbox.Config{Workdir: snap.rec.Workdir, Env: snap.rec.Env, Limits: limits,
+		User: sandbox.User{UID: snap.rec.User.UID, GID: snap.rec.User.GID}}
 	if snap.rec.InstanceID == "" {
 		return src, snap, nothing, nil
 	}

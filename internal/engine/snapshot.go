@@ -166,7 +166,7 @@ func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
 		}
 	}
 	return snapshot{layer: layer, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env}, lease: lease}, nil
+		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, lease: lease}, nil
 }
 
 // commitFrozen commits dir with the sandbox's processes frozen, and thaws

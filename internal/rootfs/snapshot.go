@@ -56,6 +56,15 @@ type SnapshotRecord struct {
 	// Workdir and Env are the source sandbox's: the root's defaults.
 	Workdir string   `json:"workdir,omitempty"`
 	Env     []string `json:"env,omitempty"`
+	// User is the source sandbox's user, which a fork of the snapshot
+	// alone runs as; zero (root) in records written before it was kept.
+	User SnapshotUser `json:"user,omitzero"`
+}
+
+// SnapshotUser is a snapshot's user: the uid and gid its commands ran as.
+type SnapshotUser struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // Data is the record's data layer.
