@@ -78,7 +78,9 @@ func wireOwners(owners []Owner) []wire.Owner {
 
 // userCheck is msb doctor's line on the users a sandbox can run as: any
 // in root mode; rootless, root and the ids the caller's subordinate ranges
-// map, with newuidmap and newgidmap to map them.
+// map, with newuidmap and newgidmap to map them, and nsenter to snapshot
+// such a sandbox (OpenWritable): without it they run, but their snapshots
+// and forks fail.
 func (rt *Runtime) userCheck() Check {
 	c := Check{Name: "sandbox users", OK: true, Detail: "any uid and gid (root mode)"}
 	if !rt.rootless {
@@ -99,5 +101,12 @@ func (rt *Runtime) userCheck() Check {
 	}
 	c.Detail = fmt.Sprintf("root, and uids 1-%d and gids 1-%d through the caller's subordinate ids (newuidmap, newgidmap)",
 		lastID(uids), lastID(gids))
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		c.OK = false
+		c.Detail += "; snapshots and forks of a sandbox whose user is not root fail: " + err.Error()
+		c.Fix = "as root: apt-get install util-linux (its nsenter reads such a sandbox's writable layer in its user namespace; docs/images.md)"
+		return c
+	}
+	c.Detail += "; their snapshots read through nsenter"
 	return c
 }

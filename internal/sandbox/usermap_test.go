@@ -223,7 +223,9 @@ func testUserHostKilled(t *testing.T, _ *Runtime) {
 
 // TestUserCheck: msb doctor's line on sandbox users: any in root mode;
 // rootless (TestRootless reruns it), the subordinate range's ids, or root
-// only, not OK but not required, with the fix, without a range.
+// only, not OK but not required, with the fix, without a range; without
+// nsenter (a PATH holding only newuidmap and newgidmap), not OK, naming
+// the snapshots it fails and util-linux as the fix.
 func TestUserCheck(t *testing.T) {
 	rt := testRuntime(t)
 	c := rt.userCheck()
@@ -236,8 +238,24 @@ func TestUserCheck(t *testing.T) {
 		}
 		return
 	}
-	if !c.OK || !strings.Contains(c.Detail, "uids 1-") {
+	if !c.OK || !strings.Contains(c.Detail, "uids 1-") || !strings.Contains(c.Detail, "nsenter") {
 		t.Errorf("rootless with a subordinate range: %+v", c)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"newuidmap", "newgidmap"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	c = rt.userCheck()
+	if c.OK || c.Required || !strings.Contains(c.Detail, "uids 1-") || !strings.Contains(c.Detail, "snapshots") ||
+		!strings.Contains(c.Fix, "util-linux") {
+		t.Errorf("rootless without nsenter: %+v", c)
 	}
 	old := subUIDFile
 	subUIDFile = filepath.Join(t.TempDir(), "subuid")
