@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
@@ -41,7 +42,11 @@ import (
 //   - the floor: the same SDK calls against a stub whose process service
 //     answers Start at once, which is what the SDK's client costs alone;
 //   - a load: many sandboxes of the async SDK, each running many commands,
-//     counting commands lost (failed) and mixed (another's output).
+//     counting commands lost (failed) and mixed (another's output);
+//   - fork → first command: Forks children of one parent, from the fork
+//     call to the first command answered in every child, through the
+//     async SDK (e2b.MaxFork children a call, the calls concurrent) and
+//     through the native fork of the same engine sandbox.
 //
 // Times are the Python client's perf_counter, in seconds on the wire.
 
@@ -66,6 +71,9 @@ type E2BOptions struct {
 	// Sandboxes × Commands is the load run, Concurrency calls in flight;
 	// Sandboxes 0 leaves it out.
 	Sandboxes, Commands, Concurrency int
+	// Forks is the children of each of ForkRounds fork rounds per path;
+	// Forks 0 leaves the fork out.
+	Forks, ForkRounds int
 	// Progress receives a line per phase (nil: none).
 	Progress func(string)
 }
@@ -83,6 +91,7 @@ const (
 const (
 	E2BCreateFirst = "create_first" // create → first command answered
 	E2BCommand     = "command"      // one command of true
+	E2BFork        = "fork"         // fork of Forks children → a first command answered in each
 )
 
 // E2BReport is the result of msb bench e2b: each measure's times by
@@ -97,6 +106,7 @@ type E2BReport struct {
 	Rounds     int                                   `json:"rounds"`
 	Gap        time.Duration                         `json:"gap_ns"`
 	RTT        int                                   `json:"rtt"`
+	Forks      int                                   `json:"forks"`
 	Times      map[string]map[string][]time.Duration `json:"times_ns"` // measure → path → times
 	Load       *E2BLoad                              `json:"load,omitempty"`
 	Failed     string                                `json:"failed,omitempty"`
@@ -119,7 +129,7 @@ var ErrE2BOptions = errors.New("bad options for the E2B benchmark")
 // E2B runs the E2B benchmark; a failure stops it and is in the report.
 func E2B(ctx context.Context, o E2BOptions) *E2BReport {
 	rep := &E2BReport{Date: time.Now().UTC().Format(time.RFC3339), Commit: buildCommit(o.Exe), CPUs: runtime.NumCPU(),
-		LoadBefore: loadAverage(), Rounds: o.Rounds, Gap: o.Gap, RTT: o.RTT, Times: map[string]map[string][]time.Duration{}}
+		LoadBefore: loadAverage(), Rounds: o.Rounds, Gap: o.Gap, RTT: o.RTT, Forks: o.Forks, Times: map[string]map[string][]time.Duration{}}
 	stop := peakLoad(&rep.LoadPeak)
 	err := runE2B(ctx, o, rep)
 	stop()
@@ -131,9 +141,10 @@ func E2B(ctx context.Context, o E2BOptions) *E2BReport {
 }
 
 func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
-	if o.Rounds < 1 || o.RTT < 1 || o.Sandboxes < 0 || o.Sandboxes > 0 && (o.Commands < 1 || o.Concurrency < 1) || o.Python == "" {
-		return fmt.Errorf("%w: rounds %d and rtt %d at least 1, sandboxes %d at least 0 (then commands %d and concurrency %d at least 1), python %q",
-			ErrE2BOptions, o.Rounds, o.RTT, o.Sandboxes, o.Commands, o.Concurrency, o.Python)
+	if o.Rounds < 1 || o.RTT < 1 || o.Sandboxes < 0 || o.Sandboxes > 0 && (o.Commands < 1 || o.Concurrency < 1) || o.Python == "" ||
+		o.Forks < 0 || o.Forks > engine.MaxForkCount || o.Forks > 0 && o.ForkRounds < 1 {
+		return fmt.Errorf("%w: rounds %d and rtt %d at least 1, sandboxes %d at least 0 (then commands %d and concurrency %d at least 1), forks %d 0 to %d (then fork rounds %d at least 1), python %q",
+			ErrE2BOptions, o.Rounds, o.RTT, o.Sandboxes, o.Commands, o.Concurrency, o.Forks, engine.MaxForkCount, o.ForkRounds, o.Python)
 	}
 	dir, err := os.MkdirTemp("", "msb-bench-e2b-")
 	if err != nil {
@@ -158,7 +169,7 @@ func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
 		return err
 	}
 	e2bAddr := "127.0.0.1:" + strconv.Itoa(port)
-	serveArgs := append([]string{"--e2b", e2bAddr, "--memory-budget", memoryBudget(o.Sandboxes)}, o.ServeArgs...)
+	serveArgs := append([]string{"--e2b", e2bAddr, "--memory-budget", memoryBudget(o.Sandboxes + o.Forks)}, o.ServeArgs...)
 	d, err := startServe(ctx, APIOptions{Exe: o.Exe, StateDir: o.StateDir, ServeArgs: serveArgs})
 	if err != nil {
 		return err
@@ -173,6 +184,11 @@ func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
 		err = runScript(ctx, o.Python, script, env, rep, "load", "--sandboxes", strconv.Itoa(o.Sandboxes),
 			"--commands", strconv.Itoa(o.Commands), "--concurrency", strconv.Itoa(o.Concurrency))
 	}
+	if err == nil && o.Forks > 0 {
+		progress(fmt.Sprintf("fork: %d rounds of %d children → first command, async SDK (%d a call) and native, interleaved", o.ForkRounds, o.Forks, e2b.MaxFork))
+		err = runScript(ctx, o.Python, script, env, rep, "fork", "--rounds", strconv.Itoa(o.ForkRounds),
+			"--forks", strconv.Itoa(o.Forks), "--max-fork", strconv.Itoa(e2b.MaxFork))
+	}
 	if serr := d.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("msb serve: %w: %s", serr, d.log.String())
 	}
@@ -180,7 +196,7 @@ func runE2B(ctx context.Context, o E2BOptions, rep *E2BReport) error {
 }
 
 // memoryBudget is the daemon's --memory-budget: room for the load run's
-// sandboxes all at once (each reserves 512M, docs/api.md), the spare and
+// sandboxes (or a fork's children) all at once (each reserves 512M, docs/api.md), the spare and
 // the grading reserve, and at least twice a sandbox's default memory
 // limit (4G), which must fit in it. The default, the machine's available
 // memory, would admit a few dozen here, and the SDK's creates past them
@@ -194,6 +210,7 @@ func memoryBudget(sandboxes int) string {
 type scriptOut struct {
 	CreateFirst map[string][]float64 `json:"create_first"`
 	Command     map[string][]float64 `json:"command"`
+	Fork        map[string][]float64 `json:"fork"`
 	Load        *E2BLoad             `json:"load"`
 }
 
@@ -213,6 +230,7 @@ func runScript(ctx context.Context, python, script string, env []string, rep *E2
 	}
 	rep.add(E2BCreateFirst, got.CreateFirst)
 	rep.add(E2BCommand, got.Command)
+	rep.add(E2BFork, got.Fork)
 	if got.Load != nil {
 		rep.Load = got.Load
 	}
@@ -334,11 +352,16 @@ var e2bRows = []struct{ measure, path, what string }{
 	{E2BCommand, E2BPathNativeLogin, "native exec bash -l -c true"},
 	{E2BCommand, E2BPathNativeSame, "native exec of what the front end runs for it"},
 	{E2BCommand, E2BPathFloor, "commands.run(\"true\") against a stub that answers at once"},
+	{E2BFork, E2BPathE2B, "async SDK: concurrent fork(count≤20) calls → commands.run(\"true\") answered in every child"},
+	{E2BFork, E2BPathNative, "native fork of the same parent → exec true answered in every child"},
 }
 
 // WriteText prints r's table: each measure and path's n, p50 and p90.
 func (r *E2BReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "E2B front end: %d rounds of create → first command (%s apart), %d commands per path, interleaved\n", r.Rounds, r.Gap, r.RTT)
+	if r.Forks > 0 {
+		fmt.Fprintf(w, "fork: %d children a round, from the fork call to a first command answered in every child\n", r.Forks)
+	}
 	fmt.Fprintf(w, "%s, commit %s, %d CPUs, load average before %s, after %s, peak %.2f\n\n",
 		r.Date, cmp.Or(r.Commit, "unknown"), r.CPUs, r.LoadBefore, r.LoadAfter, r.LoadPeak)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

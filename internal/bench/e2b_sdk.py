@@ -3,6 +3,7 @@
     python e2b_sdk.py latency --rounds N --rtt R --gap G --same SCRIPT   # E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; MSB_URL, MSB_TOKEN
     python e2b_sdk.py floor --rtt R                # the same SDK calls against a stub that answers at once
     python e2b_sdk.py load --sandboxes S --commands C --concurrency K
+    python e2b_sdk.py fork --rounds N --forks F --max-fork M   # as latency, and MSB_URL, MSB_TOKEN
 
 latency: N rounds, the order of the two paths alternating, each create after G seconds
 of the client's own work (untimed, as a trainer's between episodes): the E2B path creates a
@@ -15,10 +16,18 @@ for commands.run("true"). floor: Sandbox.create() then R commands.run("true") ag
 a server whose process service answers Start at once. load: S sandboxes of the async SDK,
 each running C commands that echo their sandbox and index, at most K commands in flight;
 counts the commands that failed (lost) and those whose output was another's (mixed).
+fork: one parent of the base template (AsyncSandbox.create(), a file written), then N rounds,
+the order of the two paths alternating, each timed from the fork call to the last of the F
+children's first command answered: the E2B path as a user of the async SDK writes F children
+when the SDK takes at most M a call, ceil(F/M) concurrent parent.fork(count=...) calls, each
+child's commands.run("true") as soon as its call answers; the native path one
+POST /v1/sandboxes/{parent}/fork {"count": F} of the same engine sandboxes (an E2B id is
+the engine's), then the F execs of `true` at once from F threads. Children are killed untimed.
 Prints one JSON object; times are seconds.
 """
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import time
@@ -126,9 +135,56 @@ async def load(a):
                      "wall": time.perf_counter() - t0, "lost": lost, "mixed": mixed, "errors": errors[:5]}}
 
 
+async def e2b_fork(parent, forks, most):
+    async def call(count):
+        kids = await parent.fork(count=count)
+        bad = [k for k in kids if isinstance(k, Exception)]
+        if bad:
+            raise RuntimeError(f"fork(count={count}): {len(bad)} children failed: {bad[0]!r}")
+        await asyncio.gather(*(k.commands.run("true") for k in kids))
+        return kids
+
+    t0 = time.perf_counter()
+    calls = await asyncio.gather(*(call(min(most, forks - i)) for i in range(0, forks, most)))
+    t = time.perf_counter() - t0
+    kids = [k for c in calls for k in c]
+    if len(kids) != forks:
+        raise RuntimeError(f"{len(kids)} children, want {forks}")
+    await asyncio.gather(*(k.kill() for k in kids))
+    return t
+
+
+def native_fork(sid, forks, pool):
+    t0 = time.perf_counter()
+    kids = [k["id"] for k in native_call("POST", f"/v1/sandboxes/{sid}/fork", {"count": forks})["sandboxes"]]
+    list(pool.map(lambda k: native_call("POST", f"/v1/sandboxes/{k}/exec", {"command": "true"}), kids))
+    t = time.perf_counter() - t0
+    if len(kids) != forks:
+        raise RuntimeError(f"{len(kids)} children, want {forks}")
+    list(pool.map(lambda k: native_call("DELETE", f"/v1/sandboxes/{k}"), kids))
+    return t
+
+
+async def fork(a):
+    from e2b import AsyncSandbox
+    out = {"fork": {"e2b": [], "native": []}}
+    parent = await AsyncSandbox.create()
+    await parent.commands.run("echo state > /tmp/msb-bench-state")
+    with concurrent.futures.ThreadPoolExecutor(a.forks) as pool:
+        for i in range(a.rounds):
+            for name in (["e2b", "native"] if i % 2 == 0 else ["native", "e2b"]):
+                if name == "e2b":
+                    t = await e2b_fork(parent, a.forks, a.max_fork)
+                else:
+                    t = native_fork(parent.sandbox_id, a.forks, pool)
+                out["fork"][name].append(t)
+    await parent.kill()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["latency", "floor", "load"])
+    ap.add_argument("mode", choices=["latency", "floor", "load", "fork"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--rtt", type=int, default=200)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds the client waits, untimed, before each create")
@@ -136,11 +192,15 @@ def main():
     ap.add_argument("--sandboxes", type=int, default=200)
     ap.add_argument("--commands", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--forks", type=int, default=32, help="children of each fork round")
+    ap.add_argument("--max-fork", type=int, default=20, help="the most children one SDK fork call takes")
     a = ap.parse_args()
     if a.mode == "latency":
         out = latency(a)
     elif a.mode == "floor":
         out = floor(a)
+    elif a.mode == "fork":
+        out = asyncio.run(fork(a))
     else:
         out = asyncio.run(load(a))
     print(json.dumps(out))

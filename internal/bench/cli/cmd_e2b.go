@@ -31,7 +31,9 @@ alternating, each create --gap after the last command; commands of true in one s
 interleaved (E2B's bash -l -c true, the native exec of true, of bash -l -c true and of the script
 the front end runs for E2B's, the same work); the same SDK
 calls against a stub that answers at once (what the SDK costs alone); and --sandboxes async
-sandboxes of --commands commands each, counting the commands lost or given another's output.
+sandboxes of --commands commands each, counting the commands lost or given another's output;
+--fork-rounds forks of --forks children of one parent, to a first command answered in every child,
+through the async SDK (20 a call, the calls concurrent) beside the native fork.
 Prints p50 and p90 and the load average (before, after, peak). docs/e2b.md, "Latency", has the
 method and results.`,
 		Example: "  msb bench e2b --python .venv-test/bin/python\n" +
@@ -75,5 +77,7 @@ method and results.`,
 	f.IntVar(&o.Sandboxes, "sandboxes", 200, "sandboxes of the async load run (0: none)")
 	f.IntVar(&o.Commands, "commands", 200, "commands per sandbox in the load run")
 	f.IntVar(&o.Concurrency, "concurrency", 32, "SDK calls in flight at once in the load run")
+	f.IntVar(&o.Forks, "forks", 32, "children of each fork → first command round (0: no fork)")
+	f.IntVar(&o.ForkRounds, "fork-rounds", 10, "fork rounds per path")
 	return cmd
 }

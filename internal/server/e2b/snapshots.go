@@ -16,8 +16,9 @@ import (
 // from; list_snapshots leaves them out, as E2B does its pause snapshots.
 const pausePrefix = "e2b-pause-"
 
-// maxFork is the most children one E2B fork asks for (the SDK's bound).
-const maxFork = 20
+// MaxFork is the most children one E2B fork asks for (the SDK's bound):
+// more take several calls.
+const MaxFork = 20
 
 // e2bLabels mark the engine's sandboxes this front end made.
 func e2bLabels() api.Map[string, string] { return api.Map[string, string]{"e2b": "1"} }
@@ -241,8 +242,8 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 	if req.Count != nil {
 		count = *req.Count
 	}
-	if count < 1 || count > maxFork {
-		apiError(w, api.CodeBadRequest, "count must be 1 to %d, got %d", maxFork, count)
+	if count < 1 || count > MaxFork {
+		apiError(w, api.CodeBadRequest, "count must be 1 to %d, got %d", MaxFork, count)
 		return
 	}
 	b := f.running(r.PathValue("id"))
