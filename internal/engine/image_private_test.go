@@ -2,13 +2,9 @@ package engine
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
@@ -27,30 +23,8 @@ func TestImagePrivateFork(t *testing.T) {
 	g := generated(t)
 	e := openEngine(t, "", nil)
 	ctx := context.Background()
-	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
-	if err := os.MkdirAll(filepath.Join(root, "home", "calc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := demotest.ImageOwned(t, root, func(rel string) (int, int) {
-		if rel == "home/calc" {
-			return 1000, 1000
-		}
-		return 0, 0
-	})
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := cf.Config
-	conf.WorkingDir, conf.User = "/home/calc", "calc"
-	if img, err = mutate.Config(img, conf); err != nil {
-		t.Fatal(err)
-	}
 	const ref = "example.com/msb-test/engine-calc-home:1"
-	importImage(t, e, ref, img)
+	importCalcImage(t, e, demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion), "/home/calc", ref)
 
 	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
 	if err != nil {

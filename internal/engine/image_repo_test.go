@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
@@ -37,26 +36,8 @@ func TestImageRepoSandbox(t *testing.T) {
 	if err := os.Rename(filepath.Join(root, "testbed"), filepath.Join(root, "srv", "calc")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/srv/calc:/bin/bash\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := demotest.ImageOwned(t, root, func(rel string) (int, int) {
-		if strings.HasPrefix(rel, "srv/calc") {
-			return 1000, 1000
-		}
-		return 0, 0
-	})
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := cf.Config
-	conf.WorkingDir, conf.User = "/srv/calc", "calc"
-	if img, err = mutate.Config(img, conf); err != nil {
-		t.Fatal(err)
-	}
 	const ref = "example.com/msb-test/engine-calc-srv:1"
-	importImage(t, e, ref, img)
+	importCalcImage(t, e, root, "/srv/calc", ref)
 	inst := src
 	inst.InstanceID, inst.Repo, inst.Image, inst.RepoURL = "calc__engine-srv-1", "demo/calc-srv", ref, ""
 	if err := e.Add(inst); err != nil {

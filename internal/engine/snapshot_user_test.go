@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -22,7 +23,9 @@ import (
 func TestSnapshotUserFork(t *testing.T) {
 	ctx := context.Background()
 	e1 := snapshotEngine(t)
-	ref := importUserImage(t, e1)
+	g := generated(t)
+	const ref = "example.com/msb-test/engine-snapshot-user:1"
+	importCalcImage(t, e1, demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion), "/home/calc", ref)
 	sb, err := e1.CreateSandbox(ctx, SandboxRequest{Image: ref})
 	if err != nil {
 		t.Fatal(err)
@@ -78,21 +81,21 @@ func TestSnapshotUserForkRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestSnapshotUserFork$")
 }
 
-// importUserImage imports into e's cache an image of the demo's root
-// whose USER is calc (1000:1000, home /home/calc, its working directory)
-// and returns its reference.
-func importUserImage(t *testing.T, e *Engine) string {
+// importCalcImage imports into e's cache, as ref, an image of root whose
+// USER is calc (1000:1000) with home as its home and working directory,
+// which calc owns with all under it (made if root lacks it).
+func importCalcImage(t *testing.T, e *Engine, root, home, ref string) {
 	t.Helper()
-	g := generated(t)
-	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
-	if err := os.MkdirAll(filepath.Join(root, "home", "calc"), 0o755); err != nil {
+	rel := strings.TrimPrefix(home, "/")
+	if err := os.MkdirAll(filepath.Join(root, rel), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"), 0o644); err != nil {
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::" + home + ":/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	img := demotest.ImageOwned(t, root, func(rel string) (int, int) {
-		if rel == "home/calc" {
+	img := demotest.ImageOwned(t, root, func(name string) (int, int) {
+		if name == rel || strings.HasPrefix(name, rel+"/") {
 			return 1000, 1000
 		}
 		return 0, 0
@@ -102,11 +105,9 @@ func importUserImage(t *testing.T, e *Engine) string {
 		t.Fatal(err)
 	}
 	conf := cf.Config
-	conf.WorkingDir, conf.User = "/home/calc", "calc"
+	conf.WorkingDir, conf.User = home, "calc"
 	if img, err = mutate.Config(img, conf); err != nil {
 		t.Fatal(err)
 	}
-	const ref = "example.com/msb-test/engine-snapshot-user:1"
 	importImage(t, e, ref, img)
-	return ref
 }
