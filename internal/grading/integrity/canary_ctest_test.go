@@ -85,18 +85,7 @@ func TestCTestCanary(t *testing.T) {
 				t.Fatalf("skipped: %s\n%s", note, log)
 			}
 			for _, fw := range []string{multiswe.FrameworkCTestCatch2, multiswe.FrameworkCTestFmt} {
-				parse, err := multiswe.Framework(fw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := parse(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				statuses := map[string]string{}
-				for name, st := range res.Statuses() {
-					statuses[name] = map[multiswe.Status]string{multiswe.Pass: "PASSED", multiswe.Fail: "FAILED", multiswe.Skip: "SKIPPED"}[st]
-				}
+				statuses := frameworkStatuses(t, fw, out)
 				if statuses[c.Pass] != "PASSED" {
 					t.Errorf("%s: passing canary %q not passed: %v\n%s", fw, c.Pass, statuses, out)
 				}

@@ -106,18 +106,7 @@ func TestLangCanaryRuns(t *testing.T) {
 				return
 			}
 			fw := map[string]string{"go": multiswe.FrameworkGoTest, "rust": multiswe.FrameworkCargo}[tc.lang]
-			parse, err := multiswe.Framework(fw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := parse(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			statuses := map[string]string{}
-			for name, st := range res.Statuses() {
-				statuses[name] = map[multiswe.Status]string{multiswe.Pass: "PASSED", multiswe.Fail: "FAILED", multiswe.Skip: "SKIPPED"}[st]
-			}
+			statuses := frameworkStatuses(t, fw, out)
 			if got := c.Judge(statuses, true); len(got) != tc.reasons {
 				t.Fatalf("reasons %q, want %d; statuses %v; log:\n%s", got, tc.reasons, statuses, log)
 			}
@@ -127,4 +116,23 @@ func TestLangCanaryRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// frameworkStatuses parses log with Multi-SWE-bench's parser for framework
+// fw and gives its statuses as the canary's Judge reads them.
+func frameworkStatuses(t *testing.T, fw, log string) map[string]string {
+	t.Helper()
+	parse, err := multiswe.Framework(fw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := parse(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]string{}
+	for name, st := range res.Statuses() {
+		statuses[name] = map[multiswe.Status]string{multiswe.Pass: "PASSED", multiswe.Fail: "FAILED", multiswe.Skip: "SKIPPED"}[st]
+	}
+	return statuses
 }
