@@ -15,8 +15,12 @@ import (
 // kernel), khugepaged otherwise merges the few touched pages of a 2 MiB
 // range into one huge page, and an idle supervisor grew by 2 MiB while it
 // did nothing (TestCgroupV2's VM). The heap mapped later is covered by the
-// runtime's own disablethp (RuntimeEnv). It is a hint: a kernel without
-// THP refuses it, and the supervisor is the same without it.
+// runtime's own disablethp (RuntimeEnv), but not the structures the runtime
+// makes as the heap grows (its arena index and page allocator's chunks,
+// which it marks MADV_HUGEPAGE, overriding even the kernel's "madvise"
+// mode): a trim, which follows such growth, calls this again. It is a
+// hint: a kernel without THP refuses it, and the supervisor is the same
+// without it.
 func noHugePages() {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

@@ -85,6 +85,9 @@ func (t *trimmer) trim() {
 	}
 	runtime.GC() // sync.Pools (encoding/json's buffers) empty over two collections
 	debug.FreeOSMemory()
+	// The heap's growth made runtime structures of its own, some of which
+	// the runtime marks for huge pages (see noHugePages).
+	noHugePages()
 	t.trimmedAt = t.moved.Load()
 }
 
