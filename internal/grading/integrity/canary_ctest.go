@@ -95,8 +95,9 @@ func (c Canary) ctestPlace() string {
 	b.WriteString("t=$d; x=$d\nwhile [ \"$x\" != . ] && [ \"$x\" != / ]; do x=$(dirname \"$x\"); if [ -f \"$x/CMakeLists.txt\" ]; then t=$x; fi; done\n")
 	b.WriteString("cm=$(pwd)/$d/CMakeLists.txt; tm=$(pwd)/$t/CMakeLists.txt\n")
 	b.WriteString("b1=$(mktemp) && b2=$(mktemp) && cp \"$cm\" \"$b1\" && cp \"$tm\" \"$b2\" || exit 0\n")
-	fmt.Fprintf(&b, "{ echo; cat <<'%s'\n%s%s\n} >> \"$cm\"\n", delim, c.ctestCMake(), delim)
-	fmt.Fprintf(&b, "if [ \"$t\" != \"$d\" ]; then { echo; cat <<'%s'\n%s%s\n} >> \"$tm\"; fi\n", delim, c.ctestCMake(), delim)
+	fmt.Fprintf(&b, "code=$(cat <<'%s'\n%s%s\n)\n", delim, c.ctestCMake(), delim)
+	b.WriteString("printf '\\n%s\\n' \"$code\" >> \"$cm\"\n")
+	b.WriteString("if [ \"$t\" != \"$d\" ]; then printf '\\n%s\\n' \"$code\" >> \"$tm\"; fi\n")
 	b.WriteString("exec 3>&1\n")
 	fmt.Fprintf(&b, `ctest() {
   local a=() skip=0 x
