@@ -202,24 +202,21 @@ func initMain() error {
 // supervisor's exec: the host reads the sandbox's writable layer through
 // it (snapshots, forks), and only init's mount namespace has the tmpfs.
 // The supervisor marks it close-on-exec again (keepDiskFd).
-func passDiskFd(d *wire.Disk) error {
-	if d == nil || d.Fd <= 0 {
-		return nil
-	}
-	if _, err := unix.FcntlInt(uintptr(d.Fd), unix.F_SETFD, 0); err != nil {
-		return fmt.Errorf("passing the disk's descriptor on: %w", err)
-	}
-	return nil
-}
+func passDiskFd(d *wire.Disk) error { return diskFdFlags(d, 0, "passing the disk's descriptor on") }
 
 // keepDiskFd marks the disk's descriptor an exec'd supervisor got from
 // init close-on-exec, so that no process of the sandbox inherits it.
 func keepDiskFd(d *wire.Disk) error {
+	return diskFdFlags(d, unix.FD_CLOEXEC, "keeping the disk's descriptor from the sandbox")
+}
+
+// diskFdFlags sets the descriptor flags of d's descriptor, if it has one.
+func diskFdFlags(d *wire.Disk, flags int, what string) error {
 	if d == nil || d.Fd <= 0 {
 		return nil
 	}
-	if _, err := unix.FcntlInt(uintptr(d.Fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		return fmt.Errorf("keeping the disk's descriptor from the sandbox: %w", err)
+	if _, err := unix.FcntlInt(uintptr(d.Fd), unix.F_SETFD, flags); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
