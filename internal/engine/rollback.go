@@ -100,10 +100,7 @@ func (e *Engine) rollbackSandbox(ctx context.Context, s *Sandbox, created *sandb
 // network policy in force. s.stateMu is held.
 func (s *Sandbox) keep(c sandbox.Config) sandbox.Config {
 	c.Hostname = s.sbox().Hostname()
-	if s.policySet {
-		c.NetPolicy = s.policy
-	}
-	return c
+	return s.withPolicy(c)
 }
 
 // policyInForce gives c, a config of s, the network policy UpdateNetPolicy
@@ -112,6 +109,11 @@ func (s *Sandbox) keep(c sandbox.Config) sandbox.Config {
 func (s *Sandbox) policyInForce(c sandbox.Config) sandbox.Config {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
+	return s.withPolicy(c)
+}
+
+// withPolicy is policyInForce with s.stateMu held.
+func (s *Sandbox) withPolicy(c sandbox.Config) sandbox.Config {
 	if s.policySet {
 		c.NetPolicy = s.policy
 	}

@@ -54,8 +54,9 @@ func canaryScript(t *Task, dir string, ch integrity.Channel, c integrity.Canary)
 // so the canary started beside it is placed as if every selected module
 // passed; when the harness's run shows another place, that canary is
 // stopped and runs again, placed as it says, after the harness's run (as
-// when admission has no room). Inline appends the canary to the harness's eval script,
-// after its tests (no second sandbox, no secrecy); off runs none.
+// when admission has no room). Inline appends the canary to the harness's
+// eval script, after its tests (no second sandbox, no secrecy); off runs
+// none.
 
 // drawIntegrity draws the evaluation's structured channel and canary, for
 // an evaluation of a patch.
