@@ -388,7 +388,7 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
 		Hostname: s.Hostname(), Network: c.Network, TmpBytes: tmp, ShmBytes: shm, LimitInodes: s.rt.memoryHoldsFiles(),
 		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,
-		Lowers: c.Layers, RootBind: c.RootDir,
+		Lowers: c.Layers, RootBind: c.RootDir, NoHugePages: thpAlways(),
 	}
 	if disk != nil {
 		cfg.Upper, cfg.Work = filepath.Join(disk.Mount, "upper"), filepath.Join(disk.Mount, "work")

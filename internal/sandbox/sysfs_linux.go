@@ -100,6 +100,19 @@ func sandboxIface() *wire.Iface {
 	return &wire.Iface{Name: forwarderTap, Addr: forwarderGuest}
 }
 
+// thpAlways reports whether the host's transparent huge pages are on for
+// all memory (mode "always", Debian's kernel default), where an idle
+// supervisor's few touched pages of a 2 MiB range become a huge page
+// (sbinit's noHugePages): only there the supervisor pays for avoiding it.
+var thpAlways = sync.OnceValue(func() bool {
+	b, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return thpModeAlways(string(b))
+})
+
+// thpModeAlways reads the THP mode file's text ("always [madvise] never":
+// the bracketed mode is in force).
+func thpModeAlways(mode string) bool { return strings.Contains(mode, "[always]") }
+
 var tunAvailable = sync.OnceValue(func() bool {
 	return unix.Access("/dev/net/tun", unix.R_OK|unix.W_OK) == nil
 })

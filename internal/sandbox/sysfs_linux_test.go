@@ -35,3 +35,18 @@ func TestParseV1Hierarchies(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestTHPModeAlways: the supervisor is asked to avoid huge pages only
+// where the mode in force (bracketed) is "always".
+func TestTHPModeAlways(t *testing.T) {
+	for mode, want := range map[string]bool{
+		"[always] madvise never\n": true,
+		"always [madvise] never\n": false,
+		"always madvise [never]\n": false,
+		"":                         false, // no THP in the kernel
+	} {
+		if got := thpModeAlways(mode); got != want {
+			t.Errorf("thpModeAlways(%q) = %v, want %v", mode, got, want)
+		}
+	}
+}

@@ -92,7 +92,10 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 	// pids limit, and a runtime that cannot make a thread dies. In place,
 	// init made them already, while the host attached it to its cgroups.
 	prewarmThreads()
-	noHugePages()
+	if cfg.NoHugePages {
+		noHugePages()
+		s.trim.noHuge = true
+	}
 	ready := &wire.Ready{SupervisorPid: os.Getpid(), Stamps: cfg.Stamps}
 	if cfg.Disk != nil {
 		ready.DiskFd = cfg.Disk.Fd // passed on by an exec too (passDiskFd)

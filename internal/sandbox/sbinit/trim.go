@@ -37,6 +37,7 @@ type trimmer struct {
 	moved     atomic.Uint64 // bytes read from and written to the control socket
 	trimming  sync.Mutex    // held by a trim (a timer's goroutine); guards trimmedAt
 	trimmedAt uint64        // moved at the last trim
+	noHuge    bool          // advise against huge pages after a trim (wire.Config.NoHugePages)
 }
 
 const (
@@ -87,7 +88,9 @@ func (t *trimmer) trim() {
 	debug.FreeOSMemory()
 	// The heap's growth made runtime structures of its own, some of which
 	// the runtime marks for huge pages (see noHugePages).
-	noHugePages()
+	if t.noHuge {
+		noHugePages()
+	}
 	t.trimmedAt = t.moved.Load()
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	Rlimits   []Rlimit `json:"rlimits,omitempty"`
 	CgroupNS  bool     `json:"cgroupns"`
 	MaxOutput int      `json:"max_output,omitempty"`
+	// NoHugePages has the supervisor advise against transparent huge
+	// pages on its own memory: the host's THP mode is "always".
+	NoHugePages bool `json:"no_huge_pages,omitempty"`
 	// Cgroup, when set, is mounted at /sys/fs/cgroup (see CgroupFS); else
 	// that directory of the sandbox's read-only /sys stays empty.
 	Cgroup *CgroupFS `json:"cgroup,omitempty"`
