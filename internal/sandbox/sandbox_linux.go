@@ -144,6 +144,14 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("socketpair: %w", err)
 	}
+	// The host's end goes through the netpoller (see conn): a response
+	// then wakes the goroutine that waits for it on the thread that read
+	// it. Init's end stays blocking (the flag is per end).
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return fmt.Errorf("making the control socket non-blocking: %w", err)
+	}
 	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
 	// The config waits in the socket for init, which reads it as soon as
 	// its runtime is up. Should it not fit in the socket's buffer, the

@@ -96,7 +96,7 @@ func initMain() error {
 	if err := awaitMap(); err != nil {
 		return err
 	}
-	ctl := os.NewFile(CtlFd, "ctl")
+	ctl := ctlReader(CtlFd)
 	var cfg wire.Config
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
 		return fmt.Errorf("reading config: %w", err)
@@ -177,7 +177,7 @@ func initMain() error {
 	}
 	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitCaps)
 	if inPlace {
-		return supervise(cfg, ctl) // one Go runtime start per sandbox instead of two
+		return supervise(cfg) // one Go runtime start per sandbox instead of two
 	}
 	cfgFd, err := configFd(&cfg)
 	if err != nil {
@@ -249,6 +249,28 @@ func closeInherited(keep int) error {
 		}
 	}
 	return nil
+}
+
+// ctlReader reads the control socket with plain blocking read(2)s, as
+// init does before it serves: on init's locked thread a read through the
+// netpoller would wake a second thread for each frame. It is not an
+// *os.File, which would close the socket when collected; the supervisor
+// makes the one it serves on (openCtl).
+type ctlReader int
+
+func (fd ctlReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(fd), p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 // configFd writes cfg to a memfd that the supervisor inherits (the only

@@ -52,23 +52,26 @@ func supervisorMain() error {
 	}
 	cfg.Stamps = append(cfg.Stamps, wire.Stamp{Step: StepSupMain, Mono: mainAt})
 	os.Unsetenv(EnvConfigFd)
-	return supervise(cfg, os.NewFile(CtlFd, "ctl"))
+	return supervise(cfg)
 }
 
 // supervise hardens PID 1, now in the sandbox's root with the bounding set
-// cut and not dumpable, says ready and serves the host on ctl until
-// shutdown. ctl is the one *os.File of the control socket in this process:
-// a second one would close the socket when collected. The calling
-// goroutine becomes the spawner; in place it is init's, locked to the
-// thread every process must be forked from. supervise returns only an
-// error of its start, the process exits when serving ends.
-func supervise(cfg wire.Config, ctl *os.File) error {
+// cut and not dumpable, says ready and serves the host on the control
+// socket until shutdown. The calling goroutine becomes the spawner; in
+// place it is init's, locked to the thread every process must be forked
+// from. supervise returns only an error of its start, the process exits
+// when serving ends.
+func supervise(cfg wire.Config) error {
 	os.Unsetenv(EnvStage)
 	// The control socket came from init's spawn or through exec; no
 	// command may inherit it, nor anything else (init closed what msb's
 	// caller left open).
 	if err := unix.CloseRange(CtlFd, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("marking descriptors close-on-exec: %w", err)
+	}
+	ctl, err := openCtl()
+	if err != nil {
+		return err
 	}
 	handleSignals()
 	if err := harden(&cfg); err != nil {
@@ -118,6 +121,22 @@ func supervise(cfg wire.Config, ctl *os.File) error {
 }
 
 var errShutdown = errors.New("shutdown requested")
+
+// openCtl returns the control socket as the one *os.File of it in this
+// process (a second one would close the socket when collected), made
+// non-blocking so that the runtime's netpoller waits on it. A goroutine
+// blocked in read(2) on it would hold the runtime's only P (GOMAXPROCS=1,
+// see RuntimeEnv): the request serve had just handed to a new goroutine
+// then waited until sysmon took the P back, two of its ticks (20 µs or
+// more each, plus timer slack) into every round trip. The flag belongs to
+// this end of the socket alone; the host's end has its own, and no
+// process of the sandbox inherits this one (close-on-exec).
+func openCtl() (*os.File, error) {
+	if err := unix.SetNonblock(CtlFd, true); err != nil {
+		return nil, fmt.Errorf("making the control socket non-blocking: %w", err)
+	}
+	return os.NewFile(CtlFd, "ctl"), nil
+}
 
 func (s *supervisor) serve(ctl io.Reader) error {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,10 +29,18 @@ import (
 // where the host's memory is accounted in larger steps (in TestCgroupV2's
 // VM a session and two small commands grew it by ~2 MiB, and the trim
 // that followed left the supervisor 0.3 MiB larger).
+//
+// The timer is armed once per burst, not once per request: stopping and
+// resetting it around every request woke the thread the runtime had
+// waiting in the netpoller (it sleeps until the earliest timer, and a
+// timer added earlier than that interrupts its wait), one more thread
+// wake-up in every round trip of a session.
 type trimmer struct {
-	mu       sync.Mutex // guards inFlight and timer
+	mu       sync.Mutex // guards inFlight, lastEnd and armed
 	inFlight int
-	timer    *time.Timer // armed when the last request in flight ends
+	lastEnd  time.Time // when the last request in flight ended
+	armed    bool      // timer will call check
+	timer    *time.Timer
 
 	moved     atomic.Uint64 // bytes read from and written to the control socket
 	trimming  sync.Mutex    // held by a trim (a timer's goroutine); guards trimmedAt
@@ -45,28 +53,56 @@ const (
 	trimMin   = 1 << 20
 )
 
-// begin marks a request started; it stops a trim that is due.
+// begin marks a request started; a trim that comes due meanwhile waits.
 func (t *trimmer) begin() {
 	t.mu.Lock()
 	t.inFlight++
-	if t.timer != nil {
-		t.timer.Stop()
-	}
 	t.mu.Unlock()
 }
 
-// end marks a request ended; the last one in flight arms the trim.
+// end marks a request ended; the last one in flight arms the timer unless
+// it is armed already.
 func (t *trimmer) end() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inFlight--; t.inFlight > 0 {
 		return
 	}
-	if t.timer == nil {
-		t.timer = time.AfterFunc(trimDelay, t.trim)
-	} else {
-		t.timer.Reset(trimDelay)
+	t.lastEnd = time.Now()
+	t.arm(trimDelay)
+}
+
+// arm sets the timer to call check after d, if it is not set; the caller
+// holds mu.
+func (t *trimmer) arm(d time.Duration) {
+	if t.armed {
+		return
 	}
+	t.armed = true
+	if t.timer == nil {
+		t.timer = time.AfterFunc(d, t.check)
+	} else {
+		t.timer.Reset(d)
+	}
+}
+
+// check trims once nothing has been in flight for trimDelay, and
+// otherwise waits for what is left of it (requests in flight: the last to
+// end arms the timer again).
+func (t *trimmer) check() {
+	t.mu.Lock()
+	t.armed = false
+	if t.inFlight > 0 {
+		t.mu.Unlock()
+		return
+	}
+	if left := trimDelay - time.Since(t.lastEnd); left > 0 {
+		t.arm(left)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	t.trim()
 }
 
 // trim trims if nothing is in flight (a request that began after the

@@ -43,3 +43,34 @@ func TestTrimDue(t *testing.T) {
 		t.Fatal("due after half of trimMin since the last trim")
 	}
 }
+
+// TestTrimCheck: the timer's check trims only once nothing has been in
+// flight for trimDelay; before that it waits for the rest of the delay,
+// and with a request in flight it leaves the arming to that request's end.
+func TestTrimCheck(t *testing.T) {
+	var tr trimmer
+	tr.moved.Add(trimMin)
+	tr.begin()
+	tr.end() // arms the timer; checked by hand below
+	tr.timer.Stop()
+	tr.armed = false
+	tr.check() // the request ended just now: not yet
+	if tr.trimmedAt != 0 || !tr.armed {
+		t.Fatalf("right after a request: trimmedAt %d, armed %v; want 0, true", tr.trimmedAt, tr.armed)
+	}
+	tr.timer.Stop()
+	tr.armed = false
+	tr.begin()
+	tr.check() // a request in flight
+	if tr.trimmedAt != 0 || tr.armed {
+		t.Fatalf("with a request in flight: trimmedAt %d, armed %v; want 0, false", tr.trimmedAt, tr.armed)
+	}
+	tr.end()
+	tr.timer.Stop()
+	tr.armed = false
+	tr.lastEnd = tr.lastEnd.Add(-trimDelay) // idle for trimDelay
+	tr.check()
+	if tr.trimmedAt != trimMin || tr.armed {
+		t.Fatalf("idle for trimDelay: trimmedAt %d, armed %v; want %d, false", tr.trimmedAt, tr.armed, trimMin)
+	}
+}
