@@ -81,10 +81,12 @@ type CreateSandboxRequest struct {
 	Layers     List[string]    `json:"layers,omitempty"`
 	HostBase   bool            `json:"host_base,omitempty"`
 	// Image runs a raw sandbox on an image the daemon's cache holds (a
-	// reference, image/<ref>, sha256:<digest>) or a Debian base msb built
-	// (debian/<suite>/<key>, debian/<name>) instead of the host base,
-	// below Layers: its Env before Env, its WorkingDir the default
-	// Workdir, its User applied in root mode. Unknown: not_found.
+	// reference, image/<ref>, sha256:<digest>), a Debian base msb built
+	// (debian/<suite>/<key>, debian/<name>) or a named snapshot
+	// (snapshot/<name>) instead of the host base, below Layers: its Env
+	// before Env, its WorkingDir the default Workdir, its User (a
+	// snapshot's: its sandbox's) running the commands, rootless too.
+	// Unknown: not_found.
 	Image string `json:"image,omitempty"`
 	// Workdir and Env are for raw sandboxes (a task sandbox works in its
 	// repository, /testbed or where its image keeps it, with its

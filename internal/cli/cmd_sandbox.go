@@ -74,7 +74,7 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 	fs.StringVar(&instance, "instance", "", "a task sandbox for this instance (known to the daemon), at its starting state in /testbed")
 	fs.StringArrayVar(&layers, "layer", nil, "a cache layer (ref or digest), bottom first, for a raw sandbox (repeatable)")
 	fs.BoolVar(&hostBase, "host-base", false, "a raw sandbox on the host's system directories (the default without --layer)")
-	fs.StringVar(&image, "image", "", "a raw sandbox on an image or Debian base the daemon's cache holds (a reference, image/<ref>, sha256:<digest>, debian/<name>): its env first, its workdir by default")
+	fs.StringVar(&image, "image", "", "a raw sandbox on an image, Debian base or snapshot the daemon's cache holds (a reference, image/<ref>, sha256:<digest>, debian/<name>, snapshot/<name>): its env first, its workdir by default, its user")
 	fs.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	fs.StringArrayVarP(&env, "env", "e", nil, "environment variable NAME=value of a raw sandbox (repeatable)")
 	fs.StringVarP(&workdir, "workdir", "w", "", "working directory of a raw sandbox")

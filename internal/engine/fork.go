@@ -115,6 +115,9 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 	}
 	parent.mu.Unlock()
 	src.conf = parent.policyInForce(src.conf)
+	// A child is another sandbox: its own host name (its id's), not the
+	// one a rollback gave the parent to keep.
+	src.conf.Hostname = ""
 	src.info = parent.Info()
 	if name == "" {
 		snap, err := parent.snapshot(ctx)

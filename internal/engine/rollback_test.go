@@ -158,7 +158,86 @@ func TestRollbackKeepsNetPolicy(t *testing.T) {
 	}
 }
 
+// hostSelf prints a sandbox's host name as set, in the environment (of
+// the exec or session it runs in) and whether /etc/hosts names it.
+const hostSelf = `hostname; echo "$HOSTNAME"; grep -qw "$(hostname)" /etc/hosts && echo hosts`
+
+// TestRollbackForkHostnames: a sandbox rolled back keeps its host name,
+// and two children forked of it after the rollback (of its live state,
+// then of a named snapshot) each have their own, their id's, in exec and
+// in the session they reopen: not the parent's (which the rollback set
+// explicitly, and the parent's session had in its environment). A child
+// rolled back in turn keeps its own.
+func TestRollbackForkHostnames(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		req  SandboxRequest
+	}{
+		{"Raw", SandboxRequest{HostBase: true}},
+		{"Task", SandboxRequest{InstanceID: generated(t).Instances[0].InstanceID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := e.CreateSandbox(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, s)
+			if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			named := func(s *Sandbox) string {
+				n := "msb-" + s.ID()[:8]
+				return n + "\n" + n + "\nhosts\n"
+			}
+			isNamed := func(what string, s *Sandbox, sessions ...string) {
+				t.Helper()
+				for _, ss := range append([]string{""}, sessions...) {
+					if got := sh(t, s, ss, hostSelf); got != named(s) {
+						t.Fatalf("%s (session %q) sees itself as %q, want %q", what, ss, got, named(s))
+					}
+				}
+			}
+			isNamed("the sandbox", s, "main")
+			if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			isNamed("the rolled back sandbox", s, "main")
+
+			kids, err := e.Fork(ctx, s.ID(), api.ForkRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, kids...)
+			name := "fork-hostnames-" + strings.ToLower(tc.name)
+			if _, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.DeleteSnapshot(name) })
+			more, err := e.Fork(ctx, s.ID(), api.ForkRequest{Snapshot: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, more...)
+			kids = append(kids, more...)
+			for i, k := range kids {
+				isNamed(fmt.Sprintf("child %d", i+1), k, "main")
+			}
+			if kids[0].ID() == kids[1].ID() || kids[0].ID() == s.ID() {
+				t.Fatalf("children %s and %s of %s", kids[0].ID(), kids[1].ID(), s.ID())
+			}
+			isNamed("the parent after the forks", s, "main")
+
+			if _, err := e.Rollback(ctx, kids[0].ID(), api.RollbackRequest{Snapshot: name}); err != nil {
+				t.Fatal(err)
+			}
+			isNamed("the rolled back child", kids[0], "main")
+		})
+	}
+}
+
 // TestRollbackRootless reruns the rollback tests as an unprivileged user.
 func TestRollbackRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestRollbackKeeps(Sandbox|NetPolicy)$")
+	privtest.Unprivileged(t, "^TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames)$")
 }

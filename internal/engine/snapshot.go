@@ -238,7 +238,9 @@ type sessionStates struct {
 	all  bool
 }
 
-// recordSessions asks each session for its cwd and environment.
+// recordSessions asks each session for its cwd and environment. The host
+// name the sandbox gave them ($HOSTNAME) is left out: a fork's sessions
+// take their own sandbox's (one set to another value is kept).
 func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.sessions))
@@ -247,6 +249,7 @@ func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 	}
 	s.mu.Unlock()
 	slices.Sort(names)
+	own := "HOSTNAME=" + s.sbox().Hostname()
 	out := sessionStates{list: api.List[api.SnapshotSession]{}, all: true}
 	for _, n := range names {
 		ss := api.SnapshotSession{Name: n, Env: api.List[string]{}}
@@ -255,6 +258,7 @@ func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 		cancel()
 		if err == nil && res.ExitCode == 0 {
 			ss.Cwd, ss.Env = parseProbe(res.Output)
+			ss.Env = slices.DeleteFunc(ss.Env, func(kv string) bool { return kv == own })
 		} else {
 			s.e.log.Debug("session state not recorded", "sandbox", s.ID(), "session", n, "err", err)
 			out.all = false

@@ -15,12 +15,14 @@ import (
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
-// TestSnapshotUserFork: a plain sandbox on an image whose USER (calc,
-// 1000) is not root is snapshotted by name and closed, and the engine
-// with it; a fork of the snapshot alone, by a new engine, runs as calc and
-// finds the user's private file its own. A record written before the
-// user was kept (none in it) still forks, as root.
-func TestSnapshotUserFork(t *testing.T) {
+// TestSnapshotUser: a plain sandbox on an image whose USER (calc, 1000)
+// is not root is snapshotted by name and closed, and the engine with it;
+// a fork of the snapshot alone, by a new engine, and a sandbox created on
+// the snapshot as its image (snapshot/<name>) run as calc, in its
+// sandbox's working directory with its HOME, and find the user's private
+// file (0600) their own. A record written before the user was kept (none
+// in it) still forks and creates, as root.
+func TestSnapshotUser(t *testing.T) {
 	ctx := context.Background()
 	e1 := snapshotEngine(t)
 	g := generated(t)
@@ -31,6 +33,7 @@ func TestSnapshotUserFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, sb, "", "umask 077 && echo secret > key")
+	home := sh(t, sb, "", `echo "$HOME"`)
 	name := "user-" + sb.ID()
 	if _, err := e1.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name}); err != nil {
 		t.Fatal(err)
@@ -47,8 +50,18 @@ func TestSnapshotUserFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAll(t, kids...)
-	if got := sh(t, kids[0], "", "id -u; id -g; pwd; cat key"); got != "1000\n1000\n/home/calc\nsecret\n" {
-		t.Fatalf("the fork of the snapshot alone: %q, want calc (1000:1000) in /home/calc reading its key", got)
+	const self = `id -u; id -g; pwd; echo "$HOME"; test -O key && test -G key && cat key && echo more >> key`
+	want := "1000\n1000\n/home/calc\n" + home + "secret\n"
+	if got := sh(t, kids[0], "", self); got != want {
+		t.Fatalf("the fork of the snapshot alone: %q, want %q: calc (1000:1000) in /home/calc reading its key", got, want)
+	}
+	made, err := e2.CreateSandbox(ctx, SandboxRequest{Image: "snapshot/" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, made)
+	if got := sh(t, made, "", self); got != want {
+		t.Fatalf("a sandbox on the snapshot: %q, want %q: calc (1000:1000) in /home/calc reading its key", got, want)
 	}
 
 	// A record of before: no user, so root.
@@ -73,12 +86,20 @@ func TestSnapshotUserFork(t *testing.T) {
 	if got := sh(t, olds[0], "", "id -u"); got != "0\n" {
 		t.Fatalf("the fork of a record without a user runs as %q, want root", got)
 	}
+	madeOld, err := e2.CreateSandbox(ctx, SandboxRequest{Image: "snapshot/" + old.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, madeOld)
+	if got := sh(t, madeOld, "", "id -u"); got != "0\n" {
+		t.Fatalf("a sandbox on a record without a user runs as %q, want root", got)
+	}
 }
 
-// TestSnapshotUserForkRootless reruns TestSnapshotUserFork as an
-// unprivileged user with subordinate ids.
-func TestSnapshotUserForkRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshotUserFork$")
+// TestSnapshotUserRootless reruns TestSnapshotUser as an unprivileged
+// user with subordinate ids.
+func TestSnapshotUserRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestSnapshotUser$")
 }
 
 // importCalcImage imports into e's cache, as ref, an image of root whose

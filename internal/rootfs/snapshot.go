@@ -57,7 +57,8 @@ type SnapshotRecord struct {
 	Workdir string   `json:"workdir,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	// User is the source sandbox's user, which a fork of the snapshot
-	// alone runs as; zero (root) in records written before it was kept.
+	// alone and a sandbox made on it as an image run as; zero (root) in
+	// records written before it was kept.
 	User SnapshotUser `json:"user,omitzero"`
 }
 
@@ -65,6 +66,15 @@ type SnapshotRecord struct {
 type SnapshotUser struct {
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+}
+
+// Image is the user as an image's USER names it: "uid:gid", or "" for
+// root (what an image without a USER runs as).
+func (u SnapshotUser) Image() string {
+	if u == (SnapshotUser{}) {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", u.UID, u.GID)
 }
 
 // Data is the record's data layer.
@@ -79,7 +89,8 @@ func (r *SnapshotRecord) Data() (store.LayerID, error) {
 // Snapshot is a named snapshot as an environment source: its root is the
 // layers its sandbox was made of with the data layer on top (the record
 // layer left out), over the host's directories when its sandbox ran on
-// them, with the sandbox's environment and working directory as defaults.
+// them, with the sandbox's environment, working directory and user as
+// defaults (the user as Config.User, "uid:gid").
 type Snapshot struct {
 	Name string
 }
@@ -102,7 +113,7 @@ func (s Snapshot) Root(ctx context.Context, st *store.Store) (Root, error) {
 			return Root{}, fmt.Errorf("snapshot %q: layer %s: %w", s.Name, id.Short(), store.ErrNotFound)
 		}
 	}
-	return Root{HostBase: rec.HostBase, Layers: layers, Config: Config{Env: rec.Env, WorkingDir: rec.Workdir}}, nil
+	return Root{HostBase: rec.HostBase, Layers: layers, Config: Config{Env: rec.Env, WorkingDir: rec.Workdir, User: rec.User.Image()}}, nil
 }
 
 func (s Snapshot) String() string { return SnapshotRef(s.Name) }

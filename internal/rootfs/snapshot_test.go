@@ -29,7 +29,8 @@ func commitFile(t *testing.T, st *store.Store, name, body string, parents ...sto
 
 // TestSnapshotSource: Resolve of snapshot/<name> is the snapshot, whose
 // root is its record's base with the data layer on top (not the record
-// layer the ref points at) and its sandbox's defaults; it lists and
+// layer the ref points at) and its sandbox's defaults (its user as an
+// image's USER, "uid:gid"; root's as none); it lists and
 // deletes by name, and an unknown or impossible name is ErrNoSnapshot.
 func TestSnapshotSource(t *testing.T) {
 	ctx := context.Background()
@@ -37,7 +38,7 @@ func TestSnapshotSource(t *testing.T) {
 	base := commitFile(t, st, "base.txt", "base")
 	data := commitFile(t, st, "data.txt", "data", base)
 	rec := SnapshotRecord{SnapshotInfo: api.SnapshotInfo{Name: "s1", Layer: data.String()}, Base: []store.LayerID{base},
-		Workdir: "/work", Env: []string{"A=1"}}
+		Workdir: "/work", Env: []string{"A=1"}, User: SnapshotUser{UID: 1000, GID: 1001}}
 	if err := WriteSnapshot(ctx, st, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +50,12 @@ func TestSnapshotSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if root.HostBase || !slices.Equal(root.Layers, []store.LayerID{base, data}) || root.Config.WorkingDir != "/work" || !slices.Equal(root.Config.Env, []string{"A=1"}) {
+	if root.HostBase || !slices.Equal(root.Layers, []store.LayerID{base, data}) || root.Config.WorkingDir != "/work" || !slices.Equal(root.Config.Env, []string{"A=1"}) ||
+		root.Config.User != "1000:1001" {
 		t.Fatalf("root %+v", root)
+	}
+	if u := (SnapshotUser{}).Image(); u != "" {
+		t.Fatalf("root's user as an image's USER: %q, want none", u)
 	}
 	got, err := Snapshot{Name: "s1"}.Record(ctx, st)
 	if err != nil || got.Layer != data.String() || got.Sessions == nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,12 +64,23 @@ func bashLayer(t *testing.T) []demotest.Entry {
 }
 
 // importTestImage imports into the daemon's cache a two-layer image: the
-// host's bash, then /etc/marker, /work and /hostroot, a symlink to /. Its
-// config sets PATH, IMG_VAR, the working directory /work and user.
+// host's bash, then /etc/marker, /work (owned by user when that is
+// "uid:gid") and /hostroot, a symlink to /. Its config sets PATH,
+// IMG_VAR, the working directory /work and user.
 func importTestImage(t *testing.T, d *daemon, tag, user string) {
 	t.Helper()
+	work := demotest.Dir("work/")
+	if u, g, ok := strings.Cut(user, ":"); ok {
+		var err error
+		if work.UID, err = strconv.Atoi(u); err != nil {
+			t.Fatal(err)
+		}
+		if work.GID, err = strconv.Atoi(g); err != nil {
+			t.Fatal(err)
+		}
+	}
 	top := []demotest.Entry{demotest.Dir("etc/"), demotest.File("etc/marker", "from the image"),
-		demotest.Dir("work/"), demotest.Symlink("hostroot", "/")}
+		work, demotest.Symlink("hostroot", "/")}
 	img, err := mutate.AppendLayers(empty.Image, demotest.EntriesLayer(t, bashLayer(t)), demotest.EntriesLayer(t, top))
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +111,10 @@ func importTestImage(t *testing.T, d *daemon, tag, user string) {
 // TestServerImage: POST /v1/sandboxes with image runs a raw sandbox on an
 // imported image alone (no host base): exec sees the image's files, its
 // Env before the request's and its WorkingDir; the image's symlink to /
-// reaches the sandbox's root, not the host's; the image's User applies in
-// root mode; an image the cache lacks is not_found.
+// reaches the sandbox's root, not the host's; the image's User applies,
+// and to a sandbox created on a snapshot of that one (snapshot/<name>),
+// which reads the user's private file; an image the cache lacks is
+// not_found.
 func TestServerImage(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx := context.Background()
@@ -148,6 +162,24 @@ func TestServerImage(t *testing.T) {
 	const want = "1234:4321\n"
 	if res, err := c.Exec(ctx, info2.ID, api.ExecRequest{Command: `echo "$UID:$GROUPS"`}); err != nil || res.Stdout != want {
 		t.Fatalf("user: %v %+v, want %q", err, res, want)
+	}
+
+	// A sandbox on a snapshot of it runs as its user, where it worked.
+	const self = `echo "$UID:$GROUPS $PWD $HOME"`
+	before := sh(t, c, info2.ID, self+"; umask 077 && echo secret > key")
+	snap := "image-user-" + info2.ID
+	if _, err := c.Snapshot(ctx, info2.ID, api.SnapshotRequest{Name: snap}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeleteSnapshot(context.Background(), snap) })
+	info3, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Image: "snapshot/" + snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteSandbox(ctx, info3.ID)
+	got := sh(t, c, info3.ID, self+`; test -O key && test -G key && echo "$(< key)" && echo more >> key`)
+	if !strings.HasPrefix(before, "1234:4321 /work ") || got != before+"secret\n" {
+		t.Fatalf("a sandbox on the snapshot: %q, want %q then the user's key", got, before)
 	}
 
 	_, err = c.CreateSandbox(ctx, api.CreateSandboxRequest{Image: "example.com/test/nosuch:1"})
