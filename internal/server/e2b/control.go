@@ -180,6 +180,7 @@ func (f *Front) close(id string) error {
 	for _, p := range b.procs {
 		p.cancel() // processes outlive their streams, not their sandbox
 	}
+	b.takePrimed("", "")
 	b.endWatchers()
 	close(b.closed)
 	sid, paused := b.sid, b.paused

@@ -62,6 +62,8 @@ type box struct {
 	// when it closes or pauses.
 	watchers map[string]*watcher
 	samples  []metric // its figures, oldest first (metrics.go)
+	primed   *primed  // the login shell of the next command, started ahead (primed.go); nil: none
+	busy     int      // file operations in flight: no primed shell is made meanwhile
 
 	closed chan struct{} // closed when the sandbox is: ends its sampler
 

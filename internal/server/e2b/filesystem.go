@@ -172,10 +172,11 @@ func run(ctx context.Context, sb *engine.Sandbox, argv ...string) error {
 }
 
 func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
-	_, sb, err := s.f.sandboxOf(ctx)
+	b, sb, err := s.f.sandboxOf(ctx)
 	if err != nil {
 		return nil, connectError(err)
 	}
+	defer b.changing()()
 	p := abs(req.Msg.GetPath())
 	if _, err := sb.Stat(ctx, p); err == nil {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%s already exists", p))
@@ -191,10 +192,11 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 }
 
 func (s *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
-	_, sb, err := s.f.sandboxOf(ctx)
+	b, sb, err := s.f.sandboxOf(ctx)
 	if err != nil {
 		return nil, connectError(err)
 	}
+	defer b.changing()()
 	src, dst := abs(req.Msg.GetSource()), abs(req.Msg.GetDestination())
 	if _, err := s.stat(ctx, sb, src); err != nil {
 		return nil, err
@@ -210,10 +212,11 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 }
 
 func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
-	_, sb, err := s.f.sandboxOf(ctx)
+	b, sb, err := s.f.sandboxOf(ctx)
 	if err != nil {
 		return nil, connectError(err)
 	}
+	defer b.changing()()
 	// As envd's (os.RemoveAll), removing what is not there succeeds.
 	if err := run(ctx, sb, "rm", "-rf", "--", abs(req.Msg.GetPath())); err != nil {
 		return nil, err
@@ -250,11 +253,12 @@ func partPath(part *multipart.Part) string {
 // each part of a multipart form (path in the query, else the part's file
 // name), and answers the entries written.
 func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
-	_, sb, err := f.sandboxOf(r.Context())
+	b, sb, err := f.sandboxOf(r.Context())
 	if err != nil {
 		engineError(w, err)
 		return
 	}
+	defer b.changing()()
 	target := r.URL.Query().Get("path")
 	var written []map[string]string
 	write := func(p string, body io.Reader) error {

@@ -123,27 +123,40 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 	}
 }
 
-// run runs the process to its end in sb, logging its output and its end,
-// and forgets it endedKeep after it ended (keeping only its end if every
-// event was sent).
+// run runs the process to its end in sb (finish).
 func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	defer p.cancel()
-	res, err := sb.ExecStream(ctx, p.request(), func(ev api.ExecEvent) {
-		data := &process.ProcessEvent_DataEvent{}
-		switch {
-		case p.pty != nil && (ev.Type == api.EventStdout || ev.Type == api.EventStderr):
-			data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}
-		case ev.Type == api.EventStdout:
-			data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
-		case ev.Type == api.EventStderr:
-			data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
-		default:
-			return
-		}
-		p.add(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
-	})
+	res, err := sb.ExecStream(ctx, p.request(), p.output)
+	f.finish(ctx, b, sb, p, res, err)
+}
+
+// output logs an event of the command's output.
+func (p *proc) output(ev api.ExecEvent) {
+	data := &process.ProcessEvent_DataEvent{}
+	switch {
+	case p.pty != nil && (ev.Type == api.EventStdout || ev.Type == api.EventStderr):
+		data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}
+	case ev.Type == api.EventStdout:
+		data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
+	case ev.Type == api.EventStderr:
+		data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
+	default:
+		return
+	}
+	p.add(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
+}
+
+// finish logs the end of p, whose command ended with res or err (ctx is
+// the one it ran under), and forgets it endedKeep later (keeping only its
+// end if every event was sent). Before the end is logged, so before the
+// client learns of it, the sandbox gets a primed shell for the next
+// command of p's shape (prime).
+func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc, res api.ExecResult, err error) {
 	if p.stdin != nil {
 		p.stdin.remove(sb)
+	}
+	if err == nil {
+		f.prime(b, sb, p)
 	}
 	switch {
 	case err != nil && ctx.Err() != nil && b.isClosed():
@@ -169,6 +182,17 @@ func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	}
 	p.trim()
 	time.AfterFunc(endedKeep, forget)
+}
+
+// shape is the login prelude of p's command when a primed shell can run
+// it (loginPrelude; no stdin, no terminal, a command a pipe takes in one
+// write), else "".
+func (p *proc) shape() string {
+	prelude, ok := loginPrelude(p.config)
+	if !ok || p.stdin != nil || p.pty != nil || len(p.config.GetArgs()[2]) > maxPrimedCommand {
+		return ""
+	}
+	return prelude
 }
 
 // request is the engine's one-shot command that runs p: the SDK's usual

@@ -62,14 +62,28 @@ const idFromBash = `id() { if [ "$#" = 1 ] && [ "$1" = -u ]; then echo "$EUID"; 
 // -c SCRIPT), bash source that runs SCRIPT as that login shell would, in
 // the engine's fresh bash itself instead of a second bash exec'd from it:
 // one program loaded per command instead of two, a fifth of a command's
-// time on a loaded machine (docs/e2b.md, "Latency"). $0 is /bin/bash and
-// SCRIPT starts on line 1 (unless an env value holds a newline), so its
-// errors read as E2B's; cwd, envs and the profile come first, in the
-// order envd's login shell meets them. What differs: shopt login_shell is
-// off, ~/.bash_logout is not read, and id is a function while
-// /etc/profile runs (idFromBash). ok is false for any other command,
-// or an env name bash cannot export.
+// time on a loaded machine (docs/e2b.md, "Latency"). It is loginPrelude,
+// then $BASH_EXECUTION_STRING set to SCRIPT (as bash -c sets it), then
+// SCRIPT. ok is false for any other command, or an env name bash cannot
+// export.
 func loginScript(cfg *process.ProcessConfig) (script string, ok bool) {
+	prelude, ok := loginPrelude(cfg)
+	if !ok {
+		return "", false
+	}
+	cmd := cfg.GetArgs()[2]
+	return prelude + "BASH_EXECUTION_STRING=" + ansiWord(cmd) + "; " + cmd, true
+}
+
+// loginPrelude is what loginScript runs before SCRIPT, all on line 1 so
+// that SCRIPT starts on line 1 (unless an env value holds a newline) and
+// its errors read as E2B's: $0 is /bin/bash; cwd, envs and the profile
+// come first, in the order envd's login shell meets them. What differs
+// from envd's bash -l: shopt login_shell is off, ~/.bash_logout is not
+// read, and id is a function while /etc/profile runs (idFromBash). Two
+// commands with the same prelude differ only in SCRIPT: a primed shell
+// (primed.go) serves the commands of its prelude.
+func loginPrelude(cfg *process.ProcessConfig) (prelude string, ok bool) {
 	args := cfg.GetArgs()
 	if cfg.GetCmd() != "/bin/bash" || len(args) != 3 || args[0] != "-l" || args[1] != "-c" {
 		return "", false
@@ -87,8 +101,13 @@ func loginScript(cfg *process.ProcessConfig) (script string, ok bool) {
 		b.WriteString("export " + shellWord(k+"="+envs[k]) + "; ")
 	}
 	b.WriteString(loginProfile)
-	b.WriteString(args[2])
 	return b.String(), true
+}
+
+// ansiWord quotes s for bash as one $'...' word on one line: newlines
+// are written \n, so the words after it keep their line numbers.
+func ansiWord(s string) string {
+	return "$'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
 }
 
 // CommandScript is the bash source the front end runs in the engine's
@@ -135,16 +154,29 @@ func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) f
 }
 
 // launch starts a process in b's sandbox sb, which then runs apart from
-// any stream until it ends (proc).
+// any stream until it ends (proc): in the sandbox's primed shell when it
+// has one for the command's shape, else in a shell of its own.
 func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size) *proc {
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.mu.Lock()
 	b.next++
 	pr := newProc(b.next, tag, cfg, cancel)
 	pr.stdin, pr.pty = stdin, pty
+	pm := b.takePrimed(pr.shape(), sb.ID())
 	b.procs[pr.pid] = pr
 	b.mu.Unlock()
-	b.logf("info", []string{"pid", fmt.Sprint(pr.pid)}, "process %d started: %s", pr.pid, commandOf(cfg))
+	pid := []string{"pid", fmt.Sprint(pr.pid)}
+	if pm != nil {
+		b.logf("info", pid, "process %d started in a primed shell: %s", pr.pid, commandOf(cfg))
+		if pm.hand(pr) {
+			context.AfterFunc(runCtx, pm.close) // SendSignal, pause and kill cancel runCtx
+			return pr
+		}
+		pm.close()
+		b.logf("info", pid, "process %d: the primed shell had ended; starting one of its own", pr.pid)
+	} else {
+		b.logf("info", pid, "process %d started: %s", pr.pid, commandOf(cfg))
+	}
 	go f.run(runCtx, b, sb, pr)
 	return pr
 }

@@ -8,7 +8,7 @@ import (
 
 // TestE2BRootless reruns the tests that need no SDK as an unprivileged
 // user: watchers through /proc/<init>/root, metrics and logs, the login
-// shell and the base's spare in the rootless mode.
+// shell, its primed shell and the base's spare in the rootless mode.
 func TestE2BRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2B(WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|Spare|SpareYieldsRoom)$")
+	privtest.Unprivileged(t, "^TestE2B(WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
 }

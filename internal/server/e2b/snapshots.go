@@ -83,6 +83,7 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 		p.cancel()
 	}
 	b.procs = map[uint32]*proc{}
+	b.takePrimed("", "")
 	b.endWatchers()
 	b.mu.Unlock()
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {

@@ -1,0 +1,291 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+)
+
+// A primed shell is the login shell of a sandbox's next commands.run,
+// started ahead: the engine's fresh bash that has run the login prelude
+// (loginPrelude: cwd, envs, /etc/profile and the user's profile) and
+// waits, reading a FIFO, for the command it then runs with eval, on line
+// 1, $BASH_EXECUTION_STRING set to it, SECONDS from 0. A command of the
+// same shape (the same prelude: cwd and envs; no stdin, no terminal) that
+// comes next takes it instead of waiting for a shell to start and read
+// the profiles; the daemon writes the command into the FIFO, which it
+// made in the sandbox's wire.SessionDir (its own /dev, in no snapshot)
+// and holds open. The shell is then that process: its output, its end,
+// and signals (its context) are the process's.
+//
+// A sandbox has at most one, made when a command that could have taken
+// one ends and nothing else runs in it or changes it (no other process
+// running, no file operation in flight): so a primed shell read the
+// profiles after everything the front end did in the sandbox. Whatever
+// might change what a login shell would see discards it: any process
+// starting (a command of another shape, stdin, a pty), a file operation
+// (write, upload, mkdir, move, remove), pause, kill. A sandbox that never
+// runs a command has none.
+//
+// What a primed shell cannot promise: its profiles ran before the command
+// came, so a change to them made outside the E2B API (the native API on
+// the same sandbox) while it waited is not seen, and a profile's own side
+// effects (a line appended to a log at each login) happen once more for
+// the shell that waits.
+
+// maxPrimedCommand is the longest command handed to a primed shell: with
+// the NUL that ends it, one write a pipe takes whole (PIPE_BUF), so a
+// hand-over never half happens. Longer ones start a shell of their own.
+const maxPrimedCommand = 4095
+
+// primed is one primed shell.
+type primed struct {
+	prelude string             // the login prelude it ran: the shape of the commands it serves
+	sid     string             // the engine's sandbox it runs in
+	cancel  context.CancelFunc // stops it: SIGINT, then SIGKILL
+	dir     *os.File           // wire.SessionDir in the sandbox (O_PATH)
+	name    string             // the FIFO's name in dir
+	fifo    int                // the daemon's read-write end of the FIFO: the shell's open never blocks
+
+	mu      sync.Mutex      // guards the fields below
+	early   []api.ExecEvent // output before a process took it (the profiles')
+	size    int             // bytes in early
+	taker   *proc           // the process it runs; nil while it waits
+	stopped bool            // close was called: no process may take it
+	ended   bool
+}
+
+// primedScript is the primed shell's bash source: prelude, then the
+// command read from fifo (a path in the sandbox) up to its NUL, run by
+// eval on line 1.
+func primedScript(prelude, fifo string) string {
+	return prelude + "IFS= builtin read -r -d '' BASH_EXECUTION_STRING <" + shellWord(fifo) +
+		` || builtin exit 1; SECONDS=0; builtin eval "$BASH_EXECUTION_STRING"`
+}
+
+// newPrimed makes the FIFO of a primed shell of prelude in sb; the shell
+// is not started (runPrimed).
+func newPrimed(sb *engine.Sandbox, prelude string) (*primed, error) {
+	root, err := os.OpenFile(fmt.Sprintf("/proc/%d/root", sb.InitPid()), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the sandbox's root: %w", err)
+	}
+	defer root.Close()
+	fd, err := unix.Openat2(int(root.Fd()), wire.SessionDir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in the sandbox: %w", wire.SessionDir, err)
+	}
+	p := &primed{prelude: prelude, sid: sb.ID(), dir: os.NewFile(uintptr(fd), wire.SessionDir), name: "e2b-login-" + newToken(), fifo: -1}
+	if err := p.makeFIFO(); err != nil {
+		p.cleanup()
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeFIFO makes the FIFO, owned by the sandbox user (who owns its
+// directory), and opens the daemon's end.
+func (p *primed) makeFIFO() error {
+	dir := int(p.dir.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstat(dir, &st); err != nil {
+		return fmt.Errorf("reading the owner of %s: %w", wire.SessionDir, err)
+	}
+	if err := unix.Mknodat(dir, p.name, unix.S_IFIFO|0o600, 0); err != nil {
+		return fmt.Errorf("making the FIFO %s: %w", p.path(), err)
+	}
+	if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
+		if err := unix.Fchownat(dir, p.name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("handing the FIFO %s to the sandbox user: %w", p.path(), err)
+		}
+	}
+	fd, err := unix.Openat(dir, p.name, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("opening the FIFO %s: %w", p.path(), err)
+	}
+	p.fifo = fd
+	return nil
+}
+
+// path is the FIFO's path in the sandbox.
+func (p *primed) path() string { return path.Join(wire.SessionDir, p.name) }
+
+// cleanup closes the daemon's end of the FIFO and removes it.
+func (p *primed) cleanup() {
+	if p.fifo >= 0 {
+		unix.Close(p.fifo)
+		p.fifo = -1
+	}
+	unix.Unlinkat(int(p.dir.Fd()), p.name, 0) // gone with a closed sandbox
+	p.dir.Close()
+}
+
+// close stops the shell; runPrimed then cleans up after it.
+func (p *primed) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stop()
+}
+
+// stop is close with p.mu held.
+func (p *primed) stop() {
+	p.stopped = true
+	p.cancel()
+}
+
+// emit passes the shell's output to the process that took it, or keeps it
+// for that process; a shell whose profiles print more than maxLog before
+// a process takes it is stopped.
+func (p *primed) emit(ev api.ExecEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.taker != nil {
+		p.taker.output(ev)
+		return
+	}
+	p.early = append(p.early, ev)
+	if p.size += len(ev.Data); p.size > maxLog {
+		p.stop()
+	}
+}
+
+// hand gives pr's command to the shell, which from then on is pr; false
+// if the shell has ended or the command could not be written (the caller
+// then stops it and runs pr in a shell of its own).
+func (p *primed) hand(pr *proc) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended || p.stopped {
+		return false
+	}
+	cmd := pr.config.GetArgs()[2] + "\x00"
+	if n, err := unix.Write(p.fifo, []byte(cmd)); err != nil || n != len(cmd) {
+		return false
+	}
+	p.taker = pr
+	for _, ev := range p.early {
+		pr.output(ev)
+	}
+	p.early, p.size = nil, 0
+	return true
+}
+
+// prime gives b a primed shell of the shape of done, a process of its
+// sandbox sb that has just ended without error, if nothing else runs in
+// the sandbox or changes it (box.canPrime).
+func (f *Front) prime(b *box, sb *engine.Sandbox, done *proc) {
+	shape := done.shape()
+	if shape == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.canPrime(sb.ID(), done) {
+		return
+	}
+	if b.primed != nil {
+		if b.primed.prelude == shape {
+			return
+		}
+		b.primed.close()
+		b.primed = nil
+	}
+	p, err := newPrimed(sb, shape)
+	if err != nil {
+		f.log.Debug("priming a login shell", "sandbox", b.id, "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	b.primed = p
+	go f.runPrimed(ctx, b, sb, p)
+}
+
+// canPrime says whether b may get a primed shell in its engine sandbox
+// sid now: b is running in sid, no file operation is in flight and no
+// process but done runs. The caller holds b.mu.
+func (b *box) canPrime(sid string, done *proc) bool {
+	select {
+	case <-b.closed:
+		return false
+	default:
+	}
+	if b.paused != "" || b.sid != sid || b.busy > 0 {
+		return false
+	}
+	for _, pr := range b.procs {
+		if pr == done {
+			continue
+		}
+		pr.mu.Lock()
+		ended := pr.ended
+		pr.mu.Unlock()
+		if !ended {
+			return false
+		}
+	}
+	return true
+}
+
+// runPrimed runs the primed shell p in sb until it ends: as the process
+// that took it (finish), or untaken, stopped or ended by itself (a
+// profile that exits), when it is forgotten.
+func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *primed) {
+	defer p.cancel()
+	res, err := sb.ExecStream(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path()), SeparateStderr: true}, p.emit)
+	p.mu.Lock()
+	p.ended = true
+	taker := p.taker
+	p.mu.Unlock()
+	p.cleanup()
+	if taker != nil {
+		f.finish(ctx, b, sb, taker, res, err)
+		taker.cancel()
+		return
+	}
+	b.mu.Lock()
+	if b.primed == p {
+		b.primed = nil
+	}
+	b.mu.Unlock()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		f.log.Debug("a primed login shell ended", "sandbox", b.id, "err", err)
+	}
+}
+
+// takePrimed takes b's primed shell away: returned if it serves commands
+// of shape in sid, else stopped. Called with b.mu held by whatever starts
+// a process or changes the sandbox.
+func (b *box) takePrimed(shape, sid string) *primed {
+	p := b.primed
+	b.primed = nil
+	if p == nil || shape != "" && p.prelude == shape && p.sid == sid {
+		return p
+	}
+	p.close()
+	return nil
+}
+
+// changing marks a file operation on b in flight until the returned func
+// is called: it discards b's primed shell, and none is made meanwhile.
+func (b *box) changing() (done func()) {
+	b.mu.Lock()
+	b.busy++
+	b.takePrimed("", "")
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		b.busy--
+		b.mu.Unlock()
+	}
+}
