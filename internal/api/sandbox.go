@@ -110,6 +110,10 @@ type FileEntry struct {
 	Mode    uint32 `json:"mode"`
 	Target  string `json:"target,omitempty"`
 	ModTime int64  `json:"mtime"`
+	// UID and GID own the entry, as the sandbox sees them (in a rootless
+	// sandbox, ids of its user namespace).
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // Sandbox states.

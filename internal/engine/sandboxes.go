@@ -511,7 +511,8 @@ func (s *Sandbox) ListDir(ctx context.Context, path string) ([]api.FileEntry, er
 	}
 	out := make([]api.FileEntry, len(ents))
 	for i, e := range ents {
-		out[i] = api.FileEntry{Name: e.Name, Type: e.Type, Size: e.Size, Mode: e.Mode, Target: e.Target, ModTime: e.ModTime}
+		out[i] = api.FileEntry{Name: e.Name, Type: e.Type, Size: e.Size, Mode: e.Mode, Target: e.Target, ModTime: e.ModTime,
+			UID: e.UID, GID: e.GID}
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +48,19 @@ func testUser(t *testing.T, rt *Runtime) {
 		"/home/app/tool 1000:50 4755\n/tmp 0:0\n/home/app/top 7:7\ndenied\n"
 	if got != want {
 		t.Fatalf("as user 1000: got\n%s\nwant\n%s", got, want)
+	}
+	// The file calls' entries carry the owners the sandbox sees.
+	ents, err := sb.ListDir(context.Background(), "/home/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owned []string
+	for _, e := range ents {
+		owned = append(owned, fmt.Sprintf("%s %d:%d", e.Name, e.UID, e.GID))
+	}
+	slices.Sort(owned)
+	if got := strings.Join(owned, ", "); got != "new 1000:1000, tool 1000:50, top 7:7" {
+		t.Errorf("ListDir /home/app: %s, want new 1000:1000, tool 1000:50, top 7:7", got)
 	}
 	if !rt.rootless {
 		return

@@ -138,7 +138,8 @@ func listDir(req *wire.Request) (wire.Response, error) {
 		if err := unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue
 		}
-		e := wire.Entry{Name: n, Size: st.Size, Mode: st.Mode & 0o7777, ModTime: st.Mtim.Sec, Type: typeName(st.Mode)}
+		e := wire.Entry{Name: n, Size: st.Size, Mode: st.Mode & 0o7777, ModTime: st.Mtim.Sec, Type: typeName(st.Mode),
+			UID: int(st.Uid), GID: int(st.Gid)}
 		if e.Type == "symlink" {
 			buf := make([]byte, 4096)
 			if k, err := unix.Readlinkat(int(d.Fd()), n, buf); err == nil {

@@ -136,6 +136,8 @@ type Entry struct {
 	Mode    uint32 `json:"mode"`
 	Target  string `json:"target,omitempty"`
 	ModTime int64  `json:"mtime"`
+	UID     int    `json:"uid"` // the owner as the sandbox sees it
+	GID     int    `json:"gid"`
 }
 
 // WriteFrame writes v as one frame.

@@ -183,6 +183,8 @@ class FileEntry:
     mode: int = 0
     target: str = ""
     mtime: int = 0
+    uid: int = 0
+    gid: int = 0
 
 
 @dataclass
