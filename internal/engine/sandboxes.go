@@ -502,6 +502,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 	return s.sbox().WriteFile(ctx, path, data, mode)
 }
 
+// WriteFileAs is WriteFile, the file owned by uid and gid (as the
+// sandbox sees them).
+func (s *Sandbox) WriteFileAs(ctx context.Context, path string, data []byte, mode uint32, uid, gid int) error {
+	defer s.use()()
+	return s.sbox().WriteFileAs(ctx, path, data, mode, uid, gid)
+}
+
 // ListDir lists a directory inside the sandbox.
 func (s *Sandbox) ListDir(ctx context.Context, path string) ([]api.FileEntry, error) {
 	defer s.use()()

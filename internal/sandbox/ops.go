@@ -117,6 +117,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode 
 	return err
 }
 
+// WriteFileAs is WriteFile, the file owned by uid and gid (as the
+// sandbox sees them) from its creation on.
+func (s *Sandbox) WriteFileAs(ctx context.Context, path string, data []byte, mode uint32, uid, gid int) error {
+	_, err := s.call(ctx, &wire.Request{Op: wire.OpWriteFile, Path: path, Data: data, Mode: mode, Owner: &wire.FileOwner{UID: uid, GID: gid}})
+	return err
+}
+
 // ListDir lists a directory inside the sandbox.
 func (s *Sandbox) ListDir(ctx context.Context, path string) ([]wire.Entry, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpListDir, Path: path})

@@ -49,18 +49,23 @@ func testUser(t *testing.T, rt *Runtime) {
 	if got != want {
 		t.Fatalf("as user 1000: got\n%s\nwant\n%s", got, want)
 	}
-	// The file calls' entries carry the owners the sandbox sees.
+	// A file written for an owner has it, and its mode past the umask;
+	// the file calls' entries carry the owners the sandbox sees.
+	if err := sb.WriteFileAs(context.Background(), "/home/app/given", []byte("x"), 0o666, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	ents, err := sb.ListDir(context.Background(), "/home/app")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var owned []string
 	for _, e := range ents {
-		owned = append(owned, fmt.Sprintf("%s %d:%d", e.Name, e.UID, e.GID))
+		owned = append(owned, fmt.Sprintf("%s %d:%d %o", e.Name, e.UID, e.GID, e.Mode&0o777))
 	}
 	slices.Sort(owned)
-	if got := strings.Join(owned, ", "); got != "new 1000:1000, tool 1000:50, top 7:7" {
-		t.Errorf("ListDir /home/app: %s, want new 1000:1000, tool 1000:50, top 7:7", got)
+	want = "given 1000:1000 666, new 1000:1000 644, tool 1000:50 755, top 7:7 777"
+	if got := strings.Join(owned, ", "); got != want {
+		t.Errorf("ListDir /home/app: %s, want %s", got, want)
 	}
 	if !rt.rootless {
 		return

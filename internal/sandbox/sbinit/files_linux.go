@@ -100,17 +100,21 @@ func writeFile(req *wire.Request) error {
 	if mode == 0 {
 		mode = 0o644
 	}
-	return writeAt(int(d.Fd()), base, bytes.NewReader(req.Data), mode)
+	return writeAt(int(d.Fd()), base, bytes.NewReader(req.Data), mode, req.Owner)
 }
 
-func writeAt(dirfd int, name string, r io.Reader, mode uint32) error {
+// writeAt writes r to name in dirfd with mode and, when owner is not nil,
+// that owner. The owner is set before mode, and mode only where the
+// file's differs: a new file written for a user changes attributes once,
+// as envd's (create, chown, write), so a watcher sees what E2B's sees.
+func writeAt(dirfd int, name string, r io.Reader, mode uint32, owner *wire.FileOwner) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o7777)
 	if err != nil {
 		return pathError(name, err)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	if err := f.Chmod(fs.FileMode(mode & 0o777)); err != nil {
+	if err := setOwnerMode(f, mode&0o777, owner); err != nil {
 		return err
 	}
 	if _, err := io.Copy(f, r); err != nil {
@@ -216,7 +220,7 @@ func putEntry(rootfd int, h *tar.Header, r io.Reader) error {
 		}
 		return nil
 	case tar.TypeReg:
-		return writeAt(pfd, base, r, mode)
+		return writeAt(pfd, base, r, mode, nil)
 	case tar.TypeSymlink:
 		unix.Unlinkat(pfd, base, 0)
 		return unix.Symlinkat(h.Linkname, pfd, base)
@@ -326,4 +330,22 @@ func openRoot() error {
 	}
 	rootFd = fd
 	return nil
+}
+
+// setOwnerMode gives f owner (nil: none) and mode; see writeAt.
+func setOwnerMode(f *os.File, mode uint32, owner *wire.FileOwner) error {
+	if owner == nil {
+		return f.Chmod(fs.FileMode(mode))
+	}
+	if err := f.Chown(owner.UID, owner.GID); err != nil {
+		return fmt.Errorf("giving %s the owner %d:%d: %w", f.Name(), owner.UID, owner.GID, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Mode&0o7777 == mode {
+		return nil
+	}
+	return f.Chmod(fs.FileMode(mode))
 }

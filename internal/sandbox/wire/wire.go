@@ -89,6 +89,13 @@ type Request struct {
 	Exec    json.RawMessage `json:"exec,omitempty"`   // session.ExecRequest
 	Stream  bool            `json:"stream,omitempty"` // OpExec: send output as it comes
 	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
+	Owner   *FileOwner      `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
+}
+
+// FileOwner is the owner OpWriteFile gives the file it writes.
+type FileOwner struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // Response answers the Request with the same ID.
