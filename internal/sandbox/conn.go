@@ -7,60 +7,112 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // ErrClosed means the sandbox is gone (closed, or its init died).
 var ErrClosed = errors.New("sandbox is closed")
 
 // conn multiplexes requests to the supervisor over the control socket.
+//
+// One goroutine at a time reads the socket, and only while a response is
+// awaited: a caller alone in waiting reads its own response (reading
+// becomes its, until that response came), so that the wait costs no
+// hand-off between goroutines; a read loop reads while others wait (a
+// caller that got its own response with others still waiting starts it,
+// as does a streaming exec) and ends when nobody waits any more. What an
+// interrupted reader had read of the next frame stays in in for the next.
+// The socket is non-blocking: a read waits in the netpoller, and a
+// caller whose context ends is woken by a read deadline.
 type conn struct {
 	f  *os.File
 	wr *wire.Writer
 
-	mu      sync.Mutex // guards next, pending, chunks, err
+	mu      sync.Mutex // guards next, pending, chunks, err, reading, owner
 	next    uint64
 	pending map[uint64]chan wire.Response
 	chunks  map[uint64]chan wire.Response // a streaming exec's output (see stream.go)
-	err     error                         // set once the read loop ends
+	err     error                         // set once reading failed: the connection is gone
+	reading bool                          // a goroutine reads the socket
+	owner   uint64                        // the request whose caller reads; 0: the read loop
+	in      wire.FrameReader              // used by whoever reads
 
 	// deathNote explains an unexpected end of the connection.
 	deathNote func() string
 }
 
 func newConn(f *os.File, deathNote func() string) *conn {
-	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, chunks: map[uint64]chan wire.Response{}, next: 1, deathNote: deathNote}
-	go c.readLoop()
-	return c
+	return &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, chunks: map[uint64]chan wire.Response{},
+		next: 1, in: wire.FrameReader{R: f}, deathNote: deathNote}
 }
 
+// readLoop reads and dispatches responses until nobody waits for one.
 func (c *conn) readLoop() {
-	var err error
 	for {
 		var r wire.Response
-		if err = wire.ReadFrame(c.f, &r); err != nil {
-			break
+		if err := c.in.Next(&r); err != nil {
+			c.fail(err)
+			return
 		}
-		if r.More {
-			c.chunk(r)
-			continue
-		}
+		c.dispatch(r)
 		c.mu.Lock()
-		ch := c.pending[r.ID]
-		delete(c.pending, r.ID)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- r
+		if len(c.pending) == 0 && len(c.chunks) == 0 {
+			c.reading = false
+			c.mu.Unlock()
+			return
 		}
+		c.mu.Unlock()
 	}
+}
+
+// ensureReader starts the read loop if nobody reads; the caller holds mu.
+func (c *conn) ensureReader() {
+	if !c.reading {
+		c.reading = true
+		go c.readLoop()
+	}
+}
+
+// release ends a caller's reading: the read loop takes over if others
+// still wait. The caller holds mu.
+func (c *conn) release() {
+	c.owner = 0
+	c.reading = false
+	if len(c.pending) > 0 || len(c.chunks) > 0 {
+		c.ensureReader()
+	}
+}
+
+// dispatch hands a response to whoever waits for it.
+func (c *conn) dispatch(r wire.Response) {
+	if r.More {
+		c.chunk(r)
+		return
+	}
+	c.mu.Lock()
+	ch := c.pending[r.ID]
+	delete(c.pending, r.ID)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
+}
+
+// fail records why the connection is gone and ends every wait.
+func (c *conn) fail(err error) {
 	note := ""
 	if c.deathNote != nil && errors.Is(err, io.EOF) {
 		note = " (" + c.deathNote() + ")"
 	}
 	c.mu.Lock()
-	c.err = fmt.Errorf("%w: control connection: %v%s", ErrClosed, err, note)
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: control connection: %v%s", ErrClosed, err, note)
+	}
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)
@@ -69,7 +121,6 @@ func (c *conn) readLoop() {
 		close(ch)
 		delete(c.chunks, id)
 	}
-	c.mu.Unlock()
 }
 
 func (c *conn) close() { c.f.Close() }
@@ -87,30 +138,86 @@ func (c *conn) call(ctx context.Context, req *wire.Request) (wire.Response, erro
 	req.ID = c.next
 	c.next++
 	c.pending[req.ID] = ch
+	self := !c.reading // nobody else waits: read the response here
+	if self {
+		c.reading, c.owner = true, req.ID
+	}
 	c.mu.Unlock()
 	if err := c.wr.Write(req); err != nil {
+		if self && errors.Is(err, unix.EPIPE) {
+			c.fail(io.EOF) // the supervisor is gone: say why
+			return wire.Response{}, c.closedErr()
+		}
 		c.mu.Lock()
 		delete(c.pending, req.ID)
+		if self {
+			c.release()
+		}
 		c.mu.Unlock()
 		return wire.Response{}, fmt.Errorf("%w: sending %s: %v", ErrClosed, req.Op, err)
 	}
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
+	var r wire.Response
+	if self {
+		var err error
+		if r, err = c.readOwn(ctx, req.ID); err != nil {
 			return wire.Response{}, err
 		}
-		if r.Error != "" {
-			return r, &OpError{Op: req.Op, Code: r.Code, Msg: r.Error}
+	} else {
+		select {
+		case resp, ok := <-ch:
+			if !ok {
+				return wire.Response{}, c.closedErr()
+			}
+			r = resp
+		case <-ctx.Done():
+			c.mu.Lock()
+			delete(c.pending, req.ID)
+			c.mu.Unlock()
+			return wire.Response{}, ctx.Err()
+		}
+	}
+	if r.Error != "" {
+		return r, &OpError{Op: req.Op, Code: r.Code, Msg: r.Error}
+	}
+	return r, nil
+}
+
+// readOwn reads responses, handing on others', until the one to request
+// id, as its caller; an end of ctx interrupts it (the response, when it
+// comes, is read and dropped by whoever reads then).
+func (c *conn) readOwn(ctx context.Context, id uint64) (wire.Response, error) {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			if c.owner == id {
+				c.f.SetReadDeadline(time.Unix(1, 0)) // wakes the read below
+			}
+			c.mu.Unlock()
+		})
+		defer stop()
+	}
+	for {
+		var r wire.Response
+		err := c.in.Next(&r)
+		if err == nil && (r.ID != id || r.More) {
+			c.dispatch(r)
+			continue
+		}
+		if err != nil && (!errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() == nil) {
+			c.fail(err)
+			return wire.Response{}, c.closedErr()
+		}
+		c.mu.Lock()
+		delete(c.pending, id)
+		if ctx.Err() != nil {
+			c.f.SetReadDeadline(time.Time{}) // the deadline may be set
+		}
+		c.release()
+		c.mu.Unlock()
+		if err != nil {
+			return wire.Response{}, ctx.Err()
 		}
 		return r, nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pending, req.ID)
-		c.mu.Unlock()
-		return wire.Response{}, ctx.Err()
 	}
 }
 

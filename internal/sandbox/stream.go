@@ -52,6 +52,7 @@ func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Res
 	c.next++
 	c.pending[req.ID] = final
 	c.chunks[req.ID] = chunks
+	c.ensureReader() // the caller consumes chunks as the read loop hands them on
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -76,8 +77,8 @@ func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Res
 			if !ok {
 				return wire.Response{}, c.closedErr()
 			}
-			// One goroutine reads the socket, so every chunk sent
-			// before the final response is already queued.
+			// One goroutine at a time reads the socket, so every
+			// chunk sent before the final response is already queued.
 			for len(chunks) > 0 {
 				emit(<-chunks)
 			}

@@ -187,6 +187,7 @@ var suiteCases = []struct {
 	{"HostNameResolves", testHostNameResolves},
 	{"CgroupFS", testCgroupFS},
 	{"NetworkInterface", testNetworkInterface},
+	{"CallsShareTheReader", testCallsShareTheReader},
 }
 
 func TestSuite(t *testing.T) {

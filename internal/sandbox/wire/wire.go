@@ -199,3 +199,59 @@ func (w *Writer) Write(v any) error {
 	defer w.mu.Unlock()
 	return WriteFrame(w.w, v)
 }
+
+// FrameReader reads frames from R through a buffer: one read(2) brings
+// in a frame and whatever follows it. A read that fails, say at a
+// deadline, loses nothing: the next call goes on where it stopped. It may
+// read past a frame, so R is its alone (ReadFrame is for a stream handed
+// on afterwards).
+type FrameReader struct {
+	R   io.Reader
+	buf []byte // buf[off:] is read and not yet returned
+	off int
+}
+
+// frameReadSize is what a FrameReader asks a read for, at least.
+const frameReadSize = 64 << 10
+
+// Next reads the next frame into v.
+func (fr *FrameReader) Next(v any) error {
+	for {
+		need := 4
+		if b := fr.buf[fr.off:]; len(b) >= 4 {
+			n := binary.BigEndian.Uint32(b)
+			if n > MaxFrame {
+				return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
+			}
+			if len(b)-4 >= int(n) {
+				fr.off += 4 + int(n)
+				return json.Unmarshal(b[4:4+n], v)
+			}
+			need = 4 + int(n)
+		}
+		fr.reserve(need)
+		k, err := fr.R.Read(fr.buf[len(fr.buf):cap(fr.buf)])
+		fr.buf = fr.buf[:len(fr.buf)+k]
+		if err == io.EOF && len(fr.buf) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && k == 0 {
+			return err
+		}
+	}
+}
+
+// reserve moves what is left to the front of the buffer and makes room
+// for need bytes; a buffer grown for a large frame is let go of.
+func (fr *FrameReader) reserve(need int) {
+	left := fr.buf[fr.off:]
+	size := max(need, frameReadSize)
+	if cap(fr.buf) < need || cap(fr.buf) > 4*frameReadSize && size == frameReadSize {
+		nb := make([]byte, len(left), size)
+		copy(nb, left)
+		fr.buf, fr.off = nb, 0
+		return
+	}
+	n := copy(fr.buf[:cap(fr.buf)], left)
+	fr.buf, fr.off = fr.buf[:n], 0
+}
