@@ -20,6 +20,7 @@ import (
 
 type exportImageFlags struct {
 	datasetFlags
+	condaShim bool
 }
 
 func newCacheExportImageCmd(g *globals) *cobra.Command {
@@ -45,10 +46,17 @@ Each store layer is one image layer: deletions as .wh.NAME whiteouts,
 opaque directories as .wh..wh..opq. The image's Env, WorkingDir and
 User are the imported image's; an instance's are its venv's PATH and
 /testbed. REF names the image (default: NAME when it is a reference,
-else localhost/msb-export/<NAME>:latest).`,
+else localhost/msb-export/<NAME>:latest).
+
+--conda-shim (with --dataset) adds a layer with /opt/miniconda3/bin/activate
+and /opt/miniconda3/envs/testbed, so that scripts written for the SWE-bench
+harness's instance images (source /opt/miniconda3/bin/activate; conda
+activate testbed) run on the image: the venv stands in for conda's env.`,
 		Example: `  msb cache export-image debian:bookworm oci-archive:bookworm.tar
   podman load -i bookworm.tar && podman run --rm docker.io/library/debian:bookworm cat /etc/os-release
-  msb cache export-image --dataset demo/dataset.jsonl demo__calc-1 docker-archive:task.tar:localhost/task:1`,
+  msb cache export-image --dataset demo/dataset.jsonl demo__calc-1 docker-archive:task.tar:localhost/task:1
+  msb cache export-image --dataset verified.jsonl --conda-shim pallets__flask-5014 \
+    oci-archive:flask.tar:swebench/sweb.eval.x86_64.pallets_1776_flask-5014:latest`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExportImage(cmd.Context(), g, f, args[0], args[1])
@@ -57,10 +65,14 @@ else localhost/msb-export/<NAME>:latest).`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.dataset, "dataset", "", "NAME is an instance id of this dataset (JSON, JSONL or Parquet)")
 	fs.StringVar(&f.specFile, "spec", "", "YAML spec file adding or overriding specs (with --dataset)")
+	fs.BoolVar(&f.condaShim, "conda-shim", false, "add /opt/miniconda3/bin/activate: conda activate testbed activates the venv, as in SWE-bench's images (with --dataset)")
 	return cmd
 }
 
 func runExportImage(ctx context.Context, g *globals, f *exportImageFlags, nameArg, dest string) error {
+	if f.condaShim && f.dataset == "" {
+		return fmt.Errorf("%w: --conda-shim needs --dataset: it activates an instance's venv", errUsage)
+	}
 	c, err := g.openCache(true)
 	if err != nil {
 		return err
@@ -86,7 +98,11 @@ func runExportImage(ctx context.Context, g *globals, f *exportImageFlags, nameAr
 		return fmt.Errorf("leasing the layers of %s: %w", nameArg, err)
 	}
 	defer lease.Release()
-	ex, err := rootfs.Export(ctx, st, root, dest, rootfs.ExportOptions{Reference: exportReference(st, nameArg)})
+	opts := rootfs.ExportOptions{Reference: exportReference(st, nameArg)}
+	if f.condaShim {
+		opts.Extra = condaShim(envcache.VenvPath)
+	}
+	ex, err := rootfs.Export(ctx, st, root, dest, opts)
 	if err != nil {
 		return imageError(fmt.Errorf("exporting %s: %w", nameArg, err))
 	}
@@ -164,3 +180,57 @@ func exportReference(st *store.Store, nameArg string) string {
 
 // refUnsafe is what a component of a reference's repository cannot hold.
 var refUnsafe = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// condaShimDir is where the SWE-bench harness's images have conda.
+const condaShimDir = "/opt/miniconda3"
+
+// condaShim stands in for the conda of the SWE-bench harness's instance
+// images, whose eval scripts (and those derived from them, as Harbor's
+// SWE-bench adapter's test.sh) run "source /opt/miniconda3/bin/activate"
+// then "conda activate testbed": activate defines a conda function whose
+// activate puts venv first on PATH (as VIRTUAL_ENV and CONDA_PREFIX), and
+// envs/testbed is a link to venv, for scripts that name its python by path.
+func condaShim(venv string) []rootfs.ExtraFile {
+	script := strings.ReplaceAll(condaActivate, "@VENV@", venv)
+	return []rootfs.ExtraFile{
+		{Path: condaShimDir + "/bin/activate", Mode: 0o755, Content: []byte(script)},
+		{Path: condaShimDir + "/envs/testbed", Target: venv},
+	}
+}
+
+// condaActivate is the shim's activate script (POSIX sh; sourced, also
+// under set -u). "source activate testbed" activates testbed too, as
+// conda's own activate does; other arguments are left alone, since bash
+// hands a sourced file the caller's own arguments when it names none.
+const condaActivate = `# Written by msb cache export-image --conda-shim: this image has no conda,
+# one environment, testbed, the venv @VENV@; "conda activate testbed"
+# activates it, as in the SWE-bench harness's images.
+conda() {
+	case "${1:-}" in
+	activate)
+		if [ "${2:-testbed}" != testbed ]; then
+			echo "conda: this image has one environment, testbed (the venv @VENV@), not ${2}" >&2
+			return 1
+		fi
+		VIRTUAL_ENV=@VENV@ CONDA_PREFIX=@VENV@ CONDA_DEFAULT_ENV=testbed
+		case ":$PATH:" in
+		*:@VENV@/bin:*) ;;
+		*) PATH="@VENV@/bin:$PATH" ;;
+		esac
+		export VIRTUAL_ENV CONDA_PREFIX CONDA_DEFAULT_ENV PATH
+		hash -r 2>/dev/null || :
+		;;
+	deactivate)
+		PATH="${PATH#@VENV@/bin:}"
+		unset VIRTUAL_ENV CONDA_PREFIX CONDA_DEFAULT_ENV
+		;;
+	*)
+		echo "conda: this image (exported by msb) answers conda activate and conda deactivate only" >&2
+		return 1
+		;;
+	esac
+}
+if [ "${1:-}" = testbed ]; then
+	conda activate testbed
+fi
+`

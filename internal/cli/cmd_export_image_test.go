@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
@@ -110,5 +114,66 @@ func TestExportImageInstance(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no layer of %d holds testbed/calc/stats.py", len(layers))
+	}
+
+	shimmed := filepath.Join(t.TempDir(), "shim")
+	if r := msb(t, dir, env, append([]string{"cache", "export-image", "--conda-shim", "demo__calc-1", "oci:" + shimmed + ":localhost/shim:1"}, ds...)...); r.code != 0 {
+		t.Fatalf("export-image --conda-shim: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkCondaShim(t, "oci:"+shimmed+":localhost/shim:1", len(layers)+1)
+	if r := msb(t, dir, env, "cache", "export-image", "--conda-shim", "demo__calc-1", "oci:"+shimmed); r.code != exitUsage || !strings.Contains(r.stderr, "--conda-shim needs --dataset") {
+		t.Errorf("--conda-shim without --dataset: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// checkCondaShim reads the top layer of the image at src, which must have
+// n layers: /opt/miniconda3/envs/testbed links to the venv, and the
+// activate script, sourced by bash under set -u as the SWE-bench
+// harness's eval scripts do, makes conda activate testbed put the venv
+// first on PATH and refuses any other env; sourced with the caller's own
+// arguments (bash's way when it is given none) it activates nothing, with
+// testbed it activates testbed.
+func checkCondaShim(t *testing.T, src string, n int) {
+	t.Helper()
+	o, err := rootfs.Open(context.Background(), src, rootfs.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	layers, err := o.Image.Layers()
+	if err != nil || len(layers) != n {
+		t.Fatalf("%d layers (%v), want %d", len(layers), err, n)
+	}
+	rc, err := layers[n-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	activate := filepath.Join(t.TempDir(), "activate")
+	link := ""
+	tr := tar.NewReader(rc)
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		switch h.Name {
+		case "opt/miniconda3/envs/testbed":
+			link = h.Linkname
+		case "opt/miniconda3/bin/activate":
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(activate, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if link != envcache.VenvPath {
+		t.Errorf("envs/testbed links to %q, want %s", link, envcache.VenvPath)
+	}
+	script := `set -euo pipefail; PATH=/usr/bin:/bin; source "$1"; echo "${VIRTUAL_ENV:-none}"
+conda activate testbed; conda activate testbed
+echo "$PATH|$VIRTUAL_ENV|$CONDA_DEFAULT_ENV"; if conda activate other 2>/dev/null; then echo other; fi
+conda deactivate; echo "$PATH|${VIRTUAL_ENV:-}"; source "$1" testbed; echo "$PATH"`
+	out, err := exec.Command("bash", "-c", script, "bash", activate).CombinedOutput()
+	venvPath := envcache.VenvPath + "/bin:/usr/bin:/bin"
+	want := "none\n" + venvPath + "|" + envcache.VenvPath + "|testbed\n/usr/bin:/bin|\n" + venvPath + "\n"
+	if err != nil || string(out) != want {
+		t.Errorf("sourcing the shim: %v\n%s\nwant\n%s", err, out, want)
 	}
 }

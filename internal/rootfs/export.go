@@ -2,14 +2,18 @@ package rootfs
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +39,18 @@ type ExportOptions struct {
 	// RepoTags, an OCI index's ref.name annotation); a reference given in
 	// the destination (FILE:REF) wins; "" is DefaultExportReference.
 	Reference string
+	// Extra, when set, is one more layer above the root's: these files and
+	// symlinks, owned by root, with the directories they need.
+	Extra []ExtraFile
+}
+
+// ExtraFile is a file (or a symlink, when Target is set) that Export adds
+// to the image in a layer of its own.
+type ExtraFile struct {
+	Path    string // absolute path in the image
+	Mode    int64  // permission bits of a file
+	Content []byte
+	Target  string // a symlink's target
 }
 
 // Exported says what Export wrote.
@@ -80,6 +96,13 @@ func Export(ctx context.Context, st *store.Store, root Root, dest string, opts E
 	if err != nil {
 		return nil, err
 	}
+	layers := len(root.Layers)
+	if len(opts.Extra) > 0 {
+		if img, err = appendExtra(img, opts.Extra, oci); err != nil {
+			return nil, err
+		}
+		layers++
+	}
 	switch transport {
 	case TransportOCI:
 		err = writeLayoutDir(path, img, tag)
@@ -95,7 +118,7 @@ func Export(ctx context.Context, st *store.Store, root Root, dest string, opts E
 	if err != nil {
 		return nil, err
 	}
-	return &Exported{Destination: dest, Reference: tag.String(), Digest: digest.String(), Layers: len(root.Layers)}, nil
+	return &Exported{Destination: dest, Reference: tag.String(), Digest: digest.String(), Layers: layers}, nil
 }
 
 // splitExportRef splits PATH[:REF] at the first ":" before which stands a
@@ -147,6 +170,56 @@ func exportImage(ctx context.Context, st *store.Store, root Root, oci bool) (v1.
 	cf.Config.Env, cf.Config.WorkingDir, cf.Config.User = c.Env, c.WorkingDir, c.User
 	cf.Config.Entrypoint, cf.Config.Cmd = c.Entrypoint, c.Cmd
 	return mutate.ConfigFile(img, cf)
+}
+
+// appendExtra adds files as one more layer of img: a tar of them and
+// their parent directories (0755), root's, dated 1970 so the same files
+// are the same layer.
+func appendExtra(img v1.Image, files []ExtraFile, oci bool) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		p := strings.TrimPrefix(path.Clean(f.Path), "/")
+		if !path.IsAbs(f.Path) || p == "" {
+			return nil, fmt.Errorf("%w: extra file %q: want an absolute path", ErrUnsupported, f.Path)
+		}
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) { // a parent sorts before its children
+		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range files {
+		h := &tar.Header{Name: strings.TrimPrefix(path.Clean(f.Path), "/"), Typeflag: tar.TypeReg, Mode: f.Mode,
+			Size: int64(len(f.Content)), ModTime: time.Unix(0, 0)}
+		if f.Target != "" {
+			h.Typeflag, h.Mode, h.Size, h.Linkname = tar.TypeSymlink, 0o777, 0, f.Target
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Content[:h.Size]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layerType := types.DockerLayer
+	if oci {
+		layerType = types.OCILayer
+	}
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(layerType), tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return nil, fmt.Errorf("extra layer: %w", err)
+	}
+	return mutate.Append(img, mutate.Addendum{Layer: l, History: v1.History{CreatedBy: "msb extra files"}})
 }
 
 // layerReader streams a layer's tar, written as it is read.
