@@ -49,6 +49,9 @@ type buildJob struct {
 	// hostNetwork: the script reaches the network itself (apt-get of a
 	// Debian packages layer), not through the download cache.
 	hostNetwork bool
+	// registries: with hostNetwork, the dependency step's npm and go
+	// reach their registries through msb's caching proxy (registries.go).
+	registries bool
 	// keep, when set, is given the build's upper dir before it is
 	// committed (the dependency store takes what was fetched).
 	keep func(upper string) error
@@ -109,6 +112,9 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 	if job.hostNetwork && err == nil {
 		net.stop()
 		net = buildNet{network: sandbox.NetworkHost, stop: func() {}}
+		if job.registries {
+			net, err = c.registryNetwork()
+		}
 	}
 	if err != nil {
 		return fail("starting the download cache", err)

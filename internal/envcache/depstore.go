@@ -8,44 +8,58 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/minisandbox/msb/internal/envcache/regproxy"
 )
 
 // The dependency store keeps what the dependency steps of non-Python
-// install builds fetched, in the download cache under deps/ (DepsDir's
-// layout), so that a later build without the network finds it there, as
-// pip finds the files of earlier builds. Only the parts of each tool's
-// cache that are immutable, or merge by adding files, are kept.
+// install builds fetched with cargo and Maven, in the download cache
+// under deps/ (DepsDir's layout), so that a later build without the
+// network finds it there, as pip finds the files of earlier builds. Only
+// the parts of each tool's cache that are immutable, or merge by adding
+// files, are kept. npm and go fetch through the registry proxy, which
+// keeps their files in the download cache itself (package regproxy).
 const depStoreDir = "deps"
 
 // depStoreParts are the dirs under DepsDir a build's fetched files are
-// kept from: cargo's registry index and .crate files, Go's module download
-// cache (a GOPROXY layout) and Maven's local repository. npm's cache is
-// not kept: its index files are rewritten, not added to.
-var depStoreParts = []string{"cargo/registry/index", "cargo/registry/cache", "go/pkg/mod/cache/download", "m2"}
+// kept from: cargo's registry index and .crate files and Maven's local
+// repository. (Go's module download cache was kept here before the
+// registry proxy; what caches kept of it still serves, goStoreDir.)
+var depStoreParts = []string{"cargo/registry/index", "cargo/registry/cache", "m2"}
 
-// goProxyDir is where an offline build's go finds the stored modules.
-var goProxyDir = downloadsMount + "/" + depStoreDir + "/go/pkg/mod/cache/download"
+// goStoreDir is where the dependency store kept Go's module download
+// cache (a GOPROXY layout) before the registry proxy: a second module
+// proxy of offline builds, for caches filled then.
+var goStoreDir = downloadsMount + "/" + depStoreDir + "/go/pkg/mod/cache/download"
 
 // seedScript is what an install build without the network runs before
-// its steps: cargo's registry and Maven's repository from the store are
-// copied into DepsDir (cargo and Maven read them there offline); Go
-// reads the store as its module proxy (offlineBuildEnv).
+// its steps: cargo's registry and Maven's repository from the store, and
+// the npm tarballs the registry proxy kept, are copied into DepsDir
+// (cargo, Maven and npm read them there offline: npm ci takes a tarball
+// from its cache by the lockfile's integrity); go reads the download
+// cache as its module proxy (offlineBuildEnv).
 func seedScript() string {
 	var b strings.Builder
-	for _, part := range []string{"cargo/registry", "m2"} {
-		src := downloadsMount + "/" + depStoreDir + "/" + part
-		fmt.Fprintf(&b, "if [ -d %[1]s ]; then mkdir -p %[2]s && cp -R %[1]s/. %[2]s/; fi\n", src, DepsDir+"/"+part)
+	seeds := [][2]string{
+		{depStoreDir + "/cargo/registry", "cargo/registry"},
+		{depStoreDir + "/m2", "m2"},
+		{regproxy.NPMContentDir + "/content-v2", "npm/_cacache/content-v2"},
+	}
+	for _, s := range seeds {
+		src := downloadsMount + "/" + s[0]
+		fmt.Fprintf(&b, "if [ -d %[1]s ]; then mkdir -p %[2]s && cp -R %[1]s/. %[2]s/; fi\n", src, DepsDir+"/"+s[1])
 	}
 	return b.String()
 }
 
 // offlineBuildEnv are the offline switches of an install build without
-// the network: offlineEnv, with Go's module proxy at the store.
+// the network: offlineEnv, with Go's module proxy at the download cache
+// (what the registry proxy kept, then the old dependency store).
 func offlineBuildEnv() []string {
 	env := make([]string, 0, len(offlineEnv))
 	for _, e := range offlineEnv {
 		if strings.HasPrefix(e, "GOPROXY=") {
-			e = "GOPROXY=file://" + goProxyDir + ",off"
+			e = "GOPROXY=file://" + downloadsMount + "/" + regproxy.GoDir + ",file://" + goStoreDir + ",off"
 		}
 		env = append(env, e)
 	}

@@ -36,8 +36,12 @@
 //     (go@1.21.4, node@18, jre@11) that the host lacks, fetched once from
 //     its registry, checked against the registry's checksum and kept as a
 //     layer under ref toolchain/<name>@<version> (toolchain_fetch.go).
-//   - Dependency store: what online dependency steps fetched, kept in the
-//     download cache's deps/ for offline builds (depstore.go).
+//   - Dependency store: what online dependency steps fetched with cargo
+//     and Maven, kept in the download cache's deps/ for offline builds
+//     (depstore.go).
+//   - Registry proxy: what an online dependency step's npm and go talk
+//     to, on 127.0.0.1 (package regproxy); it keeps their packages in the
+//     download cache, which offline builds read without it.
 //   - Download cache: every file pip fetched for a build, by SHA-256, with
 //     the index pages that listed them, read by pip as an index on disk
 //     (offline builds, tasks) or through msb's proxy (the build network).

@@ -130,13 +130,14 @@ func (c *Cache) scmEnvFor(ctx context.Context, r *run, inst dataset.Instance, sp
 
 // dependencyStep makes job, the install build of a non-Python spec, its
 // dependency step: the toolchains and dependency caches; with the build
-// network, the host's, and what it fetched kept in the dependency store;
-// without, offline, from the store (seedScript). The key stays the
+// network, the host's, npm and go through the registry proxy
+// (registries.go) and what cargo and Maven fetched kept in the dependency
+// store; without, offline, from the download cache (seedScript). The key stays the
 // script's without the seed: an offline rebuild is the same layer.
 func (c *Cache) dependencyStep(job *buildJob, env envResult) {
 	job.env, job.hostNetwork = toolchainEnv(env.toolchains), c.opts.BuildNetwork
 	if job.hostNetwork {
-		job.keep = c.keepDeps
+		job.keep, job.registries = c.keepDeps, true
 		return
 	}
 	job.env = append(job.env, offlineBuildEnv()...)
