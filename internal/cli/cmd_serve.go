@@ -46,6 +46,7 @@ type serveFlags struct {
 	port           int
 	authToken      string
 	e2b            string
+	e2bBase        string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -89,6 +90,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.IntVar(&f.port, "port", 8000, "with --swerex: port to listen on (swerex-remote's flag)")
 	fs.StringVar(&f.authToken, "auth-token", "", "with --swerex: the X-API-Key clients must send (swerex-remote's flag)")
 	fs.StringVar(&f.e2b, "e2b", "", "also answer the e2b SDKs on this host:port (E2B_API_URL and E2B_SANDBOX_URL; the token is the API key; docs/e2b.md)")
+	fs.StringVar(&f.e2bBase, "e2b-base", "", "with --e2b: the root of E2B's base template, a root the cache holds (debian/e2b: docs/e2b.md, \"The E2B base\"); its commands run as E2B's user `user` (default: the host's directories, as root)")
 	return cmd
 }
 
@@ -146,6 +148,9 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 			return fmt.Errorf("%w: --listen %s is TCP: give a token (--token-file, MSB_TOKEN)", errUsage, l)
 		}
 	}
+	if f.e2bBase != "" && f.e2b == "" {
+		return fmt.Errorf("%w: --e2b-base goes with --e2b", errUsage)
+	}
 	if f.e2b != "" && token == "" {
 		return fmt.Errorf("%w: --e2b needs a token, the API key of the e2b SDKs (--token-file, MSB_TOKEN)", errUsage)
 	}
@@ -200,7 +205,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		ls = append(ls, l)
 		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l), os.Getpid(), e.Mode())
 	}
-	waitE2B, err := serveE2B(ctx, e, f.e2b, token, log)
+	waitE2B, err := serveE2B(ctx, e, f.e2b, f.e2bBase, token, log)
 	if err != nil {
 		return err
 	}
@@ -216,11 +221,18 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	return nil
 }
 
-// serveE2B serves e's E2B front end on addr (none when empty) until ctx
+// serveE2B serves e's E2B front end on addr (none when empty), with base
+// the root of its base template ("": the host's directories), until ctx
 // ends; wait returns once it has stopped.
-func serveE2B(ctx context.Context, e *engine.Engine, addr, token string, log *slog.Logger) (wait func() error, err error) {
+func serveE2B(ctx context.Context, e *engine.Engine, addr, base, token string, log *slog.Logger) (wait func() error, err error) {
 	if addr == "" {
 		return func() error { return nil }, nil
+	}
+	front := e2b.New(e, token, log)
+	if base != "" {
+		if err := front.UseBase(ctx, base); err != nil {
+			return nil, fmt.Errorf("--e2b-base: %w", err)
+		}
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -228,7 +240,7 @@ func serveE2B(ctx context.Context, e *engine.Engine, addr, token string, log *sl
 	}
 	fmt.Fprintf(os.Stderr, "msb serve: E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", l.Addr())
 	done := make(chan error, 1)
-	go func() { done <- e2b.New(e, token, log).Serve(ctx, l) }()
+	go func() { done <- front.Serve(ctx, l) }()
 	return func() error { return <-done }, nil
 }
 

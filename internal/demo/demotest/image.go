@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,42 +27,16 @@ import (
 // repository at commit in /testbed.
 func ImageRootfs(t *testing.T, repoDir, commit, pyVersion string) string {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "rootfs")
 	py := "/usr/bin/python" + pyVersion
-	bins := []string{"/usr/bin/bash", "/usr/bin/git", py, "/usr/bin/patch"}
+	bins := []string{"/usr/bin/git", py, "/usr/bin/patch"}
 	for _, tool := range []string{"cat", "cp", "mkdir", "mktemp", "rm", "grep", "sed", "env", "ls", "mv", "chmod", "touch", "head", "tail", "tr", "sort", "uniq", "wc", "true", "false", "sleep", "id"} {
 		bins = append(bins, "/usr/bin/"+tool)
 	}
-	files := append([]string{"/usr/lib/python" + pyVersion}, bins...)
-	for _, bin := range bins {
-		out, err := exec.Command("ldd", bin).Output()
-		if err != nil {
-			continue // static, or not a binary
-		}
-		for _, w := range strings.Fields(string(out)) {
-			if strings.HasPrefix(w, "/") {
-				files = append(files, w)
-			}
-		}
-	}
-	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
-		if err != nil {
-			t.Fatalf("the image needs %s from the host: %v", f, err)
-		}
-		dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(f, "/usr"), "/"))
-		os.MkdirAll(filepath.Dir(dst), 0o755)
-		if out, err := exec.Command("cp", "-a", "--no-preserve=ownership", real, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp %s: %v: %s", real, err, out)
-		}
-	}
-	for name, target := range map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin", "usr/bin/sh": "bash", "usr/bin/python": "python" + pyVersion, "usr/bin/python3": "python" + pyVersion} {
+	root := HostRootfs(t, []string{"/usr/lib/python" + pyVersion}, bins...)
+	for name, target := range map[string]string{"usr/bin/python": "python" + pyVersion, "usr/bin/python3": "python" + pyVersion} {
 		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, d := range []string{"tmp", "etc", "root"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	tb := filepath.Join(root, "testbed")
 	for _, args := range [][]string{{"clone", "-q", repoDir, tb}, {"-C", tb, "checkout", "-q", "--detach", commit}, {"-C", tb, "remote", "remove", "origin"}} {
@@ -162,4 +137,46 @@ func BytesLayer(t testing.TB, b []byte) v1.Layer {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// HostRootfs is a root filesystem made on the host: bash and bins (host
+// paths under /usr/bin or /usr/sbin) with the libraries they link, and
+// extra (files or directories), copied under /usr; /bin, /lib, /lib64
+// and /sbin link into /usr, sh is bash, /tmp, /etc and /root exist.
+func HostRootfs(t *testing.T, extra []string, bins ...string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "rootfs")
+	bins = append([]string{"/usr/bin/bash"}, bins...)
+	files := append(slices.Clone(extra), bins...)
+	for _, bin := range bins {
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			continue // static, or not a binary
+		}
+		for _, w := range strings.Fields(string(out)) {
+			if strings.HasPrefix(w, "/") {
+				files = append(files, w)
+			}
+		}
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatalf("the image needs %s from the host: %v", f, err)
+		}
+		dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(f, "/usr"), "/"))
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if out, err := exec.Command("cp", "-a", "--no-preserve=ownership", real, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", real, err, out)
+		}
+	}
+	for name, target := range map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin", "usr/bin/sh": "bash"} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"tmp", "etc", "root"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	return root
 }

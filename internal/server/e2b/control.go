@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +16,8 @@ import (
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 )
 
-// baseTemplate is the SDK's default template: for now a sandbox on the
-// host's system directories (an msb-built Debian base comes with issue 27).
+// baseTemplate is the SDK's default template: a sandbox on the host's
+// system directories, or on the root UseBase chose (users.go, base.go).
 const baseTemplate = "base"
 
 // createRequest is the body of POST /sandboxes and /v2/sandboxes; fields
@@ -68,7 +69,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 // add registers the engine's sandbox sid as a new E2B sandbox of that id,
 // to be killed timeout from now.
 func (f *Front) add(sid, template string, metadata, envs map[string]string, timeout time.Duration) *box {
-	b := &box{id: sid, sid: sid, template: template, token: newToken(), metadata: metadata, envs: envs,
+	b := &box{id: sid, sid: sid, template: template, user: f.defaultUser(template), token: newToken(), metadata: metadata, envs: envs,
 		started: time.Now(), procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
 	b.logf("info", []string{"templateID", template}, "sandbox created from template %s", template)
 	f.mu.Lock()
@@ -96,7 +97,12 @@ func (f *Front) startCommand(b *box, sb *engine.Sandbox) {
 	if conf.Workdir != "" {
 		cfg.Cwd = &conf.Workdir
 	}
-	f.launch(b, sb, cfg, "start", nil, nil)
+	u, err := f.userOf(context.Background(), b, sb, "")
+	if err != nil {
+		b.logf("error", nil, "the start command of template %s did not start: %v", b.template, err)
+		return
+	}
+	f.launch(b, sb, cfg, "start", nil, nil, u)
 }
 
 // created is the answer of create, connect and fork for b.
@@ -123,7 +129,7 @@ func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, erro
 	}
 	if req.TemplateID == "" || req.TemplateID == baseTemplate {
 		network, policy := sr.Network, sr.NetPolicy
-		sr = baseRequest(envList(req.EnvVars))
+		sr = f.baseRequest(envList(req.EnvVars))
 		sr.Network, sr.NetPolicy = network, policy
 		return f.createSandbox(r.Context(), sr)
 	}

@@ -39,12 +39,18 @@ type Front struct {
 	templates map[string]*template // by id (templates.go)
 
 	spare spares // the base template's sandbox started ahead (spare.go)
+
+	// base is the root of the base template ("": the host's system
+	// directories) and baseUser its default user ("": the sandbox's
+	// own); UseBase sets them (base.go).
+	base, baseUser string
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
 // metadata, access token, timeout and processes.
 type box struct {
 	id, template, token string
+	user                string // the default user of its commands and file calls ("": the sandbox's own; users.go)
 	metadata            map[string]string
 	envs                map[string]string
 	started             time.Time

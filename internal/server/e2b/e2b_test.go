@@ -39,10 +39,21 @@ func startFront(t *testing.T) string {
 // startFrontEngine is startFront that also returns the engine.
 func startFrontEngine(t *testing.T) (string, *engine.Engine) {
 	t.Helper()
+	return startFrontWith(t, nil)
+}
+
+// startFrontWith is startFrontEngine with setup (if not nil) run on the
+// engine and its front before the front serves.
+func startFrontWith(t *testing.T, setup func(*engine.Engine, *Front)) (string, *engine.Engine) {
+	t.Helper()
 	e, err := engine.Open(context.Background(), engine.Config{StateDir: privtest.StateDir(t),
 		Cache: engine.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	front := New(e, testKey, nil)
+	if setup != nil {
+		setup(e, front)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +61,7 @@ func startFrontEngine(t *testing.T) (string, *engine.Engine) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(e, testKey, nil).Serve(ctx, l) }()
+	go func() { done <- front.Serve(ctx, l) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -182,11 +193,19 @@ func TestE2BTimeout(t *testing.T) {
 // at a fresh front end, and returns what it printed.
 func sdkScript(t *testing.T, script string, args ...string) []byte {
 	t.Helper()
+	return sdkScriptAt(t, "", script, args...)
+}
+
+// sdkScriptAt is sdkScript against the front at url ("": a new one).
+func sdkScriptAt(t *testing.T, url, script string, args ...string) []byte {
+	t.Helper()
 	py := privtest.Python(t, "the e2b SDK (internal/server/testdata/requirements.txt)")
 	if out, err := exec.Command(py, "-c", "import e2b").CombinedOutput(); err != nil {
 		privtest.Skip(t, "%s=%s lacks the e2b SDK: %v %s", privtest.PythonEnv, py, err, out)
 	}
-	url := startFront(t)
+	if url == "" {
+		url = startFront(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", script)}, args...)...)

@@ -67,6 +67,7 @@ func (s *filesystemService) stat(ctx context.Context, sb *engine.Sandbox, p stri
 		return nil, connectError(err)
 	}
 	info := entryInfo(p, e)
+	idsOf(ctx, sb).own(info, e)
 	if e.Type == "symlink" {
 		followLink(ctx, sb, p, info)
 	}
@@ -124,7 +125,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	}
 	depth := max(req.Msg.GetDepth(), 1)
 	out := &filesystem.ListDirResponse{}
-	if err := s.walk(ctx, sb, abs(req.Msg.GetPath()), depth, out); err != nil {
+	if err := s.walk(ctx, sb, idsOf(ctx, sb), abs(req.Msg.GetPath()), depth, out); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(out), nil
@@ -133,7 +134,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 // walk appends dir's entries, and theirs down to depth levels, in the
 // order of E2B's envd (a walk of the tree in lexical order: each directory
 // followed by its entries).
-func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir string, depth uint32, out *filesystem.ListDirResponse) error {
+func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, n ids, dir string, depth uint32, out *filesystem.ListDirResponse) error {
 	ents, err := sb.ListDir(ctx, dir)
 	if err != nil {
 		return connectError(err)
@@ -142,12 +143,13 @@ func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir st
 	for _, e := range ents {
 		p := path.Join(dir, e.Name)
 		info := entryInfo(p, e)
+		n.own(info, e)
 		if e.Type == "symlink" {
 			followLink(ctx, sb, p, info)
 		}
 		out.Entries = append(out.Entries, info)
 		if e.Type == "dir" && depth > 1 {
-			if err := s.walk(ctx, sb, p, depth-1, out); err != nil {
+			if err := s.walk(ctx, sb, n, p, depth-1, out); err != nil {
 				return err
 			}
 		}
@@ -157,11 +159,16 @@ func (s *filesystemService) walk(ctx context.Context, sb *engine.Sandbox, dir st
 
 // run runs argv in the sandbox, failing with its output unless it exits 0.
 func run(ctx context.Context, sb *engine.Sandbox, argv ...string) error {
+	return runAs(ctx, sb, nil, argv...)
+}
+
+// runAs is run as u (nil: the sandbox's user).
+func runAs(ctx context.Context, sb *engine.Sandbox, u *sysUser, argv ...string) error {
 	cmd := ""
 	for _, a := range argv {
 		cmd += shellWord(a) + " "
 	}
-	res, err := sb.Exec(ctx, api.ExecRequest{Command: cmd})
+	res, err := sb.Exec(ctx, api.ExecRequest{Command: asUser(u, cmd)})
 	if err != nil {
 		return connectError(err)
 	}
@@ -181,7 +188,11 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if _, err := sb.Stat(ctx, p); err == nil {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%s already exists", p))
 	}
-	if err := run(ctx, sb, "mkdir", "-p", "--", p); err != nil {
+	u, err := s.f.userOf(ctx, b, sb, rpcUser(req.Header()))
+	if err != nil {
+		return nil, userError(err)
+	}
+	if err := runAs(ctx, sb, u, "mkdir", "-p", "--", p); err != nil {
 		return nil, err
 	}
 	info, err := s.stat(ctx, sb, p)
@@ -201,7 +212,11 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if _, err := s.stat(ctx, sb, src); err != nil {
 		return nil, err
 	}
-	if err := run(ctx, sb, "mv", "-T", "--", src, dst); err != nil {
+	u, err := s.f.userOf(ctx, b, sb, rpcUser(req.Header()))
+	if err != nil {
+		return nil, userError(err)
+	}
+	if err := runAs(ctx, sb, u, "mv", "-T", "--", src, dst); err != nil {
 		return nil, err
 	}
 	info, err := s.stat(ctx, sb, dst)
@@ -218,16 +233,24 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	}
 	defer b.changing()()
 	// As envd's (os.RemoveAll), removing what is not there succeeds.
-	if err := run(ctx, sb, "rm", "-rf", "--", abs(req.Msg.GetPath())); err != nil {
+	u, err := s.f.userOf(ctx, b, sb, rpcUser(req.Header()))
+	if err != nil {
+		return nil, userError(err)
+	}
+	if err := runAs(ctx, sb, u, "rm", "-rf", "--", abs(req.Msg.GetPath())); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
 func (f *Front) download(w http.ResponseWriter, r *http.Request) {
-	_, sb, err := f.sandboxOf(r.Context())
+	b, sb, err := f.sandboxOf(r.Context())
 	if err != nil {
 		engineError(w, err)
+		return
+	}
+	if _, err := f.userOf(r.Context(), b, sb, r.URL.Query().Get("username")); err != nil {
+		filesUserError(w, err)
 		return
 	}
 	data, err := sb.ReadFile(r.Context(), abs(r.URL.Query().Get("path")), maxFile)
@@ -259,6 +282,11 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.changing()()
+	u, err := f.userOf(r.Context(), b, sb, r.URL.Query().Get("username"))
+	if err != nil {
+		filesUserError(w, err)
+		return
+	}
 	target := r.URL.Query().Get("path")
 	var written []map[string]string
 	write := func(p string, body io.Reader) error {
@@ -270,7 +298,11 @@ func (f *Front) upload(w http.ResponseWriter, r *http.Request) {
 			return fmt.Errorf("%w: the file is over %d bytes", sandbox.ErrTooLarge, maxFile)
 		}
 		p = abs(p)
-		if err := sb.WriteFile(r.Context(), p, data, 0o644); err != nil {
+		made := missingDirs(r.Context(), sb, u, path.Dir(p))
+		if err := writeAs(r.Context(), sb, u, p, data); err != nil {
+			return err
+		}
+		if err := chown(r.Context(), sb, u, made...); err != nil {
 			return err
 		}
 		written = append(written, map[string]string{"name": path.Base(p), "type": "file", "path": p})

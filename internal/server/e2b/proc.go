@@ -34,6 +34,7 @@ type proc struct {
 	cancel context.CancelFunc
 	stdin  *stdinPipe        // nil: started without stdin
 	pty    *process.PTY_Size // nil: no terminal; else its size at the start
+	user   *sysUser          // who it runs as (users.go); nil: the sandbox's user
 
 	mu      sync.Mutex // guards the fields below
 	log     []*process.ProcessEvent
@@ -189,7 +190,7 @@ func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc,
 // write), else "".
 func (p *proc) shape() string {
 	prelude, ok := loginPrelude(p.config)
-	if !ok || p.stdin != nil || p.pty != nil || len(p.config.GetArgs()[2]) > maxPrimedCommand {
+	if !ok || p.stdin != nil || p.pty != nil || p.user != nil || len(p.config.GetArgs()[2]) > maxPrimedCommand {
 		return ""
 	}
 	return prelude
@@ -200,9 +201,9 @@ func (p *proc) shape() string {
 // else exec'd from it, wrapped for a terminal and for stdin.
 func (p *proc) request() api.ExecRequest {
 	if script, ok := loginScript(p.config); ok && p.stdin == nil && p.pty == nil {
-		return api.ExecRequest{Command: script, SeparateStderr: true}
+		return api.ExecRequest{Command: asUser(p.user, script), SeparateStderr: true}
 	}
-	cmd := commandOf(p.config)
+	cmd := asUser(p.user, commandOf(p.config))
 	if p.pty != nil {
 		cmd = ptyWrap(cmd, p.stdin, p.pty)
 	}

@@ -156,12 +156,12 @@ func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) f
 // launch starts a process in b's sandbox sb, which then runs apart from
 // any stream until it ends (proc): in the sandbox's primed shell when it
 // has one for the command's shape, else in a shell of its own.
-func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size) *proc {
+func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size, u *sysUser) *proc {
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.mu.Lock()
 	b.next++
 	pr := newProc(b.next, tag, cfg, cancel)
-	pr.stdin, pr.pty = stdin, pty
+	pr.stdin, pr.pty, pr.user = stdin, pty, u
 	pm := b.takePrimed(pr.shape(), sb.ID())
 	b.procs[pr.pid] = pr
 	b.mu.Unlock()
@@ -196,6 +196,10 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
+	u, err := p.f.userOf(ctx, b, sb, rpcUser(req.Header()))
+	if err != nil {
+		return userError(err)
+	}
 	var stdin *stdinPipe
 	if req.Msg.GetStdin() || req.Msg.Pty != nil { // a terminal's input is the stdin FIFO
 		if stdin, err = makeStdin(ctx, sb); err != nil {
@@ -206,7 +210,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if req.Msg.Pty != nil {
 		pty = ptySize(req.Msg.GetPty().GetSize())
 	}
-	pr := p.f.launch(b, sb, cfg, req.Msg.GetTag(), stdin, pty)
+	pr := p.f.launch(b, sb, cfg, req.Msg.GetTag(), stdin, pty, u)
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -10,5 +10,5 @@ import (
 // user: watchers through /proc/<init>/root, metrics and logs, the login
 // shell, its primed shell and the base's spare in the rootless mode.
 func TestE2BRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2B(WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
+	privtest.Unprivileged(t, "^TestE2B(BaseMode|WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
 }

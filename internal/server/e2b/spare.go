@@ -33,16 +33,18 @@ type spares struct {
 	wg     sync.WaitGroup // the maker in flight
 }
 
-// baseRequest is the engine's create of a base sandbox with envs (NAME=value).
-func baseRequest(envs []string) engine.SandboxRequest {
+// baseRequest is the engine's create of a base sandbox with envs
+// (NAME=value): on the host's system directories, or on the root UseBase
+// chose.
+func (f *Front) baseRequest(envs []string) engine.SandboxRequest {
 	return engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels(), Network: engine.NetworkNone,
-		HostBase: true, Workdir: homeDir, Env: append([]string{"HOME=" + homeDir}, envs...)}
+		HostBase: f.base == "", Image: f.base, Workdir: homeDir, Env: append([]string{"HOME=" + homeDir}, envs...)}
 }
 
 // fitsSpare reports whether sr is the create a spare stands for.
-func fitsSpare(sr engine.SandboxRequest) bool {
-	b := baseRequest(nil)
-	return sr.HostBase && sr.Image == "" && sr.InstanceID == "" && len(sr.Layers) == 0 && sr.Workdir == b.Workdir &&
+func (f *Front) fitsSpare(sr engine.SandboxRequest) bool {
+	b := f.baseRequest(nil)
+	return sr.HostBase == b.HostBase && sr.Image == b.Image && sr.InstanceID == "" && len(sr.Layers) == 0 && sr.Workdir == b.Workdir &&
 		slices.Equal(sr.Env, b.Env) && sr.Network == b.Network && sr.NetPolicy == nil
 }
 
@@ -115,7 +117,7 @@ func (f *Front) refillSpare() {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(spareDelay):
-			req := baseRequest(nil)
+			req := f.baseRequest(nil)
 			req.AdmissionWait = -1 // a spare never waits in line for room
 			sb, err = f.e.CreateSandbox(ctx, req)
 		}
@@ -141,7 +143,7 @@ func (f *Front) refillSpare() {
 // admission), it closes the spare, whose room the create may need, and
 // waits for room as sr asks.
 func (f *Front) createSandbox(ctx context.Context, sr engine.SandboxRequest) (*engine.Sandbox, error) {
-	if fitsSpare(sr) {
+	if f.fitsSpare(sr) {
 		if sb := f.takeSpare(); sb != nil {
 			return sb, nil
 		}

@@ -65,9 +65,9 @@ func TestE2BSuiteExpectations(t *testing.T) {
 			got.Link, got.Dangling)
 	}
 	want = "[[200 signed] [200 signed] [401 signature is already expired] " +
-		"[401 the URL's signature is not one of a running sandbox's] 200]"
+		"[401 the URL's signature is not one of a running sandbox's] 200 401]"
 	if fmt.Sprint(got.Signed) != want || got.Uploaded != "uploaded" {
-		t.Errorf("signed URLs: download, with an expiry, expired, tampered, upload: %v (uploaded %q), want %s (uploaded)",
+		t.Errorf("signed URLs: download, with an expiry, expired, tampered, upload, as a user the host base lacks: %v (uploaded %q), want %s (uploaded)",
 			got.Signed, got.Uploaded, want)
 	}
 	// The build's run wrote one line (kept in the template), the create's another.

@@ -190,6 +190,7 @@ func (f *Front) runBuild(t *template, b *build, spec buildSpec) {
 		return
 	}
 	defer f.e.CloseSandbox(sb.ID())
+	f.addUser(ctx, sb, b, sr)
 	for i, st := range spec.Steps {
 		step := strconv.Itoa(i + 1)
 		b.logf("info", step, "[%d/%d] %s %s", i+1, len(spec.Steps), st.Type, strings.TrimSpace(strings.Join(st.Args, " ")))
@@ -237,9 +238,9 @@ func (f *Front) buildBase(spec buildSpec) (engine.SandboxRequest, templateConfig
 		from = baseTemplate
 	}
 	switch {
-	case from == baseTemplate: // E2B's base starts in its user's home, as sandboxes of base do
-		return engine.SandboxRequest{HostBase: true, Workdir: homeDir},
-			templateConfig{Workdir: homeDir, Env: []string{"HOME=" + homeDir}}, nil
+	case from == baseTemplate: // E2B's base starts in its user's home, as its user, as sandboxes of base do
+		return engine.SandboxRequest{HostBase: f.base == "", Image: f.base, Workdir: homeDir},
+			templateConfig{Workdir: homeDir, Env: []string{"HOME=" + homeDir}, User: f.baseUser}, nil
 	case from != "":
 		if t := f.templateByRef(from); t != nil {
 			snap, conf, ok := t.ready()
@@ -318,13 +319,16 @@ func setEnv(env []string, name, value string) []string {
 }
 
 // buildExec runs cmd in the build sandbox with the build's environment and
-// working directory, as user when one other than root is set, and logs its
-// output; a non-zero exit is an error.
+// working directory, as user when one is set (asUser: the build sandbox
+// runs as root), and logs its output; a non-zero exit is an error.
 func (f *Front) buildExec(ctx context.Context, sb *engine.Sandbox, b *build, step string, conf *templateConfig, user, cmd string, env ...string) error {
 	req := api.ExecRequest{Command: cmd, Cwd: conf.Workdir, Env: append(slices.Clone(conf.Env), env...)}
-	if user != "" && user != "root" && user != "0" {
-		req.Command = `exec runuser -u "$MSB_E2B_USER" -- /bin/bash -c "$MSB_E2B_CMD"`
-		req.Env = append(req.Env, "MSB_E2B_USER="+user, "MSB_E2B_CMD="+cmd)
+	if user != "" {
+		u, err := lookupUser(ctx, sb, user)
+		if err != nil {
+			return err
+		}
+		req.Command = asUser(u, cmd)
 	}
 	res, err := sb.Exec(ctx, req)
 	if err != nil {

@@ -47,12 +47,15 @@ def fetch(url, data=None):
 
 secure = Sandbox.create(timeout=120, secure=True)
 secure.files.write("signed.txt", "signed")
+# The suite signs for E2B's user `user`; the host base has root only, and
+# a user it lacks is E2B's 401 (users_test.go covers a base with `user`).
 out["signed"] = [
-    fetch(secure.download_url("signed.txt", "user")),
-    fetch(secure.download_url("signed.txt", "user", 120)),
-    fetch(secure.download_url("signed.txt", "user", use_signature_expiration=-120)),
-    fetch(secure.download_url("signed.txt", "user").replace("signature=v1_", "signature=v1_x")),
-    fetch(secure.upload_url("up.txt", "user"), b"uploaded")[0],
+    fetch(secure.download_url("signed.txt", "root")),
+    fetch(secure.download_url("signed.txt", "root", 120)),
+    fetch(secure.download_url("signed.txt", "root", use_signature_expiration=-120)),
+    fetch(secure.download_url("signed.txt", "root").replace("signature=v1_", "signature=v1_x")),
+    fetch(secure.upload_url("up.txt", "root"), b"uploaded")[0],
+    fetch(secure.download_url("signed.txt", "user"))[0],
 ]
 out["uploaded"] = secure.files.read("up.txt")
 secure.kill()
