@@ -46,7 +46,7 @@ shopt -s | tr -s ' \t\n' ' '; echo
 set -o | grep on | tr -s ' \t\n' ' '; echo
 trap -p
 umask
-[ -p /dev/stdin ] && echo stdin is a pipe
+readlink /proc/$$/fd/0
 ps -o comm= --ppid $$
 echo "$(pwd -P)"
 nosuchcommand
@@ -79,9 +79,9 @@ func TestE2BPrimedShell(t *testing.T) {
 			primed, primedErr, primedCode, fresh, freshErr, freshCode)
 	}
 	wantHead := fmt.Sprintf("/bin/bash|1|yes|unset|1|0|0|hBc|/home/user|%d\nexecution string is the command\n", len(probe))
-	if !strings.HasPrefix(fresh, wantHead) || freshCode != 7 ||
+	if !strings.HasPrefix(fresh, wantHead) || !strings.Contains(fresh, "\n/dev/null\n") || freshCode != 7 ||
 		freshErr != "profile\n/bin/bash: line 13: nosuchcommand: command not found\n" {
-		t.Errorf("the probe printed\n%s\nstderr %q, exit %d; want it to start %q, the profile's line and the error on line 13 on stderr, exit 7",
+		t.Errorf("the probe printed\n%s\nstderr %q, exit %d; want it to start %q, stdin /dev/null, the profile's line and the error on line 13 on stderr, exit 7",
 			fresh, freshErr, freshCode, wantHead)
 	}
 
@@ -193,7 +193,7 @@ func (c envdClient) killInPrimed(t *testing.T, cmd string) {
 // shells (testdata/sdk_primed.py) see the profile, $0 and their own
 // command; fail with their own exit code and errors; follow each other
 // and run in parallel with their own output; see a profile the files API
-// rewrote; find nothing on stdin; can be killed, leaving nothing; and
+// rewrote; read end of file on stdin; can be killed, leaving nothing; and
 // stdin, cwd, envs, pause and resume work beside them.
 func TestE2BPrimedSDK(t *testing.T) {
 	out := sdkScript(t, "sdk_primed.py")
@@ -232,8 +232,8 @@ func TestE2BPrimedSDK(t *testing.T) {
 	if fmt.Sprint(got.AfterWrite) != "[rewritten\n rewritten\n]" {
 		t.Errorf("after files.write of ~/.profile: %q, want the rewritten profile's value twice", got.AfterWrite)
 	}
-	if got.Stdin != "pipe\n1\n" {
-		t.Errorf("a command's stdin: %q, want a pipe with nothing to read (pipe, 1)", got.Stdin)
+	if got.Stdin != "/dev/null\n" {
+		t.Errorf("cat; readlink /proc/self/fd/0: %q, want end of file at once from /dev/null", got.Stdin)
 	}
 	if !got.Killed || len(got.KilledWait) != 2 || got.KilledWait[1] != "" || got.Left != "0\n" {
 		t.Errorf("kill of a command: %v, wait %v, %q sleeps left; want killed, no output, none left", got.Killed, got.KilledWait, got.Left)

@@ -78,7 +78,8 @@ func loginScript(cfg *process.ProcessConfig) (script string, ok bool) {
 // loginPrelude is what loginScript runs before SCRIPT, all on line 1 so
 // that SCRIPT starts on line 1 (unless an env value holds a newline) and
 // its errors read as E2B's: $0 is /bin/bash; cwd, envs and the profile
-// come first, in the order envd's login shell meets them. What differs
+// come first, in the order envd's login shell meets them; stdin is
+// /dev/null, as envd gives a command started without stdin. What differs
 // from envd's bash -l: shopt login_shell is off, ~/.bash_logout is not
 // read, and id is a function while /etc/profile runs (idFromBash). Two
 // commands with the same prelude differ only in SCRIPT: a primed shell
@@ -89,7 +90,7 @@ func loginPrelude(cfg *process.ProcessConfig) (prelude string, ok bool) {
 		return "", false
 	}
 	var b strings.Builder
-	b.WriteString("BASH_ARGV0=/bin/bash; ")
+	b.WriteString("BASH_ARGV0=/bin/bash; exec </dev/null; ")
 	if cwd := cfg.GetCwd(); cwd != "" {
 		b.WriteString("cd -- " + shellWord(abs(cwd)) + " || exit 1; ") // a relative cwd starts at the home directory, as on E2B
 	}

@@ -28,9 +28,9 @@ out["sequence"] = [sb.commands.run(f"echo {i}").stdout for i in range(20)]
 sb.files.write("/home/user/.profile", "export FROM_PROFILE=rewritten\n")
 out["after_write"] = [sb.commands.run('echo "$FROM_PROFILE"').stdout for _ in range(2)]
 
-# The command's stdin is its own pipe, with nothing in it: none of the
-# command the shell read before it.
-out["stdin"] = sb.commands.run("[ -p /dev/stdin ] && echo pipe; read -t 0; echo $?").stdout
+# The command's stdin is /dev/null, as envd gives it (stdin=False): none of
+# the command the shell read before it.
+out["stdin"] = sb.commands.run("cat; readlink /proc/self/fd/0", timeout=20).stdout
 
 h = sb.commands.run("sleep 30; echo after", background=True)
 out["killed"] = sb.commands.kill(h.pid)
