@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,9 +86,20 @@ type buildNet struct {
 	offline bool
 }
 
-// hint explains a failed build's pip error when the build had no network.
+// offlineMisses are what pip, npm, go, cargo and Maven print when an
+// offline build needs what the download cache lacks.
+var offlineMisses = []string{
+	"No matching distribution", "Could not find a version", // pip
+	"ENOTCACHED",                            // npm
+	"module lookup disabled by GOPROXY=off", // go
+	"you're using offline mode",             // cargo
+	"in offline mode",                       // Maven
+}
+
+// hint explains a failed build's error when the build had no network and
+// a tool missed something offline.
 func (n buildNet) hint(output string) string {
-	if n.offline && (strings.Contains(output, "No matching distribution") || strings.Contains(output, "Could not find a version")) {
+	if n.offline && slices.ContainsFunc(offlineMisses, func(m string) bool { return strings.Contains(output, m) }) {
 		return fmt.Sprintf(" (%v: build with the build network on, msb cache build --build-network, to fetch it)", ErrNotDownloaded)
 	}
 	return ""

@@ -1,6 +1,7 @@
 package envcache
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"os"
@@ -51,7 +52,8 @@ GOFLAGS=-modcacherw go mod download
 // registry.npmjs.org with the proxy; the proxy fetches from the real
 // registries and keeps the packument, the tarball by its integrity and
 // the module's files), then builds it again from an empty store with no
-// network, from the download cache alone; both install layers run.
+// network, from the download cache alone; both install layers run. An
+// offline build of a module the cache lacks fails with the hint.
 func TestRegistryProxy(t *testing.T) {
 	reachable(t, "https://registry.npmjs.org/is-number")
 	reachable(t, "https://proxy.golang.org/github.com/google/uuid/@v/v1.6.0.info")
@@ -91,6 +93,12 @@ func TestRegistryProxy(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(logs[0]); !strings.Contains(string(b), "# network: none;") {
 		t.Fatalf("the offline rebuild had a network:\n%s", b)
+	}
+
+	missing := sp
+	missing.Install = "GOFLAGS=-modcacherw go mod download github.com/google/uuid@v1.5.0"
+	if _, err := offline.Prepare(context.Background(), inst, missing, nil); err == nil || !strings.Contains(err.Error(), ErrNotDownloaded.Error()) {
+		t.Fatalf("offline build of a module the cache lacks: err = %v, want %q and the hint", err, ErrNotDownloaded)
 	}
 }
 

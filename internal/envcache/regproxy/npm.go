@@ -33,7 +33,7 @@ func (p *Proxy) serveNPM(w http.ResponseWriter, req *http.Request, rest string) 
 		rest = u
 	}
 	name, file, isTarball := strings.Cut(rest, "/-/")
-	if !npmNameRE().MatchString(name) || strings.HasPrefix(name, ".") || isTarball && (!safePath(file) || strings.Contains(file, "/")) {
+	if !npmNameRE().MatchString(name) || strings.HasPrefix(name, ".") || strings.Contains(name, "/.") || isTarball && (!safePath(file) || strings.Contains(file, "/")) {
 		http.NotFound(w, req)
 		return
 	}
