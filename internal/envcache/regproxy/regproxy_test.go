@@ -14,7 +14,8 @@ import (
 	"testing"
 )
 
-// upstream is a registry that serves one npm package, pkg 1.0.0, whose
+// upstream is a registry that serves one npm package, pkg 1.0.0 (and a
+// scoped one, @s/pkg, with the same tarball), whose
 // packument's integrity is integrity (the tarball's own, unless a test
 // gives a wrong one), and one Go module version, example.com/m v1.0.0.
 func upstream(t *testing.T, tarball []byte, integrity string) *httptest.Server {
@@ -24,7 +25,9 @@ func upstream(t *testing.T, tarball []byte, integrity string) *httptest.Server {
 		switch r.URL.Path {
 		case "/pkg":
 			fmt.Fprintf(w, `{"name":"pkg","versions":{"1.0.0":{"name":"pkg","version":"1.0.0","dist":{"tarball":"%s/pkg/-/pkg-1.0.0.tgz","integrity":"%s"}}}}`, srv.URL, integrity)
-		case "/pkg/-/pkg-1.0.0.tgz":
+		case "/@s/pkg": // a scoped package, asked for as /@s%2fpkg
+			fmt.Fprintf(w, `{"name":"@s/pkg","versions":{"1.0.0":{"name":"@s/pkg","version":"1.0.0","dist":{"tarball":"%s/@s/pkg/-/pkg-1.0.0.tgz","integrity":"%s"}}}}`, srv.URL, integrity)
+		case "/pkg/-/pkg-1.0.0.tgz", "/@s/pkg/-/pkg-1.0.0.tgz":
 			w.Write(tarball)
 		case "/example.com/m/@v/v1.0.0.mod":
 			io.WriteString(w, "module example.com/m\n")
@@ -64,7 +67,8 @@ func start(t *testing.T, p *Proxy) string {
 	return "http://" + addr
 }
 
-// TestProxy: a packument is served with its tarball URLs on the proxy;
+// TestProxy: a packument (a scoped one too) is served with its tarball
+// URLs on the proxy;
 // a tarball is kept by its integrity and served from there when upstream
 // is gone; a Go list is kept and serves when upstream cannot answer;
 // what upstream lacks is a 404; paths out of the cache are refused.
@@ -79,6 +83,12 @@ func TestProxy(t *testing.T) {
 	}
 	if code, body := get(t, base+"/npm/pkg/-/pkg-1.0.0.tgz"); code != 200 || body != string(tarball) {
 		t.Fatalf("tarball: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/npm/@s%2fpkg"); code != 200 || !strings.Contains(body, `"tarball":"`+base+`/npm/@s/pkg/-/pkg-1.0.0.tgz"`) {
+		t.Fatalf("scoped packument: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/npm/@s/pkg/-/pkg-1.0.0.tgz"); code != 200 || body != string(tarball) {
+		t.Fatalf("scoped tarball: %d %q", code, body)
 	}
 	sum := sha512.Sum512(tarball)
 	if b, err := os.ReadFile(ContentPath(filepath.Join(dir, NPMContentDir), "sha512", hex.EncodeToString(sum[:]))); string(b) != string(tarball) {
