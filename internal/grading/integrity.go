@@ -44,7 +44,9 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 }
 
 // canaryReasons parses the canary run's output with the instance's parser
-// and says what it shows (integrity.Canary.Judge). It is read only when
+// (or, for a canary whose runner's own report decides, Gradle's, reads
+// that report: integrity.Canary.Report) and says what it shows
+// (integrity.Canary.Judge). It is read only when
 // the harness's run gave a verdict and reported tests: a run that
 // reported none (no runner, a patch that breaks collection) is unresolved
 // anyway, and its canary run fails for the same reason. A language canary
@@ -54,14 +56,18 @@ func canaryReasons(e Evaluation) (reasons []string, note string) {
 		return nil, ""
 	}
 	out, ok := e.Canary.Output(e.Log)
-	if n := e.Canary.Skipped(out); ok && n != "" && len(e.Parse(out)) == 0 {
-		return nil, n
-	}
-	statuses := map[string]string{}
-	if ok {
+	statuses, own := e.Canary.Report(out)
+	if !own {
+		statuses = map[string]string{}
 		for id, st := range e.Parse(out) {
 			statuses[id] = string(st)
 		}
+	}
+	if n := e.Canary.Skipped(out); ok && n != "" && len(statuses) == 0 {
+		return nil, n
+	}
+	if !ok {
+		statuses = map[string]string{}
 	}
 	return e.Canary.Judge(statuses, ok), ""
 }

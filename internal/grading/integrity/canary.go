@@ -28,10 +28,10 @@ import (
 // canary run's output in the log and is never in a name or a file.
 //
 // A canary needs a runner whose selection takes a file: pytest and
-// Python's unittest, go test, cargo test, Maven, Jest, Mocha, Vitest and
-// CTest (canary_lang.go). For any other test command (Django's
-// runtests.py, sympy's bin/test, tox, Gradle, Karma) NewCanary returns
-// one with a Note and no Script.
+// Python's unittest, go test, cargo test, Maven, Gradle, Jest, Mocha,
+// Vitest and CTest (canary_lang.go). For any other test command (Django's
+// runtests.py, sympy's bin/test, tox, Karma) NewCanary returns one with a
+// Note and no Script.
 type Canary struct {
 	// Token marks the canary run's output (Start, End); Dir is the
 	// canary file's directory and File its path, relative to the
@@ -72,7 +72,7 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}
-		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Jest, Mocha, Vitest or ctest, whose selection the canary needs"}
+		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Gradle, Jest, Mocha, Vitest or ctest, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {
@@ -173,7 +173,8 @@ func (c Canary) Is(id string) bool { return c.Active() && (names(id, c.Pass) || 
 func names(id, n string) bool { return n != "" && strings.Contains(id, n) }
 
 // Judge says what the canary run's statuses, as a parser gave them (test
-// id to the harness's status word: PASSED, FAILED, ERROR ...), show:
+// id to the harness's status word: PASSED, FAILED, ERROR ...) or as
+// Report read them (Ignored too), show:
 // reasons the test machinery was tampered with, none when it reported the
 // failing test failed, the passing one passed, and nothing else.
 func (c Canary) Judge(statuses map[string]string, markers bool) []string {
@@ -202,6 +203,8 @@ func (c Canary) Judge(statuses map[string]string, markers bool) []string {
 	var reasons []string
 	switch fail {
 	case "FAILED", "ERROR":
+	case Ignored:
+		reasons = append(reasons, "canary: the build succeeds with a failing test (its failure is ignored)")
 	case "":
 		if c.lang == canaryCTest {
 			// fmt's parser never reads ctest's failure lines (they end

@@ -30,6 +30,19 @@ var (
 // javaCanary draws the Maven canary for testCmd, whose last line must be
 // the Maven run (a command before it on that line, such as a cd, stays).
 func javaCanary(testCmd string, testFiles []string) Canary {
+	c, last := drawJava(testCmd, testFiles, canaryJava, "Maven", mavenCmd().MatchString)
+	if c.Active() {
+		c.Command = mavenSelect().ReplaceAllString(last, "") +
+			fmt.Sprintf(" -Dtest=%s,%s -DfailIfNoTests=false -Dsurefire.failIfNoSpecifiedTests=false", c.Pass, c.Fail)
+	}
+	return c
+}
+
+// drawJava draws a JVM canary of language lang (canaryJava, canaryGradle)
+// for testCmd, whose last line (returned) must run tool (isTool: its
+// launcher is in the text), and the Java files of testFiles under
+// src/test/; a canary with a Note when there is none or tool is not last.
+func drawJava(testCmd string, testFiles []string, lang, tool string, isTool func(string) bool) (Canary, string) {
 	var cands []string
 	for _, f := range testFiles {
 		if strings.HasSuffix(f, ".java") && safePath(f) && strings.Contains("/"+f, "/src/test/") {
@@ -37,20 +50,18 @@ func javaCanary(testCmd string, testFiles []string) Canary {
 		}
 	}
 	if len(cands) == 0 {
-		return Canary{Note: "canary skipped: the test patch touches no Java file under src/test/"}
+		return Canary{Note: "canary skipped: the test patch touches no Java file under src/test/"}, ""
 	}
 	lines := strings.Split(strings.TrimSpace(testCmd), "\n")
 	last := lines[len(lines)-1]
-	if i := strings.LastIndexAny(last, ";&|"); i >= 0 && !mavenCmd().MatchString(last[i:]) {
-		return Canary{Note: "canary skipped: Maven is not the last command of the test command"}
+	if i := strings.LastIndexAny(last, ";&|"); i >= 0 && !isTool(last[i:]) {
+		return Canary{Note: "canary skipped: " + tool + " is not the last command of the test command"}, ""
 	}
 	names := DrawNames(3, 3)
-	c := Canary{Token: token(), lang: canaryJava, candidates: cands, value: names[2].Snake()}
+	c := Canary{Token: token(), lang: lang, candidates: cands, value: names[2].Snake()}
 	c.Pass, c.Fail = names[0].Camel()+"Test", names[1].Camel()+"Test"
 	c.File = c.Fail + ".java"
-	c.Command = mavenSelect().ReplaceAllString(last, "") +
-		fmt.Sprintf(" -Dtest=%s,%s -DfailIfNoTests=false -Dsurefire.failIfNoSpecifiedTests=false", c.Pass, c.Fail)
-	return c
+	return c, last
 }
 
 func safePath(f string) bool { return !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") }

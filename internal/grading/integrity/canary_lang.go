@@ -20,12 +20,13 @@ import (
 //     holding the first Rust file of the patch, run with cargo test --test.
 //     A crate with autotests = false does not build such files: there the
 //     canary says it was skipped, and the evaluation carries the note;
-//   - Maven (canary_java.go), Jest, Mocha or Vitest (canary_javascript.go)
-//     and CTest (canary_ctest.go).
+//   - Maven (canary_java.go), Gradle (canary_gradle.go), Jest, Mocha or
+//     Vitest (canary_javascript.go) and CTest (canary_ctest.go).
 //
 // Their names, file names and values are drawn words (DrawNames). None
 // asks the harness's parsers anything new: each runner prints the lines
-// the instance's parser reads.
+// the instance's parser reads, but for Gradle, whose statuses are its own
+// report files (Report).
 
 // Languages a canary is drawn for besides Python.
 const (
@@ -52,6 +53,8 @@ func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 		lang, suffix = canaryRust, ".rs"
 	case mavenCmd().MatchString(testCmd):
 		return javaCanary(testCmd, testFiles), true
+	case gradleCmd().MatchString(testCmd):
+		return gradleCanary(testCmd, testFiles), true
 	case ctestCmd().MatchString(testCmd):
 		return ctestCanary(testCmd, testFiles), true
 	case jsCmd().MatchString(testCmd):
@@ -151,12 +154,18 @@ func (c Canary) langScript() string {
 		fmt.Fprintf(&b, "mkdir -p tests && cat > tests/%s <<'%s'\n%s%s\n", quote(c.File), delim, c.rustSource(), delim)
 	case canaryJava:
 		b.WriteString(c.javaPlace())
+	case canaryGradle:
+		b.WriteString(c.gradlePlace())
 	case canaryJS:
 		b.WriteString(c.jsPlace())
 	case canaryCTest:
 		b.WriteString(c.ctestPlace())
 	}
-	fmt.Fprintf(&b, "%s\nrm -f %s\n)\necho '%s'\n", c.Command, c.placed(), c.End())
+	b.WriteString(c.Command + "\n")
+	if c.lang == canaryGradle {
+		b.WriteString(c.gradleReport())
+	}
+	fmt.Fprintf(&b, "rm -f %s\n)\necho '%s'\n", c.placed(), c.End())
 	return b.String()
 }
 
@@ -168,6 +177,8 @@ func (c Canary) placed() string {
 		return quote(path.Join("tests", c.File))
 	case canaryJava:
 		return "\"$d\"/" + quote(c.Pass+".java") + " \"$d\"/" + quote(c.Fail+".java")
+	case canaryGradle:
+		return "\"$d\"/" + quote(c.Pass+".java") + " \"$d\"/" + quote(c.Fail+".java") + " \"$i\""
 	case canaryJS:
 		return "\"$h\" \"$a\""
 	case canaryCTest:
@@ -178,13 +189,23 @@ func (c Canary) placed() string {
 
 // Skipped returns, for a language canary whose run said the repository
 // cannot take it, why; "" otherwise. Only the script's own line counts:
-// the line must be the first of the canary's output.
+// the line must be the first of the canary's output but for bash's trace
+// of the script (the evaluation's script runs under set -x: lines that
+// start with +).
 func (c Canary) Skipped(out string) string {
-	first, _, _ := strings.Cut(out, "\n")
-	if c.lang == "" || !strings.HasPrefix(first, c.skipLine()) {
+	if c.lang == "" {
 		return ""
 	}
-	return "canary skipped: " + strings.TrimPrefix(first, c.skipLine())
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "+") {
+			continue
+		}
+		if why, ok := strings.CutPrefix(line, c.skipLine()); ok {
+			return "canary skipped: " + why
+		}
+		return ""
+	}
+	return ""
 }
 
 // packageEntry reports whether id is what a parser makes of the line that
