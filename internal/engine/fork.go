@@ -120,7 +120,7 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 	src.conf.Hostname = ""
 	src.info = parent.Info()
 	if name == "" {
-		snap, err := parent.snapshot(ctx)
+		snap, err := parent.snapshot(ctx, "")
 		if err != nil {
 			return forkSource{}, snapshot{}, nothing, err
 		}
@@ -228,7 +228,7 @@ func (e *Engine) startChild(ctx context.Context, src forkSource, snap snapshot) 
 		return nil, err
 	}
 	c.info.ID = c.sbox().ID
-	if err := c.reopenSessions(ctx, snap.rec.Sessions); err != nil {
+	if err := c.reopenSessions(ctx, snap.sessions()); err != nil {
 		c.discard()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -60,15 +61,11 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	if _, err := e.cache.st().Ref(rootfs.SnapshotRef(name)); err == nil {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
 	}
-	snap, err := s.snapshot(ctx)
+	snap, err := s.snapshot(ctx, name)
 	if err != nil {
 		return api.SnapshotInfo{}, err
 	}
 	defer snap.lease.Release()
-	snap.rec.Name = name
-	if err := rootfs.WriteSnapshot(ctx, e.cache.st(), snap.rec); err != nil {
-		return api.SnapshotInfo{}, err
-	}
 	e.log.Debug("snapshot taken", "sandbox", sandboxID, "snapshot", name, "layer", snap.layer.Short(), "bytes", snap.rec.Bytes)
 	return snap.rec.SnapshotInfo, nil
 }
@@ -107,107 +104,161 @@ func (e *Engine) DeleteSnapshot(name string) error {
 }
 
 // snapshot is a snapshot's layer and record; lease, when not nil, keeps
-// the layer from gc until released.
+// the layer from gc until released. probe, when not nil, waits for the
+// state of the sessions of a snapshot just taken (see sessions).
 type snapshot struct {
 	layer store.LayerID
 	rec   rootfs.SnapshotRecord
 	lease *store.Lease
+	probe func() api.List[api.SnapshotSession]
 }
 
-// snapshot commits the sandbox's writable layer, frozen, with its sessions'
-// state, and leases the new layer (release snap.lease).
-func (s *Sandbox) snapshot(ctx context.Context) (snapshot, error) {
-	defer s.use()()
+// sessions is the state of the snapshot's sessions: the record's, or,
+// for a snapshot just taken, what its sessions answer, awaited here.
+func (sn snapshot) sessions() api.List[api.SnapshotSession] {
+	if sn.probe == nil {
+		return sn.rec.Sessions
+	}
+	return sn.probe()
+}
+
+// snapshot commits the sandbox's writable layer, frozen, and leases the
+// new layer (release snap.lease). With a name, the snapshot's record
+// (rootfs.StageSnapshot) is committed with it, in the same barriers, once
+// the sessions told their state. Without, that state may still be on its
+// way when it returns (snap.sessions() waits for it), so that a fork's
+// children start while the shells answer; until it came, the sandbox's
+// state (stateMu) stays locked.
+func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
+	done := s.use()
 	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
+	release := func() {
+		s.stateMu.Unlock()
+		done()
+	}
 	st := s.e.cache.st()
 	conf := s.sbox().Config()
 	base, err := layersOf(st, conf.Layers)
 	if err != nil {
+		release()
 		return snapshot{}, err
 	}
 	dir, err := s.sbox().WritableDir()
 	if err != nil {
+		release()
 		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
-	// The sessions are asked for their state while the writable layer is
-	// committed: a probe the freeze catches halfway ends after the thaw,
-	// and one that a long freeze made time out is asked again.
-	probed := make(chan sessionStates, 1)
-	go func() { probed <- s.recordSessions(ctx) }()
+	thawed := make(chan time.Duration, 1)
+	probe := s.probeSessions(ctx, thawed, release)
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
-	layer, err := s.commitFrozen(ctx, dir, parents)
-	frozen := time.Since(t0)
-	states := <-probed
+	data, err := s.stageFrozen(ctx, dir, parents)
+	thawed <- time.Since(t0)
 	if err != nil {
 		return snapshot{}, err
 	}
-	if !states.all && frozen >= sessionProbeTimeout/2 {
-		states = s.recordSessions(ctx)
-	}
-	sessions := states.list
-	lease, err := st.Lease(ctx, layer)
-	if err != nil {
-		return snapshot{}, fmt.Errorf("leasing snapshot layer %s: %w", layer.Short(), err)
-	}
-	m, err := st.Manifest(layer)
-	if err != nil {
-		lease.Release()
-		return snapshot{}, err
-	}
-	info := api.SnapshotInfo{Layer: layer.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
-		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Sessions: sessions}
-	for _, en := range m.Entries {
+	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
+		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	for _, en := range data.Manifest().Entries {
 		if en.Type == store.TypeFile {
 			info.Files++
 			info.Bytes += en.Size
 		}
 	}
-	return snapshot{layer: layer, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, lease: lease}, nil
+	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
+		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
+	if err := s.publish(ctx, &snap, data); err != nil {
+		return snapshot{}, err
+	}
+	if snap.lease, err = st.Lease(ctx, snap.layer); err != nil {
+		return snapshot{}, fmt.Errorf("leasing snapshot layer %s: %w", snap.layer.Short(), err)
+	}
+	return snap, nil
 }
 
-// commitFrozen commits dir with the sandbox's processes frozen, and thaws
-// them whatever happens.
-func (s *Sandbox) commitFrozen(ctx context.Context, dir string, parents []store.LayerID) (id store.LayerID, err error) {
+// publish publishes a snapshot's staged data layer and, when it has a
+// name, its record above it under that name, with the sessions' state.
+func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Staged) error {
+	st := s.e.cache.st()
+	layers, ref := []*store.Staged{data}, ""
+	if snap.rec.Name != "" {
+		snap.rec.Sessions, snap.probe = snap.probe(), nil
+		record, err := rootfs.StageSnapshot(ctx, st, snap.rec)
+		if err != nil {
+			data.Discard()
+			return err
+		}
+		layers, ref = append(layers, record), rootfs.SnapshotRef(snap.rec.Name)
+	}
+	if err := st.Publish(ctx, ref, layers...); err != nil {
+		return fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
+	}
+	return nil
+}
+
+// probeSessions asks the sessions for their state while a snapshot's
+// layer is committed and returns what waits for the answer. A probe the
+// freeze catches halfway ends after the thaw; one that a long freeze
+// (thawed says how long it was) made time out is asked again. Then
+// release is called, before the answer is handed over.
+func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration, release func()) func() api.List[api.SnapshotSession] {
+	probed := make(chan api.List[api.SnapshotSession], 1)
+	go func() {
+		states := s.recordSessions(ctx)
+		if frozen := <-thawed; !states.all && frozen >= sessionProbeTimeout/2 {
+			states = s.recordSessions(ctx)
+		}
+		release()
+		probed <- states.list
+	}()
+	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed })
+}
+
+// stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
+// with its processes frozen, and thaws them once it is read, on every
+// path.
+func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID) (staged *store.Staged, err error) {
 	thaw, err := s.sbox().Freeze(ctx)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
-			err = terr
+			staged.Discard()
+			staged, err = nil, terr
 		}
 	}()
 	if err != nil {
-		return id, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
+		return nil, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	testHookFrozen(s.sbox())
 	if s.sbox().MapsSubIDs() {
-		id, err = s.commitMapped(ctx, parents)
+		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		id, err = s.e.cache.st().CommitDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
 	}
 	if err != nil {
-		return id, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
+		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
-	return id, nil
+	return staged, nil
 }
 
-// commitMapped commits the writable layer of a sandbox whose user
-// namespace maps the caller's subordinate ids as the sandbox sees it
+// stageMapped stages the writable layer of a sandbox whose user namespace
+// maps the caller's subordinate ids as the sandbox sees it
 // (sandbox.Sandbox.OpenWritable): its user's private files too, owned as
 // the sandbox shows them, so that a fork (see forkOwners) gives them back.
-func (s *Sandbox) commitMapped(ctx context.Context, parents []store.LayerID) (store.LayerID, error) {
+func (s *Sandbox) stageMapped(ctx context.Context, parents []store.LayerID) (*store.Staged, error) {
 	r, err := s.sbox().OpenWritable(ctx)
 	if err != nil {
-		return store.LayerID{}, err
+		return nil, err
 	}
-	id, err := s.e.cache.st().CommitTree(ctx, r, store.CommitOptions{Parents: parents})
+	staged, err := s.e.cache.st().StageTree(ctx, r, store.CommitOptions{Parents: parents})
 	// A stream cut short is the stage's failure, which its error names.
 	if cerr := r.Close(); cerr != nil && (err == nil || errors.Is(err, store.ErrTreeStream)) {
-		err = cerr
+		if staged != nil {
+			staged.Discard()
+		}
+		return nil, cerr
 	}
-	return id, err
+	return staged, err
 }
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.

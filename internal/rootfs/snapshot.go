@@ -149,30 +149,38 @@ func (s Snapshot) Record(ctx context.Context, st *store.Store) (SnapshotRecord, 
 	return rec, nil
 }
 
-// WriteSnapshot commits rec's record layer over its data layer and points
-// the ref of rec.Name at it.
+// WriteSnapshot commits rec's record layer over its data layer (in the
+// store) and points the ref of rec.Name at it.
 func WriteSnapshot(ctx context.Context, st *store.Store, rec SnapshotRecord) error {
-	data, err := rec.Data()
+	staged, err := StageSnapshot(ctx, st, rec)
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "msb-snapshot-")
-	if err != nil {
-		return fmt.Errorf("writing snapshot record: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, snapshotFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing snapshot record: %w", err)
-	}
-	if _, err := st.CommitDir(ctx, dir, store.CommitOptions{Parents: []store.LayerID{data},
-		Ref: SnapshotRef(rec.Name), MapOwner: func(uint32, uint32) (uint32, uint32) { return 0, 0 }}); err != nil {
+	if err := st.Publish(ctx, SnapshotRef(rec.Name), staged); err != nil {
 		return fmt.Errorf("saving snapshot %q: %w", rec.Name, err)
 	}
 	return nil
+}
+
+// StageSnapshot stages rec's record layer over its data layer, which may
+// be staged too: store.Publish then publishes the data layer, then this
+// one, with the ref SnapshotRef(rec.Name), in one commit's barriers.
+func StageSnapshot(ctx context.Context, st *store.Store, rec SnapshotRecord) (*store.Staged, error) {
+	data, err := rec.Data()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// The record layer is what a commit of a temp dir (mode 0700) holding
+	// the record would be, as it was made before.
+	staged, err := st.StageFiles(ctx, []store.LayerID{data}, 0o700, store.File{Name: snapshotFile, Mode: 0o644, Data: append(b, '\n')})
+	if err != nil {
+		return nil, fmt.Errorf("saving snapshot %q: %w", rec.Name, err)
+	}
+	return staged, nil
 }
 
 // SnapshotNames lists the names of the store's snapshots.

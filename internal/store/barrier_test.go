@@ -94,53 +94,70 @@ const killedCommitEnv = "MSB_STORE_KILLED_COMMIT"
 // TestCommitKilled: a process killed (SIGKILL) before any of a commit's
 // three barriers, or after the last, leaves a store that Verify passes,
 // before and after a gc, in which the ref is absent or names the layer, which can
-// be materialized (its tree is a cache of its manifest and objects).
+// be materialized (its tree is a cache of its manifest and objects). The
+// same for a directory's layer published with a record layer above it
+// (Publish of two staged layers, as a snapshot is).
 func TestCommitKilled(t *testing.T) {
 	nodes := map[string]node{"a": {content: "killed a"}, "d/b": {content: "killed b"}, "d/c": {content: strings.Repeat("c", 3<<20)}}
-	want := commitNodes(t, newStore(t), nodes, CommitOptions{})
-	for k := 1; k <= 4; k++ {
-		t.Run(fmt.Sprintf("killed-before-barrier-%d", k), func(t *testing.T) {
-			s := newStore(t)
-			src := filepath.Join(t.TempDir(), "src")
-			writeTree(t, src, nodes)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCommitHelper$", "-test.count=1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", killedCommitEnv, s.Root(), src, k))
-			out, err := cmd.CombinedOutput()
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
-			}
-			for _, gc := range []bool{false, true} {
-				if gc {
-					if _, err := s.GC(t.Context()); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
-					t.Fatalf("verify (gc first: %v) after a commit killed before barrier %d: %v %v", gc, k, err, r.Problems)
-				}
-			}
-			id, err := s.Ref("r")
-			if err != nil {
-				if k == 4 {
-					t.Fatalf("the ref is gone after its barrier passed: %v", err)
-				}
-				return
-			}
-			if id != want {
-				t.Fatalf("ref r names %s, want %s", id, want)
-			}
-			if _, err := s.Materialize(t.Context(), id); err != nil {
-				t.Fatalf("the ref's layer: %v", err)
-			}
-			if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
-				t.Fatalf("verify after materializing the ref's layer: %v %v", err, r.Problems)
-			}
-		})
+	src0 := filepath.Join(t.TempDir(), "src")
+	writeTree(t, src0, nodes)
+	s0 := newStore(t)
+	data, record := stageWithRecord(t, s0, src0)
+	data.Discard()
+	record.Discard()
+	wants := map[string]LayerID{"dir": commitNodes(t, s0, nodes, CommitOptions{}), "with-record": record.ID}
+	for _, how := range []string{"dir", "with-record"} {
+		for k := 1; k <= 4; k++ {
+			t.Run(fmt.Sprintf("%s-killed-before-barrier-%d", how, k), func(t *testing.T) {
+				killedCommit(t, nodes, how, k, wants[how])
+			})
+		}
 	}
 }
 
-// TestKilledCommitHelper commits a directory and kills itself before
-// barrier k (k 4: after the last), for TestCommitKilled.
+// killedCommit runs TestKilledCommitHelper on a new store, committing
+// nodes as how says and killed before barrier k, and checks the store.
+func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want LayerID) {
+	s := newStore(t)
+	src := filepath.Join(t.TempDir(), "src")
+	writeTree(t, src, nodes)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCommitHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%s", killedCommitEnv, s.Root(), src, k, how))
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
+	}
+	for _, gc := range []bool{false, true} {
+		if gc {
+			if _, err := s.GC(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+			t.Fatalf("verify (gc first: %v) after a commit killed before barrier %d: %v %v", gc, k, err, r.Problems)
+		}
+	}
+	id, err := s.Ref("r")
+	if err != nil {
+		if k == 4 {
+			t.Fatalf("the ref is gone after its barrier passed: %v", err)
+		}
+		return
+	}
+	if id != want {
+		t.Fatalf("ref r names %s, want %s", id, want)
+	}
+	if _, err := s.Materialize(t.Context(), id); err != nil {
+		t.Fatalf("the ref's layer: %v", err)
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Fatalf("verify after materializing the ref's layer: %v %v", err, r.Problems)
+	}
+}
+
+// TestKilledCommitHelper commits a directory (with a record layer above
+// it: "with-record") and kills itself before barrier k (k 4: after the
+// last), for TestCommitKilled.
 func TestKilledCommitHelper(t *testing.T) {
 	arg := os.Getenv(killedCommitEnv)
 	if arg == "" {
@@ -159,7 +176,12 @@ func TestKilledCommitHelper(t *testing.T) {
 			kill()
 		}
 	}
-	_, err = s.CommitDir(t.Context(), f[1], CommitOptions{Ref: "r"})
+	if f[3] == "with-record" {
+		data, record := stageWithRecord(t, s, f[1])
+		err = s.Publish(t.Context(), "r", data, record)
+	} else {
+		_, err = s.CommitDir(t.Context(), f[1], CommitOptions{Ref: "r"})
+	}
 	if k == 4 {
 		kill()
 	}

@@ -62,28 +62,56 @@ func BenchmarkCommitDir(b *testing.B) {
 
 // BenchmarkCommitSnapshot commits what a snapshot of a sandbox that wrote
 // 8 MiB commits: 8 files of 1 MiB of new random data, then a one-file
-// record layer over it with a ref.
+// record layer over it with a ref; as two commits (two-commits, how
+// snapshots were committed before 2026-12-05), and staged apart and
+// published together (one-publish, how the engine commits them now). Run
+// them alternately to compare them (-test.bench 'CommitSnapshot/two-commits',
+// then 'CommitSnapshot/one-publish', repeated): -count repeats one first.
 func BenchmarkCommitSnapshot(b *testing.B) {
-	s := newStore(b)
-	buf := make([]byte, 1<<20)
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		data, rec := b.TempDir(), b.TempDir()
-		nodes := map[string]node{"record.json": {content: fmt.Sprintf(`{"n": %d}`, i)}}
-		writeTree(b, rec, nodes)
-		for j := range 8 {
-			rand.Read(buf)
-			nodes := map[string]node{fmt.Sprintf("bench/data/%d", j): {content: string(buf)}}
-			writeTree(b, data, nodes)
-		}
-		b.StartTimer()
-		id, err := s.CommitDir(b.Context(), data, CommitOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.CommitDir(b.Context(), rec, CommitOptions{Parents: []LayerID{id}, Ref: fmt.Sprintf("snapshot/%d", i)}); err != nil {
-			b.Fatal(err)
-		}
+	commit := map[string]func(s *Store, data string, record File, ref string) error{
+		"two-commits": func(s *Store, data string, record File, ref string) error {
+			id, err := s.CommitDir(b.Context(), data, CommitOptions{MapOwner: rootOwner})
+			if err != nil {
+				return err
+			}
+			dir := b.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, record.Name), record.Data, os.FileMode(record.Mode)); err != nil {
+				return err
+			}
+			_, err = s.CommitDir(b.Context(), dir, CommitOptions{Parents: []LayerID{id}, Ref: ref, MapOwner: rootOwner})
+			return err
+		},
+		"one-publish": func(s *Store, data string, record File, ref string) error {
+			staged, err := s.StageDir(b.Context(), data, CommitOptions{MapOwner: rootOwner})
+			if err != nil {
+				return err
+			}
+			rec, err := s.StageFiles(b.Context(), []LayerID{staged.ID}, 0o700, record)
+			if err != nil {
+				staged.Discard()
+				return err
+			}
+			return s.Publish(b.Context(), ref, staged, rec)
+		},
+	}
+	for _, how := range []string{"two-commits", "one-publish"} {
+		b.Run(how, func(b *testing.B) {
+			s := newStore(b)
+			buf := make([]byte, 1<<20)
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				data := b.TempDir()
+				for j := range 8 {
+					rand.Read(buf)
+					writeTree(b, data, map[string]node{fmt.Sprintf("bench/data/%d", j): {content: string(buf)}})
+				}
+				record := File{Name: "record.json", Mode: 0o644, Data: fmt.Appendf(nil, `{"n": %d}`, i)}
+				b.StartTimer()
+				if err := commit[how](s, data, record, fmt.Sprintf("snapshot/%d", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -47,115 +47,26 @@ const smallFile = 1 << 20
 // xattr) become deletion entries and opaque directories (overlay.opaque "y")
 // opaque entries. Upper dirs made with redirect_dir or metacopy are refused
 // (ErrUnsupportedOverlay). Sockets are skipped. dir must not change while it
-// is committed; a file that changes is reported as ErrSizeMismatch or
+// is read, which is StageDir, the commit's first half (Publish is the
+// second); a file that changes is reported as ErrSizeMismatch or
 // ErrDigestMismatch.
 func (s *Store) CommitDir(ctx context.Context, dir string, opts CommitOptions) (LayerID, error) {
-	unlock, err := s.lock(ctx, false)
+	ref := opts.Ref
+	if ref != "" {
+		if err := validRef(ref); err != nil {
+			return LayerID{}, fmt.Errorf("committing %s: %w", dir, err)
+		}
+	}
+	opts.Ref = ""
+	st, err := s.StageDir(ctx, dir, opts)
 	if err != nil {
 		return LayerID{}, err
 	}
-	defer unlock()
-	id, err := s.commitDir(ctx, dir, opts)
-	if err != nil {
+	id := st.ID
+	if err := s.Publish(ctx, ref, st); err != nil {
 		return id, fmt.Errorf("committing %s: %w", dir, err)
 	}
 	return id, nil
-}
-
-func (s *Store) commitDir(ctx context.Context, dir string, opts CommitOptions) (LayerID, error) {
-	for _, p := range opts.Parents {
-		if _, err := s.manifestBytes(p); err != nil {
-			return LayerID{}, fmt.Errorf("parent: %w", err)
-		}
-	}
-	if opts.Ref != "" {
-		if err := validRef(opts.Ref); err != nil {
-			return LayerID{}, err
-		}
-	}
-	w := walker{log: s.log, opts: opts, root: dir}
-	if err := w.walk(ctx); err != nil {
-		return LayerID{}, err
-	}
-	pending, err := s.storeFiles(ctx, w.entries, w.srcs)
-	if err != nil {
-		return LayerID{}, err
-	}
-	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
-	m.sortEntries()
-	b, err := m.Encode()
-	if err != nil {
-		discard(pending)
-		return LayerID{}, err
-	}
-	id := LayerID(DigestOf(b))
-	return id, s.publishCommit(ctx, id, m, b, pending, opts.Ref)
-}
-
-// publishCommit publishes a commit's new objects, its manifest (b, m's
-// encoding), its layer's tree and ref (when not empty) in at most three
-// barriers whatever the commit's size: the content of the objects,
-// manifest and ref; then the objects' and manifest's names and the tree;
-// then, with a ref, its rename. A crash leaves either no ref or one whose
-// layer's objects and manifest are durable (its tree, a cache of them, is
-// then present and complete, or absent and made again).
-func (s *Store) publishCommit(ctx context.Context, id LayerID, m *Manifest, b []byte, pending []pendingObject, ref string) error {
-	var manifestTmp, refTmp string // written, not yet renamed into place
-	defer func() {
-		for _, t := range []string{manifestTmp, refTmp} {
-			if t != "" {
-				os.Remove(t)
-			}
-		}
-	}()
-	if _, err := os.Lstat(s.manifestPath(id)); err != nil {
-		t, err := s.writeTempFile(manifestCodec.enc.EncodeAll(b, nil), 0o444)
-		if err != nil {
-			discard(pending)
-			return fmt.Errorf("writing manifest of layer %s: %w", id, err)
-		}
-		manifestTmp = t
-	}
-	if ref != "" {
-		t, err := s.writeTempFile([]byte(id.String()+"\n"), 0o644)
-		if err != nil {
-			discard(pending)
-			return fmt.Errorf("setting ref %s: %w", ref, err)
-		}
-		refTmp = t
-	}
-	content, names := s.newBarrier(), s.newBarrier()
-	for _, t := range []string{manifestTmp, refTmp} {
-		if t != "" {
-			content.add(t)
-		}
-	}
-	if err := s.publishInto(pending, content, names); err != nil {
-		return err
-	}
-	if manifestTmp != "" {
-		if err := os.Rename(manifestTmp, s.manifestPath(id)); err != nil {
-			return fmt.Errorf("writing manifest of layer %s: %w", id, err)
-		}
-		manifestTmp = ""
-		names.add(filepath.Dir(s.manifestPath(id)))
-	}
-	if _, err := s.materializeAfter(ctx, id, m, names); err != nil {
-		return err
-	}
-	if refTmp == "" {
-		return nil
-	}
-	if err := os.Rename(refTmp, s.refPath(ref)); err != nil {
-		return fmt.Errorf("setting ref %s: %w", ref, err)
-	}
-	refTmp = ""
-	last := s.newBarrier()
-	last.add(filepath.Dir(s.refPath(ref)))
-	if err := last.flush(); err != nil {
-		return fmt.Errorf("setting ref %s: %w", ref, err)
-	}
-	return nil
 }
 
 // walker lists a directory tree as manifest entries.

@@ -27,6 +27,10 @@
 //   - Ref: a name (env/<key>, repo/<name>@<commit>, install/<key>,
 //     commit/<name>@<commit>) pointing at a layer,
 //     replaced atomically. Refs are the roots GC keeps.
+//   - Staged layer: a commit's first half (StageDir, StageTree, StageFiles):
+//     its source read and hashed, its new content in temp files, nothing
+//     visible. Publish makes one or more of them visible in one commit's
+//     barriers (a snapshot's data layer and its record above it).
 //   - Lease: a running sandbox's claim on the layers it mounts, a file held
 //     under flock; when its holder dies the kernel releases it and GC may
 //     collect what only it kept.

@@ -36,20 +36,35 @@ func (s *Store) Materialize(ctx context.Context, id LayerID) (string, error) {
 	return s.materialize(ctx, id, m)
 }
 
-func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (string, error) {
-	return s.materializeAfter(ctx, id, m, s.newBarrier())
-}
-
-// materializeAfter is materialize for a commit whose earlier steps left
-// paths in b to flush before the layer is present: b's barrier is the
-// tree's too. The tree's rename is not synced: the tree is a cache of the
+// materialize builds the layer's tree (see Materialize) with the store
+// lock held. The tree's rename is not synced: the tree is a cache of the
 // manifest and objects, made again if a crash loses the rename (its temp
 // dir is then garbage).
-func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b *barrier) (string, error) {
-	tree := s.TreePath(id)
+func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (string, error) {
+	b := s.newBarrier()
+	tmpDir, err := s.prepareTree(ctx, id, m, b)
+	if err != nil {
+		return "", err
+	}
+	if err := b.flush(); err != nil {
+		if tmpDir != "" {
+			s.removeTree(tmpDir)
+		}
+		return "", err
+	}
+	if err := s.placeTree(id, tmpDir); err != nil {
+		return "", err
+	}
+	return s.TreePath(id), nil
+}
+
+// prepareTree builds the layer's tree in a temp dir beside its place,
+// adding what a crash could lose of it to b, and returns the temp dir; ""
+// when the layer is present already. placeTree puts it in place once b is
+// flushed.
+func (s *Store) prepareTree(ctx context.Context, id LayerID, m *Manifest, b *barrier) (string, error) {
 	if s.Has(id) {
-		s.touchUsed(id)
-		return tree, b.flush()
+		return "", nil
 	}
 	if err := s.ensureInodes(ctx, m); err != nil {
 		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
@@ -58,25 +73,28 @@ func (s *Store) materializeAfter(ctx context.Context, id LayerID, m *Manifest, b
 	if err != nil {
 		return "", err
 	}
-	tmpTree := filepath.Join(tmpDir, "tree")
-	if err := s.buildTree(ctx, tmpTree, m, b); err != nil {
+	if err := s.buildTree(ctx, filepath.Join(tmpDir, "tree"), m, b); err != nil {
 		s.removeTree(tmpDir)
 		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 	}
 	b.add(tmpDir)
-	if err := b.flush(); err != nil {
-		s.removeTree(tmpDir)
-		return "", err
-	}
-	if err := os.Rename(tmpDir, s.layerDir(id)); err != nil {
-		s.removeTree(tmpDir)
-		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
-			return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+	return tmpDir, nil
+}
+
+// placeTree renames a tree prepareTree built (tmpDir; "" when the layer
+// was present) into place, and marks the layer used.
+func (s *Store) placeTree(id LayerID, tmpDir string) error {
+	if tmpDir != "" {
+		if err := os.Rename(tmpDir, s.layerDir(id)); err != nil {
+			s.removeTree(tmpDir)
+			if !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+				return fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+			}
+			// Someone else materialized it first; theirs is as good.
 		}
-		// Someone else materialized it first; theirs is as good.
 	}
 	s.touchUsed(id)
-	return tree, nil
+	return nil
 }
 
 // ensureInodes makes every inode the manifest's files need.

@@ -79,28 +79,51 @@ func streamFile(ctx context.Context, w io.Writer, src string, size int64) error 
 // (opts as there; the owners are those the stream holds, mapped by
 // opts.MapOwner). The same tree gives the same LayerID either way.
 func (s *Store) CommitTree(ctx context.Context, r io.Reader, opts CommitOptions) (LayerID, error) {
-	if opts.Ref != "" {
-		if err := validRef(opts.Ref); err != nil {
+	ref := opts.Ref
+	if ref != "" {
+		if err := validRef(ref); err != nil {
 			return LayerID{}, err
+		}
+	}
+	opts.Ref = ""
+	st, err := s.StageTree(ctx, r, opts)
+	if err != nil {
+		return LayerID{}, err
+	}
+	if err := s.Publish(ctx, ref, st); err != nil {
+		return st.ID, fmt.Errorf("committing a tree stream: %w", err)
+	}
+	return st.ID, nil
+}
+
+// StageTree is the first half of CommitTree, as StageDir is CommitDir's:
+// the stream is read to its end and its new content written to temp
+// files; opts.Ref is for Publish and must be empty here.
+func (s *Store) StageTree(ctx context.Context, r io.Reader, opts CommitOptions) (*Staged, error) {
+	if opts.Ref != "" {
+		return nil, fmt.Errorf("staging a tree stream: a ref is set when the layer is published")
+	}
+	for _, p := range opts.Parents {
+		if _, err := s.manifestBytes(p); err != nil {
+			return nil, fmt.Errorf("committing a tree stream: parent: %w", err)
 		}
 	}
 	lw, err := s.NewLayerWriter(ctx)
 	if err != nil {
-		return LayerID{}, err
+		return nil, err
 	}
 	defer lw.Close()
 	entries, err := readTree(ctx, lw, r, opts)
 	if err != nil {
-		return LayerID{}, fmt.Errorf("committing a tree stream: %w", err)
+		return nil, fmt.Errorf("committing a tree stream: %w", err)
 	}
-	id, err := lw.Commit(ctx, &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: entries})
+	st, err := s.staged(&Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: entries}, lw.pending)
 	if err != nil {
-		return id, fmt.Errorf("committing a tree stream: %w", err)
+		return nil, fmt.Errorf("committing a tree stream: %w", err)
 	}
-	if opts.Ref != "" {
-		return id, lw.SetRef(opts.Ref, id)
-	}
-	return id, nil
+	// The staged layer takes over the writer's content and lock.
+	st.unlock, lw.pending, lw.unlock = lw.unlock, nil, nil
+	return st, nil
 }
 
 // readTree reads a tree stream's entries, adding each file's content to lw.

@@ -1,0 +1,279 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// A Staged layer is a commit in its first half: its source was read and
+// hashed, the content the store lacks is in temp files of the store and
+// its manifest is made, but nothing of it is visible yet. Publish makes
+// one or more staged layers visible, passing the barriers once for all of
+// them; Discard drops one. Between the two the source is no longer read,
+// so a caller that froze its writers can let them go on. A Staged holds
+// the store's shared lock (GC waits for it) until then.
+type Staged struct {
+	// ID is the layer's id, known before it is published.
+	ID LayerID
+
+	s        *Store
+	m        *Manifest
+	b        []byte // m's encoding
+	pending  []pendingObject
+	unlockMu sync.Mutex // guards unlock
+	unlock   func()
+}
+
+// Manifest is the staged layer's manifest (do not modify it).
+func (st *Staged) Manifest() *Manifest { return st.m }
+
+// Discard removes what the layer staged and releases the store's lock; it
+// does nothing once the layer is published or discarded.
+func (st *Staged) Discard() {
+	discard(st.pending)
+	st.pending = nil
+	st.release()
+}
+
+func (st *Staged) release() {
+	st.unlockMu.Lock()
+	defer st.unlockMu.Unlock()
+	if st.unlock != nil {
+		st.unlock()
+		st.unlock = nil
+	}
+}
+
+// StageDir is the first half of CommitDir (which see): dir is read and
+// hashed, its new content written to temp files; opts.Ref is for Publish
+// and must be empty here.
+func (s *Store) StageDir(ctx context.Context, dir string, opts CommitOptions) (*Staged, error) {
+	if opts.Ref != "" {
+		return nil, fmt.Errorf("staging %s: a ref is set when the layer is published", dir)
+	}
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.stageDir(ctx, dir, opts)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("committing %s: %w", dir, err)
+	}
+	st.unlock = unlock
+	return st, nil
+}
+
+func (s *Store) stageDir(ctx context.Context, dir string, opts CommitOptions) (*Staged, error) {
+	for _, p := range opts.Parents {
+		if _, err := s.manifestBytes(p); err != nil {
+			return nil, fmt.Errorf("parent: %w", err)
+		}
+	}
+	w := walker{log: s.log, opts: opts, root: dir}
+	if err := w.walk(ctx); err != nil {
+		return nil, err
+	}
+	pending, err := s.storeFiles(ctx, w.entries, w.srcs)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.staged(&Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}, pending)
+	if err != nil {
+		discard(pending)
+		return nil, err
+	}
+	return st, nil
+}
+
+// staged sorts and encodes m, whose new content is pending.
+func (s *Store) staged(m *Manifest, pending []pendingObject) (*Staged, error) {
+	m.sortEntries()
+	b, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{ID: LayerID(DigestOf(b)), s: s, m: m, b: b, pending: pending}, nil
+}
+
+// File is a regular file of a layer StageFiles makes: its name in the
+// layer's root, its permission bits and its content.
+type File struct {
+	Name string
+	Mode uint32
+	Data []byte
+}
+
+// StageFiles stages a layer of a few small files held in memory, owned by
+// root in a root directory of mode rootMode: the layer CommitDir makes of
+// a directory holding just them (with MapOwner giving root), such as the
+// record a caller keeps above a layer. Its parents must be in the store
+// or published before it by the same Publish.
+func (s *Store) StageFiles(ctx context.Context, parents []LayerID, rootMode uint32, files ...File) (*Staged, error) {
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	entries := []Entry{{Path: ".", Type: TypeDir, Mode: rootMode & 0o7777}}
+	var pending []pendingObject
+	for _, f := range files {
+		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") {
+			discard(pending)
+			unlock()
+			return nil, fmt.Errorf("%w: staging file %q: want a name in the layer's root", ErrBadManifest, f.Name)
+		}
+		e := Entry{Path: f.Name, Type: TypeFile, Mode: f.Mode & 0o7777, Size: int64(len(f.Data)), Digest: sha256.Sum256(f.Data)}
+		entries = append(entries, e)
+		if s.HasObject(e.Digest) || slices.ContainsFunc(pending, func(p pendingObject) bool { return p.digest == e.Digest }) {
+			continue
+		}
+		key := s.keyOf(&e).withoutXattrs()
+		p, err := s.writeTempFrom(ctx, bytes.NewReader(f.Data), e.Size, e.Digest, true, &key, false)
+		if err != nil {
+			discard(pending)
+			unlock()
+			return nil, fmt.Errorf("staging %s: %w", f.Name, err)
+		}
+		pending = append(pending, p)
+	}
+	st, err := s.staged(&Manifest{Version: ManifestVersion, Parents: parents, Entries: entries}, pending)
+	if err != nil {
+		discard(pending)
+		unlock()
+		return nil, err
+	}
+	st.unlock = unlock
+	return st, nil
+}
+
+// Publish makes staged layers visible, in order, and points ref (when not
+// empty) at the last one, passing three barriers whatever their number and
+// size: the content of their new objects, manifests and the ref; then the
+// objects' and manifests' names and the layers' trees; then, with a ref,
+// its rename. A crash leaves either no ref or one whose layers' objects
+// and manifests are durable (a tree, a cache of them, is then present and
+// complete, or absent and made again). Each layer's parents must be in the
+// store or earlier in layers. The layers are released (published or, on
+// error, discarded) whatever happens.
+func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) error {
+	defer func() {
+		for _, l := range layers {
+			l.Discard()
+		}
+	}()
+	if err := s.checkPublish(ref, layers); err != nil {
+		return err
+	}
+	// Written, not yet renamed into place: removed on the way out.
+	manifests, refTmp := make([]string, len(layers)), ""
+	defer func() {
+		for _, t := range append(manifests, refTmp) {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+	}()
+	content, names := s.newBarrier(), s.newBarrier()
+	for i, l := range layers {
+		if _, err := os.Lstat(s.manifestPath(l.ID)); err == nil {
+			continue
+		}
+		t, err := s.writeTempFile(manifestCodec.enc.EncodeAll(l.b, nil), 0o444)
+		if err != nil {
+			return fmt.Errorf("writing manifest of layer %s: %w", l.ID, err)
+		}
+		manifests[i] = t
+		content.add(t)
+	}
+	if ref != "" {
+		t, err := s.writeTempFile([]byte(layers[len(layers)-1].ID.String()+"\n"), 0o644)
+		if err != nil {
+			return fmt.Errorf("setting ref %s: %w", ref, err)
+		}
+		refTmp = t
+		content.add(t)
+	}
+	var pending []pendingObject
+	for _, l := range layers {
+		pending = append(pending, l.pending...)
+		l.pending = nil // publishInto removes them, or discards them on error
+	}
+	if err := s.publishInto(pending, content, names); err != nil {
+		return err
+	}
+	trees := make([]string, len(layers))
+	defer func() {
+		for _, t := range trees {
+			if t != "" {
+				s.removeTree(t)
+			}
+		}
+	}()
+	for i, l := range layers {
+		if manifests[i] != "" {
+			if err := os.Rename(manifests[i], s.manifestPath(l.ID)); err != nil {
+				return fmt.Errorf("writing manifest of layer %s: %w", l.ID, err)
+			}
+			manifests[i] = ""
+			names.add(filepath.Dir(s.manifestPath(l.ID)))
+		}
+		t, err := s.prepareTree(ctx, l.ID, l.m, names)
+		if err != nil {
+			return err
+		}
+		trees[i] = t
+	}
+	if err := names.flush(); err != nil {
+		return err
+	}
+	for i, l := range layers {
+		if err := s.placeTree(l.ID, trees[i]); err != nil {
+			return err
+		}
+		trees[i] = ""
+	}
+	if ref == "" {
+		return nil
+	}
+	if err := os.Rename(refTmp, s.refPath(ref)); err != nil {
+		return fmt.Errorf("setting ref %s: %w", ref, err)
+	}
+	refTmp = ""
+	last := s.newBarrier()
+	last.add(filepath.Dir(s.refPath(ref)))
+	if err := last.flush(); err != nil {
+		return fmt.Errorf("setting ref %s: %w", ref, err)
+	}
+	return nil
+}
+
+// checkPublish checks a Publish's ref and that each layer's parents are in
+// the store or staged before it.
+func (s *Store) checkPublish(ref string, layers []*Staged) error {
+	if len(layers) == 0 {
+		return fmt.Errorf("publishing: no layer")
+	}
+	if ref != "" {
+		if err := validRef(ref); err != nil {
+			return err
+		}
+	}
+	for i, l := range layers {
+		for _, p := range l.m.Parents {
+			if slices.ContainsFunc(layers[:i], func(o *Staged) bool { return o.ID == p }) {
+				continue
+			}
+			if _, err := s.manifestBytes(p); err != nil {
+				return fmt.Errorf("publishing layer %s: parent: %w", l.ID.Short(), err)
+			}
+		}
+	}
+	return nil
+}
