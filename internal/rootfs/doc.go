@@ -22,7 +22,8 @@
 //     at a record layer over the data layer holding the SnapshotRecord
 //     (its sandbox, instance, sessions, base layers and defaults). The
 //     engine freezes and commits the sandbox; this package keeps the
-//     format (WriteSnapshot, Snapshot.Record, SnapshotNames,
+//     format (StageSnapshot, which the engine publishes with the data
+//     layer; WriteSnapshot, Snapshot.Record, SnapshotNames,
 //     DeleteSnapshot).
 //   - Image: an OCI or Docker image imported into the store. Each of its
 //     layer tars becomes a store layer (files deduplicated against the whole
