@@ -140,13 +140,26 @@ func mavenSpec(parser, extra string, env map[string]string, toolchains []string)
 // tests built once (the harness's prepare runs `cargo test || true`),
 // then `cargo test` offline.
 func cargoSpec() Spec {
+	return cargoSpecEnv(utf8)
+}
+
+// cargoSpecEnv is cargoSpec with env.
+func cargoSpecEnv(env map[string]string) Spec {
 	return Spec{
-		Language: LangRust, Toolchains: tcRust, Env: utf8,
+		Language: LangRust, Toolchains: tcRust, Env: env,
 		Install:   "cargo fetch\ncargo test --no-run || true",
 		TestCmd:   "cargo test",
 		LogParser: multiswe.ParserName(multiswe.FrameworkCargo),
 	}
 }
+
+// ripgrepOldEnv is utf8 with rustc's lint on a macro's trailing semicolon
+// in expression position back at warn. The harness's rust:latest images
+// (rustc 1.90 or older when built) warned; rustc 1.91 denies it
+// (rust-lang/rust#144369), so on the host's rustc ripgrep did not compile
+// before its libripgrep rewrite (bb110c1e, 2018-08-20, after #1016), whose
+// errored! macro ends `return Err(...);` (#954, #727, #723, #454).
+var ripgrepOldEnv = map[string]string{"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "RUSTFLAGS": "-W semicolon_in_expressions_from_macros"}
 
 // jacksonVersions: the harness's prepare for jackson-core replaces the
 // pom's version of a row (its own and its jackson-base parent's, a
@@ -192,10 +205,13 @@ func jacksonCore(number int64, s *Spec) {
 // ... would commit an environment without its modules when the download
 // failed).
 var multiSWETable = map[string][]msbEntry{
-	"tokio-rs/tokio":     {{spec: cargoSpec()}},
-	"tokio-rs/bytes":     {{spec: cargoSpec()}},
-	"BurntSushi/ripgrep": {{spec: cargoSpec()}},
-	"rayon-rs/rayon":     {{spec: cargoSpec()}},
+	"tokio-rs/tokio": {{spec: cargoSpec()}},
+	"tokio-rs/bytes": {{spec: cargoSpec()}},
+	"BurntSushi/ripgrep": {
+		{to: 1016, spec: cargoSpecEnv(ripgrepOldEnv)},
+		{from: 1017, spec: cargoSpec()},
+	},
+	"rayon-rs/rayon": {{spec: cargoSpec()}},
 	"zeromicro/go-zero": {{spec: Spec{
 		Language: LangGo, Toolchains: tcGo, Env: utf8,
 		// the harness's prepare runs the whole suite once (a warm build cache)

@@ -66,6 +66,12 @@ func TestMultiSWEBuiltin(t *testing.T) {
 	if s := get("catchorg/Catch2", 2288); s.Env["CXXFLAGS"] != "" {
 		t.Errorf("Catch2 #2288 with CXXFLAGS %q", s.Env["CXXFLAGS"])
 	}
+	if s := get("BurntSushi/ripgrep", 1016); s.Env["RUSTFLAGS"] != "-W semicolon_in_expressions_from_macros" || s.Env["LANG"] != "C.UTF-8" {
+		t.Errorf("ripgrep #1016 (errored! in expression position) env %q", s.Env)
+	}
+	if s := get("BurntSushi/ripgrep", 1017); s.Env["RUSTFLAGS"] != "" {
+		t.Errorf("ripgrep #1017 with RUSTFLAGS %q", s.Env["RUSTFLAGS"])
+	}
 	if s := get("google/gson", 1391); !strings.HasSuffix(s.TestCmd, gsonJava11+" "+surefireJRE) || !strings.HasSuffix(s.Install, surefireJRE+" || true") {
 		t.Errorf("gson #1391 test command %q", s.TestCmd)
 	}

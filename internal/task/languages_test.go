@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,6 +225,13 @@ func TestRootlessLanguages(t *testing.T) {
 // the fix as later commits) and its Multi-SWE-bench row.
 func (p langProject) row(t *testing.T) dataset.Instance {
 	t.Helper()
+	return p.rowOf(t, "msbtest", p.name, 1)
+}
+
+// rowOf is row as pull request number of repository org/name, whose
+// built-in spec (spec.MultiSWEBuiltin) the row then gets.
+func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset.Instance {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), p.name)
 	git := func(args ...string) string {
 		t.Helper()
@@ -263,7 +271,7 @@ func (p langProject) row(t *testing.T) dataset.Instance {
 	git("commit", "-q", "-am", "fix")
 	fixPatch := git("diff", "HEAD~1", "HEAD")
 
-	m := &dataset.MultiSWE{Org: "msbtest", Name: p.name, Number: 1,
+	m := &dataset.MultiSWE{Org: org, Name: name, Number: number,
 		P2P: map[string]dataset.Transition{}, F2P: map[string]dataset.Transition{},
 		Run:       &dataset.RunResult{Passed: p.p2p},
 		TestPatch: &dataset.RunResult{Passed: p.p2p, Failed: p.testRunFailed},
@@ -275,7 +283,7 @@ func (p langProject) row(t *testing.T) dataset.Instance {
 	for _, n := range p.f2p {
 		m.F2P[n] = dataset.Transition{Run: "NONE", Test: "FAIL", Fix: "PASS"}
 	}
-	return dataset.Instance{InstanceID: "msbtest__" + p.name + "-1", Repo: "msbtest/" + p.name, BaseCommit: base,
+	return dataset.Instance{InstanceID: fmt.Sprintf("%s__%s-%d", org, name, number), Repo: org + "/" + name, BaseCommit: base,
 		Patch: fixPatch, TestPatch: testPatch, FailToPass: p.f2p, PassToPass: p.p2p,
 		Source: dataset.MultiSWEBench, RepoURL: dir, MultiSWE: m}
 }
