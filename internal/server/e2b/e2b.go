@@ -36,6 +36,7 @@ type Front struct {
 	mu        sync.Mutex // guards boxes, owners and templates
 	boxes     map[string]*box
 	owners    map[string]string    // snapshot name -> the E2B sandbox it was taken of
+	snapUsers map[string]string    // snapshot name -> that sandbox's default user (users.go)
 	templates map[string]*template // by id (templates.go)
 
 	spare spares // the base template's sandbox started ahead (spare.go)
@@ -103,7 +104,7 @@ func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{},
+	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}, snapUsers: map[string]string{},
 		templates: map[string]*template{}}
 }
 

@@ -169,6 +169,7 @@ func (f *Front) snapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.owners[info.Name] = b.id
+	f.snapUsers[info.Name] = b.user
 	f.mu.Unlock()
 	writeJSON(w, http.StatusCreated, snapshotInfo(info.Name))
 }

@@ -210,7 +210,9 @@ func idName(m map[int]string, id int) string {
 }
 
 // defaultUser is the default user of a new sandbox of template: its
-// USER, else E2B's `user` on a base whose root has that user.
+// USER, else E2B's `user` on a base whose root has that user; a sandbox
+// of a snapshot (and so a fork's child) has the one of the sandbox the
+// snapshot was taken of.
 func (f *Front) defaultUser(template string) string {
 	if t := f.templateByRef(template); t != nil {
 		if _, conf, ok := t.ready(); ok {
@@ -221,7 +223,9 @@ func (f *Front) defaultUser(template string) string {
 	if template == baseTemplate || template == "" {
 		return f.baseUser
 	}
-	return ""
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snapUsers[template]
 }
 
 // writeAs writes data to p (0644) for u: owned by u from its creation

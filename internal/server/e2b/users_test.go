@@ -60,8 +60,9 @@ func importUserImage(t *testing.T, e *engine.Engine) {
 
 // TestE2BUsers: on a base whose root has E2B's user (UseBase), commands
 // and file calls act as `user` unless they name root, with that user's
-// ids, groups, home and files; a user the root lacks is the SDK's
-// AuthenticationException; a template's USER is its sandboxes' user.
+// ids, groups, home and files, in sandboxes of its snapshots and forks
+// too; a user the root lacks is the SDK's AuthenticationException; a
+// template's USER is its sandboxes' user.
 func TestE2BUsers(t *testing.T) {
 	url, _ := startFrontWith(t, func(e *engine.Engine, f *Front) {
 		importUserImage(t, e)
@@ -86,6 +87,8 @@ func TestE2BUsers(t *testing.T) {
 		"list_owner":       "user:user",
 		"mkdir_owner":      "user:user",
 		"denied":           "exit 1",
+		"from_snapshot":    "user",
+		"fork":             "user",
 		"unknown_command":  "AuthenticationException: invalid username: 'ghost'",
 		"unknown_read":     "AuthenticationException: invalid username: 'ghost'",
 		"root_template":    "root",

@@ -29,6 +29,13 @@ out["root_write_owner"] = owner(sb.files.get_info("/tmp/r.txt"))
 out["list_owner"] = ",".join(sorted({owner(e) for e in sb.files.list("/home/user")}))
 sb.files.make_dir("dir-made")
 out["mkdir_owner"] = owner(sb.files.get_info("dir-made"))
+snap = sb.create_snapshot()
+child = Sandbox.create(template=snap.snapshot_id, timeout=60)
+out["from_snapshot"] = child.commands.run("whoami").stdout.strip()
+child.kill()
+forked = sb.fork(count=1)[0]
+out["fork"] = forked.commands.run("whoami").stdout.strip()
+forked.kill()
 try:
     sb.commands.run("touch /root/nope")
     out["denied"] = "ran"
