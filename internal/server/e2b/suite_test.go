@@ -36,6 +36,7 @@ func TestE2BSuiteExpectations(t *testing.T) {
 		Refused    []string `json:"refused"`
 		Signed     []any    `json:"signed"`
 		Uploaded   string   `json:"uploaded"`
+		AsUser     string   `json:"as_user"`
 		StartProcs []string `json:"start_procs"`
 		StartLog   string   `json:"start_log"`
 		Copied     []string `json:"copied"`
@@ -67,8 +68,11 @@ func TestE2BSuiteExpectations(t *testing.T) {
 	want = "[[200 signed] [200 signed] [401 signature is already expired] " +
 		"[401 the URL's signature is not one of a running sandbox's] 200 401]"
 	if fmt.Sprint(got.Signed) != want || got.Uploaded != "uploaded" {
-		t.Errorf("signed URLs: download, with an expiry, expired, tampered, upload, as a user the host base lacks: %v (uploaded %q), want %s (uploaded)",
+		t.Errorf("signed URLs for `user`: download, with an expiry, expired, tampered, upload; as a user the host base lacks: %v (uploaded %q), want %s (uploaded)",
 			got.Signed, got.Uploaded, want)
+	}
+	if got.AsUser != "root" {
+		t.Errorf("commands.run(user=\"user\") on the host base ran as %q, want root, which stands in for E2B's user there", got.AsUser)
 	}
 	// The build's run wrote one line (kept in the template), the create's another.
 	if fmt.Sprint(got.StartProcs) != "[start]" || got.StartLog != "up\nup\n" {

@@ -68,7 +68,11 @@ func rpcUser(h http.Header) string {
 // maps root only), so the call acts as the sandbox's own user.
 func (f *Front) userOf(ctx context.Context, b *box, sb *engine.Sandbox, name string) (*sysUser, error) {
 	if name != "" {
-		return lookupUser(ctx, sb, name)
+		u, err := lookupUser(ctx, sb, name)
+		if errors.Is(err, errNoUser) && name == e2bUser && f.onHostBase(b) {
+			return nil, nil // the host's directories have no `user`: their root stands in for it
+		}
+		return u, err
 	}
 	if b.user == "" {
 		return nil, nil
@@ -78,6 +82,14 @@ func (f *Front) userOf(ctx context.Context, b *box, sb *engine.Sandbox, name str
 		return nil, nil
 	}
 	return u, err
+}
+
+// onHostBase reports whether b is a sandbox of the base template on the
+// host's system directories, whose /etc is the host's and has no E2B
+// user: there E2B's `user` is the sandbox's own user, so that code that
+// names it (the SDK's signed URLs do) runs as it did before users.
+func (f *Front) onHostBase(b *box) bool {
+	return f.base == "" && (b.template == baseTemplate || b.template == "")
 }
 
 // lookupUser finds name, a user name or a uid, in sb's /etc/passwd, and

@@ -47,16 +47,18 @@ def fetch(url, data=None):
 
 secure = Sandbox.create(timeout=120, secure=True)
 secure.files.write("signed.txt", "signed")
-# The suite signs for E2B's user `user`; the host base has root only, and
-# a user it lacks is E2B's 401 (users_test.go covers a base with `user`).
+# The suite signs for E2B's user `user`, which the host base stands in for
+# with its own user (root); any other user it lacks is E2B's 401
+# (users_test.go covers a base with `user`).
 out["signed"] = [
-    fetch(secure.download_url("signed.txt", "root")),
-    fetch(secure.download_url("signed.txt", "root", 120)),
-    fetch(secure.download_url("signed.txt", "root", use_signature_expiration=-120)),
-    fetch(secure.download_url("signed.txt", "root").replace("signature=v1_", "signature=v1_x")),
-    fetch(secure.upload_url("up.txt", "root"), b"uploaded")[0],
-    fetch(secure.download_url("signed.txt", "user"))[0],
+    fetch(secure.download_url("signed.txt", "user")),
+    fetch(secure.download_url("signed.txt", "user", 120)),
+    fetch(secure.download_url("signed.txt", "user", use_signature_expiration=-120)),
+    fetch(secure.download_url("signed.txt", "user").replace("signature=v1_", "signature=v1_x")),
+    fetch(secure.upload_url("up.txt", "user"), b"uploaded")[0],
+    fetch(secure.download_url("signed.txt", "ghost"))[0],
 ]
+out["as_user"] = secure.commands.run("whoami", user="user").stdout.strip()
 out["uploaded"] = secure.files.read("up.txt")
 secure.kill()
 handle = sb.commands.run("sleep 60", background=True)
