@@ -20,7 +20,8 @@ import (
 // instance whose image keeps its repository at its WORKDIR (/srv/calc,
 // owned by its USER calc) instead of /testbed: the sandbox reports that
 // directory (the gym's cwd, SWE-ReX's relative paths), a session starts
-// there as calc (rootless too), a fork keeps both, and the agent's
+// there as calc (rootless too) with calc's HOME from the image's
+// /etc/passwd (its Env has none), a fork keeps both, and the agent's
 // edit there is evaluated resolved; a plain sandbox on the image starts
 // there as calc too. An image with no repository where msb looks is a bad
 // request.
@@ -55,8 +56,8 @@ func TestImageRepoSandbox(t *testing.T) {
 	if err := agent.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: `pwd; id -u; sed -i 's|^    return s\[mid\]$|    return (s[mid - 1] + s[mid]) / 2|' calc/stats.py`, TimeoutNs: int64(time.Minute)})
-	if err != nil || res.ExitCode != 0 || res.Stdout != "/srv/calc\n"+uid+"\n" {
+	res, err := agent.Exec(ctx, api.ExecRequest{Session: "main", Command: `pwd; id -u; echo "$HOME"; sed -i 's|^    return s\[mid\]$|    return (s[mid - 1] + s[mid]) / 2|' calc/stats.py`, TimeoutNs: int64(time.Minute)})
+	if err != nil || res.ExitCode != 0 || res.Stdout != "/srv/calc\n"+uid+"\n/srv/calc\n" {
 		t.Fatalf("session on the image: %v %+v", err, res)
 	}
 	kids, err := e.Fork(ctx, agent.ID(), api.ForkRequest{})

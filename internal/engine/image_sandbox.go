@@ -86,7 +86,9 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 // any, go above them), its Env before conf's (which overrides it by
 // name), its WorkingDir unless conf has one, and its User, with the
 // owners a rootless store's trees lack (envcache.ImageOwners) when that user is not
-// root (a rootless sandbox then maps the caller's subordinate ids).
+// root (a rootless sandbox then maps the caller's subordinate ids), and
+// that user's HOME from the image's /etc/passwd when neither Env sets one
+// (rootfs.Account.HomeEnv).
 func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
 	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
@@ -97,10 +99,11 @@ func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	if ir.Config.User == "" {
 		return nil
 	}
-	var err error
-	if conf.User, err = ImageUser(ir.Layers, ir.Config.User); err != nil {
+	a, err := rootfs.LookupUser(ir.Layers, ir.Config.User)
+	if err != nil {
 		return fmt.Errorf("%w: image %q: %w", ErrBadRequest, ir.Ref, err)
 	}
+	conf.User, conf.Env = User{UID: a.UID, GID: a.GID}, a.HomeEnv(conf.Env)
 	if conf.Owners, err = envcache.ImageOwners(ir.st, ir.ids, conf.User); err != nil {
 		return fmt.Errorf("image %q: %w", ir.Ref, err)
 	}
@@ -111,11 +114,11 @@ func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 // ids, looking names up in the /etc/passwd and /etc/group of the image's
 // layer trees (bottom first): rootfs.LookupUser.
 func ImageUser(layers []string, u string) (User, error) {
-	uid, gid, err := rootfs.LookupUser(layers, u)
+	a, err := rootfs.LookupUser(layers, u)
 	if err != nil {
 		return User{}, err
 	}
-	return User{UID: uid, GID: gid}, nil
+	return User{UID: a.UID, GID: a.GID}, nil
 }
 
 // applyImage puts req.Image, with req.Layers above it, under conf (see

@@ -61,7 +61,8 @@ func (c *Cache) prepareImage(ctx context.Context, inst dataset.Instance, repoDir
 
 // configureImage materializes the image's layers into p and sets p's
 // repository directory (repoDir, the spec's, or where repoDirs finds
-// one) and user from the image.
+// one) and user from the image, with that user's HOME when the image's
+// Env has none (rootfs.Account.HomeEnv).
 func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.Instance, root rootfs.Root, repoDir string) error {
 	for _, id := range root.Layers {
 		tree, err := c.store.Materialize(ctx, id)
@@ -88,11 +89,11 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 	if u == "" {
 		return nil
 	}
-	uid, gid, err := rootfs.LookupUser(p.Layers, u)
+	a, err := rootfs.LookupUser(p.Layers, u)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}
-	p.User = sandbox.User{UID: uid, GID: gid}
+	p.User, p.Env = sandbox.User{UID: a.UID, GID: a.GID}, a.HomeEnv(p.Env)
 	if p.Owners, err = ImageOwners(c.store, root.Layers, p.User); err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,46 +146,77 @@ func readIn(trees []string, rel string) (string, error) {
 	return string(b), nil
 }
 
+// An Account is what an image's USER resolves to: the ids commands run
+// as and the home directory of the user's /etc/passwd entry ("" when it
+// has none, or no entry).
+type Account struct {
+	UID, GID int
+	Home     string
+}
+
 // LookupUser resolves an image's USER (uid, uid:gid, name, name:group, or
-// with a numeric group) to ids, as podman does: names from the image's
-// /etc/passwd and /etc/group; a uid's group is its passwd entry's
+// with a numeric group) to an Account, as podman does: names from the
+// image's /etc/passwd and /etc/group; a uid's group is its passwd entry's
 // primary group, else 0. A name the files lack is ErrNoUser.
-func LookupUser(trees []string, u string) (uid, gid int, err error) {
+func LookupUser(trees []string, u string) (Account, error) {
 	user, group, hasGroup := strings.Cut(u, ":")
 	passwd, err := readIn(trees, "etc/passwd")
 	if err != nil {
-		return 0, 0, err
+		return Account{}, err
 	}
-	uid, gid = -1, 0
+	a := Account{UID: -1}
 	if n, err := strconv.Atoi(user); err == nil && n >= 0 {
-		uid = n
+		a.UID = n
 	}
-	if id, primary, ok := accountEntry(passwd, user, uid); ok {
-		uid, gid = id, max(primary, 0)
-	} else if uid < 0 {
-		return 0, 0, fmt.Errorf("%w: user %q is not in the image's /etc/passwd", ErrNoUser, user)
+	if e, ok := accountEntry(passwd, user, a.UID); ok {
+		a = Account{UID: e.id, GID: max(e.primary, 0), Home: e.home}
+	} else if a.UID < 0 {
+		return Account{}, fmt.Errorf("%w: user %q is not in the image's /etc/passwd", ErrNoUser, user)
 	}
 	if !hasGroup {
-		return uid, gid, nil
+		return a, nil
 	}
 	if n, err := strconv.Atoi(group); err == nil && n >= 0 {
-		return uid, n, nil
+		a.GID = n
+		return a, nil
 	}
 	groups, err := readIn(trees, "etc/group")
 	if err != nil {
-		return 0, 0, err
+		return Account{}, err
 	}
-	id, _, ok := accountEntry(groups, group, -1)
+	e, ok := accountEntry(groups, group, -1)
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: group %q is not in the image's /etc/group", ErrNoUser, group)
+		return Account{}, fmt.Errorf("%w: group %q is not in the image's /etc/group", ErrNoUser, group)
 	}
-	return uid, id, nil
+	a.GID = e.id
+	return a, nil
+}
+
+// HomeEnv is env with the HOME a user other than root gets when env has
+// none, as podman and runc give it: the passwd entry's home directory,
+// else "/" (runc's default for a uid without an entry). Root's HOME
+// stays the sandbox's default, /root.
+func (a Account) HomeEnv(env []string) []string {
+	if a.UID == 0 || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
+		return env
+	}
+	home := a.Home
+	if home == "" {
+		home = "/"
+	}
+	return append(slices.Clip(env), "HOME="+home)
+}
+
+// An entry is a line of a passwd or group file: its id and, for passwd,
+// its primary group (-1 when the line has none) and home directory.
+type entry struct {
+	id, primary int
+	home        string
 }
 
 // accountEntry finds the line of a passwd or group file for name (or for
-// the numeric id, when id >= 0): its id and, for passwd, its primary group
-// (-1 when the line has none).
-func accountEntry(file, name string, id int) (int, int, bool) {
+// the numeric id, when id >= 0).
+func accountEntry(file, name string, id int) (entry, bool) {
 	for line := range strings.SplitSeq(file, "\n") {
 		f := strings.Split(line, ":")
 		if len(f) < 3 {
@@ -194,13 +226,16 @@ func accountEntry(file, name string, id int) (int, int, bool) {
 		if err != nil || f[0] != name && (id < 0 || n != id) {
 			continue
 		}
-		primary := -1
+		e := entry{id: n, primary: -1}
 		if len(f) > 3 {
 			if g, err := strconv.Atoi(f[3]); err == nil {
-				primary = g
+				e.primary = g
 			}
 		}
-		return n, primary, true
+		if len(f) > 5 {
+			e.home = f[5]
+		}
+		return e, true
 	}
-	return 0, 0, false
+	return entry{}, false
 }

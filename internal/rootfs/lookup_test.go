@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -15,11 +16,11 @@ import (
 // them shows /etc/passwd and /etc/group: the top tree's files win, an
 // absolute symlink resolves inside its tree (never the host's), a whiteout
 // in an upper tree hides a lower tree's file, and a name neither file has
-// is ErrNoUser.
+// is ErrNoUser. The home directory is the passwd entry's, "" without one.
 func TestLookupUser(t *testing.T) {
 	lower, upper := t.TempDir(), t.TempDir()
 	write(t, lower, "etc/passwd", "root:x:0:0::/root:/bin/sh\nold:x:500:500::/:/bin/sh\n")
-	write(t, upper, "etc/accounts/passwd", "root:x:0:0::/root:/bin/sh\ncalc:x:1000:1001::/srv:/bin/sh\nnogroup:x:1002\n")
+	write(t, upper, "etc/accounts/passwd", "root:x:0:0::/root:/bin/sh\ncalc:x:1000:1001::/srv:/bin/sh\nnogroup:x:1002\nnohome:x:1003:1003:::/bin/sh\n")
 	write(t, upper, "etc/group", "root:x:0:\nstaff:x:50:\n")
 	// /etc/passwd in the upper tree is an absolute link: into that tree.
 	if err := os.Symlink("/etc/accounts/passwd", filepath.Join(upper, "etc/passwd")); err != nil {
@@ -27,19 +28,20 @@ func TestLookupUser(t *testing.T) {
 	}
 	trees := []string{lower, upper}
 	for _, c := range []struct {
-		user     string
-		uid, gid int
+		user string
+		want Account
 	}{
-		{"calc", 1000, 1001}, {"1000", 1000, 1001}, {"calc:staff", 1000, 50}, {"calc:7", 1000, 7},
-		{"4242", 4242, 0}, {"4242:4243", 4242, 4243}, {"nogroup", 1002, 0}, {"root", 0, 0},
+		{"calc", Account{1000, 1001, "/srv"}}, {"1000", Account{1000, 1001, "/srv"}}, {"calc:staff", Account{1000, 50, "/srv"}},
+		{"calc:7", Account{1000, 7, "/srv"}}, {"4242", Account{4242, 0, ""}}, {"4242:4243", Account{4242, 4243, ""}},
+		{"nogroup", Account{1002, 0, ""}}, {"nohome", Account{1003, 1003, ""}}, {"root", Account{0, 0, "/root"}},
 	} {
-		uid, gid, err := LookupUser(trees, c.user)
-		if err != nil || uid != c.uid || gid != c.gid {
-			t.Errorf("LookupUser(%q) = %d, %d, %v; want %d, %d", c.user, uid, gid, err, c.uid, c.gid)
+		a, err := LookupUser(trees, c.user)
+		if err != nil || a != c.want {
+			t.Errorf("LookupUser(%q) = %+v, %v; want %+v", c.user, a, err, c.want)
 		}
 	}
 	for _, u := range []string{"old", "nobody", "calc:nogroup"} { // old: only in the lower tree's passwd
-		if _, _, err := LookupUser(trees, u); !errors.Is(err, ErrNoUser) || !errors.Is(err, ErrImage) {
+		if _, err := LookupUser(trees, u); !errors.Is(err, ErrNoUser) || !errors.Is(err, ErrImage) {
 			t.Errorf("LookupUser(%q): %v, want ErrNoUser", u, err)
 		}
 	}
@@ -51,11 +53,35 @@ func TestLookupUser(t *testing.T) {
 	if err := unix.Mknod(filepath.Join(top, "etc/passwd"), unix.S_IFCHR, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LookupUser([]string{lower, top}, "old"); !errors.Is(err, ErrNoUser) {
+	if _, err := LookupUser([]string{lower, top}, "old"); !errors.Is(err, ErrNoUser) {
 		t.Errorf("a user of a whited-out passwd: %v", err)
 	}
-	if uid, gid, err := LookupUser([]string{lower, top}, "500"); err != nil || uid != 500 || gid != 0 {
-		t.Errorf("a uid without a passwd: %d %d %v", uid, gid, err)
+	if a, err := LookupUser([]string{lower, top}, "500"); err != nil || a != (Account{UID: 500}) {
+		t.Errorf("a uid without a passwd: %+v %v", a, err)
+	}
+}
+
+// TestHomeEnv: a user other than root without HOME in env gets its passwd
+// home, else "/", as podman gives it; HOME in env and root's are kept.
+func TestHomeEnv(t *testing.T) {
+	for _, c := range []struct {
+		a        Account
+		env      []string
+		wantHome string // "" for none added
+	}{
+		{Account{UID: 1000, Home: "/home/calc"}, []string{"PATH=/bin"}, "HOME=/home/calc"},
+		{Account{UID: 1000}, nil, "HOME=/"},
+		{Account{UID: 1000, Home: "/home/calc"}, []string{"HOME=/srv", "PATH=/bin"}, ""},
+		{Account{UID: 0, GID: 50, Home: "/home/root"}, []string{"PATH=/bin"}, ""},
+	} {
+		got := c.a.HomeEnv(c.env)
+		want := c.env
+		if c.wantHome != "" {
+			want = append(slices.Clone(c.env), c.wantHome)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v.HomeEnv(%q) = %q, want %q", c.a, c.env, got, want)
+		}
 	}
 }
 
