@@ -278,6 +278,10 @@ type Prepared struct {
 	Workdir string
 	// User runs the sandbox's commands: root, or an image's USER.
 	User sandbox.User
+	// UserHome is the HOME=... entry of Env that User got from the
+	// image's /etc/passwd because the image's Env has none; "" when
+	// none was added. A sandbox that runs as root instead drops it.
+	UserHome string
 	// Owners: see sandbox.Config.Owners (an image's, in a rootless store).
 	Owners []sandbox.Owner
 	Lease  *store.Lease

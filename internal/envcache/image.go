@@ -93,7 +93,11 @@ func (c *Cache) configureImage(ctx context.Context, p *Prepared, inst dataset.In
 	if err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}
+	had := len(p.Env)
 	p.User, p.Env = sandbox.User{UID: a.UID, GID: a.GID}, a.HomeEnv(p.Env)
+	if len(p.Env) > had {
+		p.UserHome = p.Env[had]
+	}
 	if p.Owners, err = ImageOwners(c.store, root.Layers, p.User); err != nil {
 		return fmt.Errorf("image %s: %w", inst.Image, err)
 	}

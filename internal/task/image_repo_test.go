@@ -54,7 +54,7 @@ func TestImageRepoElsewhere(t *testing.T) {
 	inst := src
 	inst.InstanceID, inst.Repo, inst.Image = "calc__srv-1", src.Repo+"-srv", name
 	inst.RepoURL = "/nonexistent"
-	sp := "  " + inst.Repo + ":\n    \"*\":\n      python: \"" + f.gen.PyVersion + "\"\n      eval_commands: [\"echo msb-eval-uid=$(id -u) msb-eval-dir=$(pwd)\"]\n      test_cmd: python -m unittest -v\n      log_parser: unittest\n      directives: none\n"
+	sp := "  " + inst.Repo + ":\n    \"*\":\n      python: \"" + f.gen.PyVersion + "\"\n      eval_commands: [\"echo msb-eval-uid=$(id -u) msb-eval-dir=$(pwd) msb-eval-home=$HOME\"]\n      test_cmd: python -m unittest -v\n      log_parser: unittest\n      directives: none\n"
 	tk, err := New(inst, f.overrides(t, sp))
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +65,10 @@ func TestImageRepoElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wantUID = "1000" // rootless too, through the caller's subordinate ids
-	res, err := sb.Exec(ctx, session.ExecRequest{Command: "pwd; id -u; git rev-parse HEAD; echo '# agent' >> calc/stats.py", Timeout: time.Minute})
-	if err != nil || res.Output != "/srv/calc\n"+wantUID+"\n"+src.BaseCommit+"\n" {
+	res, err := sb.Exec(ctx, session.ExecRequest{Command: "pwd; id -u; echo $HOME; git rev-parse HEAD; echo '# agent' >> calc/stats.py", Timeout: time.Minute})
+	if err != nil || res.Output != "/srv/calc\n"+wantUID+"\n/srv/calc\n"+src.BaseCommit+"\n" {
 		sb.Close()
-		t.Fatalf("task sandbox: %v %q (want /srv/calc, uid %s, the base commit)", err, res.Output, wantUID)
+		t.Fatalf("task sandbox: %v %q (want /srv/calc, uid %s, calc's HOME from /etc/passwd, the base commit)", err, res.Output, wantUID)
 	}
 	diff, err := sb.Diff(ctx)
 	dir := sb.RepoDir()
@@ -78,7 +78,7 @@ func TestImageRepoElsewhere(t *testing.T) {
 	}
 	gold := inst.ReferenceFix()
 	ev := Evaluate(ctx, f.env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: "m", ModelPatch: &gold}, opts())
-	if ev.Result.Outcome != api.OutcomeResolved || !strings.Contains(ev.Artifacts.TestOutput, "msb-eval-uid=0 msb-eval-dir=/srv/calc") ||
+	if ev.Result.Outcome != api.OutcomeResolved || !strings.Contains(ev.Artifacts.TestOutput, "msb-eval-uid=0 msb-eval-dir=/srv/calc msb-eval-home=/root") ||
 		!strings.Contains(ev.Artifacts.EvalScript, "\ncd /srv/calc\n") {
 		t.Fatalf("gold: %s %s\n%s\n%s", ev.Result.Outcome, ev.Result.Detail, ev.Artifacts.EvalScript, ev.Artifacts.TestOutput)
 	}

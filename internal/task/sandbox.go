@@ -75,6 +75,16 @@ type Options struct {
 // safe.directory from the environment, the command scope git trusts.
 var asRootEnv = []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}
 
+// withoutEntry is env without the entry kv ("": env itself), in a new
+// slice: root run in place of an image's user leaves that user's HOME
+// behind and gets its own, /root, as docker exec gives root.
+func withoutEntry(env []string, kv string) []string {
+	if kv == "" {
+		return env
+	}
+	return slices.DeleteFunc(slices.Clone(env), func(e string) bool { return e == kv })
+}
+
 // Sandbox is a task's sandbox in the task's starting state. It is a
 // sandbox.Sandbox (exec, sessions, files) plus the task operations.
 type Sandbox struct {
@@ -106,7 +116,7 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 		conf.Env = envcache.OnlineEnv(conf.Env)
 	}
 	if o.AsRoot && conf.User != (sandbox.User{}) {
-		conf.User, conf.Env = sandbox.User{}, append(conf.Env, asRootEnv...)
+		conf.User, conf.Env = sandbox.User{}, append(withoutEntry(conf.Env, prep.UserHome), asRootEnv...)
 	}
 	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
 		prep.Release()
