@@ -20,12 +20,20 @@ import (
 // (loginPrelude: cwd, envs, /etc/profile and the user's profile) and
 // waits, reading a FIFO, for the command it then runs with eval, on line
 // 1, $BASH_EXECUTION_STRING set to it, SECONDS from 0. A command of the
-// same shape (the same prelude: cwd and envs; no stdin, no terminal) that
-// comes next takes it instead of waiting for a shell to start and read
-// the profiles; the daemon writes the command into the FIFO, which it
-// made in the sandbox's wire.SessionDir (its own /dev, in no snapshot)
-// and holds open. The shell is then that process: its output, its end,
-// and signals (its context) are the process's.
+// same shape (the same prelude: cwd and envs, run as the same user; no
+// stdin, no terminal) that comes next takes it instead of waiting for a
+// shell to start and read the profiles; the daemon writes the command
+// into the FIFO, which it made in the sandbox's wire.SessionDir (its own
+// /dev, in no snapshot) and holds open. The shell is then that process:
+// its output, its end, and signals (its context) are the process's.
+//
+// A shell primed for a user (users.go) is switched to that user as that
+// user's unprimed command is (asUser: setpriv with its groups, HOME, USER,
+// LOGNAME) before it reads the profiles. wire.SessionDir is the sandbox
+// user's alone, so the sandbox's shell opens the FIFO on primedFD before
+// it switches; the user's shell reads the command from that descriptor
+// and closes it before the command runs, so that the command sees the
+// descriptors an unprimed one sees.
 //
 // A sandbox has at most one, made when a command that could have taken
 // one ends and nothing else runs in it or changes it (no other process
@@ -49,7 +57,9 @@ const maxPrimedCommand = 4095
 
 // primed is one primed shell.
 type primed struct {
-	prelude string             // the login prelude it ran: the shape of the commands it serves
+	shape   string             // the shape of the commands it serves (proc.shape)
+	prelude string             // the login prelude it ran
+	user    *sysUser           // who it runs as; nil: the sandbox's user
 	sid     string             // the engine's sandbox it runs in
 	cancel  context.CancelFunc // stops it: SIGINT, then SIGKILL
 	dir     *os.File           // wire.SessionDir in the sandbox (O_PATH)
@@ -64,17 +74,27 @@ type primed struct {
 	ended   bool
 }
 
+// primedFD is the descriptor on which a user's primed shell reads the
+// FIFO, opened by the sandbox's shell before it switches to the user.
+const primedFD = "9"
+
 // primedScript is the primed shell's bash source: prelude, then the
 // command read from fifo (a path in the sandbox) up to its NUL, run by
-// eval on line 1.
-func primedScript(prelude, fifo string) string {
-	return prelude + "IFS= builtin read -r -d '' BASH_EXECUTION_STRING <" + shellWord(fifo) +
-		` || builtin exit 1; SECONDS=0; builtin eval "$BASH_EXECUTION_STRING"`
+// eval on line 1; as u (asUser) when u is not nil, reading the FIFO on
+// primedFD, which it closes with `command exec` (the redirections of
+// `builtin exec` are undone after it) before the command runs.
+func primedScript(prelude, fifo string, u *sysUser) string {
+	const read, run = "IFS= builtin read -r -d '' BASH_EXECUTION_STRING <", `SECONDS=0; builtin eval "$BASH_EXECUTION_STRING"`
+	if u == nil {
+		return prelude + read + shellWord(fifo) + " || builtin exit 1; " + run
+	}
+	script := prelude + read + "&" + primedFD + " || builtin exit 1; command exec " + primedFD + "<&-; " + run
+	return "exec " + primedFD + "<" + shellWord(fifo) + "; " + asUser(u, script)
 }
 
-// newPrimed makes the FIFO of a primed shell of prelude in sb; the shell
-// is not started (runPrimed).
-func newPrimed(sb *engine.Sandbox, prelude string) (*primed, error) {
+// newPrimed makes the FIFO of a primed shell in sb that runs prelude as u
+// for the commands of shape; the shell is not started (runPrimed).
+func newPrimed(sb *engine.Sandbox, shape, prelude string, u *sysUser) (*primed, error) {
 	root, err := os.OpenFile(fmt.Sprintf("/proc/%d/root", sb.InitPid()), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the sandbox's root: %w", err)
@@ -85,7 +105,7 @@ func newPrimed(sb *engine.Sandbox, prelude string) (*primed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s in the sandbox: %w", wire.SessionDir, err)
 	}
-	p := &primed{prelude: prelude, sid: sb.ID(), dir: os.NewFile(uintptr(fd), wire.SessionDir), name: "e2b-login-" + newToken(), fifo: -1}
+	p := &primed{shape: shape, prelude: prelude, user: u, sid: sb.ID(), dir: os.NewFile(uintptr(fd), wire.SessionDir), name: "e2b-login-" + newToken(), fifo: -1}
 	if err := p.makeFIFO(); err != nil {
 		p.cleanup()
 		return nil, err
@@ -194,13 +214,14 @@ func (f *Front) prime(b *box, sb *engine.Sandbox, done *proc) {
 		return
 	}
 	if b.primed != nil {
-		if b.primed.prelude == shape {
+		if b.primed.shape == shape {
 			return
 		}
 		b.primed.close()
 		b.primed = nil
 	}
-	p, err := newPrimed(sb, shape)
+	prelude, _ := loginPrelude(done.config) // shape says it has one
+	p, err := newPrimed(sb, shape, prelude, done.user)
 	if err != nil {
 		f.log.Debug("priming a login shell", "sandbox", b.id, "err", err)
 		return
@@ -242,7 +263,7 @@ func (b *box) canPrime(sid string, done *proc) bool {
 // profile that exits), when it is forgotten.
 func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *primed) {
 	defer p.cancel()
-	res, err := sb.ExecStream(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path()), SeparateStderr: true}, p.emit)
+	res, err := sb.ExecStream(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path(), p.user), SeparateStderr: true}, p.emit)
 	p.mu.Lock()
 	p.ended = true
 	taker := p.taker
@@ -269,7 +290,7 @@ func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *pr
 func (b *box) takePrimed(shape, sid string) *primed {
 	p := b.primed
 	b.primed = nil
-	if p == nil || shape != "" && p.prelude == shape && p.sid == sid {
+	if p == nil || shape != "" && p.shape == shape && p.sid == sid {
 		return p
 	}
 	p.close()

@@ -185,15 +185,17 @@ func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc,
 	time.AfterFunc(endedKeep, forget)
 }
 
-// shape is the login prelude of p's command when a primed shell can run
-// it (loginPrelude; no stdin, no terminal, a command a pipe takes in one
-// write), else "".
+// shape is what a primed shell that can run p's command must have run
+// before it: the login prelude (loginPrelude) as p's user (asUser), so
+// that a shell primed for one user never serves another; "" when no
+// primed shell can run it (stdin, a terminal, a command a pipe does not
+// take in one write).
 func (p *proc) shape() string {
 	prelude, ok := loginPrelude(p.config)
-	if !ok || p.stdin != nil || p.pty != nil || p.user != nil || len(p.config.GetArgs()[2]) > maxPrimedCommand {
+	if !ok || p.stdin != nil || p.pty != nil || len(p.config.GetArgs()[2]) > maxPrimedCommand {
 		return ""
 	}
-	return prelude
+	return asUser(p.user, prelude)
 }
 
 // request is the engine's one-shot command that runs p: the SDK's usual
