@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minisandbox/msb/internal/envcache/regproxy"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
@@ -228,9 +229,9 @@ type indexProxy struct {
 	client   *http.Client
 	log      *slog.Logger
 
-	mu      sync.Mutex // guards origins and busy
+	mu      sync.Mutex // guards origins
 	origins map[string]string
-	busy    map[string]*sync.Mutex // per page or file being fetched
+	locks   regproxy.Locks // per page or file being fetched
 }
 
 func (p *indexProxy) start() (string, func(), error) {
@@ -238,7 +239,7 @@ func (p *indexProxy) start() (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("download cache proxy: %w", err)
 	}
-	p.origins, p.busy = map[string]string{}, map[string]*sync.Mutex{}
+	p.origins = map[string]string{}
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: time.Minute}
 	go srv.Serve(ln)
 	return ln.Addr().String(), func() { srv.Close() }, nil
@@ -268,17 +269,7 @@ func validName(s string) bool {
 }
 
 // lockFor serializes fetches of one page or file.
-func (p *indexProxy) lockFor(name string) func() {
-	p.mu.Lock()
-	m := p.busy[name]
-	if m == nil {
-		m = &sync.Mutex{}
-		p.busy[name] = m
-	}
-	p.mu.Unlock()
-	m.Lock()
-	return m.Unlock
-}
+func (p *indexProxy) lockFor(name string) func() { return p.locks.Lock(name) }
 
 func (p *indexProxy) servePage(w http.ResponseWriter, req *http.Request, date, project string) {
 	defer p.lockFor("page/" + project)()

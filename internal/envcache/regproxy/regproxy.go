@@ -60,8 +60,7 @@ type Proxy struct {
 	Client *http.Client
 	Log    *slog.Logger
 
-	mu   sync.Mutex
-	busy map[string]*sync.Mutex // per packument, tarball or module file being fetched
+	locks Locks // per packument, tarball or module file being fetched
 }
 
 // Start listens on 127.0.0.1 and serves until stop is called; the
@@ -71,7 +70,6 @@ func (p *Proxy) Start() (addr string, stop func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("registry proxy: %w", err)
 	}
-	p.busy = map[string]*sync.Mutex{}
 	if p.Client == nil {
 		p.Client = &http.Client{Timeout: 30 * time.Minute}
 	}
@@ -104,14 +102,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // lockFor serializes fetches of one thing.
-func (p *Proxy) lockFor(name string) func() {
-	p.mu.Lock()
-	m := p.busy[name]
+func (p *Proxy) lockFor(name string) func() { return p.locks.Lock(name) }
+
+// Locks serializes work on one name at a time: the fetches of one file
+// into a cache, so that concurrent builds asking for it fetch it once. The
+// zero value is ready to use.
+type Locks struct {
+	mu   sync.Mutex
+	busy map[string]*sync.Mutex
+}
+
+// Lock waits until name is free, takes it and returns its unlock.
+func (l *Locks) Lock(name string) func() {
+	l.mu.Lock()
+	if l.busy == nil {
+		l.busy = map[string]*sync.Mutex{}
+	}
+	m := l.busy[name]
 	if m == nil {
 		m = &sync.Mutex{}
-		p.busy[name] = m
+		l.busy[name] = m
 	}
-	p.mu.Unlock()
+	l.mu.Unlock()
 	m.Lock()
 	return m.Unlock
 }
