@@ -3,7 +3,6 @@ package integrity_test
 import (
 	"encoding/base64"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -108,15 +107,7 @@ func TestGradleCanarySkips(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			for name, body := range tc.files {
-				p := filepath.Join(dir, name)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeTree(t, dir, tc.files)
 			c := integrity.NewCanary("gradle --offline test", []string{file})
 			cmd := exec.Command("bash", "-c", "set -uxo pipefail\n"+c.Script())
 			cmd.Dir = dir

@@ -169,6 +169,7 @@ func TestJSCanaryHelper(t *testing.T) {
 	}
 }
 
+// writeTree writes files (path relative to dir: content) under dir.
 func writeTree(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for name, body := range files {

@@ -81,15 +81,7 @@ func TestLangCanaryRuns(t *testing.T) {
 				privtest.Skip(t, "%s not found", tool)
 			}
 			dir := t.TempDir()
-			for name, body := range tc.files {
-				p := filepath.Join(dir, name)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeTree(t, dir, tc.files)
 			c := integrity.NewCanary(tc.cmd, []string{tc.file})
 			cmd := exec.Command("bash", "-c", c.Script())
 			cmd.Dir = dir
