@@ -131,20 +131,29 @@ func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
-			for _, tc := range []struct {
-				patch string
-				want  api.Outcome
-			}{{in.Patch, api.OutcomeResolved}, {"", api.OutcomeUnresolved}} {
-				ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(tc.patch)}, o)
-				if ev.Result.Outcome != tc.want {
-					t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
+			gradeGoldAndEmpty(t, env, tk, in, func(want api.Outcome, out string) {
+				if !strings.Contains(out, p.f2p[0]) || want == api.OutcomeResolved && !strings.Contains(out, p.built) {
+					t.Fatalf("test output, want %q:\n%s", p.built, out)
 				}
-				if !strings.Contains(ev.Artifacts.TestOutput, p.f2p[0]) || tc.want == api.OutcomeResolved && !strings.Contains(ev.Artifacts.TestOutput, p.built) {
-					t.Fatalf("test output, want %q:\n%s", p.built, ev.Artifacts.TestOutput)
-				}
-			}
+			})
 		})
+	}
+}
+
+// gradeGoldAndEmpty evaluates in's gold patch, which must resolve, and an
+// empty one, which must not, and hands each run's test output to check.
+func gradeGoldAndEmpty(t *testing.T, env Env, tk *Task, in dataset.Instance, check func(want api.Outcome, testOutput string)) {
+	t.Helper()
+	o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
+	for _, tc := range []struct {
+		patch string
+		want  api.Outcome
+	}{{in.Patch, api.OutcomeResolved}, {"", api.OutcomeUnresolved}} {
+		ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(tc.patch)}, o)
+		if ev.Result.Outcome != tc.want {
+			t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
+		}
+		check(tc.want, ev.Artifacts.TestOutput)
 	}
 }
 

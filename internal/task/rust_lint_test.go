@@ -1,11 +1,9 @@
 package task
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 )
@@ -48,17 +46,9 @@ func TestRustOldRipgrepMacro(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
-	for _, tc := range []struct {
-		patch string
-		want  api.Outcome
-	}{{in.Patch, api.OutcomeResolved}, {"", api.OutcomeUnresolved}} {
-		ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(tc.patch)}, o)
-		if ev.Result.Outcome != tc.want {
-			t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
+	gradeGoldAndEmpty(t, env, tk, in, func(_ api.Outcome, out string) {
+		if !strings.Contains(out, "test parse_works ... ") {
+			t.Fatalf("no parse_works result in the test output:\n%s", out)
 		}
-		if !strings.Contains(ev.Artifacts.TestOutput, "test parse_works ... ") {
-			t.Fatalf("patch %.40q: no parse_works result in the test output:\n%s", tc.patch, ev.Artifacts.TestOutput)
-		}
-	}
+	})
 }
