@@ -80,7 +80,7 @@ test-harbor: build pyenv-harbor
 
 pyenv: $(VENV)/.msb-stamp
 $(VENV)/.msb-stamp: clients/python/requirements-test.txt clients/python/pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install -q -r clients/python/requirements-test.txt
 	$(VENV)/bin/pip install -q --no-deps -e clients/python
 	touch $@
@@ -88,7 +88,7 @@ $(VENV)/.msb-stamp: clients/python/requirements-test.txt clients/python/pyprojec
 pyenv-harbor: $(HARBOR_VENV)/.msb-stamp
 $(HARBOR_VENV)/.msb-stamp: clients/python/requirements-harbor.txt clients/python/pyproject.toml
 	@test -n "$(HARBOR_PYTHON)" || { echo "no Python 3.12 for Harbor's test (set HARBOR_PYTHON)"; exit 1; }
-	test -x $(HARBOR_VENV)/bin/python || $(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
+	test -x $(HARBOR_VENV)/bin/pip || $(HARBOR_PYTHON) -m venv --clear $(HARBOR_VENV)
 	$(HARBOR_VENV)/bin/pip install -q -r clients/python/requirements-harbor.txt
 	$(HARBOR_VENV)/bin/pip install -q --no-deps -e clients/python
 	touch $@
@@ -108,7 +108,7 @@ bench: build
 test-venv: .venv-test/.msb-stamp
 .venv-test/.msb-stamp: internal/server/testdata/requirements.txt internal/spec/testdata/requirements.txt internal/grading/testdata/harness/requirements.txt \
 		internal/grading/testdata/harness/swesmith-requirements.txt internal/grading/multiswe/testdata/requirements.txt
-	test -x .venv-test/bin/python || $(PYTHON) -m venv .venv-test
+	test -x .venv-test/bin/pip || $(PYTHON) -m venv --clear .venv-test
 	.venv-test/bin/pip install -q -r internal/server/testdata/requirements.txt
 	.venv-test/bin/pip install -q --no-deps -r internal/spec/testdata/requirements.txt -r internal/grading/testdata/harness/swesmith-requirements.txt
 	.venv-test/bin/pip install -q --no-deps --upgrade --target .venv-test/swebench-grading -r internal/grading/testdata/harness/requirements.txt
