@@ -131,7 +131,8 @@ func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gradeGoldAndEmpty(t, env, tk, in, func(want api.Outcome, out string) {
+			gradeGoldAndEmpty(t, env, tk, in, func(want api.Outcome, ev Evaluation) {
+				out := ev.Artifacts.TestOutput
 				if !strings.Contains(out, p.f2p[0]) || want == api.OutcomeResolved && !strings.Contains(out, p.built) {
 					t.Fatalf("test output, want %q:\n%s", p.built, out)
 				}
@@ -141,8 +142,8 @@ func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 }
 
 // gradeGoldAndEmpty evaluates in's gold patch, which must resolve, and an
-// empty one, which must not, and hands each run's test output to check.
-func gradeGoldAndEmpty(t *testing.T, env Env, tk *Task, in dataset.Instance, check func(want api.Outcome, testOutput string)) {
+// empty one, which must not, and hands each evaluation to check.
+func gradeGoldAndEmpty(t *testing.T, env Env, tk *Task, in dataset.Instance, check func(want api.Outcome, ev Evaluation)) {
 	t.Helper()
 	o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
 	for _, tc := range []struct {
@@ -153,7 +154,7 @@ func gradeGoldAndEmpty(t *testing.T, env Env, tk *Task, in dataset.Instance, che
 		if ev.Result.Outcome != tc.want {
 			t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
 		}
-		check(tc.want, ev.Artifacts.TestOutput)
+		check(tc.want, ev)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
@@ -58,21 +57,13 @@ func TestMultilingualRow(t *testing.T) {
 	if err != nil || d != "" {
 		t.Fatalf("an untouched task's diff (%v): %.300q", err, d)
 	}
-	o := EvalOptions{TestTimeout: 10 * time.Minute, GradeEmpty: true}
 	var results []api.EvalResult
-	for _, tc := range []struct {
-		patch string
-		want  api.Outcome
-	}{{in.Patch, api.OutcomeResolved}, {"", api.OutcomeUnresolved}} {
-		ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "m", ModelPatch: ptr(tc.patch)}, o)
-		if ev.Result.Outcome != tc.want {
-			t.Fatalf("patch %.40q: outcome %s (%s), want %s; log:\n%s\n%s", tc.patch, ev.Result.Outcome, ev.Result.Detail, tc.want, ev.Artifacts.RunLog, ev.Artifacts.TestOutput)
-		}
+	gradeGoldAndEmpty(t, env, tk, in, func(_ api.Outcome, ev Evaluation) {
 		if strings.Contains(ev.Artifacts.TestOutput, "--- FAIL: TestOther") || !strings.Contains(ev.Artifacts.TestOutput, "TestRouterAdd") {
 			t.Fatalf("the harness's -run did not select the tests:\n%s", ev.Artifacts.TestOutput)
 		}
 		results = append(results, ev.Result)
-	}
+	})
 	if v := Judge(results[0], results[1]); !v.Valid {
 		t.Fatalf("Judge: not valid: %+v", v)
 	}

@@ -46,9 +46,9 @@ func TestRustOldRipgrepMacro(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gradeGoldAndEmpty(t, env, tk, in, func(_ api.Outcome, out string) {
-		if !strings.Contains(out, "test parse_works ... ") {
-			t.Fatalf("no parse_works result in the test output:\n%s", out)
+	gradeGoldAndEmpty(t, env, tk, in, func(_ api.Outcome, ev Evaluation) {
+		if !strings.Contains(ev.Artifacts.TestOutput, "test parse_works ... ") {
+			t.Fatalf("no parse_works result in the test output:\n%s", ev.Artifacts.TestOutput)
 		}
 	})
 }
