@@ -159,6 +159,11 @@ func envList(envs map[string]string) []string {
 func (f *Front) extend(b *box, timeout time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	f.setEnd(b, timeout)
+}
+
+// setEnd is extend with b.mu held.
+func (f *Front) setEnd(b *box, timeout time.Duration) {
 	b.end = time.Now().Add(timeout)
 	if b.timer != nil {
 		b.timer.Stop()

@@ -119,6 +119,7 @@ func (f *Front) Handler() http.Handler {
 	control.HandleFunc("GET /sandboxes/{id}", f.get)
 	control.HandleFunc("DELETE /sandboxes/{id}", f.kill)
 	control.HandleFunc("POST /sandboxes/{id}/timeout", f.setTimeout)
+	control.HandleFunc("POST /sandboxes/{id}/refreshes", f.refresh)
 	control.HandleFunc("POST /sandboxes/{id}/pause", f.pause)
 	control.HandleFunc("POST /sandboxes/{id}/resume", f.connect)
 	control.HandleFunc("POST /sandboxes/{id}/connect", f.connect)
@@ -147,6 +148,7 @@ func (f *Front) Handler() http.Handler {
 	sandbox.Handle(processconnect.NewProcessHandler(&processService{f}))
 	sandbox.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{f: f}))
 	sandbox.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	sandbox.HandleFunc("GET /envs", f.envs)
 	sandbox.HandleFunc("GET /files", f.download)
 	sandbox.HandleFunc("POST /files", f.upload)
 

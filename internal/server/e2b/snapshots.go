@@ -117,11 +117,11 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 	b.life.Lock()
 	defer b.life.Unlock()
 	b.mu.Lock()
-	snap, end := b.paused, b.end
+	snap := b.paused
 	b.mu.Unlock()
 	if snap == "" {
-		if req.Timeout != nil && time.Now().Add(timeout).After(end) {
-			f.extend(b, timeout)
+		if req.Timeout != nil {
+			f.keepAlive(b, timeout)
 		}
 		writeJSON(w, http.StatusOK, created(b))
 		return
