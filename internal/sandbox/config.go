@@ -72,6 +72,14 @@ type Config struct {
 	// reads in them only what an unprivileged user could. Rootless sandboxes
 	// always read with the caller's rights.
 	HostReadAsRoot bool `json:"host_read_as_root,omitempty"`
+	// Sudo, when set, is a path of the root (say /usr/bin/sudo) where the
+	// sandbox's init binary is bound read-only as sudo: a process of the
+	// sandbox that runs it has the supervisor start its command as the
+	// user it names, root by default, in the same sandbox (package sudo).
+	// Setuid programs cannot work there: every process has no_new_privs.
+	// It gives nothing the sandbox's own user lacks (the supervisor's
+	// user), so it matters where commands run as another user than that.
+	Sudo string `json:"sudo,omitempty"`
 	// Stdio is what Run and Shell talk to (`msb run` and `msb shell` pass
 	// the caller's stdin, stdout and stderr). The sandbox never holds these
 	// files: msb relays them through pipes, so a command sees a pipe (never
@@ -195,6 +203,9 @@ func (s *Config) Validate(rootless bool) error {
 		if _, err := os.Stat(b.Source); err != nil {
 			return invalid("bind source %s: %v", b.Source, err)
 		}
+	}
+	if s.Sudo != "" && (!filepath.IsAbs(s.Sudo) || filepath.Clean(s.Sudo) == "/") {
+		return invalid("sudo path %q is not an absolute path of a file", s.Sudo)
 	}
 	if s.Workdir != "" && !filepath.IsAbs(s.Workdir) {
 		return invalid("workdir %q is not an absolute path", s.Workdir)

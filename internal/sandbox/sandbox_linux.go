@@ -444,6 +444,10 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	for _, b := range c.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
+	if c.Sudo != "" {
+		cfg.Sudo = true
+		cfg.Binds = append(cfg.Binds, wire.Bind{Source: s.rt.exe, Target: c.Sudo, ReadOnly: true})
+	}
 	cfg.Rlimits = s.rt.rlimits(limits)
 	return cfg, nil
 }

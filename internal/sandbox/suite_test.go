@@ -188,6 +188,7 @@ var suiteCases = []struct {
 	{"CgroupFS", testCgroupFS},
 	{"NetworkInterface", testNetworkInterface},
 	{"CallsShareTheReader", testCallsShareTheReader},
+	{"Sudo", testSudo},
 }
 
 func TestSuite(t *testing.T) {

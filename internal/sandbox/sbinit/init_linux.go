@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 
+	"github.com/minisandbox/msb/internal/sandbox/sudo"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
 )
@@ -49,12 +51,19 @@ var RuntimeEnv = []string{"GOMAXPROCS=1", "GODEBUG=disablethp=1"}
 // CtlFd is the control socket's descriptor number in init and supervisor.
 const CtlFd = 3
 
-// IsChild reports whether this process was started as a sandbox stage.
-func IsChild() bool { return os.Getenv(EnvStage) != "" }
+// IsChild reports whether this process was started as a sandbox stage,
+// or as sudo: the init binary bound at a sandbox's sudo path (package sudo).
+func IsChild() bool { return os.Getenv(EnvStage) != "" || isSudo() }
 
-// Main runs the stage named in the environment and never returns.
+func isSudo() bool { return len(os.Args) > 0 && filepath.Base(os.Args[0]) == "sudo" }
+
+// Main runs the stage named in the environment (or sudo's client) and
+// never returns.
 func Main() {
 	stage := os.Getenv(EnvStage)
+	if stage == "" && isSudo() {
+		os.Exit(sudo.Main(os.Args[1:]))
+	}
 	var err error
 	switch stage {
 	case StageInit:

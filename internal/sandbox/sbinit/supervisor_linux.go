@@ -88,6 +88,13 @@ func supervise(cfg wire.Config) error {
 	}
 	s := &supervisor{cfg: cfg, spawn: newSpawner(), sessions: map[string]*session.Session{},
 		running: map[string]map[*wire.Request]context.CancelFunc{}}
+	if cfg.Sudo {
+		l, err := listenSudo()
+		if err != nil {
+			return err
+		}
+		go s.serveSudo(l)
+	}
 	metered := meter{rw: ctl, moved: &s.trim.moved} // what crosses it decides the trim
 	s.out = wire.NewWriter(metered)
 	// Before ready, while nothing of the agent's runs: made after it, the

@@ -51,6 +51,9 @@ type Config struct {
 	Cgroup *CgroupFS `json:"cgroup,omitempty"`
 	// Iface, when set, is made in the sandbox's network namespace.
 	Iface *Iface `json:"iface,omitempty"`
+	// Sudo has the supervisor answer sudo's requests on sudo.Socket (the
+	// host binds the init binary at the sandbox's sudo path).
+	Sudo bool `json:"sudo,omitempty"`
 	// Stamps are the moments init reached its steps, which it hands on to
 	// the supervisor (see Ready.Stamps); the host sends none.
 	Stamps []Stamp `json:"stamps,omitempty"`
