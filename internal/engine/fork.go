@@ -152,7 +152,7 @@ func (e *Engine) snapshotSource(ctx context.Context, name string) (forkSource, s
 	src := forkSource{what: "snapshot " + name, limits: limits, info: api.SandboxInfo{InstanceID: snap.rec.InstanceID,
 		Limits: apiLimits(limits), Mode: e.rt.Mode(), LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}}
 	src.conf = sandbox.Config{Workdir: snap.rec.Workdir, Env: snap.rec.Env, Limits: limits,
-		User: sandbox.User{UID: snap.rec.User.UID, GID: snap.rec.User.GID}}
+		User: sandbox.User{UID: snap.rec.User.UID, GID: snap.rec.User.GID}, Sudo: snap.rec.Sudo}
 	if snap.rec.InstanceID == "" {
 		return src, snap, nothing, nil
 	}

@@ -56,6 +56,7 @@ type poolKey struct {
 	layers   string        // image: the request's layers, joined by NUL
 	env      string        // image: the request's env, joined by NUL
 	workdir  string        // image
+	sudo     string        // image: SandboxRequest.Sudo
 	// The shape (instance, image).
 	limits    sandbox.Limits
 	network   string
@@ -76,7 +77,7 @@ func (k poolKey) String() string {
 // request is the create a spare of an instance or image key stands for
 // (labels, lifetimes and the like are given when it is taken).
 func (k poolKey) request() SandboxRequest {
-	req := SandboxRequest{Image: k.image, Workdir: k.workdir, Network: k.network, MaxOutput: k.maxOutput}
+	req := SandboxRequest{Image: k.image, Workdir: k.workdir, Network: k.network, MaxOutput: k.maxOutput, Sudo: k.sudo}
 	if k.t != nil {
 		req.InstanceID = k.t.ID()
 	}
@@ -101,7 +102,7 @@ func (e *Engine) createKey(ctx context.Context, req SandboxRequest, limits sandb
 	k := poolKey{limits: limits, network: req.Network, maxOutput: req.MaxOutput}
 	switch {
 	case req.InstanceID != "":
-		if len(req.Layers) > 0 || req.HostBase || req.Image != "" || len(req.Env) > 0 || req.Workdir != "" {
+		if len(req.Layers) > 0 || req.HostBase || req.Image != "" || len(req.Env) > 0 || req.Workdir != "" || req.Sudo != "" {
 			return poolKey{}, false
 		}
 		t, err := e.task(req.InstanceID)
@@ -114,7 +115,7 @@ func (e *Engine) createKey(ctx context.Context, req SandboxRequest, limits sandb
 		if err != nil {
 			return poolKey{}, false
 		}
-		k.kind, k.root, k.image, k.workdir = PoolImage, root.Top(), req.Image, req.Workdir
+		k.kind, k.root, k.image, k.workdir, k.sudo = PoolImage, root.Top(), req.Image, req.Workdir, req.Sudo
 		k.layers, k.env = strings.Join(req.Layers, "\x00"), strings.Join(req.Env, "\x00")
 	default:
 		return poolKey{}, false

@@ -50,6 +50,10 @@ type SandboxRequest struct {
 	// host's loopback). Raw and image sandboxes only, for now.
 	NetPolicy *sandbox.NetPolicy
 
+	// Sudo, when set, is where the sandbox gets a sudo that its supervisor
+	// serves (sandbox.Config.Sudo): raw and image sandboxes only.
+	Sudo string
+
 	// Limits' non-zero fields replace the engine's defaults.
 	Limits api.Limits
 	// MaxOutput caps each output stream of a command (0: 1 MiB).
@@ -217,6 +221,9 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 	if req.InstanceID != "" && req.NetPolicy != nil {
 		return fmt.Errorf("%w: network rules apply to raw and image sandboxes, not yet to an instance's", ErrBadRequest)
 	}
+	if req.InstanceID != "" && req.Sudo != "" {
+		return fmt.Errorf("%w: sudo is for raw and image sandboxes, not an instance's", ErrBadRequest)
+	}
 	if req.InstanceID != "" {
 		if len(req.Layers) > 0 || req.HostBase || req.Image != "" {
 			return fmt.Errorf("%w: a task sandbox takes its layers from its instance; give layers only without an instance", ErrBadRequest)
@@ -237,7 +244,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
 		Network: req.Network, Limits: limits, MaxOutput: req.MaxOutput}
-	conf.NetPolicy = req.NetPolicy
+	conf.NetPolicy, conf.Sudo = req.NetPolicy, req.Sudo
 	if req.Image != "" {
 		lease, err := s.e.applyImage(ctx, req, &conf)
 		if err != nil {

@@ -168,6 +168,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	}
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
+	snap.rec.Sudo = conf.Sudo
 	if err := s.publish(ctx, &snap, data); err != nil {
 		return snapshot{}, err
 	}

@@ -60,6 +60,9 @@ type SnapshotRecord struct {
 	// alone and a sandbox made on it as an image run as; zero (root) in
 	// records written before it was kept.
 	User SnapshotUser `json:"user,omitzero"`
+	// Sudo is the source sandbox's sudo path (sandbox.Config.Sudo), which
+	// a fork of the snapshot alone keeps; "" for none.
+	Sudo string `json:"sudo,omitempty"`
 }
 
 // SnapshotUser is a snapshot's user: the uid and gid its commands ran as.
