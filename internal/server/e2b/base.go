@@ -144,3 +144,18 @@ func onHost(ctx context.Context, e *engine.Engine, image string) bool {
 	ir.Lease.Release()
 	return ir.HostBase
 }
+
+// sudoBin is where sandboxes on the E2B base find sudo, as on E2B's.
+const sudoBin = "/usr/bin/sudo"
+
+// sudoPath is the engine's SandboxRequest.Sudo for the front's sandboxes:
+// on the E2B base (UseBase), a sudo their supervisor serves, since every
+// process of a sandbox runs with no_new_privs and the base's setuid sudo
+// refuses to run; "" on the host's directories, whose /usr is read-only
+// and whose commands run as root already.
+func (f *Front) sudoPath() string {
+	if f.base == "" {
+		return ""
+	}
+	return sudoBin
+}

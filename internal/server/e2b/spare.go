@@ -38,14 +38,14 @@ type spares struct {
 // chose.
 func (f *Front) baseRequest(envs []string) engine.SandboxRequest {
 	return engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels(), Network: engine.NetworkNone,
-		HostBase: f.base == "", Image: f.base, Workdir: homeDir, Env: append([]string{"HOME=" + homeDir}, envs...)}
+		HostBase: f.base == "", Image: f.base, Workdir: homeDir, Env: append([]string{"HOME=" + homeDir}, envs...), Sudo: f.sudoPath()}
 }
 
 // fitsSpare reports whether sr is the create a spare stands for.
 func (f *Front) fitsSpare(sr engine.SandboxRequest) bool {
 	b := f.baseRequest(nil)
 	return sr.HostBase == b.HostBase && sr.Image == b.Image && sr.InstanceID == "" && len(sr.Layers) == 0 && sr.Workdir == b.Workdir &&
-		slices.Equal(sr.Env, b.Env) && sr.Network == b.Network && sr.NetPolicy == nil
+		slices.Equal(sr.Env, b.Env) && sr.Network == b.Network && sr.NetPolicy == nil && sr.Sudo == b.Sudo
 }
 
 // startSpares lets the front keep a spare until ctx ends; stop closes it

@@ -239,7 +239,7 @@ func (f *Front) buildBase(spec buildSpec) (engine.SandboxRequest, templateConfig
 	}
 	switch {
 	case from == baseTemplate: // E2B's base starts in its user's home, as its user, as sandboxes of base do
-		return engine.SandboxRequest{HostBase: f.base == "", Image: f.base, Workdir: homeDir},
+		return engine.SandboxRequest{HostBase: f.base == "", Image: f.base, Workdir: homeDir, Sudo: f.sudoPath()},
 			templateConfig{Workdir: homeDir, Env: []string{"HOME=" + homeDir}, User: f.baseUser}, nil
 	case from != "":
 		if t := f.templateByRef(from); t != nil {

@@ -307,7 +307,7 @@ func (f *Front) templateSandbox(ref string) (engine.SandboxRequest, bool, error)
 	if !ok {
 		return engine.SandboxRequest{}, true, fmt.Errorf("template '%s': %w", ref, ErrNotReady)
 	}
-	return engine.SandboxRequest{Image: "snapshot/" + snap, Env: slices.Clone(conf.Env), Workdir: conf.Workdir}, true, nil
+	return engine.SandboxRequest{Image: "snapshot/" + snap, Env: slices.Clone(conf.Env), Workdir: conf.Workdir, Sudo: f.sudoPath()}, true, nil
 }
 
 // uploadOK checks an upload URL's token for template id.
