@@ -41,7 +41,7 @@ func testSudo(t *testing.T, rt *Runtime) {
 		}
 	}
 	// A signal for sudo reaches the command; a sudo killed takes it along.
-	started := "until pgrep -f '^/usr/bin/sleep 31$' >/dev/null; do sleep 0.05; done; "
+	started := "for i in $(seq 1200); do pgrep -f '^/usr/bin/sleep 31$' >/dev/null && break; sleep 0.05; done; "
 	gone := "for i in $(seq 200); do pgrep -f '^/usr/bin/sleep 31$' >/dev/null || break; sleep 0.05; done; pgrep -cf '^/usr/bin/sleep 31$'"
 	if out := mustOK(t, sb, "exec 2>/dev/null; sudo sleep 31 & "+started+"kill -TERM %1; wait %1; echo $?"); out != "143\n" {
 		t.Errorf("sudo sleep given SIGTERM: %q, want 143", out)
