@@ -17,8 +17,12 @@ import (
 // under deps/ (DepsDir's layout), so that a later build without the
 // network finds it there, as pip finds the files of earlier builds. Only
 // the parts of each tool's cache that are immutable, or merge by adding
-// files, are kept. npm and go fetch through the registry proxy, which
-// keeps their files in the download cache itself (package regproxy).
+// files, are kept. npm, go, cargo and Maven fetch through the registry
+// proxy, which keeps their files in the download cache itself (package
+// regproxy); cargo's and Maven's are kept here too, as the tools keep
+// them: an offline cargo reads the index cache only cargo writes, and
+// the local repository has what Maven fetched from repositories other
+// than Central.
 const depStoreDir = "deps"
 
 // depStoreParts are the dirs under DepsDir a build's fetched files are
@@ -37,7 +41,10 @@ var goStoreDir = downloadsMount + "/" + depStoreDir + "/go/pkg/mod/cache/downloa
 // the npm tarballs the registry proxy kept, are copied into DepsDir
 // (cargo, Maven and npm read them there offline: npm ci takes a tarball
 // from its cache by the lockfile's integrity); go reads the download
-// cache as its module proxy (offlineBuildEnv).
+// cache as its module proxy (offlineBuildEnv). When the store's cargo
+// registry was fetched through the proxy (its dirs named after
+// regproxy.CargoHost), cargo gets the proxy's config, as the online
+// build did, to find it there.
 func seedScript() string {
 	var b strings.Builder
 	seeds := [][2]string{
@@ -49,6 +56,8 @@ func seedScript() string {
 		src := downloadsMount + "/" + s[0]
 		fmt.Fprintf(&b, "if [ -d %[1]s ]; then mkdir -p %[2]s && cp -R %[1]s/. %[2]s/; fi\n", src, DepsDir+"/"+s[1])
 	}
+	fmt.Fprintf(&b, "if compgen -G '%s/cargo/registry/index/%s-*' >/dev/null; then cat > %s/cargo/config.toml <<'MSB_CARGO_CONFIG'\n%sMSB_CARGO_CONFIG\nfi\n",
+		DepsDir, regproxy.CargoHost, DepsDir, regproxy.CargoConfig)
 	return b.String()
 }
 

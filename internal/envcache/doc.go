@@ -39,9 +39,10 @@
 //   - Dependency store: what online dependency steps fetched with cargo
 //     and Maven, kept in the download cache's deps/ for offline builds
 //     (depstore.go).
-//   - Registry proxy: what an online dependency step's npm and go talk
-//     to, on 127.0.0.1 (package regproxy); it keeps their packages in the
-//     download cache, which offline builds read without it.
+//   - Registry proxy: what an online dependency step's npm, go, cargo
+//     and mvn talk to, on 127.0.0.1 (package regproxy); it keeps their
+//     packages in the download cache, which offline builds read without
+//     it. A task sandbox given the host's network gets one too.
 //   - Download cache: every file pip fetched for a build, by SHA-256, with
 //     the index pages that listed them, read by pip as an index on disk
 //     (offline builds, tasks) or through msb's proxy (the build network).

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envcache/regproxy"
 	"github.com/minisandbox/msb/internal/spec"
 )
 
@@ -130,14 +131,16 @@ func (c *Cache) scmEnvFor(ctx context.Context, r *run, inst dataset.Instance, sp
 
 // dependencyStep makes job, the install build of a non-Python spec, its
 // dependency step: the toolchains and dependency caches; with the build
-// network, the host's, npm and go through the registry proxy
-// (registries.go) and what cargo and Maven fetched kept in the dependency
-// store; without, offline, from the download cache (seedScript). The key stays the
-// script's without the seed: an offline rebuild is the same layer.
+// network, the host's, npm, go, cargo and Maven through the registry
+// proxy (registries.go, its setup script first) and what cargo and Maven
+// fetched kept in the dependency store too; without, offline, from the
+// download cache (seedScript). The key stays the script's without the
+// setup or the seed: an offline rebuild is the same layer.
 func (c *Cache) dependencyStep(job *buildJob, env envResult) {
 	job.env, job.hostNetwork = toolchainEnv(env.toolchains), c.opts.BuildNetwork
 	if job.hostNetwork {
 		job.keep, job.registries = c.keepDeps, true
+		job.script = strings.Replace(job.script, "set -euxo pipefail\n", "set -euxo pipefail\n"+regproxy.SetupScript(), 1)
 		return
 	}
 	job.env = append(job.env, offlineBuildEnv()...)

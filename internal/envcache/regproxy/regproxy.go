@@ -1,8 +1,9 @@
 // Package regproxy is msb's caching proxy for the registries of the
-// dependency steps of non-Python builds: npm's registry and the Go module
-// proxy. A build with the build network gets one Proxy on 127.0.0.1; the
-// build's npm and go talk to it (npm_config_registry, GOPROXY), and it
-// answers from the download cache, fetching from the upstream registry
+// dependency steps of non-Python builds: npm's registry, the Go module
+// proxy, crates.io (cargo's sparse index and its crates) and Maven
+// Central. A build with the build network gets one Proxy on 127.0.0.1;
+// the build's npm, go, cargo and mvn talk to it (Env, SetupScript), and
+// it answers from the download cache, fetching from the upstream registry
 // only what the cache lacks, and keeping it. A build without the network
 // reads the same files with no proxy at all: go from the cache as a
 // file:// module proxy, npm from its own cache seeded with the stored
@@ -18,12 +19,27 @@
 //	go/<module>/@v/<version>.mod    go command escapes it), read by GOPROXY=file://
 //	go/<module>/@v/<version>.zip
 //	go/<module>/@v/list, @latest    the newest answer upstream gave
+//	cargo/index/<prefix>/<name>     a crate's index file (the sparse index's layout:
+//	                                1/a, 2/ab, 3/a/abc, ab/cd/abcd), the newest upstream gave
+//	cargo/index/config.json         upstream's, for the URL its crates download from
+//	cargo/<name>-<version>.crate    a crate (with cargo/index, a cargo local registry)
+//	maven2/<group>/<artifact>/<version>/<file>
+//	                                Maven Central's layout: artifacts, their .sha1, and
+//	                                maven-metadata.xml (the newest upstream gave)
 //
 // A packument is served with its tarball URLs rewritten to the proxy; a
-// tarball is checked against the packument's integrity before it is kept.
-// Versions, .mod and .zip files never change upstream, so they are served
-// from the cache first; a list or @latest is asked upstream first and the
-// kept one serves when upstream cannot answer.
+// tarball is checked against the packument's integrity, a crate against
+// its index's cksum, a Maven artifact against upstream's .sha1, before it
+// is kept. Versions, .mod, .zip, crates and Maven artifacts never change
+// upstream, so they are served from the cache first; a list, @latest, a
+// crate's index file or a maven-metadata.xml is asked upstream first and
+// the kept one serves when upstream cannot answer.
+//
+// cargo reaches the proxy as its HTTP proxy (CARGO_HTTP_PROXY) under a
+// name of its own, CargoHost, which CargoConfig puts in place of
+// crates.io; other hosts cargo asks for through it (a git dependency)
+// are tunnelled as they are (CONNECT). mvn gets MavenSettings, a mirror
+// of Central, through a wrapper of SetupScript's.
 package regproxy
 
 import (
@@ -45,6 +61,9 @@ import (
 const (
 	NPMContentDir = "npm/_cacache"
 	GoDir         = "go"
+	CargoDir      = "cargo"
+	CargoIndexDir = "cargo/index"
+	MavenDir      = "maven2"
 )
 
 // errNotFound: upstream has no such package, module or version (a 404 or
@@ -57,6 +76,8 @@ type Proxy struct {
 	Dir    string // the download cache
 	NPM    string // upstream npm registry, e.g. https://registry.npmjs.org
 	Go     string // upstream Go module proxy, e.g. https://proxy.golang.org
+	Cargo  string // upstream sparse index, e.g. https://index.crates.io
+	Maven  string // upstream Maven repository, e.g. https://repo1.maven.org/maven2
 	Client *http.Client
 	Log    *slog.Logger
 
@@ -81,14 +102,44 @@ func (p *Proxy) Start() (addr string, stop func(), err error) {
 	return ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-// Env points npm and go at the proxy listening on addr.
+// Env points npm, go and cargo at the proxy listening on addr, and gives
+// SetupScript the URL of its Maven mirror.
 func Env(addr string) []string {
-	return []string{"npm_config_registry=http://" + addr + "/npm/", "GOPROXY=http://" + addr + "/go"}
+	return []string{"npm_config_registry=http://" + addr + "/npm/", "GOPROXY=http://" + addr + "/go",
+		"CARGO_HTTP_PROXY=http://" + addr, "CARGO_REGISTRIES_CRATES_IO_PROTOCOL=sparse",
+		"MSB_MAVEN_MIRROR=http://" + addr + "/maven2/"}
+}
+
+// SetupScript is the shell a build with the proxy runs before its steps:
+// CargoConfig into $CARGO_HOME (kept with the crates cargo fetches), and
+// an mvn first on PATH that runs the real one with MavenSettings (under
+// /tmp, which the build's layer drops: an offline mvn needs no mirror).
+func SetupScript() string {
+	return `if [ -n "${CARGO_HOME:-}" ]; then mkdir -p "$CARGO_HOME" && cat > "$CARGO_HOME/config.toml" <<'MSB_CARGO_CONFIG'
+` + CargoConfig + `MSB_CARGO_CONFIG
+fi
+if msb_mvn=$(command -v mvn); then
+  mkdir -p /tmp/msb-registry-proxy/bin
+  cat > /tmp/msb-registry-proxy/settings.xml <<MSB_MAVEN_SETTINGS
+` + MavenSettings("$MSB_MAVEN_MIRROR") + `MSB_MAVEN_SETTINGS
+  printf '#!/bin/sh\nexec %s -s /tmp/msb-registry-proxy/settings.xml "$@"\n' "$msb_mvn" > /tmp/msb-registry-proxy/bin/mvn
+  chmod +x /tmp/msb-registry-proxy/bin/mvn
+  export PATH=/tmp/msb-registry-proxy/bin:$PATH
+fi
+`
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodConnect {
+		p.tunnel(w, req)
+		return
+	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		http.Error(w, "only GET", http.StatusMethodNotAllowed)
+		return
+	}
+	if h := req.URL.Host; h != "" && h != CargoHost { // (an absolute URL: the proxy as an HTTP proxy)
+		http.Error(w, "msb's registry proxy serves "+CargoHost+" and tunnels (CONNECT) to other hosts; it does not forward plain HTTP to "+h, http.StatusForbidden)
 		return
 	}
 	switch path := req.URL.Path; {
@@ -96,9 +147,46 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		p.serveNPM(w, req, strings.TrimPrefix(path, "/npm/"))
 	case strings.HasPrefix(path, "/go/"):
 		p.serveGo(w, req, strings.TrimPrefix(path, "/go/"))
+	case strings.HasPrefix(path, "/cargo/"):
+		p.serveCargo(w, req, strings.TrimPrefix(path, "/cargo/"))
+	case strings.HasPrefix(path, "/maven2/"):
+		p.serveMaven(w, req, strings.TrimPrefix(path, "/maven2/"))
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// tunnel connects a CONNECT request to its host, as an HTTP proxy does:
+// cargo, which has the proxy as its HTTP proxy, reaches other hosts (a
+// git dependency) through it; nothing of the tunnel is kept.
+func (p *Proxy) tunnel(w http.ResponseWriter, req *http.Request) {
+	up, err := (&net.Dialer{Timeout: 30 * time.Second}).DialContext(req.Context(), "tcp", req.Host)
+	if err != nil {
+		p.fail(w, "tunnel to "+req.Host, err)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "cannot tunnel over this connection", http.StatusInternalServerError)
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	rw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	rw.Flush()
+	go func() {
+		io.Copy(up, rw.Reader) // (what the client sent after CONNECT, buffered, then the rest)
+		if tc, ok := up.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}()
+	io.Copy(conn, up)
+	conn.Close()
+	up.Close()
 }
 
 // lockFor serializes fetches of one thing.
@@ -138,6 +226,8 @@ func (p *Proxy) fail(w http.ResponseWriter, what string, err error) {
 	p.Log.Warn("registry proxy", "what", what, "err", err)
 	http.Error(w, err.Error(), http.StatusBadGateway)
 }
+
+func isNotFound(err error) bool { return errors.Is(err, errNotFound) }
 
 // get GETs url with the given Accept header and returns the open
 // response of a 200; a 404 or 410 is errNotFound.

@@ -1,6 +1,8 @@
 package regproxy
 
 import (
+	"crypto/sha1"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
@@ -8,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,4 +130,132 @@ func TestProxyBadTarball(t *testing.T) {
 	if _, err := os.Stat(ContentPath(filepath.Join(dir, NPMContentDir), "sha512", hex.EncodeToString(sum[:]))); !os.IsNotExist(err) {
 		t.Fatalf("a tampered tarball was kept: %v", err)
 	}
+}
+
+// cargoMavenUpstream is a sparse index with one crate, c 1.0.0 (whose
+// index line's cksum is cksum; its downloads under /dl/ as the index's
+// config.json says), and a Maven repository with one artifact, g:a:1
+// (a jar whose .sha1 is sha1), and its metadata.
+func cargoMavenUpstream(t *testing.T, crate []byte, cksum string, jar []byte, sha1 string) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/index/config.json":
+			fmt.Fprintf(w, `{"dl":"%s/dl/{crate}-{version}.crate","api":"%s/api"}`, srv.URL, srv.URL)
+		case "/index/1/c":
+			fmt.Fprintf(w, `{"name":"c","vers":"1.0.0","deps":[],"cksum":"%s","features":{},"yanked":false}`+"\n", cksum)
+		case "/dl/c-1.0.0.crate":
+			w.Write(crate)
+		case "/maven2/g/a/1/a-1.jar":
+			w.Write(jar)
+		case "/maven2/g/a/1/a-1.jar.sha1":
+			io.WriteString(w, sha1+"  a-1.jar\n")
+		case "/maven2/g/a/maven-metadata.xml":
+			io.WriteString(w, "<metadata><versioning><latest>1</latest></versioning></metadata>\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func sha256Hex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+func sha1Hex(b []byte) string   { s := sha1.Sum(b); return hex.EncodeToString(s[:]) }
+
+// TestProxyCargoMaven: the index's config.json sends downloads to the
+// proxy; a crate is kept by its index's cksum and an artifact by its
+// .sha1, and both serve when upstream is gone, as do the kept index file
+// and metadata; paths out of the cache, a plain-HTTP request for another
+// host, and what upstream lacks are refused.
+func TestProxyCargoMaven(t *testing.T) {
+	crate, jar := []byte("a crate"), []byte("a jar")
+	up := cargoMavenUpstream(t, crate, sha256Hex(crate), jar, sha1Hex(jar))
+	dir := t.TempDir()
+	base := start(t, &Proxy{Dir: dir, Cargo: up.URL + "/index", Maven: up.URL + "/maven2"})
+	if code, body := get(t, base+"/cargo/index/config.json"); code != 200 || body != `{"dl":"`+base+`/cargo/crates"}` {
+		t.Fatalf("config.json: %d %s", code, body)
+	}
+	for path, want := range map[string]string{
+		"/cargo/crates/c/1.0.0/download": string(crate),
+		"/maven2/g/a/1/a-1.jar":          string(jar),
+		"/maven2/g/a/maven-metadata.xml": "<metadata><versioning><latest>1</latest></versioning></metadata>\n",
+		"/cargo/index/1/c":               "",
+		"/maven2/g/a/1/a-1.jar.sha1":     sha1Hex(jar) + "  a-1.jar\n",
+	} {
+		if code, body := get(t, base+path); code != 200 || want != "" && body != want {
+			t.Fatalf("%s: %d %q", path, code, body)
+		}
+	}
+	if b, err := os.ReadFile(CratePath(dir, "c", "1.0.0")); string(b) != string(crate) {
+		t.Fatalf("kept crate: %q, %v", b, err)
+	}
+	for path, want := range map[string]int{
+		"/cargo/crates/c/9.0.0/download": 404, "/cargo/index/2/c": 404, "/cargo/index/1/..": 404, "/cargo/crates/../1.0.0/download": 404,
+		"/maven2/g/a/2/a-2.jar": 404, "/maven2/../../etc/passwd": 404, "/maven2/g/..%2f..%2fx": 404,
+	} {
+		if code, body := get(t, base+path); code != want {
+			t.Errorf("%s: %d %s, want %d", path, code, body, want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://example.com/npm/pkg", nil)
+	proxied := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL(t, base))}}
+	if resp, err := proxied.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("plain HTTP for another host through the proxy: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	up.Close() // upstream gone: what was kept serves
+	for _, path := range []string{"/cargo/crates/c/1.0.0/download", "/cargo/index/1/c", "/maven2/g/a/1/a-1.jar", "/maven2/g/a/maven-metadata.xml"} {
+		if code, body := get(t, base+path); code != 200 {
+			t.Errorf("%s with upstream gone: %d %s", path, code, body)
+		}
+	}
+}
+
+// TestProxyCargoMavenTampered: a crate that is not its index's cksum and
+// a jar that is not its .sha1 are refused and not kept.
+func TestProxyCargoMavenTampered(t *testing.T) {
+	up := cargoMavenUpstream(t, []byte("tampered"), sha256Hex([]byte("original")), []byte("tampered"), sha1Hex([]byte("original")))
+	dir := t.TempDir()
+	base := start(t, &Proxy{Dir: dir, Cargo: up.URL + "/index", Maven: up.URL + "/maven2"})
+	for path, algo := range map[string]string{"/cargo/crates/c/1.0.0/download": "sha256", "/maven2/g/a/1/a-1.jar": "sha1"} {
+		if code, body := get(t, base+path); code != http.StatusBadGateway || !strings.Contains(body, algo) {
+			t.Errorf("tampered %s: %d %s", path, code, body)
+		}
+	}
+	for _, p := range []string{CratePath(dir, "c", "1.0.0"), filepath.Join(dir, MavenDir, "g/a/1/a-1.jar")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("a tampered file was kept: %v", err)
+		}
+	}
+}
+
+// TestProxyTunnel: a CONNECT through the proxy reaches its host (cargo's
+// git dependencies over HTTPS when the proxy is its HTTP proxy).
+func TestProxyTunnel(t *testing.T) {
+	tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "through") }))
+	defer tls.Close()
+	base := start(t, &Proxy{Dir: t.TempDir()})
+	client := tls.Client()
+	client.Transport.(*http.Transport).Proxy = http.ProxyURL(mustURL(t, base))
+	resp, err := client.Get(tls.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); string(b) != "through" {
+		t.Fatalf("through the tunnel: %q", b)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
