@@ -24,6 +24,7 @@ var logDirs = map[string]string{
 	FrameworkMocha:          "mocha",
 	FrameworkJest:           "jest",
 	FrameworkJestDarkreader: "jest",
+	FrameworkAutomake:       "automake",
 }
 
 // parsed is a parse's answer as the golden files and oracle.py spell it.
