@@ -111,6 +111,8 @@ type snapshot struct {
 	rec   rootfs.SnapshotRecord
 	lease *store.Lease
 	probe func() api.List[api.SnapshotSession]
+	// probed is closed once probe has the answer (nil: no probe).
+	probed <-chan struct{}
 }
 
 // sessions is the state of the snapshot's sessions: the record's, or,
@@ -149,7 +151,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	thawed := make(chan time.Duration, 1)
-	probe := s.probeSessions(ctx, thawed, release)
+	probe, probed := s.probeSessions(ctx, thawed, release)
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
@@ -167,7 +169,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 		}
 	}
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
+		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe, probed: probed}
 	snap.rec.Sudo = conf.Sudo
 	if err := s.publish(ctx, &snap, data); err != nil {
 		return snapshot{}, err
@@ -184,8 +186,7 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 	st := s.e.cache.st()
 	layers, ref := []*store.Staged{data}, ""
 	if snap.rec.Name != "" {
-		snap.rec.Sessions, snap.probe = snap.probe(), nil
-		record, err := rootfs.StageSnapshot(ctx, st, snap.rec)
+		record, err := s.stageRecord(ctx, snap, data)
 		if err != nil {
 			data.Discard()
 			return err
@@ -198,13 +199,39 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 	return nil
 }
 
+// stageRecord waits for the sessions' state and stages the snapshot's
+// record above data. While the sessions have not answered yet, data's
+// content is written out meanwhile (store.Staged.WriteOut: what the stage
+// held in memory written to temp files, and on its way to disk), so that
+// the publish after it has less to do and to wait for.
+func (s *Sandbox) stageRecord(ctx context.Context, snap *snapshot, data *store.Staged) (*store.Staged, error) {
+	written := make(chan error, 1)
+	select {
+	case <-snap.probed:
+		written <- nil // nothing to wait for: the publish does it all at once
+	default:
+		go func() { written <- data.WriteOut(ctx) }()
+	}
+	snap.rec.Sessions, snap.probe, snap.probed = snap.probe(), nil, nil
+	record, err := rootfs.StageSnapshot(ctx, s.e.cache.st(), snap.rec)
+	if werr := <-written; werr != nil {
+		if record != nil {
+			record.Discard()
+		}
+		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), werr)
+	}
+	return record, err
+}
+
 // probeSessions asks the sessions for their state while a snapshot's
 // layer is committed and returns what waits for the answer. A probe the
 // freeze catches halfway ends after the thaw; one that a long freeze
 // (thawed says how long it was) made time out is asked again. Then
-// release is called, before the answer is handed over.
-func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration, release func()) func() api.List[api.SnapshotSession] {
+// release is called, before the answer is handed over. done is closed
+// once the answer is there.
+func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration, release func()) (wait func() api.List[api.SnapshotSession], done <-chan struct{}) {
 	probed := make(chan api.List[api.SnapshotSession], 1)
+	answered := make(chan struct{})
 	go func() {
 		states := s.recordSessions(ctx)
 		if frozen := <-thawed; !states.all && frozen >= sessionProbeTimeout/2 {
@@ -212,8 +239,9 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 		}
 		release()
 		probed <- states.list
+		close(answered)
 	}()
-	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed })
+	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed }), answered
 }
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
@@ -234,7 +262,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot()})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -261,6 +289,14 @@ func (s *Sandbox) stageMapped(ctx context.Context, parents []store.LayerID) (*st
 	}
 	return staged, err
 }
+
+// snapshotHold is how much of what a sandbox wrote a snapshot keeps in
+// memory while the sandbox is frozen (small files' content, hashed) and
+// writes to the store's temp files after the thaw
+// (store.CommitOptions.HoldBytes): the freeze lasts the reading and
+// hashing of it only; past it, files are written while frozen. It is
+// memory of msb's own per snapshot in flight, not a sandbox's.
+const snapshotHold = 16 << 20
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.
 var testHookFrozen = func(*sandbox.Sandbox) {}

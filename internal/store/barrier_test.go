@@ -105,8 +105,8 @@ func TestCommitKilled(t *testing.T) {
 	data, record := stageWithRecord(t, s0, src0)
 	data.Discard()
 	record.Discard()
-	wants := map[string]LayerID{"dir": commitNodes(t, s0, nodes, CommitOptions{}), "with-record": record.ID}
-	for _, how := range []string{"dir", "with-record"} {
+	wants := map[string]LayerID{"dir": commitNodes(t, s0, nodes, CommitOptions{}), "with-record": record.ID, "written-out-first": record.ID}
+	for _, how := range []string{"dir", "with-record", "written-out-first"} {
 		for k := 1; k <= 4; k++ {
 			t.Run(fmt.Sprintf("%s-killed-before-barrier-%d", how, k), func(t *testing.T) {
 				killedCommit(t, nodes, how, k, wants[how])
@@ -156,8 +156,9 @@ func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want L
 }
 
 // TestKilledCommitHelper commits a directory (with a record layer above
-// it: "with-record") and kills itself before barrier k (k 4: after the
-// last), for TestCommitKilled.
+// it: "with-record"; its data written back first: "written-out-first")
+// and kills itself before barrier k (k 4: after the last), for
+// TestCommitKilled.
 func TestKilledCommitHelper(t *testing.T) {
 	arg := os.Getenv(killedCommitEnv)
 	if arg == "" {
@@ -176,10 +177,17 @@ func TestKilledCommitHelper(t *testing.T) {
 			kill()
 		}
 	}
-	if f[3] == "with-record" {
+	switch f[3] {
+	case "with-record":
 		data, record := stageWithRecord(t, s, f[1])
 		err = s.Publish(t.Context(), "r", data, record)
-	} else {
+	case "written-out-first":
+		data, record := heldStage(t, s, f[1], 64<<20)
+		if err := data.WriteOut(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		err = s.Publish(t.Context(), "r", data, record)
+	default:
 		_, err = s.CommitDir(t.Context(), f[1], CommitOptions{Ref: "r"})
 	}
 	if k == 4 {

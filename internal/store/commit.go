@@ -32,6 +32,12 @@ type CommitOptions struct {
 	// MapOwner maps the owner found on disk to the owner recorded in the
 	// manifest (e.g. a rootless builder's own uid to 0). Nil keeps it.
 	MapOwner func(uid, gid uint32) (uint32, uint32)
+	// HoldBytes lets StageDir keep the new content of files up to 1 MiB
+	// in memory, up to about this many bytes in all, instead of writing
+	// it to temp files while the source is read: Staged.WriteOut or
+	// Publish writes it. A caller that stopped the source's writers for
+	// the stage lets them go on sooner. 0 holds nothing.
+	HoldBytes int64
 }
 
 // smallFile is the size up to which a file is read into memory once, for
@@ -222,12 +228,23 @@ func (w *walker) meta(rel string, typ EntryType, st *unix.Stat_t) Entry {
 // content not yet in the store to temp files, with Workers goroutines. Each
 // new object gets the metadata of the first entry that needs it, so that it
 // doubles as that entry's inode.
-func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string) ([]pendingObject, error) {
+func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string, holdBytes int64) ([]pendingObject, error) {
 	var (
-		mu      sync.Mutex // guards claimed, pending
+		mu      sync.Mutex // guards claimed, pending, holdBytes
 		claimed = map[Digest]bool{}
 		pending []pendingObject
 	)
+	// hold takes n bytes of what may be held in memory, if that many are
+	// left.
+	hold := func(n int64) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if n > holdBytes {
+			return false
+		}
+		holdBytes -= n
+		return true
+	}
 	claim := func(d Digest) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -245,11 +262,11 @@ func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]st
 	}
 	err := parallel(ctx, s.workers, len(files), func(ctx context.Context, k int) error {
 		i := files[k]
-		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim)
+		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim, hold)
 		if err != nil {
 			return err
 		}
-		if p.tmp != "" {
+		if p.tmp != "" || p.held != nil {
 			mu.Lock()
 			pending = append(pending, p)
 			mu.Unlock()
@@ -264,8 +281,9 @@ func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]st
 }
 
 // storeFile hashes one file and, when its object is missing and claim says
-// this call is the first to want it, writes it to a temp file.
-func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(Digest) bool) (pendingObject, error) {
+// this call is the first to want it, writes it to a temp file, or, for a
+// small file that hold lets it keep, keeps its content in memory.
+func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(Digest) bool, hold func(int64) bool) (pendingObject, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return pendingObject{}, err
@@ -277,7 +295,11 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 	)
 	if e.Size <= smallFile {
 		bp = copyBufPool.Get().(*[]byte)
-		defer copyBufPool.Put(bp)
+		defer func() {
+			if bp != nil { // not handed to a held object
+				copyBufPool.Put(bp)
+			}
+		}()
 		n, err := io.ReadFull(f, (*bp)[:e.Size])
 		if err != nil {
 			return pendingObject{}, fmt.Errorf("reading %s: %w (%w: expected %d bytes, file changed?)", src, err, ErrSizeMismatch, e.Size)
@@ -299,6 +321,11 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 		return pendingObject{}, nil
 	}
 	key := s.keyOf(e).withoutXattrs()
+	if small != nil {
+		if p, ok := holdContent(small, &bp, e.Digest, &key, hold); ok {
+			return p, nil
+		}
+	}
 	var p pendingObject
 	if small != nil {
 		// In memory and hashed above: written as it is, not hashed again.
@@ -310,6 +337,28 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 		return pendingObject{}, fmt.Errorf("storing %s: %w", src, err)
 	}
 	return p, nil
+}
+
+// heldCopy is the size below which held content is copied out of its
+// read buffer; a larger file keeps the buffer (copyBufSize bytes held).
+const heldCopy = 64 << 10
+
+// holdContent makes a pending object that holds a small file's content
+// (data, read into *bp) in memory, if hold lets it: a copy of a tiny
+// file, or the read buffer itself, which *bp then no longer names.
+func holdContent(data []byte, bp **[]byte, d Digest, key *inodeKey, hold func(int64) bool) (pendingObject, bool) {
+	if len(data) < heldCopy {
+		if !hold(int64(len(data))) {
+			return pendingObject{}, false
+		}
+		return pendingObject{digest: d, key: key, held: append(make([]byte, 0, len(data)), data...)}, true
+	}
+	if !hold(copyBufSize) {
+		return pendingObject{}, false
+	}
+	p := pendingObject{digest: d, key: key, held: data, heldBuf: *bp}
+	*bp = nil
+	return p, true
 }
 
 // dirOpaque reports whether an upper dir's directory is opaque. The value

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -54,12 +55,47 @@ func (s *Store) PutObject(ctx context.Context, r io.Reader, size int64, d Digest
 	return s.publish([]pendingObject{p})
 }
 
-// pendingObject is verified content in a temp file, not yet visible.
+// pendingObject is verified content in a temp file, not yet visible; or
+// content held in memory (held), hashed already, that writeHeld writes
+// to a temp file.
 type pendingObject struct {
 	tmp    string
 	digest Digest
 	key    *inodeKey // the inode the temp file's metadata matches, if any
 	synced bool      // fsynced already
+	held   []byte    // content not written yet (tmp is then "")
+	// heldBuf, when not nil, is the copy buffer held holds, back to
+	// copyBufPool once written.
+	heldBuf *[]byte
+}
+
+// release drops p's held content.
+func (p *pendingObject) release() {
+	if p.heldBuf != nil {
+		copyBufPool.Put(p.heldBuf)
+	}
+	p.held, p.heldBuf = nil, nil
+}
+
+// writeHeld writes the held content of batch's objects to temp files, in
+// parallel. On error what was held stays held (discard releases it).
+func (s *Store) writeHeld(ctx context.Context, batch []pendingObject) error {
+	var held []int
+	for i := range batch {
+		if batch[i].held != nil {
+			held = append(held, i)
+		}
+	}
+	return parallel(ctx, s.workers, len(held), func(ctx context.Context, k int) error {
+		p := &batch[held[k]]
+		w, err := s.writeTempFrom(ctx, bytes.NewReader(p.held), int64(len(p.held)), p.digest, true, p.key, false)
+		if err != nil {
+			return err
+		}
+		p.release()
+		p.tmp = w.tmp
+		return nil
+	})
 }
 
 // writeTemp copies r into a temp file of the store, hashing what it writes,
@@ -275,9 +311,12 @@ func linkIfAbsent(oldname, newname string) error {
 	return err
 }
 
-// discard removes unpublished temp files.
+// discard removes unpublished temp files and drops held content.
 func discard(batch []pendingObject) {
-	for _, p := range batch {
-		os.Remove(p.tmp)
+	for i := range batch {
+		if batch[i].tmp != "" {
+			os.Remove(batch[i].tmp)
+		}
+		batch[i].release()
 	}
 }

@@ -10,11 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Staged layer is a commit in its first half: its source was read and
-// hashed, the content the store lacks is in temp files of the store and
-// its manifest is made, but nothing of it is visible yet. Publish makes
+// hashed, the content the store lacks is in temp files of the store (or
+// held in memory, CommitOptions.HoldBytes) and its manifest is made, but
+// nothing of it is visible yet. Publish makes
 // one or more staged layers visible, passing the barriers once for all of
 // them; Discard drops one. Between the two the source is no longer read,
 // so a caller that froze its writers can let them go on. A Staged holds
@@ -51,6 +54,34 @@ func (st *Staged) release() {
 	}
 }
 
+// WriteOut writes the content the stage held in memory
+// (CommitOptions.HoldBytes) to temp files and starts writing the layer's
+// new content out to disk, without waiting for the disk: Publish's first
+// barrier, which still fsyncs it, then finds less to wait for. A caller
+// with something else to wait for before it publishes (a snapshot, its
+// sessions' state) spends that wait on the work, and adds no barrier (a
+// separate fsync of the content would cost a journal commit of its own).
+// It makes nothing durable and nothing visible. On error the layer is
+// left as it was, to be discarded. Do not call it concurrently with
+// Publish or Discard.
+func (st *Staged) WriteOut(ctx context.Context) error {
+	if err := st.s.writeHeld(ctx, st.pending); err != nil {
+		return fmt.Errorf("staging layer %s: %w", st.ID.Short(), err)
+	}
+	for _, p := range st.pending {
+		if p.synced {
+			continue
+		}
+		fd, err := unix.Open(p.tmp, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue // left to the barrier
+		}
+		unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+		unix.Close(fd)
+	}
+	return nil
+}
+
 // StageDir is the first half of CommitDir (which see): dir is read and
 // hashed, its new content written to temp files; opts.Ref is for Publish
 // and must be empty here.
@@ -81,7 +112,7 @@ func (s *Store) stageDir(ctx context.Context, dir string, opts CommitOptions) (*
 	if err := w.walk(ctx); err != nil {
 		return nil, err
 	}
-	pending, err := s.storeFiles(ctx, w.entries, w.srcs)
+	pending, err := s.storeFiles(ctx, w.entries, w.srcs, opts.HoldBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +235,10 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 	for _, l := range layers {
 		pending = append(pending, l.pending...)
 		l.pending = nil // publishInto removes them, or discards them on error
+	}
+	if err := s.writeHeld(ctx, pending); err != nil {
+		discard(pending)
+		return fmt.Errorf("publishing: %w", err)
 	}
 	if err := s.publishInto(pending, content, names); err != nil {
 		return err

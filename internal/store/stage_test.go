@@ -1,9 +1,11 @@
 package store
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +29,124 @@ func stageWithRecord(t testing.TB, s *Store, src string) (data, record *Staged) 
 }
 
 func rootOwner(uint32, uint32) (uint32, uint32) { return 0, 0 }
+
+// heldStage stages src as stageWithRecord does, its data layer's new
+// content held in memory up to hold bytes.
+func heldStage(t testing.TB, s *Store, src string, hold int64) (data, record *Staged) {
+	t.Helper()
+	data, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err = s.StageFiles(t.Context(), []LayerID{data.ID}, 0o700, recordFile)
+	if err != nil {
+		data.Discard()
+		t.Fatal(err)
+	}
+	return data, record
+}
+
+// tempObjects are the object temp files in the store's tmp dir.
+func tempObjects(t testing.TB, s *Store) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(s.Root(), "tmp", "obj-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestStagedWriteOut: a stage that holds its new content (HoldBytes)
+// writes no temp file while it reads the source; WriteOut writes them
+// and passes no barrier, and nothing is visible until Publish, which
+// still fsyncs them in its first barrier (written out is not durable)
+// and passes its three. The published layer verifies.
+func TestStagedWriteOut(t *testing.T) {
+	s := newStore(t)
+	src := filepath.Join(t.TempDir(), "src")
+	big := strings.Repeat("b", 200<<10) // held in its read buffer
+	writeTree(t, src, map[string]node{"a": {content: "held a"}, "d/b": {content: big}, "e": {content: ""}})
+	f := watchFlushes(s)
+	data, record := heldStage(t, s, src, 8<<20)
+	if tmp := tempObjects(t, s); len(tmp) != 1 {
+		t.Fatalf("temp objects after a stage that holds its content: %v, want the record's only", tmp)
+	}
+	if err := data.WriteOut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	written := tempObjects(t, s)
+	if len(written) != 4 || len(f.whole) != 0 {
+		t.Fatalf("after WriteOut: temp objects %v (want 4: three files and the record), barriers %v (want none)", written, f.whole)
+	}
+	if s.Has(data.ID) || s.HasObject(DigestOf([]byte("held a"))) {
+		t.Fatal("a staged layer is visible after WriteOut, before it is published")
+	}
+	if err := s.Publish(t.Context(), "r", data, record); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.whole, []bool{false, false, false}) {
+		t.Fatalf("Publish after WriteOut passed barriers %v (paths %v), want three fsync barriers", f.whole, f.paths)
+	}
+	for _, p := range written {
+		if !slices.Contains(f.paths[0], p) {
+			t.Errorf("Publish's first barrier does not fsync %s: written out is not durable", p)
+		}
+	}
+	checkHeldLayer(t, s, data.ID, map[string]string{"a": "held a", "d/b": big, "e": ""})
+}
+
+// TestStagedHeld: Publish writes held content itself; a stage holds no
+// more than HoldBytes (the rest is written while the source is read);
+// Discard drops held content and leaves no temp file.
+func TestStagedHeld(t *testing.T) {
+	s := newStore(t)
+	src := filepath.Join(t.TempDir(), "src")
+	files := map[string]node{}
+	want := map[string]string{}
+	for i := range 4 {
+		c := fmt.Sprintf("%d %s", i, strings.Repeat("x", 10<<10))
+		files[fmt.Sprintf("f%d", i)] = node{content: c}
+		want[fmt.Sprintf("f%d", i)] = c
+	}
+	writeTree(t, src, files)
+	data, record := heldStage(t, s, src, 25<<10) // two of the four fit
+	if n := len(tempObjects(t, s)); n != 3 {
+		t.Fatalf("%d temp objects after a stage that may hold two of four files, want 3 (two files, the record)", n)
+	}
+	if err := s.Publish(t.Context(), "r", data, record); err != nil {
+		t.Fatal(err)
+	}
+	checkHeldLayer(t, s, data.ID, want)
+	if tmp := tempObjects(t, s); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Publish: %v", tmp)
+	}
+
+	s2 := newStore(t)
+	data, record = heldStage(t, s2, src, 1<<20)
+	record.Discard()
+	data.Discard()
+	if tmp := tempObjects(t, s2); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Discard: %v", tmp)
+	}
+	if s2.HasObject(DigestOf([]byte(want["f0"]))) {
+		t.Fatal("a discarded stage's content is in the store")
+	}
+}
+
+// checkHeldLayer checks that layer id is published with files' content
+// and that the store verifies.
+func checkHeldLayer(t *testing.T, s *Store, id LayerID, files map[string]string) {
+	t.Helper()
+	for name, c := range files {
+		b, err := os.ReadFile(filepath.Join(s.TreePath(id), name))
+		if err != nil || string(b) != c {
+			t.Errorf("%s in the published layer: %d bytes (%v), want %d", name, len(b), err, len(c))
+		}
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Fatalf("verify: %v %v", err, r.Problems)
+	}
+}
 
 // TestPublishTwoLayers: a directory's layer and a record layer above it,
 // staged and published together with a ref, pass the three barriers of
