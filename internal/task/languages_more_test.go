@@ -2,8 +2,10 @@ package task
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/minisandbox/msb/internal/envcache/regproxy"
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
@@ -138,9 +140,15 @@ func cppCalc(add string) string {
 // TestLanguagesMore builds a Maven project, an npm package and a CMake
 // project as Multi-SWE-bench rows on the host's toolchains and evaluates
 // each with its gold patch (resolved) and an empty patch (not resolved),
-// in sandboxes without network.
+// in sandboxes without network. The Maven project's dependency step
+// fetches through the registry proxy, which keeps its junit jar.
 func TestLanguagesMore(t *testing.T) {
 	testLangProjects(t, langEnv(t), javaProject, jsProject, cppProject)
+	// Maven fetched through the registry proxy's mirror of Central.
+	jar := filepath.Join(gen.Dir(), "cache-languages", "downloads", regproxy.MavenDir, "junit/junit/4.13.2/junit-4.13.2.jar")
+	if _, err := os.Stat(jar); err != nil {
+		t.Errorf("the registry proxy did not keep javacalc's junit: %v", err)
+	}
 }
 
 // TestRootlessLanguagesMore reruns TestLanguagesMore as an unprivileged
