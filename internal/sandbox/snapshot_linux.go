@@ -175,20 +175,23 @@ func (p proc) signal(sig unix.Signal) error {
 	return nil
 }
 
-// awaitStop waits until p is stopped or gone.
+// awaitStop waits until p is stopped or gone, looking every stopPoll (a
+// nanosleep of the thread: the runtime's timers make a wait this short a
+// millisecond).
 func awaitStop(ctx context.Context, p proc) error {
 	for {
 		switch state(p) {
 		case 'T', 't', 0, 'Z', 'X':
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Microsecond):
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		unix.Nanosleep(&unix.Timespec{Nsec: int64(stopPoll)}, nil)
 	}
 }
+
+const stopPoll = 50 * time.Microsecond
 
 // descendants lists root and the processes below it, parents first.
 func descendants(root int) []proc {
