@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,5 +238,20 @@ exit 7
 		if !strings.Contains(string(res.Console), want) {
 			t.Errorf("no %q in the console", want)
 		}
+	}
+}
+
+// TestStamped: every line gets one stamp, however the writes split it.
+func TestStamped(t *testing.T) {
+	var b strings.Builder
+	w := Stamped(&b)
+	for _, p := range []string{"boot", "ing\nsecond line\nthi", "rd\n", "\n"} {
+		if n, err := w.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", p, n, err)
+		}
+	}
+	got := regexp.MustCompile(`\[ *\d+\.\ds\] `).ReplaceAllString(b.String(), "<t>")
+	if want := "<t>booting\n<t>second line\n<t>third\n<t>\n"; got != want {
+		t.Errorf("stamped: %q, want %q", got, want)
 	}
 }
