@@ -43,7 +43,11 @@ func testCgroupFS(t *testing.T, rt *Runtime) {
 	l := Limits{MemoryBytes: limit}
 	hasCPU := slices.Contains(rt.cg.Controllers, "cpu")
 	if hasCPU {
-		l.CPUs = 0.5
+		// Above one CPU, so that the one-process commands below are never
+		// throttled: in TestCgroupV2's emulated VM on a busy host, a
+		// guest's CPU time includes the time the host did not run it, and
+		// a quota of half a CPU slowed this case to a crawl.
+		l.CPUs = 1.5
 	}
 	sb := create(t, rt, Config{HostBase: true, Limits: l})
 	if got := strings.TrimSpace(mustOK(t, sb, "stat -f -c %T /sys")); got != "sysfs" {
@@ -73,10 +77,10 @@ func testCgroupFS(t *testing.T, rt *Runtime) {
 	}
 	var memFile, hostMemFile, cpuFile, wantCPU, fsDir, fsType, self string
 	if rt.cg.Version == cgroup.V2 {
-		memFile, cpuFile, wantCPU = "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/cpu.max", "50000 100000"
+		memFile, cpuFile, wantCPU = "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/cpu.max", "150000 100000"
 		fsDir, fsType, self = "/sys/fs/cgroup", "cgroup2fs", "0::/"
 	} else {
-		memFile, cpuFile, wantCPU = "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "50000"
+		memFile, cpuFile, wantCPU = "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "150000"
 		fsDir, fsType, self = "/sys/fs/cgroup/memory", "cgroupfs", ":memory:/"
 	}
 	for _, d := range sb.cg.Dirs() {
