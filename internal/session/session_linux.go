@@ -164,26 +164,15 @@ func (s *Session) start(ctx context.Context) error {
 	case res.ExitCode != 0:
 		return fmt.Errorf("shell %s is not an interactive bash: %s", s.opts.Shell, res.Output)
 	}
-	// The shell now goes back to waiting for input, which is how idle()
-	// recognises it: looked for every idlePoll, up to idleSettle.
-	for deadline := time.Now().Add(idleSettle); !s.idleOK && time.Now().Before(deadline); {
-		if s.idleOK = s.idle(); !s.idleOK {
-			// A nanosleep of the thread: the runtime's timers round a
-			// sleep this short up to a millisecond, and half the time bash
-			// is not back at its read when the setup frame's status comes.
-			unix.Nanosleep(&unix.Timespec{Nsec: int64(idlePoll)}, nil)
+	// The shell now waits for input, which is how idle() recognises it.
+	for i := 0; i < 100 && !s.idleOK; i++ {
+		s.idleOK = s.idle()
+		if !s.idleOK {
+			time.Sleep(time.Millisecond / 2)
 		}
 	}
 	return nil
 }
-
-// How often and how long a new session's shell is looked for back at its
-// read after the setup frame; one not seen by then (a kernel without
-// /proc/<pid>/syscall) leaves idleOK false.
-const (
-	idlePoll   = 50 * time.Microsecond
-	idleSettle = 50 * time.Millisecond
-)
 
 // openChannels makes the named pipes of the command's stdin and of the
 // status channel.
