@@ -57,7 +57,7 @@ test-go: build vet test-venv test-npm
 	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
 		MSB_TEST_MULTISWE=$${MSB_TEST_MULTISWE:-$(CURDIR)/.venv-test/multi-swe-bench} \
 		MSB_TEST_HARBOR=$${MSB_TEST_HARBOR:-$(CURDIR)/$(HARBOR_VENV)/bin/harbor} \
-		$(STRICT) $(GO) test -count=1 -timeout 30m ./...
+		$(STRICT) $(GO) test -count=1 -timeout 45m ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
 # this tree (bin/msb), in a venv with the pinned test requirements.

@@ -153,12 +153,15 @@ id -u $USER >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $USER
 `
 
 // v2Vars fills in what the guest's scripts name: the test binary's runs
-// ($RUN: the suite; $SCOPERUN: its limit cases), the variables they need,
-// and the unprivileged user.
+// ($RUN: the suite's cgroup cases; $SCOPERUN: its limit cases), the
+// variables they need, and the unprivileged user. Each run's own timeout,
+// ten minutes (a run takes one or two here under load), ends a stuck run
+// with its goroutines on the console, before the VM's limit (bootV2) ends
+// the guest with nothing said.
 func v2Vars(exe string) *strings.Replacer {
 	return strings.NewReplacer(
-		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, delegatedCases),
-		"$RUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=20m -test.v", exe, v2Cases),
+		"$SCOPERUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=10m -test.v", exe, delegatedCases),
+		"$RUN", fmt.Sprintf("%s -test.run '%s' -test.count=1 -test.timeout=10m -test.v", exe, v2Cases),
 		"$WANT", wantCgroupEnv+"=v2",
 		"$STRICT", privtest.StrictEnv+"="+os.Getenv(privtest.StrictEnv),
 		"$ROOT", privtest.RequireRootEnv+"=1",
