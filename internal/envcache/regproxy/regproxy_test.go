@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -258,4 +260,34 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// FuzzProxyPaths: whatever path a client asks for, the proxy keeps files
+// under its dir only (its upstream answers every path; the dir is three
+// levels down, so that a climb out of it lands where the test looks).
+func FuzzProxyPaths(f *testing.F) {
+	for _, s := range []string{"/cargo/index/1/a", "/cargo/index/../../x", "/cargo/crates/a/1.0.0/download", "/maven2/g/a/1/a-1.jar",
+		"/maven2/../x/y", "/maven2/g/..%2f..%2fx/y", "/cargo/index/3/a/abc", "/cargo/crates/..%2f../1/download", "/npm/a/-/..%2f..%2fx", "/go/x/@v/..%2f..%2fy.zip"} {
+		f.Add(s)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"dl":"http://`+r.Host+`/dl","name":"a","vers":"1.0.0","cksum":"00"}`)
+	}))
+	defer up.Close()
+	f.Fuzz(func(t *testing.T, path string) {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)
+		if err != nil || !strings.HasPrefix(path, "/") {
+			return
+		}
+		root := t.TempDir()
+		dir := filepath.Join(root, "a", "b", "dl")
+		p := &Proxy{Dir: dir, NPM: up.URL, Go: up.URL, Cargo: up.URL, Maven: up.URL, Client: up.Client(), Log: slog.New(slog.DiscardHandler)}
+		p.ServeHTTP(httptest.NewRecorder(), req)
+		filepath.WalkDir(root, func(q string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasPrefix(q, dir+string(filepath.Separator)) {
+				t.Errorf("%q wrote %s, outside the proxy's dir", path, q)
+			}
+			return nil
+		})
+	})
 }
