@@ -16,22 +16,13 @@ var recordFile = File{Name: "record.json", Mode: 0o644, Data: []byte(`{"name": "
 // stageWithRecord stages src's layer and a record layer above it.
 func stageWithRecord(t testing.TB, s *Store, src string) (data, record *Staged) {
 	t.Helper()
-	data, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	record, err = s.StageFiles(t.Context(), []LayerID{data.ID}, 0o700, recordFile)
-	if err != nil {
-		data.Discard()
-		t.Fatal(err)
-	}
-	return data, record
+	return heldStage(t, s, src, 0)
 }
 
 func rootOwner(uint32, uint32) (uint32, uint32) { return 0, 0 }
 
-// heldStage stages src as stageWithRecord does, its data layer's new
-// content held in memory up to hold bytes.
+// heldStage stages src's layer and a record layer above it, the data
+// layer's new content held in memory up to hold bytes (none: 0).
 func heldStage(t testing.TB, s *Store, src string, hold int64) (data, record *Staged) {
 	t.Helper()
 	data, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: hold})
