@@ -89,15 +89,19 @@ func (p *Proxy) serveCargo(w http.ResponseWriter, req *http.Request, rest string
 // grows with every release), the kept one when upstream cannot answer.
 func (p *Proxy) serveCrateIndex(w http.ResponseWriter, req *http.Request, file string) {
 	kept := filepath.Join(p.Dir, CargoIndexDir, filepath.FromSlash(file))
+	up := req
+	if exists(kept) {
+		up = recheck(req)
+	}
 	unlock := p.lockFor("cargo/index/" + file)
-	err := p.fetchTo(req, strings.TrimSuffix(p.Cargo, "/")+"/"+file, kept, nil)
+	err := p.fetchTo(up, strings.TrimSuffix(p.Cargo, "/")+"/"+file, kept, nil)
 	unlock()
 	if err != nil && !exists(kept) {
 		p.fail(w, "cargo index "+file, err)
 		return
 	}
 	if err != nil {
-		p.Log.Info("registry proxy: serving the kept answer", "what", "cargo index "+file, "err", err)
+		p.servingKept("cargo index "+file, err)
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	http.ServeFile(w, req, kept)

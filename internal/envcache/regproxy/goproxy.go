@@ -37,14 +37,18 @@ func (p *Proxy) serveGo(w http.ResponseWriter, req *http.Request, rest string) {
 	mutable := file == "list" || file == "@latest"
 	if _, err := os.Stat(kept); err != nil || mutable {
 		unlock := p.lockFor("go/" + rel)
-		err := p.fetchGo(req, rel, kept)
+		up := req
+		if mutable && exists(kept) {
+			up = recheck(req)
+		}
+		err := p.fetchGo(up, rel, kept)
 		unlock()
 		if err != nil && (!mutable || !exists(kept)) {
 			p.fail(w, "go "+rel, err)
 			return
 		}
 		if err != nil {
-			p.Log.Info("registry proxy: serving the kept answer", "what", "go "+rel, "err", err)
+			p.servingKept("go "+rel, err)
 		}
 	}
 	http.ServeFile(w, req, kept)

@@ -59,8 +59,11 @@ func (p *Proxy) serveMaven(w http.ResponseWriter, req *http.Request, rel string)
 	if !exists(kept) || mutable {
 		unlock := p.lockFor("maven/" + rel)
 		var err error
-		if !exists(kept) || mutable {
+		switch {
+		case !exists(kept):
 			err = p.fetchMaven(req, rel, kept)
+		case mutable:
+			err = p.fetchMaven(recheck(req), rel, kept)
 		}
 		unlock()
 		if err != nil && (!mutable || !exists(kept)) {
@@ -68,7 +71,7 @@ func (p *Proxy) serveMaven(w http.ResponseWriter, req *http.Request, rel string)
 			return
 		}
 		if err != nil {
-			p.Log.Info("registry proxy: serving the kept answer", "what", "maven "+rel, "err", err)
+			p.servingKept("maven "+rel, err)
 		}
 	}
 	http.ServeFile(w, req, kept)

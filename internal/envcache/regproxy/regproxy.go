@@ -35,6 +35,16 @@
 // crate's index file or a maven-metadata.xml is asked upstream first and
 // the kept one serves when upstream cannot answer.
 //
+// Upstream gets a deadline for connecting and its response header (the
+// body then has the client's own timeout): a re-check of something kept
+// RecheckWait (5 s), after which the kept copy serves and the proxy logs
+// it, since an upstream that takes the connection and never answers
+// would hold a build for the client's 30 minutes on every re-check; a
+// fetch of what the cache lacks FetchWait (2 min), after which the
+// request fails with a 502 that names the upstream. After a host gave no
+// answer in time, its re-checks are not asked for SilentFor (1 min): the
+// kept copies serve at once.
+//
 // cargo reaches the proxy as its HTTP proxy (CARGO_HTTP_PROXY) under a
 // name of its own, CargoHost, which CargoConfig puts in place of
 // crates.io; other hosts cargo asks for through it (a git dependency)
@@ -43,12 +53,15 @@
 package regproxy
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +83,17 @@ const (
 // 410), passed on as a 404 so that go tries the next proxy of its list.
 var errNotFound = errors.New("not found upstream")
 
+// errNoAnswer: upstream took no connection, or took it and sent no
+// response header, within the request's deadline (RecheckWait, FetchWait).
+var errNoAnswer = errors.New("no answer")
+
+// The RecheckWait, FetchWait and SilentFor of a Proxy whose field is zero.
+const (
+	DefaultRecheckWait = 5 * time.Second
+	DefaultFetchWait   = 2 * time.Minute
+	DefaultSilentFor   = time.Minute
+)
+
 // Proxy serves the download cache's registry parts over HTTP and fills
 // them from the upstream registries.
 type Proxy struct {
@@ -81,7 +105,23 @@ type Proxy struct {
 	Client *http.Client
 	Log    *slog.Logger
 
+	// RecheckWait bounds a re-check of something the cache keeps (a Go
+	// list or @latest, a crate's index file, Maven metadata): connecting
+	// to upstream and its response header. Past it the kept copy serves.
+	RecheckWait time.Duration
+	// FetchWait bounds the same for a fetch of what the cache lacks,
+	// which fails past it.
+	FetchWait time.Duration
+	// SilentFor is how long after an upstream host gave no answer in
+	// time the re-checks for it are not asked (the kept copies serve at
+	// once), so that a build re-checking many kept files waits
+	// RecheckWait once, not once per file.
+	SilentFor time.Duration
+
 	locks Locks // per packument, tarball or module file being fetched
+
+	mu     sync.Mutex
+	silent map[string]time.Time // upstream host → when it last gave no answer in time
 }
 
 // Start listens on 127.0.0.1 and serves until stop is called; the
@@ -229,28 +269,129 @@ func (p *Proxy) fail(w http.ResponseWriter, what string, err error) {
 
 func isNotFound(err error) bool { return errors.Is(err, errNotFound) }
 
+// recheckKey marks a request's context as a re-check (recheck).
+type recheckKey struct{}
+
+// recheck marks req as a re-check of something the cache keeps: what
+// it asks upstream gets RecheckWait instead of FetchWait.
+func recheck(req *http.Request) *http.Request {
+	return req.WithContext(context.WithValue(req.Context(), recheckKey{}, true))
+}
+
+// wait is the deadline of req's upstream requests for connecting and
+// the response header.
+func (p *Proxy) wait(req *http.Request) time.Duration {
+	if req.Context().Value(recheckKey{}) != nil {
+		return cmp.Or(p.RecheckWait, DefaultRecheckWait)
+	}
+	return cmp.Or(p.FetchWait, DefaultFetchWait)
+}
+
+// servingKept logs that a re-check failed and the kept copy serves.
+func (p *Proxy) servingKept(what string, err error) {
+	if errors.Is(err, errNoAnswer) {
+		p.Log.Warn("registry proxy: upstream did not answer the re-check, serving the kept copy", "what", what, "err", err)
+		return
+	}
+	p.Log.Info("registry proxy: serving the kept answer", "what", what, "err", err)
+}
+
 // get GETs url with the given Accept header and returns the open
-// response of a 200; a 404 or 410 is errNotFound.
+// response of a 200; a 404 or 410 is errNotFound, no response header
+// within p.wait(req) errNoAnswer.
 func (p *Proxy) get(req *http.Request, url, accept string) (*http.Response, error) {
-	up, err := http.NewRequestWithContext(req.Context(), http.MethodGet, url, nil)
+	wait, host := p.wait(req), hostOf(url)
+	if req.Context().Value(recheckKey{}) != nil {
+		if at, ok := p.silentSince(host); ok {
+			return nil, fmt.Errorf("%s: %w: upstream %s gave none in time at %s; its re-checks are not asked again until %s",
+				url, errNoAnswer, host, at.UTC().Format(time.TimeOnly), at.Add(cmp.Or(p.SilentFor, DefaultSilentFor)).UTC().Format(time.TimeOnly))
+		}
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(wait, func() { cancel(errNoAnswer) })
+	up, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
+		cancel(nil)
 		return nil, err
 	}
 	if accept != "" {
 		up.Header.Set("Accept", accept)
 	}
 	resp, err := p.Client.Do(up)
+	if !timer.Stop() { // (it ran: cancel(errNoAnswer) ended the request)
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel(nil)
+		p.setSilent(host, true)
+		return nil, noAnswer(url, host, wait)
+	}
 	if err != nil {
+		cancel(nil)
 		return nil, err
 	}
+	p.setSilent(host, false)
 	if resp.StatusCode == http.StatusOK {
+		resp.Body = cancelOnClose{resp.Body, cancel}
 		return resp, nil
 	}
 	resp.Body.Close()
+	cancel(nil)
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
 		return nil, fmt.Errorf("%s: %w (%s)", url, errNotFound, resp.Status)
 	}
 	return nil, fmt.Errorf("%s: %s", url, resp.Status)
+}
+
+// noAnswer is the error of a GET of url that got no response header
+// within wait: it names the upstream and what to do.
+func noAnswer(url, host string, wait time.Duration) error {
+	return fmt.Errorf("%s: %w within %s (upstream %s took no connection, or took it and sent no response): "+
+		"check that this host reaches %s, or give msb a mirror (npm_config_registry, GOPROXY in its environment); "+
+		"a build without --build-network uses the download cache alone", url, errNoAnswer, wait, host, host)
+}
+
+// hostOf is url's host (and port), url itself when it has none.
+func hostOf(url string) string {
+	if u, err := neturl.Parse(url); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return url
+}
+
+// silentSince says when host last gave no answer in time, if that was
+// within SilentFor.
+func (p *Proxy) silentSince(host string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.silent[host]
+	return at, ok && time.Since(at) < cmp.Or(p.SilentFor, DefaultSilentFor)
+}
+
+// setSilent records that host gave no answer in time (silent) or answered.
+func (p *Proxy) setSilent(host string, silent bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case silent && p.silent == nil:
+		p.silent = map[string]time.Time{host: time.Now()}
+	case silent:
+		p.silent[host] = time.Now()
+	default:
+		delete(p.silent, host)
+	}
+}
+
+// cancelOnClose ends a response's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
 }
 
 // writeFrom copies r into path by a temporary file and a rename, after
