@@ -277,13 +277,11 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 		lease.Release()
 		return err
 	}
-	sb, err := s.e.rt.Create(ctx, fconf)
-	if err != nil {
+	if err := s.create(ctx, fconf, t, lease); err != nil {
 		lease.Release()
 		return err
 	}
-	s.setParts(adopt(sb, t, lease))
-	created := sb.Config()
+	created := s.sbox().Config()
 	s.created = &created
 	return nil
 }
@@ -299,19 +297,34 @@ func forkOwners(st *store.Store, snap snapshot, conf sandbox.Config) ([]sandbox.
 	return envcache.ImageOwners(st, append(slices.Clone(snap.rec.Base), snap.layer), conf.User)
 }
 
-// adopt makes sb, with its layers' lease, what an engine sandbox holds: a
-// task sandbox of t (which then owns the lease), or a raw one.
-func adopt(sb *sandbox.Sandbox, t *task.Task, lease *store.Lease) (*sandbox.Sandbox, *task.Sandbox, *store.Lease) {
-	if t == nil {
-		return sb, nil, lease
+// create starts the sandbox's processes from conf over the layers lease
+// keeps: a task sandbox of t (which then owns the lease, and with the
+// host's network a registry proxy of its own: task.Start), or a raw one.
+// On an error lease is still the caller's.
+func (s *Sandbox) create(ctx context.Context, conf sandbox.Config, t *task.Task, lease *store.Lease) error {
+	if t != nil {
+		ts, err := task.Start(ctx, s.e.env, t, conf, lease)
+		if err != nil {
+			return err
+		}
+		s.setParts(ts.Sandbox, ts, nil)
+		return nil
 	}
-	return sb, task.Adopt(t, sb, lease), nil
+	sb, err := s.e.rt.Create(ctx, conf)
+	if err != nil {
+		return err
+	}
+	s.setParts(sb, nil, lease)
+	return nil
 }
 
 // reopenSessions opens sessions as a snapshot recorded them.
 func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSession) error {
 	var errs []error
 	for _, ss := range sessions {
+		if s.tsk() != nil {
+			ss.Env = task.WithoutRegistryProxy(ss.Env)
+		}
 		err := s.sbox().OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd})
 		if err != nil && ss.Cwd != "" {
 			// The directory may be gone from the snapshot (deleted under

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/envcache/regproxy"
 	"github.com/minisandbox/msb/internal/gitcmd"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
@@ -113,16 +114,9 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	conf := prep.SandboxConfig()
 	conf.Limits, conf.MaxOutput, conf.Network, conf.Hostname = o.Limits, o.MaxOutput, o.Network, o.Hostname
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
-	if o.Network == sandbox.NetworkHost {
-		// The dependency tools fetch through the registry proxy, as the
-		// build's did (cargo must: envcache.Cache.RegistryProxy).
-		proxyEnv, stop, err := env.Cache.RegistryProxy()
-		if err != nil {
-			prep.Release()
-			return nil, fmt.Errorf("the network of %s: %w", t.ID(), err)
-		}
-		s.stopProxy = stop
-		conf.Env = append(envcache.OnlineEnv(conf.Env), proxyEnv...)
+	if conf, err = s.ownRegistryProxy(env, conf); err != nil {
+		prep.Release()
+		return nil, err
 	}
 	if o.AsRoot && conf.User != (sandbox.User{}) {
 		conf.User, conf.Env = sandbox.User{}, append(withoutEntry(conf.Env, prep.UserHome), asRootEnv...)
@@ -160,6 +154,44 @@ func (s *Sandbox) Close() error {
 	err := s.Sandbox.Close()
 	s.stopRegistryProxy()
 	return errors.Join(err, s.prep.Release())
+}
+
+// ownRegistryProxy gives conf, when its network is the host's, a registry
+// proxy that s owns (stopped on Close): the dependency tools fetch through
+// it, as the build's did (cargo must: envcache.Cache.RegistryProxy). Its
+// entries replace those of a proxy conf's environment names already: a
+// fork's config is its parent's, whose proxy stops when the parent closes.
+func (s *Sandbox) ownRegistryProxy(env Env, conf sandbox.Config) (sandbox.Config, error) {
+	if conf.Network != sandbox.NetworkHost {
+		return conf, nil
+	}
+	proxyEnv, stop, err := env.Cache.RegistryProxy()
+	if err != nil {
+		return conf, fmt.Errorf("the network of %s: %w", s.Task.ID(), err)
+	}
+	s.stopProxy = stop
+	conf.Env = append(withoutNames(envcache.OnlineEnv(conf.Env), proxyEnv), proxyEnv...)
+	return conf, nil
+}
+
+// WithoutRegistryProxy is env, a session's recorded in one sandbox to be
+// reopened in another (a fork, a rollback), without the registry proxy's
+// entries: the session takes those of its new sandbox's own proxy
+// (ownRegistryProxy) from that sandbox's environment.
+func WithoutRegistryProxy(env []string) []string {
+	return withoutNames(slices.Clone(env), regproxy.Env("addr"))
+}
+
+// withoutNames is env without the variables that entries name (NAME=value).
+func withoutNames(env, entries []string) []string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i], _, _ = strings.Cut(e, "=")
+	}
+	return slices.DeleteFunc(env, func(e string) bool {
+		name, _, _ := strings.Cut(e, "=")
+		return slices.Contains(names, name)
+	})
 }
 
 func (s *Sandbox) stopRegistryProxy() {
@@ -347,9 +379,22 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Adopt makes sb, a sandbox of t's layers started by the caller (a fork
-// of a task sandbox, with a snapshot layer on top), a task sandbox of t:
-// Close closes sb and releases lease, which keeps sb's layers.
-func Adopt(t *Task, sb *sandbox.Sandbox, lease *store.Lease) *Sandbox {
-	return &Sandbox{Sandbox: sb, Task: t, prep: &envcache.Prepared{Lease: lease, Workdir: sb.Config().Workdir}}
+// Start starts a task sandbox of t from conf, a config over layers that
+// lease keeps (a fork of a task sandbox, or its rollback, with a snapshot
+// layer on top): Close closes it and releases lease. With the host's
+// network it has a registry proxy of its own (ownRegistryProxy), so it
+// outlives the sandbox it was forked from. On an error lease is still the
+// caller's to release.
+func Start(ctx context.Context, env Env, t *Task, conf sandbox.Config, lease *store.Lease) (*Sandbox, error) {
+	s := &Sandbox{Task: t}
+	conf, err := s.ownRegistryProxy(env, conf)
+	if err != nil {
+		return nil, err
+	}
+	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
+		s.stopRegistryProxy()
+		return nil, err
+	}
+	s.prep = &envcache.Prepared{Lease: lease, Workdir: s.Sandbox.Config().Workdir}
+	return s, nil
 }
