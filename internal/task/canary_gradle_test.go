@@ -1,7 +1,6 @@
 package task
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -89,13 +88,4 @@ func TestGradleCanary(t *testing.T) {
 		{name: "org.junit.Assert shadow", append: map[string]string{"src/main/java/org/junit/Assert.java": junit4Shadow}},
 		{name: "Test task that ignores failures and prints passing lines", append: map[string]string{"build.gradle": gradleIgnored}},
 	})
-}
-
-// TestRootlessGradleCanary reruns TestGradleCanary as an unprivileged user
-// (the JDK and Gradle are Debian's, readable by anyone).
-func TestRootlessGradleCanary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("already unprivileged: TestGradleCanary covers the rootless mode")
-	}
-	privtest.UnprivilegedEnv(t, "^TestGradleCanary$")
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -101,17 +102,27 @@ func TestCanaryPytest(t *testing.T) {
 	}
 }
 
+var (
+	pytestOnce  sync.Once
+	pytestCache *envcache.Cache
+	pytestErr   error
+)
+
 // pytestEnv is f's environment with a cache whose venv sees a host
-// python3 that has pytest (the test skips without one).
+// python3 that has pytest (the test skips without one). The tests share
+// the cache (in the fixture's dir): the demo's environment under pytest
+// is built once per test binary, not once per test.
 func pytestEnv(t *testing.T, f *fixture) Env {
 	t.Helper()
 	py := privtest.PytestPython(t)
-	cache, err := envcache.Open(envcache.Options{Dir: filepath.Join(t.TempDir(), "cache"), Runtime: f.env.Runtime, SystemSitePackages: true,
-		Pythons: map[string]string{f.gen.PyVersion: py}})
-	if err != nil {
-		t.Fatal(err)
+	pytestOnce.Do(func() {
+		pytestCache, pytestErr = envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache-pytest"), Runtime: f.env.Runtime, SystemSitePackages: true,
+			Pythons: map[string]string{f.gen.PyVersion: py}})
+	})
+	if pytestErr != nil {
+		t.Fatal(pytestErr)
 	}
-	return Env{Runtime: f.env.Runtime, Cache: cache}
+	return Env{Runtime: f.env.Runtime, Cache: pytestCache}
 }
 
 // pytestSpec is the spec YAML that tests the instance with pytest.

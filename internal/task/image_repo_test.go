@@ -15,7 +15,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
-	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/session"
 )
@@ -101,12 +100,6 @@ func TestImageRepoElsewhere(t *testing.T) {
 		!strings.Contains(err.Error(), "/srv/calc, /testbed") || !strings.Contains(err.Error(), inst.Image) {
 		t.Fatalf("an image without a repository: %v", err)
 	}
-}
-
-// TestRootlessImageRepoElsewhere reruns TestImageRepoElsewhere as an
-// unprivileged user with subordinate ids: calc owns /srv/calc there too.
-func TestRootlessImageRepoElsewhere(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImageRepoElsewhere$")
 }
 
 // withConfig is img with its WorkingDir and User set.

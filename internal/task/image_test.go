@@ -12,7 +12,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
-	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
@@ -101,10 +100,4 @@ func TestImageInstance(t *testing.T) {
 	if _, err := Open(ctx, f.env, tk, Options{}); !errors.Is(err, envcache.ErrImageNoRepo) || !strings.Contains(err.Error(), inst.Image) {
 		t.Fatalf("an image without /testbed: %v", err)
 	}
-}
-
-// TestRootlessImageInstance reruns TestImageInstance as an unprivileged
-// user.
-func TestRootlessImageInstance(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImageInstance$")
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/minisandbox/msb/internal/envcache/regproxy"
-	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // javaProject: a Maven project with JUnit 4, its plugins pinned, whose
@@ -149,13 +148,4 @@ func TestLanguagesMore(t *testing.T) {
 	if _, err := os.Stat(jar); err != nil {
 		t.Errorf("the registry proxy did not keep javacalc's junit: %v", err)
 	}
-}
-
-// TestRootlessLanguagesMore reruns TestLanguagesMore as an unprivileged
-// user (the JDK, Maven, Node and GCC are Debian's, readable by anyone).
-func TestRootlessLanguagesMore(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("already unprivileged: TestLanguagesMore covers the rootless mode")
-	}
-	privtest.UnprivilegedEnv(t, "^TestLanguagesMore$")
 }

@@ -160,16 +160,42 @@ func gradeGoldAndEmpty(t *testing.T, env Env, tk *Task, in dataset.Instance, che
 
 // TestLanguageOfflineBuild: a cache without the build network builds the
 // Go module's and the Rust crate's dependency steps offline, from what the
-// online cache's builds kept in the download cache they share.
+// online cache's builds kept in the download cache they share. The online
+// builds are TestLanguages' (layers the online cache already has when it
+// ran first); their evaluations are its, not repeated here.
 func TestLanguageOfflineBuild(t *testing.T) {
 	online := langEnv(t)
-	testLangProjects(t, online, goProject, rustProject)
+	for _, p := range []langProject{goProject, rustProject} {
+		prepareLang(t, online, p)
+	}
 	offline, err := envcache.Open(envcache.Options{Dir: filepath.Join(gen.Dir(), "cache-offline"), Runtime: online.Runtime,
 		DownloadCache: filepath.Join(gen.Dir(), "cache-languages", "downloads"), Toolchains: envcache.ToolchainSearchFromEnv(os.Getenv)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testLangProjects(t, Env{Runtime: online.Runtime, Cache: offline}, goProject, rustProject)
+}
+
+// prepareLang builds p's row's layers in env's cache (its dependency step
+// fills the download cache) and leases them only for the call.
+func prepareLang(t *testing.T, env Env, p langProject) {
+	t.Helper()
+	in := p.row(t)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := env.Cache.Prepare(context.Background(), tk.Instance, tk.Spec, nil)
+	if err != nil {
+		t.Fatalf("building %s online: %v", p.name, err)
+	}
+	if err := prep.Release(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLanguageBadInput: an unknown language is refused when the task is
@@ -205,38 +231,58 @@ func TestLanguageBadInput(t *testing.T) {
 	}
 }
 
-// TestRootlessLanguages reruns TestLanguages and TestLanguageOfflineBuild
-// as an unprivileged user. Their Rust toolchain is the caller's rustup
-// sysroot, under root's home, which that user cannot read: the rerun gets
-// a hard-linked copy of it through MSB_TOOLCHAIN_RUST, as a user would
-// give one.
+// TestRootlessLanguages reruns the language tests (TestLanguages,
+// TestLanguageOfflineBuild, TestLanguagesMore, TestMultilingualRow,
+// TestGradleCanary) as an unprivileged user, in one process: they share
+// its language cache, as they do as root. The Rust toolchain is the
+// caller's rustup sysroot, under root's home, which that user cannot read:
+// the rerun gets a hard-linked copy of it through MSB_TOOLCHAIN_RUST, as a
+// user would give one; the JDK, Maven, Gradle, Node, GCC and Go are
+// readable by anyone.
 func TestRootlessLanguages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: TestLanguages covers the rootless mode")
 	}
+	privtest.UnprivilegedEnv(t, "^(TestLanguages|TestLanguageOfflineBuild|TestLanguagesMore|TestMultilingualRow|TestGradleCanary)$", rustToolchainEnv(t)...)
+}
+
+// rustToolchainEnv is MSB_TOOLCHAIN_RUST naming a hard-linked copy of the
+// rustup sysroot, removed when t ends; none without rustc on PATH (the
+// rerun's TestLanguages then fails on the missing toolchain, as root's
+// does).
+func rustToolchainEnv(t *testing.T) []string {
+	t.Helper()
 	out, err := exec.Command("rustc", "--print", "sysroot").Output()
 	if err != nil {
-		privtest.Skip(t, "no rustc on PATH: %v", err)
+		t.Logf("no rustc on PATH: %v", err)
+		return nil
 	}
 	dir, err := os.MkdirTemp("", "msb-rust-toolchain-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	rust := filepath.Join(dir, "rust")
 	if out, err := exec.Command("cp", "-al", strings.TrimSpace(string(out)), rust).CombinedOutput(); err != nil {
 		t.Fatalf("linking the rust toolchain: %v: %s", err, out)
 	}
-	privtest.UnprivilegedEnv(t, "^(TestLanguages|TestLanguageOfflineBuild)$", envcache.ToolchainEnvVar("rust")+"="+rust)
+	return []string{envcache.ToolchainEnvVar("rust") + "=" + rust}
 }
 
 // row generates p's repository (a base commit, then the test patch and
-// the fix as later commits) and its Multi-SWE-bench row.
+// the fix as later commits) and its Multi-SWE-bench row. The commits are
+// dated alike on every call (rowDate), so that every row of a project has
+// the same commits and, in one cache, the same repository and install
+// layers: a project's dependency step is built once per cache, not once
+// per test.
 func (p langProject) row(t *testing.T) dataset.Instance {
 	t.Helper()
 	return p.rowOf(t, "msbtest", p.name, 1)
 }
+
+// rowDate is the date of every commit row makes.
+const rowDate = "2026-01-02T03:04:05Z"
 
 // rowOf is row as pull request number of repository org/name, whose
 // built-in spec (spec.MultiSWEBuiltin) the row then gets.
@@ -246,7 +292,7 @@ func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir = dir
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GIT_AUTHOR_DATE="+rowDate, "GIT_COMMITTER_DATE="+rowDate)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("git %s: %v", strings.Join(args, " "), err)

@@ -17,9 +17,12 @@ import (
 
 func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
-// TestRootless reruns the task tests as an unprivileged user.
+// TestRootless reruns the task tests of the demo project and of image
+// instances (TestImageInstance; TestImageRepoElsewhere, where calc owns
+// /srv/calc with subordinate ids) as an unprivileged user, in one
+// process: the demo's environment is built once for all of them.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|CanarySecrecy$|CanarySecrecyInline$|Canary(Beside|BesidePlacedAgain|SandboxFailure|Cancel|Modes)$)")
+	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|CanarySecrecy$|CanarySecrecyInline$|Canary(Beside|BesidePlacedAgain|SandboxFailure|Cancel|Modes)$|Image(Instance|RepoElsewhere)$)")
 }
 
 // gen is the demo project of the test binary; fixture adds a runtime and

@@ -7,7 +7,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
-	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // ginLikeProject is a Go package laid out for gin's SWE-bench
@@ -67,10 +66,4 @@ func TestMultilingualRow(t *testing.T) {
 	if v := Judge(results[0], results[1]); !v.Valid {
 		t.Fatalf("Judge: not valid: %+v", v)
 	}
-}
-
-// TestRootlessMultilingualRow runs TestMultilingualRow as an unprivileged
-// user (rootless mode).
-func TestRootlessMultilingualRow(t *testing.T) {
-	privtest.UnprivilegedEnv(t, "^TestMultilingualRow$")
 }
