@@ -59,7 +59,10 @@ func TestRollbackKeepsSandbox(t *testing.T) {
 			}
 			t.Cleanup(func() { e.DeleteSnapshot(name) })
 			sh(t, s, "main", fmt.Sprintf("echo lost > %[1]s/lost.txt && cp /bin/sleep %[1]s/lingerer && (setsid %[1]s/lingerer 1000 >/dev/null 2>&1 &) && cd / && export STEP=two", tc.dir))
-			if got := sh(t, s, "", lingerers); got != "1\n" {
+			// The background start may not have reached its exec yet: wait
+			// for it (up to 30 s, for a slow machine).
+			waitOne := "for i in $(seq 300); do n=$(" + lingerers + "); [ $n = 1 ] && break; sleep 0.1; done; echo $n"
+			if got := sh(t, s, "", waitOne); got != "1\n" {
 				t.Fatalf("lingerers before the rollback: %q", got)
 			}
 
