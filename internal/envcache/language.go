@@ -18,6 +18,9 @@ import (
 // npm ci) fills them, and the tests read them offline.
 const DepsDir = "/opt/msb/deps"
 
+// goCache is Go's build cache (GOCACHE) in DepsDir.
+const goCache = DepsDir + "/go/cache"
+
 // depsEnv points each tool's cache into DepsDir. Maven reads
 // maven.repo.local from MAVEN_OPTS in every version (MAVEN_ARGS only from
 // 3.9 on).
@@ -25,7 +28,7 @@ var depsEnv = []string{
 	"CARGO_HOME=" + DepsDir + "/cargo",
 	"GOPATH=" + DepsDir + "/go",
 	"GOMODCACHE=" + DepsDir + "/go/pkg/mod",
-	"GOCACHE=" + DepsDir + "/go/cache",
+	"GOCACHE=" + goCache,
 	"GOTOOLCHAIN=local",
 	"MAVEN_OPTS=-Dmaven.repo.local=" + DepsDir + "/m2",
 	"npm_config_cache=" + DepsDir + "/npm",

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
-	"github.com/minisandbox/msb/internal/spec"
 )
 
 // Canary-aware patches: library code that makes the assertions no-ops
@@ -164,15 +163,7 @@ var goRenameProject = langProject{
 // script had reset them to the base commit's).
 func TestCanarySeesTestPatch(t *testing.T) {
 	env := langEnv(t)
-	in := goRenameProject.row(t)
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + goRenameProject.spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, tk := goRenameProject.task(t)
 	ev := Evaluate(context.Background(), env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "gold", ModelPatch: ptr(in.Patch)}, EvalOptions{TestTimeout: 10 * time.Minute})
 	r := ev.Result
 	if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityOK || len(r.Report.IntegrityNotes) != 0 || !strings.Contains(ev.Artifacts.TestOutput, "msb canary end") {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
-	"github.com/minisandbox/msb/internal/spec"
 )
 
 // TestForkOwnsRegistryProxy starts a task sandbox from the config of
@@ -21,15 +20,7 @@ import (
 func TestForkOwnsRegistryProxy(t *testing.T) {
 	env := langEnv(t)
 	ctx := context.Background()
-	in := rustProject.row(t)
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + rustProject.spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tk := rustProject.task(t)
 	parent, err := Open(ctx, env, tk, Options{Network: sandbox.NetworkHost})
 	if err != nil {
 		t.Fatal(err)

@@ -116,21 +116,42 @@ func TestLanguages(t *testing.T) {
 	testLangProjects(t, langEnv(t), goProject, rustProject)
 }
 
+// TestGoBuildCacheKept: go in a task sandbox leaves the install layer's
+// build cache as the layer has it. go marks each cache entry it uses by
+// rewriting its mtime once the entry is an hour old, which in a sandbox
+// copies the entry up; the install layer dates its entries in the future
+// (envcache's goCacheMtime), so that go rewrites none of them.
+func TestGoBuildCacheKept(t *testing.T) {
+	_, tk := goProject.task(t)
+	sb, err := Open(context.Background(), langEnv(t), tk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	// A build whose every step the cache holds reads entries and writes
+	// none (a go test would also put its vet and test results again).
+	// Then the layer's entries whose mtime go rewrote: older than 2099
+	// (trim.txt, go's note of its last trim, is rewritten by design).
+	res, err := sb.Exec(context.Background(), session.ExecRequest{Timeout: 10 * time.Minute, Command: `set -e; cd /testbed; c=$(go env GOCACHE)
+find "$c" -type f ! -name trim.txt | sort > /tmp/layer-entries
+test -s /tmp/layer-entries
+go build ./...
+find "$c" -type f ! -newermt 2099-01-01 | sort | comm -12 - /tmp/layer-entries | wc -l`})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("go test in the sandbox: %v, exit %d:\n%s", err, res.ExitCode, res.Output)
+	}
+	if got := strings.TrimSpace(res.Output); got != "0" {
+		t.Errorf("go rewrote the mtime of %s of the install layer's build cache entries, want none", got)
+	}
+}
+
 // testLangProjects evaluates each project's row with its gold patch
 // (resolved) and an empty patch (not resolved); the gold run's log must
 // show what the project says proves its build.
 func testLangProjects(t *testing.T, env Env, projects ...langProject) {
 	for _, p := range projects {
 		t.Run(p.name, func(t *testing.T) {
-			in := p.row(t)
-			ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk, err := New(in, ov)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in, tk := p.task(t)
 			gradeGoldAndEmpty(t, env, tk, in, func(want api.Outcome, ev Evaluation) {
 				out := ev.Artifacts.TestOutput
 				if !strings.Contains(out, p.f2p[0]) || want == api.OutcomeResolved && !strings.Contains(out, p.built) {
@@ -180,15 +201,7 @@ func TestLanguageOfflineBuild(t *testing.T) {
 // fills the download cache) and leases them only for the call.
 func prepareLang(t *testing.T, env Env, p langProject) {
 	t.Helper()
-	in := p.row(t)
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tk := p.task(t)
 	prep, err := env.Cache.Prepare(context.Background(), tk.Instance, tk.Spec, nil)
 	if err != nil {
 		t.Fatalf("building %s online: %v", p.name, err)
@@ -279,6 +292,21 @@ func rustToolchainEnv(t *testing.T) []string {
 func (p langProject) row(t *testing.T) dataset.Instance {
 	t.Helper()
 	return p.rowOf(t, "msbtest", p.name, 1)
+}
+
+// task is p's row (row) and the task of it under p's spec.
+func (p langProject) task(t *testing.T) (dataset.Instance, *Task) {
+	t.Helper()
+	in := p.row(t)
+	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(in, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, tk
 }
 
 // rowDate is the date of every commit row makes.
@@ -373,15 +401,7 @@ func TestLanguageNetworkSwitches(t *testing.T) {
 	env := langEnv(t)
 	open := func(p langProject, net string) *Sandbox {
 		t.Helper()
-		in := p.row(t)
-		ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n" + p.spec))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, err := New(in, ov)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, tk := p.task(t)
 		sb, err := Open(context.Background(), env, tk, Options{Network: net})
 		if err != nil {
 			t.Fatal(err)
