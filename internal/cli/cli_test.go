@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,6 +248,33 @@ func TestJSONErrors(t *testing.T) {
 			e.Error.Message == "" || r.stdout != "" {
 			t.Errorf("msb %v: exit %d, stderr %q, stdout %q (%v); want one object with code %s, exit %d", tc.args, r.code, r.stderr, r.stdout, err, tc.code, tc.exit)
 		}
+	}
+}
+
+// TestDoctorLeavesNoPool: as root, doctor's test sandbox makes the disk
+// pool in a disk dir that had none; doctor removes it again, and keeps a
+// pool that was there before it ran.
+func TestDoctorLeavesNoPool(t *testing.T) {
+	privtest.RequireRoot(t)
+	disk := t.TempDir()
+	pool := filepath.Join(disk, "msb-pool")
+	env := []string{sandbox.DiskDirEnv + "=" + disk}
+	if r := msb(t, t.TempDir(), env, "doctor"); r.code != 0 {
+		t.Fatalf("doctor: %+v", r)
+	}
+	if _, err := os.Stat(pool); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("doctor left %s behind (%v)", pool, err)
+	}
+	// A run makes the pool and keeps it; doctor then leaves it.
+	if r := msb(t, t.TempDir(), env, "run", "--host-base", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	t.Cleanup(func() { msb(t, t.TempDir(), env, "gc", "--disk-pool") })
+	if r := msb(t, t.TempDir(), env, "doctor"); r.code != 0 {
+		t.Fatalf("doctor: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(pool, "mnt")); err != nil {
+		t.Fatalf("doctor removed the pool a run had made: %v", err)
 	}
 }
 

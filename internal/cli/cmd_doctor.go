@@ -22,6 +22,15 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer h.Close()
+			// Its test sandbox makes root mode's disk pool; a check leaves
+			// the host as it found it, so a pool it made goes again.
+			if !h.HasDiskPool() {
+				defer func() {
+					if _, err := h.ReleaseDiskPool(); err != nil {
+						fmt.Fprintf(os.Stderr, "msb doctor: the disk pool its test sandbox made stays: %v (msb gc --disk-pool removes it)\n", err)
+					}
+				}()
+			}
 			d := h.Doctor(cmd.Context())
 			if g.json {
 				if err := printJSON(d.DoctorReport); err != nil {

@@ -15,3 +15,7 @@ func (h *Host) GC() GCReport { return h.rt.GC() }
 // ReleaseDiskPool removes the host's disk pool when no live sandbox uses
 // it; false when there was none (sandbox.Runtime.ReleaseDiskPool).
 func (h *Host) ReleaseDiskPool() (bool, error) { return h.rt.ReleaseDiskPool() }
+
+// HasDiskPool reports whether the host's disk pool exists, without making
+// one (sandbox.Runtime.HasDiskPool).
+func (h *Host) HasDiskPool() bool { return h.rt.HasDiskPool() }

@@ -195,15 +195,24 @@ func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, shm int64) {
 	return tmp, min(shmBytes, rest)
 }
 
+// HasDiskPool reports whether the host's disk pool exists (mounted or
+// not), without making one: what a one-shot check such as msb doctor
+// reads first, so as to leave the host as it found it.
+func (rt *Runtime) HasDiskPool() bool { return !rt.rootless && pool.Exists(rt.poolDir()) }
+
 // ReleaseDiskPool unmounts and deletes the host's disk pool when no live
 // sandbox has a volume in it (msb gc --disk-pool): the pool is kept
 // between runs on purpose, so this is how a host gets rid of it.
 // Orphaned volumes are reclaimed first. false with no error: there was no
 // pool (rootless, or none made yet); pool.ErrBusy: sandboxes still use it.
+// The cleanups of this runtime's closed sandboxes, which remove their
+// volumes, are waited for first (later ones run on the closer's path, as
+// after Close; Close reports their failures).
 func (rt *Runtime) ReleaseDiskPool() (bool, error) {
-	if rt.rootless || !pool.Exists(rt.poolDir()) {
+	if !rt.HasDiskPool() {
 		return false, nil
 	}
+	rt.waitCleanups()
 	d := rt.disk()
 	if d.pool == nil {
 		return false, nil
