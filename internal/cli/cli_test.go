@@ -259,6 +259,14 @@ func TestDoctorLeavesNoPool(t *testing.T) {
 	disk := t.TempDir()
 	pool := filepath.Join(disk, "msb-pool")
 	env := []string{sandbox.DiskDirEnv + "=" + disk}
+	// Before any step can fail, and after the state dir's own cleanup, so
+	// that it runs first: the gc needs the state dir.
+	stateDir(t)
+	t.Cleanup(func() {
+		if r := msb(t, t.TempDir(), env, "gc", "--disk-pool"); r.code != 0 {
+			t.Errorf("gc --disk-pool: %+v", r)
+		}
+	})
 	if r := msb(t, t.TempDir(), env, "doctor"); r.code != 0 {
 		t.Fatalf("doctor: %+v", r)
 	}
@@ -269,7 +277,6 @@ func TestDoctorLeavesNoPool(t *testing.T) {
 	if r := msb(t, t.TempDir(), env, "run", "--host-base", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %+v", r)
 	}
-	t.Cleanup(func() { msb(t, t.TempDir(), env, "gc", "--disk-pool") })
 	if r := msb(t, t.TempDir(), env, "doctor"); r.code != 0 {
 		t.Fatalf("doctor: %+v", r)
 	}
