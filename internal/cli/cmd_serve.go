@@ -229,6 +229,9 @@ func serveE2B(ctx context.Context, e *engine.Engine, addr, base, token string, l
 		return func() error { return nil }, nil
 	}
 	front := e2b.New(e, token, log)
+	if err := front.Restore(ctx); err != nil {
+		return nil, fmt.Errorf("--e2b: loading the templates and paused sandboxes recorded in the cache: %w", err)
+	}
 	if base != "" {
 		if err := front.UseBase(ctx, base); err != nil {
 			return nil, fmt.Errorf("--e2b-base: %w", err)

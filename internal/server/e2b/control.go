@@ -62,6 +62,9 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		template = baseTemplate
 	}
 	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, timeout)
+	b.mu.Lock()
+	b.network, b.policy = networkOf(req.AllowInternetAccess, req.Network)
+	b.mu.Unlock()
 	f.startCommand(b, sb)
 	writeJSON(w, http.StatusCreated, created(b))
 }
@@ -175,7 +178,7 @@ func (f *Front) setEnd(b *box, timeout time.Duration) {
 }
 
 // close forgets the sandbox and closes it in the engine (or deletes the
-// snapshot a paused one would resume from).
+// snapshot a paused one would resume from, and its record).
 func (f *Front) close(id string) error {
 	f.mu.Lock()
 	b := f.boxes[id]
@@ -197,6 +200,7 @@ func (f *Front) close(id string) error {
 	sid, paused := b.sid, b.paused
 	b.mu.Unlock()
 	if paused != "" {
+		f.forgetPaused(id)
 		return f.e.DeleteSnapshot(paused)
 	}
 	_, err := f.e.CloseSandbox(sid)

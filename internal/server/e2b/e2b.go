@@ -38,6 +38,7 @@ type Front struct {
 	owners    map[string]string    // snapshot name -> the E2B sandbox it was taken of
 	snapUsers map[string]string    // snapshot name -> that sandbox's default user (users.go)
 	templates map[string]*template // by id (templates.go)
+	rec       *records             // the records of templates and paused sandboxes (records.go)
 
 	spare spares // the base template's sandbox started ahead (spare.go)
 
@@ -71,6 +72,11 @@ type box struct {
 	samples  []metric // its figures, oldest first (metrics.go)
 	primed   *primed  // the login shell of the next command, started ahead (primed.go); nil: none
 	busy     int      // file operations in flight: no primed shell is made meanwhile
+	// network and policy are what create asked for (update_network
+	// changes policy), which a resume gives again (restore.go).
+	network  string
+	policy   *engine.NetPolicy
+	instance string // the msb instance of a paused task sandbox ("": a raw one); set by pause
 
 	closed chan struct{} // closed when the sandbox is: ends its sampler
 
@@ -100,12 +106,13 @@ func (b *box) isClosed() bool {
 }
 
 // New makes the E2B front end of e; token is the API key clients send.
+// Restore loads what an earlier daemon on e's cache recorded.
 func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}, snapUsers: map[string]string{},
-		templates: map[string]*template{}}
+		templates: map[string]*template{}, rec: &records{dir: stateDir(e.Cache().Dir())}}
 }
 
 // Handler serves both planes: the REST control plane and, for requests with

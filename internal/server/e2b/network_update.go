@@ -57,6 +57,9 @@ func (f *Front) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
+	b.mu.Lock()
+	b.policy = u.policy()
+	b.mu.Unlock()
 	b.logf("info", nil, "network rules updated")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -54,8 +54,9 @@ func notFound(w http.ResponseWriter, id string) {
 	apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
 }
 
-// pause snapshots a running sandbox under the name pausePrefix+id and
-// closes it; connect (or resume) starts it again from that snapshot.
+// pause snapshots a running sandbox under the name pausePrefix+id,
+// records it (restore.go) and closes it; connect (or resume) starts it
+// again from that snapshot, in this daemon or a later one.
 func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 	b := f.live(r.PathValue("id"))
 	if b == nil {
@@ -70,12 +71,20 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := pausePrefix + b.id
-	if _, err := f.e.Snapshot(r.Context(), sid, api.SnapshotRequest{Name: name}); err != nil {
+	info, err := f.e.Snapshot(r.Context(), sid, api.SnapshotRequest{Name: name})
+	if err != nil {
 		engineError(w, err)
 		return
 	}
+	if err := f.savePaused(b, name, info.InstanceID); err != nil {
+		if derr := f.e.DeleteSnapshot(name); derr != nil {
+			f.log.Warn("deleting the pause snapshot of a pause that failed", "snapshot", name, "err", derr)
+		}
+		engineError(w, fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err))
+		return
+	}
 	b.mu.Lock()
-	b.paused = name
+	b.paused, b.instance = name, info.InstanceID
 	if b.timer != nil {
 		b.timer.Stop() // a paused sandbox waits for connect or kill
 	}
@@ -95,7 +104,8 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 
 // connect answers a running sandbox, moving its end later when timeout
 // asks for a later one, and resumes a paused one: a new engine sandbox
-// from its pause snapshot, under the same E2B id and access token.
+// from its pause snapshot (resume), under the same E2B id and access
+// token; its record and snapshot are then removed.
 func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Timeout *int64 `json:"timeout"`
@@ -126,14 +136,15 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, created(b))
 		return
 	}
-	children, err := f.e.Fork(r.Context(), "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()})
+	sb, err := f.resume(r.Context(), b, snap)
 	if err != nil {
 		engineError(w, err)
 		return
 	}
 	b.mu.Lock()
-	b.sid, b.paused = children[0].ID(), ""
+	b.sid, b.paused = sb.ID(), ""
 	b.mu.Unlock()
+	f.forgetPaused(b.id)
 	if err := f.e.DeleteSnapshot(snap); err != nil {
 		f.log.Warn("deleting a resumed e2b sandbox's pause snapshot", "snapshot", snap, "err", err)
 	}
@@ -260,8 +271,15 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []any{}
+	b.mu.Lock()
+	network, policy := b.network, b.policy
+	b.mu.Unlock()
 	for _, c := range children {
-		out = append(out, map[string]any{"sandbox": created(f.add(c.ID(), b.template, b.metadata, b.envs, timeout))})
+		child := f.add(c.ID(), b.template, b.metadata, b.envs, timeout)
+		child.mu.Lock()
+		child.network, child.policy = network, policy
+		child.mu.Unlock()
+		out = append(out, map[string]any{"sandbox": created(child)})
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

@@ -217,6 +217,7 @@ func (f *Front) runBuild(t *template, b *build, spec buildSpec) {
 	t.mu.Lock()
 	t.done = b
 	t.mu.Unlock()
+	f.saveTemplate(t)
 }
 
 func describeBase(spec buildSpec) string {

@@ -48,8 +48,8 @@ func (f *Front) assignTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.done == nil {
+		t.mu.Unlock()
 		apiError(w, api.CodeNotFound, "template '%s' has no build that is ready to tag", req.Target)
 		return
 	}
@@ -58,7 +58,10 @@ func (f *Front) assignTags(w http.ResponseWriter, r *http.Request) {
 			t.tags = append(t.tags, g)
 		}
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"buildID": t.done.id, "tags": tags})
+	id := t.done.id
+	t.mu.Unlock()
+	f.saveTemplate(t)
+	writeJSON(w, http.StatusCreated, map[string]any{"buildID": id, "tags": tags})
 }
 
 // removeTags is DELETE /templates/tags (Template.remove_tags): the tags
@@ -79,6 +82,7 @@ func (f *Front) removeTags(w http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	t.tags = slices.DeleteFunc(t.tags, func(g string) bool { return slices.Contains(tags, g) })
 	t.mu.Unlock()
+	f.saveTemplate(t)
 	w.WriteHeader(http.StatusNoContent)
 }
 

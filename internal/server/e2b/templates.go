@@ -21,8 +21,9 @@ import (
 // template's steps in a build sandbox and keeps what they wrote as a named
 // snapshot (templatePrefix...); the template's config (ENV, WORKDIR, USER)
 // is recorded beside it, and create(template) starts a sandbox on that
-// snapshot with that config. Templates live in the daemon's memory; their
-// snapshots in the cache.
+// snapshot with that config. Templates live in the daemon's memory and,
+// once a build is ready, in a record in the cache (records.go), which a
+// restarted daemon loads (restore.go); their snapshots are in the store.
 
 // templatePrefix starts the names of the snapshots template builds keep.
 const templatePrefix = "e2b-template-"
@@ -54,10 +55,10 @@ type build struct {
 // templateConfig is what a template's steps set besides files: the
 // environment, working directory and user its sandboxes start with.
 type templateConfig struct {
-	Env     []string // NAME=value, in the order set
-	Workdir string
-	User    string
-	Start   string // the start command (set_start_cmd): started at each create
+	Env     []string `json:"env,omitempty"` // NAME=value, in the order set
+	Workdir string   `json:"workdir,omitempty"`
+	User    string   `json:"user,omitempty"`
+	Start   string   `json:"start,omitempty"` // the start command (set_start_cmd): started at each create
 }
 
 // buildLog is one line of a build's log (E2B's BuildLogEntry).

@@ -1,0 +1,156 @@
+package e2b
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/engine"
+)
+
+// What outlives the daemon: templates with a ready build, and paused
+// sandboxes, each as a record (records.go) written when it changes and
+// loaded by Restore. Running sandboxes do not: the engine closes them
+// when the daemon stops.
+
+// Restore loads the templates and paused sandboxes an earlier daemon on
+// the same cache recorded; call it before Serve. A record it cannot read
+// is an error that names its file; a paused sandbox whose snapshot is
+// gone is forgotten (its record removed) with a warning.
+func (f *Front) Restore(ctx context.Context) error {
+	tpls, err := f.rec.load(kindTemplate)
+	if err != nil {
+		return err
+	}
+	paused, err := f.rec.load(kindPaused)
+	if err != nil {
+		return err
+	}
+	snaps, err := f.e.Snapshots()
+	if err != nil {
+		return fmt.Errorf("listing the snapshots the e2b records name: %w", err)
+	}
+	have := map[string]bool{}
+	for _, s := range snaps {
+		have[s.Name] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(tpls)) {
+		tr := tpls[id].Template
+		if !have[tr.Build.Snapshot] {
+			f.log.Warn("an e2b template's build snapshot is gone: create from it fails until it is built again",
+				"template", tr.Name, "snapshot", tr.Build.Snapshot)
+		}
+		f.templates[tr.ID] = restoredTemplate(tr)
+	}
+	for _, id := range slices.Sorted(maps.Keys(paused)) {
+		pr := paused[id].Paused
+		if !have[pr.Snapshot] {
+			f.log.Warn("forgetting a paused e2b sandbox whose snapshot is gone", "sandbox", pr.ID, "snapshot", pr.Snapshot)
+			if err := f.rec.remove(kindPaused, pr.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		b := f.restoredBox(pr)
+		f.boxes[b.id] = b
+		go f.sampler(b)
+	}
+	for _, s := range snaps {
+		if id, ok := strings.CutPrefix(s.Name, pausePrefix); ok && f.boxes[id] == nil {
+			f.log.Warn("a pause snapshot no paused e2b sandbox names (a pause or resume that did not finish): remove it with msb snapshot rm",
+				"snapshot", s.Name)
+		}
+	}
+	f.log.Info("e2b state restored", "templates", len(tpls), "paused", len(f.boxes))
+	return nil
+}
+
+// restoredTemplate is a template as its record has it: its ready build
+// is also its last.
+func restoredTemplate(tr *templateRecord) *template {
+	b := &build{id: tr.Build.ID, created: tr.Build.Created, status: "ready", snapshot: tr.Build.Snapshot, config: tr.Config}
+	b.logs = []buildLog{{at: time.Now(), level: "info", step: "finalize",
+		message: "build ready: snapshot " + tr.Build.Snapshot + " (from the template's record, after a restart)"}}
+	return &template{id: tr.ID, name: tr.Name, tags: tr.Tags, upload: tr.Upload, build: b, done: b}
+}
+
+// restoredBox is a paused sandbox as its record has it.
+func (f *Front) restoredBox(pr *pausedRecord) *box {
+	b := &box{id: pr.ID, template: pr.Template, token: pr.Token, user: pr.User, metadata: pr.Metadata, envs: pr.Envs,
+		started: pr.Started, sid: pr.ID, paused: pr.Snapshot, end: pr.End, instance: pr.Instance, network: pr.Network,
+		policy: pr.Policy, procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
+	b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
+	return b
+}
+
+// saveTemplate records t with its ready build, if it has one; a record
+// that cannot be written is logged: the template works until the daemon
+// stops.
+func (f *Front) saveTemplate(t *template) {
+	t.mu.Lock()
+	done := t.done
+	t.mu.Unlock()
+	if done == nil {
+		return
+	}
+	err := f.rec.put(kindTemplate, t.id, func() record {
+		t.mu.Lock()
+		tr := &templateRecord{ID: t.id, Name: t.name, Tags: slices.Clone(t.tags), Upload: t.upload}
+		b := t.done
+		t.mu.Unlock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		tr.Build = buildRecord{ID: b.id, Created: b.created, Snapshot: b.snapshot}
+		tr.Config = b.config
+		return record{Template: tr}
+	})
+	if err != nil {
+		f.log.Error("the e2b template is not recorded: a restarted daemon will not know it", "template", t.name, "err", err)
+	}
+}
+
+// savePaused records b as paused on snapshot, taken of a sandbox of
+// instance ("": a raw sandbox).
+func (f *Front) savePaused(b *box, snapshot, instance string) error {
+	return f.rec.put(kindPaused, b.id, func() record {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
+			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot,
+			Instance: instance, Network: b.network, Policy: b.policy}}
+	})
+}
+
+// forgetPaused removes the record of a sandbox that is no longer paused
+// (resumed or killed); a failure is logged, and the next daemon drops the
+// record once its snapshot is gone.
+func (f *Front) forgetPaused(id string) {
+	if err := f.rec.remove(kindPaused, id); err != nil {
+		f.log.Error("removing a paused e2b sandbox's record", "sandbox", id, "err", err)
+	}
+}
+
+// resume starts b's sandbox again from its pause snapshot: a task
+// sandbox as a fork of the snapshot (which prepares its instance's binds
+// and environment), any other on the snapshot as its image, with the
+// network it was created with and no lifetime but the E2B timeout.
+func (f *Front) resume(ctx context.Context, b *box, snap string) (*engine.Sandbox, error) {
+	b.mu.Lock()
+	instance, network, policy := b.instance, b.network, b.policy
+	b.mu.Unlock()
+	if instance != "" {
+		children, err := f.e.Fork(ctx, "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()})
+		if err != nil {
+			return nil, err
+		}
+		return children[0], nil
+	}
+	return f.e.CreateSandbox(ctx, engine.SandboxRequest{Image: "snapshot/" + snap, Network: network, NetPolicy: policy,
+		Sudo: f.sudoPath(), Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels()})
+}
