@@ -90,6 +90,9 @@ func (r Rule) matches(p string, s section) bool {
 	if !named {
 		return false
 	}
+	if r.Judge != nil && !s.file.Binary && s.file.Op != patch.Deleted {
+		return r.Judge(s)
+	}
 	if r.Lines == nil || s.file.Binary || s.file.Op == patch.Deleted || s.file.Op == patch.Added && len(s.changed) == 0 {
 		return true
 	}
@@ -105,6 +108,7 @@ func (r Rule) matches(p string, s section) bool {
 type section struct {
 	file    patch.File
 	changed []changedLine
+	raw     string // the file's part of the diff
 }
 
 // changedLine is a line a hunk adds or removes, without its +/-, and for
@@ -139,7 +143,7 @@ func sections(diff string) []section {
 		if len(files) == 0 {
 			continue
 		}
-		out = append(out, section{file: files[0], changed: changedLines(part)})
+		out = append(out, section{file: files[0], changed: changedLines(part), raw: part})
 	}
 	return out
 }

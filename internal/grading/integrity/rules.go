@@ -30,6 +30,7 @@ const (
 	KindJVMRunner  Kind = "jvm_runner"  // Surefire/Failsafe and Gradle test filters
 	KindGoTest     Kind = "go_test"     // _test.go files outside the test patch
 	KindCTest      Kind = "ctest"       // CMake/CTest test lists
+	KindAutomake   Kind = "automake"    // Automake's test list and test driver (make check)
 )
 
 // Rule is one kind of test machinery. A file is flagged when its base name
@@ -37,7 +38,8 @@ const (
 // the patch creates the file at p), and, when AddedOnly, the patch creates
 // it, and, when Lines is set, a changed line (or a continuation line of a
 // setting it changes) matches Lines and Allow (when set) does not let the
-// file's changed lines through.
+// file's changed lines through, or, when Judge is set instead of Lines,
+// Judge reports the file's changes as the test machinery's.
 type Rule struct {
 	Kind      Kind
 	Reason    string
@@ -46,6 +48,7 @@ type Rule struct {
 	AddedOnly bool
 	Lines     func() *regexp.Regexp
 	Allow     func(changed []changedLine) bool
+	Judge     func(s section) bool
 }
 
 // lazyRegexp compiles pattern on its first use, not at start-up: the
@@ -77,12 +80,16 @@ var Rules = []Rule{
 		Reason: "adds a module named like a standard library module where the tests import from: it replaces the real one"},
 	{Kind: KindJSRunner, Base: []string{"jest.config.*", "jest.setup.*", ".mocharc*", "mocha.opts", "vitest.config.*", "vitest.workspace.*", "karma.conf.*", "ava.config.*"},
 		Reason: "changes the JavaScript test runner's configuration, which chooses and runs the tests"},
+	{Kind: KindJSRunner, Base: []string{"babel.config.*", ".babelrc", ".babelrc.*"},
+		Reason: "changes Babel's configuration, with which Jest transforms the test files before they run: a plugin there can rewrite the tests"},
 	{Kind: KindJSPackage, Base: []string{"package.json"},
 		Lines:  lazyRegexp(`"(jest|mocha|ava|vitest|c8|nyc|testMatch|testRegex|testPathIgnorePatterns|modulePathIgnorePatterns|setupFiles\w*|testEnvironment|test(:\w+)?|pretest|posttest)"\s*:`),
 		Reason: "changes the test settings or test script in package.json"},
 	{Kind: KindCargo, Base: []string{"Cargo.toml"},
 		Lines:  lazyRegexp(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches)\s*=`),
 		Reason: "changes Cargo's test targets or harness settings, which choose and run the tests"},
+	{Kind: KindCargo, Path: isCargoConfig, Lines: lazyRegexp(`(?i)^\s*runner\s*=|\.runner\s*=|^\s*\[\s*env\s*\]|^\s*env\.`),
+		Reason: "changes how Cargo runs the test binaries (a target's runner, [env]): a runner that rewrites their output makes every test pass"},
 	{Kind: KindJVMRunner, Base: []string{"pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle.properties"},
 		Lines:  lazyRegexp(`(?i)surefire|failsafe|skipTests|maven\.test\.|testFailureIgnore|<(test|excludes?|includes?|groups|excludedGroups)>|\btest\s*[({]|tasks\.(named\(\s*"test"|withType\s*<\s*Test)|excludeTestsMatching|includeTestsMatching|ignoreFailures|\bfilter\s*\{|\bexclude\b`),
 		Reason: "changes the JVM build's test filters or test task (Surefire, Failsafe, Gradle), which choose and run the tests"},
@@ -92,6 +99,10 @@ var Rules = []Rule{
 		Reason: "changes CTest's test lists"},
 	{Kind: KindCTest, Base: []string{"CMakeLists.txt", "*.cmake"}, Lines: ctestLines, Allow: addsOwnTests,
 		Reason: "changes CMake's test list (add_test, set_tests_properties ...), which chooses and runs the tests"},
+	{Kind: KindAutomake, Base: []string{"Makefile.am", "*.am"}, Judge: automakeFlags,
+		Reason: "changes Automake's test harness (a test removed from TESTS, LOG_COMPILER, TESTS_ENVIRONMENT, a check rule ...), which chooses and runs the tests"},
+	{Kind: KindAutomake, Base: []string{"configure.ac", "configure.in"}, Lines: lazyRegexp(`\b(LOG_COMPILER|LOG_DRIVER|LOG_FLAGS|LOG_DRIVER_FLAGS|TESTS_ENVIRONMENT|XFAIL_TESTS|TESTS|TEST_EXTENSIONS)\b`),
+		Reason: "changes a variable of Automake's test harness in configure (automake defines every AC_SUBST variable in the Makefile: LOG_COMPILER, TESTS ...)"},
 }
 
 // ctestLines are the lines of a CMake file that make or change CTest's
@@ -159,6 +170,13 @@ func moduleExt(ext string) bool {
 		return true
 	}
 	return false
+}
+
+// isCargoConfig: p is a Cargo configuration file (.cargo/config.toml, or
+// its old name .cargo/config), in any directory Cargo reads them from.
+func isCargoConfig(p string, _ bool) bool {
+	base := path.Base(p)
+	return path.Base(path.Dir(p)) == ".cargo" && (base == "config.toml" || base == "config")
 }
 
 // isTestCode: p is a test module (test_*.py, *_test.py, tests.py) or any
