@@ -10,7 +10,7 @@ import (
 // TestNoNulls: empty lists and maps of the wire types encode as [] and {}.
 func TestNoNulls(t *testing.T) {
 	for _, v := range []any{RunSummary{}, RunReport{}, ValidationReport{}, CacheListing{}, VerifyReport{}, CacheGCReport{},
-		TransferReport{}, BuildReport{}, SandboxInfo{}, SpecView{}, Outcomes{}, DoctorReport{}, BenchReport{}} {
+		TransferReport{}, BuildReport{}, SandboxInfo{}, SpecView{}, Outcomes{}, DoctorReport{}, BenchReport{}, IntegrityCheckReport{}} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)

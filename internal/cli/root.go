@@ -140,7 +140,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	pf.BoolVar(&g.json, "json", false, "machine-readable output (the types of internal/api)")
 	g.flags = pf
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
-	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g))
+	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g), newIntegrityCmd(g))
 	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g), newVersionCmd(g))
 	root.AddCommand(newSnapshotCmds(g)...)
 	root.SetVersionTemplate("msb {{.Version}}\n")
