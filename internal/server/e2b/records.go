@@ -16,8 +16,8 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 )
 
-// A record is what the front end keeps of one template or one paused
-// sandbox in the cache, so that a restarted daemon knows it again: one
+// A record is what the front end keeps of one template, one paused
+// sandbox or one named snapshot (create_snapshot) in the cache, so that a restarted daemon knows it again: one
 // JSON file, <cache>/e2b-state/<kind>/<id>.json, written whole to a temp
 // file that is synced and then renamed over the old one (the directory
 // synced after), so a write killed halfway leaves the old record or the
@@ -33,7 +33,11 @@ const recordVersion = 1
 const (
 	kindTemplate = "templates"
 	kindPaused   = "paused"
+	kindSnapshot = "snapshots"
 )
+
+// kindNouns name what a record of each kind holds, for errors.
+var kindNouns = map[string]string{kindTemplate: "template", kindPaused: "paused sandbox", kindSnapshot: "snapshot's sandbox and user"}
 
 // recordTemp starts the names of records being written; a file of that
 // name is what a killed write left, and loading removes it.
@@ -54,6 +58,7 @@ type record struct {
 	Version  int             `json:"version"`
 	Template *templateRecord `json:"template,omitempty"`
 	Paused   *pausedRecord   `json:"paused,omitempty"`
+	Snapshot *snapshotRecord `json:"snapshot,omitempty"`
 }
 
 // templateRecord is a template and its ready build: what create(name),
@@ -91,6 +96,16 @@ type pausedRecord struct {
 	Instance string            `json:"instance,omitempty"`
 	Network  string            `json:"network,omitempty"`
 	Policy   *engine.NetPolicy `json:"policy,omitempty"`
+}
+
+// snapshotRecord is what create_snapshot knows of a named snapshot
+// besides the engine: the E2B sandbox it was taken of (list_snapshots'
+// sandboxID filter) and that sandbox's default user (the default user of
+// sandboxes created from it).
+type snapshotRecord struct {
+	Name    string `json:"name"`
+	Sandbox string `json:"sandbox"`
+	User    string `json:"user,omitempty"`
 }
 
 // records is the record store of one cache.
@@ -218,11 +233,11 @@ func readRecord(p, kind, id string) (record, error) {
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return record{}, fmt.Errorf("%w: %s: %v; msb writes records whole, so this file was changed by something else: remove it, and msb forgets that %s",
-			ErrBadRecord, p, err, kindNoun(kind))
+			ErrBadRecord, p, err, kindNouns[kind])
 	}
 	if head.Version != recordVersion {
 		return record{}, fmt.Errorf("%w: %s is version %d, this msb reads version %d: run the msb that wrote it, or remove the file and msb forgets that %s",
-			ErrRecordVersion, p, head.Version, recordVersion, kindNoun(kind))
+			ErrRecordVersion, p, head.Version, recordVersion, kindNouns[kind])
 	}
 	var rec record
 	if err := json.Unmarshal(data, &rec); err != nil {
@@ -234,16 +249,11 @@ func readRecord(p, kind, id string) (record, error) {
 		got = rec.Template.ID
 	case kind == kindPaused && rec.Paused != nil:
 		got = rec.Paused.ID
+	case kind == kindSnapshot && rec.Snapshot != nil:
+		got = rec.Snapshot.Name
 	}
 	if got != id {
-		return record{}, fmt.Errorf("%w: %s holds no %s of id %s: remove the file", ErrBadRecord, p, kindNoun(kind), id)
+		return record{}, fmt.Errorf("%w: %s holds no %s of id %s: remove the file", ErrBadRecord, p, kindNouns[kind], id)
 	}
 	return rec, nil
-}
-
-func kindNoun(kind string) string {
-	if kind == kindTemplate {
-		return "template"
-	}
-	return "paused sandbox"
 }

@@ -37,6 +37,15 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if err := s.put(kindPaused, "sb1", func() record { return pausedRec("sb1", "tok") }); err != nil {
 		t.Fatal(err)
 	}
+	snap := record{Snapshot: &snapshotRecord{Name: "my-snap:v1", Sandbox: "sb1", User: "user"}}
+	if err := s.put(kindSnapshot, "my-snap:v1", func() record { return snap }); err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := s.load(kindSnapshot)
+	snap.Version = recordVersion
+	if err != nil || !reflect.DeepEqual(snaps, map[string]record{"my-snap:v1": snap}) {
+		t.Errorf("snapshots loaded: %v %v, want %+v", snaps, err, snap.Snapshot)
+	}
 	tpls, err := s.load(kindTemplate)
 	if err != nil {
 		t.Fatal(err)

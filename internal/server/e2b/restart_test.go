@@ -66,7 +66,9 @@ func gc(t *testing.T, state, cache string) {
 // outlive the daemon and a cache gc: a new daemon on the same cache creates from the
 // template by name and by tag, lists the paused sandbox with its
 // metadata, and resumes it (connect) with the file written before, its
-// envs and its network rules; kill removes its record.
+// envs and its network rules; kill removes its record. A snapshot
+// create_snapshot took of a resumed sandbox is still listed under that
+// sandbox's E2B id, and delete_snapshot removes its record.
 func TestE2BRestart(t *testing.T) {
 	t.Setenv("MSB_TEST_OPEN_PORT", strconv.Itoa(privtest.ServeOK(t)))
 	t.Setenv("MSB_TEST_CLOSED_PORT", strconv.Itoa(privtest.ServeOK(t)))
@@ -74,17 +76,18 @@ func TestE2BRestart(t *testing.T) {
 
 	first := startDaemon(t, state, cache)
 	var before struct {
-		Sandbox string `json:"sandbox"`
+		Sandbox    string `json:"sandbox"`
+		SnapshotOf string `json:"snapshot_of"`
 	}
 	out := sdkScriptAt(t, first.url, "sdk_restart.py", "before")
 	if err := first.stop(); err != nil {
 		t.Fatalf("stopping the first daemon: %v", err)
 	}
-	if err := json.Unmarshal(out, &before); err != nil || before.Sandbox == "" {
+	if err := json.Unmarshal(out, &before); err != nil || before.Sandbox == "" || before.SnapshotOf == "" {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
 	}
 	gc(t, state, cache)
-	for _, kind := range []string{kindTemplate, kindPaused} {
+	for _, kind := range []string{kindTemplate, kindPaused, kindSnapshot} {
 		if ents, _ := os.ReadDir(filepath.Join(stateDir(cache), kind)); len(ents) != 1 {
 			t.Errorf("%d %s records after the first daemon, want 1", len(ents), kind)
 		}
@@ -96,7 +99,7 @@ func TestE2BRestart(t *testing.T) {
 			t.Errorf("stopping the second daemon: %v", err)
 		}
 	}()
-	out = sdkScriptAt(t, second.url, "sdk_restart.py", "after", before.Sandbox)
+	out = sdkScriptAt(t, second.url, "sdk_restart.py", "after", before.Sandbox, before.SnapshotOf)
 	var got struct {
 		Exists    bool     `json:"exists"`
 		Tags      []string `json:"tags"`
@@ -108,9 +111,15 @@ func TestE2BRestart(t *testing.T) {
 		Denied    string   `json:"denied"`
 		Again     string   `json:"again"`
 		AfterKill []string `json:"after_kill"`
+		Snapshots []string `json:"snapshots"`
+		FromSnap  string   `json:"from_snapshot"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if fmt.Sprint(got.Snapshots) != "[msb-restart-snap]" || got.FromSnap != "in the snapshot" {
+		t.Errorf("after the restart list_snapshots(sandbox_id) of a resumed sandbox's snapshot: %v, a sandbox of it read %q; want [msb-restart-snap] and its file",
+			got.Snapshots, got.FromSnap)
 	}
 	if !got.Exists || fmt.Sprint(got.Tags) != "[prod v1]" {
 		t.Errorf("after the restart Template.exists is %v and get_tags %v, want true and [prod v1]", got.Exists, got.Tags)
@@ -133,7 +142,9 @@ func TestE2BRestart(t *testing.T) {
 	if len(got.AfterKill) != 0 {
 		t.Errorf("sandboxes listed after the kill: %v, want none", got.AfterKill)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(stateDir(cache), kindPaused)); len(ents) != 0 {
-		t.Errorf("%d paused records after the kill, want none", len(ents))
+	for _, kind := range []string{kindPaused, kindSnapshot} {
+		if ents, _ := os.ReadDir(filepath.Join(stateDir(cache), kind)); len(ents) != 0 {
+			t.Errorf("%d %s records after the kill and delete_snapshot, want none", len(ents), kind)
+		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 )
 
-// What outlives the daemon: templates with a ready build, and paused
-// sandboxes, each as a record (records.go) written when it changes and
+// What outlives the daemon: templates with a ready build, paused
+// sandboxes and what create_snapshot knows of its snapshots, each as a record (records.go) written when it changes and
 // loaded by Restore. Running sandboxes do not: the engine closes them
 // when the daemon stops.
 
@@ -27,6 +27,10 @@ func (f *Front) Restore(ctx context.Context) error {
 		return err
 	}
 	paused, err := f.rec.load(kindPaused)
+	if err != nil {
+		return err
+	}
+	named, err := f.rec.load(kindSnapshot)
 	if err != nil {
 		return err
 	}
@@ -61,13 +65,23 @@ func (f *Front) Restore(ctx context.Context) error {
 		f.boxes[b.id] = b
 		go f.sampler(b)
 	}
+	for _, name := range slices.Sorted(maps.Keys(named)) {
+		sr := named[name].Snapshot
+		if !have[sr.Name] { // deleted by msb snapshot rm, or by a daemon killed before it removed the record
+			if err := f.rec.remove(kindSnapshot, sr.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		f.owners[sr.Name], f.snapUsers[sr.Name] = sr.Sandbox, sr.User
+	}
 	for _, s := range snaps {
 		if id, ok := strings.CutPrefix(s.Name, pausePrefix); ok && f.boxes[id] == nil {
 			f.log.Warn("a pause snapshot no paused e2b sandbox names (a pause or resume that did not finish): remove it with msb snapshot rm",
 				"snapshot", s.Name)
 		}
 	}
-	f.log.Info("e2b state restored", "templates", len(tpls), "paused", len(f.boxes))
+	f.log.Info("e2b state restored", "templates", len(tpls), "paused", len(f.boxes), "snapshots", len(f.owners))
 	return nil
 }
 
@@ -133,6 +147,19 @@ func (f *Front) savePaused(b *box, snapshot, instance string) error {
 func (f *Front) forgetPaused(id string) {
 	if err := f.rec.remove(kindPaused, id); err != nil {
 		f.log.Error("removing a paused e2b sandbox's record", "sandbox", id, "err", err)
+	}
+}
+
+// saveSnapshot records the sandbox b a named snapshot was taken of and b's
+// default user; a record that cannot be written is logged: the snapshot
+// is kept, a restarted daemon lists it under the engine's sandbox id and
+// starts its sandboxes as their own user.
+func (f *Front) saveSnapshot(name string, b *box) {
+	err := f.rec.put(kindSnapshot, name, func() record {
+		return record{Snapshot: &snapshotRecord{Name: name, Sandbox: b.id, User: b.user}}
+	})
+	if err != nil {
+		f.log.Error("the e2b snapshot's sandbox and user are not recorded", "snapshot", name, "err", err)
 	}
 }
 

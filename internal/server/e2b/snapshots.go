@@ -182,6 +182,7 @@ func (f *Front) snapshot(w http.ResponseWriter, r *http.Request) {
 	f.owners[info.Name] = b.id
 	f.snapUsers[info.Name] = b.user
 	f.mu.Unlock()
+	f.saveSnapshot(info.Name, b)
 	writeJSON(w, http.StatusCreated, snapshotInfo(info.Name))
 }
 
@@ -231,7 +232,11 @@ func (f *Front) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	delete(f.owners, name)
+	delete(f.snapUsers, name)
 	f.mu.Unlock()
+	if err := f.rec.remove(kindSnapshot, name); err != nil {
+		f.log.Error("removing a deleted e2b snapshot's record", "snapshot", name, "err", err)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -2,7 +2,8 @@
 e2b SDK, unchanged: the caller sets the E2B_* variables and
 MSB_TEST_OPEN_PORT, MSB_TEST_CLOSED_PORT (listeners on the host's
 127.0.0.1), runs "before" against one daemon, restarts it on the same
-cache, then runs "after SANDBOX_ID" against the new one. Each phase
+cache, then runs "after SANDBOX_ID SNAPSHOT_SANDBOX_ID" against the new
+one. Each phase
 prints one JSON object of what it saw, which restart_test.go checks."""
 import json
 import os
@@ -33,8 +34,21 @@ if sys.argv[1] == "before":
     sb.commands.run("echo $BUILT > /home/user/env.txt")
     sb.pause()
     out["sandbox"] = sb.sandbox_id
+    # a snapshot of a resumed sandbox: its engine sandbox is not the E2B one
+    other = Sandbox.create("msb-restart", timeout=120)
+    other.pause()
+    other = Sandbox.connect(other.sandbox_id, timeout=120)
+    other.files.write("/home/user/snap.txt", "in the snapshot")
+    other.create_snapshot(name="msb-restart-snap")
+    other.kill()
+    out["snapshot_of"] = other.sandbox_id
 else:
-    sid = sys.argv[2]
+    sid, snapshot_of = sys.argv[2], sys.argv[3]
+    out["snapshots"] = [s.snapshot_id for s in Sandbox.list_snapshots(sandbox_id=snapshot_of).next_items()]
+    sb = Sandbox.create("msb-restart-snap", timeout=120)
+    out["from_snapshot"] = sb.files.read("/home/user/snap.txt")
+    sb.kill()
+    Sandbox.delete_snapshot("msb-restart-snap")
     out["exists"] = Template.exists("msb-restart")
     out["tags"] = sorted(t.tag for t in Template.get_tags("msb-restart"))
     for ref in ("msb-restart", "msb-restart:prod"):
