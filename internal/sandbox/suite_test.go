@@ -189,6 +189,7 @@ var suiteCases = []struct {
 	{"NetworkInterface", testNetworkInterface},
 	{"CallsShareTheReader", testCallsShareTheReader},
 	{"Sudo", testSudo},
+	{"SudoTerminal", testSudoTerminal},
 }
 
 func TestSuite(t *testing.T) {

@@ -78,6 +78,8 @@ func Main() {
 		err = holdMain()
 	case StageTree:
 		err = treeMain()
+	case StageSudoMonitor:
+		os.Exit(sudo.Monitor())
 	default:
 		err = fmt.Errorf("unknown sandbox stage %q", stage)
 	}

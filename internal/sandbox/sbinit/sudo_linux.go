@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"github.com/minisandbox/msb/internal/sandbox/sudo"
@@ -111,8 +112,22 @@ func (s *supervisor) sudoRun(c *net.UnixConn, req sudo.Request, stdio []*os.File
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(req.UID), Gid: uint32(req.GID), Groups: groups,
 		NoSetGroups: !canSetGroups()}}
 	cmd.Path, cmd.Env = s.wrap(cmd.Path, cmd.Env)
+	var mon *monitor
+	if req.Terminal {
+		var err error
+		if cmd, mon, err = monitored(cmd, stdio, req.UID); err != nil {
+			closeAll(stdio)
+			return sudo.Reply{Exit: 1, Error: err.Error()}
+		}
+	}
 	err := s.spawn.start(cmd)
 	closeAll(stdio) // the command holds them now
+	if mon != nil {
+		mon.theirs.Close()
+		if err != nil {
+			mon.mine.Close()
+		}
+	}
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
 		return sudo.Reply{Exit: 1, Error: fmt.Sprintf("%s as uid %d, gid %d: %v: the sandbox's supervisor runs as uid %d, and gives no user it cannot be (rootless: ids it does not map)",
 			req.Argv[0], req.UID, req.GID, err, os.Getuid())}
@@ -121,6 +136,14 @@ func (s *supervisor) sudoRun(c *net.UnixConn, req sudo.Request, stdio []*os.File
 		return sudo.Reply{Exit: 1, Error: fmt.Sprintf("%s: %v", req.Argv[0], err)}
 	}
 	done := make(chan struct{})
+	var relaying sync.WaitGroup
+	if mon != nil {
+		relaying.Add(1)
+		go func() {
+			defer relaying.Done()
+			mon.relay(c)
+		}()
+	}
 	go func() {
 		for {
 			var ctl sudo.Control
@@ -139,8 +162,72 @@ func (s *supervisor) sudoRun(c *net.UnixConn, req sudo.Request, stdio []*os.File
 	}()
 	err = cmd.Wait()
 	close(done)
+	relaying.Wait() // the reply is the connection's last frame
 	res, _ := exitResponse(err, req.Argv[0])
-	return sudo.Reply{Exit: res.Exit}
+	rep := sudo.Reply{Exit: res.Exit}
+	if cmd.ProcessState != nil {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			rep.Signal = int(ws.Signal())
+		}
+	}
+	return rep
+}
+
+// A monitor is sudo's monitor process (see package sudo) between the
+// supervisor and a command on a terminal of its own.
+type monitor struct {
+	mine, theirs *os.File // the two ends of its socket
+	spec         sudo.MonitorSpec
+}
+
+// monitored is cmd run by a monitor: the sandbox's init binary as the
+// command's user, in a new session whose controlling terminal is the
+// first of stdio that is a terminal (the follower of the client's new
+// pty), which goes to that user, as sudo gives its pty to the user it runs
+// the command as.
+func monitored(cmd *exec.Cmd, stdio []*os.File, uid int) (*exec.Cmd, *monitor, error) {
+	ctty := -1
+	for i, f := range stdio {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+			ctty = i
+			break
+		}
+	}
+	if ctty < 0 {
+		return nil, nil, errors.New("the client asked for a terminal but sent none of its stdio as one")
+	}
+	if err := stdio[ctty].Chown(uid, -1); err != nil {
+		return nil, nil, fmt.Errorf("giving the command's terminal to uid %d: %v", uid, err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the socket of sudo's monitor: %w", err)
+	}
+	mon := &monitor{mine: os.NewFile(uintptr(fds[0]), "sudo-monitor"), theirs: os.NewFile(uintptr(fds[1]), "sudo-monitor"),
+		spec: sudo.MonitorSpec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Ctty: ctty}}
+	attr := *cmd.SysProcAttr
+	attr.Setsid, attr.Setctty, attr.Ctty = true, true, ctty
+	m := &exec.Cmd{Path: "/proc/self/exe", Args: []string{"sudo-monitor"}, Env: []string{EnvStage + "=" + StageSudoMonitor},
+		Dir: cmd.Dir, Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: []*os.File{mon.theirs}, SysProcAttr: &attr}
+	return m, mon, nil
+}
+
+// relay sends the monitor its command, then passes the stops it reports
+// on to the client, until the monitor ends.
+func (mon *monitor) relay(c *net.UnixConn) {
+	defer mon.mine.Close()
+	if wire.WriteFrame(mon.mine, mon.spec) != nil {
+		return
+	}
+	for {
+		var rep sudo.Reply
+		if wire.ReadFrame(mon.mine, &rep) != nil {
+			return
+		}
+		if rep.Stopped > 0 {
+			wire.WriteFrame(c, sudo.Reply{Stopped: rep.Stopped})
+		}
+	}
 }
 
 // canSetGroups says whether this process may call setgroups: not in a
@@ -150,3 +237,6 @@ func canSetGroups() bool {
 	b, err := os.ReadFile("/proc/self/setgroups")
 	return err != nil || string(b) != "deny\n"
 }
+
+// StageSudoMonitor is the stage of sudo's monitor (sudo.Monitor).
+const StageSudoMonitor = "sudo-monitor"

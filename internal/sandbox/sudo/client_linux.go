@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
@@ -52,7 +53,35 @@ func Main(args []string) int {
 	if rep.Error != "" {
 		fmt.Fprintf(os.Stderr, "sudo: %s\n", rep.Error)
 	}
+	if rep.Signal > 0 {
+		dieBy(rep.Signal)
+	}
 	return rep.Exit
+}
+
+// dieBy ends sudo by the signal that ended its command, as sudo does (so
+// that a shell sees its job killed by it); a signal whose default is not
+// to end a process leaves sudo to exit with 128+sig. The Go runtime's own
+// handler is put back to the default first: some (SIGSEGV) it would take
+// for a fault of its own, some (SIGPIPE) it ignores when sent.
+func dieBy(sig int) {
+	setAction(sig, sigaction{})
+	unix.Kill(os.Getpid(), syscall.Signal(sig))
+}
+
+// sigaction is the kernel's struct sigaction (x86_64 and arm64); the zero
+// value is SIG_DFL. The Go runtime keeps its own handler for signals such
+// as SIGTSTP once os/signal has asked for them, even after signal.Reset,
+// so sudo sets the default action itself where it must stop or die by one.
+type sigaction struct {
+	handler, flags, restorer, mask uint64
+}
+
+// setAction sets sig's action to act, and returns the one it had.
+func setAction(sig int, act sigaction) sigaction {
+	var old sigaction
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+	return old
 }
 
 const usage = `usage: sudo [-EHinsS] [-u user] [-g group] [-D directory] [--preserve-env=list] [VAR=value] [--] command [arg ...]
@@ -380,34 +409,77 @@ func getenv(env []string, name string) string {
 }
 
 // run sends req with this process's stdio to the supervisor, passes on
-// the signals it gets, and returns the supervisor's reply.
+// the signals it gets, and returns the supervisor's reply. Run from a
+// terminal, the command gets a new one of its own (terminal).
 func run(req Request) (Reply, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: Socket, Net: "unix"})
 	if err != nil {
 		return Reply{}, fmt.Errorf("this sandbox offers no sudo (its supervisor's socket %s: %v)", Socket, errors.Unwrap(err))
 	}
 	defer c.Close()
-	if _, _, err := c.WriteMsgUnix([]byte{0}, unix.UnixRights(0, 1, 2), nil); err != nil {
+	term, err := openTerminal()
+	if err != nil {
+		return Reply{}, err
+	}
+	stdio := []int{0, 1, 2}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGALRM, syscall.SIGCONT)
+	if term != nil {
+		defer term.stop() // after the reply: the command's last output, then the caller's mode back
+		signal.Ignore(syscall.SIGTTOU, syscall.SIGTTIN)
+		signal.Notify(sigs, syscall.SIGTSTP) // for the command, whose stop then stops sudo
+		stdio, req.Terminal = term.stdio(), true
+	}
+	defer signal.Stop(sigs)
+	if _, _, err := c.WriteMsgUnix([]byte{0}, unix.UnixRights(stdio...), nil); err != nil {
 		return Reply{}, fmt.Errorf("passing stdio to the supervisor: %w", err)
 	}
 	if err := wire.WriteFrame(c, req); err != nil {
 		return Reply{}, fmt.Errorf("sending the command to the supervisor: %w", err)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
-		syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGALRM)
-	defer signal.Stop(sigs)
+	if term != nil {
+		term.start()
+	}
 	go func() {
 		for s := range sigs { // the one writer once the request is sent
+			if !forward(s, term) {
+				continue
+			}
 			wire.WriteFrame(c, Control{Signal: int(s.(syscall.Signal))})
 		}
 	}()
-	var rep Reply
-	if err := wire.ReadFrame(c, &rep); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Reply{}, errors.New("the supervisor closed the connection before the command ended (the sandbox is closing)")
+	for {
+		var rep Reply
+		if err := wire.ReadFrame(c, &rep); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return Reply{}, errors.New("the supervisor closed the connection before the command ended (the sandbox is closing)")
+			}
+			return Reply{}, fmt.Errorf("reading the command's end: %w", err)
 		}
-		return Reply{}, fmt.Errorf("reading the command's end: %w", err)
+		if rep.Stopped == 0 || term == nil {
+			return rep, nil
+		}
+		term.suspend(rep.Stopped)
 	}
-	return rep, nil
+}
+
+// forward handles a signal sudo got and says whether it is for the
+// command too. With a terminal of its own, the command learns of a new
+// window size from it (the caller's copied over), and a continued sudo
+// sets the caller's terminal's mode again and continues the command's
+// job; without one, SIGCONT is not passed on.
+func forward(s os.Signal, term *terminal) bool {
+	switch {
+	case term != nil && s == syscall.SIGWINCH:
+		term.resize()
+		return false
+	case s == syscall.SIGCONT:
+		if term == nil {
+			return false
+		}
+		term.continued()
+		return true // the command's job, which stopped sudo, goes on too
+	}
+	return true
 }

@@ -12,7 +12,10 @@
 // reach). The supervisor starts the command as that user in the same
 // sandbox, on those descriptors, and answers its exit status (Reply).
 // Signals the client gets (Control) are passed on to the command, and a
-// client that goes away kills it.
+// client that goes away kills it. Run from a terminal, the client gives
+// the command a new pseudo-terminal of its own, as Debian's sudo does
+// (use_pty): see terminal, and Monitor for the process that leads the
+// command's session, through which Ctrl-Z stops sudo with its command.
 //
 // The supervisor holds the sandbox user's credentials and nothing more
 // (package sbinit), so sudo starts nothing its own user could not: in a
