@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/engine"
@@ -13,7 +14,8 @@ import (
 // works as on E2B's passwordless sudo, although every process of the
 // sandbox runs with no_new_privs: the sandbox's supervisor starts the
 // command (engine.SandboxRequest.Sudo), in forks and resumed sandboxes
-// too (testdata/sdk_sudo.py).
+// too, and from a pty (pty.create) on a terminal of its own
+// (testdata/sdk_sudo.py).
 func TestE2BSudo(t *testing.T) {
 	url, _ := startFrontWith(t, func(e *engine.Engine, f *Front) {
 		importUserImage(t, e)
@@ -35,6 +37,16 @@ func TestE2BSudo(t *testing.T) {
 		"status":    "3\n",
 		"fork":      "root\n",
 		"resumed":   "root\n",
+		// sudo from a pty: another pty, the caller's size, root; sudo -i
+		// reads keys; a resize reaches the command; Ctrl-C kills sleep,
+		// and sudo dies of it too (130 for the shell).
+		"pty_login":      "root /root",
+		"pty_login_exit": "3",
+		"pty_resized":    "40 120",
+		"pty_ctrl_c":     "130",
+	}
+	if f := strings.Fields(fmt.Sprint(got["pty_tty"])); len(f) != 5 || !strings.HasPrefix(f[1], "/dev/pts/") || f[0] == f[1] || f[2]+" "+f[3] != "24 80" || f[4] != "root" {
+		t.Errorf("pty_tty: %q, want the pty's and another pty's names, 24 80 and root", got["pty_tty"])
 	}
 	for k, w := range want {
 		if fmt.Sprint(got[k]) != fmt.Sprint(w) {

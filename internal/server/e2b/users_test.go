@@ -24,7 +24,7 @@ const userImage = "example.com/msb-test/e2b-user:1"
 func importUserImage(t *testing.T, e *engine.Engine) {
 	t.Helper()
 	var bins []string
-	for _, tool := range []string{"setpriv", "id", "whoami", "stat", "chown", "mkdir", "mv", "rm", "cat", "ls", "touch", "sleep", "env", "grep", "cp", "chmod", "echo"} {
+	for _, tool := range []string{"setpriv", "id", "whoami", "stat", "chown", "mkdir", "mv", "rm", "cat", "ls", "touch", "sleep", "env", "grep", "cp", "chmod", "echo", "mkfifo", "script", "stty", "tty"} {
 		bins = append(bins, "/usr/bin/"+tool)
 	}
 	root := demotest.HostRootfs(t, nil, bins...)
