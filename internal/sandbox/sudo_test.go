@@ -109,10 +109,11 @@ func testSudoTerminal(t *testing.T, rt *Runtime) {
 	}
 	term.send("sudo -i")
 	// As under sudo's monitor: the session's leader is the shell's parent,
-	// and the shell's group is its terminal's foreground group.
-	term.send(`echo "in-$((3)) $(id -u) $PWD $(cut -d' ' -f6 /proc/$$/stat) $PPID $(cut -d' ' -f5,8 /proc/$$/stat)"; exit 3`)
-	if f := strings.Fields(term.expect("in-3 ", "\r")); len(f) != 6 || f[0] != "0" || f[1] != "/root" || f[2] != f[3] || f[4] != f[5] {
-		t.Errorf("sudo -i read %q, want uid 0, /root, the session led by its parent, and its group in the foreground", f)
+	// the shell's group is its terminal's foreground group, and the shell
+	// has job control (m in $-).
+	term.send(`echo "in-$((3)) $(id -u) $PWD $(cut -d' ' -f6 /proc/$$/stat) $PPID $(cut -d' ' -f5,8 /proc/$$/stat) $-"; exit 3`)
+	if f := strings.Fields(term.expect("in-3 ", "\r")); len(f) != 7 || f[0] != "0" || f[1] != "/root" || f[2] != f[3] || f[4] != f[5] || !strings.Contains(f[6], "m") {
+		t.Errorf("sudo -i read %q, want uid 0, /root, the session led by its parent, its group in the foreground and job control", f)
 	}
 	term.expect("root-ready> ", "") // keys typed while sudo runs are its command's, as with sudo
 	term.send(`echo "after-$((4))=$?"`)
