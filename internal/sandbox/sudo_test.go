@@ -157,6 +157,11 @@ func testSudoTerminal(t *testing.T, rt *Runtime) {
 	term.expect("root-ready> ", "")
 	term.send(`echo "rc-$((13))=$?"`)
 	term.expect("rc-13=0", "")
+	// A full-screen program reads its keys from /dev/tty, the new terminal.
+	term.send(`sudo less /tmp/int.sh; echo "less-$((15))=$?"`)
+	term.expect("while :; do sleep 0.05; done", "")
+	term.send("q")
+	term.expect("less-15=0", "")
 	if !rt.rootless { // a rootless sandbox maps root alone
 		// uid 1000 opens the pty; it goes to the user the command runs as.
 		term.send(`setpriv --reuid 1000 --regid 1000 --clear-groups sudo -u '#1001' sh -c 'echo "own-$((14)) $(id -u) $(stat -c %u $(tty))"'`)
