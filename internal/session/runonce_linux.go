@@ -23,6 +23,8 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 		return Result{}, fmt.Errorf("run once: command contains a NUL byte: %w", ErrInvalidCommand)
 	}
 	opts = opts.withDefaults()
+	opts.Gate.Enter()
+	defer opts.Gate.Leave()
 	max := req.MaxOutput
 	if max <= 0 {
 		max = opts.MaxOutput
@@ -106,6 +108,8 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 	aborting, killed := false, false
 	scratch := make([]byte, 64<<10)
 	fds := make([]unix.PollFd, 0, 4)
+	var waits pollSet
+	defer waits.close()
 	for {
 		fds = append(fds[:0],
 			unix.PollFd{Fd: int32(shell.exitFD), Events: unix.POLLIN},
@@ -122,7 +126,7 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 				next = time.Time{}
 			}
 		}
-		if err := pollFor(fds, next); err != nil {
+		if err := waits.wait(opts.Gate, fds, next); err != nil {
 			killTree(shell, marker)
 			shell.wait()
 			return Result{}, fmt.Errorf("run once: poll: %w", err)

@@ -64,7 +64,30 @@ type Options struct {
 	// sandbox's supervisor passes one that forks from the thread whose
 	// capabilities and namespaces its processes must have.
 	Start func(*exec.Cmd) error
+	// Gate, when set, bounds the goroutines of sessions and RunOnce that
+	// run at once (see Gate). Default: no bound.
+	Gate Gate
 }
+
+// Gate bounds how many goroutines do their work at once. A goroutine in a
+// system call holds an OS thread while the call lasts, and a sandbox's
+// supervisor has only the threads it made before the agent's commands ran
+// (a fork bomb fills the pids limit, threads count against it, and a Go
+// runtime that cannot make a thread it needs dies). A command's work
+// (starting it, reading its output, killing what it left) enters the gate
+// once it holds every lock it needs (a session's), and leaves it while it
+// waits for the command (pollFor, in the netpoller) and when it is done: a
+// goroutine inside never waits for one outside, so the gate cannot deadlock.
+type Gate interface {
+	Enter()
+	Leave()
+}
+
+// openGate is the default Gate: no bound.
+type openGate struct{}
+
+func (openGate) Enter() {}
+func (openGate) Leave() {}
 
 func (o Options) withDefaults() Options {
 	if o.Shell == "" {
@@ -75,6 +98,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
+	}
+	if o.Gate == nil {
+		o.Gate = openGate{}
 	}
 	if o.Start == nil {
 		o.Start = (*exec.Cmd).Start

@@ -52,6 +52,7 @@ type Session struct {
 	ptySlave   *os.File // held open so that the master never hangs up
 	ptyPath    string   // the slave's path, stdin of interactive commands; "" if none
 	wake       wakePipe
+	waits      pollSet // what the commands' loops wait on, kept between commands
 	orphans    orphanSet
 
 	closeOnce sync.Once
@@ -78,6 +79,8 @@ type Session struct {
 // start only; the session lives until Close (or until its shell exits).
 func Start(ctx context.Context, name string, opts Options) (*Session, error) {
 	opts = opts.withDefaults()
+	opts.Gate.Enter()
+	defer opts.Gate.Leave()
 	s := &Session{
 		name: name, opts: opts, marker: newNonce(),
 		scriptW: -1, stdinW: -1, statusR: -1, statusW: -1, ptyMaster: -1,
@@ -214,6 +217,8 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 	s.used.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.opts.Gate.Enter() // with s.mu held: see Gate
+	defer s.opts.Gate.Leave()
 	switch {
 	case s.closed:
 		return Result{}, fmt.Errorf("session %q is closed: %w", s.name, ErrSessionEnded)
@@ -376,6 +381,7 @@ func (s *Session) teardown() {
 	if s.ptySlave != nil {
 		s.ptySlave.Close()
 	}
+	s.waits.close()
 	for _, p := range []string{s.stdinPath, s.statusPath} {
 		if p != "" {
 			os.Remove(p)
@@ -513,7 +519,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 			}
 			fds = append(fds, unix.PollFd{Fd: int32(s.ptyMaster), Events: ev})
 		}
-		if err := pollFor(fds, r.nextWake()); err != nil {
+		if err := s.waits.wait(s.opts.Gate, fds, r.nextWake()); err != nil {
 			return Result{}, fmt.Errorf("session %q: poll: %w", s.name, err)
 		}
 		for _, st := range r.streams {

@@ -385,7 +385,7 @@ func killPause(i int) time.Duration {
 	return min(100*time.Microsecond<<min(i, 10), time.Duration(i+1)*time.Millisecond)
 }
 
-// wakePipe lets a context's cancellation interrupt poll(2).
+// wakePipe lets a context's cancellation interrupt pollFor.
 type wakePipe struct{ r, w int }
 
 func newWakePipe() (wakePipe, error) {
@@ -407,23 +407,6 @@ func (wp wakePipe) drain() {
 func (wp *wakePipe) close() {
 	closeFD(&wp.r)
 	closeFD(&wp.w)
-}
-
-// pollFor waits until one of fds is ready or until the deadline (zero: none).
-func pollFor(fds []unix.PollFd, deadline time.Time) error {
-	ms := -1
-	if !deadline.IsZero() {
-		d := time.Until(deadline)
-		if d < 0 {
-			d = 0
-		}
-		ms = int((d + time.Millisecond - 1) / time.Millisecond)
-	}
-	_, err := unix.Poll(fds, ms)
-	if err == unix.EINTR {
-		return nil
-	}
-	return err
 }
 
 func readable(pfd unix.PollFd) bool {
