@@ -107,13 +107,22 @@ func writeFile(req *wire.Request) error {
 // that owner. The owner is set before mode, and mode only where the
 // file's differs: a new file written for a user changes attributes once,
 // as envd's (create, chown, write), so a watcher sees what E2B's sees.
+// Only a regular file is written, as readFile reads only one: the open
+// does not wait for a named pipe's reader (O_NONBLOCK), and nothing waits
+// on what the agent's processes do while it holds a slot of the
+// supervisor's gate (slots).
 func writeAt(dirfd int, name string, r io.Reader, mode uint32, owner *wire.FileOwner) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o7777)
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, mode&0o7777)
 	if err != nil {
 		return pathError(name, err)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return pathError(name, err)
+	} else if !fi.Mode().IsRegular() {
+		return fail(wire.CodeInvalid, "%s is not a regular file", name)
+	}
 	if err := setOwnerMode(f, mode&0o777, owner); err != nil {
 		return err
 	}

@@ -150,7 +150,9 @@ func initMain() error {
 	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitRoot)
 	// Made while the host attaches init to its cgroups, which on cgroup v1
 	// often takes longer than building the root: the threads move with
-	// the process, and limitCaps below covers them.
+	// the process, and limitCaps below covers them. The signal handling
+	// first: its threads are not spares.
+	handleSignals()
 	prewarmThreads()
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.

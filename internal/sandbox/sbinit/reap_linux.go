@@ -18,8 +18,16 @@ import (
 // a handler; Go installs handlers that exit on SIGTERM and the like, so
 // those are set to SIG_IGN directly (cheaper than os/signal, which costs
 // about 17µs a signal), and the ones Go must keep a handler for are routed
-// to a channel and dropped.
-func handleSignals() {
+// to a channel and dropped. os/signal keeps two threads for itself (one
+// locked to watch the signal mask, one waiting for signals), taken from
+// the idle ones; init calls it before it makes the spare threads, so that
+// the spares stay spare (once per process: the supervisor in place calls
+// it again).
+func handleSignals() { signalsOnce.Do(handleSignalsOnce) }
+
+var signalsOnce sync.Once
+
+func handleSignalsOnce() {
 	for sig := 1; sig <= 64; sig++ {
 		if keepGoHandler[unix.Signal(sig)] || sig == 32 || sig == 33 {
 			continue
@@ -124,7 +132,19 @@ func heldPidfds() map[int]bool {
 // fork bomb fills the sandbox's pids limit, and threads count as pids: a Go
 // runtime that then needs a thread dies. Idle threads stay parked in the
 // runtime and are reused, so the supervisor keeps working under the bomb.
-const spareThreads = 12
+// Five threads are taken for good (the spawner's, os/signal's two, sysmon,
+// the runtime's template thread); beyond them the runtime needs one to run
+// its single P, one for each goroutine blocked in a system call (sysmon
+// hands the P on to a thread that must exist) and one to take the P after
+// such a hand-off. The waits of commands and sessions hold none (they wait
+// in the netpoller: session's pollFor), and the requests at work are at
+// most workSlots; with the orphan reaper and the trim, that is 6. Each
+// spare costs ~19 kB of an idle supervisor's memory (its stacks): 12, as
+// there were while every waiting command held a thread, were 0.23 MiB of
+// an idle sandbox's 1.7 (docs/bench.md, 2026-12-05).
+// TestSupervisorUnderFullPidsLimit holds the limit full with 16 commands
+// waiting and 24 requests at once.
+const spareThreads = 6
 
 func prewarmThreads() { prewarmOnce.Do(makeSpareThreads) }
 
@@ -147,3 +167,21 @@ func makeSpareThreads() {
 	ready.Wait()
 	release.Done()
 }
+
+// slots is the gate (session.Gate) through which the supervisor's requests
+// do their work: file operations from start to end, commands and sessions
+// except while they wait for the command. A goroutine in a system call
+// that lasts (20 µs or more, often under load) holds an OS thread while
+// the runtime's one P moves on to another; without a bound, requests at
+// once needed a thread each, more than the spare threads when a fork bomb
+// fills the pids limit, and the runtime died when it could not make one
+// (TestSupervisorUnderFullPidsLimit: 16 commands waiting, then 24 requests
+// and the 16 commands' ends at once). Two at work lose nothing: one P runs
+// them either way.
+type slots chan struct{}
+
+// workSlots is how many requests are at work at once.
+const workSlots = 2
+
+func (s slots) Enter() { s <- struct{}{} }
+func (s slots) Leave() { <-s }

@@ -27,6 +27,8 @@ type supervisor struct {
 	running map[string]map[*wire.Request]context.CancelFunc
 	tty     *ttyRelay
 
+	gate slots // bounds the requests at work at once (see slots)
+
 	trim trimmer // the free heap returned once idle
 	// flows are the streaming execs in flight (stream_linux.go).
 	flows flows
@@ -87,7 +89,7 @@ func supervise(cfg wire.Config) error {
 		}
 	}
 	s := &supervisor{cfg: cfg, spawn: newSpawner(), sessions: map[string]*session.Session{},
-		running: map[string]map[*wire.Request]context.CancelFunc{}}
+		running: map[string]map[*wire.Request]context.CancelFunc{}, gate: make(slots, workSlots)}
 	if cfg.Sudo {
 		l, err := listenSudo()
 		if err != nil {
@@ -209,7 +211,21 @@ func (s *supervisor) handle(ctx context.Context, req *wire.Request) wire.Respons
 	return resp
 }
 
+// fileOp reports whether op is a file operation (read, write, list, tar):
+// system calls from start to end, each in a slot of the gate.
+func fileOp(op string) bool {
+	switch op {
+	case wire.OpReadFile, wire.OpWriteFile, wire.OpListDir, wire.OpPutTar, wire.OpGetTar:
+		return true
+	}
+	return false
+}
+
 func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	if fileOp(req.Op) {
+		s.gate.Enter()
+		defer s.gate.Leave()
+	}
 	switch req.Op {
 	case wire.OpExec:
 		return s.exec(ctx, req)
@@ -254,7 +270,7 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 	}
 	shell, env := s.wrap(session.DefaultShell, env)
 	return session.Options{Shell: shell, Env: env, Dir: dir, MaxOutput: s.cfg.MaxOutput, ChanDir: wire.SessionDir,
-		Start: s.spawn.start}
+		Start: s.spawn.start, Gate: s.gate}
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
