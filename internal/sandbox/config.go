@@ -170,6 +170,15 @@ func invalid(format string, args ...any) error {
 // Validate checks s without touching the sandbox; it reports the first
 // problem with enough detail to fix it.
 func (s *Config) Validate(rootless bool) error {
+	if err := s.validateRoot(); err != nil {
+		return err
+	}
+	return s.validateRest(rootless)
+}
+
+// validateRoot checks what the sandbox's root is made of: its layers,
+// root dir or host base, and its upper dir.
+func (s *Config) validateRoot() error {
 	if len(s.Layers) == 0 && !s.HostBase && s.RootDir == "" {
 		return invalid("no root: give at least one layer, a root dir or use the host base")
 	}
@@ -191,6 +200,11 @@ func (s *Config) Validate(rootless bool) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateRest checks the rest of the config: all but the root.
+func (s *Config) validateRest(rootless bool) error {
 	for _, d := range s.HostDirs {
 		if !filepath.IsAbs(d) {
 			return invalid("host dir %q is not an absolute path", d)

@@ -59,6 +59,10 @@ type Sandbox struct {
 	// is gone and init, exiting, holds no stdio pipe (see Close).
 	ended bool
 	times timings
+	// later, when not nil, gives the layers and owners (CreateDeferred)
+	// while init starts; deferred is what it gave.
+	later    func(context.Context) (Deferred, error)
+	deferred Deferred
 	// cleaned is closed when cleanup is done; cleanupErr is its outcome.
 	cleaned    chan struct{}
 	cleanupErr error
@@ -83,13 +87,23 @@ func newID() string {
 
 // Create builds and starts a sandbox. On error nothing is left behind.
 func (rt *Runtime) Create(ctx context.Context, cfg Config) (*Sandbox, error) {
+	return rt.create(ctx, cfg, nil)
+}
+
+// create is Create, with the root's parts from later when it is not nil
+// (CreateDeferred), validated once they came.
+func (rt *Runtime) create(ctx context.Context, cfg Config, later func(context.Context) (Deferred, error)) (*Sandbox, error) {
 	if rt.closed.Load() {
 		return nil, ErrRuntimeClosed
 	}
-	if err := cfg.Validate(rt.rootless); err != nil {
+	validate := cfg.Validate
+	if later != nil {
+		validate = cfg.validateRest
+	}
+	if err := validate(rt.rootless); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{ID: newID(), rt: rt, conf: cfg, cleaned: make(chan struct{})}
+	s := &Sandbox{ID: newID(), rt: rt, conf: cfg, later: later, cleaned: make(chan struct{})}
 	s.log = rt.log.With("sandbox", s.ID)
 	start := time.Now()
 	if err := s.start(ctx); err != nil {
@@ -100,6 +114,34 @@ func (rt *Runtime) Create(ctx context.Context, cfg Config) (*Sandbox, error) {
 	s.times.since(PhaseCreate, start)
 	s.log.Debug("sandbox up", "init_pid", s.cmd.Process.Pid, "took", time.Since(start))
 	return s, nil
+}
+
+// Deferred are the parts of a sandbox's config that CreateDeferred
+// waits for while the sandbox's init starts: what its root is made of.
+type Deferred struct {
+	Layers []string // Config.Layers
+	Owners []Owner  // Config.Owners
+}
+
+// errDeferred marks an error of CreateDeferred's later, or of what it
+// gave: init, which waits for its config, has nothing to say about it.
+type errDeferred struct{ err error }
+
+func (e errDeferred) Error() string { return e.err.Error() }
+func (e errDeferred) Unwrap() error { return e.err }
+
+// CreateDeferred is Create for a config whose layers and owners are not
+// known yet (cfg has none): a fork's children, whose layers are the
+// snapshot being taken of their parent. The sandbox's state dir, disk,
+// cgroups and init (its namespaces, its runtime's start, the cgroup v1
+// attach) are made at once, and init builds the root once later returns
+// cfg.Layers and cfg.Owners; the sandbox's Config has them. On an error
+// of later the sandbox is gone and Create's error wraps later's.
+func (rt *Runtime) CreateDeferred(ctx context.Context, cfg Config, later func(context.Context) (Deferred, error)) (*Sandbox, error) {
+	if len(cfg.Layers) > 0 || cfg.RootDir != "" || len(cfg.Owners) > 0 {
+		return nil, invalid("a deferred config has no layers, root dir or owners of its own: later gives them")
+	}
+	return rt.create(ctx, cfg, later)
 }
 
 func (s *Sandbox) start(ctx context.Context) error {
@@ -125,7 +167,8 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	defer s.umap.close()
-	if !s.rt.rootless || s.umap != nil {
+	ownersToInit := !s.rt.rootless || s.umap != nil
+	if ownersToInit {
 		wcfg.Owners = wireOwners(s.conf.Owners)
 	}
 	if s.rt.cg.Usable() {
@@ -158,7 +201,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	// write ends once init reads the rest, or fails once child is closed
 	// without an init.
 	sent := make(chan error, 1)
-	go func() { sent <- wire.WriteFrame(parent, wcfg) }()
+	go func() { sent <- s.sendConfig(ctx, parent, wcfg, ownersToInit) }()
 	var cgDir *os.File // the group init is cloned into; nil: moved there after the start
 	if s.cg != nil && s.rt.cloneInto {
 		cgDir, err = s.cg.OpenForClone()
@@ -185,15 +228,14 @@ func (s *Sandbox) start(ctx context.Context) error {
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
 	if s.umap != nil {
 		if err := s.umap.apply(s.cmd.Process.Pid); err != nil {
-			return s.initFailure(parent, err)
+			err = s.initFailure(parent, err)
+			<-sent // the config's writer is done (and CreateDeferred's later)
+			return err
 		}
 	}
 	// Init builds the root while the host attaches it to the cgroup (a v1
-	// attach waits for an RCU grace period); OpStart lets it go on.
-	if err := <-sent; err != nil {
-		return s.initFailure(parent, fmt.Errorf("sending config to sandbox init: %w", err))
-	}
-	// If init fails while building the root it says why and exits; the
+	// attach waits for an RCU grace period); OpStart lets it go on. If
+	// init fails while building the root it says why and exits; the
 	// cgroup attach or the start frame may then fail, and the answer read
 	// below has the reason.
 	var startErr error
@@ -201,6 +243,19 @@ func (s *Sandbox) start(ctx context.Context) error {
 		t = time.Now()
 		startErr = s.cg.Add(s.cmd.Process.Pid)
 		s.times.since(PhaseAttach, t)
+	}
+	// The config may still be on its way (CreateDeferred): it is awaited
+	// after the attach, which goes on meanwhile.
+	if err := <-sent; err != nil {
+		var de errDeferred
+		if errors.As(err, &de) { // no config comes: init ends at teardown, not asked why
+			parent.Close()
+			return err
+		}
+		return s.initFailure(parent, fmt.Errorf("sending config to sandbox init: %w", err))
+	}
+	if s.later != nil {
+		s.conf.Layers, s.conf.Owners = s.deferred.Layers, s.deferred.Owners
 	}
 	if startErr == nil {
 		startErr = wire.WriteFrame(parent, wire.Request{Op: wire.OpStart})
@@ -224,6 +279,33 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	s.conn = newConn(parent, s.deathNote)
 	return s.startNetwork(ctx)
+}
+
+// sendConfig writes init's config to ctl: at once, or, with s.later,
+// once later gave the root's parts (then in s.deferred), which complete
+// it (ownersToInit: init gives the owners, see start).
+func (s *Sandbox) sendConfig(ctx context.Context, ctl *os.File, wcfg wire.Config, ownersToInit bool) error {
+	if s.later != nil {
+		t := time.Now()
+		d, err := s.later(ctx)
+		s.times.since(PhaseDeferred, t)
+		if err != nil {
+			return errDeferred{err}
+		}
+		full := s.conf
+		full.Layers, full.Owners = d.Layers, d.Owners
+		if err := full.validateRoot(); err != nil {
+			return errDeferred{err}
+		}
+		s.deferred = d
+		if len(d.Layers) > 0 {
+			wcfg.Lowers = d.Layers
+		}
+		if ownersToInit {
+			wcfg.Owners = wireOwners(d.Owners)
+		}
+	}
+	return wire.WriteFrame(ctl, wcfg)
 }
 
 // deathNote says why the control connection ended: how init exited and

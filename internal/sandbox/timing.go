@@ -28,7 +28,8 @@ const (
 	PhaseCgroup     = "create.cgroup"          // cgroup made and limited
 	PhaseSpawn      = "create.spawn"           // clone in new namespaces and execve of init
 	PhaseAttach     = "create.attach"          // init's pid written to the cgroups
-	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start)
+	PhaseDeferred   = "create.deferred"        // waiting for CreateDeferred's layers (a fork's snapshot), beside the spawn, init's start and the attach
+	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start; with CreateDeferred, also the wait for the layers)
 	PhaseMounts     = "create.init-mounts"     // init builds the root and pivots
 	PhaseWaitStart  = "create.init-wait-start" // until the host's start: the cgroup attach done
 	PhaseInitCaps   = "create.init-caps"       // cgroup namespace, bounding set, the supervisor's capabilities
