@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -27,7 +29,9 @@ const MaxForkCount = 256
 // recorded cwd and environment; no process of the parent is carried. A
 // child of a task sandbox is a task sandbox of the same instance. Each
 // child is admitted as a create is, without waiting: ErrQuota (naming the
-// limit) when there is no room, and then no child is left.
+// limit) when there is no room, and then no child is left. Children of
+// the live state start while its snapshot is taken (sandbox.Runtime.
+// CreateDeferred): their roots are built once it is published.
 //
 // With sandboxID empty, the children are forked from the named snapshot
 // alone (its source may be gone): a task sandbox's snapshot gives task
@@ -38,7 +42,7 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	if err := checkFork(req); err != nil {
 		return nil, err
 	}
-	src, snap, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
+	src, fs, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +59,7 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	g.SetLimit(forkWorkers)
 	for i := range children {
 		g.Go(func() error {
-			c, err := e.takeOrFork(ctx, sandboxID == "", req.Snapshot, src, snap)
+			c, err := e.takeOrFork(ctx, sandboxID == "", req.Snapshot, src, fs)
 			if err != nil {
 				return fmt.Errorf("forking %s (child %d of %d): %w", src.what, i+1, count, err)
 			}
@@ -63,11 +67,16 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	snap, serr := fs.wait()
+	if err != nil {
 		for _, c := range children {
 			if c != nil {
 				c.Close()
 			}
+		}
+		if serr != nil { // what each child reported
+			return nil, serr
 		}
 		return nil, err
 	}
@@ -91,12 +100,74 @@ type forkSource struct {
 	// info holds the children's instance, labels, limits, mode and
 	// lifetimes.
 	info api.SandboxInfo
+	// parent, for a fork of a live state, is the sandbox whose snapshot
+	// the children are made of.
+	parent *Sandbox
+}
+
+// forkSnapshot is the snapshot a fork's children are made of: one that
+// exists, or one being taken (taking) of the parent's live state while
+// the first of them start (beside). wait returns it once it is there.
+type forkSnapshot struct {
+	taking bool
+	wait   func() (snapshot, error)
+	beside *atomic.Int32 // children that started beside the snapshot
+}
+
+// maxBeside is how many children start beside their parent's snapshot;
+// the others start once it is taken. The snapshot is on every child's
+// path, and with more starts beside it than the CPUs left to them it
+// takes longer (and the parent stays frozen longer) than the starts
+// gain.
+var maxBeside = int32(max(1, runtime.NumCPU()-1))
+
+// startsBeside reports whether the next child starts beside the snapshot.
+func (fs forkSnapshot) startsBeside() bool {
+	return fs.taking && fs.beside.Add(1) <= maxBeside
+}
+
+// readySnapshot is snap as a forkSnapshot.
+func readySnapshot(snap snapshot) forkSnapshot {
+	return forkSnapshot{wait: func() (snapshot, error) { return snap, nil }}
+}
+
+// snapshotBeside starts a snapshot of the parent's live state and
+// returns it, and what releases its lease once it is taken.
+func snapshotBeside(ctx context.Context, parent *Sandbox) (forkSnapshot, func()) {
+	var snap snapshot
+	var err error
+	taken := make(chan struct{})
+	go func() {
+		defer close(taken)
+		snap, err = parent.snapshot(ctx, "")
+	}()
+	wait := func() (snapshot, error) {
+		<-taken
+		return snap, err
+	}
+	release := func() {
+		if snap, err := wait(); err == nil {
+			snap.lease.Release()
+		}
+	}
+	return forkSnapshot{taking: true, wait: wait, beside: new(atomic.Int32)}, release
 }
 
 // forkSource finds what to fork: a live sandbox and a snapshot of it (the
-// named one, or one of its live state), or a named snapshot alone. done
-// releases what keeps them.
-func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSource, snapshot, func(), error) {
+// named one, or one of its live state, taken while the children start),
+// or a named snapshot alone. done releases what keeps them.
+func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSource, forkSnapshot, func(), error) {
+	src, snap, done, err := e.forkSourceOf(ctx, sandboxID, name)
+	if err != nil || src.parent == nil {
+		return src, readySnapshot(snap), done, err
+	}
+	fs, release := snapshotBeside(ctx, src.parent)
+	return src, fs, release, nil
+}
+
+// forkSourceOf is forkSource but for a fork of a live state, whose
+// snapshot it leaves to the caller: then src.parent is the sandbox.
+func (e *Engine) forkSourceOf(ctx context.Context, sandboxID, name string) (forkSource, snapshot, func(), error) {
 	nothing := func() {}
 	if sandboxID == "" {
 		if name == "" {
@@ -120,11 +191,8 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 	src.conf.Hostname = ""
 	src.info = parent.Info()
 	if name == "" {
-		snap, err := parent.snapshot(ctx, "")
-		if err != nil {
-			return forkSource{}, snapshot{}, nothing, err
-		}
-		return src, snap, func() { snap.lease.Release() }, nil
+		src.parent = parent
+		return src, snapshot{}, nothing, nil
 	}
 	snap, err := e.loadSnapshot(ctx, name)
 	if err != nil {
@@ -186,7 +254,7 @@ func checkFork(req api.ForkRequest) error {
 
 // takeOrFork is a child of snapshot name: a spare when fromSnapshot (a
 // fork of the snapshot alone) and one is ready, else one started now.
-func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, snap snapshot) (*Sandbox, error) {
+func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, fs forkSnapshot) (*Sandbox, error) {
 	if fromSnapshot && e.cfg.Spares > 0 {
 		if c := e.takeSpare(snapshotKey(name)); c != nil {
 			if err := e.register(c, src.info); err != nil {
@@ -195,14 +263,14 @@ func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string,
 			return c, nil
 		}
 	}
-	return e.forkChild(ctx, src, snap)
+	return e.forkChild(ctx, src, fs)
 }
 
-// forkChild starts and registers one child of src over snap, spares
+// forkChild starts and registers one child of src over fs, spares
 // yielding their room to it.
-func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
+func (e *Engine) forkChild(ctx context.Context, src forkSource, fs forkSnapshot) (*Sandbox, error) {
 	e.yieldFor(src.limits)
-	c, err := e.startChild(ctx, src, snap)
+	c, err := e.startChild(ctx, src, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -212,9 +280,9 @@ func (e *Engine) forkChild(ctx context.Context, src forkSource, snap snapshot) (
 	return c, nil
 }
 
-// startChild admits and starts one child of src over snap, its sessions
+// startChild admits and starts one child of src over fs, its sessions
 // reopened, without registering it.
-func (e *Engine) startChild(ctx context.Context, src forkSource, snap snapshot) (*Sandbox, error) {
+func (e *Engine) startChild(ctx context.Context, src forkSource, fs forkSnapshot) (*Sandbox, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
@@ -223,10 +291,18 @@ func (e *Engine) startChild(ctx context.Context, src forkSource, snap snapshot) 
 		return nil, err
 	}
 	c := &Sandbox{e: e, release: release, limits: src.limits, sessions: map[string]bool{}}
-	if err := c.startFrom(ctx, src.conf, src.task, snap); err != nil {
+	if fs.startsBeside() {
+		err = c.startBeside(ctx, src.conf, src.task, fs.wait)
+	} else if snap, serr := fs.wait(); serr != nil {
+		err = serr
+	} else {
+		err = c.startFrom(ctx, src.conf, src.task, snap)
+	}
+	if err != nil {
 		release()
 		return nil, err
 	}
+	snap, _ := fs.wait() // there: the child's root is made of it
 	c.info.ID = c.sbox().ID
 	if err := c.reopenSessions(ctx, snap.sessions()); err != nil {
 		c.discard()
@@ -283,6 +359,65 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 	}
 	created := s.sbox().Config()
 	s.created = &created
+	return nil
+}
+
+// startBeside starts the sandbox's processes from conf, a live sandbox's
+// config, while snapOf's snapshot of that sandbox is taken
+// (sandbox.Runtime.CreateDeferred): its init starts at once, and builds
+// the root over the snapshot's layers once they are published.
+func (s *Sandbox) startBeside(ctx context.Context, conf sandbox.Config, t *task.Task, snapOf func() (snapshot, error)) error {
+	later := func(ctx context.Context) (sandbox.Deferred, *store.Lease, error) {
+		snap, err := snapOf()
+		if err != nil {
+			return sandbox.Deferred{}, nil, err
+		}
+		paths, lease, err := s.e.layerPaths(ctx, snap.rec.Base, &snap.layer)
+		if err != nil {
+			return sandbox.Deferred{}, nil, err
+		}
+		owners, err := forkOwners(s.e.cache.st(), snap, conf)
+		if err != nil {
+			lease.Release()
+			return sandbox.Deferred{}, nil, err
+		}
+		return sandbox.Deferred{Layers: paths, Owners: owners}, lease, nil
+	}
+	// The snapshot records conf's host base (Sandbox.snapshot).
+	fconf := forkConfig(conf, nil, conf.HostBase)
+	fconf.Owners = nil
+	if err := s.createDeferred(ctx, fconf, t, later); err != nil {
+		return err
+	}
+	created := s.sbox().Config()
+	s.created = &created
+	return nil
+}
+
+// createDeferred is create with the layers, and the lease that keeps
+// them, from later (task.StartDeferred, sandbox.Runtime.CreateDeferred).
+func (s *Sandbox) createDeferred(ctx context.Context, conf sandbox.Config, t *task.Task, later func(context.Context) (sandbox.Deferred, *store.Lease, error)) error {
+	if t != nil {
+		ts, err := task.StartDeferred(ctx, s.e.env, t, conf, later)
+		if err != nil {
+			return err
+		}
+		s.setParts(ts.Sandbox, ts, nil)
+		return nil
+	}
+	var lease *store.Lease
+	sb, err := s.e.rt.CreateDeferred(ctx, conf, func(ctx context.Context) (sandbox.Deferred, error) {
+		d, l, err := later(ctx)
+		lease = l
+		return d, err
+	})
+	if err != nil {
+		if lease != nil {
+			lease.Release()
+		}
+		return err
+	}
+	s.setParts(sb, nil, lease)
 	return nil
 }
 

@@ -224,7 +224,7 @@ func (e *Engine) startSnapshotSpare(ctx context.Context, name string) (*Sandbox,
 		return nil, err
 	}
 	defer done()
-	return e.startChild(ctx, src, snap)
+	return e.startChild(ctx, src, readySnapshot(snap))
 }
 
 // refillDelay is how long after a create its key's spares are made again:

@@ -355,9 +355,35 @@ func TestSnapshotForkQuota(t *testing.T) {
 	}
 }
 
+// TestSnapshotForkFails: a fork whose snapshot of the live state fails
+// (here its context ends while the parent is frozen) returns the
+// snapshot's error, though its children's starts began beside it, and
+// leaves no child: none listed, and none of their processes, mounts or
+// cgroups (snapshotEngine's check). The parent is thawed and answers.
+func TestSnapshotForkFails(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, parent)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	testHookFrozen = func(*sandbox.Sandbox) { cancel() }
+	defer func() { testHookFrozen = func(*sandbox.Sandbox) {} }()
+	if _, err := e.Fork(fctx, parent.ID(), api.ForkRequest{Count: 2}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("fork whose snapshot was cancelled: %v", err)
+	}
+	if n := len(e.Sandboxes(nil)); n != 1 {
+		t.Fatalf("%d sandboxes after a failed fork", n)
+	}
+	sh(t, parent, "", "true")
+}
+
 // TestSnapshotRootless reruns the snapshot tests as an unprivileged user.
 func TestSnapshotRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|AsBase|LongFreeze)$")
+	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze)$")
 }
 
 // BenchmarkSnapshot measures, on a raw sandbox that wrote 8 MiB in 64

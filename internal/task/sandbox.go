@@ -386,15 +386,45 @@ func lastLines(s string, n int) string {
 // outlives the sandbox it was forked from. On an error lease is still the
 // caller's to release.
 func Start(ctx context.Context, env Env, t *Task, conf sandbox.Config, lease *store.Lease) (*Sandbox, error) {
+	return start(env, t, conf, func(conf sandbox.Config) (*sandbox.Sandbox, *store.Lease, error) {
+		sb, err := env.Runtime.Create(ctx, conf)
+		return sb, lease, err
+	})
+}
+
+// StartDeferred is Start with the layers to come (sandbox.Runtime.
+// CreateDeferred): later gives them, and the lease that keeps them,
+// while the sandbox's init starts. On an error the lease later gave is
+// released.
+func StartDeferred(ctx context.Context, env Env, t *Task, conf sandbox.Config, later func(context.Context) (sandbox.Deferred, *store.Lease, error)) (*Sandbox, error) {
+	return start(env, t, conf, func(conf sandbox.Config) (*sandbox.Sandbox, *store.Lease, error) {
+		var lease *store.Lease
+		sb, err := env.Runtime.CreateDeferred(ctx, conf, func(ctx context.Context) (sandbox.Deferred, error) {
+			d, l, err := later(ctx)
+			lease = l
+			return d, err
+		})
+		if err != nil && lease != nil {
+			lease.Release()
+		}
+		return sb, lease, err
+	})
+}
+
+// start is Start, the sandbox made by create from the config with its
+// registry proxy, which returns the lease of its layers too.
+func start(env Env, t *Task, conf sandbox.Config, create func(sandbox.Config) (*sandbox.Sandbox, *store.Lease, error)) (*Sandbox, error) {
 	s := &Sandbox{Task: t}
 	conf, err := s.ownRegistryProxy(env, conf)
 	if err != nil {
 		return nil, err
 	}
-	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
+	sb, lease, err := create(conf)
+	if err != nil {
 		s.stopRegistryProxy()
 		return nil, err
 	}
+	s.Sandbox = sb
 	s.prep = &envcache.Prepared{Lease: lease, Workdir: s.Sandbox.Config().Workdir}
 	return s, nil
 }
