@@ -59,6 +59,9 @@ type ForkOptions struct {
 	// more, the fork into Children children.
 	Rounds, Warmup, LargeRounds int
 	Children                    int
+	// ForkBytes is what a parent writes before it is forked (default 0:
+	// the fork's snapshot then commits a near-empty writable layer).
+	ForkBytes int64
 	// RollbackBytes is what the sandbox writes before it is rolled back
 	// (default 8 MiB).
 	RollbackBytes int64
@@ -100,8 +103,8 @@ func (o *ForkOptions) check() error {
 	if o.Work == "" {
 		return fmt.Errorf("%w: no work dir", ErrOptions)
 	}
-	if o.Rounds < 1 || o.LargeRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 {
-		return fmt.Errorf("%w: rounds must be positive (warmup, idle and rollback bytes at least 0)", ErrOptions)
+	if o.Rounds < 1 || o.LargeRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 || o.ForkBytes < 0 {
+		return fmt.Errorf("%w: rounds must be positive (warmup, idle, fork and rollback bytes at least 0)", ErrOptions)
 	}
 	if o.Children < 1 || o.Children > engine.MaxForkCount {
 		return fmt.Errorf("%w: children %d: give 1 to %d", ErrOptions, o.Children, engine.MaxForkCount)
@@ -153,8 +156,8 @@ func forkReport(e *engine.Engine, o ForkOptions) *Report {
 	m := Machine{Kernel: unix.ByteSliceToString(u.Release[:]), CPU: cpuModel(), CPUs: runtime.NumCPU(), MemTotal: memTotal(),
 		Mode: e.Mode(), Cgroup: "memory: " + e.Enforcement().Memory, Go: runtime.Version(), LoadStart: loadAvg()}
 	r := &Report{Started: time.Now(), Machine: m, Options: Options{Measures: []string{MeasureFork}, Rounds: o.Rounds, Warmup: o.Warmup}}
-	r.Notes = append(r.Notes, fmt.Sprintf("fork: snapshot sizes %s, %d rounds each (%d from %s); fork into 1 child %d rounds, into %d children %d rounds; rollback at %s, %d rounds; children idle %s before their memory is read",
-		fmtSizes(o.Sizes), o.Rounds, o.LargeRounds, fmtSize(LargeSize), o.Rounds, o.Children, o.LargeRounds, fmtSize(o.RollbackBytes), o.Rounds, o.Idle))
+	r.Notes = append(r.Notes, fmt.Sprintf("fork: snapshot sizes %s, %d rounds each (%d from %s); fork into 1 child %d rounds, into %d children %d rounds; rollback at %s, %d rounds; children idle %s before their memory is read; a forked parent wrote %s",
+		fmtSizes(o.Sizes), o.Rounds, o.LargeRounds, fmtSize(LargeSize), o.Rounds, o.Children, o.LargeRounds, fmtSize(o.RollbackBytes), o.Rounds, o.Idle, fmtSize(o.ForkBytes)))
 	return r
 }
 
@@ -360,7 +363,7 @@ func answered(ctx context.Context, t0 time.Time, n int, run func(ctx context.Con
 
 // forkSamples records each child's time and the time until all answered.
 func (f *forker) forkSamples(m string, ds []time.Duration, round, slot int) {
-	param := fmt.Sprintf("children=%d", len(ds))
+	param := f.forkParam(len(ds))
 	var all time.Duration
 	for _, d := range ds {
 		f.add(m, PhaseFork, param, round, slot, d.Seconds(), UnitSeconds)
@@ -375,7 +378,7 @@ func (f *forker) forkTrial(ctx context.Context, m string, n, round, slot int) (e
 	if m == MethodPodman {
 		return f.podmanForkTrial(ctx, n, round, slot)
 	}
-	p, err := f.msbParent(ctx, 0)
+	p, err := f.msbParent(ctx, f.o.ForkBytes)
 	if err != nil {
 		return err
 	}
@@ -401,7 +404,16 @@ func (f *forker) forkTrial(ctx context.Context, m string, n, round, slot int) (e
 	if n == 1 {
 		return nil
 	}
-	return f.msbIdle(ctx, kids, fmt.Sprintf("children=%d", n), round, slot)
+	return f.msbIdle(ctx, kids, f.forkParam(n), round, slot)
+}
+
+// forkParam is the Param of a fork into n children: children=N, and
+// written=SIZE when the parent wrote ForkBytes before it.
+func (f *forker) forkParam(n int) string {
+	if f.o.ForkBytes == 0 {
+		return fmt.Sprintf("children=%d", n)
+	}
+	return fmt.Sprintf("children=%d,written=%s", n, fmtSize(f.o.ForkBytes))
 }
 
 // msbIdle records the PSS of each idle child (its supervisor and shells)

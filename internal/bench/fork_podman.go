@@ -70,7 +70,7 @@ func (f *forker) podmanSnapshotTrial(ctx context.Context, size int64, round, slo
 }
 
 func (f *forker) podmanForkTrial(ctx context.Context, n, round, slot int) (err error) {
-	p, err := f.podmanParent(ctx, 0)
+	p, err := f.podmanParent(ctx, f.o.ForkBytes)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (f *forker) podmanForkTrial(ctx context.Context, n, round, slot int) (err e
 	if n == 1 {
 		return nil
 	}
-	return f.podmanIdle(ctx, kids, fmt.Sprintf("children=%d", n), round, slot)
+	return f.podmanIdle(ctx, kids, f.forkParam(n), round, slot)
 }
 
 // podmanIdle records the PSS of each idle child (conmon and its bash) and

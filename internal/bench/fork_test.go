@@ -89,7 +89,7 @@ func TestFork(t *testing.T) {
 	work := t.TempDir()
 	t.Setenv("PATH", t.TempDir()) // no podman; msb's side runs no host program
 	cfg := engine.Config{StateDir: privtest.StateDir(t)}
-	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, Idle: time.Millisecond, Podman: true,
+	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, ForkBytes: 1 << 20, Idle: time.Millisecond, Podman: true,
 		Progress: func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -116,12 +116,13 @@ func TestFork(t *testing.T) {
 	for _, size := range o.Sizes {
 		wantSamples(t, count, key(PhaseSnapshot, "written="+fmtSize(size)), o.Rounds)
 	}
-	wantSamples(t, count, key(PhaseFork, "children=1"), o.Rounds)
-	wantSamples(t, count, key(PhaseForkAll, "children=1"), 0)
-	wantSamples(t, count, key(PhaseFork, "children=3"), 3)
-	wantSamples(t, count, key(PhaseForkAll, "children=3"), 1)
-	wantSamples(t, count, key(PhaseForkPSS, "children=3"), 3)
-	wantSamples(t, count, key(PhaseForkDisk, "children=3"), 3)
+	// The parents wrote ForkBytes before each fork.
+	wantSamples(t, count, key(PhaseFork, "children=1,written=1MiB"), o.Rounds)
+	wantSamples(t, count, key(PhaseForkAll, "children=1,written=1MiB"), 0)
+	wantSamples(t, count, key(PhaseFork, "children=3,written=1MiB"), 3)
+	wantSamples(t, count, key(PhaseForkAll, "children=3,written=1MiB"), 1)
+	wantSamples(t, count, key(PhaseForkPSS, "children=3,written=1MiB"), 3)
+	wantSamples(t, count, key(PhaseForkDisk, "children=3,written=1MiB"), 3)
 	wantSamples(t, count, key(PhaseRollback, "written=8MiB"), o.Rounds)
 	if len(count) != 8 {
 		t.Errorf("%d keys, want 8: %v", len(count), count)

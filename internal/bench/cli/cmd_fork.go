@@ -55,6 +55,7 @@ into --out; docs/bench.md, "Fork, snapshot and rollback", has the method and res
 	f.IntVar(&o.Children, "children", 32, "children of the many-children fork")
 	f.IntVar(&o.Warmup, "warmup", 1, "rounds run first and not recorded")
 	f.Int64Var(&o.RollbackBytes, "rollback-size", 8<<20, "bytes a sandbox writes before it is rolled back")
+	f.Int64Var(&o.ForkBytes, "fork-size", 0, "bytes a sandbox writes before it is forked")
 	f.DurationVar(&o.Idle, "idle", 2*time.Second, "how long the children sit idle before their memory is read")
 	f.BoolVar(&o.Podman, "podman", true, "compare with podman commit + run (skipped, and said so, when it is not installed)")
 	f.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
