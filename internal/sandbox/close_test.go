@@ -93,7 +93,7 @@ func testCloseThenRuntimeClose(t *testing.T, _ *Runtime) {
 	}
 	if rt.cg.Usable() {
 		want = append(want, PhaseCgroup, PhaseCgroupRm)
-		if !rt.cloneInto { // else init is born in its group (see InitBornInCgroup)
+		if !rt.cloneInto && !rt.forkInside { // else init is born in its group (see InitBornInCgroup)
 			want = append(want, PhaseAttach)
 		}
 	}

@@ -182,6 +182,11 @@ func (rt *Runtime) attachCheck() Check {
 		c.Detail = "none: each sandbox's init is cloned into its cgroup (cgroup v2, clone3's CLONE_INTO_CGROUP)"
 		return c
 	}
+	if rt.forkInside {
+		c.Detail = "none: each sandbox's init is forked from a thread that moved itself into its cgroups " +
+			"(cgroup v1: a thread's own move does not wait for an RCU grace period)"
+		return c
+	}
 	waits, why := rt.cg.AttachWait()
 	if !waits {
 		c.Detail = "fast: " + why

@@ -22,6 +22,10 @@ func TestAttachCheck(t *testing.T) {
 	switch {
 	case !rt.cg.Usable():
 		want = "no cgroups"
+	case rt.cloneInto:
+		want = "CLONE_INTO_CGROUP"
+	case rt.forkInside:
+		want = "moved itself into its cgroups"
 	case strings.TrimSpace(string(b)) == "1":
 		want = "fast: RCU grace periods are expedited"
 	case rt.cg.Version == cgroup.V2 && mountedFavoring():

@@ -56,8 +56,11 @@ type Runtime struct {
 	// cloneInto: each sandbox's init is cloned straight into its cgroup
 	// (v2 and clone3), not moved there after its start.
 	cloneInto bool
-	log       *slog.Logger
-	empty     string // the lower layer of a root without layers: only mount points (makeMountPoints)
+	// forkInside: each sandbox's init is forked from a thread that moved
+	// itself into its cgroups for the fork (v1, root: cgroup.StartInside).
+	forkInside bool
+	log        *slog.Logger
+	empty      string // the lower layer of a root without layers: only mount points (makeMountPoints)
 
 	// Made on first use, once: see disk and idmap.
 	diskOnce  sync.Once
@@ -207,6 +210,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 			return nil, err
 		}
 		rt.cloneInto = rt.cg.Version == cgroup.V2 && cgroup.CloneIntoSupported()
+		rt.forkInside = rt.cg.Version == cgroup.V1 && !rt.rootless
 	}
 	return rt, nil
 }

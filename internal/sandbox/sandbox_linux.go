@@ -209,8 +209,13 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err == nil {
 		s.cmd, err = s.initCommand(child, wcfg.HostIdmap, cgDir)
 	}
+	inside := cgDir != nil // init is born in its groups: no Add
 	if err == nil {
-		err = s.cmd.Start()
+		if s.cg != nil && s.rt.forkInside {
+			inside, err = s.cg.StartInside(s.cmd.Start)
+		} else {
+			err = s.cmd.Start()
+		}
 		s.closeChildEnds()
 	}
 	if cgDir != nil {
@@ -233,13 +238,13 @@ func (s *Sandbox) start(ctx context.Context) error {
 			return err
 		}
 	}
-	// Init builds the root while the host attaches it to the cgroup (a v1
-	// attach waits for an RCU grace period); OpStart lets it go on. If
-	// init fails while building the root it says why and exits; the
-	// cgroup attach or the start frame may then fail, and the answer read
-	// below has the reason.
+	// Init builds the root while the host attaches it to the cgroup, if
+	// it was not born there (a move waits for an RCU grace period);
+	// OpStart lets it go on. If init fails while building the root it
+	// says why and exits; the cgroup attach or the start frame may then
+	// fail, and the answer read below has the reason.
 	var startErr error
-	if s.cg != nil && cgDir == nil {
+	if s.cg != nil && !inside {
 		t = time.Now()
 		startErr = s.cg.Add(s.cmd.Process.Pid)
 		s.times.since(PhaseAttach, t)

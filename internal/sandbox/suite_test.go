@@ -404,14 +404,19 @@ func testDevices(t *testing.T, rt *Runtime) {
 }
 
 // testInitBornInCgroup: a sandbox's init is in the sandbox's cgroup. On
-// v2 (with clone3) it is cloned there (CLONE_INTO_CGROUP): no attach phase,
-// whose move waits for an RCU grace period; on v1 it is moved there.
+// v2 (with clone3) it is cloned there (CLONE_INTO_CGROUP), on v1 as root
+// forked from a thread that moved itself there (cgroup.StartInside): no
+// attach phase, whose move waits for an RCU grace period; on v1 rootless
+// it is moved there.
 func testInitBornInCgroup(t *testing.T, rt *Runtime) {
 	if !rt.cg.Usable() {
 		t.Skip("no cgroup: " + rt.cg.Reason)
 	}
 	if want := rt.cg.Version == cgroup.V2 && cgroup.CloneIntoSupported(); rt.cloneInto != want {
 		t.Fatalf("cloneInto %v on cgroup %s", rt.cloneInto, rt.cg.Version)
+	}
+	if want := rt.cg.Version == cgroup.V1 && !rt.rootless; rt.forkInside != want {
+		t.Fatalf("forkInside %v on cgroup %s, rootless %v", rt.forkInside, rt.cg.Version, rt.rootless)
 	}
 	sb := create(t, rt, Config{HostBase: true, Limits: Limits{Pids: 64}})
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sb.cmd.Process.Pid))
@@ -424,8 +429,17 @@ func testInitBornInCgroup(t *testing.T, rt *Runtime) {
 		}
 	}
 	attached := slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseAttach })
-	if attached == rt.cloneInto {
-		t.Errorf("cloned into its cgroup: %v, but an attach phase: %v (%v)", rt.cloneInto, attached, sb.Timings())
+	if born := rt.cloneInto || rt.forkInside; attached == born {
+		t.Errorf("born in its cgroup (cloned %v, forked from inside %v), but an attach phase: %v (%v)",
+			rt.cloneInto, rt.forkInside, attached, sb.Timings())
+	}
+	// The thread init was forked from went back: no thread of this process
+	// is in the sandbox's groups.
+	for _, d := range sb.cg.Dirs() {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if procs := strings.Fields(string(b)); err != nil || slices.Contains(procs, strconv.Itoa(os.Getpid())) || !slices.Contains(procs, strconv.Itoa(sb.cmd.Process.Pid)) {
+			t.Errorf("%s/cgroup.procs: %q (%v), want init %d and not this process %d", d, b, err, sb.cmd.Process.Pid, os.Getpid())
+		}
 	}
 }
 
