@@ -45,8 +45,9 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 
 // canaryReasons parses the canary run's output with the instance's parser
 // (or, for a canary whose runner's own report decides, Gradle's, reads
-// that report: integrity.Canary.Report) and says what it shows
-// (integrity.Canary.Judge). It is read only when
+// that report: integrity.Canary.Report, and for Automake's .trs files
+// checks the parsed log against it: integrity.Canary.CrossCheck) and says
+// what it shows (integrity.Canary.Judge). It is read only when
 // the harness's run gave a verdict and reported tests: a run that
 // reported none (no runner, a patch that breaks collection) is unresolved
 // anyway, and its canary run fails for the same reason. A language canary
@@ -56,20 +57,25 @@ func canaryReasons(e Evaluation) (reasons []string, note string) {
 		return nil, ""
 	}
 	out, ok := e.Canary.Output(e.Log)
+	parsed := map[string]string{}
+	for id, st := range e.Parse(out) {
+		parsed[id] = string(st)
+	}
 	statuses, own := e.Canary.Report(out)
 	if !own {
-		statuses = map[string]string{}
-		for id, st := range e.Parse(out) {
-			statuses[id] = string(st)
-		}
+		statuses = parsed
 	}
 	if n := e.Canary.Skipped(out); ok && n != "" && len(statuses) == 0 {
 		return nil, n
 	}
 	if !ok {
-		statuses = map[string]string{}
+		return e.Canary.Judge(map[string]string{}, false), ""
 	}
-	return e.Canary.Judge(statuses, ok), ""
+	reasons = e.Canary.Judge(statuses, true)
+	if own {
+		reasons = append(reasons, e.Canary.CrossCheck(statuses, parsed)...)
+	}
+	return reasons, ""
 }
 
 // channelReasons checks the statuses the harness's parser read (v's) of

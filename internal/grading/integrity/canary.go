@@ -29,7 +29,7 @@ import (
 //
 // A canary needs a runner whose selection takes a file: pytest and
 // Python's unittest, go test, cargo test, Maven, Gradle, Jest, Mocha,
-// Vitest and CTest (canary_lang.go). For any other test command (Django's
+// Vitest, CTest and Automake's make check (canary_lang.go). For any other test command (Django's
 // runtests.py, sympy's bin/test, tox, Karma) NewCanary returns one with a
 // Note and no Script.
 type Canary struct {
@@ -72,7 +72,7 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}
-		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Gradle, Jest, Mocha, Vitest or ctest, whose selection the canary needs"}
+		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Gradle, Jest, Mocha, Vitest, ctest or make check, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {

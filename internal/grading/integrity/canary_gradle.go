@@ -120,11 +120,18 @@ func (c Canary) gradleReport() string {
 // Report returns the statuses of the canary run's own report (out is its
 // output: Output), test id ("<class>.<method>") to PASSED, FAILED,
 // ERROR, SKIPPED or Ignored, and true, for a canary whose runner's output
-// is not what decides (Gradle's); nil and false for the others, whose
+// is not what decides (Gradle's; Automake's .trs files, by test name:
+// automakeStatuses); nil and false for the others, whose
 // output the instance's parser reads. A report file that does not parse
 // adds no status.
 func (c Canary) Report(out string) (map[string]string, bool) {
-	if !c.Active() || c.lang != canaryGradle {
+	if !c.Active() {
+		return nil, false
+	}
+	if c.lang == canaryAutomake {
+		return c.automakeStatuses(out), true
+	}
+	if c.lang != canaryGradle {
 		return nil, false
 	}
 	statuses := map[string]string{}

@@ -21,7 +21,8 @@ import (
 //     A crate with autotests = false does not build such files: there the
 //     canary says it was skipped, and the evaluation carries the note;
 //   - Maven (canary_java.go), Gradle (canary_gradle.go), Jest, Mocha or
-//     Vitest (canary_javascript.go) and CTest (canary_ctest.go).
+//     Vitest (canary_javascript.go), CTest (canary_ctest.go) and Automake's
+//     make check (canary_automake.go).
 //
 // Their names, file names and values are drawn words (DrawNames). None
 // asks the harness's parsers anything new: each runner prints the lines
@@ -57,6 +58,8 @@ func langCanary(testCmd string, testFiles []string) (c Canary, ok bool) {
 		return gradleCanary(testCmd, testFiles), true
 	case ctestCmd().MatchString(testCmd):
 		return ctestCanary(testCmd, testFiles), true
+	case makeCheckCmd().MatchString(testCmd):
+		return automakeCanary(testCmd, testFiles), true
 	case jsCmd().MatchString(testCmd):
 		return jsCanary(testCmd, testFiles), true
 	default:
@@ -160,10 +163,15 @@ func (c Canary) langScript() string {
 		b.WriteString(c.jsPlace())
 	case canaryCTest:
 		b.WriteString(c.ctestPlace())
+	case canaryAutomake:
+		b.WriteString(c.automakePlace())
 	}
 	b.WriteString(c.Command + "\n")
-	if c.lang == canaryGradle {
+	switch c.lang {
+	case canaryGradle:
 		b.WriteString(c.gradleReport())
+	case canaryAutomake:
+		b.WriteString(c.automakeReport())
 	}
 	fmt.Fprintf(&b, "rm -f %s\n)\necho '%s'\n", c.placed(), c.End())
 	return b.String()
@@ -183,6 +191,8 @@ func (c Canary) placed() string {
 		return "\"$h\" \"$a\""
 	case canaryCTest:
 		return "\"$b1\" \"$b2\""
+	case canaryAutomake:
+		return "\"$w\"/" + quote(c.Pass) + " \"$w\"/" + quote(c.Fail) + " \"$k\""
 	}
 	return quote(c.File)
 }

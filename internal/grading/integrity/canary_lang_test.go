@@ -12,8 +12,8 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// TestNewLangCanary: go test and cargo test commands get a canary whose
-// place is found at run time among the patch's files of the language.
+// TestNewLangCanary: go test, cargo test, ctest and make check commands
+// get a canary whose place is found at run time among the patch's files.
 func TestNewLangCanary(t *testing.T) {
 	for _, tc := range []struct{ cmd, file, run string }{
 		{"go test -v -count=1 ./...", "pkg/a_test.go", "go test -v -count=1 -run "},
@@ -21,6 +21,7 @@ func TestNewLangCanary(t *testing.T) {
 		{"cargo test --no-fail-fast", "tests/it.rs", "cargo test --test "},
 		{"cargo +nightly test", "src/lib.rs", "cargo test --test "},
 		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/a.cpp", "command ctest \"${a[@]}\" -R '^("},
+		{"autoreconf -i && ./configure && make -j8 && make check", "tests/jq.test", "TESTS='\\$(if \\$(wildcard"},
 	} {
 		c := integrity.NewCanary(tc.cmd, []string{"README.md", tc.file})
 		if !c.Active() || !strings.Contains(c.Script(), tc.run) || !strings.Contains(c.Script(), "'"+tc.file+"'") {
@@ -34,7 +35,8 @@ func TestNewLangCanary(t *testing.T) {
 		{"npx jest", "src/a.js"},
 		{"(cd build && cmake .. && cmake --build . && ctest)", "tests/README.md"},
 		{"cd build && /usr/bin/ctest", "tests/a.cpp"},
-		{"make check", "tests/a.c"},
+		{"make test", "tests/a.c"},
+		{"make checks", "tests/a.c"},
 	} {
 		if c := integrity.NewCanary(tc.cmd, []string{tc.file}); c.Active() || !strings.HasPrefix(c.Note, "canary skipped: ") {
 			t.Errorf("%s: %+v", tc.cmd, c)

@@ -18,7 +18,10 @@
 //   - Canary: the dynamic check (canary.go): a test that must fail and
 //     one that must pass, under random names, run by the instance's own
 //     test command after the harness's run; a Canary's Judge gives
-//     reasons of its own ("canary: ...").
+//     reasons of its own ("canary: ..."). Where the runner writes a
+//     report of its own (Gradle's JUnit XML, Automake's .trs files), the
+//     canary's statuses are that report (Report), and for Automake the
+//     log is checked against it (CrossCheck).
 //   - Channel: the structured result channel (channel.go): pytest's own
 //     report, written by a plugin to a random path the tested code is not
 //     told about, against which the statuses the log claims are checked
