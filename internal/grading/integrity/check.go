@@ -113,7 +113,8 @@ type section struct {
 
 // changedLine is a line a hunk adds or removes, without its +/-, and for
 // an indented continuation line, the setting line above it that it
-// continues (an ini value over several lines, a toml array). Lines of one
+// continues (an ini value over several lines, a toml array; for the first
+// lines of a hunk, the line its header names). Lines of one
 // run have no unchanged line between them: its added lines are adjacent
 // in the new file.
 type changedLine struct {
@@ -183,7 +184,13 @@ func changedLines(part string) []changedLine {
 	for _, l := range strings.Split(part, "\n") {
 		l = strings.TrimSuffix(l, "\r")
 		if strings.HasPrefix(l, "@@") {
+			// the text after the header's second @@ is the line git's
+			// funcname finds above the hunk: for an ini or toml file, the
+			// setting an indented first line continues
 			inHunk, setting = true, ""
+			if i := strings.Index(l[2:], "@@"); i >= 0 {
+				setting = strings.TrimSpace(l[2+i+2:])
+			}
 			run++
 			continue
 		}

@@ -31,6 +31,8 @@ const (
 	KindGoTest     Kind = "go_test"     // _test.go files outside the test patch
 	KindCTest      Kind = "ctest"       // CMake/CTest test lists
 	KindAutomake   Kind = "automake"    // Automake's test list and test driver (make check)
+	KindCargoBuild Kind = "cargo_build" // what a Cargo build script tells rustc
+	KindTSConfig   Kind = "ts_config"   // tsconfig settings ts-jest compiles the tests with
 )
 
 // Rule is one kind of test machinery. A file is flagged when its base name
@@ -86,10 +88,18 @@ var Rules = []Rule{
 		Lines:  lazyRegexp(`"(jest|mocha|ava|vitest|c8|nyc|testMatch|testRegex|testPathIgnorePatterns|modulePathIgnorePatterns|setupFiles\w*|testEnvironment|test(:\w+)?|pretest|posttest)"\s*:`),
 		Reason: "changes the test settings or test script in package.json"},
 	{Kind: KindCargo, Base: []string{"Cargo.toml"},
-		Lines:  lazyRegexp(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches)\s*=`),
-		Reason: "changes Cargo's test targets or harness settings, which choose and run the tests"},
+		Lines:  lazyRegexp(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches|build)\s*=`),
+		Reason: "changes Cargo's test targets, harness settings or build script, which choose and run the tests"},
 	{Kind: KindCargo, Path: isCargoConfig, Lines: lazyRegexp(`(?i)^\s*runner\s*=|\.runner\s*=|^\s*\[\s*env\s*\]|^\s*env\.`),
 		Reason: "changes how Cargo runs the test binaries (a target's runner, [env]): a runner that rewrites their output makes every test pass"},
+	{Kind: KindCargo, Path: isCargoConfig, Lines: rustflagsLine, Allow: codegenRustflags,
+		Reason: "changes rustflags in Cargo's configuration (--cfg, debug assertions, overflow checks, panic, link arguments ...): they change which code the tests compile or whether a failing assertion fails"},
+	{Kind: KindCargoBuild, Path: isBuildScript, AddedOnly: true,
+		Reason: "adds a Cargo build script, which runs before the crate and its tests compile and can set their cfg and flags or rewrite their sources"},
+	{Kind: KindCargoBuild, Path: isBuildScript, Lines: buildScriptLines,
+		Reason: "changes what the build script tells rustc (rustc-cfg, rustc-flags, link arguments): a cfg turns code on or off under test, a link argument can wrap any function"},
+	{Kind: KindTSConfig, Path: tsconfigFile, Lines: anyContent, Allow: tsOutputOnly,
+		Reason: "changes tsconfig settings ts-jest compiles the tests with (paths, baseUrl, rootDirs, extends, strictness ...): they change which module an import loads or whether a test compiles"},
 	{Kind: KindJVMRunner, Base: []string{"pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle.properties"},
 		Lines:  lazyRegexp(`(?i)surefire|failsafe|skipTests|maven\.test\.|testFailureIgnore|<(test|excludes?|includes?|groups|excludedGroups)>|\btest\s*[({]|tasks\.(named\(\s*"test"|withType\s*<\s*Test)|excludeTestsMatching|includeTestsMatching|ignoreFailures|\bfilter\s*\{|\bexclude\b`),
 		Reason: "changes the JVM build's test filters or test task (Surefire, Failsafe, Gradle), which choose and run the tests"},
@@ -103,6 +113,8 @@ var Rules = []Rule{
 		Reason: "changes Automake's test harness (a test removed from TESTS, LOG_COMPILER, TESTS_ENVIRONMENT, a check rule ...), which chooses and runs the tests"},
 	{Kind: KindAutomake, Base: []string{"configure.ac", "configure.in"}, Lines: lazyRegexp(`\b(LOG_COMPILER|LOG_DRIVER|LOG_FLAGS|LOG_DRIVER_FLAGS|TESTS_ENVIRONMENT|XFAIL_TESTS|TESTS|TEST_EXTENSIONS)\b`),
 		Reason: "changes a variable of Automake's test harness in configure (automake defines every AC_SUBST variable in the Makefile: LOG_COMPILER, TESTS ...)"},
+	{Kind: KindJSRunner, Base: jsConfigFiles, Lines: jestModuleKeys,
+		Reason: "changes Jest's module mapping or setup (moduleNameMapper, setupFilesAfterEnv, testPathIgnorePatterns ...) in a file its configuration can require: a mapped module replaces the one a test imports"},
 }
 
 // ctestLines are the lines of a CMake file that make or change CTest's
