@@ -20,4 +20,9 @@
 // cgroup of its own from the user's systemd (a transient scope with
 // Delegate=yes). Where nothing is writable, Detect says so and callers fall
 // back to rlimits.
+//
+// A process gets into its group in one of three ways: moved there by pid
+// (Add), which waits for an RCU grace period; cloned into it on v2
+// (OpenForClone, CLONE_INTO_CGROUP); or, on v1, forked from a thread that
+// moved itself into the group for the fork (StartInside), which does not.
 package cgroup
