@@ -145,6 +145,12 @@ func (rt *Runtime) CreateDeferred(ctx context.Context, cfg Config, later func(co
 }
 
 func (s *Sandbox) start(ctx context.Context) error {
+	if s.conf.HostBase && !s.rt.rootless && !s.conf.HostReadAsRoot {
+		// The idmap namespace (made once per runtime, so on every msb run):
+		// its holder starts while the state dir and the disk are made;
+		// config waits for it.
+		go s.rt.idmap()
+	}
 	t := time.Now()
 	if err := s.prepareDirs(); err != nil {
 		return err
