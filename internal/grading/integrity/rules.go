@@ -113,6 +113,8 @@ var Rules = []Rule{
 		Reason: "changes Automake's test harness (a test removed from TESTS, LOG_COMPILER, TESTS_ENVIRONMENT, a check rule ...), which chooses and runs the tests"},
 	{Kind: KindAutomake, Base: []string{"configure.ac", "configure.in"}, Lines: lazyRegexp(`\b(LOG_COMPILER|LOG_DRIVER|LOG_FLAGS|LOG_DRIVER_FLAGS|TESTS_ENVIRONMENT|XFAIL_TESTS|TESTS|TEST_EXTENSIONS)\b`),
 		Reason: "changes a variable of Automake's test harness in configure (automake defines every AC_SUBST variable in the Makefile: LOG_COMPILER, TESTS ...)"},
+	{Kind: KindAutomake, Base: []string{"test-driver", "tap-driver.sh", "tap-driver.pl"},
+		Reason: "changes Automake's test driver (autoreconf -i installs one only where none is), which runs each test of make check and writes its result: its .trs file and its PASS/FAIL line"},
 	{Kind: KindJSRunner, Base: jsConfigFiles, Lines: jestModuleKeys,
 		Reason: "changes Jest's module mapping or setup (moduleNameMapper, setupFilesAfterEnv, testPathIgnorePatterns ...) in a file its configuration can require: a mapped module replaces the one a test imports"},
 }
