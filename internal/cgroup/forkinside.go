@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 )
 
 // StartInside runs start (which starts a process, e.g. exec.Cmd.Start)
@@ -25,9 +26,10 @@ import (
 // its own from it (it hands a locked thread's thread creation to another
 // thread). Afterwards the thread moves back to its cgroups (or else to
 // the hierarchies' roots); should that fail too, the thread is ended with
-// its goroutine rather than left in the group. inside reports whether start ran in the group: false with a nil
-// error when the thread could not join it (start then ran outside, and
-// the caller should Add the process).
+// its goroutine rather than left in the group. inside reports whether
+// start ran in the group: false with a nil error when the thread could
+// not join it (start then ran outside, and the caller should Add the
+// process).
 func (g *Group) StartInside(start func() error) (inside bool, err error) {
 	type result struct {
 		inside bool
@@ -36,7 +38,8 @@ func (g *Group) StartInside(start func() error) (inside bool, err error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // unlocked only once the thread is back where it was
-		back, err := threadCgroups()
+		back, err := home.enter()
+		defer home.leave()
 		if err != nil {
 			runtime.UnlockOSThread()
 			done <- result{false, start()}
@@ -108,12 +111,43 @@ func (g *Group) moveThread(back map[string]string, in bool) (bool, error) {
 	return in, nil
 }
 
-// threadCgroups maps each v1 controller to the calling thread's cgroup in
-// its hierarchy (/proc/thread-self/cgroup).
-func threadCgroups() (map[string]string, error) {
-	f, err := os.Open("/proc/thread-self/cgroup")
+// home is the cgroups msb's threads go back to after StartInside.
+var home homeGroups
+
+// homeGroups reads msb's cgroups from /proc/self/cgroup (its main
+// thread's) while no thread of msb is moved (inside == 0), and keeps that
+// reading for the StartInside calls that overlap: during one, the main
+// thread may be the moved one. /proc/thread-self would need no such care,
+// but a thread's entry read there made the reaping of msb's process cost
+// its parent ~3 ms of dcache walking (perf, docs/bench.md).
+type homeGroups struct {
+	mu     sync.Mutex
+	inside int
+	groups map[string]string
+	err    error
+}
+
+func (h *homeGroups) enter() (map[string]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inside == 0 {
+		h.groups, h.err = processCgroups()
+	}
+	h.inside++
+	return h.groups, h.err
+}
+
+func (h *homeGroups) leave() {
+	h.mu.Lock()
+	h.inside--
+	h.mu.Unlock()
+}
+
+// processCgroups maps each v1 controller to msb's cgroup in its hierarchy.
+func processCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
-		return nil, fmt.Errorf("reading the thread's cgroups: %w", err)
+		return nil, fmt.Errorf("reading msb's cgroups: %w", err)
 	}
 	defer f.Close()
 	out := map[string]string{}
