@@ -63,6 +63,9 @@ func TestMultiSWEBuiltin(t *testing.T) {
 	if s := get("catchorg/Catch2", 2187); !strings.Contains(s.Env["CXXFLAGS"], glibcHeader) || !strings.Contains(s.Install, glibcHeader) {
 		t.Errorf("Catch2 #2187 (gcc 7 in the harness) without the glibc header: %+v", s)
 	}
+	if s := get("catchorg/Catch2", 1422); !strings.Contains(s.Env["CXXFLAGS"], "-Wno-redundant-move") {
+		t.Errorf("Catch2 #1422 (gcc 7 in the harness) keeps GCC 12's -Wredundant-move: CXXFLAGS %q", s.Env["CXXFLAGS"])
+	}
 	if s := get("catchorg/Catch2", 2288); s.Env["CXXFLAGS"] != "" {
 		t.Errorf("Catch2 #2288 with CXXFLAGS %q", s.Env["CXXFLAGS"])
 	}
