@@ -82,13 +82,7 @@ func TestAutomakeCanary(t *testing.T) {
 					t.Errorf("name %q", n)
 				}
 			}
-			run := exec.Command("bash", "-c", c.Script())
-			run.Dir = dir
-			log, _ := run.CombinedOutput()
-			out, ok := c.Output(string(log))
-			if !ok {
-				t.Fatalf("no canary markers in:\n%s", log)
-			}
+			log, out := runCanary(t, c, dir)
 			if note := c.Skipped(out); note != "" {
 				t.Fatalf("skipped: %s\n%s", note, log)
 			}
@@ -150,11 +144,8 @@ func TestAutomakeCanaryNotes(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, map[string]string{tc.file: tc.body, "tests/a.txt": "x\n"})
 			c := integrity.NewCanary("make check", []string{"tests/a.txt"})
-			run := exec.Command("bash", "-c", c.Script())
-			run.Dir = dir
-			log, _ := run.CombinedOutput()
-			out, ok := c.Output(string(log))
-			if !ok || !strings.Contains(c.Skipped(out), tc.want) {
+			log, out := runCanary(t, c, dir)
+			if !strings.Contains(c.Skipped(out), tc.want) {
 				t.Errorf("note %q, want %q; log:\n%s", c.Skipped(out), tc.want, log)
 			}
 		})

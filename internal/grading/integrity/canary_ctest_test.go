@@ -74,13 +74,7 @@ func TestCTestCanary(t *testing.T) {
 					t.Errorf("name %q", n)
 				}
 			}
-			cmd := exec.Command("bash", "-c", c.Script())
-			cmd.Dir = dir
-			log, _ := cmd.CombinedOutput()
-			out, ok := c.Output(string(log))
-			if !ok {
-				t.Fatalf("no canary markers in:\n%s", log)
-			}
+			log, out := runCanary(t, c, dir)
 			if note := c.Skipped(out); note != "" {
 				t.Fatalf("skipped: %s\n%s", note, log)
 			}

@@ -170,6 +170,22 @@ func TestJSCanaryHelper(t *testing.T) {
 }
 
 // writeTree writes files (path relative to dir: content) under dir.
+// runCanary runs c's script in dir, with env added to the test's own, and
+// returns the whole log and the canary's part of it; a log without the
+// canary's markers fails the test.
+func runCanary(t *testing.T, c integrity.Canary, dir string, env ...string) (log, out string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", c.Script())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	b, _ := cmd.CombinedOutput()
+	out, ok := c.Output(string(b))
+	if !ok {
+		t.Fatalf("no canary markers in:\n%s", b)
+	}
+	return string(b), out
+}
+
 func writeTree(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for name, body := range files {

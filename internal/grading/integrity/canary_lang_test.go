@@ -1,7 +1,6 @@
 package integrity_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -85,14 +84,7 @@ func TestLangCanaryRuns(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, tc.files)
 			c := integrity.NewCanary(tc.cmd, []string{tc.file})
-			cmd := exec.Command("bash", "-c", c.Script())
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(dir, "target"), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
-			log, _ := cmd.CombinedOutput()
-			out, ok := c.Output(string(log))
-			if !ok {
-				t.Fatalf("no canary markers in:\n%s", log)
-			}
+			log, out := runCanary(t, c, dir, "CARGO_TARGET_DIR="+filepath.Join(dir, "target"), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
 			if note := c.Skipped(out); (note != "") != tc.skipped {
 				t.Fatalf("skipped %q, want %v:\n%s", note, tc.skipped, log)
 			}

@@ -56,14 +56,7 @@ func TestVitestCanary(t *testing.T) {
 			if !c.Active() {
 				t.Fatalf("not active: %+v", c)
 			}
-			cmd := exec.Command("bash", "-c", c.Script())
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "CI=1", "NO_COLOR=1")
-			log, _ := cmd.CombinedOutput()
-			out, ok := c.Output(string(log))
-			if !ok {
-				t.Fatalf("no canary markers in:\n%s", log)
-			}
+			log, out := runCanary(t, c, dir, "CI=1", "NO_COLOR=1")
 			if note := c.Skipped(out); note != "" {
 				t.Fatalf("skipped: %s\n%s", note, log)
 			}
