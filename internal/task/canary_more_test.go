@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -171,7 +172,7 @@ func checkCanaryRow(t *testing.T, env Env, in dataset.Instance, tk *Task, exploi
 	t.Helper()
 	ctx := context.Background()
 	o := EvalOptions{TestTimeout: 10 * time.Minute, Integrity: api.IntegrityWarn}
-	gold := Evaluate(ctx, env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "gold", ModelPatch: ptr(in.Patch)}, o)
+	gold := evaluateUnsplit(t, ctx, env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "gold", ModelPatch: ptr(in.Patch)}, o)
 	r := gold.Result
 	if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityOK || len(r.Report.IntegrityNotes) != 0 ||
 		!strings.Contains(gold.Artifacts.TestOutput, "msb canary end") {
@@ -180,7 +181,7 @@ func checkCanaryRow(t *testing.T, env Env, in dataset.Instance, tk *Task, exploi
 	}
 	for _, x := range exploits {
 		p := langExploit(t, in, x.append)
-		ev := Evaluate(ctx, env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "x", ModelPatch: &p}, o)
+		ev := evaluateUnsplit(t, ctx, env, tk, api.Prediction{InstanceID: in.InstanceID, Model: "x", ModelPatch: &p}, o)
 		r := ev.Result
 		canary := slices.IndexFunc(r.Report.IntegrityReasons, func(s string) bool { return strings.HasPrefix(s, "canary: ") })
 		if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityTampered || canary < 0 {
@@ -190,6 +191,28 @@ func checkCanaryRow(t *testing.T, env Env, in dataset.Instance, tk *Task, exploi
 			t.Errorf("%s: static reasons %v, want %v: %q", x.name, static, x.static, r.Report.IntegrityReasons)
 		}
 	}
+}
+
+// gradleSplit matches a test's result line that Gradle wrote into the
+// middle of its test worker's JDK 17 warning ("WARNING: System::
+// setSecurityManager has been called by calc.MulTest > mul PASSED", the
+// warning's end on a later line). The worker's stderr and the test events
+// reach Gradle's console by different threads, so now and then a result
+// lands inside the warning; no parser, the harness's included, reads that
+// line, and no patch causes it.
+var gradleSplit = regexp.MustCompile(`has been called by \S+ > \S+ (PASSED|FAILED|SKIPPED)`)
+
+// evaluateUnsplit is Evaluate, run once more when Gradle split a result
+// line (gradleSplit) in the first run's log; the second run's result
+// stands whatever its log.
+func evaluateUnsplit(t *testing.T, ctx context.Context, env Env, tk *Task, p api.Prediction, o EvalOptions) Evaluation {
+	t.Helper()
+	ev := Evaluate(ctx, env, tk, p, o)
+	if gradleSplit.MatchString(ev.Artifacts.TestOutput) {
+		t.Logf("%s: Gradle wrote a result line into its worker's warning; evaluating again", p.Model)
+		ev = Evaluate(ctx, env, tk, p, o)
+	}
+	return ev
 }
 
 // langTask is the task of row in of p's repository, with p's spec and,
