@@ -13,9 +13,9 @@ import (
 )
 
 // What outlives the daemon: templates with a ready build, paused
-// sandboxes and what create_snapshot knows of its snapshots, each as a record (records.go) written when it changes and
-// loaded by Restore. Running sandboxes do not: the engine closes them
-// when the daemon stops.
+// sandboxes and what create_snapshot knows of its snapshots, each as a
+// record (records.go) written when it changes and loaded by Restore.
+// Running sandboxes do not: the engine closes them when the daemon stops.
 
 // Restore loads the templates and paused sandboxes an earlier daemon on
 // the same cache recorded; call it before Serve. A record it cannot read
