@@ -21,8 +21,8 @@ import (
 const baseTemplate = "base"
 
 // createRequest is the body of POST /sandboxes and /v2/sandboxes; fields
-// msb does not act on (autoPause, network, secure...) are ignored, as E2B
-// ignores unknown ones.
+// msb does not act on (secure, volumes...) are ignored, as E2B ignores
+// unknown ones.
 type createRequest struct {
 	TemplateID string            `json:"templateID"`
 	Timeout    *int64            `json:"timeout"` // seconds
@@ -31,6 +31,7 @@ type createRequest struct {
 	// AllowInternetAccess and Network: see networkOf.
 	AllowInternetAccess *bool         `json:"allow_internet_access"`
 	Network             *networkRules `json:"network"`
+	lifecycleRequest
 }
 
 func (f *Front) create(w http.ResponseWriter, r *http.Request) {
@@ -48,6 +49,11 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
+	cycle, err := lifecycleOf(req.lifecycleRequest, timeout)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
 	sb, err := f.start(r, req)
 	if errors.Is(err, ErrNotReady) {
 		apiError(w, api.CodeConflict, "%v", err)
@@ -61,7 +67,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	if template == "" {
 		template = baseTemplate
 	}
-	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, timeout)
+	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, cycle)
 	b.mu.Lock()
 	b.network, b.policy = networkOf(req.AllowInternetAccess, req.Network)
 	b.mu.Unlock()
@@ -70,15 +76,15 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 }
 
 // add registers the engine's sandbox sid as a new E2B sandbox of that id,
-// to be killed timeout from now.
-func (f *Front) add(sid, template string, metadata, envs map[string]string, timeout time.Duration) *box {
+// to be killed (or paused, as cycle says) cycle.Timeout from now.
+func (f *Front) add(sid, template string, metadata, envs map[string]string, cycle lifecycle) *box {
 	b := &box{id: sid, sid: sid, template: template, user: f.defaultUser(template), token: newToken(), metadata: metadata, envs: envs,
-		started: time.Now(), procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
+		started: time.Now(), procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{}), cycle: cycle}
 	b.logf("info", []string{"templateID", template}, "sandbox created from template %s", template)
 	f.mu.Lock()
 	f.boxes[b.id] = b
 	f.mu.Unlock()
-	f.extend(b, timeout)
+	f.extend(b, cycle.Timeout)
 	go f.sampler(b)
 	return b
 }
@@ -158,7 +164,7 @@ func envList(envs map[string]string) []string {
 	return out
 }
 
-// extend sets b to be killed timeout from now.
+// extend sets b to reach its timeout (timedOut) timeout from now.
 func (f *Front) extend(b *box, timeout time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -171,10 +177,7 @@ func (f *Front) setEnd(b *box, timeout time.Duration) {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
-	b.timer = time.AfterFunc(timeout, func() {
-		f.log.Info("e2b sandbox reached its timeout", "sandbox", b.id)
-		f.close(b.id)
-	})
+	b.timer = time.AfterFunc(timeout, func() { f.timedOut(b) })
 }
 
 // close forgets the sandbox and closes it in the engine (or deletes the
@@ -274,6 +277,7 @@ func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 	}
 	m := f.listed(b)
 	m["envdAccessToken"] = b.token
+	m["lifecycle"] = b.cycle.info()
 	writeJSON(w, http.StatusOK, m)
 }
 
@@ -299,14 +303,14 @@ func (f *Front) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Timeout == nil {
-		apiError(w, api.CodeBadRequest, "the body must be {\"timeout\": <positive seconds>}")
+		apiError(w, api.CodeBadRequest, "the body must be {\"timeout\": <seconds>}")
 		return
 	}
-	timeout, err := timeoutOf(req.Timeout, 0)
-	if err != nil {
-		engineError(w, err)
+	if *req.Timeout < 0 {
+		apiError(w, api.CodeBadRequest, "timeout must be 0 (the timeout now) or positive seconds, got %d", *req.Timeout)
 		return
 	}
+	timeout := time.Duration(*req.Timeout) * time.Second
 	b := f.running(r.PathValue("id"))
 	if b == nil {
 		notFound(w, r.PathValue("id"))

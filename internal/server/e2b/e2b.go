@@ -57,7 +57,8 @@ type box struct {
 	envs                map[string]string
 	started             time.Time
 
-	life sync.Mutex // serializes pause and connect, so one resume starts one sandbox
+	life  sync.Mutex // serializes pause and connect, so one resume starts one sandbox
+	cycle lifecycle  // what its timeout does (lifecycle.go); set at create
 
 	mu     sync.Mutex // guards the fields below
 	sid    string     // the engine's sandbox: id at create, another after a resume
@@ -210,15 +211,15 @@ func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 
 type boxKey struct{}
 
-// envd routes a sandbox-plane request to its sandbox: unknown ids get the
-// 502 E2B's proxy answers, a wrong access token 401.
+// envd routes a sandbox-plane request to its sandbox, resuming a paused
+// one with autoResume first: unknown ids get the 502 E2B's proxy
+// answers, a wrong access token 401.
 func (f *Front) envd(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("E2b-Sandbox-Id")
-		b := f.running(id)
+		b := f.routable(id)
 		if b == nil {
-			writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "sandboxId": id,
-				"message": "The sandbox " + id + " was not found"})
+			notRunning(w, id)
 			return
 		}
 		switch {
@@ -228,6 +229,10 @@ func (f *Front) envd(next http.Handler) http.Handler {
 			}
 		case subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Access-Token")), []byte(b.token)) != 1:
 			apiError(w, api.CodeUnauthorized, "wrong or missing X-Access-Token for sandbox %s", id)
+			return
+		}
+		if err := f.wake(r.Context(), b); err != nil {
+			engineError(w, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), boxKey{}, b)))

@@ -96,6 +96,9 @@ type pausedRecord struct {
 	Instance string            `json:"instance,omitempty"`
 	Network  string            `json:"network,omitempty"`
 	Policy   *engine.NetPolicy `json:"policy,omitempty"`
+	// Lifecycle is what its timeout does once resumed, and whether an
+	// envd call resumes it (nil: killed at the timeout).
+	Lifecycle *lifecycle `json:"lifecycle,omitempty"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot

@@ -99,6 +99,9 @@ func (f *Front) restoredBox(pr *pausedRecord) *box {
 	b := &box{id: pr.ID, template: pr.Template, token: pr.Token, user: pr.User, metadata: pr.Metadata, envs: pr.Envs,
 		started: pr.Started, sid: pr.ID, paused: pr.Snapshot, end: pr.End, instance: pr.Instance, network: pr.Network,
 		policy: pr.Policy, procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
+	if pr.Lifecycle != nil {
+		b.cycle = *pr.Lifecycle
+	}
 	b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
 	return b
 }
@@ -137,8 +140,18 @@ func (f *Front) savePaused(b *box, snapshot, instance string) error {
 		defer b.mu.Unlock()
 		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
 			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot,
-			Instance: instance, Network: b.network, Policy: b.policy}}
+			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle()}}
 	})
+}
+
+// recordedCycle is b's lifecycle as a paused record keeps it: nil for
+// E2B's default, so records of sandboxes without one stay as they were.
+func (b *box) recordedCycle() *lifecycle {
+	if !b.cycle.AutoPause && !b.cycle.AutoResume {
+		return nil
+	}
+	c := b.cycle
+	return &c
 }
 
 // forgetPaused removes the record of a sandbox that is no longer paused

@@ -7,8 +7,9 @@ import (
 )
 
 // TestE2BRootless reruns the tests that need no SDK as an unprivileged
-// user: watchers through /proc/<init>/root, metrics and logs, the login
+// user: watchers through /proc/<init>/root, metrics and logs, auto-pause
+// and auto-resume across a restart, the login
 // shell, its primed shell and the base's spare in the rootless mode.
 func TestE2BRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2B(BaseMode|WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
+	privtest.Unprivileged(t, "^TestE2B(AutoPauseRestart|BaseMode|WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
 }

@@ -1,7 +1,9 @@
 package e2b
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,34 +56,52 @@ func notFound(w http.ResponseWriter, id string) {
 	apiError(w, api.CodeNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
 }
 
-// pause snapshots a running sandbox under the name pausePrefix+id,
-// records it (restore.go) and closes it; connect (or resume) starts it
-// again from that snapshot, in this daemon or a later one.
+// pause is the SDK's pause: pauseBox of a live sandbox, 409 when it is
+// paused already.
 func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 	b := f.live(r.PathValue("id"))
 	if b == nil {
 		notFound(w, r.PathValue("id"))
 		return
 	}
+	err := f.pauseBox(r.Context(), b)
+	switch {
+	case errors.Is(err, errAlreadyPaused):
+		apiError(w, api.CodeConflict, "%v", err)
+	case err != nil:
+		engineError(w, err)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// errAlreadyPaused: a pause of a sandbox that is paused.
+var errAlreadyPaused = errors.New("already paused")
+
+// pauseBox snapshots b's running sandbox under the name pausePrefix+id,
+// records it (restore.go) and closes it; connect (or resume) starts it
+// again from that snapshot, in this daemon or a later one. A sandbox
+// killed meanwhile is engine.ErrNotFound.
+func (f *Front) pauseBox(ctx context.Context, b *box) error {
 	b.life.Lock()
 	defer b.life.Unlock()
+	if b.isClosed() {
+		return fmt.Errorf("sandbox %s was killed: %w", b.id, engine.ErrNotFound)
+	}
 	sid, paused := b.engineID()
 	if paused {
-		apiError(w, api.CodeConflict, "sandbox %s is already paused", b.id)
-		return
+		return fmt.Errorf("sandbox %s is %w", b.id, errAlreadyPaused)
 	}
 	name := pausePrefix + b.id
-	info, err := f.e.Snapshot(r.Context(), sid, api.SnapshotRequest{Name: name})
+	info, err := f.e.Snapshot(ctx, sid, api.SnapshotRequest{Name: name})
 	if err != nil {
-		engineError(w, err)
-		return
+		return err
 	}
 	if err := f.savePaused(b, name, info.InstanceID); err != nil {
 		if derr := f.e.DeleteSnapshot(name); derr != nil {
 			f.log.Warn("deleting the pause snapshot of a pause that failed", "snapshot", name, "err", derr)
 		}
-		engineError(w, fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err))
-		return
+		return fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err)
 	}
 	b.mu.Lock()
 	b.paused, b.instance = name, info.InstanceID
@@ -99,13 +119,11 @@ func (f *Front) pause(w http.ResponseWriter, r *http.Request) {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
 	}
 	b.logf("info", []string{"snapshot", name}, "sandbox paused")
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // connect answers a running sandbox, moving its end later when timeout
-// asks for a later one, and resumes a paused one: a new engine sandbox
-// from its pause snapshot (resume), under the same E2B id and access
-// token; its record and snapshot are then removed.
+// asks for a later one, and resumes a paused one (resumeBox, 201).
 func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Timeout *int64 `json:"timeout"`
@@ -124,22 +142,41 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r.PathValue("id"))
 		return
 	}
+	resumed, err := f.resumeBox(r.Context(), b, timeout, req.Timeout != nil)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
+	if !resumed {
+		writeJSON(w, http.StatusOK, created(b))
+		return
+	}
+	writeJSON(w, http.StatusCreated, created(b))
+}
+
+// resumeBox resumes b when it is paused: a new engine sandbox from its
+// pause snapshot (resume), under the same E2B id and access token, to be
+// killed (or paused) timeout from now; its record and snapshot are then
+// removed. A running b has its end moved to timeout from now when that is
+// later and extend asks for it. resumed says whether b was paused.
+func (f *Front) resumeBox(ctx context.Context, b *box, timeout time.Duration, extend bool) (resumed bool, err error) {
 	b.life.Lock()
 	defer b.life.Unlock()
+	if b.isClosed() {
+		return false, fmt.Errorf("sandbox %s was killed: %w", b.id, engine.ErrNotFound)
+	}
 	b.mu.Lock()
 	snap := b.paused
 	b.mu.Unlock()
 	if snap == "" {
-		if req.Timeout != nil {
+		if extend {
 			f.keepAlive(b, timeout)
 		}
-		writeJSON(w, http.StatusOK, created(b))
-		return
+		return false, nil
 	}
-	sb, err := f.resume(r.Context(), b, snap)
+	sb, err := f.resume(ctx, b, snap)
 	if err != nil {
-		engineError(w, err)
-		return
+		return false, err
 	}
 	b.mu.Lock()
 	b.sid, b.paused = sb.ID(), ""
@@ -150,7 +187,7 @@ func (f *Front) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	f.extend(b, timeout)
 	b.logf("info", nil, "sandbox resumed")
-	writeJSON(w, http.StatusCreated, created(b))
+	return true, nil
 }
 
 // snapshot names the state of a running sandbox: a template that create
@@ -280,7 +317,9 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 	network, policy := b.network, b.policy
 	b.mu.Unlock()
 	for _, c := range children {
-		child := f.add(c.ID(), b.template, b.metadata, b.envs, timeout)
+		cycle := b.cycle
+		cycle.Timeout = timeout
+		child := f.add(c.ID(), b.template, b.metadata, b.envs, cycle)
 		child.mu.Lock()
 		child.network, child.policy = network, policy
 		child.mu.Unlock()

@@ -11,6 +11,7 @@ try {
 } finally {
   await sb.kill()
 }
+await autoPause()
 const left = await Sandbox.list({ query: { metadata: { suite: 'e2b-node-test' } } }).nextItems()
 assert.equal(left.length, 0, 'Sandbox.list() after every sandbox was killed')
 console.log('ok')
@@ -145,4 +146,25 @@ async function lifecycle (sb) {
 
   const unknown = await Sandbox.getInfo('no-such-sandbox').then(() => null, (e) => e)
   assert.ok(unknown instanceof NotFoundError, `Sandbox.getInfo of an unknown id rejected with ${unknown}, want a NotFoundError`)
+}
+
+// autoPause: lifecycle onTimeout 'pause' with autoResume: the timeout
+// pauses the sandbox, and a command resumes it with its file.
+async function autoPause () {
+  const sb = await Sandbox.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    assert.deepEqual((await sb.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true }, 'getInfo().lifecycle')
+    await sb.files.write('/root/kept.txt', 'kept\n')
+    await sb.setTimeout(1_000)
+    let state = 'running'
+    for (let i = 0; i < 600 && state !== 'paused'; i++) { // a minute at most: a stuck front end
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      state = (await Sandbox.getInfo(sb.sandboxId)).state
+    }
+    assert.equal(state, 'paused', 'getInfo().state after the timeout with onTimeout pause')
+    assert.equal((await sb.commands.run('cat /root/kept.txt')).stdout, 'kept\n', 'a command auto-resumes the sandbox')
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'running', 'getInfo().state after the auto-resume')
+  } finally {
+    await sb.kill()
+  }
 }
