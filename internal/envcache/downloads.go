@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/envcache/regproxy"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
@@ -451,25 +452,16 @@ func (p *indexProxy) fetchFile(ctx context.Context, sum, path string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", src, resp.Status)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), resp.Body); err != nil {
-		tmp.Close()
-		return fmt.Errorf("downloading %s: %w", src, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("downloading %s: sha256 %s, the index says %s", src, got, sum)
-	}
-	os.Chmod(tmp.Name(), 0o644)
-	return os.Rename(tmp.Name(), path)
+	opts := cacheWrite
+	opts.DirPerm, opts.TempPattern = 0o755, ".tmp-*"
+	return atomicfile.WriteFrom(path, opts, func(f *os.File) error {
+		h := sha256.New()
+		if _, err := io.Copy(io.MultiWriter(f, h), resp.Body); err != nil {
+			return fmt.Errorf("downloading %s: %w", src, err)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return fmt.Errorf("downloading %s: sha256 %s, the index says %s", src, got, sum)
+		}
+		return nil
+	})
 }

@@ -1,8 +1,7 @@
 package envcache
 
 import (
-	"os"
-
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
@@ -11,11 +10,10 @@ import (
 // need, even for an unprivileged owner.
 func removeAll(p string) error { return sandbox.RemoveAll(p) }
 
-// writeAtomic writes a small file by rename, so readers see all or nothing.
-func writeAtomic(p string, b []byte) error {
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
-}
+// cacheWrite is how the cache writes a file whole (atomicfile.Options):
+// readers see all or nothing; unsynced, as a file lost to a crash of the
+// machine is fetched or built again.
+var cacheWrite = atomicfile.Options{NoSync: true}
+
+// writeAtomic writes a small file whole.
+func writeAtomic(p string, b []byte) error { return atomicfile.Write(p, b, cacheWrite) }

@@ -36,6 +36,7 @@ import (
 	"syscall"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/dataset"
 )
 
@@ -225,10 +226,7 @@ func (d *Dir) Summary(_ context.Context, s api.RunSummary) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return writeAtomic(p, b)
+	return atomicfile.Write(p, b, atomicfile.Options{DirPerm: 0o755})
 }
 
 // WriteValidation writes valid.json and invalid.json of a validation run
@@ -247,7 +245,7 @@ func (d *Dir) WriteValidation(rep api.ValidationReport) (valid, invalid string, 
 		if err != nil {
 			return "", "", err
 		}
-		if err := writeAtomic(p, b); err != nil {
+		if err := atomicfile.Write(p, b, atomicfile.Options{}); err != nil {
 			return "", "", err
 		}
 	}
@@ -292,7 +290,7 @@ func replaceDir(dir string, files map[string][]byte) error {
 			return err
 		}
 	}
-	return syncDir(parent)
+	return atomicfile.SyncDir(parent)
 }
 
 func removeAll(dir string) error {
@@ -316,44 +314,4 @@ func writeSynced(p string, data []byte) error {
 		return fmt.Errorf("syncing %s: %w", p, err)
 	}
 	return f.Close()
-}
-
-// writeAtomic replaces p with data through a temporary file of its own
-// beside it: writers of the same file at once never share one.
-func writeAtomic(p string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = writeAll(f, data)
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", p, err)
-	}
-	return syncDir(filepath.Dir(p))
-}
-
-// writeAll writes, syncs and closes f.
-func writeAll(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

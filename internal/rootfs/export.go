@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -26,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/store"
 )
 
@@ -442,32 +442,10 @@ func tarFile(tw *tar.Writer, dir, p string, d os.DirEntry) error {
 	return err
 }
 
-// writeAtomically has write fill a temp file beside file, then renames it
-// to file; on failure nothing is left.
-func writeAtomically(file string, write func(tmp string) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	f.Close()
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, removeIfExists(tmp))
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
-}
-
-func removeIfExists(p string) error {
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+// writeAtomically has write fill a temp file (by its name) beside file,
+// then renames it to file; on failure nothing is left. An export is not
+// synced: it is made again from the store.
+func writeAtomically(file string, write func(tmp string) error) error {
+	opts := atomicfile.Options{TempPattern: "." + filepath.Base(file) + ".tmp-*", NoSync: true}
+	return atomicfile.WriteFrom(file, opts, func(f *os.File) error { return write(f.Name()) })
 }

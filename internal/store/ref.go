@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/minisandbox/msb/internal/atomicfile"
 )
 
 // maxRefLen keeps an escaped ref within a file name.
@@ -94,7 +96,7 @@ func (s *Store) DeleteRef(name string) error {
 	if err != nil {
 		return fmt.Errorf("deleting ref %s: %w", name, err)
 	}
-	return syncDir(s.path("refs"))
+	return atomicfile.SyncDir(s.path("refs"))
 }
 
 // RefEntry is one named ref.

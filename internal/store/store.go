@@ -16,6 +16,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/minisandbox/msb/internal/atomicfile"
 )
 
 // FormatVersion is the on-disk format version, written to <root>/VERSION.
@@ -155,7 +157,7 @@ func (s *Store) init() error {
 	if err := s.writeFileAtomic(s.path("VERSION"), []byte(versionLine), 0o644); err != nil {
 		return err
 	}
-	return syncDir(s.root)
+	return atomicfile.SyncDir(s.root)
 }
 
 // fullIDMap reports whether this process's user namespace maps all uids,
@@ -267,22 +269,11 @@ func flockWait(ctx context.Context, fd, how int) error {
 	}
 }
 
-// writeFileAtomic writes data to a temp file in the store, fsyncs it,
-// renames it to path and fsyncs path's directory.
+// writeFileAtomic replaces path with data (atomicfile), through a temp
+// file in the store's tmp/, where gc finds what a killed write left.
 func (s *Store) writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := s.writeTempFile(data, perm)
-	if err != nil {
-		return err
-	}
-	if err := fsyncPath(tmp); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	opts := atomicfile.Options{Perm: perm, TempDir: s.path("tmp"), TempPattern: "file-*"}
+	return atomicfile.Write(path, data, opts)
 }
 
 // writeTempFile writes data to a new temp file of the store, not synced,
@@ -305,18 +296,6 @@ func (s *Store) writeTempFile(data []byte, perm os.FileMode) (string, error) {
 		return "", err
 	}
 	return tmp, nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // syncFS flushes the whole filesystem holding the store: one syncfs(2)

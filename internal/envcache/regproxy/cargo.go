@@ -243,9 +243,5 @@ func (p *Proxy) fetchTo(req *http.Request, url, path string, check func() error,
 	if len(hs) > 0 {
 		body = io.TeeReader(resp.Body, io.MultiWriter(hs...))
 	}
-	var c func(string) error
-	if check != nil {
-		c = func(string) error { return check() }
-	}
-	return writeFrom(path, body, c)
+	return writeFrom(path, body, check)
 }

@@ -240,7 +240,7 @@ func (p *Proxy) fetchTarball(req *http.Request, dist npmDist, ds []digest, cache
 		ws[i] = hs[i]
 	}
 	kept := ContentPath(cache, ds[0].algo, ds[0].hex)
-	err = writeFrom(kept, io.TeeReader(resp.Body, io.MultiWriter(ws...)), func(string) error {
+	err = writeFrom(kept, io.TeeReader(resp.Body, io.MultiWriter(ws...)), func() error {
 		for i, d := range ds {
 			if got := hex.EncodeToString(hs[i].Sum(nil)); got != d.hex {
 				return fmt.Errorf("%s: %s %s, the registry says %s", dist.Tarball, d.algo, got, d.hex)

@@ -63,10 +63,11 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/minisandbox/msb/internal/atomicfile"
 )
 
 // Paths of the proxy's parts, for an offline build to read them from
@@ -394,31 +395,20 @@ func (c cancelOnClose) Close() error {
 	return err
 }
 
-// writeFrom copies r into path by a temporary file and a rename, after
-// check (when set) accepts the temporary file.
-func writeFrom(path string, r io.Reader, check func(tmp string) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, r); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(tmp.Name()); err != nil {
+// writeFrom copies r into path whole, after check (when set) accepts what
+// was copied. The file is not synced: the proxy fetches it again if a crash
+// of the machine loses it.
+func writeFrom(path string, r io.Reader, check func() error) error {
+	opts := atomicfile.Options{DirPerm: 0o755, TempPattern: ".tmp-*", NoSync: true}
+	return atomicfile.WriteFrom(path, opts, func(f *os.File) error {
+		if _, err := io.Copy(f, r); err != nil {
 			return err
 		}
-	}
-	os.Chmod(tmp.Name(), 0o644)
-	return os.Rename(tmp.Name(), path)
+		if check != nil {
+			return check()
+		}
+		return nil
+	})
 }
 
 // safePath says whether a request path names files under a dir: no empty,

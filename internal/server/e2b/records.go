@@ -1,8 +1,6 @@
 package e2b
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/engine"
 )
 
@@ -133,7 +132,12 @@ func (s *records) put(kind, id string, make func() record) error {
 	if err != nil {
 		return fmt.Errorf("encoding the e2b record %s/%s: %w", kind, id, err)
 	}
-	return writeAtomic(s.path(kind, id), append(data, '\n'))
+	p := s.path(kind, id)
+	opts := atomicfile.Options{Perm: 0o600, DirPerm: 0o700, TempPattern: recordTemp + filepath.Base(p) + "-*"}
+	if err := atomicfile.Write(p, append(data, '\n'), opts); err != nil {
+		return fmt.Errorf("writing the e2b record: %w", err)
+	}
+	return nil
 }
 
 // remove deletes kind/id; a record that is not there is no error.
@@ -144,53 +148,7 @@ func (s *records) remove(kind, id string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing the e2b record %s: %w", p, err)
 	}
-	return syncDir(filepath.Dir(p))
-}
-
-// writeAtomic puts data at p: a synced temp file beside it renamed over
-// it, then the directory synced so the rename lasts.
-func writeAtomic(p string, data []byte) error {
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("making the e2b record directory: %w", err)
-	}
-	rnd := make([]byte, 6)
-	rand.Read(rnd)
-	tmp := filepath.Join(dir, recordTemp+filepath.Base(p)+"-"+hex.EncodeToString(rnd))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing the e2b record %s: %w", p, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing the e2b record %s: %w", p, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 // load reads every record of kind, by id, removing what killed writes

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/engine"
 )
 
@@ -121,26 +122,19 @@ func (f *Front) uploadFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Front) keepUpload(hash string, body io.Reader) error {
-	if err := os.MkdirAll(f.filesDir(), 0o700); err != nil {
+	opts := atomicfile.Options{Perm: 0o600, DirPerm: 0o700, TempPattern: ".upload-*", NoSync: true}
+	err := atomicfile.WriteFrom(filepath.Join(f.filesDir(), hash), opts, func(tmp *os.File) error {
+		_, err := io.Copy(tmp, body)
+		return err
+	})
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: an upload above %d bytes", engine.ErrBadRequest, int64(maxUpload))
+	case err != nil:
 		return fmt.Errorf("keeping an upload: %w", err)
 	}
-	tmp, err := os.CreateTemp(f.filesDir(), ".upload-*")
-	if err != nil {
-		return fmt.Errorf("keeping an upload: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, body); err != nil {
-		tmp.Close()
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return fmt.Errorf("%w: an upload above %d bytes", engine.ErrBadRequest, int64(maxUpload))
-		}
-		return fmt.Errorf("receiving an upload: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("keeping an upload: %w", err)
-	}
-	return os.Rename(tmp.Name(), filepath.Join(f.filesDir(), hash))
+	return nil
 }
 
 // startBuild is POST /v2/templates/{template}/builds/{build}: it checks
