@@ -494,9 +494,21 @@ func (g *Group) Kill() error {
 	return killDirs(g.Dirs())
 }
 
-// Destroy kills what is left and removes the group's directories.
+// Destroy kills what is left and removes the group's directories. A group
+// its processes have all left (a sandbox's, once its PID namespace is gone)
+// is removed at once, each directory by one rmdir; only the directories
+// that still hold a process (EBUSY) are thawed, killed and waited for.
 func (g *Group) Destroy() error {
-	return RemoveDirs(g.Dirs())
+	var busy []string
+	for _, d := range g.Dirs() {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			busy = append(busy, d)
+		}
+	}
+	if len(busy) == 0 {
+		return nil
+	}
+	return RemoveDirs(busy)
 }
 
 // RemoveDirs kills the processes in cgroup directories and removes them;

@@ -51,6 +51,43 @@ func TestCreateLimitKillDestroy(t *testing.T) {
 	}
 }
 
+// TestDestroyLeftGroup: a group whose process has exited and been reaped
+// (a sandbox's at its end) is removed, every directory of it.
+func TestDestroyLeftGroup(t *testing.T) {
+	info := Detect(os.Getenv("MSB_CGROUP_PARENT"))
+	if !info.Usable() {
+		if os.Geteuid() == 0 {
+			t.Fatalf("root but no usable cgroup: %s", info.Reason)
+		}
+		privtest.Skip(t, "no cgroup: %s", info.Reason)
+	}
+	if err := PrepareParents(info); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Create(info, "test-"+t.Name(), Limits{MemoryBytes: 64 << 20, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "100")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range g.Dirs() {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("%s still exists", d)
+		}
+	}
+}
+
 func TestNegativeLimitRejected(t *testing.T) {
 	info := Detect(os.Getenv("MSB_CGROUP_PARENT"))
 	if !info.Usable() {
