@@ -39,14 +39,44 @@ const MaxForkCount = 256
 // root, working directory and user; limits and lifetimes are the engine's
 // defaults, labels req.Labels.
 func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
+	return e.ForkSnapshot(ctx, sandboxID, req, SnapshotForkOptions{})
+}
+
+// SnapshotForkOptions change what the children of a fork of a named
+// snapshot alone start with, in place of what Fork gives them (no
+// network, the engine's lifetimes). The zero value changes nothing.
+type SnapshotForkOptions struct {
+	// Network and NetPolicy are the children's network, as
+	// SandboxRequest's ("": none).
+	Network   string
+	NetPolicy *NetPolicy
+	// Lifetime and IdleTimeout bound each child as SandboxRequest's do:
+	// 0 the engine's defaults, negative none.
+	Lifetime, IdleTimeout time.Duration
+}
+
+// ForkSnapshot is Fork with o applied to the children; o must be the
+// zero value unless sandboxID is empty (a fork of the snapshot alone: a
+// live parent's children keep its network and lifetimes). Children with
+// a network are never taken from the spares of the snapshot, which have
+// none.
+func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.ForkRequest, o SnapshotForkOptions) ([]*Sandbox, error) {
 	if err := checkFork(req); err != nil {
 		return nil, err
+	}
+	custom := o != (SnapshotForkOptions{})
+	spares := sandboxID == "" && o.Network == "" && o.NetPolicy == nil
+	if custom && sandboxID != "" {
+		return nil, fmt.Errorf("%w: a fork of sandbox %s keeps its network and lifetimes; options are for a fork of a snapshot alone", ErrBadRequest, sandboxID)
 	}
 	src, fs, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	if custom {
+		o.apply(e, &src)
+	}
 	labels := maps.Clone(src.info.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -59,7 +89,7 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	g.SetLimit(forkWorkers)
 	for i := range children {
 		g.Go(func() error {
-			c, err := e.takeOrFork(ctx, sandboxID == "", req.Snapshot, src, fs)
+			c, err := e.takeOrFork(ctx, spares, req.Snapshot, src, fs)
 			if err != nil {
 				return fmt.Errorf("forking %s (child %d of %d): %w", src.what, i+1, count, err)
 			}
@@ -81,10 +111,17 @@ func (e *Engine) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 		return nil, err
 	}
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
-	if sandboxID == "" && e.cfg.Spares > 0 {
+	if spares && e.cfg.Spares > 0 {
 		e.spares.Keep(snapshotKey(req.Snapshot), req.Warm)
 	}
 	return children, nil
+}
+
+// apply gives src, a snapshot's, the network and lifetimes o asks for.
+func (o SnapshotForkOptions) apply(e *Engine, src *forkSource) {
+	src.conf.Network, src.conf.NetPolicy = o.Network, o.NetPolicy
+	lifetime, idle := pickDuration(o.Lifetime, e.cfg.Lifetime), pickDuration(o.IdleTimeout, e.cfg.IdleTimeout)
+	src.info.LifetimeNs, src.info.IdleTimeoutNs = int64(lifetime), int64(idle)
 }
 
 // forkWorkers is how many children start at once: a start is mostly the
@@ -253,7 +290,8 @@ func checkFork(req api.ForkRequest) error {
 }
 
 // takeOrFork is a child of snapshot name: a spare when fromSnapshot (a
-// fork of the snapshot alone) and one is ready, else one started now.
+// fork of the snapshot alone, its children without a network of their
+// own) and one is ready, else one started now.
 func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, fs forkSnapshot) (*Sandbox, error) {
 	if fromSnapshot && e.cfg.Spares > 0 {
 		if c := e.takeSpare(snapshotKey(name)); c != nil {

@@ -47,7 +47,7 @@ type SandboxRequest struct {
 	Labels  map[string]string
 
 	// NetPolicy is what a filtered sandbox may reach (nil: all but the
-	// host's loopback). Raw and image sandboxes only, for now.
+	// host's loopback).
 	NetPolicy *sandbox.NetPolicy
 
 	// Sudo, when set, is where the sandbox gets a sudo that its supervisor
@@ -218,9 +218,6 @@ func pickDuration(req, def time.Duration) time.Duration {
 }
 
 func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.Limits) error {
-	if req.InstanceID != "" && req.NetPolicy != nil {
-		return fmt.Errorf("%w: network rules apply to raw and image sandboxes, not yet to an instance's", ErrBadRequest)
-	}
 	if req.InstanceID != "" && req.Sudo != "" {
 		return fmt.Errorf("%w: sudo is for raw and image sandboxes, not an instance's", ErrBadRequest)
 	}
@@ -235,7 +232,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network})
+		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network, NetPolicy: req.NetPolicy})
 		if err != nil {
 			return err
 		}

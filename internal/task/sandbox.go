@@ -55,8 +55,12 @@ type Options struct {
 	// MaxOutput caps each output stream of a command (0: the sandbox
 	// package's default).
 	MaxOutput int
-	// Network is sandbox.NetworkNone (default) or sandbox.NetworkHost.
+	// Network is sandbox.NetworkNone (default), sandbox.NetworkHost or
+	// sandbox.NetworkFiltered.
 	Network string
+	// NetPolicy is what a filtered sandbox may reach (nil: all but the
+	// host's loopback).
+	NetPolicy *sandbox.NetPolicy
 	// Hostname is the sandbox's host name (empty: the sandbox's default).
 	Hostname string
 	// Progress receives the cache's build events.
@@ -113,6 +117,7 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	start = time.Now()
 	conf := prep.SandboxConfig()
 	conf.Limits, conf.MaxOutput, conf.Network, conf.Hostname = o.Limits, o.MaxOutput, o.Network, o.Hostname
+	conf.NetPolicy = o.NetPolicy
 	conf.Env = append(slices.Clip(conf.Env), o.Env...)
 	if conf, err = s.ownRegistryProxy(env, conf); err != nil {
 		prep.Release()

@@ -120,9 +120,9 @@ func created(b *box) map[string]any {
 		"envdVersion": envdVersion, "envdAccessToken": b.token}
 }
 
-// start starts the engine's sandbox of a create: from the base, an
-// instance or a named snapshot (whose environment it keeps: envVars do not
-// apply to it).
+// start starts the engine's sandbox of a create, with the network it asks
+// for: from the base, an instance or a named snapshot (whose environment
+// it keeps: envVars do not apply to it).
 func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, error) {
 	sr := engine.SandboxRequest{Lifetime: -1, IdleTimeout: -1, Labels: e2bLabels()}
 	sr.Network, sr.NetPolicy = networkOf(req.AllowInternetAccess, req.Network)
@@ -143,7 +143,7 @@ func (f *Front) start(r *http.Request, req createRequest) (*engine.Sandbox, erro
 		return f.createSandbox(r.Context(), sr)
 	}
 	if _, err := f.e.Instance(req.TemplateID); err != nil {
-		sb, err := f.fromSnapshot(r, req.TemplateID)
+		sb, err := f.fromSnapshot(r, req.TemplateID, sr.Network, sr.NetPolicy)
 		if sb != nil || err != nil {
 			return sb, err
 		}

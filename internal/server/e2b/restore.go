@@ -176,16 +176,16 @@ func (f *Front) saveSnapshot(name string, b *box) {
 	}
 }
 
-// resume starts b's sandbox again from its pause snapshot: a task
+// resume starts b's sandbox again from its pause snapshot, with the
+// network it was created with and no lifetime but the E2B timeout: a task
 // sandbox as a fork of the snapshot (which prepares its instance's binds
-// and environment), any other on the snapshot as its image, with the
-// network it was created with and no lifetime but the E2B timeout.
+// and environment), any other on the snapshot as its image.
 func (f *Front) resume(ctx context.Context, b *box, snap string) (*engine.Sandbox, error) {
 	b.mu.Lock()
 	instance, network, policy := b.instance, b.network, b.policy
 	b.mu.Unlock()
 	if instance != "" {
-		children, err := f.e.Fork(ctx, "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()})
+		children, err := f.e.ForkSnapshot(ctx, "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()}, e2bFork(network, policy))
 		if err != nil {
 			return nil, err
 		}

@@ -223,6 +223,13 @@ func (f *Front) snapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, snapshotInfo(info.Name))
 }
 
+// e2bFork is how the front end forks a snapshot alone (a create from a
+// snapshot, a resumed task sandbox): with the network the sandbox asked
+// for and no lifetime but the E2B timeout, which the front end keeps.
+func e2bFork(network string, policy *engine.NetPolicy) engine.SnapshotForkOptions {
+	return engine.SnapshotForkOptions{Network: network, NetPolicy: policy, Lifetime: -1, IdleTimeout: -1}
+}
+
 func snapshotInfo(name string) map[string]any {
 	return map[string]any{"snapshotID": name, "names": []string{name}}
 }
@@ -328,9 +335,10 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-// fromSnapshot starts a sandbox from a named snapshot: nil, nil when no
-// snapshot has that name.
-func (f *Front) fromSnapshot(r *http.Request, name string) (*engine.Sandbox, error) {
+// fromSnapshot starts a sandbox from a named snapshot, with the network
+// its create asks for and no lifetime but the E2B timeout: nil, nil when
+// no snapshot has that name.
+func (f *Front) fromSnapshot(r *http.Request, name string, network string, policy *engine.NetPolicy) (*engine.Sandbox, error) {
 	if strings.HasPrefix(name, pausePrefix) {
 		return nil, nil
 	}
@@ -340,7 +348,7 @@ func (f *Front) fromSnapshot(r *http.Request, name string) (*engine.Sandbox, err
 	}
 	for _, s := range all {
 		if s.Name == name {
-			children, err := f.e.Fork(r.Context(), "", api.ForkRequest{Snapshot: name, Labels: e2bLabels()})
+			children, err := f.e.ForkSnapshot(r.Context(), "", api.ForkRequest{Snapshot: name, Labels: e2bLabels()}, e2bFork(network, policy))
 			if err != nil {
 				return nil, err
 			}
