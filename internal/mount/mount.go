@@ -52,6 +52,13 @@ type OverlayOptions struct {
 	// UserXattr stores overlay metadata in user.* xattrs, which is what an
 	// unprivileged user namespace can write.
 	UserXattr bool
+	// Volatile leaves out every sync of the upper dir's filesystem
+	// (overlayfs's volatile, Linux 5.10+): fsync and sync in the overlay
+	// return at once, and its unmount does not sync the upper filesystem.
+	// Only for an upper dir thrown away with the mount: after a crash its
+	// contents are undefined, and overlayfs refuses to mount the same work
+	// dir again.
+	Volatile bool
 }
 
 // maxOverlayData is the limit the kernel puts on mount data (one page).
@@ -75,6 +82,9 @@ func Overlay(target string, opts OverlayOptions) (Mount, error) {
 	}
 	if opts.UserXattr {
 		data += ",userxattr"
+	}
+	if opts.Volatile && opts.Upper != "" {
+		data += ",volatile"
 	}
 	if len(data) > maxOverlayData {
 		return Mount{}, fmt.Errorf("overlay at %s: %d bytes of options exceed the kernel's %d (too many or too long layer paths)", target, len(data), maxOverlayData)

@@ -16,6 +16,24 @@ func TestOverlayOrdersLowersTopFirst(t *testing.T) {
 	}
 }
 
+func TestOverlayVolatileNeedsUpper(t *testing.T) {
+	for _, tc := range []struct {
+		opts OverlayOptions
+		want string
+	}{
+		{OverlayOptions{Lowers: []string{"/l"}, Upper: "/u", Work: "/w", Volatile: true}, "lowerdir=/l,upperdir=/u,workdir=/w,volatile"},
+		{OverlayOptions{Lowers: []string{"/l"}, Volatile: true}, "lowerdir=/l"}, // read-only: nothing to sync
+	} {
+		m, err := Overlay("/m", tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Data != tc.want {
+			t.Errorf("data = %q, want %q", m.Data, tc.want)
+		}
+	}
+}
+
 func TestOverlayRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string

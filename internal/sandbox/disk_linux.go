@@ -143,7 +143,7 @@ func (rt *Runtime) diskFor(c *Config) diskKind {
 // prepareDisk makes the sandbox's bounded writable layer, when it has one,
 // and says where init finds it.
 func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
-	mnt := filepath.Join(s.dir, "disk")
+	mnt := filepath.Join(s.rt.mnt, "disk") // in init's mount namespace only
 	switch s.rt.diskFor(&s.conf) {
 	case diskPool:
 		v, err := s.rt.diskSetup.pool.Create(s.ID, limits.DiskBytes)
@@ -156,14 +156,8 @@ func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
 				return nil, fmt.Errorf("creating the sandbox's %s dir: %w", d, err)
 			}
 		}
-		if err := os.Mkdir(mnt, 0o755); err != nil {
-			return nil, fmt.Errorf("creating %s: %w", mnt, err)
-		}
 		return &wire.Disk{Mount: mnt, Device: s.rt.diskSetup.pool.Device(), Subvol: v.Name()}, nil
 	case diskTmpfs:
-		if err := os.Mkdir(mnt, 0o755); err != nil {
-			return nil, fmt.Errorf("creating %s: %w", mnt, err)
-		}
 		return &wire.Disk{Mount: mnt, TmpfsBytes: diskTmpfsBytes(limits, s.rt.memoryHoldsFiles())}, nil
 	}
 	return nil, nil

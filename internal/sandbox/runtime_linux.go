@@ -61,6 +61,10 @@ type Runtime struct {
 	forkInside bool
 	log        *slog.Logger
 	empty      string // the lower layer of a root without layers: only mount points (makeMountPoints)
+	// mnt holds root/ and disk/, where every sandbox's init mounts its
+	// root and its disk, each in its own mount namespace: made once here,
+	// no sandbox makes or removes a mount point of its own.
+	mnt string
 
 	// Made on first use, once: see disk and idmap.
 	diskOnce  sync.Once
@@ -199,6 +203,12 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	rt.empty = filepath.Join(rt.stateDir, ".empty")
 	if err := makeMountPoints(rt.empty); err != nil {
 		return nil, err
+	}
+	rt.mnt = filepath.Join(rt.stateDir, ".mnt")
+	for _, d := range []string{"root", "disk"} {
+		if err := os.MkdirAll(filepath.Join(rt.mnt, d), 0o755); err != nil {
+			return nil, fmt.Errorf("creating the sandboxes' mount points: %w", err)
+		}
 	}
 	rt.cg = cgroup.Detect(opts.CgroupParent)
 	if rt.cg.WantsScope { // rootless, no MSB_CGROUP_PARENT, v2

@@ -394,7 +394,7 @@ func (s *Sandbox) prepareDirs() error {
 		return err
 	}
 	s.dir, s.lock = dir, lock
-	dirs := []string{filepath.Join(s.dir, "root")}
+	var dirs []string
 	switch {
 	case s.conf.RootDir != "": // copy mode: no overlay
 	case s.conf.UpperDir != "":
@@ -485,7 +485,7 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 	c := s.conf
 	tmp, shm := scratchSizes(limits, s.rt.memoryHoldsFiles())
 	cfg := wire.Config{
-		ID: s.ID, Root: filepath.Join(s.dir, "root"), Upper: s.upper, Work: s.work, Disk: disk,
+		ID: s.ID, Root: filepath.Join(s.rt.mnt, "root"), Upper: s.upper, Work: s.work, Disk: disk,
 		UserXattr: s.rt.rootless, Rootless: s.rt.rootless,
 		Hostname: s.Hostname(), Network: c.Network, TmpBytes: tmp, ShmBytes: shm, LimitInodes: s.rt.memoryHoldsFiles(),
 		Workdir: c.Workdir, UID: c.User.UID, GID: c.User.GID, CgroupNS: true, MaxOutput: c.MaxOutput,

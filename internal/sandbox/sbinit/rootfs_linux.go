@@ -109,7 +109,9 @@ func mountOverlayByFD(cfg *wire.Config) error {
 		fds = append(fds, fd)
 		return "/proc/self/fd/" + strconv.Itoa(fd), nil
 	}
-	opts := mount.OverlayOptions{Lowers: make([]string, len(cfg.Lowers)), UserXattr: cfg.UserXattr}
+	// An upper dir on the sandbox's disk goes with the sandbox: nothing of
+	// it need ever reach the disk's filesystem (see mountOverlay).
+	opts := mount.OverlayOptions{Lowers: make([]string, len(cfg.Lowers)), UserXattr: cfg.UserXattr, Volatile: cfg.Disk != nil}
 	var err error
 	for i, l := range cfg.Lowers {
 		if opts.Lowers[i], err = byFD(l); err != nil {
@@ -122,14 +124,30 @@ func mountOverlayByFD(cfg *wire.Config) error {
 	if opts.Work, err = byFD(cfg.Work); err != nil {
 		return err
 	}
-	ov, err := mount.Overlay(cfg.Root, opts)
-	if err != nil {
-		return err
-	}
-	if err := ov.Mount(); err != nil {
+	if err := mountOverlay(cfg.Root, opts); err != nil {
 		return fmt.Errorf("mounting root overlay of %d layers (%s): %w", len(cfg.Lowers), strings.Join(cfg.Lowers, ":"), err)
 	}
 	return nil
+}
+
+// mountOverlay mounts the overlay of opts at root. Volatile (an upper dir
+// on the sandbox's disk, deleted with the sandbox) spares the sandbox's
+// teardown a sync of the disk's filesystem when the overlay is unmounted
+// with the sandbox's mount namespace: on the disk pool, a btrfs transaction
+// commit and a flush of the pool's loop device, the largest part of the
+// teardown. A kernel without overlayfs's volatile (before 5.10) refuses
+// the option (EINVAL), and the overlay is mounted without it.
+func mountOverlay(root string, opts mount.OverlayOptions) error {
+	ov, err := mount.Overlay(root, opts)
+	if err != nil {
+		return err
+	}
+	err = ov.Mount()
+	if opts.Volatile && errors.Is(err, unix.EINVAL) {
+		opts.Volatile = false
+		return mountOverlay(root, opts)
+	}
+	return err
 }
 
 // mountDisk mounts the filesystem that holds the writable layer: the
