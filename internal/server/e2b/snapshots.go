@@ -2,11 +2,15 @@ package e2b
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -234,17 +238,34 @@ func snapshotInfo(name string) map[string]any {
 	return map[string]any{"snapshotID": name, "names": []string{name}}
 }
 
-// snapshots lists the named snapshots but pause ones, oldest first, of
-// one sandbox (sandboxID) or one name when asked; one page.
+// snapshots lists the named snapshots but pause and template ones,
+// oldest first, of one sandbox (sandboxID) or one name when asked, in
+// pages of limit (at most and by default 100) with x-next-token when more
+// follow, which the SDK's paginator sends back as nextToken: where the
+// page ended, so snapshots taken or deleted between pages neither repeat
+// nor shift it.
 func (f *Front) snapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, from, err := snapshotPage(q)
+	if err != nil {
+		engineError(w, err)
+		return
+	}
 	all, err := f.e.Snapshots()
 	if err != nil {
 		engineError(w, err)
 		return
 	}
-	q := r.URL.Query()
+	slices.SortFunc(all, func(a, b api.SnapshotInfo) int {
+		return snapCursor{a.CreatedAt, a.Name}.compare(snapCursor{b.CreatedAt, b.Name})
+	})
 	out := []any{}
+	var last *snapCursor
 	for _, s := range all {
+		at := snapCursor{s.CreatedAt, s.Name}
+		if from != nil && at.compare(*from) <= 0 {
+			continue
+		}
 		f.mu.Lock()
 		owner, ok := f.owners[s.Name]
 		f.mu.Unlock()
@@ -257,9 +278,52 @@ func (f *Front) snapshots(w http.ResponseWriter, r *http.Request) {
 			q.Get("name") != "" && q.Get("name") != s.Name:
 			continue
 		}
-		out = append(out, snapshotInfo(s.Name))
+		if len(out) == limit {
+			w.Header().Set("X-Next-Token", last.token())
+			break
+		}
+		out, last = append(out, snapshotInfo(s.Name)), &at
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// snapCursor is where a page of list_snapshots ended: the last
+// snapshot's creation time and name, which order the list.
+type snapCursor struct{ created, name string }
+
+func (c snapCursor) compare(o snapCursor) int {
+	if n := strings.Compare(c.created, o.created); n != 0 {
+		return n
+	}
+	return strings.Compare(c.name, o.name)
+}
+
+// token is c as nextToken carries it; a creation time has no "/".
+func (c snapCursor) token() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.created + "/" + c.name))
+}
+
+// snapshotPage reads list_snapshots' limit (1 or more, at most
+// maxListLimit, which is also the default) and nextToken.
+func snapshotPage(q url.Values) (int, *snapCursor, error) {
+	limit := maxListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("%w: limit %q is not a positive number", engine.ErrBadRequest, s)
+		}
+		limit = min(n, maxListLimit)
+	}
+	tok := q.Get("nextToken")
+	if tok == "" {
+		return limit, nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	created, name, ok := strings.Cut(string(b), "/")
+	if err != nil || !ok {
+		return 0, nil, fmt.Errorf("%w: nextToken %q is not one this list gave", engine.ErrBadRequest, tok)
+	}
+	return limit, &snapCursor{created, name}, nil
 }
 
 // deleteSnapshot is the SDK's delete_snapshot (E2B deletes a snapshot as
