@@ -259,20 +259,11 @@ func TestDoctorLeavesNoPool(t *testing.T) {
 	disk := t.TempDir()
 	pool := filepath.Join(disk, "msb-pool")
 	env := []string{sandbox.DiskDirEnv + "=" + disk}
-	// Before any step can fail, and after the state dir's own cleanup, so
-	// that it runs first: the gc needs the state dir.
-	stateDir(t)
-	t.Cleanup(func() {
-		if r := msb(t, t.TempDir(), env, "gc", "--disk-pool"); r.code != 0 {
-			t.Errorf("gc --disk-pool: %+v", r)
-		}
-	})
+	keepsNoPool(t, env, disk)
 	if r := msb(t, t.TempDir(), env, "doctor"); r.code != 0 {
 		t.Fatalf("doctor: %+v", r)
 	}
-	if _, err := os.Stat(pool); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("doctor left %s behind (%v)", pool, err)
-	}
+	checkNoPool(t, disk, "doctor")
 	// A run makes the pool and keeps it; doctor then leaves it.
 	if r := msb(t, t.TempDir(), env, "run", "--host-base", "--", "true"); r.code != 0 {
 		t.Fatalf("run: %+v", r)
@@ -282,6 +273,67 @@ func TestDoctorLeavesNoPool(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(pool, "mnt")); err != nil {
 		t.Fatalf("doctor removed the pool a run had made: %v", err)
+	}
+}
+
+// TestBatchReleasesItsPool: as root, eval and validate release the disk
+// pool they made in a disk dir that had none (demo too: TestCacheWords),
+// and keep one that was there, as msb run leaves it.
+func TestBatchReleasesItsPool(t *testing.T) {
+	privtest.RequireRoot(t)
+	gen, env := demoFixture(t)
+	disk := t.TempDir()
+	env = append(env, sandbox.DiskDirEnv+"="+disk)
+	keepsNoPool(t, env, disk)
+	dir := t.TempDir()
+	batch := func(run string) [][]string {
+		sel := []string{"--dataset", gen.DatasetPath, "--spec", gen.SpecPath, "--instances", "demo__calc-1", "--out", filepath.Join(dir, "out")}
+		return [][]string{
+			append([]string{"validate", "--run-id", "v" + run}, sel...),
+			append([]string{"eval", "--predictions", "gold", "--run-id", "e" + run}, sel...),
+		}
+	}
+	for _, args := range batch("1") {
+		if r := msb(t, dir, env, args...); r.code != 0 {
+			t.Fatalf("msb %v: %+v", args, r)
+		}
+		checkNoPool(t, disk, args[0])
+	}
+	if r := msb(t, dir, env, "run", "--host-base", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	mnt := filepath.Join(disk, "msb-pool", "mnt")
+	for _, args := range batch("2") {
+		if r := msb(t, dir, env, args...); r.code != 0 {
+			t.Fatalf("msb %v: %+v", args, r)
+		}
+		if len(privtest.Leaks(mnt)) == 0 {
+			t.Fatalf("msb %s released the pool msb run had made", args[0])
+		}
+	}
+}
+
+// keepsNoPool removes the pool of disk when the test ends, whatever it
+// left. Call it before any step can fail, and after the state dir's own
+// cleanup, so that it runs first: the gc needs the state dir.
+func keepsNoPool(t *testing.T, env []string, disk string) {
+	t.Helper()
+	stateDir(t)
+	t.Cleanup(func() {
+		if r := msb(t, t.TempDir(), env, "gc", "--disk-pool"); r.code != 0 {
+			t.Errorf("gc --disk-pool: %+v", r)
+		}
+	})
+}
+
+// checkNoPool fails unless disk holds no disk pool, made or mounted.
+func checkNoPool(t *testing.T, disk, after string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(disk, "msb-pool")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("msb %s left the disk pool it made (%v)", after, err)
+	}
+	if l := privtest.Leaks(disk); len(l) > 0 {
+		t.Errorf("msb %s left mounts: %v", after, l)
 	}
 }
 
@@ -572,11 +624,16 @@ func TestCacheWords(t *testing.T) {
 	if r := msb(t, dir, env, "cache", "export", archive, "--json"); json.Unmarshal([]byte(r.stdout), &ex) != nil || len(ex.Layers) < 2 || ex.ArchiveBytes == 0 {
 		t.Fatalf("export: %s %s", r.stdout, r.stderr)
 	}
-	tmp := t.TempDir()
-	if r := msb(t, dir, append(env, "TMPDIR="+tmp), "demo"); r.code != 0 {
+	// The demo leaves nothing behind: no temp dir, and as root no disk
+	// pool where there was none.
+	tmp, disk := t.TempDir(), t.TempDir()
+	env = append(env, "TMPDIR="+tmp, sandbox.DiskDirEnv+"="+disk)
+	keepsNoPool(t, env, disk)
+	if r := msb(t, dir, env, "demo"); r.code != 0 {
 		t.Fatalf("demo: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Fatalf("the demo left %v in TMPDIR", ents)
 	}
+	checkNoPool(t, disk, "demo")
 }

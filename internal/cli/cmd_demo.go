@@ -70,11 +70,11 @@ func runDemo(ctx context.Context, g *globals, dir string, keep bool) error {
 	if err != nil {
 		return fmt.Errorf("generating the demo project: %w", err)
 	}
-	e, err := g.openEngine(ctx, engineOptions{specFile: gen.SpecPath, cacheDir: filepath.Join(dir, "cache"), timeout: 5 * time.Minute})
+	e, err := g.openEngine(ctx, engineOptions{specFile: gen.SpecPath, cacheDir: filepath.Join(dir, "cache"), timeout: 5 * time.Minute, batch: true})
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer closeEngine(e, "demo")
 	if err := showSandbox(ctx, w, e); err != nil {
 		return err
 	}

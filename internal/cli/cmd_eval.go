@@ -57,11 +57,12 @@ func runEval(ctx context.Context, g *globals, f *evalFlags, predPath string, rep
 			return err
 		}
 	}
+	o.batch = true
 	e, err := g.openEngine(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer closeEngine(e, "eval")
 	d, err := f.load(e)
 	if err != nil {
 		return err

@@ -39,11 +39,12 @@ func runValidate(ctx context.Context, g *globals, f *evalFlags, repeat int) erro
 	if err != nil {
 		return err
 	}
+	o.batch = true
 	e, err := g.openEngine(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer closeEngine(e, "validate")
 	d, err := f.load(e)
 	if err != nil {
 		return err

@@ -176,6 +176,9 @@ type engineOptions struct {
 	// when it does not exist, even one named by --cache or --state-dir
 	// (cache build, import, pull; serve), see checkDir.
 	newCache, newState bool
+	// batch: the command ends after one batch (demo, eval, validate), so
+	// the disk pool goes with it when it made it (engine.Config.ReleaseOwnDiskPool).
+	batch bool
 }
 
 // cacheConfig is the cache part of the engine's config.
@@ -210,7 +213,7 @@ func (s *settings) engineConfig(o engineOptions) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	cfg := engine.Config{StateDir: s.StateDir, CgroupParent: s.CgroupParent, Cache: cc, TestTimeout: o.timeout, Reward: o.reward, Integrity: o.integrity,
-		Canary: o.canary, EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork)}
+		Canary: o.canary, EvalNetwork: first(o.evalNetwork, s.file.EvalNetwork), ReleaseOwnDiskPool: o.batch}
 	if err := checkNetwork("config file eval_network", s.file.EvalNetwork); err != nil {
 		return cfg, err
 	}

@@ -244,6 +244,15 @@ func (g *globals) openEngine(ctx context.Context, o engineOptions) (*engine.Engi
 	return e, nil
 }
 
+// closeEngine closes a batch command's engine and says on stderr what the
+// close could not do (a disk pool left mounted, a sandbox not cleaned up):
+// the command's own result stands.
+func closeEngine(e *engine.Engine, verb string) {
+	if err := e.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "msb %s: %v\n", verb, err)
+	}
+}
+
 // exitError carries an exit code through cobra (msb run passing through
 // the command's code; a batch whose instances did not all get a verdict),
 // with a message to print, if any.

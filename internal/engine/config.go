@@ -92,6 +92,12 @@ type Config struct {
 	// KeepClosed is how many closed sandboxes' infos are kept, for an hour
 	// each, to say what became of them (default 1000).
 	KeepClosed int
+	// ReleaseOwnDiskPool is for a command that ends after one batch (msb
+	// demo, eval, validate): Close releases root mode's disk pool when
+	// this engine made it (there was none at Open), after the sandboxes
+	// and spares are closed. A pool that was there stays, and a daemon
+	// keeps the pool it made, so that no run pays for making it (issue 32).
+	ReleaseOwnDiskPool bool
 	// Logger receives what the engine does (default: discarded).
 	Logger *slog.Logger
 }

@@ -37,6 +37,9 @@ type Engine struct {
 	stats counters
 	// spares are sandboxes started ahead: the warm pool (pool.go).
 	spares *warm.Pool[poolKey, *Sandbox]
+	// ownPool: Close releases the disk pool (Config.ReleaseOwnDiskPool
+	// and there was none at Open).
+	ownPool bool
 
 	stop chan struct{} // closed by Close: ends the reaper
 	done chan struct{} // closed when the reaper has ended
@@ -67,6 +70,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: log, rt: rt, sandboxes: map[string]*Sandbox{}, instances: map[string]dataset.Instance{}, tasks: map[string]*task.Task{},
 		gone: newTombstones(cfg.tombstones()), stop: make(chan struct{}), done: make(chan struct{})}
+	e.ownPool = cfg.ReleaseOwnDiskPool && !rt.HasDiskPool()
 	e.gc = rt.GC()
 	if e.gc.Found() {
 		log.Info("cleaned up after a killed msb", "sandboxes", len(e.gc.Sandboxes), "processes", len(e.gc.Processes), "cgroups", len(e.gc.Cgroups))
@@ -108,8 +112,9 @@ func (e *Engine) Enforcement() api.Enforcement {
 // Cache is the engine's environment cache.
 func (e *Engine) Cache() *Cache { return e.cache }
 
-// Close closes every live sandbox, then the runtime (its disk pool); the
-// engine cannot be used afterwards.
+// Close closes every live sandbox and the spares, releases the disk pool
+// when the engine made it for a batch (Config.ReleaseOwnDiskPool), then
+// closes the runtime; the engine cannot be used afterwards.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if !e.closed {
@@ -127,6 +132,11 @@ func (e *Engine) Close() error {
 	}
 	<-e.done
 	e.spares.Close()
+	if e.ownPool {
+		if _, err := e.rt.ReleaseDiskPool(); err != nil {
+			errs = append(errs, fmt.Errorf("%w; it stays mounted (msb gc --disk-pool removes it)", err))
+		}
+	}
 	errs = append(errs, e.rt.Close())
 	return errors.Join(errs...)
 }
