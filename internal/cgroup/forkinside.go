@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // StartInside runs start (which starts a process, e.g. exec.Cmd.Start)
@@ -69,14 +72,21 @@ func (g *Group) StartInside(start func() error) (inside bool, err error) {
 	return r.inside, r.err
 }
 
-// leave moves the calling thread back to its cgroups (back), or should
-// that fail, to the root of each hierarchy: a thread of msb left in a
-// sandbox's group would be killed with it (with all of msb, as the kill
-// goes to the processes the group lists).
+// leave moves the calling thread back to its cgroups (back). Should that
+// fail (msb was moved since back was read, and its old cgroup removed),
+// it reads msb's cgroups again and moves there; and should that fail too,
+// to the root of each hierarchy: a thread of msb left in a sandbox's
+// group would be killed with it (with all of msb, as the kill goes to the
+// processes the group lists).
 func (g *Group) leave(back map[string]string) error {
 	_, err := g.moveThread(back, false)
 	if err == nil {
 		return nil
+	}
+	if fresh, ok := home.reread(); ok {
+		if _, ferr := g.moveThread(fresh, false); ferr == nil {
+			return nil
+		}
 	}
 	roots := map[string]string{}
 	for c := range g.dirs {
@@ -112,26 +122,39 @@ func (g *Group) moveThread(back map[string]string, in bool) (bool, error) {
 }
 
 // home is the cgroups msb's threads go back to after StartInside.
-var home homeGroups
+var home = &homeGroups{read: readCgroups}
 
-// homeGroups reads msb's cgroups from /proc/self/cgroup (its main
-// thread's) while no thread of msb is moved (inside == 0), and keeps that
-// reading for the StartInside calls that overlap: during one, the main
-// thread may be the moved one. /proc/thread-self would need no such care,
-// but a thread's entry read there made the reaping of msb's process cost
-// its parent ~3 ms of dcache walking (perf, docs/bench.md).
+// homeGroups keeps msb's cgroups, read once from /proc/self/cgroup (its
+// main thread's) while no thread of msb is moved (inside == 0): during a
+// StartInside, the main thread may be the moved one. /proc/thread-self
+// would need no such care, but a thread's entry read there made the
+// reaping of msb's process cost its parent ~3 ms of dcache walking (perf,
+// docs/bench.md); read once, it costs a create nothing (it was ~20 µs on
+// every v1 create). msb may be moved to other cgroups while it runs (by an
+// administrator; msb never moves itself as root): a move back that then
+// fails (the old cgroup removed) has the reading made again (reread). A
+// move back into an old cgroup that is still there succeeds, so until
+// that one goes, StartInside's threads return there, not where the rest
+// of msb is.
 type homeGroups struct {
-	mu     sync.Mutex
-	inside int
+	read func(file string) (map[string]string, error) // readCgroups
+
+	mu     sync.Mutex // guards the fields below
+	inside int        // threads between enter and leave
 	groups map[string]string
-	err    error
+	err    error // of the reading of groups (nil groups: read again)
+	stale  bool  // groups failed a move back: read again at the next chance
 }
 
+// enter counts the calling thread as moved (leave uncounts it, whatever
+// enter returned) and returns msb's cgroups, reading them when there is
+// no reading yet, or a stale one, and no thread is moved.
 func (h *homeGroups) enter() (map[string]string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.inside == 0 {
-		h.groups, h.err = processCgroups()
+	if h.inside == 0 && (h.groups == nil || h.stale) {
+		h.groups, h.err = h.read("/proc/self/cgroup")
+		h.stale = false
 	}
 	h.inside++
 	return h.groups, h.err
@@ -143,9 +166,52 @@ func (h *homeGroups) leave() {
 	h.mu.Unlock()
 }
 
-// processCgroups maps each v1 controller to msb's cgroup in its hierarchy.
-func processCgroups() (map[string]string, error) {
-	f, err := os.Open("/proc/self/cgroup")
+// reread is for a thread between enter and leave whose move back failed:
+// it marks the reading stale and, when the calling thread is the only
+// moved one (so every other thread is where msb is), reads msb's cgroups
+// again at once: the main thread's, or when the caller is the main
+// thread, another thread's (this rare path may pay the dcache cost).
+func (h *homeGroups) reread() (map[string]string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stale = true
+	if h.inside != 1 {
+		return nil, false
+	}
+	file := "/proc/self/cgroup"
+	if tid := unix.Gettid(); tid == unix.Getpid() {
+		other, err := otherThread(tid)
+		if err != nil {
+			return nil, false
+		}
+		file = fmt.Sprintf("/proc/self/task/%d/cgroup", other)
+	}
+	groups, err := h.read(file)
+	if err != nil {
+		return nil, false
+	}
+	h.groups, h.stale = groups, false
+	return groups, true
+}
+
+// otherThread is a thread of this process other than tid.
+func otherThread(tid int) (int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		if id, err := strconv.Atoi(e.Name()); err == nil && id != tid {
+			return id, nil
+		}
+	}
+	return 0, errors.New("no other thread in /proc/self/task")
+}
+
+// readCgroups maps each v1 controller to the cgroup in its hierarchy that
+// file (/proc/self/cgroup or a thread's) names.
+func readCgroups(file string) (map[string]string, error) {
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading msb's cgroups: %w", err)
 	}
