@@ -164,9 +164,24 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if disk != nil {
 		t = s.times.since(PhaseDisk, t)
 	}
+	// The cgroup too is made before config, which waits for the idmap
+	// namespace's holder.
+	if s.rt.cg.Usable() {
+		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
+		if err != nil {
+			return err
+		}
+		s.cg = g
+		t = s.times.since(PhaseCgroup, t)
+	} else if limits.CPUs > 0 {
+		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
+	}
 	wcfg, err := s.config(limits, disk)
 	if err != nil {
 		return err
+	}
+	if s.cg != nil {
+		wcfg.Cgroup = s.rt.cgroupFS(s.cg)
 	}
 	t = s.times.since(PhaseConfig, t)
 	if s.umap, err = s.planUserMap(); err != nil {
@@ -176,17 +191,6 @@ func (s *Sandbox) start(ctx context.Context) error {
 	ownersToInit := !s.rt.rootless || s.umap != nil
 	if ownersToInit {
 		wcfg.Owners = wireOwners(s.conf.Owners)
-	}
-	if s.rt.cg.Usable() {
-		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
-		if err != nil {
-			return err
-		}
-		s.cg = g
-		wcfg.Cgroup = s.rt.cgroupFS(g)
-		t = s.times.since(PhaseCgroup, t)
-	} else if limits.CPUs > 0 {
-		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
 	}
 	spawned := wire.Mono()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

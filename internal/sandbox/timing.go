@@ -22,10 +22,10 @@ type Phase struct {
 // Phase names, in the order they happen; create.init-* and create.sup-*
 // come from the stamps in the ready answer.
 const (
-	PhaseDirs       = "create.dirs"            // state dir, owner lock, mount points (the first sandbox: the disk pool too)
+	PhaseDirs       = "create.dirs"            // state dir, owner lock (the first sandbox: the disk pool too)
 	PhaseDisk       = "create.disk"            // the bounded disk (a pool volume with its quota)
-	PhaseConfig     = "create.config"          // what init is told
 	PhaseCgroup     = "create.cgroup"          // cgroup made and limited
+	PhaseConfig     = "create.config"          // what init is told (waits for the runtime's idmap namespace)
 	PhaseSpawn      = "create.spawn"           // clone in new namespaces and execve of init
 	PhaseAttach     = "create.attach"          // init's pid written to the cgroups
 	PhaseDeferred   = "create.deferred"        // waiting for CreateDeferred's layers (a fork's snapshot), beside the spawn, init's start and the attach
