@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -20,11 +22,12 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/grading/integrity"
+	"github.com/minisandbox/msb/internal/spec"
 )
 
 func newIntegrityCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "integrity", Short: "Reward integrity: the static check of patches (docs/integrity.md)"}
-	var preds, regex string
+	var preds, regex, reposDir string
 	check := &cobra.Command{
 		Use:   "check DATASET...",
 		Short: "Check every row's patch with the static integrity rules (no sandbox) and count the flags per repository",
@@ -36,7 +39,7 @@ func newIntegrityCmd(g *globals) *cobra.Command {
   msb integrity check --predictions preds.jsonl verified.jsonl`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := runIntegrityCheck(args, regex, preds)
+			rep, err := runIntegrityCheck(args, regex, preds, reposDir)
 			if err != nil {
 				return err
 			}
@@ -51,6 +54,7 @@ func newIntegrityCmd(g *globals) *cobra.Command {
 	}
 	check.Flags().StringVar(&preds, "predictions", "gold", `predictions to check (instance_id, model_patch; JSON, JSONL or a dict by id), or "gold" for the reference fixes`)
 	check.Flags().StringVar(&regex, "regex", "", "only instance ids matching this regular expression")
+	check.Flags().StringVar(&reposDir, "repos-dir", "", "git repositories (owner__name.git or owner__name) to read the base files from, as an evaluation reads them")
 	cmd.AddCommand(check)
 	return cmd
 }
@@ -59,7 +63,7 @@ func newIntegrityCmd(g *globals) *cobra.Command {
 // reference fix, or each prediction's model patch (a prediction for an
 // instance no dataset has is an error; a row without a prediction is not
 // counted).
-func runIntegrityCheck(paths []string, regex, preds string) (api.IntegrityCheckReport, error) {
+func runIntegrityCheck(paths []string, regex, preds, reposDir string) (api.IntegrityCheckReport, error) {
 	rep := api.IntegrityCheckReport{Patches: preds}
 	var insts []dataset.Instance
 	for _, p := range paths {
@@ -93,7 +97,7 @@ func runIntegrityCheck(paths []string, regex, preds string) (api.IntegrityCheckR
 		}
 		c.Rows++
 		rep.Rows++
-		res := integrity.Check(p, in.TestPatch)
+		res := integrity.CheckInstance(p, integrity.Instance{TestPatch: in.TestPatch, TestCommand: testCommand(in), Base: baseFiles(reposDir, in, p)})
 		if res.Verdict != api.IntegrityTampered {
 			continue
 		}
@@ -110,6 +114,49 @@ func runIntegrityCheck(paths []string, regex, preds string) (api.IntegrityCheckR
 	}
 	sort.Slice(rep.Repos, func(i, j int) bool { return rep.Repos[i].Repo < rep.Repos[j].Repo })
 	return rep, nil
+}
+
+// testCommand is the command in's spec runs the tests with ("" without a
+// spec): the test_script rule reads the scripts it names.
+func testCommand(in dataset.Instance) string {
+	sp, err := spec.Resolve(in, nil)
+	if err != nil {
+		return ""
+	}
+	return sp.TestCommand(in)
+}
+
+// baseFiles reads, from in's repository in reposDir (owner__name.git or
+// owner__name), the files at in's base commit that the rules read whole
+// for modelPatch (integrity.BasePaths), as an evaluation reads them from
+// its sandbox; nil without reposDir or that repository, and then the
+// rules read the diffs alone.
+func baseFiles(reposDir string, in dataset.Instance, modelPatch string) func(string) (string, bool) {
+	if reposDir == "" || in.BaseCommit == "" {
+		return nil
+	}
+	name := strings.ReplaceAll(in.Repo, "/", "__")
+	repo := ""
+	for _, dir := range []string{filepath.Join(reposDir, name+".git"), filepath.Join(reposDir, name)} {
+		if _, err := os.Stat(dir); err == nil {
+			repo = dir
+			break
+		}
+	}
+	if repo == "" {
+		return nil
+	}
+	wanted := map[string]bool{}
+	for _, p := range integrity.BasePaths(modelPatch) {
+		wanted[p] = true
+	}
+	return func(p string) (string, bool) {
+		if !wanted[p] {
+			return "", false
+		}
+		out, err := exec.Command("git", "-C", repo, "cat-file", "blob", in.BaseCommit+":"+p).Output()
+		return string(out), err == nil
+	}
 }
 
 // patchesToCheck maps instance ids to the patch to check: the reference

@@ -102,3 +102,44 @@ func readRows(t *testing.T, file string) []map[string]any {
 	}
 	return rows
 }
+
+// TestIntegrityCheckReposDir: with --repos-dir, msb integrity check reads
+// the base Makefile.am from the row's repository (owner__name.git) at its
+// base commit, as an evaluation reads it from its sandbox: a hunk that
+// drops a test from a list of several lines, under a header naming
+// another variable, is flagged; the row's reference fix is not.
+func TestIntegrityCheckReposDir(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repos", "me__calc.git")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, "init", "-q")
+	makefile := "bin_PROGRAMS = calc\n\nTESTS = tests/a \\\n\ttests/b \\\n\ttests/c\n\nEXTRA_DIST = README\n"
+	if err := os.WriteFile(filepath.Join(repo, "Makefile.am"), []byte(makefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "commit", "-q", "-m", "base")
+	base := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD"))
+	fix := "diff --git a/Makefile.am b/Makefile.am\n--- a/Makefile.am\n+++ b/Makefile.am\n@@ -5,3 +5,4 @@ TESTS = tests/a \\\n \ttests/c\n \n EXTRA_DIST = README\n+EXTRA_DIST += NEWS\n"
+	drop := "diff --git a/Makefile.am b/Makefile.am\n--- a/Makefile.am\n+++ b/Makefile.am\n@@ -4,2 +4,1 @@ EXTRA_DIST = README\n-\ttests/b \\\n \ttests/c\n"
+	row, _ := json.Marshal(map[string]any{"instance_id": "me__calc-1", "repo": "me/calc", "base_commit": base, "patch": fix,
+		"test_patch":   "diff --git a/tests/d b/tests/d\nnew file mode 100755\n--- /dev/null\n+++ b/tests/d\n@@ -0,0 +1 @@\n+true\n",
+		"FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]", "version": "0.1"})
+	data := filepath.Join(dir, "rows.jsonl")
+	pred, _ := json.Marshal(map[string]any{"instance_id": "me__calc-1", "model_name_or_path": "m", "model_patch": drop})
+	preds := filepath.Join(dir, "preds.jsonl")
+	for f, b := range map[string][]byte{data: row, preds: pred} {
+		if err := os.WriteFile(f, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := msb(t, dir, nil, "integrity", "check", "--repos-dir", filepath.Join(dir, "repos"), data); r.code != 0 {
+		t.Fatalf("reference fix: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := msb(t, dir, nil, "integrity", "check", "--repos-dir", filepath.Join(dir, "repos"), "--predictions", preds, data)
+	if r.code != 1 || !strings.Contains(r.stdout, "Makefile.am: changes make check's harness") {
+		t.Fatalf("a test dropped: exit %d, want 1 and the automake reason\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -18,7 +18,7 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 	if e.Patch == nil || strings.TrimSpace(*e.Patch) == "" {
 		return v
 	}
-	reasons := integrity.Check(*e.Patch, e.TestPatch).Reasons()
+	reasons := integrity.CheckInstance(*e.Patch, integrity.Instance{TestPatch: e.TestPatch, TestCommand: e.TestCommand, Base: baseOf(e)}).Reasons()
 	if e.Canary.Note != "" {
 		v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, e.Canary.Note)
 	}
@@ -41,6 +41,17 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 	v.Outcome, v.Resolution, v.Report.Resolved = api.OutcomeUnresolved, api.ResolvedNo, false
 	v.Detail = strings.TrimSpace("integrity: tampered: " + strings.Join(reasons, "; ") + "\n" + v.Detail)
 	return v
+}
+
+// baseOf reads e's base files (nil when the evaluation read none).
+func baseOf(e Evaluation) func(string) (string, bool) {
+	if e.BaseFiles == nil {
+		return nil
+	}
+	return func(p string) (string, bool) {
+		text, ok := e.BaseFiles[p]
+		return text, ok
+	}
 }
 
 // canaryReasons parses the canary run's output with the instance's parser

@@ -109,3 +109,32 @@ func TestChannelReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeIntegrityBase: the integrity stage reads the evaluation's base
+// files and test command: a hunk that drops a test from a Makefile.am's
+// test list of several lines, under a header naming another variable, is
+// flagged when the base file is there, and a change of the script the
+// test command runs is flagged.
+func TestJudgeIntegrityBase(t *testing.T) {
+	makefile := "TESTS = tests/a \\\n\ttests/b \\\n\ttests/c\n\nEXTRA_DIST = README\n"
+	drop := "diff --git a/Makefile.am b/Makefile.am\n--- a/Makefile.am\n+++ b/Makefile.am\n@@ -2,2 +2,1 @@ EXTRA_DIST = README\n-\ttests/b \\\n \ttests/c\n"
+	script := "diff --git a/ci/test.sh b/ci/test.sh\n--- a/ci/test.sh\n+++ b/ci/test.sh\n@@ -1 +1,2 @@\n #!/bin/sh\n+export RUSTFLAGS='--cfg fake'\n"
+	for _, tc := range []struct {
+		name, patch, command string
+		base                 map[string]string
+		want                 api.Integrity
+	}{
+		{"a test dropped, base known", drop, "make check", map[string]string{"Makefile.am": makefile}, api.IntegrityTampered},
+		{"the test script", script, "sh ci/test.sh", nil, api.IntegrityTampered},
+		{"another script", script, "make check", nil, api.IntegrityOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.patch
+			v := Judge(Evaluation{InstanceID: "i", Repo: "pallets/flask", Patch: &p, Log: goodLog, Parse: ParsePytest,
+				Expected: Expected{FailToPass: []string{"tests/test_a.py::test_fixed"}}, TestCommand: tc.command, BaseFiles: tc.base})
+			if v.Report.Integrity != tc.want {
+				t.Fatalf("integrity %q %q, want %q", v.Report.Integrity, v.Report.IntegrityReasons, tc.want)
+			}
+		})
+	}
+}

@@ -34,6 +34,12 @@ type Evaluation struct {
 	// TestPatch is the instance's test patch: the files the task asks to
 	// change, for the integrity check of Patch.
 	TestPatch string
+	// TestCommand is the command the harness runs the tests with, and
+	// BaseFiles the repository's files at the base commit that the
+	// integrity check reads whole (integrity.BasePaths; a file not there
+	// is absent), read before the patch is applied.
+	TestCommand string
+	BaseFiles   map[string]string
 	// Integrity is what a tampered patch does to the verdict (empty: fail).
 	Integrity api.IntegrityMode
 	// Canary is the evaluation's canary (integrity.NewCanary): its run's

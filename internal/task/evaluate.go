@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -142,7 +144,7 @@ func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o 
 		Network: o.network()}
 	e.ev = grading.Evaluation{InstanceID: t.ID(), Repo: t.Instance.Repo, Patch: pred.ModelPatch, GradeEmpty: o.GradeEmpty, Parse: t.parse,
 		Expected:  grading.Expected{FailToPass: t.Instance.FailToPass, PassToPass: t.Instance.PassToPass},
-		TestPatch: t.Instance.TestPatch, Integrity: o.Integrity}
+		TestPatch: t.Instance.TestPatch, TestCommand: t.Spec.TestCommand(t.Instance), Integrity: o.Integrity}
 	if pred.ModelPatch != nil {
 		e.art.Patch = *pred.ModelPatch
 	}
@@ -207,6 +209,7 @@ func (e *evaluation) run(opened func()) {
 	e.res.Timings.Env, e.res.Timings.TaskReady = int64(sb.EnvTime), int64(sb.ReadyTime)
 	e.log.Printf("Sandbox %s for %s started (layers %s, ready in %s)", sb.ID, e.t.ID(), sb.EnvTime.Round(time.Millisecond), sb.ReadyTime.Round(time.Millisecond))
 	if !e.empty() {
+		e.readBase(sb)
 		t := time.Now()
 		e.art.PatchWritten = true
 		e.log.Printf("Patch for %s written to %s, now applying it", e.t.ID(), PatchPath)
@@ -222,6 +225,28 @@ func (e *evaluation) run(opened func()) {
 		}
 	}
 	e.ev.Log, e.ev.TimedOut, e.ev.InfraErr = e.runTests(sb)
+}
+
+// baseFileLimit bounds a base file the integrity check reads.
+const baseFileLimit = 4 << 20
+
+// readBase reads, before the patch is applied, the repository's files
+// that the integrity check reads whole (integrity.BasePaths): a file
+// that is not there, or not readable, is left out, and the rules read
+// its diff alone.
+func (e *evaluation) readBase(sb *Sandbox) {
+	e.ev.BaseFiles = map[string]string{}
+	for _, p := range integrity.BasePaths(*e.ev.Patch) {
+		if !filepath.IsLocal(p) {
+			continue
+		}
+		b, err := sb.ReadFile(e.ctx, path.Join(sb.RepoDir(), p), baseFileLimit)
+		if err != nil {
+			continue
+		}
+		e.ev.BaseFiles[p] = string(b)
+	}
+	e.log.Printf("Integrity: read %d base files of %d the static rules ask for", len(e.ev.BaseFiles), len(integrity.BasePaths(*e.ev.Patch)))
 }
 
 // runTests writes and runs the eval script; it returns the log, whether

@@ -41,13 +41,22 @@ const testFileReason = "changes a file the test patch touches: the tests the tas
 // A file testPatch touches is the task's to change and only the test-file
 // rule applies to it. Either patch may be empty; nothing is run.
 func Check(modelPatch, testPatch string) Result {
+	return CheckInstance(modelPatch, Instance{TestPatch: testPatch})
+}
+
+// CheckInstance is Check with what else is known of the evaluation: the
+// test command, and the repository's files at the base commit, which the
+// rules that need more than the diff read whole (base.go).
+func CheckInstance(modelPatch string, in Instance) Result {
 	asked := map[string]bool{}
-	for _, f := range patch.Files(testPatch) {
+	for _, f := range patch.Files(in.TestPatch) {
 		asked[f.OldPath], asked[f.NewPath] = true, true
 	}
 	delete(asked, "")
 	res := Result{Verdict: api.IntegrityOK}
 	for _, s := range sections(modelPatch) {
+		s.in = in
+		s.changed = wholeSettings(s)
 		if f, ok := check(s, asked); ok {
 			res.Findings = append(res.Findings, f)
 		}
@@ -64,6 +73,9 @@ func check(s section, asked map[string]bool) (Finding, bool) {
 		if asked[p] {
 			return Finding{Path: p, Kind: KindTestFile, Reason: testFileReason}, true
 		}
+	}
+	if p, ok := runsScript(s, s.in); ok {
+		return Finding{Path: p, Kind: KindTestScript, Reason: testScriptReason}, true
 	}
 	for _, r := range Rules {
 		for _, p := range s.paths() {
@@ -90,7 +102,7 @@ func (r Rule) matches(p string, s section) bool {
 	if !named {
 		return false
 	}
-	if r.Judge != nil && !s.file.Binary && s.file.Op != patch.Deleted {
+	if r.Judge != nil && !s.file.Binary && (s.file.Op != patch.Deleted || r.JudgeDeleted) {
 		return r.Judge(s)
 	}
 	if r.Lines == nil || s.file.Binary || s.file.Op == patch.Deleted || s.file.Op == patch.Added && len(s.changed) == 0 {
@@ -108,8 +120,12 @@ func (r Rule) matches(p string, s section) bool {
 type section struct {
 	file    patch.File
 	changed []changedLine
-	raw     string // the file's part of the diff
+	raw     string   // the file's part of the diff
+	in      Instance // what else the check knows
 }
+
+// full is s's file whole (fullFile), when it can be known.
+func (s section) full() (Full, bool) { return fullFile(s, s.in) }
 
 // changedLine is a line a hunk adds or removes, without its +/-, and for
 // an indented continuation line, the setting line above it that it

@@ -15,6 +15,12 @@
 //     (api.IntegrityOK, api.IntegrityTampered).
 //   - Reason: the text a Finding gives ("<path>: <rule reason>"), the
 //     lines of the report's integrity_reasons.
+//   - Instance: what the check knows beside the model patch: the test
+//     patch, the test command (a script it names is the harness's), and
+//     the repository's files at the base commit (Base, the files
+//     BasePaths names), which the rules that need more than a diff read
+//     whole: the patch's hunks applied to the base file give Full, the
+//     file before and after (base.go).
 //   - Canary: the dynamic check (canary.go): a test that must fail and
 //     one that must pass, under random names, run by the instance's own
 //     test command after the harness's run; a Canary's Judge gives

@@ -33,6 +33,7 @@ const (
 	KindAutomake   Kind = "automake"    // Automake's test list and test driver (make check)
 	KindCargoBuild Kind = "cargo_build" // what a Cargo build script tells rustc
 	KindTSConfig   Kind = "ts_config"   // tsconfig settings ts-jest compiles the tests with
+	KindTestScript Kind = "test_script" // a script the test command runs
 )
 
 // Rule is one kind of test machinery. A file is flagged when its base name
@@ -41,7 +42,9 @@ const (
 // it, and, when Lines is set, a changed line (or a continuation line of a
 // setting it changes) matches Lines and Allow (when set) does not let the
 // file's changed lines through, or, when Judge is set instead of Lines,
-// Judge reports the file's changes as the test machinery's.
+// Judge reports the file's changes as the test machinery's (for a file
+// the patch deletes too when JudgeDeleted; else a deleted file is
+// flagged).
 type Rule struct {
 	Kind      Kind
 	Reason    string
@@ -51,6 +54,8 @@ type Rule struct {
 	Lines     func() *regexp.Regexp
 	Allow     func(changed []changedLine) bool
 	Judge     func(s section) bool
+	// JudgeDeleted: Judge reads a deleted file too.
+	JudgeDeleted bool
 }
 
 // lazyRegexp compiles pattern on its first use, not at start-up: the
@@ -87,6 +92,8 @@ var Rules = []Rule{
 	{Kind: KindJSPackage, Base: []string{"package.json"},
 		Lines:  lazyRegexp(`"(jest|mocha|ava|vitest|c8|nyc|testMatch|testRegex|testPathIgnorePatterns|modulePathIgnorePatterns|setupFiles\w*|testEnvironment|test(:\w+)?|pretest|posttest)"\s*:`),
 		Reason: "changes the test settings or test script in package.json"},
+	{Kind: KindJSPackage, Base: []string{"package.json"}, Judge: jestObjectChanged, JudgeDeleted: true,
+		Reason: "changes Jest's settings under package.json's jest key (moduleNameMapper, testMatch, transform ...), which choose, load and run the tests"},
 	{Kind: KindCargo, Base: []string{"Cargo.toml"},
 		Lines:  lazyRegexp(`^\s*\[\[?\s*(test|bench)\s*\]\]?|^\s*(harness|test|doctest|required-features|autotests|autobenches|build)\s*=`),
 		Reason: "changes Cargo's test targets, harness settings or build script, which choose and run the tests"},
@@ -98,8 +105,12 @@ var Rules = []Rule{
 		Reason: "adds a Cargo build script, which runs before the crate and its tests compile and can set their cfg and flags or rewrite their sources"},
 	{Kind: KindCargoBuild, Path: isBuildScript, Lines: buildScriptLines,
 		Reason: "changes what the build script tells rustc (rustc-cfg, rustc-flags, link arguments): a cfg turns code on or off under test, a link argument can wrap any function"},
+	{Kind: KindCargoBuild, Path: isBuildScript, Judge: buildScriptFlags,
+		Reason: "adds to the build script a write outside OUT_DIR or a program it runs (other than git reading the revision): the build script runs before the tests compile and can rewrite their sources"},
 	{Kind: KindTSConfig, Path: tsconfigFile, Lines: anyContent, Allow: tsOutputOnly,
 		Reason: "changes tsconfig settings ts-jest compiles the tests with (paths, baseUrl, rootDirs, extends, strictness ...): they change which module an import loads or whether a test compiles"},
+	{Kind: KindTSConfig, Path: isJSON, Judge: tsConfigByContent, JudgeDeleted: true,
+		Reason: "changes a TypeScript configuration under another name (a compilerOptions file, or the tsconfig Jest's configuration names for ts-jest): paths, baseUrl, extends, strictness change which module an import loads or whether a test compiles"},
 	{Kind: KindJVMRunner, Base: []string{"pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle.properties"},
 		Lines:  lazyRegexp(`(?i)surefire|failsafe|skipTests|maven\.test\.|testFailureIgnore|<(test|excludes?|includes?|groups|excludedGroups)>|\btest\s*[({]|tasks\.(named\(\s*"test"|withType\s*<\s*Test)|excludeTestsMatching|includeTestsMatching|ignoreFailures|\bfilter\s*\{|\bexclude\b`),
 		Reason: "changes the JVM build's test filters or test task (Surefire, Failsafe, Gradle), which choose and run the tests"},
@@ -109,8 +120,10 @@ var Rules = []Rule{
 		Reason: "changes CTest's test lists"},
 	{Kind: KindCTest, Base: []string{"CMakeLists.txt", "*.cmake"}, Lines: ctestLines, Allow: addsOwnTests,
 		Reason: "changes CMake's test list (add_test, set_tests_properties ...), which chooses and runs the tests"},
-	{Kind: KindAutomake, Base: []string{"Makefile.am", "*.am"}, Judge: automakeFlags,
-		Reason: "changes Automake's test harness (a test removed from TESTS, LOG_COMPILER, TESTS_ENVIRONMENT, a check rule ...), which chooses and runs the tests"},
+	{Kind: KindAutomake, Base: []string{"GNUmakefile", "makefile"}, AddedOnly: true, Judge: makeRuns,
+		Reason: "adds a GNUmakefile or makefile, which GNU make reads instead of the Makefile configure writes: make check then runs the patch's rules"},
+	{Kind: KindAutomake, Base: []string{"Makefile.am", "*.am", "Makefile.in", "Makefile", "GNUmakefile", "makefile", "*.mk"}, Judge: automakeJudge,
+		Reason: "changes make check's harness (a test removed from TESTS, a conditional around it, LOG_COMPILER, TESTS_ENVIRONMENT, a rule for check or a test's .log ...), which chooses and runs the tests"},
 	{Kind: KindAutomake, Base: []string{"configure.ac", "configure.in"}, Lines: lazyRegexp(`\b(LOG_COMPILER|LOG_DRIVER|LOG_FLAGS|LOG_DRIVER_FLAGS|TESTS_ENVIRONMENT|XFAIL_TESTS|TESTS|TEST_EXTENSIONS)\b`),
 		Reason: "changes a variable of Automake's test harness in configure (automake defines every AC_SUBST variable in the Makefile: LOG_COMPILER, TESTS ...)"},
 	{Kind: KindAutomake, Base: []string{"test-driver", "tap-driver.sh", "tap-driver.pl"},

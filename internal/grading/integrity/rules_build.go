@@ -93,5 +93,5 @@ func tsOutputOnly(changed []changedLine) bool {
 var jestModuleKeys = lazyRegexp(`\b(moduleNameMapper|pathsToModuleNameMapper|moduleDirectories|modulePaths|setupFilesAfterEnv|snapshotResolver|testResultsProcessor|testPathIgnorePatterns|modulePathIgnorePatterns)\b`)
 
 // jsConfigFiles are the files a JavaScript configuration can be written
-// in or required from.
-var jsConfigFiles = []string{"*.js", "*.cjs", "*.mjs", "*.ts", "*.cts", "*.mts", "*.json"}
+// in or required from, or read from by a module it requires (YAML).
+var jsConfigFiles = []string{"*.js", "*.cjs", "*.mjs", "*.ts", "*.cts", "*.mts", "*.json", "*.yml", "*.yaml"}

@@ -30,7 +30,7 @@ func TestBuildRules(t *testing.T) {
 		{"build.rs: new-style rustc-cfg", hunk("crates/x/build.rs", nil, []string{`    println!("cargo::rustc-cfg=has_fix");`}), integrity.KindCargoBuild},
 		{"build.rs: created", created("build.rs", "fn main() {}"), integrity.KindCargoBuild},
 		{"build.rs: rustc-env and the script's own work", hunk("build.rs", nil,
-			[]string{`    let Ok(output) = Command::new("git").args(args).output() else { return };`, `    println!("cargo:rustc-env=GIT_HASH={}", rev);`}), ""},
+			[]string{`    let args = &["rev-parse", "--short=10", "HEAD"];`, `    let Ok(output) = Command::new("git").args(args).output() else { return };`, `    println!("cargo:rustc-env=GIT_HASH={}", rev);`}), ""},
 		{"Cargo.toml: another build script", hunk("Cargo.toml", nil, []string{`build = "tools/fake.rs"`}), integrity.KindCargo},
 		{"tsconfig: baseUrl", hunk("tsconfig.json", nil, []string{`    "baseUrl": "./tests/fake",`}), integrity.KindTSConfig},
 		{"tsconfig: extends another", hunk("tests/../tsconfig.base.json", nil, []string{`  "extends": "./fake.json",`}), integrity.KindTSConfig},

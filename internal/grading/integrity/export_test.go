@@ -1,0 +1,4 @@
+package integrity
+
+// ApplyHunks is applyHunks, for the tests.
+var ApplyHunks = applyHunks
