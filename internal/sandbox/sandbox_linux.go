@@ -31,7 +31,10 @@ type Sandbox struct {
 	ID   string
 	rt   *Runtime
 	conf Config
-	log  *slog.Logger
+	// confMu guards conf's layers and owners, which Reset replaces, for
+	// Config.
+	confMu sync.Mutex
+	log    *slog.Logger
 
 	dir      string // state dir
 	upper    string // host path of the upper dir; "" when it has none (a bounded disk)

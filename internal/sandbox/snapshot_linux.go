@@ -21,10 +21,13 @@ import (
 // has no layer of its own.
 var ErrNoWritableDir = errors.New("sandbox's writable layer is not reachable from the host")
 
-// Config is the configuration the sandbox was created with (a copy): a
-// sandbox made from it, with layers added on top, is a fork.
+// Config is the configuration the sandbox was created with (a copy), with
+// the layers and owners of its last Reset: a sandbox made from it, with
+// layers added on top, is a fork.
 func (s *Sandbox) Config() Config {
+	s.confMu.Lock()
 	c := s.conf
+	s.confMu.Unlock()
 	c.Layers = slices.Clone(c.Layers)
 	c.HostDirs = slices.Clone(c.HostDirs)
 	c.Binds = slices.Clone(c.Binds)

@@ -3,6 +3,7 @@ package sbinit
 import (
 	"os/exec"
 	"runtime"
+	"sync"
 )
 
 // spawner starts every process of the sandbox from one OS thread. A child
@@ -14,6 +15,9 @@ import (
 // would cost a stop-the-world per capability); none of them forks.
 type spawner struct {
 	reqs chan spawnReq
+	// hold is held by each start, and by a reset from its OpReset to its
+	// OpResetDone: no process starts while the root is being replaced.
+	hold sync.RWMutex
 }
 
 type spawnReq struct {
@@ -25,6 +29,8 @@ func newSpawner() *spawner { return &spawner{reqs: make(chan spawnReq)} }
 
 // start starts cmd (cmd.Start) on the spawner's thread.
 func (sp *spawner) start(cmd *exec.Cmd) error {
+	sp.hold.RLock()
+	defer sp.hold.RUnlock()
 	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	sp.reqs <- r
 	return <-r.done
@@ -39,3 +45,10 @@ func (sp *spawner) loop() {
 		r.done <- r.cmd.Start()
 	}
 }
+
+// pause waits for the starts under way and holds back the next ones until
+// resume.
+func (sp *spawner) pause() { sp.hold.Lock() }
+
+// resume lets starts go on after pause.
+func (sp *spawner) resume() { sp.hold.Unlock() }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"sync"
 
@@ -21,11 +22,16 @@ type supervisor struct {
 	out   *wire.Writer
 	spawn *spawner // every process of the sandbox is started through it
 
-	mu       sync.Mutex // guards sessions, running and tty
+	mu       sync.Mutex // guards sessions, running, tty and resetting
 	sessions map[string]*session.Session
 	// running holds, per session, the interrupt of each exec in flight.
 	running map[string]map[*wire.Request]context.CancelFunc
 	tty     *ttyRelay
+	// resetting: between OpReset and OpResetDone (reset_linux.go).
+	resetting bool
+	// sudoLn is the sudo socket's listener (Config.Sudo), made again in
+	// the new root after a reset, where only reset and resetDone touch it.
+	sudoLn *net.UnixListener
 
 	gate slots // bounds the requests at work at once (see slots)
 
@@ -95,6 +101,7 @@ func supervise(cfg wire.Config) error {
 		if err != nil {
 			return err
 		}
+		s.sudoLn = l
 		go s.serveSudo(l)
 	}
 	metered := meter{rw: ctl, moved: &s.trim.moved} // what crosses it decides the trim
@@ -255,6 +262,10 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return wire.Response{}, putTar(req)
 	case wire.OpGetTar:
 		return getTar(req)
+	case wire.OpReset:
+		return wire.Response{}, s.reset()
+	case wire.OpResetDone:
+		return wire.Response{}, s.resetDone()
 	}
 	return wire.Response{}, fail(wire.CodeInvalid, "unknown op %q", req.Op)
 }

@@ -68,6 +68,17 @@ const (
 	OpCancel    = "cancel"
 )
 
+// OpReset and OpResetDone put a new root under a live sandbox
+// (sandbox.Sandbox.Reset): OpReset ends every process but the supervisor
+// and holds back new ones; the host then mounts the new root in the
+// sandbox's mount namespace and pivots into it; OpResetDone has the
+// supervisor take up the new root and lets processes start again. The
+// host sends OpResetDone after every OpReset, also when the reset failed.
+const (
+	OpReset     = "reset"
+	OpResetDone = "reset.done"
+)
+
 // StreamWindow bounds the output chunks of a streaming OpExec in flight.
 const StreamWindow = 8
 

@@ -1,0 +1,513 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minisandbox/msb/internal/mount"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"golang.org/x/sys/unix"
+)
+
+// ErrResetUnsupported means a sandbox cannot be reset in place (Reset):
+// the caller starts a new sandbox in its place instead. The message says
+// why.
+var ErrResetUnsupported = errors.New("sandbox cannot be reset in place")
+
+// CanReset says whether Reset can put a new root under the sandbox, and
+// if not, why (an ErrResetUnsupported). Only a root-mode runtime can: the
+// new root is mounted in the sandbox's mount namespace by a thread of
+// this process that joins it, and joining a rootless sandbox's namespaces
+// takes joining its user namespace first, which a process of more than
+// one thread (any Go program) cannot; the supervisor inside cannot mount
+// (no CAP_SYS_ADMIN, seccomp).
+func (s *Sandbox) CanReset() error {
+	why := ""
+	switch {
+	case s.rt.rootless:
+		why = "a rootless sandbox's mount namespace is not reachable from msb (it would have to join its user namespace, which a threaded process cannot)"
+	case s.conf.RootDir != "":
+		why = "a copy-mode sandbox has no layers"
+	case s.conf.UpperDir != "":
+		why = "its upper dir is the caller's (Config.UpperDir)"
+	case s.mountNS == nil:
+		why = "msb holds no descriptor of its mount namespace"
+	case s.conn == nil || !s.Alive():
+		return fmt.Errorf("%w: sandbox %s is not running", ErrClosed, s.ID)
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %s", ErrResetUnsupported, why)
+	}
+	return nil
+}
+
+// Reset puts the sandbox, in place, on d.Layers (bottom first) with
+// d.Owners and an empty writable layer: every process but its supervisor
+// is killed and its sessions closed; the old writable layer, /tmp and
+// /dev/shm are emptied; a new overlay over the layers becomes the root,
+// under the mounts the sandbox had (host dirs, binds, /proc, /sys, /dev,
+// /etc/hosts), which are moved onto it. What stays is everything but the
+// files: the id, the supervisor (init's pid), the namespaces (network:
+// its interfaces, addresses and policy; mount, PID, UTS: the host name),
+// the cgroups with their limits and counters, the disk and its limit
+// (the new writable layer is on the same disk, the old one removed before
+// Reset returns), the control socket and the config but its layers and
+// owners. Processes started meanwhile wait for the reset; a call in
+// flight sees the sandbox before or after it, or fails as its process is
+// killed.
+//
+// It fails with ErrResetUnsupported (see CanReset), changing nothing, or
+// with what went wrong; a reset that fails after its processes were
+// killed may leave the sandbox without its files: close it then.
+func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
+	if err := s.CanReset(); err != nil {
+		return err
+	}
+	next := s.Config()
+	next.Layers, next.Owners = d.Layers, d.Owners
+	if err := next.validateRoot(); err != nil {
+		return err
+	}
+	upper, err := s.WritableDir()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrResetUnsupported, err)
+	}
+	mounts, flags, err := rootMounts(s.InitPid()) // no process can mount: the same after the kill
+	if err != nil {
+		return err
+	}
+	if _, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset}); err != nil {
+		s.resetDone()
+		return fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
+	}
+	old, err := s.putRoot(filepath.Dir(upper), d, newRoot{mounts: mounts, links: s.hostLinks(), owners: wireOwners(d.Owners)}, flags)
+	if err != nil {
+		err = fmt.Errorf("resetting sandbox %s: %w", s.ID, err)
+	}
+	// Removed while the old overlay is still mounted (detached, unused):
+	// its unmount then has no dirty data of the old layer to write back.
+	if old != "" {
+		err = errors.Join(err, RemoveAll(old))
+	}
+	err = errors.Join(err, s.resetDone())
+	if err != nil {
+		return err
+	}
+	s.confMu.Lock()
+	s.conf.Layers, s.conf.Owners = next.Layers, next.Owners
+	s.confMu.Unlock()
+	return nil
+}
+
+// resetDone has the supervisor take up its root, new or not, and start
+// processes again: after every OpReset, whatever the caller's context.
+func (s *Sandbox) resetDone() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.conn.call(ctx, &wire.Request{Op: wire.OpResetDone}); err != nil {
+		return fmt.Errorf("resetting sandbox %s: taking up the new root: %w", s.ID, err)
+	}
+	return nil
+}
+
+// putRoot makes the new root of a reset, an overlay of d.Layers (with the
+// old one's flags) and r, and pivots the sandbox into it. The writable
+// layer's dirs in parent (the upper dir's, on the host) move aside into
+// old, which the caller removes; new empty ones take their names.
+func (s *Sandbox) putRoot(parent string, d Deferred, r newRoot, flags []string) (old string, err error) {
+	old = filepath.Join(parent, "reset-"+newID())
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return "", fmt.Errorf("making room for the old writable layer: %w", err)
+	}
+	for _, n := range []string{"upper", "work"} {
+		if err := os.Rename(filepath.Join(parent, n), filepath.Join(old, n)); err != nil {
+			return old, fmt.Errorf("moving the old %s dir aside: %w", n, err)
+		}
+		if err := os.Mkdir(filepath.Join(parent, n), 0o755); err != nil {
+			return old, fmt.Errorf("making a new %s dir: %w", n, err)
+		}
+	}
+	ov, err := newOverlay(d.Layers, filepath.Join(parent, "upper"), filepath.Join(parent, "work"), flags)
+	if err != nil {
+		return old, err
+	}
+	defer unix.Close(ov)
+	return old, s.swapRoot(ov, r)
+}
+
+// newRoot is what a reset puts on the new overlay besides its layers.
+type newRoot struct {
+	mounts []rootMount  // moved from the old root
+	links  [][2]string  // host dirs that are symlinks on the host: path, target
+	owners []wire.Owner // Config.Owners
+}
+
+// hostLinks are the host dirs of a host-base sandbox that are symlinks on
+// the host (a merged /usr's /bin): init made them as symlinks in the root
+// (not mounts), so a new root needs them made again.
+func (s *Sandbox) hostLinks() [][2]string {
+	if !s.conf.HostBase {
+		return nil
+	}
+	dirs := s.conf.HostDirs
+	if len(dirs) == 0 {
+		dirs = DefaultHostDirs
+	}
+	var links [][2]string
+	for _, d := range dirs {
+		if link, err := os.Readlink(d); err == nil {
+			links = append(links, [2]string{d, link})
+		}
+	}
+	return links
+}
+
+// rootMount is a mount on the sandbox's root, as /proc/<init>/mountinfo
+// lists it.
+type rootMount struct {
+	id, parent int
+	point      string // where, in the sandbox
+	fstype     string
+	super      []string // the filesystem's options
+}
+
+// rootMounts reads the mounts of init's namespace: the ones on the root
+// (each carries what is mounted below it), and the root overlay's flags
+// that a new one repeats (volatile, userxattr). A root that is not an
+// overlay, or a mount stacked on one of the root's (moving the path
+// would move the top one alone), is ErrResetUnsupported.
+func rootMounts(initPid int) ([]rootMount, []string, error) {
+	all, err := readMountinfo("/proc/" + strconv.Itoa(initPid) + "/mountinfo")
+	if err != nil {
+		return nil, nil, err
+	}
+	root := -1
+	for i, m := range all {
+		if m.point == "/" {
+			root = i // the last one: on top of any other at "/"
+		}
+	}
+	if root < 0 || all[root].fstype != "overlay" {
+		return nil, nil, fmt.Errorf("%w: its root is not an overlay", ErrResetUnsupported)
+	}
+	var on []rootMount
+	points := map[int]string{}
+	for _, m := range all {
+		if m.parent == all[root].id && m.id != all[root].id {
+			on = append(on, m)
+			points[m.id] = m.point
+		}
+	}
+	for _, m := range all {
+		if p, ok := points[m.parent]; ok && p == m.point {
+			return nil, nil, fmt.Errorf("%w: two mounts at %s", ErrResetUnsupported, m.point)
+		}
+	}
+	var flags []string
+	for _, o := range all[root].super {
+		if o == "volatile" || o == "userxattr" {
+			flags = append(flags, o)
+		}
+	}
+	return on, flags, nil
+}
+
+// readMountinfo parses a mountinfo file (proc_pid_mountinfo(5)).
+func readMountinfo(path string) ([]rootMount, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox's mounts: %w", err)
+	}
+	defer f.Close()
+	var out []rootMount
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 5 || len(fields) < sep+4 {
+			return nil, fmt.Errorf("reading the sandbox's mounts: bad line %q in %s", sc.Text(), path)
+		}
+		id, err1 := strconv.Atoi(fields[0])
+		parent, err2 := strconv.Atoi(fields[1])
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("reading the sandbox's mounts: bad ids in %q in %s", sc.Text(), path)
+		}
+		out = append(out, rootMount{id: id, parent: parent, point: unescapeMountinfo(fields[4]),
+			fstype: fields[sep+1], super: strings.Split(fields[sep+3], ",")})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the sandbox's mounts: %w", err)
+	}
+	return out, nil
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of a path
+// in mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// newOverlay makes a detached overlay mount (fsopen, fsmount) of layers
+// (bottom first) with upper and work, plus flags, and returns its
+// descriptor. Its directories are named as /proc/self/fd/N of this
+// process, resolved here, in the host's namespace: the overlay's options,
+// which the sandbox reads in its mountinfo, show none of the host's paths,
+// as init's do.
+func newOverlay(layers []string, upper, work string, flags []string) (int, error) {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	byFD := func(dir string) (string, error) {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", fmt.Errorf("opening overlay dir %s: %w", dir, err)
+		}
+		fds = append(fds, fd)
+		return "/proc/self/fd/" + strconv.Itoa(fd), nil
+	}
+	opts := mount.OverlayOptions{Lowers: make([]string, len(layers))}
+	var err error
+	for i, l := range layers {
+		if opts.Lowers[i], err = byFD(l); err != nil {
+			return -1, err
+		}
+	}
+	if opts.Upper, err = byFD(upper); err != nil {
+		return -1, err
+	}
+	if opts.Work, err = byFD(work); err != nil {
+		return -1, err
+	}
+	m, err := mount.Overlay("(new root)", opts)
+	if err != nil {
+		return -1, err
+	}
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range append(strings.Split(m.Data, ","), flags...) {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			err = unix.FsconfigSetString(fsfd, k, v)
+		} else {
+			err = unix.FsconfigSetFlag(fsfd, k)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("configuring the new root overlay (%s): %w", kv, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating the new root overlay of %d layers (%s): %w", len(layers), strings.Join(layers, ":"), err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount of the new root overlay: %w", err)
+	}
+	return mfd, nil
+}
+
+// swapRoot makes the detached overlay ov the sandbox's root, on the
+// mount thread (onMountThread) joined to the sandbox's mount namespace.
+func (s *Sandbox) swapRoot(ov int, r newRoot) error {
+	ns := int(s.mountNS.Fd())
+	return onMountThread(func() error { return swapRootHere(ns, ov, r) })
+}
+
+// mountThread is one OS thread of this process with a filesystem context
+// of its own (unshare CLONE_FS), which lets it join other mount
+// namespaces (setns), for the jobs of onMountThread. It never exits: the
+// exit of a thread sends the parent-death signal to the processes it
+// forked, which may be sandboxes' inits (Pdeathsig), and the thread
+// locked for it may have been one that forked them.
+var mountThread struct {
+	once sync.Once
+	jobs chan func()
+	err  error // why there is none
+}
+
+// onMountThread runs f on the mount thread and returns its error; after
+// f the thread goes back to this process's mount namespace, so that it
+// holds no sandbox's mounts.
+func onMountThread(f func() error) error {
+	mt := &mountThread
+	mt.once.Do(func() {
+		mt.jobs = make(chan func())
+		ready := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // for good
+			home, err := os.Open("/proc/thread-self/ns/mnt")
+			if err == nil {
+				if err = unix.Unshare(unix.CLONE_FS); err != nil {
+					err = fmt.Errorf("unsharing the mount thread's filesystem context: %w", err)
+				}
+			}
+			ready <- err
+			if err != nil {
+				select {} // parked: the thread must not exit
+			}
+			for job := range mt.jobs {
+				job()
+				unix.Setns(int(home.Fd()), unix.CLONE_NEWNS)
+			}
+		}()
+		mt.err = <-ready
+	})
+	if mt.err != nil {
+		return mt.err
+	}
+	done := make(chan error, 1)
+	mt.jobs <- func() { done <- f() }
+	return <-done
+}
+
+// scratch are the sandbox's directories whose contents a reset empties
+// in place: /tmp and /dev/shm (tmpfs, or dirs of the sandbox's disk) and
+// the sessions' pipes.
+var scratch = []string{"/tmp", "/dev/shm", wire.SessionDir}
+
+// swapRootHere does swapRoot's work on the calling thread, the mount
+// thread, which it moves into the mount namespace ns: the scratch dirs emptied,
+// ov attached at a new dir of the old root, each mount on the old root
+// moved to the same place on ov (its mount point made there as init
+// makes one), the host dirs' symlinks made, owners given, and then ov pivoted to the root: the kernel
+// moves every process whose root or working directory was the old root
+// (the supervisor) to it, and the old root is detached.
+func swapRootHere(ns, ov int, r newRoot) error {
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("joining the sandbox's mount namespace: %w", err)
+	}
+	for _, d := range scratch {
+		if err := emptyDir(d); err != nil {
+			return err
+		}
+	}
+	at := "/.msb-reset-" + newID()
+	if err := unix.Mkdir(at, 0o700); err != nil {
+		return fmt.Errorf("making %s in the old root: %w", at, err)
+	}
+	dfd, err := unix.Open(at, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", at, err)
+	}
+	err = unix.MoveMount(ov, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+	unix.Close(dfd)
+	if err != nil {
+		return fmt.Errorf("attaching the new root overlay at %s: %w", at, err)
+	}
+	for _, m := range r.mounts {
+		if err := moveOnto(at, m.point); err != nil {
+			return err
+		}
+	}
+	for _, l := range r.links {
+		if err := symlinkIn(at, l[0], l[1]); err != nil {
+			return err
+		}
+	}
+	if err := sbinit.GiveOwnersIn(at, r.owners); err != nil {
+		return err
+	}
+	if err := unix.Fchdir(ov); err != nil {
+		return fmt.Errorf("entering the new root: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root into the new root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old root: %w", err)
+	}
+	return nil
+}
+
+// moveOnto moves the mount at point (with what is mounted below it) to
+// the same path under root, making its mount point there: a directory,
+// or a file where a file is mounted.
+func moveOnto(root, point string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(point, &st); err != nil {
+		return fmt.Errorf("looking at the mount at %s: %w", point, err)
+	}
+	fd, err := sbinit.MountPointIn(root, point, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+	if err != nil {
+		return fmt.Errorf("making the mount point %s in the new root: %w", point, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MoveMount(unix.AT_FDCWD, point, fd, "", unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("moving the mount at %s to the new root: %w", point, err)
+	}
+	return nil
+}
+
+// symlinkIn makes p (absolute, under root) a symlink to target, unless
+// p exists.
+func symlinkIn(root, p, target string) error {
+	var dfd int
+	var err error
+	if parent := filepath.Dir(p); parent == "/" {
+		dfd, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	} else {
+		dfd, err = sbinit.MountPointIn(root, parent, true)
+	}
+	if err != nil {
+		return fmt.Errorf("making the parent of %s in the new root: %w", p, err)
+	}
+	defer unix.Close(dfd)
+	err = unix.Symlinkat(target, dfd, filepath.Base(p))
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("making the host symlink %s -> %s in the new root: %w", p, target, err)
+	}
+	return nil
+}
+
+// emptyDir removes what is in dir, if it exists.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("emptying %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("emptying %s: %w", dir, err)
+		}
+	}
+	return nil
+}
