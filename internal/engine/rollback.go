@@ -16,13 +16,18 @@ import (
 // Rollback resets a live sandbox in place (same id, labels, limits,
 // lifetime, host name, binds, network and network policy in force) to
 // the named snapshot req.Snapshot or, without one, to its state at
-// creation. A new sandbox is started over the snapshot's layers (or the
-// sandbox's own) with an empty writable layer and replaces the old one,
-// whose processes are killed; the snapshot's sessions (without one, the
-// sandbox's sessions, in their defaults) are opened anew. The
+// creation. Where it can (rollbackInPlace: root mode, a target of
+// layers), the sandbox itself is reset: its processes but the supervisor
+// are killed and it gets a new root over the snapshot's layers (or its
+// own at creation) with an empty writable layer, keeping its supervisor,
+// namespaces and cgroups (sandbox.Sandbox.Reset). Elsewhere a new
+// sandbox is started over those layers and replaces the old one, whose
+// processes are killed. Either way the snapshot's sessions (without one,
+// the sandbox's sessions, in their defaults) are opened anew. The
 // snapshot must be of the sandbox's instance. A call on the sandbox
-// still running when it is replaced fails as after a close
-// (sandbox.ErrClosed); calls after it reach the new one.
+// still running meanwhile fails as after a close (sandbox.ErrClosed), or
+// as its process is killed, or sees the sandbox before or after; calls
+// after it reach the sandbox rolled back.
 func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.RollbackRequest) (api.SandboxInfo, error) {
 	s, err := e.Sandbox(sandboxID)
 	if err != nil {
@@ -37,6 +42,16 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 	}
 	sessions := slices.Sorted(maps.Keys(s.sessions))
 	s.mu.Unlock()
+	done, err := e.rollbackInPlace(ctx, s, created, conf, req.Snapshot, sessions)
+	switch {
+	case done && err != nil:
+		return api.SandboxInfo{}, fmt.Errorf("rolling back sandbox %s: %w", sandboxID, err)
+	case done:
+		e.log.Debug("sandbox rolled back in place", "sandbox", sandboxID, "snapshot", req.Snapshot)
+		return s.Info(), nil
+	case err != nil:
+		e.log.Debug("rolling back in place failed: replacing the sandbox", "sandbox", sandboxID, "err", err)
+	}
 	next, err := e.rollbackSandbox(ctx, s, created, conf, req.Snapshot, sessions)
 	if err != nil {
 		return api.SandboxInfo{}, fmt.Errorf("rolling back sandbox %s: %w", sandboxID, err)
@@ -56,6 +71,62 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 	}
 	e.log.Debug("sandbox rolled back", "sandbox", sandboxID, "snapshot", req.Snapshot)
 	return s.Info(), nil
+}
+
+// rollbackInPlace resets s's sandbox to the rollback's target in place
+// (sandbox.Sandbox.Reset) where it can: the target is layers (a named
+// snapshot, or created, the config s was made from; a task sandbox opened
+// by CreateSandbox goes back to creation by opening its task anew, which
+// makes its starting state with commands) over the same host base, and
+// the sandbox can be reset (root mode). The layers' lease replaces the
+// one s held for its layers. It reports done when the rollback is over,
+// with an error of the target (unknown snapshot, another instance's) or
+// of the sessions reopened; otherwise the caller replaces the sandbox,
+// unchanged (err nil) or left by a reset that failed (err says why).
+func (e *Engine) rollbackInPlace(ctx context.Context, s *Sandbox, created *sandbox.Config, conf sandbox.Config, name string, sessions []string) (done bool, err error) {
+	sb := s.sbox()
+	if (name == "" && created == nil) || sb.CanReset() != nil {
+		return false, nil
+	}
+	snap, err := e.rollbackTarget(ctx, s, created, name, sessions)
+	if err != nil {
+		return true, err
+	}
+	if created != nil {
+		conf = *created // as rollbackSandbox starts from it
+	}
+	if snap.rec.HostBase != conf.HostBase {
+		return false, nil
+	}
+	var top *store.LayerID
+	if snap.layer != (store.LayerID{}) {
+		top = &snap.layer
+	}
+	paths, lease, err := e.layerPaths(ctx, snap.rec.Base, top)
+	if err != nil {
+		return true, err
+	}
+	owners, err := forkOwners(e.cache.st(), snap, conf)
+	if err == nil {
+		err = sb.Reset(ctx, sandbox.Deferred{Layers: paths, Owners: owners})
+	}
+	if err != nil {
+		lease.Release()
+		return false, err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		lease.Release()
+		return true, sandbox.ErrClosed
+	}
+	old := s.lease
+	s.lease, s.created, s.sessions, s.standby = lease, created, map[string]bool{}, false
+	s.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+	return true, s.reopenSessions(ctx, snap.rec.Sessions)
 }
 
 // rollbackSandbox starts what replaces s: over the named snapshot; else
@@ -151,12 +222,16 @@ func (e *Engine) rollbackTarget(ctx context.Context, s *Sandbox, created *sandbo
 }
 
 // closeParts closes what an engine sandbox holds: its task sandbox (which
-// releases its layers), or its sandbox and layer lease.
+// releases its layers) or its sandbox, and its layer lease (a raw
+// sandbox's, or the one of the layers a rollback in place put under a
+// task sandbox).
 func closeParts(sb *sandbox.Sandbox, ts *task.Sandbox, lease *store.Lease) error {
+	var err error
 	if ts != nil {
-		return ts.Close()
+		err = ts.Close()
+	} else {
+		err = sb.Close()
 	}
-	err := sb.Close()
 	if lease != nil {
 		err = errors.Join(err, lease.Release())
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
 )
 
 // sandboxSelf prints what a sandbox's processes see of the sandbox
@@ -240,7 +244,102 @@ func TestRollbackForkHostnames(t *testing.T) {
 	}
 }
 
+// TestRollbackInPlace rolls back a sandbox whose writer runs on, to a
+// snapshot taken while it wrote: no file written after the snapshot is
+// left (the files are the snapshot's, the same before and after a
+// command: the writer is gone). In root mode the sandbox is reset in
+// place: the same init (the supervisor), namespaces (network, mount,
+// PID, UTS, cgroup) and cgroups on the host. Rootless it is replaced: a
+// new init.
+func TestRollbackInPlace(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	const namespaces = "readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/uts /proc/self/ns/cgroup"
+	pid, nsBefore := s.InitPid(), sh(t, s, "", namespaces)
+	cgBefore := cgroupDirs(pid)
+	if err := s.OpenSession(ctx, api.SessionRequest{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "w", `mkdir -p /work/w; (i=0; while :; do echo $i >/work/w/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
+	waitFiles(t, s, "/work/w", 100)
+	info, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "in-place"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("in-place") })
+	layer, err := store.ParseLayerID(info.Layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.cache.st().Manifest(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapped := numbered(m, "work/w/")
+	waitFiles(t, s, "/work/w", len(snapped)+100) // written after the snapshot
+	sh(t, s, "", "echo after >/work/after")
+
+	if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{Snapshot: "in-place"}); err != nil {
+		t.Fatal(err)
+	}
+	files := func() []int {
+		ents, err := s.ListDir(ctx, "/work/w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, en := range ents {
+			if n, err := strconv.Atoi(en.Name); err == nil {
+				out = append(out, n)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	got := files()
+	if !slices.Equal(got, snapped) {
+		t.Errorf("after the rollback /work/w has %d files (%v...), the snapshot %d", len(got), got[:min(len(got), 5)], len(snapped))
+	}
+	if out := sh(t, s, "", "test -e /work/after && echo there || echo gone"); out != "gone\n" {
+		t.Errorf("a file written after the snapshot is %s after the rollback", strings.TrimSpace(out))
+	}
+	if again := files(); !slices.Equal(again, got) {
+		t.Errorf("/work/w changed after the rollback: %d files, then %d (a writer outlived it)", len(got), len(again))
+	}
+	if os.Geteuid() != 0 {
+		if s.InitPid() == pid {
+			t.Errorf("a rootless rollback kept init %d: it replaces the sandbox", pid)
+		}
+		return
+	}
+	if got := s.InitPid(); got != pid {
+		t.Errorf("init is %d after the rollback in place, was %d", got, pid)
+	}
+	if got := sh(t, s, "", namespaces); got != nsBefore {
+		t.Errorf("namespaces after the rollback:\n%s\nbefore:\n%s", got, nsBefore)
+	}
+	if got := cgroupDirs(pid); !slices.Equal(got, cgBefore) {
+		t.Errorf("cgroups after the rollback %q, before %q", got, cgBefore)
+	}
+}
+
+// waitFiles waits until dir in s holds at least n entries, for up to
+// 10000 listings (a writer runs in s).
+func waitFiles(t *testing.T, s *Sandbox, dir string, n int) {
+	t.Helper()
+	for i := 0; countFiles(t, s, dir) < n; i++ {
+		if i == 10000 {
+			t.Fatalf("%s never held %d files", dir, n)
+		}
+	}
+}
+
 // TestRollbackRootless reruns the rollback tests as an unprivileged user.
 func TestRollbackRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames)$")
+	privtest.Unprivileged(t, "^TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames|InPlace)$")
 }
