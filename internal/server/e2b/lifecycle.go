@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -69,14 +70,9 @@ func (l lifecycle) info() map[string]any {
 
 // timedOut is what b's timer does at its end: pause b when its lifecycle
 // says so, else kill it. A timer that fires after the end moved later
-// (set_timeout, connect, a refresh raced it) does nothing. A pause that
-// fails kills the sandbox, as a timeout without auto-pause would, and
-// the daemon logs why.
+// (set_timeout, connect, a refresh raced it) does nothing.
 func (f *Front) timedOut(b *box) {
-	b.mu.Lock()
-	early := time.Now().Before(b.end)
-	b.mu.Unlock()
-	if early {
+	if !b.due() {
 		return
 	}
 	if !b.cycle.AutoPause {
@@ -84,9 +80,29 @@ func (f *Front) timedOut(b *box) {
 		f.close(b.id)
 		return
 	}
+	f.autoPause(b)
+}
+
+// due reports whether b's end has come.
+func (b *box) due() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !time.Now().Before(b.end)
+}
+
+// autoPause pauses b at its timeout, unless a call that held b.life
+// meanwhile moved its end later (connect), paused it or killed it. A
+// pause that fails kills the sandbox, as a timeout without auto-pause
+// would, and the daemon and b's logs say why.
+func (f *Front) autoPause(b *box) {
+	b.life.Lock()
+	defer b.life.Unlock()
+	if !b.due() {
+		return
+	}
 	f.log.Info("e2b sandbox reached its timeout: pausing it (on_timeout pause)", "sandbox", b.id)
-	err := f.pauseBox(context.Background(), b)
-	if err == nil || engine.Kind(err) == api.CodeNotFound {
+	err := f.pauseLocked(context.Background(), b)
+	if err == nil || errors.Is(err, errAlreadyPaused) || engine.Kind(err) == api.CodeNotFound {
 		return
 	}
 	f.log.Error("auto-pausing an e2b sandbox at its timeout failed: killing it", "sandbox", b.id, "err", err)

@@ -166,17 +166,55 @@ func send(t *testing.T, method, url, body string, header map[string]string) (int
 }
 
 // waitState polls get until the sandbox is in state, a minute at most
-// (a bound on a stuck front end, not a speed), and returns the last state.
+// (a bound on a stuck front end, not a speed), and returns the last state
+// ("gone" once get is a 404).
 func waitState(t *testing.T, url, id, state string) string {
 	t.Helper()
 	var got struct {
 		State string `json:"state"`
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		_, body := send(t, "GET", url+"/sandboxes/"+id, "", nil)
+		status, body := send(t, "GET", url+"/sandboxes/"+id, "", nil)
+		if status == http.StatusNotFound {
+			return "gone"
+		}
 		json.Unmarshal([]byte(body), &got)
 		if got.State == state || time.Now().After(deadline) {
 			return got.State
+		}
+	}
+}
+
+// TestE2BAutoPauseRacesPause: a timeout that comes while pause runs (or
+// the other way round) leaves the sandbox paused, never killed: the
+// auto-pause waits for the pause and finds it done.
+func TestE2BAutoPauseRacesPause(t *testing.T) {
+	url := startFront(t)
+	for i := range 5 {
+		status, body := send(t, "POST", url+"/v2/sandboxes", `{"timeout": 3600, "autoPause": true}`, nil)
+		if status != http.StatusCreated {
+			t.Fatalf("create: %d %s", status, body)
+		}
+		var created struct {
+			ID string `json:"sandboxID"`
+		}
+		json.Unmarshal([]byte(body), &created)
+		paused := make(chan int, 1)
+		go func() {
+			status, _ := send(t, "POST", url+"/sandboxes/"+created.ID+"/pause", "", nil)
+			paused <- status
+		}()
+		if status, body := send(t, "POST", url+"/sandboxes/"+created.ID+"/timeout", `{"timeout": 0}`, nil); status != http.StatusNoContent && status != http.StatusNotFound {
+			t.Errorf("round %d: set timeout 0: %d %s", i, status, body) // 404: the pause came first
+		}
+		if status := <-paused; status != http.StatusNoContent && status != http.StatusConflict {
+			t.Errorf("round %d: pause: %d, want 204 (or 409: the auto-pause came first)", i, status)
+		}
+		if got := waitState(t, url, created.ID, "paused"); got != "paused" {
+			t.Fatalf("round %d: a pause racing the timeout left the sandbox %q, want paused", i, got)
+		}
+		if status, body := send(t, "DELETE", url+"/sandboxes/"+created.ID, "", nil); status != http.StatusNoContent {
+			t.Errorf("round %d: kill: %d %s", i, status, body)
 		}
 	}
 }

@@ -11,5 +11,5 @@ import (
 // and auto-resume across a restart, the login
 // shell, its primed shell and the base's spare in the rootless mode.
 func TestE2BRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2B(AutoPauseRestart|BaseMode|WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
+	privtest.Unprivileged(t, "^TestE2B(AutoPauseRestart|AutoPauseRacesPause|BaseMode|WatchStaysInSandbox|WatchEndsWithSandbox|Logs|Metrics|ListBadQueries|LoginShell|PrimedShell|Spare|SpareYieldsRoom)$")
 }

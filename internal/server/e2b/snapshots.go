@@ -89,6 +89,11 @@ var errAlreadyPaused = errors.New("already paused")
 func (f *Front) pauseBox(ctx context.Context, b *box) error {
 	b.life.Lock()
 	defer b.life.Unlock()
+	return f.pauseLocked(ctx, b)
+}
+
+// pauseLocked is pauseBox with b.life held.
+func (f *Front) pauseLocked(ctx context.Context, b *box) error {
 	if b.isClosed() {
 		return fmt.Errorf("sandbox %s was killed: %w", b.id, engine.ErrNotFound)
 	}
