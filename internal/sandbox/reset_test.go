@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/session"
 )
 
 // resetSelf prints what a reset keeps of a sandbox: its namespaces (as
 // inodes), its mount points and its host name.
 const resetSelf = `readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/uts; hostname
 awk '{print $5}' /proc/self/mountinfo | sort`
+
+// resetLingerer names the process TestReset leaves running for a reset
+// to kill.
+const resetLingerer = "msb-reset-lingerer"
 
 // TestReset puts a running sandbox on other layers in place, with and
 // without a bounded disk: the supervisor (init's pid), namespaces, mounts
@@ -38,9 +43,22 @@ func TestReset(t *testing.T) {
 			sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: tc.limit,
 				Binds: []Bind{{Source: top, Target: "/mnt/top", ReadOnly: true}}})
 			pid, self := sb.InitPid(), mustOK(t, sb, resetSelf)
-			mustOK(t, sb, "echo new > /new && echo tmp > /tmp/t && echo shm > /dev/shm/s && (setsid sleep 1000 >/dev/null 2>&1 &)")
+			mustOK(t, sb, "echo new > /new && echo tmp > /tmp/t && echo shm > /dev/shm/s")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			if err := sb.OpenSession(ctx, "bg", SessionOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			job := "(setsid /bin/bash -c 'exec -a " + resetLingerer + " sleep 1000' </dev/null >/dev/null 2>&1 &)"
+			if _, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: job}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; countProcs(resetLingerer) == 0; i++ { // its exec may come after the command's end
+				if i == 300 {
+					t.Fatal("the background process never started")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			err := sb.Reset(ctx, Deferred{Layers: []string{base, top}})
 			if rt.Rootless() {
 				if !errors.Is(err, ErrResetUnsupported) {
@@ -65,8 +83,11 @@ func TestReset(t *testing.T) {
 			if got != want {
 				t.Errorf("after the reset: %q, want %q", got, want)
 			}
-			if n := countProcs("sleep 1000"); n != 0 {
+			if n := countProcs(resetLingerer); n != 0 {
 				t.Errorf("%d processes of the sandbox outlived the reset", n)
+			}
+			if _, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrNotFound) {
+				t.Errorf("a session outlived the reset: %v", err)
 			}
 			if got := sb.Config().Layers; len(got) != 2 || got[1] != top {
 				t.Errorf("config layers after the reset: %q", got)
