@@ -137,7 +137,11 @@ func (s *Sandbox) putRoot(parent string, d Deferred, r newRoot, flags []string) 
 			return old, fmt.Errorf("making a new %s dir: %w", n, err)
 		}
 	}
-	ov, err := newOverlay(d.Layers, filepath.Join(parent, "upper"), filepath.Join(parent, "work"), flags)
+	lowers := d.Layers
+	if len(lowers) == 0 {
+		lowers = []string{s.rt.empty} // as init's config has it
+	}
+	ov, err := newOverlay(lowers, filepath.Join(parent, "upper"), filepath.Join(parent, "work"), flags)
 	if err != nil {
 		return old, err
 	}

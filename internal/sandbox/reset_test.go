@@ -99,7 +99,13 @@ func TestReset(t *testing.T) {
 				}
 				mustOK(t, sb, "rm -f /big")
 			}
-			// Again, back to the base alone.
+			// Again, to no layers (the host's dirs alone), then back to the base.
+			if err := sb.Reset(ctx, Deferred{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustOK(t, sb, "test -e /f || echo none"); got != "none\n" {
+				t.Errorf("after the reset to no layers: %q", got)
+			}
 			if err := sb.Reset(ctx, Deferred{Layers: []string{base}}); err != nil {
 				t.Fatal(err)
 			}
