@@ -74,19 +74,22 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 }
 
 // rollbackInPlace resets s's sandbox to the rollback's target in place
-// (sandbox.Sandbox.Reset) where it can: the target is layers (a named
-// snapshot, or created, the config s was made from; a task sandbox opened
-// by CreateSandbox goes back to creation by opening its task anew, which
-// makes its starting state with commands) over the same host base, and
-// the sandbox can be reset (root mode). The layers' lease replaces the
-// one s held for its layers. It reports done when the rollback is over,
+// (sandbox.Sandbox.Reset) where it can (root mode): the target is layers
+// (a named snapshot, or created, the config s was made from) over the
+// same host base, whose lease then replaces the one s held; or, for a
+// task sandbox opened by CreateSandbox going back to creation, its
+// prepared layers with its starting state made again
+// (task.Sandbox.ResetToStart). It reports done when the rollback is over,
 // with an error of the target (unknown snapshot, another instance's) or
 // of the sessions reopened; otherwise the caller replaces the sandbox,
 // unchanged (err nil) or left by a reset that failed (err says why).
 func (e *Engine) rollbackInPlace(ctx context.Context, s *Sandbox, created *sandbox.Config, conf sandbox.Config, name string, sessions []string) (done bool, err error) {
 	sb := s.sbox()
-	if (name == "" && created == nil) || sb.CanReset() != nil {
+	if sb.CanReset() != nil {
 		return false, nil
+	}
+	if name == "" && created == nil {
+		return e.resetToStart(ctx, s, sessions)
 	}
 	snap, err := e.rollbackTarget(ctx, s, created, name, sessions)
 	if err != nil {
@@ -114,11 +117,45 @@ func (e *Engine) rollbackInPlace(ctx context.Context, s *Sandbox, created *sandb
 		lease.Release()
 		return false, err
 	}
+	if err := s.afterReset(lease, created); err != nil {
+		return true, err
+	}
+	return true, s.reopenSessions(ctx, snap.rec.Sessions)
+}
+
+// resetToStart is rollbackInPlace of a task sandbox opened by
+// CreateSandbox to its creation: its prepared layers, which its task
+// sandbox's lease keeps, and its starting state made again.
+func (e *Engine) resetToStart(ctx context.Context, s *Sandbox, sessions []string) (done bool, err error) {
+	ts := s.tsk()
+	if ts == nil || ts.CanResetToStart() != nil {
+		return false, nil
+	}
+	snap, err := e.rollbackTarget(ctx, s, nil, "", sessions)
+	if err != nil {
+		return true, err
+	}
+	if err := ts.ResetToStart(ctx); err != nil {
+		return false, err
+	}
+	if err := s.afterReset(nil, nil); err != nil {
+		return true, err
+	}
+	return true, s.reopenSessions(ctx, snap.rec.Sessions)
+}
+
+// afterReset records a reset in place of s's sandbox: lease, the lease of
+// its new layers (nil: its task sandbox's keeps them), replaces the one s
+// held, created is kept, and the sessions are gone. On a sandbox closed
+// meanwhile it releases lease and fails with sandbox.ErrClosed.
+func (s *Sandbox) afterReset(lease *store.Lease, created *sandbox.Config) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		lease.Release()
-		return true, sandbox.ErrClosed
+		if lease != nil {
+			lease.Release()
+		}
+		return sandbox.ErrClosed
 	}
 	old := s.lease
 	s.lease, s.created, s.sessions, s.standby = lease, created, map[string]bool{}, false
@@ -126,7 +163,7 @@ func (e *Engine) rollbackInPlace(ctx context.Context, s *Sandbox, created *sandb
 	if old != nil {
 		old.Release()
 	}
-	return true, s.reopenSessions(ctx, snap.rec.Sessions)
+	return nil
 }
 
 // rollbackSandbox starts what replaces s: over the named snapshot; else

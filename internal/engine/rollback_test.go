@@ -30,8 +30,8 @@ cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.m
 const lingerers = `n=0; for c in /proc/[0-9]*/comm; do [ "$(cat "$c" 2>/dev/null)" = lingerer ] && n=$((n+1)); done; echo $n`
 
 // TestRollbackKeepsSandbox rolls a raw and a task sandbox back to a
-// snapshot, then to their creation: each time the sandbox is the same
-// one to its processes (host name, mounts with the task's binds,
+// snapshot, then to their creation (in root mode in place, init kept):
+// each time the sandbox is the same one to its processes (host name, mounts with the task's binds,
 // interfaces, cgroup limits), what was written after the snapshot is
 // gone, a background process started after it is gone, and the session
 // is back in the snapshot's directory and variables.
@@ -52,7 +52,13 @@ func TestRollbackKeepsSandbox(t *testing.T) {
 				t.Fatal(err)
 			}
 			closeAll(t, s)
-			self := sh(t, s, "", sandboxSelf)
+			self, pid := sh(t, s, "", sandboxSelf), s.InitPid()
+			inPlace := func(to string) { // root mode: both rollbacks keep init
+				t.Helper()
+				if os.Geteuid() == 0 && s.InitPid() != pid {
+					t.Errorf("the rollback to %s replaced init %d by %d: not in place", to, pid, s.InitPid())
+				}
+			}
 			if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
 				t.Fatal(err)
 			}
@@ -77,6 +83,7 @@ func TestRollbackKeepsSandbox(t *testing.T) {
 			if info.ID != s.ID() {
 				t.Fatalf("rolled back into %s, want %s", info.ID, s.ID())
 			}
+			inPlace("the snapshot")
 			if got := sh(t, s, "", sandboxSelf); got != self {
 				t.Fatalf("after the rollback to the snapshot the sandbox sees itself as\n%s\nnot as before\n%s", got, self)
 			}
@@ -90,6 +97,7 @@ func TestRollbackKeepsSandbox(t *testing.T) {
 			if _, err := e.Rollback(ctx, s.ID(), api.RollbackRequest{}); err != nil {
 				t.Fatal(err)
 			}
+			inPlace("creation")
 			if got := sh(t, s, "", sandboxSelf); got != self {
 				t.Fatalf("after the rollback to creation the sandbox sees itself as\n%s\nnot as before\n%s", got, self)
 			}
