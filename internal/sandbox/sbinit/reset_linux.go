@@ -24,7 +24,8 @@ import (
 const killWait = 10 * time.Second
 
 // reset ends every process of the sandbox but PID 1 and holds back new
-// ones until resetDone: its sessions are closed, the sudo socket too.
+// ones and file operations until resetDone: its sessions are closed, the
+// sudo socket too.
 func (s *supervisor) reset() error {
 	s.mu.Lock()
 	if s.resetting {
@@ -33,6 +34,7 @@ func (s *supervisor) reset() error {
 	}
 	s.resetting = true
 	s.mu.Unlock()
+	s.files.Lock()
 	s.spawn.pause()
 	s.closeAll()
 	if s.sudoLn != nil {
@@ -44,7 +46,7 @@ func (s *supervisor) reset() error {
 
 // resetDone takes up the root the host put under the sandbox: the file
 // operations' root descriptor, the working directory and the sudo socket
-// made in it; then processes start again. It is sent after every reset,
+// made in it; then processes start and file operations go on again. It is sent after every reset,
 // also one that failed, which it then only ends.
 func (s *supervisor) resetDone() error {
 	s.mu.Lock()
@@ -54,6 +56,7 @@ func (s *supervisor) resetDone() error {
 	}
 	s.resetting = false
 	s.mu.Unlock()
+	defer s.files.Unlock()
 	defer s.spawn.resume()
 	if err := reopenRoot(); err != nil {
 		return err

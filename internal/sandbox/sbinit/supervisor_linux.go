@@ -34,6 +34,9 @@ type supervisor struct {
 	sudoLn *net.UnixListener
 
 	gate slots // bounds the requests at work at once (see slots)
+	// files is held by each file operation, and by a reset from OpReset
+	// to OpResetDone: none sees the root while it is replaced.
+	files sync.RWMutex
 
 	trim trimmer // the free heap returned once idle
 	// flows are the streaming execs in flight (stream_linux.go).
@@ -230,6 +233,8 @@ func fileOp(op string) bool {
 
 func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	if fileOp(req.Op) {
+		s.files.RLock()
+		defer s.files.RUnlock()
 		s.gate.Enter()
 		defer s.gate.Leave()
 	}
