@@ -62,9 +62,9 @@ func (s *Sandbox) CanReset() error {
 // the cgroups with their limits and counters, the disk and its limit
 // (the new writable layer is on the same disk, the old one removed before
 // Reset returns), the control socket and the config but its layers and
-// owners. Processes started meanwhile wait for the reset; a call in
-// flight sees the sandbox before or after it, or fails as its process is
-// killed.
+// owners. Processes started and file operations meanwhile wait for the
+// reset; a call in flight sees the sandbox before or after it, or fails
+// as its process is killed.
 //
 // It fails with ErrResetUnsupported (see CanReset), changing nothing, or
 // with what went wrong; a reset that fails after its processes were
