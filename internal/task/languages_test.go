@@ -40,12 +40,15 @@ type langProject struct {
 // step with the build network, read offline by the evaluation) whose Add
 // subtracts; TestMul passes throughout, the test patch's TestAdd fails
 // until the fix. It has no go.sum, as sum.golang.org, which go would then
-// ask, is not reachable here (a real repository commits its go.sum).
+// ask, is not reachable here (a real repository commits its go.sum). Its
+// Makefile, which go test ignores, is the one TestEvaluateIntegrityBaseFiles
+// runs the tests with (the same environment).
 var goProject = langProject{
 	name: "gocalc",
 	base: map[string]string{
-		"go.mod":  "module calc\n\ngo 1.22\n\nrequire github.com/google/go-cmp v0.6.0\n",
-		"calc.go": "package calc\n\nfunc Add(a, b int) int { return a - b }\n\nfunc Mul(a, b int) int { return a * b }\n",
+		"Makefile": "build:\n\tgo build ./...\n\ntest:\n\tgo test -v -count=1 ./...\n\t@echo done\n",
+		"go.mod":   "module calc\n\ngo 1.22\n\nrequire github.com/google/go-cmp v0.6.0\n",
+		"calc.go":  "package calc\n\nfunc Add(a, b int) int { return a - b }\n\nfunc Mul(a, b int) int { return a * b }\n",
 		"mul_test.go": "package calc\n\nimport (\n\t\"testing\"\n\n\t\"github.com/google/go-cmp/cmp\"\n)\n\n" +
 			"func TestMul(t *testing.T) {\n\tif d := cmp.Diff(6, Mul(2, 3)); d != \"\" {\n\t\tt.Fatal(d)\n\t}\n}\n",
 	},
