@@ -387,6 +387,8 @@ func onMountThread(f func() error) error {
 			}
 			for job := range mt.jobs {
 				job()
+				// Should this fail, the next job's setns moves the thread
+				// on; until then it keeps the sandbox's namespace alive.
 				unix.Setns(int(home.Fd()), unix.CLONE_NEWNS)
 			}
 		}()
@@ -406,12 +408,13 @@ func onMountThread(f func() error) error {
 var scratch = []string{"/tmp", "/dev/shm", wire.SessionDir}
 
 // swapRootHere does swapRoot's work on the calling thread, the mount
-// thread, which it moves into the mount namespace ns: the scratch dirs emptied,
-// ov attached at a new dir of the old root, each mount on the old root
-// moved to the same place on ov (its mount point made there as init
-// makes one), the host dirs' symlinks made, owners given, and then ov pivoted to the root: the kernel
-// moves every process whose root or working directory was the old root
-// (the supervisor) to it, and the old root is detached.
+// thread, which it moves into the mount namespace ns: the scratch dirs
+// emptied, ov attached at a new dir of the old root, each mount on the
+// old root moved to the same place on ov (its mount point made there as
+// init makes one), the host dirs' symlinks made, owners given, and then
+// ov pivoted to the root: the kernel moves every process whose root or
+// working directory was the old root (the supervisor) to it, and the old
+// root is detached.
 func swapRootHere(ns, ov int, r newRoot) error {
 	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("joining the sandbox's mount namespace: %w", err)
