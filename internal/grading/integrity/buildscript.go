@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -10,13 +11,14 @@ import (
 // (buildScriptLines), it can rewrite the tests' sources or run a program
 // that does. Cargo gives it OUT_DIR for what it generates; ripgrep's gold
 // fix (BurntSushi__ripgrep-2626) runs `git rev-parse` to embed the
-// revision. So a line a patch adds to build.rs is flagged when it writes
-// the file system (fs::write, File::create, OpenOptions, copy, rename,
-// remove ...) at a path not built from OUT_DIR alone, or runs a program
-// other than git with literal read-only arguments, or renames the APIs
-// that do (use ... as), which would hide them from these patterns. What
-// an unchanged line does with a value an added line passes it (an
-// existing function that writes where its argument says) is not read.
+// revision. So a build.rs the patch changes is flagged when a line of it
+// writes the file system (fs::write, File::create, OpenOptions, copy,
+// rename, remove ...) at a path not built from OUT_DIR alone, or runs a
+// program other than git with literal read-only arguments, or renames
+// the APIs that do (use ... as), which would hide them from these
+// patterns. Where the base file is known the whole script as the patch
+// leaves it is read (an added call of an existing function that writes
+// where its argument says is then seen); else the lines the patch adds.
 
 // rsWrite is a call that creates, writes, moves or removes a file.
 var rsWrite = lazyRegexp(`\b(fs\s*::\s*(write|copy|rename|hard_link|soft_link|remove_file|remove_dir|remove_dir_all|create_dir|create_dir_all|set_permissions)|File\s*::\s*(create|create_new|options)|OpenOptions\b|symlink(_file|_dir)?\s*\(|\.(out_dir|write_to_file)\s*\()`)
@@ -56,26 +58,18 @@ var rsOutDir = `(?:std::)?env::var(?:_os)?\("OUT_DIR"\)|env!\("OUT_DIR"\)`
 // rsLet binds a name to an expression.
 var rsLet = lazyRegexp(`\blet\s+(?:mut\s+)?([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(.+?);?\s*$`)
 
-// buildScriptFlags: an added line of s (a build.rs) writes outside
+// buildScriptFlags: a line of s (a build.rs; the lines it adds, or the
+// whole script as it leaves it where the base is known) writes outside
 // OUT_DIR or runs a program (the comment above).
 func buildScriptFlags(s section) bool {
-	var text []string
+	lines := addedLines(s)
+	text := slices.Concat(lines, contextLines(s.raw)) // where names are bound
 	if f, ok := s.full(); ok {
-		text = f.New
-	} else {
-		for _, c := range s.changed {
-			if !c.removed {
-				text = append(text, c.text)
-			}
-		}
-		text = append(text, contextLines(s.raw)...)
+		text, lines = f.New, f.New
 	}
 	out := outDirNames(text)
-	for _, c := range s.changed {
-		if c.removed {
-			continue
-		}
-		code := rsCode(c.text)
+	for _, l := range lines {
+		code := rsCode(l)
 		if strings.HasPrefix(strings.TrimSpace(code), "use ") {
 			if rsAlias(code) {
 				return true
@@ -92,6 +86,17 @@ func buildScriptFlags(s section) bool {
 		}
 	}
 	return false
+}
+
+// addedLines are the lines s adds.
+func addedLines(s section) []string {
+	var out []string
+	for _, c := range s.changed {
+		if !c.removed {
+			out = append(out, c.text)
+		}
+	}
+	return out
 }
 
 // rsCode is a line of Rust without its // comment.

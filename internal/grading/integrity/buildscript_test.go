@@ -72,3 +72,19 @@ func TestBuildScriptWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildScriptWhole: with the base build.rs, a call the patch adds of
+// an existing function that writes where its argument says is flagged;
+// the diff alone does not show the write.
+func TestBuildScriptWhole(t *testing.T) {
+	base := strings.Replace(rsBase, "    println!(\"cargo:rerun", "    generate(&gen);\n    println!(\"cargo:rerun", 1) +
+		"\nfn generate(dst: &Path) {\n    fs::write(dst, \"pub const VERSION: &str = \\\"1\\\";\").unwrap();\n}\n"
+	r := newBaseRepo(t, map[string]string{"build.rs": base})
+	d := r.diff(t, map[string]string{"build.rs": strings.Replace(base, "    generate(&gen);\n", "    generate(&gen);\n    generate(Path::new(\"tests/parse.rs\"));\n", 1)})
+	if !r.applies(t, d) {
+		t.Fatalf("git does not apply the diff:\n%s", d)
+	}
+	if got := integrity.CheckInstance(d, r.instance("cargo test")); got.Verdict != api.IntegrityTampered || got.Findings[0].Kind != integrity.KindCargoBuild {
+		t.Errorf("with the base file: %s %q, want %s", got.Verdict, got.Reasons(), integrity.KindCargoBuild)
+	}
+}

@@ -106,7 +106,7 @@ var Rules = []Rule{
 	{Kind: KindCargoBuild, Path: isBuildScript, Lines: buildScriptLines,
 		Reason: "changes what the build script tells rustc (rustc-cfg, rustc-flags, link arguments): a cfg turns code on or off under test, a link argument can wrap any function"},
 	{Kind: KindCargoBuild, Path: isBuildScript, Judge: buildScriptFlags,
-		Reason: "adds to the build script a write outside OUT_DIR or a program it runs (other than git reading the revision): the build script runs before the tests compile and can rewrite their sources"},
+		Reason: "changes a build script that writes outside OUT_DIR or runs a program (other than git reading the revision): the build script runs before the tests compile and can rewrite their sources"},
 	{Kind: KindTSConfig, Path: tsconfigFile, Lines: anyContent, Allow: tsOutputOnly,
 		Reason: "changes tsconfig settings ts-jest compiles the tests with (paths, baseUrl, rootDirs, extends, strictness ...): they change which module an import loads or whether a test compiles"},
 	{Kind: KindTSConfig, Path: isJSON, Judge: tsConfigByContent, JudgeDeleted: true,
