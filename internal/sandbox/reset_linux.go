@@ -502,12 +502,24 @@ func symlinkIn(root, p, target string) error {
 	return nil
 }
 
-// emptyDir removes what is in dir, if it exists.
+// emptyDir removes what is in dir, if it exists. dir must be a directory
+// itself, not a symlink: the sandbox's user can replace the sessions' dir
+// with a link to a host dir it has bound writable, whose files this
+// process, root on the host, would remove where the user could not. No
+// process of the sandbox runs meanwhile (Reset killed them), so what
+// Lstat sees is what ReadDir opens; RemoveAll follows no link below it.
 func emptyDir(dir string) error {
-	ents, err := os.ReadDir(dir)
+	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("it is a %s, not a directory", fileKind(fi.Mode()))
+	}
+	if err != nil {
+		return fmt.Errorf("emptying %s: %w", dir, err)
+	}
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("emptying %s: %w", dir, err)
 	}
@@ -517,4 +529,15 @@ func emptyDir(dir string) error {
 		}
 	}
 	return nil
+}
+
+// fileKind names a file's type for an error: "symlink", "regular file".
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "special file"
 }
