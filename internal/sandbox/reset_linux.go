@@ -217,13 +217,23 @@ func rootMounts(initPid int) ([]rootMount, []string, error) {
 			return nil, nil, fmt.Errorf("%w: two mounts at %s", ErrResetUnsupported, m.point)
 		}
 	}
+	return on, overlayFlags(all[root].super), nil
+}
+
+// overlayFlags are the options of a root overlay (as mountinfo shows
+// them) that a reset's new overlay repeats: volatile, which kernels from
+// 6.15 show as fsync=volatile, and userxattr.
+func overlayFlags(super []string) []string {
 	var flags []string
-	for _, o := range all[root].super {
-		if o == "volatile" || o == "userxattr" {
+	for _, o := range super {
+		switch o {
+		case "volatile", "fsync=volatile":
+			flags = append(flags, "volatile")
+		case "userxattr":
 			flags = append(flags, o)
 		}
 	}
-	return on, flags, nil
+	return flags
 }
 
 // readMountinfo parses a mountinfo file (proc_pid_mountinfo(5)).

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,23 @@ func TestEmptyDirRefusesLink(t *testing.T) {
 	}
 	if err := emptyDir(filepath.Join(dir, "missing")); err != nil {
 		t.Fatalf("emptyDir of a missing dir: %v", err)
+	}
+}
+
+// TestOverlayFlags: a reset's new root is volatile when the old one was,
+// whichever way the kernel shows it, and keeps userxattr.
+func TestOverlayFlags(t *testing.T) {
+	for _, c := range []struct {
+		super string
+		want  []string
+	}{
+		{"rw,lowerdir=/proc/self/fd/7,upperdir=/proc/self/fd/8,workdir=/proc/self/fd/9,volatile", []string{"volatile"}},
+		{"rw,lowerdir=/proc/self/fd/7,upperdir=/proc/self/fd/8,workdir=/proc/self/fd/9,uuid=on,fsync=volatile", []string{"volatile"}},
+		{"rw,lowerdir=/a,upperdir=/b,workdir=/c,userxattr", []string{"userxattr"}},
+		{"rw,lowerdir=/a,upperdir=/b,workdir=/c,fsync=auto", nil},
+	} {
+		if got := overlayFlags(strings.Split(c.super, ",")); !slices.Equal(got, c.want) {
+			t.Errorf("overlayFlags(%s) = %q, want %q", c.super, got, c.want)
+		}
 	}
 }

@@ -3,9 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +100,9 @@ func TestReset(t *testing.T) {
 					t.Errorf("wrote 80 MiB to a disk of 64 after the reset")
 				}
 				mustOK(t, sb, "rm -f /big")
+				if line := mustOK(t, sb, `awk '$5 == "/" {print}' /proc/self/mountinfo`); !strings.Contains(line, "volatile") {
+					t.Errorf("the new root on the sandbox's disk is not volatile as the old one was: %s", line)
+				}
 			}
 			// Again, to no layers (the host's dirs alone), then back to the base.
 			if err := sb.Reset(ctx, Deferred{}); err != nil {
@@ -143,5 +148,74 @@ func TestReadMountinfo(t *testing.T) {
 	os.WriteFile(p, []byte("1 2 3\n"), 0o644)
 	if _, err := readMountinfo(p); err == nil {
 		t.Error("a short line parsed")
+	}
+}
+
+// resetSudoUser is what TestResetSudo has a user other than root run:
+// sudo to root, to itself back, and a file made where only root writes.
+const resetSudoUser = `setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'id -u; sudo id -u; sudo -u "#1000" id -u; sudo touch /made-by-sudo' && stat -c %u /made-by-sudo && rm /made-by-sudo`
+
+// TestResetSudo: a sandbox with Config.Sudo keeps a working sudo across
+// resets (the supervisor listens on a new socket in the new root's /dev):
+// a user other than root gets root through it after each of two resets,
+// and so does a shell on a terminal after them, in the new pty sudo gives
+// its command. Only root mode resets (TestReset checks the refusal).
+func TestResetSudo(t *testing.T) {
+	rt := testRuntime(t)
+	if rt.Rootless() {
+		t.Skip("a rootless sandbox does not reset in place: TestReset checks that it refuses")
+	}
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Mkdir(filepath.Join(base, "root"), 0o700) // sudo -i's home
+	master, slave := openTestPty(t)
+	defer master.Close()
+	defer slave.Close()
+	makeRaw(t, slave)
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Sudo: "/opt/msb/bin/sudo",
+		Env: []string{"PATH=/opt/msb/bin:/usr/bin:/bin"}, Stdio: &Stdio{In: slave, Out: slave, Err: slave}})
+	const want = "1000\n0\n1000\n0\n"
+	if got := mustOK(t, sb, resetSudoUser); got != want {
+		t.Fatalf("sudo as uid 1000 before any reset: %q, want %q", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 1; i <= 2; i++ {
+		if err := sb.Reset(ctx, Deferred{Layers: []string{base}}); err != nil {
+			t.Fatalf("reset %d: %v", i, err)
+		}
+		if got := mustOK(t, sb, resetSudoUser); got != want {
+			t.Errorf("sudo as uid 1000 after reset %d: %q, want uid 1000, root, uid 1000 and a file of root's", i, got)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		code, err := sb.Shell(context.Background(), []string{"/bin/bash", "--norc", "-i"}, 30, 100)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit %d", code)
+		}
+		done <- err
+	}()
+	term := newTermScript(t, master)
+	term.send(`PS1='\u-ready> '`)
+	term.send(`o=$(tty); i=$(setpriv --reuid 1000 --regid 1000 --clear-groups sudo sh -c 'echo $(id -u)-$(tty)'); echo "tty-$((1))[$o][$i]"`)
+	got := term.expect("tty-1[", "]\r")
+	if f := strings.Split(got, "]["); len(f) != 2 || !strings.HasPrefix(f[1], "0-/dev/pts/") || "0-"+f[0] == f[1] {
+		t.Errorf("the shell's tty and uid 1000's sudo's uid and tty after the resets: %s, want root on another pty", got)
+	}
+	term.send("sudo -i")
+	term.send(`echo "in-$((2)) $(id -u) $PWD"; exit 3`)
+	if got := term.expect("in-2 ", "\r"); got != "0 /root" {
+		t.Errorf("sudo -i on a terminal after the resets read %q, want 0 /root", got)
+	}
+	term.send(`echo "rc-$((3))=$?"; exit 0`)
+	term.expect("rc-3=3", "")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the shell: %v; output %q", err, term.all())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the shell did not exit; output %q", term.all())
 	}
 }
