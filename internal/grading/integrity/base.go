@@ -268,14 +268,35 @@ func wholeSettings(s section) []changedLine {
 	}
 	toml := path.Ext(s.file.NewPath) == ".toml" || isCargoConfig(s.file.NewPath, false)
 	oldSet, newSet := settingLines(f.Old, toml), settingLines(f.New, toml)
+	oldTable, newTable := tableLines(f.Old), tableLines(f.New)
 	out := make([]changedLine, len(s.changed))
 	for i, c := range s.changed {
 		if c.removed {
-			c.setting = oldSet[f.Changed[i]]
+			c.setting, c.table = oldSet[f.Changed[i]], oldTable[f.Changed[i]]
 		} else {
-			c.setting = newSet[f.Changed[i]]
+			c.setting, c.table = newSet[f.Changed[i]], newTable[f.Changed[i]]
 		}
 		out[i] = c
+	}
+	return out
+}
+
+// isTableHeader: line l is a TOML or ini table header ([name], [[name]]).
+func isTableHeader(l string) bool {
+	t := strings.TrimSpace(l)
+	return strings.HasPrefix(t, "[") && !strings.Contains(t, "=")
+}
+
+// tableLines are, for each line, the table header it is under (the line
+// itself for a header), "" above the first.
+func tableLines(lines []string) []string {
+	out := make([]string, len(lines))
+	table := ""
+	for i, l := range lines {
+		if isTableHeader(l) && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t") {
+			table = l
+		}
+		out[i] = table
 	}
 	return out
 }

@@ -147,3 +147,35 @@ func TestWholeSettingsRustflags(t *testing.T) {
 		})
 	}
 }
+
+// TestCargoSwap: a Cargo.toml change in a [patch] or [replace] table (its
+// header, or a line the whole file puts under it, far from the header),
+// and a Cargo configuration that replaces the sources, put a crate of the
+// patch's in place of one the tests use and are flagged; a dependency's
+// version raised (tokio-5520's kind of change) is not.
+func TestCargoSwap(t *testing.T) {
+	base := "[package]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[dev-dependencies]\npretty_assertions = \"1\"\nsocket2 = \"0.4\"\n\n" +
+		"[patch.crates-io]\nitoa = { git = \"https://github.com/dtolnay/itoa\" }\n\n\n\n\n[features]\ndefault = []\nfull = []\n"
+	r := newBaseRepo(t, map[string]string{"Cargo.toml": base})
+	inst := r.instance("cargo test")
+	for _, tc := range []struct {
+		name, diff string
+		want       api.Integrity
+	}{
+		{"a [patch] table added", r.diff(t, map[string]string{"Cargo.toml": strings.Replace(base, "[features]", "[patch.'https://github.com/x/y']\npretty_assertions = { path = \"fake\" }\n\n[features]", 1)}), api.IntegrityTampered},
+		{"a line under the existing [patch] table, far from its header", r.diff(t, map[string]string{"Cargo.toml": strings.Replace(base, "\n\n\n\n[features]", "\n\n\npretty_assertions = { path = \"fake\" }\n\n[features]", 1)}), api.IntegrityTampered},
+		{"a dev-dependency's version raised", r.diff(t, map[string]string{"Cargo.toml": strings.Replace(base, `socket2 = "0.4"`, `socket2 = "0.4.9"`, 1)}), api.IntegrityOK},
+		{"vendored sources", r.diff(t, map[string]string{".cargo/config.toml": "[source.crates-io]\nreplace-with = \"vendored\"\n\n[source.vendored]\ndirectory = \"fake-vendor\"\n"}), api.IntegrityTampered},
+		{"path overrides", r.diff(t, map[string]string{".cargo/config.toml": "paths = [\"fake/pretty_assertions\"]\n"}), api.IntegrityTampered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !r.applies(t, tc.diff) {
+				t.Fatalf("git does not apply the diff:\n%s", tc.diff)
+			}
+			got := integrity.CheckInstance(tc.diff, inst)
+			if got.Verdict != tc.want || tc.want == api.IntegrityTampered && got.Findings[0].Kind != integrity.KindCargo {
+				t.Errorf("%s %q, want %s\n%s", got.Verdict, got.Reasons(), tc.want, tc.diff)
+			}
+		})
+	}
+}

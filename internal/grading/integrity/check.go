@@ -135,6 +135,7 @@ func (s section) full() (Full, bool) { return fullFile(s, s.in) }
 // in the new file.
 type changedLine struct {
 	text, setting string
+	table         string // the [table] header above it (TOML, ini), "" if none is known
 	removed       bool
 	run           int
 }
@@ -196,16 +197,19 @@ func split(diff string) []string {
 // changedLines are the lines the hunks of one file's diff add or remove.
 func changedLines(part string) []changedLine {
 	var out []changedLine
-	inHunk, setting, run := false, "", 0
+	inHunk, setting, table, run := false, "", "", 0
 	for _, l := range strings.Split(part, "\n") {
 		l = strings.TrimSuffix(l, "\r")
 		if strings.HasPrefix(l, "@@") {
 			// the text after the header's second @@ is the line git's
 			// funcname finds above the hunk: for an ini or toml file, the
 			// setting an indented first line continues
-			inHunk, setting = true, ""
+			inHunk, setting, table = true, "", ""
 			if i := strings.Index(l[2:], "@@"); i >= 0 {
 				setting = strings.TrimSpace(l[2+i+2:])
+			}
+			if isTableHeader(setting) {
+				table = setting
 			}
 			run++
 			continue
@@ -218,11 +222,14 @@ func changedLines(part string) []changedLine {
 		if !continuation && strings.TrimSpace(text) != "" {
 			setting = text
 		}
+		if isTableHeader(text) {
+			table = text
+		}
 		if l[0] == ' ' {
 			run++
 			continue
 		}
-		c := changedLine{text: text, removed: l[0] == '-', run: run}
+		c := changedLine{text: text, table: table, removed: l[0] == '-', run: run}
 		if continuation {
 			c.setting = setting
 		}

@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"path"
+	"regexp"
 	"strings"
 )
 
@@ -95,3 +96,26 @@ var jestModuleKeys = lazyRegexp(`\b(moduleNameMapper|pathsToModuleNameMapper|mod
 // jsConfigFiles are the files a JavaScript configuration can be written
 // in or required from, or read from by a module it requires (YAML).
 var jsConfigFiles = []string{"*.js", "*.cjs", "*.mjs", "*.ts", "*.cts", "*.mts", "*.json", "*.yml", "*.yaml"}
+
+// cargoSwapTable is a Cargo.toml table that puts another crate in place
+// of a dependency, the tests' included: [patch.<registry>], [replace].
+var cargoSwapTable = lazyRegexp(`^\s*\[\s*(patch|replace)\b`)
+
+// cargoConfigSwap is what in a Cargo configuration puts other sources in
+// place of the dependencies: [patch], [source] (replace-with, directory),
+// path overrides (paths = [...]).
+var cargoConfigSwap = lazyRegexp(`^\s*\[\s*(patch|source)\b|^\s*(replace-with|paths|directory)\s*=|^\s*(patch|source)\.`)
+
+// swapsCrates is a Judge for Cargo's files: a changed line that is, or is
+// in a table that is, one of swap's (the header, or the table the whole
+// file or the hunk says it is under).
+func swapsCrates(swap func() *regexp.Regexp) func(s section) bool {
+	return func(s section) bool {
+		for _, l := range s.changed {
+			if swap().MatchString(l.text) || l.table != "" && swap().MatchString(l.table) {
+				return true
+			}
+		}
+		return false
+	}
+}
