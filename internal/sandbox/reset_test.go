@@ -208,6 +208,7 @@ func TestResetSudo(t *testing.T) {
 	if got := term.expect("in-2 ", "\r"); got != "0 /root" {
 		t.Errorf("sudo -i on a terminal after the resets read %q, want 0 /root", got)
 	}
+	term.expect("root-ready> ", "") // a line typed sooner would be sudo -i's, as with sudo
 	term.send(`echo "rc-$((3))=$?"; exit 0`)
 	term.expect("rc-3=3", "")
 	select {
