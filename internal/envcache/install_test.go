@@ -86,6 +86,28 @@ func TestInstallLayer(t *testing.T) {
 	}
 }
 
+// TestInstallCommitRunsNoHook: install steps that set up git hooks (as the
+// npm package pre-commit does) and change a tracked file still commit: the
+// failing pre-commit hook and the post-commit hook do not run.
+func TestInstallCommitRunsNoHook(t *testing.T) {
+	repo := makeRepo(t, 8, 100, 2)
+	rt := testRuntime(t)
+	c := openCache(t, Options{Runtime: rt})
+	inst := repo.instance(1)
+	sp := installSpec(true)
+	sp.Install = strings.Join([]string{
+		"mkdir -p .git/hooks",
+		`printf '#!/bin/sh\necho pre >> hooks-ran\nexit 1\n' > .git/hooks/pre-commit`,
+		`printf '#!/bin/sh\necho post >> hooks-ran\n' > .git/hooks/post-commit`,
+		"chmod +x .git/hooks/pre-commit .git/hooks/post-commit",
+	}, " && ")
+	p := prepare(t, c, inst, sp)
+	sb := sandboxOf(t, rt, p)
+	if got := sh(t, sb, "test -e hooks-ran && cat hooks-ran; git log -1 --format=%s; git status --porcelain --untracked-files=no"); got != "msb: install steps" {
+		t.Fatalf("after an install that set up hooks: %q", got)
+	}
+}
+
 // TestInstallLayerDedup: two commits whose install steps write the same
 // bytes share one install layer, built once per instance.
 func TestInstallLayerDedup(t *testing.T) {
