@@ -25,22 +25,25 @@ import (
 var ErrResetUnsupported = errors.New("sandbox cannot be reset in place")
 
 // CanReset says whether Reset can put a new root under the sandbox, and
-// if not, why (an ErrResetUnsupported). Only a root-mode runtime can: the
-// new root is mounted in the sandbox's mount namespace by a thread of
-// this process that joins it, and joining a rootless sandbox's namespaces
-// takes joining its user namespace first, which a process of more than
-// one thread (any Go program) cannot; the supervisor inside cannot mount
-// (no CAP_SYS_ADMIN, seccomp).
+// if not, why (an ErrResetUnsupported). In root mode the new root is
+// mounted in the sandbox's mount namespace by a thread of this process
+// that joins it. A rootless sandbox's namespaces take joining its user
+// namespace first, which a process of more than one thread (any Go
+// program) cannot, and the supervisor inside cannot mount (no
+// CAP_SYS_ADMIN, seccomp): util-linux's nsenter(1) joins them and runs
+// this binary's reset-root stage there (putRootInNS), so a rootless reset
+// needs nsenter. Its kernel allows an overlay in a user namespace: the
+// sandbox's root is one (Reset checks).
 func (s *Sandbox) CanReset() error {
 	why := ""
 	switch {
-	case s.rt.rootless:
-		why = "a rootless sandbox's mount namespace is not reachable from msb (it would have to join its user namespace, which a threaded process cannot)"
+	case s.rt.rootless && !haveNsenter():
+		why = "a rootless sandbox's new root is mounted by nsenter(1) in its namespaces, and there is no nsenter on PATH (as root: apt-get install util-linux)"
 	case s.conf.RootDir != "":
 		why = "a copy-mode sandbox has no layers"
 	case s.conf.UpperDir != "":
 		why = "its upper dir is the caller's (Config.UpperDir)"
-	case s.mountNS == nil:
+	case s.mountNS == nil && !s.rt.rootless:
 		why = "msb holds no descriptor of its mount namespace"
 	case s.conn == nil || !s.Alive():
 		return fmt.Errorf("%w: sandbox %s is not running", ErrClosed, s.ID)
@@ -61,7 +64,8 @@ func (s *Sandbox) CanReset() error {
 // its interfaces, addresses and policy; mount, PID, UTS: the host name),
 // the cgroups with their limits and counters, the disk and its limit
 // (the new writable layer is on the same disk, the old one removed before
-// Reset returns), the control socket and the config but its layers and
+// Reset returns; rootless, on a new disk tmpfs of the same size: see
+// putRootInNS), the control socket and the config but its layers and
 // owners. Processes started and file operations meanwhile wait for the
 // reset; a call in flight sees the sandbox before or after it, or fails
 // as its process is killed.
@@ -140,6 +144,9 @@ func (s *Sandbox) putRoot(parent string, d Deferred, r newRoot, flags []string) 
 	lowers := d.Layers
 	if len(lowers) == 0 {
 		lowers = []string{s.rt.empty} // as init's config has it
+	}
+	if s.rt.rootless {
+		return old, s.putRootInNS(lowers, parent, old, r, flags)
 	}
 	ov, err := newOverlay(lowers, filepath.Join(parent, "upper"), filepath.Join(parent, "work"), flags)
 	if err != nil {

@@ -28,8 +28,8 @@ const resetLingerer = "msb-reset-lingerer"
 // without a bounded disk: the supervisor (init's pid), namespaces, mounts
 // (a bind of the host's among them) and host name stay; the files written
 // since, /tmp's among them, and every process but the supervisor are
-// gone; the disk limit still holds. A rootless runtime cannot reset in
-// place (ErrResetUnsupported) and changes nothing.
+// gone; the disk limit still holds. A rootless runtime does the same
+// through nsenter (TestResetRootless), and refuses without it.
 func TestReset(t *testing.T) {
 	rt := testRuntime(t)
 	base, top := t.TempDir(), t.TempDir()
@@ -44,6 +44,15 @@ func TestReset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: tc.limit,
 				Binds: []Bind{{Source: top, Target: "/mnt/top", ReadOnly: true}}})
+			if rt.Rootless() {
+				path := os.Getenv("PATH")
+				os.Setenv("PATH", t.TempDir())
+				err := sb.CanReset()
+				os.Setenv("PATH", path)
+				if !errors.Is(err, ErrResetUnsupported) || !strings.Contains(err.Error(), "nsenter") {
+					t.Errorf("a rootless reset without nsenter on PATH: %v, want ErrResetUnsupported naming nsenter", err)
+				}
+			}
 			pid, self := sb.InitPid(), mustOK(t, sb, resetSelf)
 			mustOK(t, sb, "echo new > /new && echo tmp > /tmp/t && echo shm > /dev/shm/s")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -61,17 +70,7 @@ func TestReset(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			err := sb.Reset(ctx, Deferred{Layers: []string{base, top}})
-			if rt.Rootless() {
-				if !errors.Is(err, ErrResetUnsupported) {
-					t.Fatalf("rootless reset: %v, want ErrResetUnsupported", err)
-				}
-				if got := mustOK(t, sb, "cat /new"); got != "new\n" {
-					t.Fatalf("a refused reset changed the files: /new is %q", got)
-				}
-				return
-			}
-			if err != nil {
+			if err := sb.Reset(ctx, Deferred{Layers: []string{base, top}}); err != nil {
 				t.Fatal(err)
 			}
 			if got := sb.InitPid(); got != pid {
@@ -93,6 +92,12 @@ func TestReset(t *testing.T) {
 			}
 			if got := sb.Config().Layers; len(got) != 2 || got[1] != top {
 				t.Errorf("config layers after the reset: %q", got)
+			}
+			mustOK(t, sb, "echo after > /after")
+			if dir, err := sb.WritableDir(); err != nil {
+				t.Error(err)
+			} else if b, err := os.ReadFile(filepath.Join(dir, "after")); string(b) != "after\n" {
+				t.Errorf("the writable dir %s after the reset holds /after as %q (%v)", dir, b, err)
 			}
 			if tc.limit.DiskBytes > 0 {
 				res := sh(t, sb, "head -c 80M /dev/zero > /big")
@@ -159,11 +164,12 @@ const resetSudoUser = `setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'i
 // resets (the supervisor listens on a new socket in the new root's /dev):
 // a user other than root gets root through it after each of two resets,
 // and so does a shell on a terminal after them, in the new pty sudo gives
-// its command. Only root mode resets (TestReset checks the refusal).
+// its command. Root mode only: a rootless sandbox maps root alone, with
+// no uid 1000 to come from (TestResetRootless resets rootless).
 func TestResetSudo(t *testing.T) {
 	rt := testRuntime(t)
 	if rt.Rootless() {
-		t.Skip("a rootless sandbox does not reset in place: TestReset checks that it refuses")
+		t.Skip("a rootless sandbox maps root alone: no uid 1000 to sudo from (TestResetRootless resets rootless)")
 	}
 	base := t.TempDir()
 	os.Chmod(base, 0o755)

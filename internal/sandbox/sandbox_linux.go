@@ -55,6 +55,9 @@ type Sandbox struct {
 	// childEnds are this process's copies of init's stdio pipe ends,
 	// closed once init started.
 	childEnds []*os.File
+	// resetDisk is the disk tmpfs of a rootless sandbox's last reset
+	// (putRootInNS), under confMu: it replaces diskFd's for WritableDir.
+	resetDisk *os.File
 
 	closeOnce sync.Once
 	closeErr  error
@@ -722,6 +725,12 @@ func (s *Sandbox) holdMounts() {
 // releaseMounts lets go of init's mount namespace: once init is gone, this
 // unmounts everything the sandbox mounted.
 func (s *Sandbox) releaseMounts() {
+	s.confMu.Lock()
+	if s.resetDisk != nil {
+		s.resetDisk.Close()
+		s.resetDisk = nil
+	}
+	s.confMu.Unlock()
 	if s.mountNS == nil {
 		return
 	}

@@ -50,13 +50,17 @@ func (s *Sandbox) Hostname() string {
 // caller's or private host directory, or the upper dir in the sandbox's
 // volume of the disk pool (a path that means something in this process
 // only), or in its disk tmpfs through init's descriptor of it (a path
-// valid while init lives). It is ErrNoWritableDir otherwise.
+// valid while init lives) or, after a rootless reset, through this
+// process's descriptor of the reset's (valid until the sandbox is
+// closed). It is ErrNoWritableDir otherwise.
 func (s *Sandbox) WritableDir() (string, error) {
 	switch {
 	case s.upper != "":
 		return s.upper, nil
 	case s.volume != nil:
 		return filepath.Join(s.volume.Path(), "upper"), nil
+	case s.resetDiskDir() != "":
+		return s.resetDiskDir() + "/upper", nil
 	case s.diskFd > 0 && s.Alive():
 		// The disk tmpfs is mounted in init's namespace only; init's
 		// descriptor of it leads there.

@@ -78,6 +78,8 @@ func Main() {
 		err = holdMain()
 	case StageTree:
 		err = treeMain()
+	case StageResetRoot:
+		err = resetRootMain()
 	case StageSudoMonitor:
 		os.Exit(sudo.Monitor())
 	default:

@@ -1,6 +1,7 @@
 package sbinit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,11 +13,12 @@ import (
 
 // A reset puts a new root under a live sandbox (sandbox.Sandbox.Reset):
 // the supervisor ends every other process (OpReset), the host, which
-// alone may mount, builds the new root in the sandbox's mount namespace
-// and pivots into it, which moves the supervisor's root and working
-// directory there too, and the supervisor takes up the new root
-// (OpResetDone). The supervisor stays: its pid, namespaces, cgroups and
-// control socket are the sandbox's before and after.
+// alone may mount (rootless: its reset-root stage, StageResetRoot),
+// builds the new root in the sandbox's mount namespace and pivots into
+// it, which moves the supervisor's root and working directory there too,
+// and the supervisor takes up the new root (OpResetDone). The supervisor
+// stays: its pid, namespaces, cgroups and control socket are the
+// sandbox's before and after.
 
 // killWait bounds how long a reset waits for the sandbox's processes to
 // be gone after SIGKILL: a process stuck in the kernel (D state) keeps
@@ -150,3 +152,23 @@ func MountPointIn(root, p string, dir bool) (int, error) { return resolveCreate(
 // it builds the root (Config.Owners): the host calls it for a reset's new
 // root.
 func GiveOwnersIn(root string, owners []wire.Owner) error { return giveOwners(root, owners) }
+
+// StageResetRoot puts a new root under a rootless sandbox (package
+// sandbox's Reset): the host starts it with nsenter(1) in the sandbox's
+// user namespace, where, as the namespace's root, it may mount in the
+// sandbox's mount namespace, which neither the host (a threaded process
+// cannot join a user namespace) nor the supervisor (no CAP_SYS_ADMIN,
+// seccomp) may. What it mounts comes on its stdin and descriptors;
+// package sandbox (putRootInNS) says how.
+const StageResetRoot = "reset-root"
+
+// ResetRoot is the reset-root stage's work: package sandbox sets it, and
+// starts its own binary for the stage, as for the tree stage.
+var ResetRoot func() error
+
+func resetRootMain() error {
+	if ResetRoot == nil {
+		return errors.New("this binary has no reset-root stage: msb itself serves it")
+	}
+	return ResetRoot()
+}

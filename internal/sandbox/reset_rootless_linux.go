@@ -1,0 +1,267 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"golang.org/x/sys/unix"
+)
+
+// This binary serves the reset-root stage (putRootInNS starts it for that).
+func init() { sbinit.ResetRoot = resetRootStage }
+
+// haveNsenter says whether util-linux's nsenter(1) is on PATH: a rootless
+// reset runs its stage through it.
+func haveNsenter() bool {
+	_, err := exec.LookPath("nsenter")
+	return err == nil
+}
+
+// resetPlan is what the reset-root stage reads on its stdin: the new
+// overlay's dirs (host paths), a newRoot (mount points only), the
+// overlay's flags and, where the upper dir is on a disk tmpfs, a new
+// one's options.
+type resetPlan struct {
+	Layers      []string
+	Upper, Work string
+	Mounts      []string
+	Links       [][2]string
+	Owners      []wire.Owner
+	Flags       []string
+	Tmpfs       string // a new disk tmpfs's options, "": the upper dir is not on one
+}
+
+// The reset-root stage's descriptors: the sandbox's mount namespace, the
+// socket on which it sends a new disk tmpfs, and the dir holding the old
+// writable layer's dirs (a path of it may go through this process's
+// /proc/self).
+const (
+	resetNSFd   = 3
+	resetDiskFd = 4
+	resetOldFd  = 5
+)
+
+// resetDiskDir is the path of the disk tmpfs of the sandbox's last reset
+// (rootless), through this process's descriptor; "" if none.
+func (s *Sandbox) resetDiskDir() string {
+	s.confMu.Lock()
+	defer s.confMu.Unlock()
+	if s.resetDisk == nil {
+		return ""
+	}
+	return "/proc/self/fd/" + strconv.Itoa(int(s.resetDisk.Fd()))
+}
+
+// likeDiskTmpfs is the options of a tmpfs like the one at dir, the
+// sandbox's disk tmpfs: its size and inode count.
+func likeDiskTmpfs(dir string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "", fmt.Errorf("reading the size of the sandbox's disk tmpfs: %w", err)
+	}
+	return "mode=755,size=" + strconv.FormatUint(st.Blocks*uint64(st.Bsize), 10) + ",nr_inodes=" + strconv.FormatUint(st.Files, 10), nil
+}
+
+// putRootInNS does newOverlay's and swapRoot's work for a rootless
+// sandbox. nsenter(1) joins the sandbox's user namespace and executes
+// this binary's reset-root stage there, in the host's mount namespace,
+// where the stage, as the user namespace's root, makes one of its own (a
+// copy of the host's mounts that its user namespace owns, as init does):
+// an overlay's dirs must be mounts of the caller's namespace. There it
+// makes the overlay of lowers over parent's new upper and work dirs, with
+// flags (userxattr among them, as the root it replaces), then does
+// swapRootHere's work in the sandbox's mount namespace, and back in its
+// own empties old, the old writable layer: the sandbox's user may have
+// made its files private under ids that are not the caller's.
+func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, flags []string) error {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return fmt.Errorf("mounting the new root in the sandbox's namespaces: %w (util-linux's nsenter)", err)
+	}
+	exe, err := os.Executable() // not rt.exe: msb-sandbox has no reset-root stage
+	if err != nil {
+		return fmt.Errorf("finding the msb executable: %w", err)
+	}
+	ns, err := os.Open("/proc/" + strconv.Itoa(s.InitPid()) + "/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's mount namespace: %w", err)
+	}
+	defer ns.Close()
+	oldDir, err := os.Open(old)
+	if err != nil {
+		return fmt.Errorf("opening the old writable layer's dir: %w", err)
+	}
+	defer oldDir.Close()
+	plan := resetPlan{Layers: lowers, Upper: filepath.Join(parent, "upper"), Work: filepath.Join(parent, "work"),
+		Links: r.links, Owners: r.owners, Flags: flags}
+	if s.upper == "" && s.volume == nil {
+		// On the disk tmpfs, which init mounted and detached with its
+		// old root: an overlay takes no upper dir from a mount outside
+		// the caller's namespace; the stage mounts a new tmpfs like it.
+		if plan.Tmpfs, err = likeDiskTmpfs(parent); err != nil {
+			return err
+		}
+	}
+	socks, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("making the reset-root stage's socket: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(socks[0]), "reset-disk"), os.NewFile(uintptr(socks[1]), "reset-disk")
+	defer mine.Close()
+	defer theirs.Close()
+	for _, m := range r.mounts {
+		plan.Mounts = append(plan.Mounts, m.point)
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		return err
+	}
+	// No context: a stage killed between its mounts and the pivot would
+	// leave the sandbox half moved. --preserve-credentials: the caller's
+	// id is the namespace's root; nsenter's setgroups would fail where
+	// the namespace denies it.
+	cmd := exec.Command(nsenter, "--user", "--preserve-credentials", "--target", strconv.Itoa(s.InitPid()), "--", exe)
+	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageResetRoot}
+	cmd.Stdin = bytes.NewReader(b)
+	cmd.ExtraFiles = []*os.File{ns, theirs, oldDir} // resetNSFd, resetDiskFd, resetOldFd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if msg := strings.TrimSpace(stderr.String()); errors.As(err, &ee) && msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", err)
+	}
+	if plan.Tmpfs == "" {
+		return nil
+	}
+	disk, err := recvFile(mine)
+	if err != nil {
+		return fmt.Errorf("receiving the new disk tmpfs from the reset-root stage: %w", err)
+	}
+	s.confMu.Lock()
+	if s.resetDisk != nil {
+		s.resetDisk.Close()
+	}
+	s.resetDisk = disk
+	s.confMu.Unlock()
+	return nil
+}
+
+// recvFile receives one descriptor on the socket sock (SCM_RIGHTS).
+func recvFile(sock *os.File) (*os.File, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("no descriptor came (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("no descriptor came (%v)", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "reset disk tmpfs"), nil
+}
+
+// resetRootStage is the reset-root stage (sbinit.StageResetRoot): see
+// putRootInNS. Its work is on one thread, which leaves the process's
+// filesystem context and mount namespace for its own (a Go process has
+// several threads: none may join a mount namespace but one that has its
+// own filesystem context); the process exits after it.
+func resetRootStage() error {
+	var plan resetPlan
+	if err := json.NewDecoder(os.Stdin).Decode(&plan); err != nil {
+		return fmt.Errorf("reading the reset's plan: %w", err)
+	}
+	runtime.LockOSThread() // for good: the process ends after the stage
+	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("making a mount namespace in the sandbox's user namespace: %w", err)
+	}
+	home, err := os.Open("/proc/thread-self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("opening the stage's mount namespace: %w", err)
+	}
+	defer home.Close()
+	disk := -1
+	if plan.Tmpfs != "" {
+		if disk, err = newDiskTmpfs(plan.Tmpfs); err != nil {
+			return err
+		}
+		defer unix.Close(disk)
+		at := "/proc/self/fd/" + strconv.Itoa(disk)
+		plan.Upper, plan.Work = at+"/upper", at+"/work"
+	}
+	ov, err := newOverlay(plan.Layers, plan.Upper, plan.Work, plan.Flags)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ov)
+	r := newRoot{links: plan.Links, owners: plan.Owners}
+	for _, p := range plan.Mounts {
+		r.mounts = append(r.mounts, rootMount{point: p})
+	}
+	if err := swapRootHere(resetNSFd, ov, r); err != nil {
+		return err
+	}
+	if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("leaving the sandbox's mount namespace to empty the old writable layer: %w", err)
+	}
+	if err := emptyDir("/proc/self/fd/" + strconv.Itoa(resetOldFd) + "/."); err != nil {
+		return err
+	}
+	if disk < 0 {
+		return nil
+	}
+	if err := unix.Sendmsg(resetDiskFd, []byte{0}, unix.UnixRights(disk), nil, 0); err != nil {
+		return fmt.Errorf("sending the new disk tmpfs to msb: %w", err)
+	}
+	return nil
+}
+
+// newDiskTmpfs mounts a detached tmpfs with options data, with an upper
+// and a work dir, and returns its descriptor: a new root's writable layer
+// on a disk of the same size as the sandbox's. (Kernels from 6.15 take a
+// detached mount's dirs as an overlay's.)
+func newDiskTmpfs(data string) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range strings.Split(data, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return -1, fmt.Errorf("configuring the new disk tmpfs (%s): %w", kv, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating the new disk tmpfs (%s): %w", data, err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount of the new disk tmpfs: %w", err)
+	}
+	for _, d := range []string{"upper", "work"} {
+		if err := unix.Mkdirat(mfd, d, 0o755); err != nil {
+			unix.Close(mfd)
+			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d, err)
+		}
+	}
+	return mfd, nil
+}
