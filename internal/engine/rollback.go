@@ -16,8 +16,8 @@ import (
 // Rollback resets a live sandbox in place (same id, labels, limits,
 // lifetime, host name, binds, network and network policy in force) to
 // the named snapshot req.Snapshot or, without one, to its state at
-// creation. Where it can (rollbackInPlace: root mode, a target of
-// layers), the sandbox itself is reset: its processes but the supervisor
+// creation. Where it can (rollbackInPlace: a target of layers; rootless,
+// with nsenter), the sandbox itself is reset: its processes but the supervisor
 // are killed and it gets a new root over the snapshot's layers (or its
 // own at creation) with an empty writable layer, keeping its supervisor,
 // namespaces and cgroups (sandbox.Sandbox.Reset). Elsewhere a new
@@ -74,7 +74,7 @@ func (e *Engine) Rollback(ctx context.Context, sandboxID string, req api.Rollbac
 }
 
 // rollbackInPlace resets s's sandbox to the rollback's target in place
-// (sandbox.Sandbox.Reset) where it can (root mode): the target is layers
+// (sandbox.Sandbox.Reset) where it can (CanReset): the target is layers
 // (a named snapshot, or created, the config s was made from) over the
 // same host base, whose lease then replaces the one s held; or, for a
 // task sandbox opened by CreateSandbox going back to creation, its
