@@ -256,9 +256,10 @@ func TestRollbackForkHostnames(t *testing.T) {
 // snapshot taken while it wrote: no file written after the snapshot is
 // left (the files are the snapshot's, the same before and after a
 // command: the writer is gone). The sandbox is reset in place, in root
-// mode and rootless (TestRollbackRootless): the same init (the
-// supervisor), namespaces (network, mount, PID, UTS, cgroup) and cgroups
-// on the host.
+// mode and rootless (TestRollbackRootless) on a kernel from 6.15: the
+// same init (the supervisor), namespaces (network, mount, PID, UTS,
+// cgroup) and cgroups on the host. Rootless on an older kernel it is
+// replaced: a new init.
 func TestRollbackInPlace(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
@@ -318,6 +319,12 @@ func TestRollbackInPlace(t *testing.T) {
 	}
 	if again := files(); !slices.Equal(again, got) {
 		t.Errorf("/work/w changed after the rollback: %d files, then %d (a writer outlived it)", len(got), len(again))
+	}
+	if os.Geteuid() != 0 && sandbox.RootlessResetKernel() != nil {
+		if s.InitPid() == pid {
+			t.Errorf("a rootless rollback on a kernel before 6.15 kept init %d: it replaces the sandbox", pid)
+		}
+		return
 	}
 	if got := s.InitPid(); got != pid {
 		t.Errorf("init is %d after the rollback in place, was %d", got, pid)

@@ -32,13 +32,16 @@ var ErrResetUnsupported = errors.New("sandbox cannot be reset in place")
 // program) cannot, and the supervisor inside cannot mount (no
 // CAP_SYS_ADMIN, seccomp): util-linux's nsenter(1) joins them and runs
 // this binary's reset-root stage there (putRootInNS), so a rootless reset
-// needs nsenter. Its kernel allows an overlay in a user namespace: the
-// sandbox's root is one (Reset checks).
+// needs nsenter, and a kernel from 6.15 (RootlessResetKernel). Its kernel
+// allows an overlay in a user namespace: the sandbox's root is one (Reset
+// checks).
 func (s *Sandbox) CanReset() error {
 	why := ""
 	switch {
 	case s.rt.rootless && !haveNsenter():
 		why = "a rootless sandbox's new root is mounted by nsenter(1) in its namespaces, and there is no nsenter on PATH (as root: apt-get install util-linux)"
+	case s.rt.rootless && RootlessResetKernel() != nil:
+		why = RootlessResetKernel().Error()
 	case s.conf.RootDir != "":
 		why = "a copy-mode sandbox has no layers"
 	case s.conf.UpperDir != "":
@@ -64,8 +67,8 @@ func (s *Sandbox) CanReset() error {
 // its interfaces, addresses and policy; mount, PID, UTS: the host name),
 // the cgroups with their limits and counters, the disk and its limit
 // (the new writable layer is on the same disk, the old one removed before
-// Reset returns; rootless, on a new disk tmpfs of the same size: see
-// putRootInNS), the control socket and the config but its layers and
+// Reset returns; rootless, a new disk tmpfs of the same size that holds
+// /tmp and /dev/shm too: see putRootInNS), the control socket and the config but its layers and
 // owners. Processes started and file operations meanwhile wait for the
 // reset; a call in flight sees the sandbox before or after it, or fails
 // as its process is killed.
@@ -158,9 +161,12 @@ func (s *Sandbox) putRoot(parent string, d Deferred, r newRoot, flags []string) 
 
 // newRoot is what a reset puts on the new overlay besides its layers.
 type newRoot struct {
-	mounts []rootMount  // moved from the old root
-	links  [][2]string  // host dirs that are symlinks on the host: path, target
-	owners []wire.Owner // Config.Owners
+	mounts []rootMount // moved from the old root
+	// replace are detached mounts that take the place of the old root's
+	// at the same point (not moved): a rootless reset's new scratch dirs.
+	replace map[string]int
+	links   [][2]string  // host dirs that are symlinks on the host: path, target
+	owners  []wire.Owner // Config.Owners
 }
 
 // hostLinks are the host dirs of a host-base sandbox that are symlinks on
@@ -455,7 +461,11 @@ func swapRootHere(ns, ov int, r newRoot) error {
 		return fmt.Errorf("attaching the new root overlay at %s: %w", at, err)
 	}
 	for _, m := range r.mounts {
-		if err := moveOnto(at, m.point); err != nil {
+		move := moveOnto
+		if fd, ok := r.replace[m.point]; ok {
+			move = func(root, point string) error { return attachOnto(root, point, fd) }
+		}
+		if err := move(at, m.point); err != nil {
 			return err
 		}
 	}
@@ -494,6 +504,21 @@ func moveOnto(root, point string) error {
 	defer unix.Close(fd)
 	if err := unix.MoveMount(unix.AT_FDCWD, point, fd, "", unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("moving the mount at %s to the new root: %w", point, err)
+	}
+	return nil
+}
+
+// attachOnto attaches the detached mount fd at point (a directory) under
+// root, making its mount point there; the old root's mount at point stays
+// there, to be detached with it.
+func attachOnto(root, point string, fd int) error {
+	dfd, err := sbinit.MountPointIn(root, point, true)
+	if err != nil {
+		return fmt.Errorf("making the mount point %s in the new root: %w", point, err)
+	}
+	defer unix.Close(dfd)
+	if err := unix.MoveMount(fd, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the new %s at the new root: %w", point, err)
 	}
 	return nil
 }

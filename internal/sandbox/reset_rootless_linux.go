@@ -31,7 +31,7 @@ func haveNsenter() bool {
 // resetPlan is what the reset-root stage reads on its stdin: the new
 // overlay's dirs (host paths), a newRoot (mount points only), the
 // overlay's flags and, where the upper dir is on a disk tmpfs, a new
-// one's options.
+// one's options (the sandbox's /tmp and /dev/shm are then dirs of it).
 type resetPlan struct {
 	Layers      []string
 	Upper, Work string
@@ -41,6 +41,13 @@ type resetPlan struct {
 	Flags       []string
 	Tmpfs       string // a new disk tmpfs's options, "": the upper dir is not on one
 }
+
+// diskScratch are the dirs of a disk tmpfs that the sandbox's scratch
+// dirs are binds of (as init makes them), by mount point, with their mode.
+var diskScratch = []struct {
+	name, point string
+	mode        uint32
+}{{"tmp", "/tmp", 0o1777}, {"shm", "/dev/shm", 0o1777}}
 
 // The reset-root stage's descriptors: the sandbox's mount namespace, the
 // socket on which it sends a new disk tmpfs, and the dir holding the old
@@ -108,7 +115,9 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 	if s.upper == "" && s.volume == nil {
 		// On the disk tmpfs, which init mounted and detached with its
 		// old root: an overlay takes no upper dir from a mount outside
-		// the caller's namespace; the stage mounts a new tmpfs like it.
+		// the caller's namespace; the stage mounts a new tmpfs like it,
+		// and binds /tmp and /dev/shm from it too, so that the sandbox's
+		// files are on one disk of its size, as before.
 		if plan.Tmpfs, err = likeDiskTmpfs(parent); err != nil {
 			return err
 		}
@@ -199,6 +208,7 @@ func resetRootStage() error {
 	}
 	defer home.Close()
 	disk := -1
+	r := newRoot{links: plan.Links, owners: plan.Owners}
 	if plan.Tmpfs != "" {
 		if disk, err = newDiskTmpfs(plan.Tmpfs); err != nil {
 			return err
@@ -206,13 +216,20 @@ func resetRootStage() error {
 		defer unix.Close(disk)
 		at := "/proc/self/fd/" + strconv.Itoa(disk)
 		plan.Upper, plan.Work = at+"/upper", at+"/work"
+		if r.replace, err = diskScratchMounts(disk); err != nil {
+			return err
+		}
+		defer func() {
+			for _, fd := range r.replace {
+				unix.Close(fd)
+			}
+		}()
 	}
 	ov, err := newOverlay(plan.Layers, plan.Upper, plan.Work, plan.Flags)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(ov)
-	r := newRoot{links: plan.Links, owners: plan.Owners}
 	for _, p := range plan.Mounts {
 		r.mounts = append(r.mounts, rootMount{point: p})
 	}
@@ -235,9 +252,10 @@ func resetRootStage() error {
 }
 
 // newDiskTmpfs mounts a detached tmpfs with options data, with an upper
-// and a work dir, and returns its descriptor: a new root's writable layer
-// on a disk of the same size as the sandbox's. (Kernels from 6.15 take a
-// detached mount's dirs as an overlay's.)
+// and a work dir and the scratch dirs (diskScratch), and returns its
+// descriptor: a new root's writable layer on a disk of the same size as
+// the sandbox's. (Kernels from 6.15 take a detached mount's dirs as an
+// overlay's.)
 func newDiskTmpfs(data string) (int, error) {
 	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
@@ -263,5 +281,40 @@ func newDiskTmpfs(data string) (int, error) {
 			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d, err)
 		}
 	}
+	for _, d := range diskScratch {
+		err := unix.Mkdirat(mfd, d.name, d.mode)
+		if err == nil {
+			err = unix.Fchmodat(mfd, d.name, d.mode, 0) // past the umask
+		}
+		if err != nil {
+			unix.Close(mfd)
+			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d.name, err)
+		}
+	}
 	return mfd, nil
+}
+
+// diskScratchMounts are detached binds of the scratch dirs of the new
+// disk tmpfs disk, nosuid and nodev as init binds them, by the mount
+// point each replaces (swapRootHere).
+func diskScratchMounts(disk int) (map[string]int, error) {
+	out := map[string]int{}
+	for _, d := range diskScratch {
+		fd, err := unix.OpenTree(disk, d.name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH,
+				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+			if err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			for _, fd := range out {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("binding the new disk tmpfs's %s dir for %s: %w", d.name, d.point, err)
+		}
+		out[d.point] = fd
+	}
+	return out, nil
 }

@@ -18,7 +18,8 @@ import (
 // resetSelf prints what a reset keeps of a sandbox: its namespaces (as
 // inodes), its mount points and its host name.
 const resetSelf = `readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/uts; hostname
-awk '{print $5}' /proc/self/mountinfo | sort`
+awk '{print $5}' /proc/self/mountinfo | sort
+awk '$5 == "/tmp" || $5 == "/dev/shm" {print $5, $6, $(NF-2), $NF}' /proc/self/mountinfo`
 
 // resetLingerer names the process TestReset leaves running for a reset
 // to kill.
@@ -28,8 +29,10 @@ const resetLingerer = "msb-reset-lingerer"
 // without a bounded disk: the supervisor (init's pid), namespaces, mounts
 // (a bind of the host's among them) and host name stay; the files written
 // since, /tmp's among them, and every process but the supervisor are
-// gone; the disk limit still holds. A rootless runtime does the same
-// through nsenter (TestResetRootless), and refuses without it.
+// gone; the disk limit still holds, for / and /tmp together. A rootless
+// runtime does the same through nsenter (TestResetRootless) on a kernel
+// from 6.15, and refuses without nsenter or on an older kernel, changing
+// nothing.
 func TestReset(t *testing.T) {
 	rt := testRuntime(t)
 	base, top := t.TempDir(), t.TempDir()
@@ -70,6 +73,15 @@ func TestReset(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
+			if rt.Rootless() && RootlessResetKernel() != nil {
+				if err := sb.Reset(ctx, Deferred{Layers: []string{base, top}}); !errors.Is(err, ErrResetUnsupported) || !strings.Contains(err.Error(), "6.15") {
+					t.Fatalf("a rootless reset on a kernel before 6.15: %v, want ErrResetUnsupported naming 6.15", err)
+				}
+				if got := mustOK(t, sb, "cat /new"); got != "new\n" {
+					t.Fatalf("a refused reset changed the files: /new is %q", got)
+				}
+				return
+			}
 			if err := sb.Reset(ctx, Deferred{Layers: []string{base, top}}); err != nil {
 				t.Fatal(err)
 			}
@@ -105,6 +117,12 @@ func TestReset(t *testing.T) {
 					t.Errorf("wrote 80 MiB to a disk of 64 after the reset")
 				}
 				mustOK(t, sb, "rm -f /big")
+				// / and /tmp share the disk: 40 MiB each do not fit in 64.
+				res = sh(t, sb, "head -c 40M /dev/zero > /big && head -c 40M /dev/zero > /tmp/big")
+				if res.ExitCode == 0 {
+					t.Errorf("wrote 40 MiB to / and 40 to /tmp on a disk of 64 after the reset")
+				}
+				mustOK(t, sb, "rm -f /big /tmp/big")
 				if line := mustOK(t, sb, `awk '$5 == "/" {print}' /proc/self/mountinfo`); !strings.Contains(line, "volatile") {
 					t.Errorf("the new root on the sandbox's disk is not volatile as the old one was: %s", line)
 				}
