@@ -244,3 +244,55 @@ func TestResetSudo(t *testing.T) {
 		t.Fatalf("the shell did not exit; output %q", term.all())
 	}
 }
+
+// TestResetBesideSessionOpens: sessions opened while resets run either
+// open before a reset (which then closes them) or after it, in the new
+// root; none fails because its named pipes' dir moved away under it (the
+// supervisor holds session opens back during a reset, as file
+// operations), and one opened after the last reset works.
+func TestResetBesideSessionOpens(t *testing.T) {
+	rt := testRuntime(t)
+	sb := create(t, rt, Config{HostBase: true})
+	if err := sb.CanReset(); err != nil {
+		t.Skipf("this runtime cannot reset in place (TestReset checks why): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := "s" + strconv.Itoa(i)
+			if err := sb.OpenSession(ctx, name, SessionOptions{}); err != nil {
+				errs <- fmt.Errorf("opening session %s beside the resets: %w", name, err)
+				return
+			}
+			if err := sb.CloseSession(ctx, name); err != nil && !errors.Is(err, ErrNotFound) {
+				errs <- fmt.Errorf("closing session %s: %w", name, err)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		if err := sb.Reset(ctx, Deferred{}); err != nil {
+			close(stop)
+			t.Fatalf("reset %d: %v", i, err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.OpenSession(ctx, "after", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sb.SessionExec(ctx, "after", session.ExecRequest{Command: "echo ok"}); err != nil || got.Output != "ok\n" {
+		t.Fatalf("a session opened after the resets: %+v, %v", got, err)
+	}
+}

@@ -34,8 +34,10 @@ type supervisor struct {
 	sudoLn *net.UnixListener
 
 	gate slots // bounds the requests at work at once (see slots)
-	// files is held by each file operation, and by a reset from OpReset
-	// to OpResetDone: none sees the root while it is replaced.
+	// files is held by each request that uses the root's paths (file
+	// operations, and a session's open, which makes its named pipes in
+	// wire.SessionDir: rootOp), and by a reset from OpReset to
+	// OpResetDone: none sees the root while it is replaced.
 	files sync.RWMutex
 
 	trim trimmer // the free heap returned once idle
@@ -231,10 +233,20 @@ func fileOp(op string) bool {
 	return false
 }
 
+// rootOp reports whether op uses paths of the sandbox's root, which a
+// reset must not replace under it: the file operations, and a session's
+// open, whose named pipes are made in wire.SessionDir (on /dev, which a
+// reset moves to the new root; one made before it is emptied away).
+func rootOp(op string) bool {
+	return fileOp(op) || op == wire.OpSessionOpen
+}
+
 func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Response, error) {
-	if fileOp(req.Op) {
+	if rootOp(req.Op) {
 		s.files.RLock()
 		defer s.files.RUnlock()
+	}
+	if fileOp(req.Op) {
 		s.gate.Enter()
 		defer s.gate.Leave()
 	}
