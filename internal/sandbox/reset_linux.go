@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +88,7 @@ func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrResetUnsupported, err)
 	}
-	mounts, flags, err := rootMounts(s.InitPid()) // no process can mount: the same after the kill
+	points, flags, err := rootMounts(s.InitPid()) // no process can mount: the same after the kill
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
 		s.resetDone()
 		return fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
 	}
-	old, err := s.putRoot(filepath.Dir(upper), d, newRoot{mounts: mounts, links: s.hostLinks(), owners: wireOwners(d.Owners)}, flags)
+	old, err := s.putRoot(filepath.Dir(upper), d, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(d.Owners)}, flags)
 	if err != nil {
 		err = fmt.Errorf("resetting sandbox %s: %w", s.ID, err)
 	}
@@ -161,7 +160,7 @@ func (s *Sandbox) putRoot(parent string, d Deferred, r newRoot, flags []string) 
 
 // newRoot is what a reset puts on the new overlay besides its layers.
 type newRoot struct {
-	mounts []rootMount // moved from the old root
+	points []string // mount points of the mounts moved from the old root
 	// replace are detached mounts that take the place of the old root's
 	// at the same point (not moved): a rootless reset's new scratch dirs.
 	replace map[string]int
@@ -189,48 +188,39 @@ func (s *Sandbox) hostLinks() [][2]string {
 	return links
 }
 
-// rootMount is a mount on the sandbox's root, as /proc/<init>/mountinfo
-// lists it.
-type rootMount struct {
-	id, parent int
-	point      string // where, in the sandbox
-	fstype     string
-	super      []string // the filesystem's options
-}
-
-// rootMounts reads the mounts of init's namespace: the ones on the root
-// (each carries what is mounted below it), and the root overlay's flags
-// that a new one repeats (volatile, userxattr). A root that is not an
-// overlay, or a mount stacked on one of the root's (moving the path
-// would move the top one alone), is ErrResetUnsupported.
-func rootMounts(initPid int) ([]rootMount, []string, error) {
-	all, err := readMountinfo("/proc/" + strconv.Itoa(initPid) + "/mountinfo")
+// rootMounts reads the mounts of init's namespace: the points of the
+// ones on the root (each carries what is mounted below it), and the root
+// overlay's flags that a new one repeats (volatile, userxattr). A root
+// that is not an overlay, or a mount stacked on one of the root's (moving
+// the path would move the top one alone), is ErrResetUnsupported.
+func rootMounts(initPid int) ([]string, []string, error) {
+	all, err := mount.ReadMountinfo("/proc/" + strconv.Itoa(initPid) + "/mountinfo")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("reading the sandbox's mounts: %w", err)
 	}
 	root := -1
 	for i, m := range all {
-		if m.point == "/" {
+		if m.Point == "/" {
 			root = i // the last one: on top of any other at "/"
 		}
 	}
-	if root < 0 || all[root].fstype != "overlay" {
+	if root < 0 || all[root].FSType != "overlay" {
 		return nil, nil, fmt.Errorf("%w: its root is not an overlay", ErrResetUnsupported)
 	}
-	var on []rootMount
+	var on []string
 	points := map[int]string{}
 	for _, m := range all {
-		if m.parent == all[root].id && m.id != all[root].id {
-			on = append(on, m)
-			points[m.id] = m.point
+		if m.Parent == all[root].ID && m.ID != all[root].ID {
+			on = append(on, m.Point)
+			points[m.ID] = m.Point
 		}
 	}
 	for _, m := range all {
-		if p, ok := points[m.parent]; ok && p == m.point {
-			return nil, nil, fmt.Errorf("%w: two mounts at %s", ErrResetUnsupported, m.point)
+		if p, ok := points[m.Parent]; ok && p == m.Point {
+			return nil, nil, fmt.Errorf("%w: two mounts at %s", ErrResetUnsupported, m.Point)
 		}
 	}
-	return on, overlayFlags(all[root].super), nil
+	return on, overlayFlags(all[root].Super), nil
 }
 
 // overlayFlags are the options of a root overlay (as mountinfo shows
@@ -247,62 +237,6 @@ func overlayFlags(super []string) []string {
 		}
 	}
 	return flags
-}
-
-// readMountinfo parses a mountinfo file (proc_pid_mountinfo(5)).
-func readMountinfo(path string) ([]rootMount, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the sandbox's mounts: %w", err)
-	}
-	defer f.Close()
-	var out []rootMount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 5 || len(fields) < sep+4 {
-			return nil, fmt.Errorf("reading the sandbox's mounts: bad line %q in %s", sc.Text(), path)
-		}
-		id, err1 := strconv.Atoi(fields[0])
-		parent, err2 := strconv.Atoi(fields[1])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("reading the sandbox's mounts: bad ids in %q in %s", sc.Text(), path)
-		}
-		out = append(out, rootMount{id: id, parent: parent, point: unescapeMountinfo(fields[4]),
-			fstype: fields[sep+1], super: strings.Split(fields[sep+3], ",")})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the sandbox's mounts: %w", err)
-	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of a path
-// in mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // newOverlay makes a detached overlay mount (fsopen, fsmount) of layers
@@ -460,12 +394,12 @@ func swapRootHere(ns, ov int, r newRoot) error {
 	if err != nil {
 		return fmt.Errorf("attaching the new root overlay at %s: %w", at, err)
 	}
-	for _, m := range r.mounts {
+	for _, p := range r.points {
 		move := moveOnto
-		if fd, ok := r.replace[m.point]; ok {
+		if fd, ok := r.replace[p]; ok {
 			move = func(root, point string) error { return attachOnto(root, point, fd) }
 		}
-		if err := move(at, m.point); err != nil {
+		if err := move(at, p); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,7 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 	}
 	defer oldDir.Close()
 	plan := resetPlan{Layers: lowers, Upper: filepath.Join(parent, "upper"), Work: filepath.Join(parent, "work"),
-		Links: r.links, Owners: r.owners, Flags: flags}
+		Mounts: r.points, Links: r.links, Owners: r.owners, Flags: flags}
 	if s.upper == "" && s.volume == nil {
 		// On the disk tmpfs, which init mounted and detached with its
 		// old root: an overlay takes no upper dir from a mount outside
@@ -129,9 +129,6 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 	mine, theirs := os.NewFile(uintptr(socks[0]), "reset-disk"), os.NewFile(uintptr(socks[1]), "reset-disk")
 	defer mine.Close()
 	defer theirs.Close()
-	for _, m := range r.mounts {
-		plan.Mounts = append(plan.Mounts, m.point)
-	}
 	b, err := json.Marshal(plan)
 	if err != nil {
 		return err
@@ -230,9 +227,7 @@ func resetRootStage() error {
 		return err
 	}
 	defer unix.Close(ov)
-	for _, p := range plan.Mounts {
-		r.mounts = append(r.mounts, rootMount{point: p})
-	}
+	r.points = plan.Mounts
 	if err := swapRootHere(resetNSFd, ov, r); err != nil {
 		return err
 	}

@@ -149,31 +149,6 @@ func TestResetRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestReset$")
 }
 
-// TestReadMountinfo parses a mountinfo with optional fields and an
-// escaped space in a mount point.
-func TestReadMountinfo(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "mountinfo")
-	os.WriteFile(p, []byte(`900 800 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/proc/self/fd/7,upperdir=/proc/self/fd/8,workdir=/proc/self/fd/9,volatile
-901 900 0:51 / /proc rw,nosuid,nodev,noexec,relatime shared:5 master:2 - proc proc rw
-902 901 0:52 / /proc/sys ro,relatime - proc proc rw
-903 900 8:1 /data /my\040data rw - ext4 /dev/sda1 rw
-`), 0o644)
-	got, err := readMountinfo(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 4 || got[0].fstype != "overlay" || got[1].point != "/proc" || got[1].parent != 900 || got[2].parent != 901 || got[3].point != "/my data" {
-		t.Fatalf("parsed %+v", got)
-	}
-	if super := got[0].super; super[len(super)-1] != "volatile" {
-		t.Errorf("overlay's options %q", super)
-	}
-	os.WriteFile(p, []byte("1 2 3\n"), 0o644)
-	if _, err := readMountinfo(p); err == nil {
-		t.Error("a short line parsed")
-	}
-}
-
 // resetSudoUser is what TestResetSudo has a user other than root run:
 // sudo to root, to itself back, and a file made where only root writes.
 const resetSudoUser = `setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'id -u; sudo id -u; sudo -u "#1000" id -u; sudo touch /made-by-sudo' && stat -c %u /made-by-sudo && rm /made-by-sudo`

@@ -1,14 +1,12 @@
 package store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 
+	"github.com/minisandbox/msb/internal/mount"
 	"golang.org/x/sys/unix"
 )
 
@@ -151,7 +149,7 @@ func mountCompression(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, o := range strings.Split(opts, ",") {
+	for _, o := range opts {
 		k, v, _ := strings.Cut(o, "=")
 		if k == "compress" || k == "compress-force" {
 			return v, nil
@@ -162,29 +160,15 @@ func mountCompression(path string) (string, error) {
 
 // superOptions returns the filesystem options of the mount with the given
 // id, from /proc/self/mountinfo.
-func superOptions(mntID uint64) (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+func superOptions(mntID uint64) ([]string, error) {
+	ms, err := mount.ReadMountinfo("/proc/self/mountinfo")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	want := strconv.FormatUint(mntID, 10) + " "
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, want) {
-			continue
+	for _, m := range ms {
+		if uint64(m.ID) == mntID {
+			return m.Super, nil
 		}
-		// id parent major:minor root point options [optional...] - type source super-options
-		_, tail, ok := strings.Cut(line, " - ")
-		if f := strings.Fields(tail); ok && len(f) >= 3 {
-			return f[2], nil
-		}
-		return "", fmt.Errorf("mountinfo line of mount %d has no filesystem options: %q", mntID, line)
 	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("mount %d is not in /proc/self/mountinfo", mntID)
+	return nil, fmt.Errorf("mount %d is not in /proc/self/mountinfo", mntID)
 }
