@@ -395,11 +395,11 @@ func swapRootHere(ns, ov int, r newRoot) error {
 		return fmt.Errorf("attaching the new root overlay at %s: %w", at, err)
 	}
 	for _, p := range r.points {
-		move := moveOnto
+		from := unix.AT_FDCWD // the mount at p itself
 		if fd, ok := r.replace[p]; ok {
-			move = func(root, point string) error { return attachOnto(root, point, fd) }
+			from = fd
 		}
-		if err := move(at, p); err != nil {
+		if err := moveOnto(at, p, from); err != nil {
 			return err
 		}
 	}
@@ -423,36 +423,27 @@ func swapRootHere(ns, ov int, r newRoot) error {
 	return nil
 }
 
-// moveOnto moves the mount at point (with what is mounted below it) to
-// the same path under root, making its mount point there: a directory,
-// or a file where a file is mounted.
-func moveOnto(root, point string) error {
+// moveOnto moves a mount to point under root, making its mount point
+// there: a directory, or a file where a file is mounted. The mount is
+// from, a detached one, or with from AT_FDCWD the mount at point, with
+// what is mounted below it; a mount at point that is not moved stays on
+// the old root, to be detached with it.
+func moveOnto(root, point string, from int) error {
+	what, path, flags, statFlags := "the mount at "+point, point, 0, 0
+	if from != unix.AT_FDCWD {
+		what, path, flags, statFlags = "the new mount for "+point, "", unix.MOVE_MOUNT_F_EMPTY_PATH, unix.AT_EMPTY_PATH
+	}
 	var st unix.Stat_t
-	if err := unix.Stat(point, &st); err != nil {
-		return fmt.Errorf("looking at the mount at %s: %w", point, err)
+	if err := unix.Fstatat(from, path, &st, statFlags); err != nil {
+		return fmt.Errorf("looking at %s: %w", what, err)
 	}
 	fd, err := sbinit.MountPointIn(root, point, st.Mode&unix.S_IFMT == unix.S_IFDIR)
 	if err != nil {
 		return fmt.Errorf("making the mount point %s in the new root: %w", point, err)
 	}
 	defer unix.Close(fd)
-	if err := unix.MoveMount(unix.AT_FDCWD, point, fd, "", unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("moving the mount at %s to the new root: %w", point, err)
-	}
-	return nil
-}
-
-// attachOnto attaches the detached mount fd at point (a directory) under
-// root, making its mount point there; the old root's mount at point stays
-// there, to be detached with it.
-func attachOnto(root, point string, fd int) error {
-	dfd, err := sbinit.MountPointIn(root, point, true)
-	if err != nil {
-		return fmt.Errorf("making the mount point %s in the new root: %w", point, err)
-	}
-	defer unix.Close(dfd)
-	if err := unix.MoveMount(fd, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attaching the new %s at the new root: %w", point, err)
+	if err := unix.MoveMount(from, path, fd, "", flags|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("moving %s to the new root: %w", what, err)
 	}
 	return nil
 }
