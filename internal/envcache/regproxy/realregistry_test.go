@@ -170,3 +170,44 @@ func TestMavenThroughProxy(t *testing.T) {
 	mvn(repo, "-o", "-s", filepath.Join(tmp, "no-mirror.xml"))
 	mvn(filepath.Join(tmp, "m2-empty"), "-s", settings(proxyAddr(t, dl, "", unreachable)))
 }
+
+// TestGoSumDBThroughProxy builds a module whose go.sum is empty, so go
+// verifies its dependency (github.com/google/uuid v1.6.0) against the
+// checksum database, which it reaches through the proxy (proxy.golang.org
+// serves sum.golang.org's); the proxy keeps the lookup. Then with fresh
+// module caches: through the proxy with the upstream unreachable, and
+// from the download cache as a file:// proxy with no proxy at all (an
+// offline build), each verifying from the kept answers alone.
+func TestGoSumDBThroughProxy(t *testing.T) {
+	needReal(t, "go", "https://proxy.golang.org/sumdb/sum.golang.org/supported")
+	tmp := t.TempDir()
+	dl, proj := filepath.Join(tmp, "downloads"), filepath.Join(tmp, "proj")
+	writeFiles(t, proj, map[string]string{
+		"go.mod":  "module example.com/proj\n\ngo 1.21\n\nrequire github.com/google/uuid v1.6.0\n",
+		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/google/uuid\"\n)\n\nfunc main() { fmt.Println(uuid.Nil) }\n",
+	})
+	build := func(name, goproxy string) {
+		t.Helper()
+		os.Remove(filepath.Join(proj, "go.sum"))
+		home := filepath.Join(tmp, name)
+		env := []string{"GOPROXY=" + goproxy, "GOPATH=" + home, "GOMODCACHE=" + filepath.Join(home, "mod"),
+			"GOFLAGS=-modcacherw -mod=mod", "GOTOOLCHAIN=local", "GOSUMDB=", "GONOSUMDB=", "GONOSUMCHECK=", "GOPRIVATE=",
+			"GONOPROXY=", "GOINSECURE=", "GOWORK=off"}
+		if got := run(t, proj, env, "go", "run", "."); !strings.HasSuffix(got, "\n00000000-0000-0000-0000-000000000000\n") {
+			t.Fatalf("go run (%s): %q", name, got)
+		}
+		if b, _ := os.ReadFile(filepath.Join(proj, "go.sum")); !strings.Contains(string(b), "github.com/google/uuid v1.6.0 h1:") {
+			t.Fatalf("go.sum (%s) lacks the module's hash:\n%s", name, b)
+		}
+	}
+
+	up := &Proxy{Dir: dl, Go: "https://proxy.golang.org"}
+	build("first", start(t, up)+"/go")
+	for _, p := range []string{"supported", "lookup/github.com/google/uuid@v1.6.0", "tile"} {
+		if _, err := os.Stat(filepath.Join(dl, GoDir, "sumdb/sum.golang.org", p)); err != nil {
+			t.Errorf("the proxy did not keep the checksum database's answer: %v", err)
+		}
+	}
+	build("upstream-gone", start(t, &Proxy{Dir: dl, Go: unreachable})+"/go")
+	build("offline", "file://"+filepath.Join(dl, GoDir)+",off")
+}

@@ -19,6 +19,10 @@
 //	go/<module>/@v/<version>.mod    go command escapes it), read by GOPROXY=file://
 //	go/<module>/@v/<version>.zip
 //	go/<module>/@v/list, @latest    the newest answer upstream gave
+//	go/sumdb/<name>/lookup/..., tile/...
+//	                                the checksum database's answers, as the upstream proxy
+//	                                serves them (sum.golang.org's through proxy.golang.org);
+//	                                supported and latest the newest it gave
 //	cargo/index/<prefix>/<name>     a crate's index file (the sparse index's layout:
 //	                                1/a, 2/ab, 3/a/abc, ab/cd/abcd), the newest upstream gave
 //	cargo/index/config.json         upstream's, for the URL its crates download from
@@ -30,8 +34,9 @@
 // A packument is served with its tarball URLs rewritten to the proxy; a
 // tarball is checked against the packument's integrity, a crate against
 // its index's cksum, a Maven artifact against upstream's .sha1, before it
-// is kept. Versions, .mod, .zip, crates and Maven artifacts never change
-// upstream, so they are served from the cache first; a list, @latest, a
+// is kept. Versions, .mod, .zip, checksum database lookups and tiles,
+// crates and Maven artifacts never change upstream, so they are served
+// from the cache first; a list, @latest, the database's latest, a
 // crate's index file or a maven-metadata.xml is asked upstream first and
 // the kept one serves when upstream cannot answer.
 //

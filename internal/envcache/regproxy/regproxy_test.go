@@ -104,7 +104,7 @@ func TestProxy(t *testing.T) {
 	}
 	for path, want := range map[string]int{
 		"/npm/nosuch": 404, "/go/example.com/m/@v/v9.0.0.mod": 404, "/go/example.com/m/@v/v1.0.0.mod": 200,
-		"/npm/..%2f..%2fetc%2fpasswd": 404, "/npm/@scope%2f..": 404, "/go/example.com/../../etc/@v/list": 404, "/go/sumdb/sum.golang.org/supported": 404,
+		"/npm/..%2f..%2fetc%2fpasswd": 404, "/npm/@scope%2f..": 404, "/go/example.com/../../etc/@v/list": 404, "/go/sumdb/sum.golang.org/supported": 404, "/go/sumdb/sum.golang.org/../../x": 404, "/go/sumdb/Sum/latest": 404, "/go/sumdb/sum.golang.org/other": 404,
 	} {
 		if code, body := get(t, base+path); code != want {
 			t.Errorf("%s: %d %s, want %d", path, code, body, want)
