@@ -40,14 +40,34 @@ type conn struct {
 	reading bool                          // a goroutine reads the socket
 	owner   uint64                        // the request whose caller reads; 0: the read loop
 	in      wire.FrameReader              // used by whoever reads
+	// fds holds the descriptors read with the frames (an OpDial's
+	// socket) until their response is decoded; nil: plain reads.
+	fds *fdReader
 
 	// deathNote explains an unexpected end of the connection.
 	deathNote func() string
 }
 
 func newConn(f *os.File, deathNote func() string) *conn {
-	return &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, chunks: map[uint64]chan wire.Response{},
+	c := &conn{f: f, wr: wire.NewWriter(f), pending: map[uint64]chan wire.Response{}, chunks: map[uint64]chan wire.Response{},
 		next: 1, in: wire.FrameReader{R: f}, deathNote: deathNote}
+	if fds, err := newFdReader(f); err == nil { // else DialTCP fails: no socket arrives
+		c.fds, c.in.R = fds, fds
+	}
+	return c
+}
+
+// attach gives r the descriptor that came with it (wire.Response.Fd).
+func (c *conn) attach(r *wire.Response) {
+	if !r.Fd {
+		return
+	}
+	if c.fds != nil {
+		r.File = c.fds.take()
+	}
+	if r.File == nil && r.Error == "" {
+		r.Error = "the supervisor's descriptor did not arrive on the control socket"
+	}
 }
 
 // readLoop reads and dispatches responses until nobody waits for one.
@@ -58,6 +78,7 @@ func (c *conn) readLoop() {
 			c.fail(err)
 			return
 		}
+		c.attach(&r)
 		c.dispatch(r)
 		c.mu.Lock()
 		if len(c.pending) == 0 && len(c.chunks) == 0 {
@@ -99,6 +120,8 @@ func (c *conn) dispatch(r wire.Response) {
 	c.mu.Unlock()
 	if ch != nil {
 		ch <- r
+	} else if r.File != nil { // its caller gave up
+		r.File.Close()
 	}
 }
 
@@ -121,9 +144,17 @@ func (c *conn) fail(err error) {
 		close(ch)
 		delete(c.chunks, id)
 	}
+	if c.fds != nil {
+		c.fds.closeAll()
+	}
 }
 
-func (c *conn) close() { c.f.Close() }
+func (c *conn) close() {
+	c.f.Close()
+	if c.fds != nil {
+		c.fds.closeAll()
+	}
+}
 
 // call sends req and waits for its response. A response carrying an error
 // becomes an *OpError.
@@ -173,10 +204,20 @@ func (c *conn) call(ctx context.Context, req *wire.Request) (wire.Response, erro
 			c.mu.Lock()
 			delete(c.pending, req.ID)
 			c.mu.Unlock()
+			select {
+			case r := <-ch: // came meanwhile: drop its socket
+				if r.File != nil {
+					r.File.Close()
+				}
+			default:
+			}
 			return wire.Response{}, ctx.Err()
 		}
 	}
 	if r.Error != "" {
+		if r.File != nil {
+			r.File.Close()
+		}
 		return r, &OpError{Op: req.Op, Code: r.Code, Msg: r.Error}
 	}
 	return r, nil
@@ -199,6 +240,9 @@ func (c *conn) readOwn(ctx context.Context, id uint64) (wire.Response, error) {
 	for {
 		var r wire.Response
 		err := c.in.Next(&r)
+		if err == nil {
+			c.attach(&r)
+		}
 		if err == nil && (r.ID != id || r.More) {
 			c.dispatch(r)
 			continue
@@ -255,6 +299,8 @@ func (e *OpError) Is(target error) bool {
 		return target == ErrTooLarge
 	case wire.CodeInvalid:
 		return target == ErrInvalid
+	case wire.CodeRefused:
+		return target == ErrRefused
 	}
 	return false
 }

@@ -109,7 +109,7 @@ func supervise(cfg wire.Config) error {
 		s.sudoLn = l
 		go s.serveSudo(l)
 	}
-	metered := meter{rw: ctl, moved: &s.trim.moved} // what crosses it decides the trim
+	metered := meter{rw: ctlFile{ctl}, moved: &s.trim.moved} // what crosses it decides the trim
 	s.out = wire.NewWriter(metered)
 	// Before ready, while nothing of the agent's runs: made after it, the
 	// spare threads raced a fork bomb started by the first command for the
@@ -193,7 +193,7 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			defer s.trim.end()
 			resp := s.handle(rctx, &req)
 			resp.ID = req.ID
-			s.out.Write(resp)
+			s.reply(resp)
 		}()
 	}
 }
@@ -283,6 +283,8 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return wire.Response{}, s.reset()
 	case wire.OpResetDone:
 		return wire.Response{}, s.resetDone()
+	case wire.OpDial:
+		return s.dial(ctx, req)
 	}
 	return wire.Response{}, fail(wire.CodeInvalid, "unknown op %q", req.Op)
 }

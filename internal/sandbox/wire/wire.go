@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 )
 
@@ -79,6 +80,12 @@ const (
 	OpResetDone = "reset.done"
 )
 
+// OpDial connects to TCP port Port on the sandbox's loopback, from inside
+// its network namespace, and passes the connected socket to the host: the
+// Response has Fd set and carries the descriptor (SCM_RIGHTS) with its
+// first byte. A port nothing listens on fails with CodeRefused.
+const OpDial = "dial"
+
 // StreamWindow bounds the output chunks of a streaming OpExec in flight.
 const StreamWindow = 8
 
@@ -101,6 +108,7 @@ type Request struct {
 	Stream  bool            `json:"stream,omitempty"` // OpExec: send output as it comes
 	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
 	Owner   *FileOwner      `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
+	Port    int             `json:"port,omitempty"`   // OpDial
 }
 
 // FileOwner is the owner OpWriteFile gives the file it writes.
@@ -123,6 +131,10 @@ type Response struct {
 	// the final Response follows.
 	More   bool   `json:"more,omitempty"`
 	Stream string `json:"stream,omitempty"`
+	// Fd says a descriptor came with the frame (OpDial); File is it, on
+	// the supervisor's side to send and on the host's as received.
+	Fd   bool     `json:"fd,omitempty"`
+	File *os.File `json:"-"`
 }
 
 // Error codes.
@@ -134,6 +146,7 @@ const (
 	CodeEscape        = "escape" // a path tried to leave the sandbox root
 	CodeTooLarge      = "too_large"
 	CodeCommandFailed = "command_failed"
+	CodeRefused       = "refused" // OpDial: nothing listens on the port
 )
 
 // Ready is the supervisor's first answer.
@@ -209,6 +222,35 @@ func (w *Writer) Write(v any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return WriteFrame(w.w, v)
+}
+
+// FdWriter is a stream that can send a descriptor with the first byte of
+// what it writes (a Unix socket: SCM_RIGHTS).
+type FdWriter interface {
+	WriteFd(p []byte, fd int) (int, error)
+}
+
+// WriteFd sends v as one frame with descriptor fd, which the stream w
+// wraps must pass (an FdWriter).
+func (w *Writer) WriteFd(v any, fd int) error {
+	fw, ok := w.w.(FdWriter)
+	if !ok {
+		return fmt.Errorf("sending a descriptor: the stream (%T) cannot carry one", w.w)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding frame: %w", err)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := fw.WriteFd(buf, fd)
+	if err == nil && n < len(buf) {
+		_, err = w.w.Write(buf[n:])
+	}
+	return err
 }
 
 // FrameReader reads frames from R through a buffer: one read(2) brings
