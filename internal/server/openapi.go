@@ -22,10 +22,11 @@ func (s *Server) OpenAPI() []byte {
 	g := &schemaGen{defs: map[string]any{}}
 	paths := map[string]map[string]any{}
 	for _, rt := range s.routes() {
-		if paths[rt.path] == nil {
-			paths[rt.path] = map[string]any{}
+		p := docPath(rt.path)
+		if paths[p] == nil {
+			paths[p] = map[string]any{}
 		}
-		paths[rt.path][strings.ToLower(rt.method)] = g.operation(rt)
+		paths[p][strings.ToLower(rt.method)] = g.operation(rt)
 	}
 	paths["/v1/openapi.json"] = map[string]any{"get": map[string]any{"operationId": "openapi", "tags": []string{"daemon"},
 		"summary": "this document", "responses": map[string]any{"200": map[string]any{"description": "the OpenAPI document",
@@ -53,6 +54,10 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Write(s.OpenAPI())
 }
 
+// docPath is a route's path as the document names it: a wildcard's
+// "{path...}" (the rest of the path) is "{path}".
+func docPath(p string) string { return strings.ReplaceAll(p, "...}", "}") }
+
 var pathParam = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([a-z_]+)\}`) })
 
 // optionalBody lists the routes whose JSON body may be left out.
@@ -61,7 +66,7 @@ var optionalBody = map[string]bool{"evaluate": true, "gymSubmit": true, "snapsho
 func (g *schemaGen) operation(rt route) map[string]any {
 	op := map[string]any{"operationId": rt.op, "summary": rt.summary, "tags": []string{rt.tag}}
 	var params []any
-	for _, m := range pathParam().FindAllStringSubmatch(rt.path, -1) {
+	for _, m := range pathParam().FindAllStringSubmatch(docPath(rt.path), -1) {
 		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 	}
 	for _, q := range rt.query {
@@ -89,7 +94,7 @@ func (g *schemaGen) operation(rt route) map[string]any {
 			"content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.req))}}}
 	case rt.reqType != "":
 		bin := map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
-		op["requestBody"] = map[string]any{"required": rt.op != "writeFile", // an empty file is a file
+		op["requestBody"] = map[string]any{"required": rt.op != "writeFile" && rt.tag != "ports", // an empty file is a file, a proxied body may be none
 			"content": map[string]any{rt.reqType: bin, "application/octet-stream": bin}}
 	}
 	resp := map[string]any{"description": http.StatusText(rt.status)}

@@ -44,7 +44,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	n := 0
 	for _, rt := range s.routes() {
-		if _, ok := d.Paths[rt.path][strings.ToLower(rt.method)]; !ok {
+		if _, ok := d.Paths[docPath(rt.path)][strings.ToLower(rt.method)]; !ok {
 			t.Errorf("%s %s missing from the document", rt.method, rt.path)
 		}
 		for _, ty := range []any{rt.req, rt.resp} {

@@ -119,5 +119,5 @@ func (s *Server) routes() []route {
 			req: api.GymStepRequest{}, resp: api.GymStep{}, status: 200, errors: []int{404, 409, 410, 413}, h: s.gymStep},
 		{method: "POST", path: "/v1/gym/{id}/submit", op: "gymSubmit", tag: "gym", summary: "end the episode: the reward from grading in a fresh sandbox",
 			req: api.GymSubmitRequest{}, resp: api.GymSubmitResult{}, status: 200, errors: []int{404, 409, 410, 429}, h: s.gymSubmit},
-	}, s.snapshotRoutes()...)
+	}, append(s.snapshotRoutes(), s.portRoutes()...)...)
 }

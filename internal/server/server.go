@@ -19,6 +19,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/server/ingress"
 )
 
 // Options configure a Server. Zero values pick the defaults.
@@ -99,6 +100,7 @@ type Server struct {
 	jobs    *jobs
 	rex     *rexState
 	conns   *conns
+	ports   *ingress.Proxy // /v1/sandboxes/{id}/ports/{port}/ (ports.go)
 
 	closing atomic.Bool
 	base    context.Context // ends at shutdown: jobs run under it
@@ -112,6 +114,7 @@ func New(e *engine.Engine, o Options) *Server {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(e)
 	s.jobs = newJobs(s)
+	s.ports = ingress.New(s.dialPort, portError)
 	mux := http.NewServeMux()
 	byPath := map[string]map[string]http.Handler{}
 	var order []string
@@ -320,6 +323,10 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	r.wrote = true
 	return r.ResponseWriter.Write(b)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a proxied
+// WebSocket upgrade hijacks it).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Flush() {
 	r.wrote = true

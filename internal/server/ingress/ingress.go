@@ -1,0 +1,120 @@
+// Package ingress carries HTTP requests from the host to servers listening
+// on a sandbox's ports: the E2B front end's sandbox URLs
+// (<port>-<sandbox>.<domain>) and the native API's
+// /v1/sandboxes/{id}/ports/{port}/ both hand a request to a Proxy.
+//
+// A Target names what a request goes to: a sandbox (by the engine's id)
+// and a TCP port on its loopback. The Proxy is one reverse proxy for all
+// targets, whose transport dials through the sandbox (engine.Sandbox.DialTCP:
+// the sandbox's supervisor connects from inside its network namespace and
+// passes the socket back), and keeps idle connections per target. The
+// request goes on as it came (method, path, query, body, its Host header,
+// which a server in the sandbox sees as the public name), with
+// X-Forwarded-For/-Host/-Proto added; WebSocket and other upgrades pass
+// through; responses stream as they come (server-sent events).
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Dialer connects to port on the loopback of the engine's sandbox id.
+type Dialer func(ctx context.Context, id string, port int) (net.Conn, error)
+
+// Target is where a proxied request goes: Port on the loopback of the
+// engine's sandbox ID, at Path (with the request's query).
+type Target struct {
+	ID   string
+	Port int
+	Path string
+}
+
+// targetHost is the transport's name of t, by which it dials and pools
+// connections: "<id>.sandbox:<port>".
+func (t Target) targetHost() string {
+	return net.JoinHostPort(t.ID+hostSuffix, strconv.Itoa(t.Port))
+}
+
+const hostSuffix = ".sandbox"
+
+// ErrorFunc answers a request whose target could not be reached (the
+// dial's error, e.g. sandbox.ErrRefused) or whose exchange failed.
+type ErrorFunc func(w http.ResponseWriter, r *http.Request, t Target, err error)
+
+// Proxy is the reverse proxy to sandboxes' ports of one front end.
+type Proxy struct {
+	rp *httputil.ReverseProxy
+}
+
+type targetKey struct{}
+
+// New makes a Proxy that dials with dial and answers failures with onError.
+func New(dial Dialer, onError ErrorFunc) *Proxy {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, p, err := net.SplitHostPort(addr)
+			id, ok := strings.CutSuffix(host, hostSuffix)
+			port, perr := strconv.Atoi(p)
+			if err != nil || !ok || perr != nil {
+				return nil, fmt.Errorf("ingress: bad target address %q", addr)
+			}
+			return dial(ctx, id, port)
+		},
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: 0, // a server may think long; the client's end cancels
+	}
+	return &Proxy{rp: &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(targetKey{}).(Target)
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = t.targetHost()
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.Path, ""
+			pr.Out.Host = pr.In.Host // the name the client used, as E2B's proxy keeps it
+			pr.SetXForwarded()
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			onError(w, r, r.Context().Value(targetKey{}).(Target), err)
+		},
+	}}
+}
+
+// Serve proxies r to t.
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) {
+	if t.Path == "" || t.Path[0] != '/' {
+		t.Path = "/" + t.Path
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// ParseHost splits an E2B sandbox host name, "<port>-<sandbox>.<domain>"
+// (with or without ":<port>" after it), into the port and the sandbox's
+// id; ok is false for any other name. The domain is not checked: the
+// sandbox's id, which names a live sandbox or none, decides.
+func ParseHost(host string) (port int, id string, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, _, found := strings.Cut(host, ".")
+	if !found {
+		return 0, "", false
+	}
+	ps, id, found := strings.Cut(label, "-")
+	if !found || id == "" || ps == "" || len(ps) > 5 {
+		return 0, "", false
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 || ps[0] == '0' {
+		return 0, "", false
+	}
+	return port, id, true
+}
