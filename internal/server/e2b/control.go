@@ -70,6 +70,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	b := f.add(sb.ID(), template, req.Metadata, req.EnvVars, cycle)
 	b.mu.Lock()
 	b.network, b.policy = networkOf(req.AllowInternetAccess, req.Network)
+	b.traffic = trafficTokenOf(req.Network)
 	b.mu.Unlock()
 	f.startCommand(b, sb)
 	writeJSON(w, http.StatusCreated, created(b))
@@ -116,8 +117,12 @@ func (f *Front) startCommand(b *box, sb *engine.Sandbox) {
 
 // created is the answer of create, connect and fork for b.
 func created(b *box) map[string]any {
-	return map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "msb",
+	m := map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "msb",
 		"envdVersion": envdVersion, "envdAccessToken": b.token}
+	if t := b.trafficToken(); t != "" {
+		m["trafficAccessToken"] = t
+	}
+	return m
 }
 
 // start starts the engine's sandbox of a create, with the network it asks

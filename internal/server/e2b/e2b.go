@@ -73,6 +73,9 @@ type box struct {
 	samples  []metric // its figures, oldest first (metrics.go)
 	primed   *primed  // the login shell of the next command, started ahead (primed.go); nil: none
 	busy     int      // file operations in flight: no primed shell is made meanwhile
+	// traffic is the traffic access token its URLs want (ingress.go);
+	// "" when they are public. Set at create.
+	traffic string
 	// network and policy are what create asked for (update_network
 	// changes policy), which a resume gives again (restore.go).
 	network  string
@@ -160,16 +163,22 @@ func (f *Front) Handler() http.Handler {
 	sandbox.HandleFunc("GET /files", f.download)
 	sandbox.HandleFunc("POST /files", f.upload)
 
+	ports := newPorts(f)
+	envd := f.envd(sandbox)
+
 	uploads := http.NewServeMux()
 	uploads.HandleFunc("PUT "+uploadPrefix+"{template}/{hash}", f.uploadFiles)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ports.route(w, r, envd) { // a sandbox URL: <port>-<id>.<domain>
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, uploadPrefix) { // the URL's token is the key
 			uploads.ServeHTTP(w, r)
 			return
 		}
 		if r.Header.Get("E2b-Sandbox-Id") != "" {
-			f.envd(sandbox).ServeHTTP(w, r)
+			envd.ServeHTTP(w, r)
 			return
 		}
 		if signed(r) { // a signed file URL: its signature names the sandbox

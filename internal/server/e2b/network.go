@@ -3,12 +3,14 @@ package e2b
 import "github.com/minisandbox/msb/internal/engine"
 
 // networkRules are a create's network rules as the SDK sends them
-// (SandboxNetworkConfig): allowOut beats denyOut. The other fields
-// (dnsServers, rules, egress proxy, public traffic) are accepted and
-// ignored.
+// (SandboxNetworkConfig): allowOut beats denyOut; allowPublicTraffic
+// false puts the sandbox's URLs behind a traffic access token
+// (ingress.go). The other fields (dnsServers, rules, egress proxy) are
+// accepted and ignored.
 type networkRules struct {
-	AllowOut []string `json:"allowOut"`
-	DenyOut  []string `json:"denyOut"`
+	AllowOut           []string `json:"allowOut"`
+	DenyOut            []string `json:"denyOut"`
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
 }
 
 // allTraffic is what E2B's allow_internet_access false denies.

@@ -390,7 +390,7 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []any{}
 	b.mu.Lock()
-	network, policy := b.network, b.policy
+	network, policy, private := b.network, b.policy, b.traffic != ""
 	b.mu.Unlock()
 	for _, c := range children {
 		cycle := b.cycle
@@ -398,6 +398,9 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 		child := f.add(c.ID(), b.template, b.metadata, b.envs, cycle)
 		child.mu.Lock()
 		child.network, child.policy = network, policy
+		if private { // a child of a sandbox with private URLs has its own token
+			child.traffic = newToken()
+		}
 		child.mu.Unlock()
 		out = append(out, map[string]any{"sandbox": created(child)})
 	}

@@ -1,0 +1,122 @@
+package e2b
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/server/ingress"
+)
+
+// envdPort is the port of envd in an E2B sandbox: a sandbox URL naming it
+// goes to msb's envd, not to the sandbox.
+const envdPort = 49983
+
+// trafficHeader carries a sandbox's traffic access token, which a sandbox
+// created with network.allowPublicTraffic false wants on every request to
+// its URLs.
+const trafficHeader = "E2b-Traffic-Access-Token"
+
+// ports is the E2B ingress: a request whose Host is a sandbox URL,
+// "<port>-<sandboxID>.<domain>" (the SDK's get_host), goes to that port of
+// the sandbox, resuming a paused one with auto_resume first, as E2B's edge
+// proxy routes by the Host header. Any domain is taken: the sandbox's id
+// decides.
+type ports struct {
+	f     *Front
+	proxy *ingress.Proxy
+}
+
+func newPorts(f *Front) *ports {
+	return &ports{f: f, proxy: ingress.New(f.dialSandbox, portError)}
+}
+
+// dialSandbox connects to port of the engine's sandbox sid.
+func (f *Front) dialSandbox(ctx context.Context, sid string, port int) (net.Conn, error) {
+	sb, err := f.e.Sandbox(sid)
+	if err != nil {
+		return nil, err
+	}
+	return sb.DialTCP(ctx, port)
+}
+
+// route reports whether r is for a sandbox URL and, if so, answers it.
+// envd's port goes to envd (next), named by the header the SDK sends to
+// E2B_SANDBOX_URL.
+func (p *ports) route(w http.ResponseWriter, r *http.Request, envd http.Handler) bool {
+	port, id, ok := ingress.ParseHost(r.Host)
+	if !ok {
+		return false
+	}
+	if port == envdPort {
+		if r.Header.Get("E2b-Sandbox-Id") == "" {
+			r.Header.Set("E2b-Sandbox-Id", id)
+		}
+		envd.ServeHTTP(w, r)
+		return true
+	}
+	b := p.f.routable(id)
+	if b == nil {
+		notRunning(w, id)
+		return true
+	}
+	if want := b.trafficToken(); want != "" {
+		got := r.Header.Get(trafficHeader)
+		if got == "" {
+			trafficDenied(w, id, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing")
+			return true
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			trafficDenied(w, id, "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is invalid")
+			return true
+		}
+	}
+	if err := p.f.wake(r.Context(), b); err != nil {
+		engineError(w, err)
+		return true
+	}
+	sid, _ := b.engineID()
+	r.Header.Del(trafficHeader) // the sandbox's server does not see the token
+	p.proxy.Serve(w, r, ingress.Target{ID: sid, Port: port, Path: r.URL.Path})
+	return true
+}
+
+// portError answers a request that did not reach its port as E2B's edge
+// does: 502 naming the sandbox and the port when nothing listens there.
+func portError(w http.ResponseWriter, r *http.Request, t ingress.Target, err error) {
+	id := t.ID
+	if port, e2bID, ok := ingress.ParseHost(r.Host); ok && port == t.Port {
+		id = e2bID
+	}
+	msg := fmt.Sprintf("proxying to port %d of sandbox %s: %v", t.Port, id, err)
+	if errors.Is(err, sandbox.ErrRefused) {
+		msg = fmt.Sprintf("The sandbox %s is running but there is no service running on port %d", id, t.Port)
+	}
+	writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "sandboxId": id, "port": t.Port, "message": msg})
+}
+
+// trafficDenied is the 403 E2B answers a request to a sandbox URL without
+// the sandbox's traffic access token.
+func trafficDenied(w http.ResponseWriter, id, msg string) {
+	writeJSON(w, http.StatusForbidden, map[string]any{"code": http.StatusForbidden, "sandboxId": id, "message": msg})
+}
+
+// trafficToken is b's traffic access token; "" when its URLs are public.
+func (b *box) trafficToken() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.traffic
+}
+
+// trafficTokenOf is the traffic access token of a create's network rules:
+// a new one when allowPublicTraffic is false, else none (public).
+func trafficTokenOf(n *networkRules) string {
+	if n == nil || n.AllowPublicTraffic == nil || *n.AllowPublicTraffic {
+		return ""
+	}
+	return newToken()
+}

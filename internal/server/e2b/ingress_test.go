@@ -1,0 +1,181 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/server/ingress"
+)
+
+// TestE2BIngress: the SDK's sandbox URLs (get_host) reach servers in the
+// sandbox through the daemon: python3 -m http.server's file, the Host and
+// path a server sees, a WebSocket upgrade echoing; a port nothing listens
+// on, a killed sandbox and a paused one without auto_resume answer 502 as
+// E2B's edge does; allow_public_traffic false wants the traffic access
+// token (403 without it or with another, which the server never sees), and
+// a fork of such a sandbox its own; a request to a paused auto_resume
+// sandbox resumes it.
+func TestE2BIngress(t *testing.T) {
+	out := sdkScript(t, "sdk_ingress.py")
+	var got struct {
+		Host          string         `json:"host"`
+		ID            string         `json:"sandbox_id"`
+		Served        []any          `json:"served"`
+		Seen          map[string]any `json:"seen"`
+		Websocket     []string       `json:"websocket"`
+		Refused       []any          `json:"refused"`
+		Killed        []any          `json:"killed"`
+		Private       []any          `json:"private"`
+		ForkedPrivate []any          `json:"forked_private"`
+		AutoBefore    string         `json:"auto_before"`
+		AutoRequest   []any          `json:"auto_request"`
+		AutoAfter     []string       `json:"auto_after"`
+		PausedRequest []any          `json:"paused_request"`
+		PausedAfter   string         `json:"paused_after"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if port, id, ok := ingress.ParseHost(got.Host); !ok || port != 8000 || id != got.ID {
+		t.Fatalf("get_host(8000) gave %q, which names port %d of %q; want port 8000 of %s", got.Host, port, id, got.ID)
+	}
+	if fmt.Sprint(got.Served) != "[200 hello from the sandbox]" {
+		t.Errorf("GET /hello.txt of http.server on port 8000: %v", got.Served)
+	}
+	if got.Seen["host"] != strings.Replace(got.Host, "8000-", "8002-", 1) || got.Seen["path"] != "/a/b?c=d" {
+		t.Errorf("the server on port 8002 saw %v; want the sandbox URL's Host and /a/b?c=d", got.Seen)
+	}
+	if fmt.Sprint(got.Websocket) != "[HTTP/1.1 101 Switching Protocols ping over the upgrade]" {
+		t.Errorf("a WebSocket upgrade to port 8002: %v, want 101 and the message echoed", got.Websocket)
+	}
+	const wantPortClosed = "no service running on port 8001"
+	if len(got.Refused) != 2 || got.Refused[0] != float64(502) || !strings.Contains(fmt.Sprint(got.Refused[1]), wantPortClosed) {
+		t.Errorf("port 8001, where nothing listens: %v, want 502 saying %q", got.Refused, wantPortClosed)
+	}
+	if len(got.Killed) != 2 || got.Killed[0] != float64(502) || !strings.Contains(fmt.Sprint(got.Killed[1]), "was not found") {
+		t.Errorf("a killed sandbox's URL: %v, want 502 not found", got.Killed)
+	}
+	if len(got.Private) != 5 || got.Private[0] != true || fmt.Sprint(got.Private[3:]) != "[200 <nil>]" ||
+		!strings.HasPrefix(fmt.Sprint(got.Private[1]), "[403 ") || !strings.Contains(fmt.Sprint(got.Private[1]), "is missing") ||
+		!strings.HasPrefix(fmt.Sprint(got.Private[2]), "[403 ") || !strings.Contains(fmt.Sprint(got.Private[2]), "is invalid") {
+		t.Errorf("allow_public_traffic false: [a token of its own, without it, with another, with it, the token the server saw] = %v; "+
+			"want [true, 403 missing, 403 invalid, 200, none]", got.Private)
+	}
+	if fmt.Sprint(got.ForkedPrivate) != "[true 403]" {
+		t.Errorf("a fork of that sandbox: [a token of its own, a request without it] = %v, want [true 403]", got.ForkedPrivate)
+	}
+	if got.AutoBefore != "paused" || fmt.Sprint(got.AutoAfter) != "[running kept]" {
+		t.Errorf("auto_resume: state %q before the request, [state, file] %v after; want paused, then [running kept]", got.AutoBefore, got.AutoAfter)
+	}
+	if len(got.AutoRequest) != 2 || got.AutoRequest[0] != float64(502) || !strings.Contains(fmt.Sprint(got.AutoRequest[1]), "port 8000") {
+		t.Errorf("the request that resumed the sandbox: %v, want 502 for port 8000 (a pause keeps files, not processes)", got.AutoRequest)
+	}
+	if len(got.PausedRequest) != 2 || got.PausedRequest[0] != float64(502) || got.PausedAfter != "paused" {
+		t.Errorf("a paused sandbox without auto_resume: %v and state %q after; want 502 and still paused", got.PausedRequest, got.PausedAfter)
+	}
+}
+
+func TestParseHost(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		port int
+		id   string
+		ok   bool
+	}{
+		{"8000-abc123.e2b.app", 8000, "abc123", true},
+		{"8000-abc123.msb.localhost:3000", 8000, "abc123", true},
+		{"49983-i-x.example.com", 49983, "i-x", true},
+		{"127.0.0.1:3000", 0, "", false},
+		{"api.e2b.app", 0, "", false},
+		{"localhost:3000", 0, "", false},
+		{"0080-abc.e2b.app", 0, "", false},
+		{"70000-abc.e2b.app", 0, "", false},
+		{"8000-.e2b.app", 0, "", false},
+		{"8000-abc", 0, "", false},
+	} {
+		port, id, ok := ingress.ParseHost(tc.host)
+		if port != tc.port || id != tc.id || ok != tc.ok {
+			t.Errorf("ParseHost(%q) = %d %q %v, want %d %q %v", tc.host, port, id, ok, tc.port, tc.id, tc.ok)
+		}
+	}
+}
+
+// TestE2BIngressPort: a sandbox URL's request reaches a server in a
+// sandbox created through the REST API, and a port nothing listens on is
+// 502, in either mode without the SDK; TestE2BIngressRootless reruns it
+// rootless.
+func TestE2BIngressPort(t *testing.T) {
+	url, e := startFrontEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/sandboxes", strings.NewReader(`{"timeout": 120}`))
+	req.Header.Set("X-API-Key", testKey)
+	var created struct {
+		ID string `json:"sandboxID"`
+	}
+	if err := doJSON(req, &created); err != nil {
+		t.Fatalf("creating a sandbox: %v", err)
+	}
+	sb, err := e.Sandbox(created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.OpenSession(ctx, api.SessionRequest{Name: "server"}); err != nil {
+		t.Fatal(err)
+	}
+	start := `mkdir -p /tmp/www && echo served > /tmp/www/index.txt && (cd /tmp/www && python3 -m http.server 8000 >/dev/null 2>&1 &)
+for i in $(seq 300); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done`
+	if res, err := sb.Exec(ctx, api.ExecRequest{Command: start, Session: "server"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting http.server: %+v %v", res, err)
+	}
+	for _, tc := range []struct {
+		port   int
+		status int
+		body   string
+	}{
+		{8000, 200, "served\n"},
+		{8001, 502, "no service running on port 8001"},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/index.txt", nil)
+		req.Host = fmt.Sprintf("%d-%s.msb.test", tc.port, created.ID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.body) {
+			t.Errorf("GET /index.txt with Host %s: %d %q, want %d and %q", req.Host, resp.StatusCode, body, tc.status, tc.body)
+		}
+	}
+}
+
+// doJSON sends req and decodes a 2xx answer's JSON into v.
+func doJSON(req *http.Request, v any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// TestE2BIngressRootless reruns TestE2BIngressPort as an unprivileged
+// user: the rootless daemon reaches the sandbox's ports through its
+// supervisor too.
+func TestE2BIngressRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestE2BIngressPort$")
+}
