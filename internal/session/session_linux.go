@@ -65,6 +65,9 @@ type Session struct {
 	exitCode int        // its status, when ended
 	closed   bool
 	idleOK   bool // readSyscall works for the shell: lost statuses are detected
+	// idleLooks counts the looks for the new shell back at its read
+	// (settleIdle); none are taken once idleOK is known.
+	idleLooks int
 	// lastStatus is the status of the previous command; the next frame
 	// restores it with rcFunc so that $? carries over as at a prompt.
 	lastStatus int
@@ -167,15 +170,37 @@ func (s *Session) start(ctx context.Context) error {
 	case res.ExitCode != 0:
 		return fmt.Errorf("shell %s is not an interactive bash: %s", s.opts.Shell, res.Output)
 	}
-	// The shell now waits for input, which is how idle() recognises it.
-	for i := 0; i < 100 && !s.idleOK; i++ {
-		s.idleOK = s.idle()
-		if !s.idleOK {
-			time.Sleep(time.Millisecond / 2)
-		}
-	}
+	// The shell now goes back to its read, which is how idle() recognises
+	// it: one look here, the rest before the first command (settleIdle).
+	s.idleOK, s.idleLooks = s.idle(), 1
 	return nil
 }
+
+// settleIdle waits, before the session's first command, until the new
+// shell is seen back at its read after the setup frame, which says that
+// idle() works for it (idleOK): looked for every 50 µs for 2 ms, then
+// every 1 ms, ~50 ms in all. A shell not seen by then (a kernel without
+// /proc/<pid>/syscall) leaves idleOK false. Start looked once: bash is
+// often still on its way there when the setup frame's status comes, and
+// back by the time the caller's first command does. The caller holds s.mu.
+func (s *Session) settleIdle() {
+	for ; !s.idleOK && s.idleLooks < idleLooksMax; s.idleLooks++ {
+		pause := time.Millisecond
+		if s.idleLooks < idleFineLooks {
+			pause = 50 * time.Microsecond
+		}
+		nap(pause)
+		s.idleOK = s.idle()
+	}
+}
+
+// How many times settleIdle looks for the new shell at its read: every
+// 50 µs at first (bash is back within a fraction of a millisecond), then
+// every 1 ms.
+const (
+	idleFineLooks = 40
+	idleLooksMax  = idleFineLooks + 48
+)
 
 // openChannels makes the named pipes of the command's stdin and of the
 // status channel.
@@ -243,6 +268,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("session %q: %w", s.name, err)
 	}
+	s.settleIdle()
 	return s.exec(ctx, req, "", expect)
 }
 
