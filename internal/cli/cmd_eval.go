@@ -1,5 +1,3 @@
-//go:build !msblean
-
 package cli
 
 import (
@@ -8,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -172,6 +171,13 @@ func resumedMark(r api.EvalResult) string {
 		return "*"
 	}
 	return ""
+}
+
+func or(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
 }
 
 // registerRepeat adds --repeat to an evaluating command.

@@ -1,5 +1,3 @@
-//go:build !msblean
-
 package cli
 
 // msb integrity check: the static integrity rules (internal/grading/integrity)

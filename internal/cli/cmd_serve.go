@@ -1,5 +1,3 @@
-//go:build !msblean
-
 package cli
 
 import (
@@ -19,7 +17,6 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server"
 	"github.com/minisandbox/msb/internal/server/e2b"
-	"github.com/minisandbox/msb/internal/socketdir"
 )
 
 type serveFlags struct {
@@ -50,6 +47,7 @@ type serveFlags struct {
 	authToken      string
 	e2b            string
 	e2bBase        string
+	e2bPause       time.Duration
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -94,6 +92,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.authToken, "auth-token", "", "with --swerex: the X-API-Key clients must send (swerex-remote's flag)")
 	fs.StringVar(&f.e2b, "e2b", "", "also answer the e2b SDKs on this host:port (E2B_API_URL and E2B_SANDBOX_URL; the token is the API key; docs/e2b.md)")
 	fs.StringVar(&f.e2bBase, "e2b-base", "", "with --e2b: the root of E2B's base template, a root the cache holds (debian/e2b: docs/e2b.md, \"The E2B base\"); its commands run as E2B's user `user` (default: the host's directories, as root)")
+	fs.DurationVar(&f.e2bPause, "e2b-shutdown-pause", time.Minute, "with --e2b: time SIGTERM gives pausing the running E2B sandboxes, as pause() does, so that the next daemon on the cache lists them paused and resumes them with their files, not their processes (0: close them, losing their files; docs/e2b.md \"At shutdown\")")
 	return cmd
 }
 
@@ -136,7 +135,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		listens = append(listens, net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	}
 	if len(listens) == 0 {
-		listens = []string{"unix://" + socketdir.Default(g.env.UID, g.env.RuntimeDir)}
+		listens = []string{"unix://" + server.DefaultSocket(g.env.UID, g.env.RuntimeDir)}
 	}
 	group := -1
 	if f.socketGroup != "" {
@@ -153,6 +152,9 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	}
 	if f.e2bBase != "" && f.e2b == "" {
 		return fmt.Errorf("%w: --e2b-base goes with --e2b", errUsage)
+	}
+	if f.e2bPause < 0 {
+		return fmt.Errorf("%w: --e2b-shutdown-pause must not be negative (0: close the running E2B sandboxes at shutdown)", errUsage)
 	}
 	if f.e2b != "" && token == "" {
 		return fmt.Errorf("%w: --e2b needs a token, the API key of the e2b SDKs (--token-file, MSB_TOKEN)", errUsage)
@@ -208,7 +210,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		ls = append(ls, l)
 		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l), os.Getpid(), e.Mode())
 	}
-	waitE2B, err := serveE2B(ctx, e, f.e2b, f.e2bBase, token, log)
+	waitE2B, err := serveE2B(ctx, e, e2bOptions{addr: f.e2b, base: f.e2bBase, token: token, shutdownPause: f.e2bPause}, log)
 	if err != nil {
 		return err
 	}
@@ -224,14 +226,23 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	return nil
 }
 
-// serveE2B serves e's E2B front end on addr (none when empty), with base
-// the root of its base template ("": the host's directories), until ctx
-// ends; wait returns once it has stopped.
-func serveE2B(ctx context.Context, e *engine.Engine, addr, base, token string, log *slog.Logger) (wait func() error, err error) {
+// e2bOptions are serve's E2B flags.
+type e2bOptions struct {
+	addr          string        // where to answer ("": no E2B front end)
+	base          string        // the root of its base template ("": the host's directories)
+	token         string        // the API key
+	shutdownPause time.Duration // the time a stop has to pause the running sandboxes (0: none)
+}
+
+// serveE2B serves e's E2B front end as o says until ctx ends; wait returns
+// once it has stopped (and paused its running sandboxes).
+func serveE2B(ctx context.Context, e *engine.Engine, o e2bOptions, log *slog.Logger) (wait func() error, err error) {
+	addr, base := o.addr, o.base
 	if addr == "" {
 		return func() error { return nil }, nil
 	}
-	front := e2b.New(e, token, log)
+	front := e2b.New(e, o.token, log)
+	front.PauseAtShutdown(o.shutdownPause)
 	if err := front.Restore(ctx); err != nil {
 		return nil, fmt.Errorf("--e2b: loading the templates and paused sandboxes recorded in the cache: %w", err)
 	}

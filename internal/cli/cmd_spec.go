@@ -1,5 +1,3 @@
-//go:build !msblean
-
 package cli
 
 import (

@@ -18,7 +18,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/cgroup"
-	"github.com/minisandbox/msb/internal/engine/host"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -636,7 +635,7 @@ func TestSnapshotAsBase(t *testing.T) {
 		t.Fatalf("root of the snapshot: %+v", ir)
 	}
 	var out strings.Builder
-	h := host.Wrap(e.rt)
+	h := &Host{rt: e.rt}
 	res, err := h.Run(ctx, SandboxConfig{HostBase: ir.HostBase, Layers: ir.Layers, Env: ir.Config.Env, Workdir: ir.Config.WorkingDir,
 		Stdio: &Stdio{Out: &out, Err: &out}}, []string{"/bin/sh", "-c", `cat /data/file; echo "$SNAPVAR $PWD"; test -x /bin/sh`})
 	if err != nil || res.Code != 0 || out.String() != "written\nkept /tmp\n" {

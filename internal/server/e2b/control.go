@@ -283,6 +283,9 @@ func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 	m := f.listed(b)
 	m["envdAccessToken"] = b.token
 	m["lifecycle"] = b.cycle.info()
+	if m["state"] == "paused" {
+		m["pauseMode"] = "filesystem" // files only, never memory: a resume starts its processes afresh
+	}
 	writeJSON(w, http.StatusOK, m)
 }
 

@@ -10,7 +10,8 @@
 // snapshot under its E2B id; a resumed one is a new engine sandbox under the
 // same E2B id. A record is what outlives the daemon: one file in the cache
 // per template with a ready build and per paused sandbox, loaded by Restore
-// (records.go, restore.go). The sandbox plane (E2B calls it envd) is Connect-RPC
+// (records.go, restore.go). A shutdown pause is the pause a stopping daemon
+// gives each running sandbox, so that the next one resumes it (shutdown.go). The sandbox plane (E2B calls it envd) is Connect-RPC
 // (process.Process, filesystem.Filesystem, generated from E2B's protobuf
 // files under envd/) plus HTTP /files and /health; one listener serves every
 // sandbox, picked by the E2b-Sandbox-Id header and authenticated by the

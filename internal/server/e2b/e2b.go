@@ -46,6 +46,9 @@ type Front struct {
 	// directories) and baseUser its default user ("": the sandbox's
 	// own); UseBase sets them (base.go).
 	base, baseUser string
+
+	shutdownLimit time.Duration // the time a stopping Serve has to pause the running sandboxes (0: none; shutdown.go)
+	inflight      gate          // the requests Serve serves
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
@@ -81,6 +84,9 @@ type box struct {
 	network  string
 	policy   *engine.NetPolicy
 	instance string // the msb instance of a paused task sandbox ("": a raw one); set by pause
+	// shutdownAt is when a daemon's shutdown paused b (shutdown.go); zero
+	// when b runs or its client or timeout paused it.
+	shutdownAt time.Time
 
 	closed chan struct{} // closed when the sandbox is: ends its sampler
 
@@ -194,17 +200,20 @@ func (f *Front) Handler() http.Handler {
 }
 
 // Serve answers on l until ctx ends; connections speak HTTP/1.1 or
-// cleartext HTTP/2.
+// cleartext HTTP/2. Once it has stopped answering it pauses the running
+// sandboxes, if PauseAtShutdown asked it to (shutdown.go).
 func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: f.Handler(), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: f.inflight.track(f.Handler()), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer f.startSpares(ctx)() // after cancel: a spare being made gives up
 	defer cancel()
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -215,7 +224,8 @@ func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	<-stopped
+	return f.shutdown()
 }
 
 type boxKey struct{}

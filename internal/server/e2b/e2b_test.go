@@ -208,7 +208,7 @@ func sdkScriptAt(t *testing.T, url, script string, args ...string) []byte {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", script)}, args...)...)
+	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join(testdata(), script)}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONFAULTHANDLER=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
 	cmd.Stderr = &strings.Builder{}
 	out, err := cmd.Output()
@@ -216,6 +216,18 @@ func sdkScriptAt(t *testing.T, url, script string, args ...string) []byte {
 		t.Fatalf("%s: %v\n%s%s", script, err, out, cmd.Stderr)
 	}
 	return out
+}
+
+// testdataEnv names the absolute path of this package's testdata for a
+// rootless rerun, which runs in a directory of its own (rootless_test.go).
+const testdataEnv = "MSB_TEST_E2B_TESTDATA"
+
+// testdata is the directory of the SDK scripts.
+func testdata() string {
+	if d := os.Getenv(testdataEnv); d != "" {
+		return d
+	}
+	return "testdata"
 }
 
 // TestE2BAsyncSDK: the SDK's asyncio form, many commands at once.

@@ -75,6 +75,10 @@ func (f *Front) timedOut(b *box) {
 	if !b.due() {
 		return
 	}
+	if _, paused := b.engineID(); paused { // paused at the last shutdown (shutdown.go)
+		f.shutdownPauseEnded(b)
+		return
+	}
 	if !b.cycle.AutoPause {
 		f.log.Info("e2b sandbox reached its timeout", "sandbox", b.id)
 		f.close(b.id)
@@ -101,7 +105,7 @@ func (f *Front) autoPause(b *box) {
 		return
 	}
 	f.log.Info("e2b sandbox reached its timeout: pausing it (on_timeout pause)", "sandbox", b.id)
-	err := f.pauseLocked(context.Background(), b)
+	err := f.pauseLocked(context.Background(), b, time.Time{})
 	if err == nil || errors.Is(err, errAlreadyPaused) || engine.Kind(err) == api.CodeNotFound {
 		return
 	}
@@ -111,17 +115,26 @@ func (f *Front) autoPause(b *box) {
 }
 
 // routable is the box a sandbox-plane request for id goes to: a running
-// sandbox, or a paused one with autoResume (which wake resumes once the
-// request is authenticated); nil: none.
+// sandbox, or a paused one with autoResume or paused by the daemon's
+// shutdown (which wake resumes once the request is authenticated); nil:
+// none.
 func (f *Front) routable(id string) *box {
 	b := f.live(id)
 	if b == nil {
 		return nil
 	}
-	if _, paused := b.engineID(); paused && !b.cycle.AutoResume {
+	if _, paused := b.engineID(); paused && !b.cycle.AutoResume && !b.pausedByShutdown() {
 		return nil
 	}
 	return b
+}
+
+// pausedByShutdown says whether b is paused because a daemon stopped
+// (shutdown.go), not because its client or its timeout asked.
+func (b *box) pausedByShutdown() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused != "" && !b.shutdownAt.IsZero()
 }
 
 // wake resumes b if it is paused (autoResume: routable let it through),
@@ -139,7 +152,7 @@ func (f *Front) wake(ctx context.Context, b *box) error {
 		return fmt.Errorf("auto-resuming sandbox %s: %w", b.id, err)
 	}
 	if resumed {
-		b.logf("info", nil, "sandbox auto-resumed by an envd request")
+		b.logf("info", nil, "sandbox resumed by an envd request")
 	}
 	return nil
 }

@@ -98,6 +98,9 @@ type pausedRecord struct {
 	// Lifecycle is what its timeout does once resumed, and whether an
 	// envd call resumes it (nil: killed at the timeout).
 	Lifecycle *lifecycle `json:"lifecycle,omitempty"`
+	// ShutdownAt is when a daemon's shutdown paused it (shutdown.go);
+	// zero: a pause its client or its timeout asked for.
+	ShutdownAt time.Time `json:"shutdownAt,omitzero"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/privtest"
@@ -27,11 +28,19 @@ type daemon struct {
 // records and serves it; stop shuts it down as a daemon stops.
 func startDaemon(t *testing.T, state, cache string) daemon {
 	t.Helper()
+	return startDaemonPausing(t, state, cache, 0)
+}
+
+// startDaemonPausing is startDaemon whose stop first pauses the running
+// sandboxes within pause (PauseAtShutdown; 0: none), as msb serve does.
+func startDaemonPausing(t *testing.T, state, cache string, pause time.Duration) daemon {
+	t.Helper()
 	e, err := engine.Open(context.Background(), engine.Config{StateDir: state, Cache: engine.CacheConfig{Dir: cache}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := New(e, testKey, nil)
+	front.PauseAtShutdown(pause)
 	if err := front.Restore(context.Background()); err != nil {
 		e.Close()
 		t.Fatalf("restoring the front's records: %v", err)

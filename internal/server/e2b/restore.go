@@ -15,7 +15,8 @@ import (
 // What outlives the daemon: templates with a ready build, paused
 // sandboxes and what create_snapshot knows of its snapshots, each as a
 // record (records.go) written when it changes and loaded by Restore.
-// Running sandboxes do not: the engine closes them when the daemon stops.
+// Running sandboxes do not, unless the daemon pauses them as it stops
+// (shutdown.go): the engine closes what still runs.
 
 // Restore loads the templates and paused sandboxes an earlier daemon on
 // the same cache recorded; call it before Serve. A record it cannot read
@@ -102,7 +103,15 @@ func (f *Front) restoredBox(pr *pausedRecord) *box {
 	if pr.Lifecycle != nil {
 		b.cycle = *pr.Lifecycle
 	}
-	b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
+	if pr.ShutdownAt.IsZero() {
+		b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
+		return b
+	}
+	// Paused by the last shutdown: its timeout runs out the rest it had
+	// then, as if it had run on.
+	b.shutdownAt = pr.ShutdownAt
+	f.setEnd(b, max(pr.End.Sub(pr.ShutdownAt), 0))
+	b.logf("info", []string{"snapshot", pr.Snapshot}, "sandbox paused at the last daemon's shutdown restored from its record: its files are kept, its processes ended; an envd call or connect resumes it")
 	return b
 }
 
@@ -133,14 +142,15 @@ func (f *Front) saveTemplate(t *template) {
 }
 
 // savePaused records b as paused on snapshot, taken of a sandbox of
-// instance ("": a raw sandbox).
-func (f *Front) savePaused(b *box, snapshot, instance string) error {
+// instance ("": a raw sandbox), by the shutdown at shutdownAt (zero: a
+// pause asked for).
+func (f *Front) savePaused(b *box, snapshot, instance string, shutdownAt time.Time) error {
 	return f.rec.put(kindPaused, b.id, func() record {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
 			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot,
-			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle()}}
+			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle(), ShutdownAt: shutdownAt}}
 	})
 }
 

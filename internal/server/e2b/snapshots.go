@@ -89,11 +89,13 @@ var errAlreadyPaused = errors.New("already paused")
 func (f *Front) pauseBox(ctx context.Context, b *box) error {
 	b.life.Lock()
 	defer b.life.Unlock()
-	return f.pauseLocked(ctx, b)
+	return f.pauseLocked(ctx, b, time.Time{})
 }
 
-// pauseLocked is pauseBox with b.life held.
-func (f *Front) pauseLocked(ctx context.Context, b *box) error {
+// pauseLocked is pauseBox with b.life held; shutdownAt is the time of the
+// daemon's shutdown that pauses b (shutdown.go), zero for a pause asked
+// for.
+func (f *Front) pauseLocked(ctx context.Context, b *box, shutdownAt time.Time) error {
 	if b.isClosed() {
 		return fmt.Errorf("sandbox %s was killed: %w", b.id, engine.ErrNotFound)
 	}
@@ -106,14 +108,14 @@ func (f *Front) pauseLocked(ctx context.Context, b *box) error {
 	if err != nil {
 		return err
 	}
-	if err := f.savePaused(b, name, info.InstanceID); err != nil {
+	if err := f.savePaused(b, name, info.InstanceID, shutdownAt); err != nil {
 		if derr := f.e.DeleteSnapshot(name); derr != nil {
 			f.log.Warn("deleting the pause snapshot of a pause that failed", "snapshot", name, "err", derr)
 		}
 		return fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err)
 	}
 	b.mu.Lock()
-	b.paused, b.instance = name, info.InstanceID
+	b.paused, b.instance, b.shutdownAt = name, info.InstanceID, shutdownAt
 	if b.timer != nil {
 		b.timer.Stop() // a paused sandbox waits for connect or kill
 	}
@@ -127,7 +129,11 @@ func (f *Front) pauseLocked(ctx context.Context, b *box) error {
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
 	}
-	b.logf("info", []string{"snapshot", name}, "sandbox paused")
+	if shutdownAt.IsZero() {
+		b.logf("info", []string{"snapshot", name}, "sandbox paused")
+	} else {
+		b.logf("info", []string{"snapshot", name}, "sandbox paused at the daemon's shutdown: its files are kept, its processes ended")
+	}
 	return nil
 }
 
@@ -188,7 +194,7 @@ func (f *Front) resumeBox(ctx context.Context, b *box, timeout time.Duration, ex
 		return false, err
 	}
 	b.mu.Lock()
-	b.sid, b.paused = sb.ID(), ""
+	b.sid, b.paused, b.shutdownAt = sb.ID(), "", time.Time{}
 	b.mu.Unlock()
 	f.forgetPaused(b.id)
 	if err := f.e.DeleteSnapshot(snap); err != nil {
