@@ -5,11 +5,17 @@ GO ?= go
 
 .PHONY: build demo test test-go test-python test-harbor pyenv pyenv-harbor test-short bench vet fmt clean test-venv test-npm
 
+# bin/msb is the lean msb (-tags msblean): msb run, shell, doctor, gc,
+# version and the daemon's client verbs, linking the sandbox layer alone so
+# that it starts fast; for the verbs that need the engine (cache, eval,
+# validate, serve, spec, integrity, demo, run --image) it runs bin/msb-full,
+# the full msb (cmd/msb without the tag), in its place with the same arguments.
 # bin/msb-sandbox is the inside of a sandbox; msb uses it when it sits next
 # to msb (a small binary starts faster), else re-executes itself.
 # bin/msb-bench is the benchmark, which msb does not link: msb bench runs it.
 build:
-	$(GO) build -trimpath -buildvcs=auto -o bin/msb ./cmd/msb
+	$(GO) build -trimpath -buildvcs=auto -tags msblean -o bin/msb ./cmd/msb
+	$(GO) build -trimpath -buildvcs=auto -o bin/msb-full ./cmd/msb
 	$(GO) build -trimpath -o bin/msb-sandbox ./cmd/msb-sandbox
 	$(GO) build -trimpath -o bin/msb-bench ./cmd/msb-bench
 

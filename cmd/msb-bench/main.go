@@ -1,6 +1,9 @@
+//go:build !msblean
+
 // Command msb-bench is MiniSandbox's benchmark, `msb bench` (docs/bench.md):
 // the harness, its baselines and its plotting, kept out of the msb binary.
-// msb bench runs it; it takes msb's global flags and settings.
+// msb bench runs it; it takes msb's global flags and settings. It drives
+// the engine, so it has no lean build (-tags msblean skips it).
 package main
 
 import (

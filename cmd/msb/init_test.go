@@ -10,10 +10,12 @@ import (
 	"testing"
 )
 
-// leanInit are msb's packages that msb run links but does not use: their
-// package-level regular expressions, metric descriptions and tables are made
-// on first use, so their init allocates (almost) nothing. Before they were
-// made lazy each allocated 120 KiB to 650 KiB at every start of msb.
+// leanInit are msb's packages that the full msb (msb-full: serve, eval,
+// cache, ...) links but a given command need not use: their package-level
+// regular expressions, metric descriptions and tables are made on first
+// use, so their init allocates (almost) nothing. Before they were made lazy
+// each allocated 120 KiB to 650 KiB at every start of msb. (The lean msb,
+// which msb run executes, links none of them but api: deps_test.go.)
 var leanInit = []string{
 	"github.com/minisandbox/msb/internal/api",
 	"github.com/minisandbox/msb/internal/envcache",
@@ -29,8 +31,8 @@ var leanInit = []string{
 // a few small maps, not for a compiled regular expression table.
 const leanInitBytes = 32 << 10
 
-// TestRunInitIsLean: starting msb (msb run included: package inits run
-// before any command) does not build what only other commands use. It reads
+// TestRunInitIsLean: starting the full msb (package inits run before any
+// command) does not build what only other commands use. It reads
 // the Go runtime's own account of each package's init (GODEBUG=inittrace=1),
 // in bytes allocated, not time.
 func TestRunInitIsLean(t *testing.T) {

@@ -2,16 +2,11 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 // BenchBinary is the benchmark's own command (cmd/msb-bench): the harness,
@@ -47,35 +42,9 @@ does not link it: the one next to msb, else the one on PATH. make build builds b
 msb bench --help lists its commands and flags.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			exe, err := benchExecutable()
-			if err != nil {
-				return err
-			}
-			// exec, not a child: signals, the terminal and the exit code
-			// are the benchmark's own, as when msb linked it.
-			if err := syscall.Exec(exe, append([]string{exe}, args...), os.Environ()); err != nil {
-				return fmt.Errorf("running %s: %w", exe, err)
-			}
-			return nil
+			return benchSibling.exec(args)
 		},
 	}
-}
-
-// benchExecutable finds msb-bench next to msb, else on PATH.
-func benchExecutable() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding the msb executable: %w", err)
-	}
-	next := filepath.Join(filepath.Dir(self), BenchBinary)
-	if fi, err := os.Stat(next); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return next, nil
-	}
-	if p, err := exec.LookPath(BenchBinary); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("%w next to msb (%s) or on PATH: build it with make build, or go build -o %s ./cmd/msb-bench",
-		ErrNoBench, next, next)
 }
 
 // BenchMain is msb-bench's main: msb's CLI (global flags, settings, exit
@@ -118,12 +87,4 @@ func (h BenchHost) Env() BenchEnv {
 // OpenHost opens the engine's Host for a long-running job: what killed
 // msb processes left behind is collected first, and said. The benchmark
 // measures the sandbox layer through Host.Runtime.
-func (h BenchHost) OpenHost() (*engine.Host, error) { return h.g.jobHost() }
-
-// EngineConfig is the engine's config from the settings (config file,
-// environment, global flags).
-func (h BenchHost) EngineConfig() (engine.Config, error) {
-	cfg, err := h.g.settings.engineConfig(engineOptions{})
-	cfg.Logger = h.g.logger()
-	return cfg, err
-}
+func (h BenchHost) OpenHost() (*host.Host, error) { return h.g.jobHost() }

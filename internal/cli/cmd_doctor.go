@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -49,7 +49,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 
 // printDoctor writes the checks for a person: one entry per check, its
 // status first, its detail and fix wrapped to fit 100 columns.
-func printDoctor(w io.Writer, d engine.Diagnosis) {
+func printDoctor(w io.Writer, d host.Diagnosis) {
 	fmt.Fprintf(w, "mode:         %s\nstate dir:    %s\nsandbox init: %s\n\n", d.Mode, d.StateDir, d.Init)
 	const indent = "           "
 	for _, c := range d.Checks {

@@ -1,3 +1,5 @@
+//go:build !msblean
+
 package cli
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -171,13 +172,6 @@ func resumedMark(r api.EvalResult) string {
 		return "*"
 	}
 	return ""
-}
-
-func or(s, def string) string {
-	if strings.TrimSpace(s) == "" {
-		return def
-	}
-	return s
 }
 
 // registerRepeat adds --repeat to an evaluating command.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 func newGCCmd(g *globals) *cobra.Command {
@@ -55,7 +55,7 @@ func newGCCmd(g *globals) *cobra.Command {
 }
 
 // releaseDiskPool removes the host's disk pool and says so on stderr.
-func releaseDiskPool(h *engine.Host) error {
+func releaseDiskPool(h *host.Host) error {
 	released, err := h.ReleaseDiskPool()
 	if err != nil {
 		return err

@@ -1,3 +1,5 @@
+//go:build !msblean
+
 package cli
 
 // msb integrity check: the static integrity rules (internal/grading/integrity)

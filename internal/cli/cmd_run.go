@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -51,18 +51,18 @@ func (n *netFlags) register(fs *pflag.FlagSet) {
 
 // apply puts the rules into spec: a filtered network whose policy, when
 // only --allow is given, denies everything else.
-func (n *netFlags) apply(spec *engine.SandboxConfig) {
+func (n *netFlags) apply(spec *host.SandboxConfig) {
 	if len(n.allow) == 0 && len(n.deny) == 0 {
 		return
 	}
-	if spec.Network == engine.NetworkNone {
-		spec.Network = engine.NetworkFiltered
+	if spec.Network == host.NetworkNone {
+		spec.Network = host.NetworkFiltered
 	}
 	deny := n.deny
 	if len(deny) == 0 {
 		deny = []string{"0.0.0.0/0"}
 	}
-	spec.NetPolicy = &engine.NetPolicy{Allow: n.allow, Deny: deny}
+	spec.NetPolicy = &host.NetPolicy{Allow: n.allow, Deny: deny}
 }
 
 func runRun(ctx context.Context, g *globals, f *specFlags, net *netFlags, argv []string) error {
@@ -76,7 +76,7 @@ func runRun(ctx context.Context, g *globals, f *specFlags, net *netFlags, argv [
 		return err
 	}
 	defer release()
-	spec.Stdio = &engine.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	spec.Stdio = &host.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	h, err := g.openHost()
 	if err != nil {
 		return err
@@ -96,10 +96,10 @@ func runRun(ctx context.Context, g *globals, f *specFlags, net *netFlags, argv [
 }
 
 // startFailure is err, or when the sandbox could not start the command
-// (an engine.StartError: a shell's 127, not found, or 126, not
+// (a host.StartError: a shell's 127, not found, or 126, not
 // executable), an exitError with that code, as a shell exits.
 func startFailure(err error) error {
-	var se *engine.StartError
+	var se *host.StartError
 	if !errors.As(err, &se) {
 		return err
 	}
@@ -110,4 +110,14 @@ func startFailure(err error) error {
 		return &exitError{code: se.Code, msg: se.Msg, kind: "not_executable"}
 	}
 	return err
+}
+
+// oomMessage says why a command died with SIGKILL when the kernel's OOM
+// killer killed something in the sandbox (engine.CommandResult.OOMKills;
+// "" when it did not).
+func oomMessage(kills int64) string {
+	if kills == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the command was killed by the OOM killer: the sandbox reached its memory limit (%d OOM kills; raise it with --memory)", kills)
 }

@@ -1,3 +1,5 @@
+//go:build !msblean
+
 package cli
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server"
 	"github.com/minisandbox/msb/internal/server/e2b"
+	"github.com/minisandbox/msb/internal/socketdir"
 )
 
 type serveFlags struct {
@@ -135,7 +138,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		listens = append(listens, net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	}
 	if len(listens) == 0 {
-		listens = []string{"unix://" + server.DefaultSocket(g.env.UID, g.env.RuntimeDir)}
+		listens = []string{"unix://" + socketdir.Default(g.env.UID, g.env.RuntimeDir)}
 	}
 	group := -1
 	if f.socketGroup != "" {

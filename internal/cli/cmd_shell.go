@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 func newShellCmd(g *globals) *cobra.Command {
@@ -34,7 +34,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	spec.Stdio = &engine.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	spec.Stdio = &host.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	h, err := g.openHost()
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func runShell(ctx context.Context, g *globals, f *specFlags, argv []string) erro
 
 // ttyShell relays the terminal, in raw mode, to a pty in the sandbox,
 // following window size changes.
-func ttyShell(ctx context.Context, sb *engine.OneShot, fd int, argv []string) (int, error) {
+func ttyShell(ctx context.Context, sb *host.OneShot, fd int, argv []string) (int, error) {
 	cols, rows, err := term.GetSize(fd)
 	if err != nil {
 		cols, rows = 0, 0

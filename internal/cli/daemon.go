@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/minisandbox/msb/internal/client"
-	"github.com/minisandbox/msb/internal/server"
+	"github.com/minisandbox/msb/internal/socketdir"
 )
 
 // daemonFlags say which daemon the client verbs (sandbox, exec, session,
@@ -27,7 +27,7 @@ func (f *daemonFlags) register(fs *pflag.FlagSet) {
 func (f *daemonFlags) client(g *globals) (*client.Client, error) {
 	addr := first(f.addr, g.env.Socket)
 	if addr == "" {
-		addr = "unix://" + server.DefaultSocket(g.env.UID, g.env.RuntimeDir)
+		addr = "unix://" + socketdir.Default(g.env.UID, g.env.RuntimeDir)
 	}
 	token := g.env.Token
 	if f.tokenFile != "" {

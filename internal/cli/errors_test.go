@@ -122,6 +122,11 @@ func TestKindExitCodes(t *testing.T) {
 		{wrap(engine.ErrQuota), exitFailure, "quota_exceeded"},
 		{wrap(engine.ErrTooLarge), exitFailure, "insufficient_storage"},
 		{wrap(engine.ErrClosed), exitFailure, "unavailable"},
+		// The sandbox layer's kinds and the engine's are one table, tried in
+		// its order of kinds (host.Kinds.With): a more precise kind of the
+		// layer below still beats a broader one of the engine.
+		{fmt.Errorf("%w: %w", engine.ErrBadRequest, sandbox.ErrEscape), exitUsage, "path_escape"},
+		{fmt.Errorf("%w: %w", engine.ErrClosed, sandbox.ErrInvalidConfig), exitInvalidConfig, "invalid_config"},
 		{errors.New("something broke"), exitFailure, "internal"}, // class was "failure"
 		{&exitError{code: exitFailure, msg: "2 evaluations ended without a verdict"}, exitFailure, "failure"},
 		{&exitError{code: exitNoCommand, kind: "command_not_found"}, exitNoCommand, "command_not_found"},

@@ -1,3 +1,5 @@
+//go:build !msblean
+
 package cli
 
 import (
@@ -5,8 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -233,58 +233,4 @@ func checkNetwork(what, v string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s %q: use %s or %s", errUsage, what, v, engine.NetworkNone, engine.NetworkHost)
-}
-
-// sizeFlag parses a size flag; one given explicitly must be positive.
-func sizeFlag(fs *pflag.FlagSet, name, v string) (int64, error) {
-	n, err := parseBytes(v)
-	if err != nil {
-		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
-	}
-	if n == 0 && fs != nil && fs.Changed(name) {
-		return 0, fmt.Errorf("%w: --%s 0: give a size like 512M or 4G (leave the flag out for the default)", errUsage, name)
-	}
-	return n, nil
-}
-
-// checkLimits refuses limits given explicitly as 0 (which would silently
-// mean "the default") and a CPU limit the host cannot give.
-func (f *specFlags) checkLimits(l engine.SandboxLimits) error {
-	for _, c := range []struct {
-		name string
-		zero bool
-	}{{"memory", l.MemoryBytes == 0}, {"tmp", l.TmpBytes == 0}, {"pids", l.Pids == 0}, {"cpus", l.CPUs == 0}} {
-		if c.zero && f.fs != nil && f.fs.Changed(c.name) {
-			return fmt.Errorf("--%s 0: give a positive value (leave the flag out for the default)", c.name)
-		}
-	}
-	if l.CPUs < 0 || l.CPUs > float64(runtime.NumCPU()) {
-		return fmt.Errorf("--cpus %g: this host has %d CPUs", l.CPUs, runtime.NumCPU())
-	}
-	if l.Pids < 0 {
-		return fmt.Errorf("--pids %d: give a positive number", l.Pids)
-	}
-	return nil
-}
-
-func keyValues(list []string, flag string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, kv := range list {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("%w: %s %q: want KEY=VALUE", errUsage, flag, kv)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// oomMessage says why a command died with SIGKILL when the kernel's OOM
-// killer killed something in the sandbox (engine.CommandResult.OOMKills;
-// "" when it did not).
-func oomMessage(kills int64) string {
-	if kills == 0 {
-		return ""
-	}
-	return fmt.Sprintf("the command was killed by the OOM killer: the sandbox reached its memory limit (%d OOM kills; raise it with --memory)", kills)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/client"
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 // globals are the flags every command shares, and the settings resolved
@@ -28,6 +28,7 @@ type globals struct {
 	verbose    bool
 	json       bool
 
+	args     []string  // msb's arguments, as Main got them
 	env      environ   // read once, in Main
 	settings *settings // resolved in the root's PersistentPreRunE
 	flags    *pflag.FlagSet
@@ -51,7 +52,7 @@ func Main(args []string) int {
 		case <-done:
 		}
 	}()
-	g := &globals{env: readEnviron(os.LookupEnv)}
+	g := &globals{args: args, env: readEnviron(os.LookupEnv)}
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -139,10 +140,13 @@ func newRootCmd(g *globals) *cobra.Command {
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log what msb does to stderr")
 	pf.BoolVar(&g.json, "json", false, "machine-readable output (the types of internal/api)")
 	g.flags = pf
-	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newDemoCmd(g), newBenchCmd(g), newCacheCmd(g))
-	root.AddCommand(newValidateCmd(g), newEvalCmd(g), newSpecCmd(g), newServeCmd(g), newIntegrityCmd(g))
+	root.AddCommand(newRunCmd(g), newShellCmd(g), newDoctorCmd(g), newGCCmd(g), newBenchCmd(g))
 	root.AddCommand(newSandboxCmd(g), newExecCmd(g), newSessionCmd(g), newCpCmd(g), newVersionCmd(g))
 	root.AddCommand(newSnapshotCmds(g)...)
+	// The verbs that need the engine (its cache, datasets, graders,
+	// servers): their own commands here, forwarders to msb-full in the
+	// lean msb (full.go, lean.go).
+	root.AddCommand(fullCmds(g)...)
 	root.SetVersionTemplate("msb {{.Version}}\n")
 	wrapArgs(root)
 	return root
@@ -200,17 +204,17 @@ func (g *globals) logger() *slog.Logger {
 
 // openHost opens the engine's Host: the sandbox runtime alone, without
 // the cache (msb run, shell, doctor, gc).
-func (g *globals) openHost() (*engine.Host, error) {
+func (g *globals) openHost() (*host.Host, error) {
 	if err := checkDir("state-dir", g.settings.StateDir, g.settings.stateFlag, false); err != nil {
 		return nil, err
 	}
-	return engine.OpenHost(engine.HostConfig{StateDir: g.settings.StateDir, CgroupParent: g.settings.CgroupParent, Logger: g.logger()})
+	return host.Open(host.Config{StateDir: g.settings.StateDir, CgroupParent: g.settings.CgroupParent, Logger: g.logger()})
 }
 
 // jobHost is openHost for long-running commands that drive sandboxes
 // themselves (msb bench): it first collects what killed msb processes left
 // behind, as msb gc does, and says so.
-func (g *globals) jobHost() (*engine.Host, error) {
+func (g *globals) jobHost() (*host.Host, error) {
 	h, err := g.openHost()
 	if err != nil {
 		return nil, err
@@ -221,35 +225,10 @@ func (g *globals) jobHost() (*engine.Host, error) {
 
 // sayCollected says what a start-up GC found of killed msb processes'
 // sandboxes; empty cgroups it tidied are no sign of one and go unsaid.
-func sayCollected(rep engine.GCReport) {
+func sayCollected(rep host.GCReport) {
 	if rep.Found() {
 		fmt.Fprintf(os.Stderr, "msb: cleaned up after a killed msb: %d sandboxes, %d processes, %d cgroups, %d disk volumes\n",
 			len(rep.Sandboxes), len(rep.Processes), len(rep.Cgroups), len(rep.Volumes))
-	}
-}
-
-// openEngine opens the engine with the settings and o's changes, and says
-// what it cleaned up after killed msb processes.
-func (g *globals) openEngine(ctx context.Context, o engineOptions) (*engine.Engine, error) {
-	cfg, err := g.settings.engineConfig(o)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Logger = g.logger()
-	e, err := engine.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	sayCollected(e.GCReport())
-	return e, nil
-}
-
-// closeEngine closes a batch command's engine and says on stderr what the
-// close could not do (a disk pool left mounted, a sandbox not cleaned up):
-// the command's own result stands.
-func closeEngine(e *engine.Engine, verb string) {
-	if err := e.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "msb %s: %v\n", verb, err)
 	}
 }
 
@@ -362,7 +341,7 @@ func kindOf(err error) api.ErrorCode {
 	case errors.Is(err, errUnavailable):
 		return kindUnsupportedHost
 	}
-	return engine.Kind(err)
+	return errKind(err)
 }
 
 // class names an exitError's code for --json.

@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/engine/host"
 )
 
 // specFlags are the flags that describe a sandbox, shared by run and shell.
@@ -39,7 +40,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable NAME=value (repeatable)")
 	fs.StringVar(&f.hostname, "hostname", "", "host name inside the sandbox")
-	fs.StringVar(&f.network, "network", engine.NetworkNone, "none (no route out), host, or filtered (a way out through slirp4netns, under --allow and --deny)")
+	fs.StringVar(&f.network, "network", host.NetworkNone, "none (no route out), host, or filtered (a way out through slirp4netns, under --allow and --deny)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M or 4G (default 4G)")
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
@@ -49,8 +50,8 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
 }
 
-func (f *specFlags) spec() (engine.SandboxConfig, error) {
-	s := engine.SandboxConfig{
+func (f *specFlags) spec() (host.SandboxConfig, error) {
+	s := host.SandboxConfig{
 		Layers: f.layers, HostBase: f.hostBase, Workdir: f.workdir, Env: f.env,
 		Hostname: f.hostname, Network: f.network, KeepUpper: f.keep,
 	}
@@ -68,7 +69,7 @@ func (f *specFlags) spec() (engine.SandboxConfig, error) {
 			if !ok {
 				dst = src
 			}
-			s.Binds = append(s.Binds, engine.Bind{Source: src, Target: dst, ReadOnly: list.ro})
+			s.Binds = append(s.Binds, host.Bind{Source: src, Target: dst, ReadOnly: list.ro})
 		}
 	}
 	var err error
@@ -110,4 +111,48 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size like 512M or 4G", s)
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// checkLimits refuses limits given explicitly as 0 (which would silently
+// mean "the default") and a CPU limit the host cannot give.
+func (f *specFlags) checkLimits(l host.SandboxLimits) error {
+	for _, c := range []struct {
+		name string
+		zero bool
+	}{{"memory", l.MemoryBytes == 0}, {"tmp", l.TmpBytes == 0}, {"pids", l.Pids == 0}, {"cpus", l.CPUs == 0}} {
+		if c.zero && f.fs != nil && f.fs.Changed(c.name) {
+			return fmt.Errorf("--%s 0: give a positive value (leave the flag out for the default)", c.name)
+		}
+	}
+	if l.CPUs < 0 || l.CPUs > float64(runtime.NumCPU()) {
+		return fmt.Errorf("--cpus %g: this host has %d CPUs", l.CPUs, runtime.NumCPU())
+	}
+	if l.Pids < 0 {
+		return fmt.Errorf("--pids %d: give a positive number", l.Pids)
+	}
+	return nil
+}
+
+// sizeFlag parses a size flag; one given explicitly must be positive.
+func sizeFlag(fs *pflag.FlagSet, name, v string) (int64, error) {
+	n, err := parseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+	}
+	if n == 0 && fs != nil && fs.Changed(name) {
+		return 0, fmt.Errorf("%w: --%s 0: give a size like 512M or 4G (leave the flag out for the default)", errUsage, name)
+	}
+	return n, nil
+}
+
+func keyValues(list []string, flag string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%w: %s %q: want KEY=VALUE", errUsage, flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
 }

@@ -1,20 +1,15 @@
 package engine
 
 import (
-	"context"
 	"errors"
-	"io/fs"
-	"strings"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/engine/host"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/harness"
 	"github.com/minisandbox/msb/internal/rootfs"
-	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/session"
 	"github.com/minisandbox/msb/internal/spec"
-	"github.com/minisandbox/msb/internal/store"
 	"github.com/minisandbox/msb/internal/task"
 )
 
@@ -46,30 +41,21 @@ var (
 	ErrGone = errors.New("sandbox is gone")
 )
 
-// kinds lists, in the order they are tried, the sentinel errors of the
-// engine and the packages below it with the kind each one is. The first
-// sentinel err matches decides, so a more precise kind comes before a
-// broader one (path_escape before bad_request).
-var kinds = []struct {
-	kind      api.ErrorCode
-	sentinels []error
-}{
-	{api.CodeInvalidConfig, []error{sandbox.ErrInvalidConfig}},
-	{api.CodePathEscape, []error{sandbox.ErrEscape}},
-	{api.CodeBadRequest, []error{ErrBadRequest, api.ErrBadName, sandbox.ErrInvalid, session.ErrInvalidCommand,
-		sandbox.ErrTooLarge, dataset.ErrBadPredictions, dataset.ErrUnknownFormat, dataset.ErrBadFilter,
-		spec.ErrBadSpecFile, store.ErrBadRef, envcache.ErrImageNoRepo, rootfs.ErrNoUser}},
-	{api.CodeNotFound, []error{ErrNotFound, ErrNoCache, sandbox.ErrNotFound, dataset.ErrUnknownID, fs.ErrNotExist, envcache.ErrNoImage}},
+// kinds is host.Kinds with the sentinel errors of the engine and of the
+// packages it holds above the sandbox layer, each under its kind.
+var kinds = host.Kinds.With(host.KindTable{
+	{Kind: api.CodeBadRequest, Sentinels: []error{ErrBadRequest, dataset.ErrBadPredictions, dataset.ErrUnknownFormat, dataset.ErrBadFilter,
+		spec.ErrBadSpecFile, envcache.ErrImageNoRepo, rootfs.ErrNoUser}},
+	{Kind: api.CodeNotFound, Sentinels: []error{ErrNotFound, ErrNoCache, dataset.ErrUnknownID, envcache.ErrNoImage}},
 	// task.ErrDiff: the sandbox's repository is in a state git cannot diff
 	// (the agent replaced or broke its .git), the sandbox's doing.
-	{api.CodeConflict, []error{sandbox.ErrExists, harness.ErrRunBusy, task.ErrDiff}},
-	{api.CodeSessionEnded, []error{session.ErrSessionEnded}},
-	{api.CodeNoInstance, []error{ErrNoInstance}},
-	{api.CodeGone, []error{ErrGone, sandbox.ErrClosed}},
-	{api.CodeQuotaExceeded, []error{ErrQuota}},
-	{api.CodeTooLarge, []error{ErrTooLarge}},
-	{api.CodeUnavailable, []error{ErrClosed, context.Canceled, context.DeadlineExceeded, sandbox.ErrNoForwarder}},
-}
+	{Kind: api.CodeConflict, Sentinels: []error{harness.ErrRunBusy, task.ErrDiff}},
+	{Kind: api.CodeNoInstance, Sentinels: []error{ErrNoInstance}},
+	{Kind: api.CodeGone, Sentinels: []error{ErrGone}},
+	{Kind: api.CodeQuotaExceeded, Sentinels: []error{ErrQuota}},
+	{Kind: api.CodeTooLarge, Sentinels: []error{ErrTooLarge}},
+	{Kind: api.CodeUnavailable, Sentinels: []error{ErrClosed}},
+})
 
 // Kind is the class of err in the one vocabulary of msb's errors: the
 // api.ErrorCode of the first sentinel of the engine, or of a package below
@@ -77,19 +63,4 @@ var kinds = []struct {
 // answers the kind with an HTTP status, the CLI exits with an exit code,
 // the Python client raises an exception class, each from its one table
 // keyed by the kind.
-func Kind(err error) api.ErrorCode {
-	for _, k := range kinds {
-		for _, s := range k.sentinels {
-			if errors.Is(err, s) {
-				return k.kind
-			}
-		}
-	}
-	// A file operation the sandbox refused (not a directory, not a tar,
-	// permission): the request's doing.
-	var oe *sandbox.OpError
-	if errors.As(err, &oe) && strings.HasPrefix(oe.Op, "file.") {
-		return api.CodeBadRequest
-	}
-	return api.CodeInternal
-}
+func Kind(err error) api.ErrorCode { return kinds.Kind(err) }

@@ -1,48 +1,55 @@
 package engine
 
-import (
-	"log/slog"
+import "github.com/minisandbox/msb/internal/engine/host"
 
-	"github.com/minisandbox/msb/internal/sandbox"
+// The Host and what it is made of live in package host, which a binary
+// that only runs sandboxes links without the engine (docs/architecture.md);
+// they are named here so that front ends holding an Engine need only this
+// package.
+type (
+	// Host is the sandbox runtime alone (host.Host).
+	Host = host.Host
+	// HostConfig is what OpenHost takes.
+	HostConfig = host.Config
+	// OneShot is a sandbox of its own for one command or one shell.
+	OneShot = host.OneShot
+	// CommandResult is what became of a command that Host.Run ran.
+	CommandResult = host.CommandResult
+	// StartError: the sandbox could not start the command (127, 126).
+	StartError = host.StartError
+	// Diagnosis is what Host.Doctor found.
+	Diagnosis = host.Diagnosis
+	// GCReport says what a collection removed and what it could not.
+	GCReport = host.GCReport
+	// SandboxConfig describes one sandbox.
+	SandboxConfig = host.SandboxConfig
+	// Bind mounts a host path into a sandbox.
+	Bind = host.Bind
+	// User is the uid and gid a sandbox's commands run as.
+	User = host.User
+	// SandboxLimits bound a sandbox's resources; zero means the default.
+	SandboxLimits = host.SandboxLimits
+	// Stdio is what a OneShot's command or shell is relayed to.
+	Stdio = host.Stdio
+	// NetPolicy is what a filtered sandbox may reach.
+	NetPolicy = host.NetPolicy
 )
 
-// Host is this machine's sandbox runtime alone, without the cache, the
-// specs, admission or the registry of live sandboxes: what a command that
-// starts a sandbox of its own (msb run, msb shell, see OneShot) and the
-// host's upkeep (msb doctor, msb gc) need. An Engine holds a runtime of
-// its own; a Host is for the front ends that do not open one.
-type Host struct {
-	rt *sandbox.Runtime
-}
+// A sandbox's network (SandboxConfig.Network).
+const (
+	NetworkNone     = host.NetworkNone
+	NetworkHost     = host.NetworkHost
+	NetworkFiltered = host.NetworkFiltered
+)
 
-// HostConfig is what OpenHost takes: Config's StateDir, CgroupParent and
-// Logger, with the same defaults.
-type HostConfig struct {
-	StateDir     string
-	CgroupParent string
-	Logger       *slog.Logger
-}
+// Exit codes of a command the sandbox could not start (StartError.Code).
+const (
+	CodeNotExecutable = host.CodeNotExecutable
+	CodeNoCommand     = host.CodeNoCommand
+)
 
-// OpenHost opens the sandbox runtime under cfg.StateDir. Unlike Open, it
-// collects nothing: call GC for that.
-func OpenHost(cfg HostConfig) (*Host, error) {
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	return &Host{rt: rt}, nil
-}
+// ErrInvalidConfig: a SandboxConfig that cannot be built.
+var ErrInvalidConfig = host.ErrInvalidConfig
 
-// Close closes the runtime; it waits for the cleanup of the sandboxes it
-// started, so close them first.
-func (h *Host) Close() error { return h.rt.Close() }
-
-// Runtime is the sandbox runtime itself, for the benchmark alone
-// (internal/bench), which measures that layer; front ends use the Host's
-// methods.
-func (h *Host) Runtime() *sandbox.Runtime { return h.rt }
-
-// DefaultStateDir is the state directory for the calling user when none
-// is configured: /run/msb for root, else <runtimeDir>/msb (runtimeDir is
-// the caller's $XDG_RUNTIME_DIR) or /tmp/msb-<uid> without one.
-func DefaultStateDir(runtimeDir string) string { return sandbox.DefaultStateDir(runtimeDir) }
+// OpenHost opens the sandbox runtime under cfg.StateDir (host.Open).
+func OpenHost(cfg HostConfig) (*Host, error) { return host.Open(cfg) }

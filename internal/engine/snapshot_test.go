@@ -18,6 +18,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/engine/host"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -635,7 +636,7 @@ func TestSnapshotAsBase(t *testing.T) {
 		t.Fatalf("root of the snapshot: %+v", ir)
 	}
 	var out strings.Builder
-	h := &Host{rt: e.rt}
+	h := host.Wrap(e.rt)
 	res, err := h.Run(ctx, SandboxConfig{HostBase: ir.HostBase, Layers: ir.Layers, Env: ir.Config.Env, Workdir: ir.Config.WorkingDir,
 		Stdio: &Stdio{Out: &out, Err: &out}}, []string{"/bin/sh", "-c", `cat /data/file; echo "$SNAPVAR $PWD"; test -x /bin/sh`})
 	if err != nil || res.Code != 0 || out.String() != "written\nkept /tmp\n" {

@@ -83,18 +83,6 @@ func SocketPath(addr string) (string, bool) {
 	return "", false
 }
 
-// DefaultSocket is the daemon's socket when none is named: /run/msb/msb.sock
-// for root, else $XDG_RUNTIME_DIR/msb.sock, else /tmp/msb-<uid>/msb.sock.
-func DefaultSocket(uid int, runtimeDir string) string {
-	switch {
-	case uid == 0:
-		return "/run/msb/msb.sock"
-	case runtimeDir != "":
-		return filepath.Join(runtimeDir, "msb.sock")
-	}
-	return filepath.Join(socketdir.Private(uid), "msb.sock")
-}
-
 // shellQuote quotes s as one bash word.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -50,3 +50,16 @@ func Check(dir string, uid int) error {
 	}
 	return nil
 }
+
+// Default is the daemon's socket when none is named, where msb serve
+// listens and the client verbs connect: /run/msb/msb.sock for root, else
+// $XDG_RUNTIME_DIR/msb.sock (runtimeDir), else /tmp/msb-<uid>/msb.sock.
+func Default(uid int, runtimeDir string) string {
+	switch {
+	case uid == 0:
+		return "/run/msb/msb.sock"
+	case runtimeDir != "":
+		return filepath.Join(runtimeDir, "msb.sock")
+	}
+	return filepath.Join(Private(uid), "msb.sock")
+}

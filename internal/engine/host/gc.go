@@ -1,4 +1,4 @@
-package engine
+package host
 
 import "github.com/minisandbox/msb/internal/sandbox"
 
