@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -170,12 +171,87 @@ func doJSON(req *http.Request, v any) error {
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, body)
 	}
+	if v == nil {
+		return nil
+	}
 	return json.Unmarshal(body, v)
 }
 
-// TestE2BIngressRootless reruns TestE2BIngressPort as an unprivileged
-// user: the rootless daemon reaches the sandbox's ports through its
-// supervisor too.
+// TestE2BIngressRootless reruns TestE2BIngressPort and
+// TestE2BIngressAfterRestart as an unprivileged user: the rootless daemon
+// reaches the sandbox's ports through its supervisor too.
 func TestE2BIngressRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2BIngressPort$")
+	privtest.Unprivileged(t, "^TestE2BIngress(Port|AfterRestart)$")
+}
+
+// TestE2BIngressAfterRestart: a sandbox with private URLs, paused, keeps
+// its traffic access token in its record: after a restart, connect gives
+// the same token, and the resumed sandbox's URLs still want it.
+func TestE2BIngressAfterRestart(t *testing.T) {
+	state, cache := privtest.StateDir(t), filepath.Join(t.TempDir(), "cache")
+	d := startDaemon(t, state, cache)
+	var sb struct {
+		ID      string `json:"sandboxID"`
+		Traffic string `json:"trafficAccessToken"`
+	}
+	if err := doJSON(restRequest(t, "POST", d.url+"/sandboxes", `{"timeout": 120, "network": {"allowPublicTraffic": false}}`), &sb); err != nil {
+		t.Fatalf("creating a sandbox: %v", err)
+	}
+	if sb.Traffic == "" {
+		t.Fatal("a create with allowPublicTraffic false answered no trafficAccessToken")
+	}
+	if err := doJSON(restRequest(t, "POST", d.url+"/sandboxes/"+sb.ID+"/pause", ""), nil); err != nil {
+		t.Fatalf("pausing: %v", err)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, state, cache)
+	defer func() {
+		if err := d.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var again struct {
+		Traffic string `json:"trafficAccessToken"`
+	}
+	if err := doJSON(restRequest(t, "POST", d.url+"/sandboxes/"+sb.ID+"/connect", `{"timeout": 120}`), &again); err != nil {
+		t.Fatalf("connecting after the restart: %v", err)
+	}
+	if again.Traffic != sb.Traffic {
+		t.Errorf("connect after the restart gave the traffic token %q, want the create's %q", again.Traffic, sb.Traffic)
+	}
+	for _, tc := range []struct {
+		token  string
+		status int
+	}{{"", 403}, {sb.Traffic, 502}} { // 502: the token passes, nothing listens on 8000
+		req, _ := http.NewRequest("GET", d.url+"/", nil)
+		req.Host = "8000-" + sb.ID + ".msb.test"
+		if tc.token != "" {
+			req.Header.Set("e2b-traffic-access-token", tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("a request to port 8000 after the restart with token %q: %d, want %d", tc.token, resp.StatusCode, tc.status)
+		}
+	}
+	if err := doJSON(restRequest(t, "DELETE", d.url+"/sandboxes/"+sb.ID, ""), nil); err != nil {
+		t.Fatalf("killing: %v", err)
+	}
+}
+
+// restRequest is a control-plane request with the API key.
+func restRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", testKey)
+	req.Header.Set("Content-Type", "application/json")
+	return req
 }

@@ -101,6 +101,8 @@ type pausedRecord struct {
 	// ShutdownAt is when a daemon's shutdown paused it (shutdown.go);
 	// zero: a pause its client or its timeout asked for.
 	ShutdownAt time.Time `json:"shutdownAt,omitzero"`
+	// Traffic is its traffic access token ("": public URLs; ingress.go).
+	Traffic string `json:"traffic,omitempty"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot
