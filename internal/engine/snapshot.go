@@ -111,8 +111,6 @@ type snapshot struct {
 	rec   rootfs.SnapshotRecord
 	lease *store.Lease
 	probe func() api.List[api.SnapshotSession]
-	// probed is closed once probe has the answer (nil: no probe).
-	probed <-chan struct{}
 }
 
 // sessions is the state of the snapshot's sessions: the record's, or,
@@ -151,7 +149,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	thawed := make(chan time.Duration, 1)
-	probe, probed := s.probeSessions(ctx, thawed, release)
+	probe := s.probeSessions(ctx, thawed, release)
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
@@ -159,6 +157,12 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	thawed <- time.Since(t0)
 	if err != nil {
 		return snapshot{}, err
+	}
+	// While the sessions answer: what the stage read is hashed and
+	// written out, its writeback started (store.CommitOptions.HashLater).
+	if err := data.WriteOut(ctx); err != nil {
+		data.Discard()
+		return snapshot{}, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
 	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
@@ -169,7 +173,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 		}
 	}
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe, probed: probed}
+		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
 	snap.rec.Sudo = conf.Sudo
 	if err := s.publish(ctx, &snap, data); err != nil {
 		return snapshot{}, err
@@ -186,7 +190,7 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 	st := s.e.cache.st()
 	layers, ref := []*store.Staged{data}, ""
 	if snap.rec.Name != "" {
-		record, err := s.stageRecord(ctx, snap, data)
+		record, err := s.stageRecord(ctx, snap)
 		if err != nil {
 			data.Discard()
 			return err
@@ -200,38 +204,19 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 }
 
 // stageRecord waits for the sessions' state and stages the snapshot's
-// record above data. While the sessions have not answered yet, data's
-// content is written out meanwhile (store.Staged.WriteOut: what the stage
-// held in memory written to temp files, and on its way to disk), so that
-// the publish after it has less to do and to wait for.
-func (s *Sandbox) stageRecord(ctx context.Context, snap *snapshot, data *store.Staged) (*store.Staged, error) {
-	written := make(chan error, 1)
-	select {
-	case <-snap.probed:
-		written <- nil // nothing to wait for: the publish does it all at once
-	default:
-		go func() { written <- data.WriteOut(ctx) }()
-	}
-	snap.rec.Sessions, snap.probe, snap.probed = snap.probe(), nil, nil
-	record, err := rootfs.StageSnapshot(ctx, s.e.cache.st(), snap.rec)
-	if werr := <-written; werr != nil {
-		if record != nil {
-			record.Discard()
-		}
-		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), werr)
-	}
-	return record, err
+// record above data.
+func (s *Sandbox) stageRecord(ctx context.Context, snap *snapshot) (*store.Staged, error) {
+	snap.rec.Sessions, snap.probe = snap.probe(), nil
+	return rootfs.StageSnapshot(ctx, s.e.cache.st(), snap.rec)
 }
 
 // probeSessions asks the sessions for their state while a snapshot's
 // layer is committed and returns what waits for the answer. A probe the
 // freeze catches halfway ends after the thaw; one that a long freeze
 // (thawed says how long it was) made time out is asked again. Then
-// release is called, before the answer is handed over. done is closed
-// once the answer is there.
-func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration, release func()) (wait func() api.List[api.SnapshotSession], done <-chan struct{}) {
+// release is called, before the answer is handed over.
+func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration, release func()) (wait func() api.List[api.SnapshotSession]) {
 	probed := make(chan api.List[api.SnapshotSession], 1)
-	answered := make(chan struct{})
 	go func() {
 		states := s.recordSessions(ctx)
 		if frozen := <-thawed; !states.all && frozen >= sessionProbeTimeout/2 {
@@ -239,9 +224,8 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 		}
 		release()
 		probed <- states.list
-		close(answered)
 	}()
-	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed }), answered
+	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed })
 }
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
@@ -262,7 +246,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -291,11 +275,12 @@ func (s *Sandbox) stageMapped(ctx context.Context, parents []store.LayerID) (*st
 }
 
 // snapshotHold is how much of what a sandbox wrote a snapshot keeps in
-// memory while the sandbox is frozen (small files' content, hashed) and
-// writes to the store's temp files after the thaw
-// (store.CommitOptions.HoldBytes): the freeze lasts the reading and
-// hashing of it only; past it, files are written while frozen. It is
-// memory of msb's own per snapshot in flight, not a sandbox's.
+// memory while the sandbox is frozen (small files' content, read only)
+// and hashes and writes to the store's temp files after the thaw
+// (store.CommitOptions.HoldBytes, HashLater): the freeze lasts the
+// reading of it only; past it, files are hashed and written while
+// frozen. It is memory of msb's own per snapshot in flight, not a
+// sandbox's.
 const snapshotHold = 16 << 20
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.

@@ -105,8 +105,8 @@ func TestCommitKilled(t *testing.T) {
 	data, record := stageWithRecord(t, s0, src0)
 	data.Discard()
 	record.Discard()
-	wants := map[string]LayerID{"dir": commitNodes(t, s0, nodes, CommitOptions{}), "with-record": record.ID, "written-out-first": record.ID}
-	for _, how := range []string{"dir", "with-record", "written-out-first"} {
+	wants := map[string]LayerID{"dir": commitNodes(t, s0, nodes, CommitOptions{}), "with-record": record.ID, "written-out-first": record.ID, "hashed-later": record.ID}
+	for _, how := range []string{"dir", "with-record", "written-out-first", "hashed-later"} {
 		for k := 1; k <= 4; k++ {
 			t.Run(fmt.Sprintf("%s-killed-before-barrier-%d", how, k), func(t *testing.T) {
 				killedCommit(t, nodes, how, k, wants[how])
@@ -156,7 +156,8 @@ func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want L
 }
 
 // TestKilledCommitHelper commits a directory (with a record layer above
-// it: "with-record"; its data written back first: "written-out-first")
+// it: "with-record"; its data written back first: "written-out-first";
+// hashed as it is written back: "hashed-later")
 // and kills itself before barrier k (k 4: after the last), for
 // TestCommitKilled.
 func TestKilledCommitHelper(t *testing.T) {
@@ -186,6 +187,9 @@ func TestKilledCommitHelper(t *testing.T) {
 		if err := data.WriteOut(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+		err = s.Publish(t.Context(), "r", data, record)
+	case "hashed-later":
+		data, record := laterStage(t, s, f[1], 64<<20)
 		err = s.Publish(t.Context(), "r", data, record)
 	default:
 		_, err = s.CommitDir(t.Context(), f[1], CommitOptions{Ref: "r"})

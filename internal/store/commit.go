@@ -38,6 +38,13 @@ type CommitOptions struct {
 	// Publish writes it. A caller that stopped the source's writers for
 	// the stage lets them go on sooner. 0 holds nothing.
 	HoldBytes int64
+	// HashLater leaves the content StageDir holds (HoldBytes) unhashed
+	// until Staged.WriteOut, which hashes it as it writes it out, so
+	// that the stage only reads it and lets the source's writers go on
+	// sooner still. The stage's ID and Manifest are then known once
+	// WriteOut returned: call it before reading them or staging a layer
+	// above (Publish calls it).
+	HashLater bool
 }
 
 // smallFile is the size up to which a file is read into memory once, for
@@ -228,7 +235,7 @@ func (w *walker) meta(rel string, typ EntryType, st *unix.Stat_t) Entry {
 // content not yet in the store to temp files, with Workers goroutines. Each
 // new object gets the metadata of the first entry that needs it, so that it
 // doubles as that entry's inode.
-func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string, holdBytes int64) ([]pendingObject, error) {
+func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string, holdBytes int64, hashLater bool) ([]pendingObject, error) {
 	var (
 		mu      sync.Mutex // guards claimed, pending, holdBytes
 		claimed = map[Digest]bool{}
@@ -262,10 +269,11 @@ func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]st
 	}
 	err := parallel(ctx, s.workers, len(files), func(ctx context.Context, k int) error {
 		i := files[k]
-		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim, hold)
+		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim, hold, hashLater)
 		if err != nil {
 			return err
 		}
+		p.entry = i
 		if p.tmp != "" || p.held != nil {
 			mu.Lock()
 			pending = append(pending, p)
@@ -282,8 +290,9 @@ func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]st
 
 // storeFile hashes one file and, when its object is missing and claim says
 // this call is the first to want it, writes it to a temp file, or, for a
-// small file that hold lets it keep, keeps its content in memory.
-func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(Digest) bool, hold func(int64) bool) (pendingObject, error) {
+// small file that hold lets it keep, keeps its content in memory; with
+// hashLater, such a file is kept unhashed (Staged.WriteOut hashes it).
+func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(Digest) bool, hold func(int64) bool, hashLater bool) (pendingObject, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return pendingObject{}, err
@@ -305,6 +314,12 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 			return pendingObject{}, fmt.Errorf("reading %s: %w (%w: expected %d bytes, file changed?)", src, err, ErrSizeMismatch, e.Size)
 		}
 		small = (*bp)[:n]
+		if hashLater {
+			if p, ok := holdContent(small, &bp, Digest{}, nil, hold); ok {
+				p.unhashed = true
+				return p, nil
+			}
+		}
 		e.Digest = sha256.Sum256(small)
 	} else {
 		h := sha256.New()

@@ -64,6 +64,12 @@ type pendingObject struct {
 	key    *inodeKey // the inode the temp file's metadata matches, if any
 	synced bool      // fsynced already
 	held   []byte    // content not written yet (tmp is then "")
+	// unhashed: held content not hashed yet (CommitOptions.HashLater);
+	// digest and key are then unset, and entry is the index of its
+	// file's entry in the stage's manifest, not sorted yet.
+	unhashed bool
+	entry    int
+	writing  bool // its writeback to disk started (not durable)
 	// heldBuf, when not nil, is the copy buffer held holds, back to
 	// copyBufPool once written.
 	heldBuf *[]byte

@@ -23,7 +23,9 @@ import (
 // so a caller that froze its writers can let them go on. A Staged holds
 // the store's shared lock (GC waits for it) until then.
 type Staged struct {
-	// ID is the layer's id, known before it is published.
+	// ID is the layer's id, known before it is published: once staged,
+	// or for a stage that hashes later (CommitOptions.HashLater) once
+	// WriteOut returned (the zero ID until then).
 	ID LayerID
 
 	s        *Store
@@ -32,9 +34,13 @@ type Staged struct {
 	pending  []pendingObject
 	unlockMu sync.Mutex // guards unlock
 	unlock   func()
+	// unhashed: some of pending holds content not hashed yet; m is
+	// then not sorted or encoded, and ID not set (see hashHeld).
+	unhashed bool
 }
 
-// Manifest is the staged layer's manifest (do not modify it).
+// Manifest is the staged layer's manifest (do not modify it); for a stage
+// that hashes later, complete once WriteOut returned.
 func (st *Staged) Manifest() *Manifest { return st.m }
 
 // Discard removes what the layer staged and releases the store's lock; it
@@ -64,21 +70,96 @@ func (st *Staged) release() {
 // It makes nothing durable and nothing visible. On error the layer is
 // left as it was, to be discarded. Do not call it concurrently with
 // Publish or Discard.
+//
+// A stage that hashes later (CommitOptions.HashLater) is hashed here
+// first, file by file as each is written out (see hashHeld); its ID and
+// Manifest are known once WriteOut returned.
 func (st *Staged) WriteOut(ctx context.Context) error {
+	if err := st.hashHeld(ctx); err != nil {
+		return fmt.Errorf("staging layer: %w", err)
+	}
 	if err := st.s.writeHeld(ctx, st.pending); err != nil {
 		return fmt.Errorf("staging layer %s: %w", st.ID.Short(), err)
 	}
-	for _, p := range st.pending {
-		if p.synced {
-			continue
+	for i := range st.pending {
+		if p := &st.pending[i]; !p.synced && !p.writing {
+			startWriteback(p.tmp)
+			p.writing = true
 		}
-		fd, err := unix.Open(p.tmp, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			continue // left to the barrier
-		}
-		unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-		unix.Close(fd)
 	}
+	return nil
+}
+
+// startWriteback starts writing a temp file's content to disk without
+// waiting for it; a file that cannot be opened is left to the barrier.
+func startWriteback(path string) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	unix.Close(fd)
+}
+
+// hashHeld, for a stage that hashes later, hashes the content it holds,
+// in parallel, each file's as one step with its writing out: its digest
+// goes into its manifest entry; content the store has, or that another
+// file of the stage brings, is dropped; the rest is written to a temp
+// file with the entry's metadata and its writeback started at once, so
+// that the disk has it on its way while the other files are hashed. Then
+// the manifest is sorted and encoded, and ID set. Nothing is visible. On
+// error the stage is left to be discarded.
+func (st *Staged) hashHeld(ctx context.Context) error {
+	if !st.unhashed {
+		return nil
+	}
+	s := st.s
+	var (
+		mu      sync.Mutex // guards claimed
+		claimed = map[Digest]bool{}
+		todo    []int
+	)
+	for i, p := range st.pending {
+		if p.unhashed {
+			todo = append(todo, i)
+		} else {
+			claimed[p.digest] = true
+		}
+	}
+	err := parallel(ctx, s.workers, len(todo), func(ctx context.Context, k int) error {
+		p := &st.pending[todo[k]]
+		e := &st.m.Entries[p.entry]
+		e.Digest = sha256.Sum256(p.held)
+		mu.Lock()
+		dup := claimed[e.Digest]
+		claimed[e.Digest] = true
+		mu.Unlock()
+		if dup || s.HasObject(e.Digest) {
+			p.release()
+			p.unhashed = false
+			return nil
+		}
+		key := s.keyOf(e).withoutXattrs()
+		w, err := s.writeTempFrom(ctx, bytes.NewReader(p.held), e.Size, e.Digest, true, &key, false)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		p.release()
+		p.tmp, p.digest, p.key, p.unhashed = w.tmp, e.Digest, &key, false
+		startWriteback(p.tmp)
+		p.writing = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Dropped content left nothing pending.
+	st.pending = slices.DeleteFunc(st.pending, func(p pendingObject) bool { return p.tmp == "" && p.held == nil })
+	st.m.sortEntries()
+	if st.b, err = st.m.Encode(); err != nil {
+		return err
+	}
+	st.ID, st.unhashed = LayerID(DigestOf(st.b)), false
 	return nil
 }
 
@@ -112,11 +193,16 @@ func (s *Store) stageDir(ctx context.Context, dir string, opts CommitOptions) (*
 	if err := w.walk(ctx); err != nil {
 		return nil, err
 	}
-	pending, err := s.storeFiles(ctx, w.entries, w.srcs, opts.HoldBytes)
+	pending, err := s.storeFiles(ctx, w.entries, w.srcs, opts.HoldBytes, opts.HashLater)
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.staged(&Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}, pending)
+	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
+	if slices.ContainsFunc(pending, func(p pendingObject) bool { return p.unhashed }) {
+		// Sorted, encoded and named once hashed (hashHeld).
+		return &Staged{s: s, m: m, pending: pending, unhashed: true}, nil
+	}
+	st, err := s.staged(m, pending)
 	if err != nil {
 		discard(pending)
 		return nil, err
@@ -199,6 +285,11 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 			l.Discard()
 		}
 	}()
+	for _, l := range layers {
+		if err := l.hashHeld(ctx); err != nil {
+			return fmt.Errorf("publishing: %w", err)
+		}
+	}
 	if err := s.checkPublish(ref, layers); err != nil {
 		return err
 	}

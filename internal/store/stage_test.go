@@ -37,6 +37,27 @@ func heldStage(t testing.TB, s *Store, src string, hold int64) (data, record *St
 	return data, record
 }
 
+// laterStage stages src's layer holding its new content unhashed up to
+// hold bytes (CommitOptions.HashLater), writes it out, which hashes it,
+// and stages a record layer above it.
+func laterStage(t testing.TB, s *Store, src string, hold int64) (data, record *Staged) {
+	t.Helper()
+	data, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: hold, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteOut(t.Context()); err != nil {
+		data.Discard()
+		t.Fatal(err)
+	}
+	record, err = s.StageFiles(t.Context(), []LayerID{data.ID}, 0o700, recordFile)
+	if err != nil {
+		data.Discard()
+		t.Fatal(err)
+	}
+	return data, record
+}
+
 // tempObjects are the object temp files in the store's tmp dir.
 func tempObjects(t testing.TB, s *Store) []string {
 	t.Helper()
@@ -210,5 +231,84 @@ func TestPublishDiscards(t *testing.T) {
 	}
 	if _, err := s.GC(t.Context()); err != nil { // takes the lock exclusively
 		t.Fatal(err)
+	}
+}
+
+// TestStagedHashLater: a stage that hashes later (HashLater) only reads
+// what it holds: no temp file, no ID, until WriteOut hashes it, drops
+// what the store has (an object committed before) or another file of
+// the stage brings (a duplicate), and writes the rest; its ID is the one
+// the same directory staged the usual way gets, files larger than 1 MiB
+// and those past HoldBytes are hashed and written while the source is
+// read, as before. The published layer verifies; Publish hashes a stage
+// not written out itself; Discard of an unhashed stage leaves nothing.
+func TestStagedHashLater(t *testing.T) {
+	s := newStore(t)
+	src := filepath.Join(t.TempDir(), "src")
+	known := "known before " + strings.Repeat("k", 100)
+	dup := strings.Repeat("d", 100<<10) // held in its read buffer
+	large := strings.Repeat("l", 1<<20+1)
+	nodes := map[string]node{"known": {content: known}, "dup1": {content: dup}, "sub/dup2": {content: dup},
+		"empty": {content: ""}, "large": {content: large}, "sub/x": {content: "x"}, "sub/y": {content: "y", mode: 0o600}}
+	writeTree(t, src, nodes)
+	before := filepath.Join(t.TempDir(), "before")
+	writeTree(t, before, map[string]node{"k": {content: known}})
+	if _, err := s.CommitDir(t.Context(), before, CommitOptions{MapOwner: rootOwner}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for name, n := range nodes {
+		want[name] = n.content
+	}
+	usual, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usual.Discard()
+
+	data, err := s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 8 << 20, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmp := tempObjects(t, s); len(tmp) != 1 || data.ID != (LayerID{}) {
+		t.Fatalf("after a stage that hashes later: temp objects %v (want the large file's only), ID %s (want none yet)", tmp, data.ID)
+	}
+	if err := data.WriteOut(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// large, dup, empty, x, y: known is in the store, dup once.
+	if tmp := tempObjects(t, s); len(tmp) != 5 || data.ID != usual.ID {
+		t.Fatalf("after WriteOut: temp objects %v (want 5), ID %s (want %s, as staged the usual way)", tmp, data.ID, usual.ID)
+	}
+	record, err := s.StageFiles(t.Context(), []LayerID{data.ID}, 0o700, recordFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(t.Context(), "r", data, record); err != nil {
+		t.Fatal(err)
+	}
+	checkHeldLayer(t, s, data.ID, want)
+	if tmp := tempObjects(t, s); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Publish: %v", tmp)
+	}
+
+	s2 := newStore(t)
+	data, err = s2.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 8 << 20, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Publish(t.Context(), "", data); err != nil || data.ID != usual.ID {
+		t.Fatalf("Publish of a stage not written out: %v, ID %s, want %s", err, data.ID, usual.ID)
+	}
+	checkHeldLayer(t, s2, usual.ID, want)
+
+	s3 := newStore(t)
+	data, err = s3.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 8 << 20, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data.Discard()
+	if tmp := tempObjects(t, s3); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Discard of an unhashed stage: %v", tmp)
 	}
 }
