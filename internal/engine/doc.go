@@ -38,6 +38,8 @@
 //     (OpenHost), for front ends that start a sandbox of their own or look
 //     after the host: Run (one command), Start (a OneShot: one command or
 //     an interactive shell on a pty), Doctor, GC.
+//     It lives in package engine/host, which a binary can link without the
+//     rest of the engine (the lean msb); Host and its types are named here.
 //
 // Layers below: package task (one instance's sandbox, patch and
 // evaluation), sandbox (isolation), envcache and store (layers), grading
