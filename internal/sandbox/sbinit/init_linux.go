@@ -210,10 +210,13 @@ func initMain() error {
 }
 
 // makeSparesBeside has init's signal handling set up and its spare
-// threads made (handleSignals first: its threads are not spares) on a
-// second P while init reads its config and builds the root, which the
-// returned func waits for before it gives the runtime back its one P
-// (RuntimeEnv). Both are init's own work, done before the start, before
+// threads made (handleSignals first: its threads are not spares) by a
+// goroutine while init reads its config and builds the root; the returned
+// func waits for it. The runtime's one P runs that goroutine while init's
+// thread is in the root's system calls (a call that lasts has its P handed
+// on), so most of it is done by the time the root is. A second P would
+// hide it whole but cost ~0.3 MiB of every idle supervisor's memory (its
+// caches stay). Both are init's own work, done before the start, before
 // which no process of the sandbox runs: init's threads share its
 // namespaces from its clone and the root it pivots into, are in its
 // cgroups with it (born there, or moved with the whole process by the
@@ -221,17 +224,13 @@ func initMain() error {
 // they took ~1.3 ms of init's critical path (docs/bench.md, "Task ready
 // without a spare").
 func makeSparesBeside() (wait func()) {
-	procs := runtime.GOMAXPROCS(2)
 	done := make(chan struct{})
 	go func() {
 		handleSignals()
 		prewarmThreads()
 		close(done)
 	}()
-	return func() {
-		<-done
-		runtime.GOMAXPROCS(procs)
-	}
+	return func() { <-done }
 }
 
 // passDiskFd keeps init's descriptor of the disk tmpfs open across the
