@@ -3,8 +3,11 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -163,20 +166,19 @@ func TestE2BShutdownPauseTimeout(t *testing.T) {
 	if got := waitState(t, second.url, ids["kill"], "gone"); got != "gone" {
 		t.Errorf("a sandbox paused at the shutdown with 1 s of its timeout left is %q a minute after the restart, want killed", got)
 	}
+	// Read the record as the daemon leaves it: load would remove the
+	// temp file of a write the daemon is making.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		recs, err := rec.load(kindPaused)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := recs[ids["pause"]]; r.Paused != nil && r.Paused.ShutdownAt.IsZero() {
-			if len(recs) != 1 {
-				t.Errorf("%d paused records, want the on_timeout pause one alone", len(recs))
-			}
+		r, err := readRecord(rec.path(kindPaused, ids["pause"]), kindPaused, ids["pause"])
+		if err == nil && r.Paused.ShutdownAt.IsZero() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after the restart the on_timeout pause sandbox's record is %+v, want it paused as a pause asked for", recs[ids["pause"]].Paused)
+			t.Fatalf("a minute after the restart the on_timeout pause sandbox's record is %+v (%v), want it paused as a pause asked for", r.Paused, err)
 		}
+	}
+	if _, err := os.Stat(rec.path(kindPaused, ids["kill"])); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record of the sandbox killed at its timeout: %v, want it removed", err)
 	}
 	status, body := send(t, "GET", second.url+"/sandboxes/"+ids["pause"], "", nil)
 	var info struct {
