@@ -109,7 +109,6 @@ func initMain() error {
 	if err := awaitMap(); err != nil {
 		return err
 	}
-	spares := makeSparesBeside()
 	ctl := ctlReader(CtlFd)
 	var cfg wire.Config
 	if err := wire.ReadFrame(ctl, &cfg); err != nil {
@@ -151,7 +150,12 @@ func initMain() error {
 		return err
 	}
 	cfg.Stamps = wire.Stamped(cfg.Stamps, StepInitRoot)
-	spares()
+	// Made while the host attaches init to its cgroups, which on cgroup v1
+	// often takes longer than building the root: the threads move with
+	// the process, and limitCaps below covers them. The signal handling
+	// first: its threads are not spares.
+	handleSignals()
+	prewarmThreads()
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.
 	var start wire.Request
@@ -207,30 +211,6 @@ func initMain() error {
 	env := append([]string{EnvStage + "=" + StageSup, EnvConfigFd + "=" + strconv.Itoa(cfgFd)}, RuntimeEnv...)
 	err = unix.Exec("/proc/self/exe", []string{"msb-sandbox-init"}, env)
 	return fmt.Errorf("exec supervisor: %w", err)
-}
-
-// makeSparesBeside has init's signal handling set up and its spare
-// threads made (handleSignals first: its threads are not spares) by a
-// goroutine while init reads its config and builds the root; the returned
-// func waits for it. The runtime's one P runs that goroutine while init's
-// thread is in the root's system calls (a call that lasts has its P handed
-// on), so most of it is done by the time the root is. A second P would
-// hide it whole but cost ~0.3 MiB of every idle supervisor's memory (its
-// caches stay). Both are init's own work, done before the start, before
-// which no process of the sandbox runs: init's threads share its
-// namespaces from its clone and the root it pivots into, are in its
-// cgroups with it (born there, or moved with the whole process by the
-// host's attach), and limitCaps covers them all. Made after the root,
-// they took ~1.3 ms of init's critical path (docs/bench.md, "Task ready
-// without a spare").
-func makeSparesBeside() (wait func()) {
-	done := make(chan struct{})
-	go func() {
-		handleSignals()
-		prewarmThreads()
-		close(done)
-	}()
-	return func() { <-done }
 }
 
 // passDiskFd keeps init's descriptor of the disk tmpfs open across the
