@@ -41,6 +41,9 @@ var heavy = []string{
 	"github.com/minisandbox/msb/internal/server",
 	"github.com/minisandbox/msb/internal/demo",
 	"github.com/minisandbox/msb/internal/warm",
+	"github.com/minisandbox/msb/internal/store", // the tree stage's writer: engine sets sbinit.WriteTree
+	"github.com/klauspost/compress",
+	"encoding/gob",
 	"github.com/prometheus/",
 	"google.golang.org/protobuf/",
 	"connectrpc.com/",

@@ -10,6 +10,7 @@ import (
 	"github.com/minisandbox/msb/internal/harness"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/spec"
+	"github.com/minisandbox/msb/internal/store"
 	"github.com/minisandbox/msb/internal/task"
 )
 
@@ -45,7 +46,7 @@ var (
 // packages it holds above the sandbox layer, each under its kind.
 var kinds = host.Kinds.With(host.KindTable{
 	{Kind: api.CodeBadRequest, Sentinels: []error{ErrBadRequest, dataset.ErrBadPredictions, dataset.ErrUnknownFormat, dataset.ErrBadFilter,
-		spec.ErrBadSpecFile, envcache.ErrImageNoRepo, rootfs.ErrNoUser}},
+		spec.ErrBadSpecFile, store.ErrBadRef, envcache.ErrImageNoRepo, rootfs.ErrNoUser}},
 	{Kind: api.CodeNotFound, Sentinels: []error{ErrNotFound, ErrNoCache, dataset.ErrUnknownID, envcache.ErrNoImage}},
 	// task.ErrDiff: the sandbox's repository is in a state git cannot diff
 	// (the agent replaced or broke its .git), the sandbox's doing.

@@ -13,11 +13,7 @@ import (
 	"syscall"
 
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
-	"github.com/minisandbox/msb/internal/store"
 )
-
-// This binary serves the tree stage (OpenWritable starts it for that).
-func init() { sbinit.WriteTree = store.WriteTree }
 
 // MapsSubIDs reports whether the sandbox's user namespace maps the
 // caller's subordinate ids (a rootless sandbox whose user is not root; see
@@ -36,6 +32,9 @@ func (s *Sandbox) MapsSubIDs() bool { return s.rt.rootless && s.conf.User != (Us
 // sandbox should be frozen while the stream is read. Close the reader: it
 // waits for the stage and, when the stage failed, says why.
 func (s *Sandbox) OpenWritable(ctx context.Context) (io.ReadCloser, error) {
+	if sbinit.WriteTree == nil {
+		return nil, fmt.Errorf("reading the writable layer of sandbox %s: this binary has no tree stage (a binary that links package engine has)", s.ID)
+	}
 	dir, err := s.WritableDir()
 	if err != nil {
 		return nil, err

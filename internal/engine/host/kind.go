@@ -9,7 +9,6 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
-	"github.com/minisandbox/msb/internal/store"
 )
 
 // A KindRule names the sentinel errors that are of one kind.
@@ -24,13 +23,13 @@ type KindRule struct {
 type KindTable []KindRule
 
 // Kinds is every kind of msb's errors in its order, with the sentinels of
-// the sandbox layer (packages sandbox, session and store, the standard
-// library's and api's); package engine adds its own and those of the
+// the sandbox layer (packages sandbox and session, the standard library's
+// and api's); package engine adds its own and those of the
 // packages it holds with With, keeping this order.
 var Kinds = KindTable{
 	{api.CodeInvalidConfig, []error{sandbox.ErrInvalidConfig}},
 	{api.CodePathEscape, []error{sandbox.ErrEscape}},
-	{api.CodeBadRequest, []error{api.ErrBadName, sandbox.ErrInvalid, session.ErrInvalidCommand, sandbox.ErrTooLarge, store.ErrBadRef}},
+	{api.CodeBadRequest, []error{api.ErrBadName, sandbox.ErrInvalid, session.ErrInvalidCommand, sandbox.ErrTooLarge}},
 	{api.CodeNotFound, []error{sandbox.ErrNotFound, fs.ErrNotExist}},
 	{api.CodeConflict, []error{sandbox.ErrExists}},
 	{api.CodeSessionEnded, []error{session.ErrSessionEnded}},

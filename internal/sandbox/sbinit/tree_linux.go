@@ -19,14 +19,16 @@ const StageTree = "tree"
 // TreeFd is the writable layer's descriptor in the tree stage.
 const TreeFd = 3
 
-// WriteTree is store.WriteTree in the binaries that take snapshots:
-// package sandbox sets it, and starts its own binary for the tree stage.
-// msb-sandbox leaves it nil: the store (its compression, its HTTP
-// transfer) would double the size of the binary every sandbox starts twice.
+// WriteTree is store.WriteTree in the binaries that take snapshots, those
+// that hold an engine: package engine sets it, and package sandbox starts
+// its own binary for the tree stage. msb-sandbox and the lean msb leave it
+// nil: the store (its compression, its HTTP transfer) would double the size
+// of the binary every sandbox starts twice, and its package inits would
+// run at every msb run.
 var WriteTree func(ctx context.Context, w io.Writer, dir string) error
 
-// errNoTreeStage: this binary (msb-sandbox) has no tree stage.
-var errNoTreeStage = errors.New("this binary has no tree stage: msb itself serves it")
+// errNoTreeStage: this binary (msb-sandbox, the lean msb) has no tree stage.
+var errNoTreeStage = errors.New("this binary has no tree stage: a binary that holds an engine (msb-full, the daemon) serves it")
 
 func treeMain() error {
 	if WriteTree == nil {
