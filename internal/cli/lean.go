@@ -50,6 +50,13 @@ shows its commands and flags.`,
 			RunE: func(*cobra.Command, []string) error {
 				return fullSibling.exec(g.args)
 			},
+			// Shell completion (msb __complete VERB ...) is msb-full's too.
+			ValidArgsFunction: func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				if err := fullSibling.exec(g.args); err != nil {
+					cobra.CompDebugln(err.Error(), true)
+				}
+				return nil, cobra.ShellCompDirectiveError
+			},
 		})
 	}
 	return cmds

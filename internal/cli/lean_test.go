@@ -69,6 +69,7 @@ func TestLeanMsb(t *testing.T) {
 		{name: "run", args: []string{"run", "--", "sh", "-c", "echo hi; exit 3"}, code: 3, stdout: []string{"hi\n"}},
 		{name: "run, command not found", args: []string{"run", "--", "no-such-program"}, code: exitNoCommand},
 		{name: "forwarded help", args: []string{"cache", "--help"}, stdout: []string{"msb cache [command]", "import-image"}},
+		{name: "forwarded completion", args: []string{"__complete", "cache", ""}, stdout: []string{"import-image\t"}},
 		{name: "forwarded usage error", args: []string{"spec", "show"}, code: exitUsage, stderr: []string{"msb spec show --help"}},
 		{name: "global flag before the verb", args: []string{"--json", "validate"}, code: exitUsage, stderr: []string{`"code":"usage"`}},
 		{name: "run on an image", args: []string{"run", "--image", "no/such:image", "--", "true"}, code: exitUsage, stderr: []string{"no cache at"}}, // msb-full's answer
