@@ -19,6 +19,8 @@ var portMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 // portRoutes are the routes to servers listening in a sandbox: a request
 // to /v1/sandboxes/{id}/ports/{port}/{path...} goes to path on that port
 // of the sandbox's loopback (package ingress), without the daemon's token.
+// A request in flight counts as activity of the sandbox for its idle
+// timeout, as an exec call does, and so do the bytes of a WebSocket.
 func (s *Server) portRoutes() []route {
 	var rs []route
 	for _, m := range portMethods {
@@ -45,7 +47,7 @@ func (s *Server) portProxy(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	r.Header.Del("Authorization") // the daemon's token stays out of the sandbox
 	r.Header.Del("X-API-Key")
-	s.ports.Serve(w, r, ingress.Target{ID: sb.ID(), Port: port, Path: r.PathValue("path")})
+	s.ports.Serve(w, r, ingress.Target{ID: sb.ID(), Port: port, Path: r.PathValue("path"), Hold: sb.Hold})
 	return nil, nil
 }
 

@@ -17,9 +17,10 @@ import (
 
 // echoHTTP is an HTTP server on port 8000 in a sandbox that answers every
 // method with what it got (method, path with query, body, the daemon's
-// token headers) as JSON, and a WebSocket upgrade with 101, then echoes.
+// token headers) as JSON, after N seconds for a path /sleep/N, and a
+// WebSocket upgrade with 101, then echoes.
 const echoHTTP = `cat > /tmp/echo.py <<'PY'
-import json
+import json, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -37,6 +38,8 @@ class H(BaseHTTPRequestHandler):
                 self.connection.sendall(b)
             self.close_connection = True
             return
+        if self.path.startswith("/sleep/"):
+            time.sleep(float(self.path[len("/sleep/"):]))
         n = int(self.headers.get("Content-Length") or 0)
         body = json.dumps({"method": self.command, "path": self.path, "body": self.rfile.read(n).decode(),
                            "authorization": self.headers.get("Authorization"), "x_api_key": self.headers.get("X-API-Key")}).encode()
@@ -123,23 +126,108 @@ func TestServerPorts(t *testing.T) {
 // and reads it back: [status line, echo].
 func upgrade(t *testing.T, d *daemon, path string) []string {
 	t.Helper()
+	ws, status := openUpgrade(t, d, path)
+	defer ws.Close()
+	return []string{status, ws.echo("ping")}
+}
+
+// wsConn is an upgraded connection through the daemon.
+type wsConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// openUpgrade asks the daemon for a WebSocket upgrade at path and reads
+// the answer's header; status is its status line.
+func openUpgrade(t *testing.T, d *daemon, path string) (ws *wsConn, status string) {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", strings.TrimPrefix(d.tcp, "http://"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Minute))
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: msb\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", path, d.token)
 	br := bufio.NewReader(c)
-	status, _ := br.ReadString('\n')
+	status, _ = br.ReadString('\n')
 	for {
 		l, err := br.ReadString('\n')
 		if err != nil || l == "\r\n" {
 			break
 		}
 	}
-	io.WriteString(c, "ping")
-	echo := make([]byte, 4)
-	n, _ := io.ReadFull(br, echo)
-	return []string{strings.TrimSpace(status), string(echo[:n])}
+	return &wsConn{Conn: c, br: br}, strings.TrimSpace(status)
+}
+
+// echo sends msg and reads as many bytes back (fewer if the connection
+// ends), within a minute.
+func (ws *wsConn) echo(msg string) string {
+	ws.SetDeadline(time.Now().Add(time.Minute))
+	io.WriteString(ws, msg)
+	b := make([]byte, len(msg))
+	n, _ := io.ReadFull(ws.br, b)
+	return string(b[:n])
+}
+
+// TestServerPortsIdle: traffic through a sandbox's port is activity for
+// its idle timeout (3 s here), as exec calls are: a request its server
+// answers after twice that keeps the sandbox running, and so does a
+// WebSocket's traffic for twice that; once the traffic stops, the sandbox
+// is reaped as idle. TestRootless reruns it.
+func TestServerPortsIdle(t *testing.T) {
+	const idle = 3 * time.Second
+	d := startDaemon(t, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{IdleTimeoutNs: int64(idle)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.unix.DeleteSandbox(ctx, info.ID) // gone once reaped; a failed test leaves none
+	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the server: %+v %v", res, err)
+	}
+	state := func() string {
+		got, err := d.unix.Sandbox(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got.State) + " " + got.Reason
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/sandboxes/%s/ports/8000/sleep/%d", d.tcp, info.ID, 2*idle/time.Second), nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || state() != "running " {
+		t.Fatalf("a request answered after twice the idle timeout: %d %s, and the sandbox is %q; want 200 and running", resp.StatusCode, body, state())
+	}
+	ws, status := openUpgrade(t, d, "/v1/sandboxes/"+info.ID+"/ports/8000/ws")
+	defer ws.Close()
+	if status != "HTTP/1.1 101 Switching Protocols" {
+		t.Fatalf("the WebSocket upgrade: %q", status)
+	}
+	for start := time.Now(); time.Since(start) < 2*idle; time.Sleep(idle / 10) {
+		if got := ws.echo("ping"); got != "ping" {
+			t.Fatalf("a WebSocket message after %s: echo %q, and the sandbox is %q; want ping and running", time.Since(start).Round(time.Millisecond), got, state())
+		}
+	}
+	if got := state(); got != "running " {
+		t.Fatalf("after twice the idle timeout of WebSocket messages the sandbox is %q, want running", got)
+	}
+	ws.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		got := state()
+		if got == string(api.SandboxReaped)+" "+api.ReapIdle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after its traffic stopped the sandbox is %q, want reaped idle_timeout", got)
+		}
+	}
 }

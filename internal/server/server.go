@@ -172,6 +172,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	s.log.Info("shutting down", "grace", s.o.ShutdownGrace)
 	// Shutdown closes the listeners and waits for connections to go idle:
 	// one whose client stalls mid-request would hold it for the grace.
+	srv.RegisterOnShutdown(s.ports.Stop) // WebSockets to sandboxes: Shutdown would neither wait for nor close them
 	srv.RegisterOnShutdown(func() {
 		if n := s.conns.endStalledReads(); n > 0 {
 			s.log.Info("ended reads waiting for clients", "connections", n)

@@ -54,6 +54,10 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
+	if err := checkMask(req.Network); err != nil {
+		apiError(w, api.CodeBadRequest, "%v", err)
+		return
+	}
 	sb, err := f.start(r, req)
 	if errors.Is(err, ErrNotReady) {
 		apiError(w, api.CodeConflict, "%v", err)
@@ -71,6 +75,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.network, b.policy = networkOf(req.AllowInternetAccess, req.Network)
 	b.traffic = trafficTokenOf(req.Network)
+	b.mask = maskOf(req.Network)
 	b.mu.Unlock()
 	f.startCommand(b, sb)
 	writeJSON(w, http.StatusCreated, created(b))

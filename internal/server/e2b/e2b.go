@@ -18,6 +18,7 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/filesystem/filesystemconnect"
 	"github.com/minisandbox/msb/internal/server/e2b/envd/process/processconnect"
+	"github.com/minisandbox/msb/internal/server/ingress"
 )
 
 // envdVersion is the envd version sandboxes report: the SDK picks its wire
@@ -49,6 +50,8 @@ type Front struct {
 
 	shutdownLimit time.Duration // the time a stopping Serve has to pause the running sandboxes (0: none; shutdown.go)
 	inflight      gate          // the requests Serve serves
+
+	proxy *ingress.Proxy // to sandboxes' ports (ingress.go); Serve's shutdown stops its WebSockets
 }
 
 // box is what E2B knows of a sandbox that msb does not: its template,
@@ -79,6 +82,10 @@ type box struct {
 	// traffic is the traffic access token its URLs want (ingress.go);
 	// "" when they are public. Set at create.
 	traffic string
+	// mask is the Host its servers see on requests to its URLs, with
+	// ${PORT} for the port (maskRequestHost; ingress.go); "": the URL's.
+	// Set at create.
+	mask string
 	// network and policy are what create asked for (update_network
 	// changes policy), which a resume gives again (restore.go).
 	network  string
@@ -121,8 +128,10 @@ func New(e *engine.Engine, token string, log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}, snapUsers: map[string]string{},
+	f := &Front{e: e, token: token, log: log, boxes: map[string]*box{}, owners: map[string]string{}, snapUsers: map[string]string{},
 		templates: map[string]*template{}, rec: &records{dir: stateDir(e.Cache().Dir())}}
+	f.proxy = ingress.New(f.dialSandbox, portError)
+	return f
 }
 
 // Handler serves both planes: the REST control plane and, for requests with
@@ -208,6 +217,10 @@ func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: f.inflight.track(f.Handler()), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug)}
+	// WebSockets to sandboxes' ports are their traffic, not API calls:
+	// Shutdown would neither wait for nor close them, and the pauses would
+	// wait for their handlers (inflight) until the time ran out.
+	srv.RegisterOnShutdown(f.proxy.Stop)
 	ctx, cancel := context.WithCancel(ctx)
 	defer f.startSpares(ctx)() // after cancel: a spare being made gives up
 	defer cancel()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/server/ingress"
@@ -32,7 +34,7 @@ type ports struct {
 }
 
 func newPorts(f *Front) *ports {
-	return &ports{f: f, proxy: ingress.New(f.dialSandbox, portError)}
+	return &ports{f: f, proxy: f.proxy}
 }
 
 // dialSandbox connects to port of the engine's sandbox sid.
@@ -81,7 +83,7 @@ func (p *ports) route(w http.ResponseWriter, r *http.Request, envd http.Handler)
 	}
 	sid, _ := b.engineID()
 	r.Header.Del(trafficHeader) // the sandbox's server does not see the token
-	p.proxy.Serve(w, r, ingress.Target{ID: sid, Port: port, Path: r.URL.Path})
+	p.proxy.Serve(w, r, ingress.Target{ID: sid, Port: port, Path: r.URL.Path, Host: b.requestHost(port)})
 	return true
 }
 
@@ -110,6 +112,37 @@ func (b *box) trafficToken() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.traffic
+}
+
+// requestHost is the Host b's server on port sees in place of its URL's:
+// maskRequestHost with each ${PORT} replaced by port, as E2B's edge
+// rewrites it; "" (the URL's Host) without a mask.
+func (b *box) requestHost(port int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.ReplaceAll(b.mask, "${PORT}", strconv.Itoa(port))
+}
+
+// maskOf is the maskRequestHost of a create's network rules ("": none).
+func maskOf(n *networkRules) string {
+	if n == nil || n.MaskRequestHost == nil {
+		return ""
+	}
+	return *n.MaskRequestHost
+}
+
+// checkMask refuses a maskRequestHost that is no host name (with an
+// optional :port) once ${PORT} is replaced, which no request could carry.
+func checkMask(n *networkRules) error {
+	m := maskOf(n)
+	if m == "" {
+		return nil
+	}
+	h := strings.ReplaceAll(m, "${PORT}", "80")
+	if strings.IndexFunc(h, func(c rune) bool { return c <= ' ' || c >= 0x7f || strings.ContainsRune("/?#@\\\"", c) }) >= 0 {
+		return fmt.Errorf("network.maskRequestHost %q: want a host name, optionally with :port, where ${PORT} stands for the sandbox URL's port", m)
+	}
+	return nil
 }
 
 // trafficTokenOf is the traffic access token of a create's network rules:

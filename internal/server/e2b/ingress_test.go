@@ -1,10 +1,13 @@
 package e2b
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -24,7 +27,9 @@ import (
 // E2B's edge does; allow_public_traffic false wants the traffic access
 // token (403 without it or with another, which the server never sees), and
 // a fork of such a sandbox its own; a request to a paused auto_resume
-// sandbox resumes it.
+// sandbox resumes it. network.mask_request_host sets the Host the server
+// sees (${PORT}: the port), its fork's too, X-Forwarded-Host keeping the
+// URL's.
 func TestE2BIngress(t *testing.T) {
 	out := sdkScript(t, "sdk_ingress.py")
 	var got struct {
@@ -42,6 +47,8 @@ func TestE2BIngress(t *testing.T) {
 		AutoAfter     []string       `json:"auto_after"`
 		PausedRequest []any          `json:"paused_request"`
 		PausedAfter   string         `json:"paused_after"`
+		Masked        []any          `json:"masked"`
+		MaskedFork    string         `json:"masked_fork"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -79,6 +86,10 @@ func TestE2BIngress(t *testing.T) {
 	}
 	if len(got.AutoRequest) != 2 || got.AutoRequest[0] != float64(502) || !strings.Contains(fmt.Sprint(got.AutoRequest[1]), "port 8000") {
 		t.Errorf("the request that resumed the sandbox: %v, want 502 for port 8000 (a pause keeps files, not processes)", got.AutoRequest)
+	}
+	if fmt.Sprint(got.Masked) != "[custom-host.example.com:8002 true]" || got.MaskedFork != "custom-host.example.com:8002" {
+		t.Errorf("mask_request_host custom-host.example.com:${PORT}: [Host, X-Forwarded-Host is the URL's] = %v, the fork's Host %q; "+
+			"want [custom-host.example.com:8002 true] and the same Host", got.Masked, got.MaskedFork)
 	}
 	if len(got.PausedRequest) != 2 || got.PausedRequest[0] != float64(502) || got.PausedAfter != "paused" {
 		t.Errorf("a paused sandbox without auto_resume: %v and state %q after; want 502 and still paused", got.PausedRequest, got.PausedAfter)
@@ -177,11 +188,11 @@ func doJSON(req *http.Request, v any) error {
 	return json.Unmarshal(body, v)
 }
 
-// TestE2BIngressRootless reruns TestE2BIngressPort and
-// TestE2BIngressAfterRestart as an unprivileged user: the rootless daemon
+// TestE2BIngressRootless reruns TestE2BIngressPort,
+// TestE2BIngressAfterRestart and TestE2BIngressShutdown as an unprivileged user: the rootless daemon
 // reaches the sandbox's ports through its supervisor too.
 func TestE2BIngressRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestE2BIngress(Port|AfterRestart)$")
+	privtest.Unprivileged(t, "^TestE2BIngress(Port|AfterRestart|Shutdown)$")
 }
 
 // TestE2BIngressAfterRestart: a sandbox with private URLs, paused, keeps
@@ -254,4 +265,93 @@ func restRequest(t *testing.T, method, url, body string) *http.Request {
 	req.Header.Set("X-API-Key", testKey)
 	req.Header.Set("Content-Type", "application/json")
 	return req
+}
+
+// wsEcho is a WebSocket server on port 8000 in a sandbox: 101 to an
+// upgrade, then it echoes what comes.
+const wsEcho = `cat > /tmp/ws.py <<'PY'
+import socket, threading
+def handle(c):
+    f = c.makefile("rb")
+    while f.readline() not in (b"\r\n", b"\n", b""):
+        pass
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8000))
+s.listen()
+while True:
+    threading.Thread(target=handle, args=(s.accept()[0],), daemon=True).start()
+PY
+(python3 /tmp/ws.py >/dev/null 2>&1 &)
+for i in $(seq 300); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done`
+
+// TestE2BIngressShutdown: a WebSocket open to a sandbox's URL does not
+// hold up a shutdown's pause: the daemon closes it (its client reads the
+// end) and pauses the sandbox, where waiting for it as for a request in
+// flight would spend the pause's time and leave the sandbox unpaused.
+func TestE2BIngressShutdown(t *testing.T) {
+	state, cache := privtest.StateDir(t), filepath.Join(t.TempDir(), "cache")
+	d := startDaemonPausing(t, state, cache, 2*time.Minute) // a bound on a stuck pause, not a speed
+	stopped := false
+	defer func() {
+		if !stopped {
+			d.stop()
+		}
+	}()
+	var created struct {
+		ID string `json:"sandboxID"`
+	}
+	if err := doJSON(restRequest(t, "POST", d.url+"/sandboxes", `{"timeout": 300}`), &created); err != nil {
+		t.Fatalf("creating a sandbox: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := d.e.Sandbox(created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.OpenSession(ctx, api.SessionRequest{Name: "server"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Exec(ctx, api.ExecRequest{Command: wsEcho, Session: "server"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the WebSocket server: %+v %v", res, err)
+	}
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(d.url, "http://"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: 8000-%s.msb.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", created.ID)
+	br := bufio.NewReader(c)
+	status, _ := br.ReadString('\n')
+	for l := ""; err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+	}
+	io.WriteString(c, "ping")
+	echo := make([]byte, 4)
+	n, _ := io.ReadFull(br, echo)
+	if strings.TrimSpace(status) != "HTTP/1.1 101 Switching Protocols" || string(echo[:n]) != "ping" {
+		t.Fatalf("the WebSocket through the sandbox URL: %q, echo %q; want 101 and ping", status, echo[:n])
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- d.stop() }()
+	stopped = true
+	c.SetDeadline(time.Now().Add(time.Minute)) // a bound: the pause's time is 2 minutes
+	if b, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("reading the WebSocket after the stop began: %q %v, want the daemon to close it (EOF)", b, err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the stop with a WebSocket open: %v, want the sandbox paused", err)
+	}
+	if _, err := readRecord((&records{dir: stateDir(cache)}).path(kindPaused, created.ID), kindPaused, created.ID); err != nil {
+		t.Errorf("the paused record of the sandbox after the stop: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ type networkRules struct {
 	AllowOut           []string `json:"allowOut"`
 	DenyOut            []string `json:"denyOut"`
 	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+	MaskRequestHost    *string  `json:"maskRequestHost"`
 }
 
 // allTraffic is what E2B's allow_internet_access false denies.

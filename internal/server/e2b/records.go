@@ -103,6 +103,8 @@ type pausedRecord struct {
 	ShutdownAt time.Time `json:"shutdownAt,omitzero"`
 	// Traffic is its traffic access token ("": public URLs; ingress.go).
 	Traffic string `json:"traffic,omitempty"`
+	// Mask is its maskRequestHost ("": none; ingress.go).
+	Mask string `json:"mask,omitempty"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot

@@ -21,6 +21,7 @@ import (
 // serve --e2b runs them: Restore, then Serve.
 type daemon struct {
 	url  string
+	e    *engine.Engine
 	stop func() error
 }
 
@@ -52,7 +53,7 @@ func startDaemonPausing(t *testing.T, state, cache string, pause time.Duration) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- front.Serve(ctx, l) }()
-	return daemon{url: "http://" + l.Addr().String(), stop: func() error {
+	return daemon{url: "http://" + l.Addr().String(), e: e, stop: func() error {
 		cancel()
 		return errors.Join(<-done, e.Close())
 	}}

@@ -9,9 +9,21 @@
 // the sandbox's supervisor connects from inside its network namespace and
 // passes the socket back), and keeps idle connections per target. The
 // request goes on as it came (method, path, query, body, its Host header,
-// which a server in the sandbox sees as the public name), with
+// which a server in the sandbox sees as the public name unless the
+// Target's Host replaces it), with
 // X-Forwarded-For/-Host/-Proto added; WebSocket and other upgrades pass
 // through; responses stream as they come (server-sent events).
+//
+// Activity: a Target's Hold, when set, marks its sandbox busy while a
+// request is in flight (the native API's idle timeout counts it as it
+// counts an exec call); an upgraded connection (a WebSocket) releases it
+// once the upgrade is answered, and from then on only its bytes count
+// (the engine's DialTCP connection marks each read and write that moves
+// bytes), so a WebSocket left open and silent lets its sandbox go idle.
+//
+// Shutdown: a server's Shutdown does not wait for upgraded connections
+// (they leave its books when hijacked) but their handlers run on; Stop
+// closes them, so a daemon stopping does not wait on a sandbox's traffic.
 package ingress
 
 import (
@@ -22,6 +34,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -34,6 +47,16 @@ type Target struct {
 	ID   string
 	Port int
 	Path string
+	// Host, when set, is the Host header the sandbox's server sees in
+	// place of the client's (E2B's maskRequestHost); X-Forwarded-Host
+	// keeps the client's.
+	Host string
+	// Hold, when set, marks the sandbox busy until the func it returns
+	// runs: the Proxy calls it for each request and releases it at the
+	// response's end, or at an upgrade's answer.
+	Hold func() (release func())
+
+	release func() // Hold's, once (Serve)
 }
 
 // targetHost is the transport's name of t, by which it dials and pools
@@ -51,6 +74,9 @@ type ErrorFunc func(w http.ResponseWriter, r *http.Request, t Target, err error)
 // Proxy is the reverse proxy to sandboxes' ports of one front end.
 type Proxy struct {
 	rp *httputil.ReverseProxy
+
+	stopped context.Context // done once Stop ran: upgraded connections close
+	stop    context.CancelFunc
 }
 
 type targetKey struct{}
@@ -71,7 +97,8 @@ func New(dial Dialer, onError ErrorFunc) *Proxy {
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 0, // a server may think long; the client's end cancels
 	}
-	return &Proxy{rp: &httputil.ReverseProxy{
+	stopped, stop := context.WithCancel(context.Background())
+	return &Proxy{stopped: stopped, stop: stop, rp: &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(Target)
 			pr.Out.URL.Scheme = "http"
@@ -79,6 +106,15 @@ func New(dial Dialer, onError ErrorFunc) *Proxy {
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.Path, ""
 			pr.Out.Host = pr.In.Host // the name the client used, as E2B's proxy keeps it
 			pr.SetXForwarded()
+			if t.Host != "" {
+				pr.Out.Host = t.Host
+			}
+		},
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				res.Request.Context().Value(targetKey{}).(Target).release()
+			}
+			return nil
 		},
 		Transport:     tr,
 		FlushInterval: -1,
@@ -93,7 +129,38 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	if t.Path == "" || t.Path[0] != '/' {
 		t.Path = "/" + t.Path
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	t.release = func() {}
+	if t.Hold != nil {
+		t.release = sync.OnceFunc(t.Hold())
+		defer t.release()
+	}
+	ctx := r.Context()
+	if isUpgrade(r.Header) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(p.stopped, cancel)()
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
+}
+
+// Stop closes the upgraded connections the proxy carries, now and from
+// then on: a server shutting down calls it (http.Server.RegisterOnShutdown),
+// as its Shutdown neither waits for nor closes them. Requests without an
+// upgrade are left to the server's shutdown, which lets them finish.
+func (p *Proxy) Stop() { p.stop() }
+
+// isUpgrade says whether a request's header asks for a protocol upgrade
+// (Connection: upgrade), as a WebSocket's handshake does.
+func isUpgrade(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ParseHost splits an E2B sandbox host name, "<port>-<sandbox>.<domain>"

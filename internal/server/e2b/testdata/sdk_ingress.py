@@ -14,8 +14,8 @@ from e2b import Sandbox
 
 api = urllib.parse.urlparse(os.environ["E2B_API_URL"])
 
-# A server that answers a GET with what it saw (Host, the token header,
-# the path) and a WebSocket upgrade with 101, then echoes what comes.
+# A server that answers a GET with what it saw (Host, X-Forwarded-Host,
+# the token header, the path) and a WebSocket upgrade with 101, then echoes what comes.
 HEADERS_SERVER = r'''
 import json, socket, threading
 def handle(c):
@@ -36,7 +36,8 @@ def handle(c):
                 break
             c.sendall(b)
     else:
-        body = json.dumps({"host": head.get("host"), "token": head.get("e2b-traffic-access-token"), "path": path}).encode()
+        body = json.dumps({"host": head.get("host"), "forwarded_host": head.get("x-forwarded-host"),
+                           "token": head.get("e2b-traffic-access-token"), "path": path}).encode()
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     c.close()
 s = socket.socket()
@@ -120,6 +121,22 @@ child = pv.fork(count=1)[0]
 out["forked_private"] = [child.traffic_access_token not in (None, token), get(child.get_host(8002))[0]]
 child.kill()
 pv.kill()
+
+# network mask_request_host: the server sees the mask, ${PORT} the URL's
+# port, and X-Forwarded-Host the URL's host; a fork keeps the mask
+mk = Sandbox.create(timeout=120, network={"mask_request_host": "custom-host.example.com:${PORT}"})
+mk.files.write("/tmp/headers.py", HEADERS_SERVER)
+mk.commands.run("python3 /tmp/headers.py", background=True)
+listening(mk, 8002)
+seen = json.loads(get(mk.get_host(8002))[1])
+out["masked"] = [seen["host"], seen["forwarded_host"] == mk.get_host(8002)]
+child = mk.fork(count=1)[0]
+child.files.write("/tmp/headers.py", HEADERS_SERVER)
+child.commands.run("python3 /tmp/headers.py", background=True)
+listening(child, 8002)
+out["masked_fork"] = json.loads(get(child.get_host(8002))[1])["host"]
+child.kill()
+mk.kill()
 
 # auto_resume: a request to a sandbox URL resumes the paused sandbox; its
 # processes do not survive msb's pause (files only), so nothing listens
