@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -229,5 +230,49 @@ func TestServerPortsIdle(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a minute after its traffic stopped the sandbox is %q, want reaped idle_timeout", got)
 		}
+	}
+}
+
+// TestServerPortsShutdown: a daemon that stops closes the WebSockets open
+// through its port route (its client reads the end) rather than leaving
+// them to run on past its shutdown, which neither waits for nor closes
+// hijacked connections. A second server on the test daemon's engine is
+// the one stopped. TestRootless reruns it.
+func TestServerPortsShutdown(t *testing.T) {
+	d := startDaemon(t, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.unix.DeleteSandbox(ctx, info.ID)
+	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the server: %+v %v", res, err)
+	}
+	l, err := Listen("127.0.0.1:0", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &daemon{tcp: "http://" + l.Addr().String(), token: d.token}
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- New(d.e, Options{Token: d.token, ShutdownGrace: 5 * time.Second}).Serve(sctx, l) }()
+	defer stop()
+	ws, status := openUpgrade(t, second, "/v1/sandboxes/"+info.ID+"/ports/8000/ws")
+	defer ws.Close()
+	if got := ws.echo("ping"); status != "HTTP/1.1 101 Switching Protocols" || got != "ping" {
+		t.Fatalf("the WebSocket through the second server: %q, echo %q", status, got)
+	}
+	stop()
+	if err := <-served; err != nil {
+		t.Errorf("the second server's Serve: %v", err)
+	}
+	ws.SetDeadline(time.Now().Add(time.Minute)) // a bound, not a speed
+	if b, err := ws.br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("reading the WebSocket after its server stopped: %q %v, want the server to have closed it (EOF)", b, err)
 	}
 }
