@@ -123,12 +123,16 @@ func TestParseHost(t *testing.T) {
 
 // TestE2BIngressPort: a sandbox URL's request reaches a server in a
 // sandbox created through the REST API, and a port nothing listens on is
-// 502, in either mode without the SDK; TestE2BIngressRootless reruns it
-// rootless.
+// 502, in either mode without the SDK; a maskRequestHost that is no host
+// name is a 400 at create. TestE2BIngressRootless reruns it rootless.
 func TestE2BIngressPort(t *testing.T) {
 	url, e := startFrontEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	bad := restRequest(t, "POST", url+"/sandboxes", `{"timeout": 120, "network": {"maskRequestHost": "a host/${PORT}"}}`)
+	if err := doJSON(bad, nil); err == nil || !strings.Contains(err.Error(), ": 400 ") || !strings.Contains(err.Error(), "maskRequestHost") {
+		t.Errorf("a create with maskRequestHost %q: %v, want 400 naming it", "a host/${PORT}", err)
+	}
 	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/sandboxes", strings.NewReader(`{"timeout": 120}`))
 	req.Header.Set("X-API-Key", testKey)
 	var created struct {
