@@ -19,6 +19,7 @@ import (
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/server"
 	"github.com/minisandbox/msb/internal/server/e2b"
+	"github.com/minisandbox/msb/internal/server/tlslisten"
 	"github.com/minisandbox/msb/internal/socketdir"
 )
 
@@ -51,6 +52,8 @@ type serveFlags struct {
 	e2b            string
 	e2bBase        string
 	e2bPause       time.Duration
+	tlsCert        string
+	tlsKey         string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -96,6 +99,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.e2b, "e2b", "", "also answer the e2b SDKs on this host:port (E2B_API_URL and E2B_SANDBOX_URL; the token is the API key; docs/e2b.md)")
 	fs.StringVar(&f.e2bBase, "e2b-base", "", "with --e2b: the root of E2B's base template, a root the cache holds (debian/e2b: docs/e2b.md, \"The E2B base\"); its commands run as E2B's user `user` (default: the host's directories, as root)")
 	fs.DurationVar(&f.e2bPause, "e2b-shutdown-pause", time.Minute, "with --e2b: time SIGTERM gives pausing the running E2B sandboxes, as pause() does, so that the next daemon on the cache lists them paused and resumes them with their files, not their processes (0: close them, losing their files; docs/e2b.md \"At shutdown\")")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve the TCP listeners (--listen host:port, --e2b, --swerex's) over HTTPS with this PEM certificate (the server's, then its intermediates; for E2B sandbox URLs a wildcard *.<domain>), read again when it changes (docs/e2b.md \"Sandbox URLs\")")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: the PEM private key of its certificate")
 	return cmd
 }
 
@@ -163,6 +168,10 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 		return fmt.Errorf("%w: --e2b needs a token, the API key of the e2b SDKs (--token-file, MSB_TOKEN)", errUsage)
 	}
 	log := g.serveLogger(f.logJSON)
+	keys, err := f.keypair(listens, log)
+	if err != nil {
+		return err
+	}
 	cfg, err := g.settings.engineConfig(o)
 	if err != nil {
 		return err
@@ -190,6 +199,9 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	}
 	so := server.Options{Version: buildVersion().String(), Logger: log, Token: token, MaxBody: maxBody, MaxAdmissionWait: f.maxWait, OutDir: f.outDir,
 		StepTimeout: f.stepTimeout, ShutdownGrace: f.grace}
+	if keys != nil {
+		so.TLS = keys.Config()
+	}
 	if f.swerex {
 		sb, err := e.CreateSandbox(ctx, engine.SandboxRequest{InstanceID: f.instance, Lifetime: -1, IdleTimeout: -1,
 			Labels: map[string]string{"swerex": "root"}})
@@ -211,9 +223,9 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 			return err
 		}
 		ls = append(ls, l)
-		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l), os.Getpid(), e.Mode())
+		fmt.Fprintf(os.Stderr, "msb serve: listening on %s (pid %d, %s mode)\n", describe(l, keys), os.Getpid(), e.Mode())
 	}
-	waitE2B, err := serveE2B(ctx, e, e2bOptions{addr: f.e2b, base: f.e2bBase, token: token, shutdownPause: f.e2bPause}, log)
+	waitE2B, err := serveE2B(ctx, e, e2bOptions{addr: f.e2b, base: f.e2bBase, token: token, shutdownPause: f.e2bPause, tls: keys}, log)
 	if err != nil {
 		return err
 	}
@@ -231,10 +243,11 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 
 // e2bOptions are serve's E2B flags.
 type e2bOptions struct {
-	addr          string        // where to answer ("": no E2B front end)
-	base          string        // the root of its base template ("": the host's directories)
-	token         string        // the API key
-	shutdownPause time.Duration // the time a stop has to pause the running sandboxes (0: none)
+	addr          string             // where to answer ("": no E2B front end)
+	base          string             // the root of its base template ("": the host's directories)
+	token         string             // the API key
+	shutdownPause time.Duration      // the time a stop has to pause the running sandboxes (0: none)
+	tls           *tlslisten.Keypair // nil: plain HTTP
 }
 
 // serveE2B serves e's E2B front end as o says until ctx ends; wait returns
@@ -258,17 +271,56 @@ func serveE2B(ctx context.Context, e *engine.Engine, o e2bOptions, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("--e2b: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "msb serve: E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", l.Addr())
+	fmt.Fprintf(os.Stderr, "msb serve: E2B API on %s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", describe(l, o.tls))
+	if o.tls != nil {
+		l = o.tls.Listener(l)
+	}
 	done := make(chan error, 1)
 	go func() { done <- front.Serve(ctx, l) }()
 	return func() error { return <-done }, nil
 }
 
-func describe(l net.Listener) string {
+// describe names l's URL: https with keys (which unix sockets do not use).
+func describe(l net.Listener, keys *tlslisten.Keypair) string {
 	if u, ok := l.Addr().(*net.UnixAddr); ok {
 		return "unix://" + u.Name
 	}
+	if keys != nil {
+		return "https://" + l.Addr().String()
+	}
 	return "http://" + l.Addr().String()
+}
+
+// keypair loads --tls-cert and --tls-key (nil without them), saying which
+// names the certificate is for and when it expires.
+func (f *serveFlags) keypair(listens []string, log *slog.Logger) (*tlslisten.Keypair, error) {
+	if f.tlsCert == "" && f.tlsKey == "" {
+		return nil, nil
+	}
+	if f.tlsCert == "" || f.tlsKey == "" {
+		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together (the certificate and its private key)", errUsage)
+	}
+	tcp := f.e2b != ""
+	for _, l := range listens {
+		if _, unix := server.SocketPath(l); !unix {
+			tcp = true
+		}
+	}
+	if !tcp {
+		return nil, fmt.Errorf("%w: --tls-cert is for TCP listeners (--listen host:port, --e2b, --swerex); unix sockets stay plain", errUsage)
+	}
+	k, err := tlslisten.Load(f.tlsCert, f.tlsKey, log)
+	if errors.Is(err, tlslisten.ErrBadPair) {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoInput, err)
+	}
+	leaf := k.Leaf()
+	log.Info("TLS on the TCP listeners", "names", tlslisten.Names(leaf), "expires", leaf.NotAfter, "cert", f.tlsCert)
+	if time.Now().After(leaf.NotAfter) {
+		log.Warn("TLS: the certificate has expired; clients will refuse it", "cert", f.tlsCert, "expired", leaf.NotAfter)
+	}
+	return k, nil
 }
 
 // token is the daemon's token: --auth-token (--swerex), --token-file, or

@@ -11,6 +11,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +63,15 @@ func New(addr, token string) (*Client, error) {
 	}
 	c.hc = &http.Client{Transport: tr}
 	return c, nil
+}
+
+// TrustRoots makes the client verify an https daemon's certificate
+// against roots instead of the system's (msb's verbs take other roots from
+// SSL_CERT_FILE or SSL_CERT_DIR, as Go does on Linux).
+func (c *Client) TrustRoots(roots *x509.CertPool) {
+	if tr, ok := c.hc.Transport.(*http.Transport); ok {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 }
 
 // Close drops the client's idle connections.

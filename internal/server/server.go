@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,9 @@ type Options struct {
 	// MaxConns bounds the connections open at once on each listener
 	// (default 4096).
 	MaxConns int
+	// TLS, if not nil, is the configuration the TCP listeners speak
+	// (msb serve --tls-cert; package tlslisten); unix sockets stay plain.
+	TLS *tls.Config
 }
 
 func (o *Options) defaults() {
@@ -161,6 +165,9 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
 		l = limitConns(l, s.o.MaxConns)
+		if _, unix := l.Addr().(*net.UnixAddr); !unix && s.o.TLS != nil {
+			l = tls.NewListener(l, s.o.TLS) // above the limit: http.Server wants the *tls.Conn itself for HTTP/2
+		}
 		go func() { errc <- srv.Serve(l) }()
 	}
 	var err error

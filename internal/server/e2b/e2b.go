@@ -209,12 +209,14 @@ func (f *Front) Handler() http.Handler {
 }
 
 // Serve answers on l until ctx ends; connections speak HTTP/1.1 or
-// cleartext HTTP/2. Once it has stopped answering it pauses the running
+// cleartext HTTP/2, or on a TLS listener (msb serve --tls-cert) HTTP/2 or
+// HTTP/1.1 as ALPN settles. Once it has stopped answering it pauses the running
 // sandboxes, if PauseAtShutdown asked it to (shutdown.go).
 func (f *Front) Serve(ctx context.Context, l net.Listener) error {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
 	srv := &http.Server{Handler: f.inflight.track(f.Handler()), Protocols: &p, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug)}
 	// WebSockets to sandboxes' ports are their traffic, not API calls:
