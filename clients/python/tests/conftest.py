@@ -86,7 +86,8 @@ def free_port() -> int:
 class Daemon:
     """A running ``msb serve``."""
 
-    def __init__(self, workdir: str, listen: str, cache: str, spec: str, extra: List[str], token: str = "") -> None:
+    def __init__(self, workdir: str, listen: str, cache: str, spec: str, extra: List[str], token: str = "",
+                 ca_file: str = "") -> None:
         self.dir = workdir
         self.listen = listen
         self.token = token
@@ -103,8 +104,9 @@ class Daemon:
         self.log_path = os.path.join(workdir, "serve.log")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, env=env)
-        self.address = listen if listen.startswith("unix://") else f"http://{listen}"
-        self.client = msb.Client(self.address, token=token)
+        scheme = "https" if "--tls-cert" in extra else "http"
+        self.address = listen if listen.startswith("unix://") else f"{scheme}://{listen}"
+        self.client = msb.Client(self.address, token=token, ca_file=ca_file or None)
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
@@ -134,10 +136,11 @@ class Daemon:
         return self.proc.returncode
 
 
-def _start(tmp_root: str, name: str, demo: Demo, listen: str, token: str = "", extra: List[str] = ()) -> Daemon:
+def _start(tmp_root: str, name: str, demo: Demo, listen: str, token: str = "", extra: List[str] = (),
+           ca_file: str = "") -> Daemon:
     d = os.path.join(tmp_root, name)
     os.makedirs(d, exist_ok=True)
-    dm = Daemon(d, listen, demo.cache, demo.spec, list(extra), token=token)
+    dm = Daemon(d, listen, demo.cache, demo.spec, list(extra), token=token, ca_file=ca_file)
     dm.client.load_dataset(demo.dataset)
     return dm
 

@@ -28,14 +28,19 @@ def test_default_socket(env, uid, want):
     ("unix:///tmp/x.sock", Address(path="/tmp/x.sock")),
     ("http://127.0.0.1:7777", Address(host="127.0.0.1", port=7777)),
     ("http://localhost:7777/", Address(host="localhost", port=7777)),
+    ("https://127.0.0.1:7443", Address(host="127.0.0.1", port=7443, tls=True)),
+    ("https://msb.example", Address(host="msb.example", port=443, tls=True)),
+    ("https://[::1]:7443/", Address(host="::1", port=7443, tls=True)),
 ])
 def test_address_parse(text, want):
     assert Address.parse(text) == want
     assert default_address({"MSB_SOCKET": text}) == want
+    if want.tls:
+        assert Address.parse(want.url()) == want
 
 
 def test_address_parse_rejects():
-    with pytest.raises(ValueError, match="want a socket path"):
+    with pytest.raises(ValueError, match="want a socket path, unix://PATH, http://HOST:PORT or https://HOST:PORT"):
         Address.parse("ftp://x")
 
 

@@ -1,8 +1,10 @@
-"""HTTP/1.1 to msb serve over a unix socket or TCP, with the standard library.
+"""HTTP/1.1 to msb serve over a unix socket, TCP or TLS, with the standard library.
 
 An ``Address`` says where the daemon listens; ``default_address`` finds it
-the way the CLI does (docs/api.md "Connecting"). A ``Call`` is one request
-and how to read its answer; ``SyncTransport`` runs calls on ``http.client``
+the way the CLI does (docs/api.md "Connecting"). An ``https://`` address
+(``msb serve --tls-cert``) is verified against a ``ca_file``, else the
+system's CA store or SSL_CERT_FILE's (``tls_context``). A ``Call`` is one
+request and how to read its answer; ``SyncTransport`` runs calls on ``http.client``
 connections kept alive per thread, ``AsyncTransport`` on asyncio streams
 (a small HTTP/1.1 reader: Content-Length, chunked, or read to close) kept
 in a pool. Both raise the exceptions of ``msb.errors``.
@@ -15,6 +17,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import stat
 import threading
 import urllib.parse
@@ -28,11 +31,13 @@ USER_AGENT = "msb-python/0.1"
 
 @dataclass(frozen=True)
 class Address:
-    """Where a daemon listens: a unix socket ``path``, or TCP ``host``:``port``."""
+    """Where a daemon listens: a unix socket ``path``, or TCP ``host``:``port``
+    (over TLS when ``tls``)."""
 
     path: str = ""
     host: str = ""
     port: int = 0
+    tls: bool = False
 
     @property
     def is_unix(self) -> bool:
@@ -41,11 +46,15 @@ class Address:
 
     def url(self) -> str:
         """The address as MSB_SOCKET takes it."""
-        return f"unix://{self.path}" if self.path else f"http://{self.host}:{self.port}"
+        if self.path:
+            return f"unix://{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     @classmethod
     def parse(cls, text: str) -> "Address":
-        """Parse a socket path, a ``unix://`` URL or an ``http://host:port`` URL."""
+        """Parse a socket path, a ``unix://`` URL, or an ``http://host:port``
+        or ``https://host:port`` URL (port 80 or 443 when left out)."""
         text = text.strip()
         if text.startswith("unix://"):
             return cls(path=text[len("unix://"):])
@@ -54,8 +63,14 @@ class Address:
             if not u.hostname:
                 raise ValueError(f"daemon address {text!r}: no host")
             return cls(host=u.hostname, port=u.port or 80)
+        if text.startswith("https://"):
+            u = urllib.parse.urlsplit(text)
+            if not u.hostname:
+                raise ValueError(f"daemon address {text!r}: no host")
+            return cls(host=u.hostname, port=u.port or 443, tls=True)
         if "://" in text:
-            raise ValueError(f"daemon address {text!r}: want a socket path, unix://PATH or http://HOST:PORT")
+            raise ValueError(f"daemon address {text!r}: want a socket path, unix://PATH, "
+                             "http://HOST:PORT or https://HOST:PORT")
         return cls(path=text)
 
 
@@ -73,7 +88,7 @@ def default_socket(env: Mapping[str, str] = os.environ, uid: Optional[int] = Non
 
 
 def default_address(env: Mapping[str, str] = os.environ) -> Address:
-    """MSB_SOCKET (a path, unix:// or http:// URL) if set, else the default socket."""
+    """MSB_SOCKET (a path, unix://, http:// or https:// URL) if set, else the default socket."""
     given = env.get("MSB_SOCKET", "")
     if given:
         return Address.parse(given)
@@ -125,6 +140,31 @@ def resolve_endpoint(address: Union[str, "Address", None], token: Optional[str],
     if token is None:
         token = read_token_file(token_file) if token_file else default_token()
     return addr, token
+
+
+def tls_context(ca_file: Optional[str] = None) -> ssl.SSLContext:
+    """The TLS settings of a client of an https:// daemon: the certificate
+    and its host name verified against ca_file's CAs if given, else the
+    system's store (or SSL_CERT_FILE's, SSL_CERT_DIR's); HTTP/1.1 by ALPN
+    (the daemon offers HTTP/2 too, which this client does not speak)."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file or None)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"ca_file {ca_file!r}: cannot load it as PEM CA certificates: {e}") from None
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def unreachable_hint(address: Address, e: BaseException) -> str:
+    """What to do about a failed connection, as far as the error tells."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return (" (the daemon's TLS certificate is not trusted: pass its CA as ca_file=, "
+                "or set SSL_CERT_FILE to it)")
+    if isinstance(e, ssl.SSLError):
+        return " (does the daemon serve TLS there? msb serve --tls-cert; else use http://)"
+    if address.is_unix and isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+        return " (is `msb serve` running? set MSB_SOCKET to its --listen)"
+    return ""
 
 
 Parse = Callable[[int, Mapping[str, str], bytes], Any]
@@ -213,28 +253,31 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+# ssl.SSLEOFError: a kept TLS connection the daemon closed without close_notify.
 _RETRYABLE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-              http.client.CannotSendRequest, http.client.BadStatusLine)
+              http.client.CannotSendRequest, http.client.BadStatusLine, ssl.SSLEOFError)
 
 
 class SyncTransport:
-    """Runs calls on keep-alive connections, one per thread."""
+    """Runs calls on keep-alive connections, one per thread (over TLS for an
+    https:// address, verified as ``tls_context(ca_file)`` says)."""
 
-    def __init__(self, address: Address, token: str = "") -> None:
+    def __init__(self, address: Address, token: str = "", ca_file: Optional[str] = None) -> None:
         self.address = address
         self.token = token
         self._local = threading.local()
         self._host = "localhost" if address.is_unix else f"{address.host}:{address.port}"
+        self._ssl = tls_context(ca_file) if address.tls else None
 
     def _new(self) -> http.client.HTTPConnection:
         if self.address.is_unix:
             return _UnixHTTPConnection(self.address.path)
+        if self._ssl is not None:
+            return http.client.HTTPSConnection(self.address.host, self.address.port, context=self._ssl)
         return http.client.HTTPConnection(self.address.host, self.address.port)
 
     def _unreachable(self, e: OSError) -> errors.DaemonUnreachable:
-        hint = ""
-        if self.address.is_unix and isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
-            hint = " (is `msb serve` running? set MSB_SOCKET to its --listen)"
+        hint = unreachable_hint(self.address, e)
         return errors.DaemonUnreachable(f"msb daemon at {self.address.url()}: {e}{hint}")
 
     def _send(self, call: Call) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
@@ -385,23 +428,28 @@ def _reusable(headers: Mapping[str, str]) -> bool:
 
 
 class AsyncTransport:
-    """Runs calls on a pool of asyncio connections (one event loop)."""
+    """Runs calls on a pool of asyncio connections (one event loop; over
+    TLS for an https:// address, verified as ``tls_context(ca_file)`` says)."""
 
-    def __init__(self, address: Address, token: str = "", max_idle: int = 16) -> None:
+    def __init__(self, address: Address, token: str = "", max_idle: int = 16,
+                 ca_file: Optional[str] = None) -> None:
         self.address = address
         self.token = token
         self.max_idle = max_idle
         self._idle: List[_AsyncConn] = []
         self._host = "localhost" if address.is_unix else f"{address.host}:{address.port}"
+        self._ssl = tls_context(ca_file) if address.tls else None
 
     async def _connect(self) -> _AsyncConn:
         try:
             if self.address.is_unix:
                 r, w = await asyncio.open_unix_connection(self.address.path, limit=1 << 22)
             else:
-                r, w = await asyncio.open_connection(self.address.host, self.address.port, limit=1 << 22)
+                r, w = await asyncio.open_connection(self.address.host, self.address.port, ssl=self._ssl,
+                                                     limit=1 << 22)
         except OSError as e:
-            raise errors.DaemonUnreachable(f"msb daemon at {self.address.url()}: {e}") from None
+            hint = unreachable_hint(self.address, e)
+            raise errors.DaemonUnreachable(f"msb daemon at {self.address.url()}: {e}{hint}") from None
         return _AsyncConn(r, w)
 
     async def _send(self, call: Call) -> Tuple[_AsyncConn, int, Dict[str, str]]:
@@ -418,7 +466,7 @@ class AsyncTransport:
                 await conn.writer.drain()
                 status, headers = await _read_headers(conn.reader)
                 return conn, status, headers
-            except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError) as e:
+            except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError, ssl.SSLEOFError) as e:
                 conn.close()
                 if reused:
                     self._drop_idle()

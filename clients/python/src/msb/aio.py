@@ -32,14 +32,14 @@ class Client:
     """An asyncio connection pool to one msb daemon (arguments as ``msb.Client``)."""
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
-                 token_file: Optional[str] = None, max_idle: int = 16,
+                 token_file: Optional[str] = None, ca_file: Optional[str] = None, max_idle: int = 16,
                  create_timeout: Optional[float] = _api.CREATE_TIMEOUT,
                  evaluate_timeout: Optional[float] = _api.EVALUATE_TIMEOUT) -> None:
         addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
         self.create_timeout = create_timeout
         self.evaluate_timeout = evaluate_timeout
-        self._t = AsyncTransport(addr, token, max_idle=max_idle)
+        self._t = AsyncTransport(addr, token, max_idle=max_idle, ca_file=ca_file)
 
     async def close(self) -> None:
         """Close the pooled connections (sandboxes stay; close them first)."""

@@ -27,10 +27,13 @@ from ._transport import Address, SyncTransport, resolve_endpoint
 class Client:
     """A connection to one msb daemon.
 
-    ``address``: a socket path, ``unix://PATH`` or ``http://HOST:PORT``, or
-    an ``Address`` (default: MSB_SOCKET, else the daemon's default socket).
-    ``token`` (or ``token_file``) is for TCP (default: MSB_TOKEN, else
-    MSB_TOKEN_FILE); a unix socket needs none. ``create_timeout`` and
+    ``address``: a socket path, ``unix://PATH``, ``http://HOST:PORT`` or
+    ``https://HOST:PORT`` (``msb serve --tls-cert``), or an ``Address``
+    (default: MSB_SOCKET, else the daemon's default socket). ``token`` (or
+    ``token_file``) is for TCP (default: MSB_TOKEN, else MSB_TOKEN_FILE); a
+    unix socket needs none. An https daemon's certificate is verified against
+    ``ca_file`` (PEM CA certificates) if given, else the system's CA store
+    (or SSL_CERT_FILE's). ``create_timeout`` and
     ``evaluate_timeout`` bound, in seconds, the wait for a sandbox's creation
     (plus its ``admission_wait``; a create may build the environment first)
     and for a grading (``evaluate``, ``gym_submit``): past them the call
@@ -40,7 +43,8 @@ class Client:
     """
 
     def __init__(self, address: Union[str, Address, None] = None, *, token: Optional[str] = None,
-                 token_file: Optional[str] = None, create_timeout: Optional[float] = _api.CREATE_TIMEOUT,
+                 token_file: Optional[str] = None, ca_file: Optional[str] = None,
+                 create_timeout: Optional[float] = _api.CREATE_TIMEOUT,
                  evaluate_timeout: Optional[float] = _api.EVALUATE_TIMEOUT) -> None:
         addr, token = resolve_endpoint(address, token, token_file)
         self.address = addr
@@ -48,7 +52,7 @@ class Client:
         #: grading (evaluate, gym_submit) before RequestTimeout; None: no bound
         self.create_timeout = create_timeout
         self.evaluate_timeout = evaluate_timeout
-        self._t = SyncTransport(addr, token)
+        self._t = SyncTransport(addr, token, ca_file=ca_file)
 
     def close(self) -> None:
         """Close this thread's connection (sandboxes stay; close them first)."""

@@ -93,7 +93,7 @@ class MsbDeployment(AbstractDeployment):
         if not swerex_url:
             env = os.environ.get("MSB_SOCKET", "")
             if not env.startswith("http"):
-                raise ValueError("MsbDeployment needs swerex_url (the daemon's http://HOST:PORT): "
+                raise ValueError("MsbDeployment needs swerex_url (the daemon's http(s)://HOST:PORT): "
                                  "SWE-ReX's RemoteRuntime speaks TCP only")
             swerex_url = env
         addr = Address.parse(c.address) if c.address else (Address.parse(swerex_url) if swerex_url else default_address())
