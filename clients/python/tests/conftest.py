@@ -2,11 +2,12 @@
 
 ``demo`` runs ``msb demo --dir`` once per session (a real git repository,
 a venv environment, four instances); ``daemon`` starts ``msb serve`` on a
-unix socket in a temp dir over the demo's cache, and ``tcp_daemon`` one on
-a loopback port with a token. Nothing here is mocked: every test talks to
-the real binary (``bin/msb`` of the repository, or ``$MSB_BIN``). Each
-daemon is stopped with SIGTERM at the end, and the test checks that it
-exited cleanly and left no sandbox.
+unix socket in a temp dir over the demo's cache, ``tcp_daemon`` one on a
+loopback port with a token, and ``tls_daemon`` one over https (``certs``: a
+CA and a certificate for 127.0.0.1 made with the openssl command). Nothing
+here is mocked: every test talks to the real binary (``bin/msb`` of the
+repository, or ``$MSB_BIN``). Each daemon is stopped with SIGTERM at the
+end, and the test checks that it exited cleanly and left no sandbox.
 """
 
 from __future__ import annotations
@@ -170,3 +171,63 @@ def tcp_daemon(tmp_root: str, demo: Demo) -> Iterator[Daemon]:
 @pytest.fixture
 def client(daemon: Daemon) -> msb.Client:
     return daemon.client
+
+
+LEAF_EXT = """\
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+"""
+
+
+@dataclass
+class Certs:
+    """A throwaway CA and a server certificate it signed (PEM files)."""
+
+    ca: str
+    cert: str
+    key: str
+    other_ca: str
+
+
+def _openssl(*args: str) -> None:
+    p = subprocess.run(["openssl", *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.fail(f"openssl {' '.join(args)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+
+
+def _make_ca(d: str, name: str) -> str:
+    key, pem = os.path.join(d, f"{name}.key"), os.path.join(d, f"{name}.pem")
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", key, "-out", pem, "-days", "2", "-subj", f"/CN=msb test {name}",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    return pem
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_root: str) -> Certs:
+    if shutil.which("openssl") is None:
+        pytest.fail("the TLS tests make their certificates with the openssl command: install openssl")
+    d = os.path.join(tmp_root, "tls-certs")
+    os.makedirs(d, exist_ok=True)
+    ca = _make_ca(d, "ca")
+    other = _make_ca(d, "other-ca")
+    key, csr, cert, ext = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.pem", "srv.ext"))
+    with open(ext, "w") as f:
+        f.write(LEAF_EXT)
+    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+    _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", os.path.join(d, "ca.key"), "-CAcreateserial",
+             "-out", cert, "-days", "2", "-extfile", ext)
+    return Certs(ca=ca, cert=cert, key=key, other_ca=other)
+
+
+@pytest.fixture(scope="session")
+def tls_daemon(tmp_root: str, demo: Demo, certs: Certs) -> Iterator[Daemon]:
+    dm = _start(tmp_root, "tls", demo, f"127.0.0.1:{free_port()}", token="s3cret-" + os.urandom(8).hex(),
+                extra=["--tls-cert", certs.cert, "--tls-key", certs.key], ca_file=certs.ca)
+    yield dm
+    _finish(dm)

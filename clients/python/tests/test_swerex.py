@@ -4,6 +4,10 @@ go through it as they would to swerex-remote."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from swerex.exceptions import BashIncorrectSyntaxError, CommandTimeoutError, DeploymentNotStartedError
 from swerex.runtime.abstract import (BashAction, BashInterruptAction, CloseBashSessionRequest,
@@ -76,3 +80,44 @@ def test_config_is_strict():
         MsbDeploymentConfig(instance_id=IID, imgae="typo")
     assert isinstance(MsbDeploymentConfig(instance_id=IID).get_deployment(), MsbDeployment)
     assert msb.Client  # the core imports beside the backend
+
+
+
+# What test_deployment_over_https runs in a fresh interpreter: aiohttp builds
+# its verifying SSL context when imported, so SSL_CERT_FILE must be set first.
+HTTPS_RUN = """
+import asyncio, os, sys
+from msb.swerex import MsbDeploymentConfig
+from swerex.runtime.abstract import Command, ReadFileRequest, UploadRequest, WriteFileRequest
+
+async def main(url, token, up):
+    dep = MsbDeploymentConfig(instance_id="demo__calc-1", swerex_url=url, token=token).get_deployment()
+    await dep.start()
+    sid = dep.sandbox.id
+    try:
+        rt = dep.runtime
+        print((await rt.execute(Command(command="pwd", shell=True, cwd="/testbed"))).stdout, end="")
+        await rt.write_file(WriteFileRequest(path="/root/notes/n.txt", content="note\\n"))
+        print((await rt.read_file(ReadFileRequest(path="/root/notes/n.txt"))).content, end="")
+        await rt.upload(UploadRequest(source_path=up, target_path="/root/up"))
+        print((await rt.execute(Command(command="cat /root/up/f", shell=True))).stdout, end="")
+    finally:
+        await dep.stop()
+    print(sid)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def test_deployment_over_https(tls_daemon, certs, tmp_path):
+    """SWE-ReX's own RemoteRuntime on an https daemon, trusting its CA
+    through SSL_CERT_FILE as msb's client does."""
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "f").write_text("up\n")
+    env = dict(os.environ, SSL_CERT_FILE=certs.ca)
+    p = subprocess.run([sys.executable, "-c", HTTPS_RUN, tls_daemon.address, tls_daemon.token, str(tmp_path / "up")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert lines[:3] == ["/testbed", "note", "up"]
+    assert tls_daemon.client.get_sandbox(lines[3]).state == "closed"

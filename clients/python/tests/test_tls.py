@@ -1,16 +1,11 @@
-"""The client over https: a daemon started with ``--tls-cert/--tls-key``
-whose certificate (for 127.0.0.1) is signed by a CA the test makes with the
-openssl command; sync and asyncio clients trust it through ``ca_file=`` or
-SSL_CERT_FILE, and refuse it, naming what to do, without."""
+"""The client over https (conftest's ``tls_daemon``: a certificate for
+127.0.0.1 signed by a CA made with the openssl command): sync and asyncio
+clients trust it through ``ca_file=`` or SSL_CERT_FILE, and refuse it,
+naming what to do, without."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
-from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 
@@ -18,67 +13,6 @@ import msb
 import msb.aio
 
 IID = "demo__calc-1"
-
-LEAF_EXT = """\
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, DNS:localhost
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-"""
-
-
-@dataclass
-class Certs:
-    """A throwaway CA and a server certificate it signed (PEM files)."""
-
-    ca: str
-    cert: str
-    key: str
-    other_ca: str
-
-
-def _openssl(*args: str) -> None:
-    p = subprocess.run(["openssl", *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.fail(f"openssl {' '.join(args)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-
-
-def _make_ca(d: str, name: str) -> str:
-    key, pem = os.path.join(d, f"{name}.key"), os.path.join(d, f"{name}.pem")
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", key, "-out", pem, "-days", "2", "-subj", f"/CN=msb test {name}",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    return pem
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_root: str) -> Certs:
-    if shutil.which("openssl") is None:
-        pytest.fail("the TLS tests make their certificates with the openssl command: install openssl")
-    d = os.path.join(tmp_root, "tls-certs")
-    os.makedirs(d, exist_ok=True)
-    ca = _make_ca(d, "ca")
-    other = _make_ca(d, "other-ca")
-    key, csr, cert, ext = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.pem", "srv.ext"))
-    with open(ext, "w") as f:
-        f.write(LEAF_EXT)
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
-    _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", os.path.join(d, "ca.key"), "-CAcreateserial",
-             "-out", cert, "-days", "2", "-extfile", ext)
-    return Certs(ca=ca, cert=cert, key=key, other_ca=other)
-
-
-@pytest.fixture(scope="module")
-def tls_daemon(tmp_root, demo, certs) -> Iterator:
-    from conftest import _finish, _start, free_port
-
-    dm = _start(tmp_root, "tls", demo, f"127.0.0.1:{free_port()}", token="s3cret-" + os.urandom(8).hex(),
-                extra=["--tls-cert", certs.cert, "--tls-key", certs.key], ca_file=certs.ca)
-    yield dm
-    _finish(dm)
 
 
 def test_https_sync(tls_daemon, certs):
