@@ -24,7 +24,7 @@ func TestCgoInit(t *testing.T) {
 	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
 		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
 	}
-	runSuite(t, rt, []string{"Basics", "Sessions", "Escapes", "ShellTTY", "InheritedDescriptors",
+	runSuite(t, rt, []string{"Basics", "Sessions", "SessionInterrupt", "Signals", "Escapes", "ShellTTY", "InheritedDescriptors",
 		"SupervisorUnreachable", "SupervisorThreads", "FreezeWritableDir"})
 	if os.Geteuid() == 0 {
 		// Rootless, the writable layer is a tmpfs that only init's

@@ -141,6 +141,8 @@ var suiteCases = []struct {
 	{"User", testUser},
 	{"UserHostKilled", testUserHostKilled},
 	{"Sessions", testSessions},
+	{"SessionInterrupt", testSessionInterrupt},
+	{"Signals", testSignals},
 	{"PIDNamespace", testPIDNamespace},
 	{"NoHostNetwork", testNoHostNetwork},
 	{"HostDirsReadOnly", testHostDirsReadOnly},

@@ -14,11 +14,19 @@ import (
 
 // handleSignals makes the supervisor, as PID 1, immune to signals from
 // inside the sandbox and reaps orphans whenever a child exits. The kernel
-// delivers a signal sent inside the namespace to PID 1 only where PID 1 has
-// a handler; Go installs handlers that exit on SIGTERM and the like, so
-// those are set to SIG_IGN directly (cheaper than os/signal, which costs
-// about 17µs a signal), and the ones Go must keep a handler for are routed
-// to a channel and dropped. os/signal keeps two threads for itself (one
+// delivers a signal to the init of a PID namespace only where init has a
+// handler (but for SIGKILL and SIGSTOP from the host), so a signal at its
+// default action is ignored. Go installs handlers that exit on SIGTERM and
+// the like, so those are set back to SIG_DFL directly (cheaper than
+// os/signal, which costs about 17µs a signal), and the ones Go must keep a
+// handler for are routed to a channel and dropped. SIG_DFL, not SIG_IGN:
+// an ignored signal stays ignored across fork and exec, and the runtime
+// sets to default in its children only the signals it has a handler for,
+// so SIGHUP and SIGINT (which the runtime leaves ignored when it found
+// them so: an exec'd supervisor in a cgo build, or msb started under
+// nohup) and signal 34 (which it never handles) reached every process of
+// the sandbox ignored; bash then shrugged off an interrupt (testSignals,
+// testSessionInterrupt). os/signal keeps two threads for itself (one
 // locked to watch the signal mask, one waiting for signals), taken from
 // the idle ones; init calls it before it makes the spare threads, so that
 // the spares stay spare (once per process: the supervisor in place calls
@@ -32,7 +40,7 @@ func handleSignalsOnce() {
 		if keepGoHandler[unix.Signal(sig)] || sig == 32 || sig == 33 {
 			continue
 		}
-		ignoreSignal(sig)
+		defaultSignal(sig)
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, unix.SIGCHLD, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
@@ -47,7 +55,8 @@ func handleSignalsOnce() {
 // keepGoHandler are signals the Go runtime needs its own handler for:
 // SIGCHLD (reaping), SIGURG (preemption), the synchronous fault signals
 // (panics), SIGKILL and SIGSTOP (cannot be caught), SIGCONT/SIGWINCH/SIGTSTP
-// family (harmless defaults) and SIGPROF.
+// family (harmless defaults) and SIGPROF. Signals 32 and 33 are glibc's
+// (a cgo build) or the runtime's own, and left alone.
 var keepGoHandler = map[unix.Signal]bool{
 	unix.SIGCHLD: true, unix.SIGURG: true, unix.SIGKILL: true, unix.SIGSTOP: true,
 	unix.SIGQUIT: true, unix.SIGILL: true, unix.SIGTRAP: true, unix.SIGABRT: true,
@@ -64,8 +73,11 @@ type sigaction struct {
 	mask     uint64
 }
 
-func ignoreSignal(sig int) {
-	act := sigaction{handler: 1} // SIG_IGN
+// defaultSignal sets sig to its default action (SIG_DFL) behind the
+// runtime's back; whether or not the runtime counts it as its own, the
+// processes the supervisor starts get SIG_DFL.
+func defaultSignal(sig int) {
+	act := sigaction{handler: 0} // SIG_DFL
 	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 }
 
