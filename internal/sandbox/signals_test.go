@@ -63,9 +63,8 @@ func testSessionInterrupt(t *testing.T, rt *Runtime) {
 		res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "sleep 60; echo no"})
 		done <- result{res, err}
 	}()
-	// Once sleep runs: an interrupt in the first milliseconds of a command
-	// can leave the shell deaf to the next one (a race of its own, not what
-	// this case checks).
+	// Once sleep runs: an interrupt in the first moments of a command is
+	// internal/session's TestEarlyInterrupt.
 	for sh(t, sb, "pgrep -x sleep").ExitCode != 0 {
 		select {
 		case r := <-done:

@@ -89,7 +89,10 @@
 // line, including its printf; once it is back at its input, which the engine
 // sees in /proc/<pid>/syscall (blocked in read(2) on its stdin, the frame
 // pipe, which is empty), a recovery frame asks for "$?" under a second
-// nonce. After KillGrace, what is left of the command gets SIGKILL and the
+// nonce. A fork the shell made just before the interrupt may exec its
+// program only after that answer; the command's processes still alive then
+// are watched, and one that execs later gets its SIGINT then (otherwise it
+// ran on and the shell waited for it in the next command). After KillGrace, what is left of the command gets SIGKILL and the
 // shell SIGINT again; after twice KillGrace the shell itself is killed and
 // the session ends. Exec therefore returns at most Timeout + 2*KillGrace
 // after it started. The same idle check, every 100 ms, notices a shell that

@@ -76,6 +76,8 @@ type Session struct {
 	// active is the interactive command that has not completed, between
 	// the calls that wait for its output.
 	active *run
+	// leftovers of the last interrupted command (see leftover_linux.go).
+	leftovers []leftover
 }
 
 // Start starts a session's shell and waits until it answers. ctx bounds the
@@ -508,6 +510,7 @@ func (s *Session) exec(ctx context.Context, req ExecRequest, prefix string, expe
 	}
 	r.beforeTicks = bootTicks()
 	s.drainTerminal(nil) // what earlier commands wrote to it is not this one's
+	s.checkLeftovers()
 
 	stop := context.AfterFunc(ctx, s.wake.wake)
 	defer stop()
@@ -547,6 +550,9 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		}
 		if err := s.waits.wait(s.opts.Gate, fds, r.nextWake()); err != nil {
 			return Result{}, fmt.Errorf("session %q: poll: %w", s.name, err)
+		}
+		if len(s.leftovers) > 0 {
+			s.checkLeftovers()
 		}
 		for _, st := range r.streams {
 			st.readAvailable(s.scratch)
@@ -675,7 +681,7 @@ func (r *run) closeStreams() {
 
 // nextWake is when the loop must look again even if no descriptor is ready.
 func (r *run) nextWake() time.Time {
-	if r.aborting {
+	if r.aborting || r.s.watchingLeftovers(time.Now()) {
 		return time.Now().Add(abortTick)
 	}
 	next := r.deadline
@@ -873,6 +879,9 @@ func (r *run) finish(code int, ended bool) (Result, error) {
 	res.Duration = time.Since(r.start)
 	if code >= 0 && !ended {
 		s.lastStatus = code
+	}
+	if r.aborting && !ended {
+		r.keepLeftovers(time.Now())
 	}
 	for _, st := range r.streams {
 		st.finish(s.scratch, &s.orphans)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/minisandbox/msb/internal/privtest"
+	"math/rand"
 	"os"
 	"os/exec"
 	"reflect"
@@ -926,5 +927,33 @@ func TestChanDir(t *testing.T) {
 	s.Close()
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("%d entries left in the channel dir after Close", len(ents))
+	}
+}
+
+// TestEarlyInterrupt: an interrupt in the first moments of a command, when
+// the shell may be forking it, ends the command and leaves the session
+// usable. The shell could answer the recovery frame before its fork had
+// exec'd the program, which then ran on unsignalled while the shell, in
+// the next command, waited for it (that command timed out and the session
+// ended). A timed-out command first, as in the Python client's test that
+// found it; interrupts 0-500 µs after Exec starts.
+func TestEarlyInterrupt(t *testing.T) {
+	s := startSession(t, Options{})
+	for i := 0; i < 40; i++ {
+		if r := mustExec(t, s, ExecRequest{Command: "sleep 30", Timeout: 50 * time.Millisecond}); !r.TimedOut {
+			t.Fatalf("sleep 30 with a timeout: %+v", r)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		delay := time.Duration(rand.Intn(500)) * time.Microsecond
+		time.AfterFunc(delay, cancel)
+		first, err := s.Exec(ctx, ExecRequest{Command: "sleep 60; echo no"})
+		cancel()
+		if err == nil || strings.Contains(first.Output, "no") {
+			t.Fatalf("interrupted after %v: %+v %v, want it interrupted before the echo", delay, first, err)
+		}
+		res, err := s.Exec(context.Background(), ExecRequest{Command: "echo yes", Timeout: 30 * time.Second})
+		if err != nil || res.Output != "yes\n" || res.TimedOut {
+			t.Fatalf("after an interrupt %v into a command (%+v): %+v %v", delay, first, res, err)
+		}
 	}
 }
