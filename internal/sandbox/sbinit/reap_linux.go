@@ -37,10 +37,12 @@ var signalsOnce sync.Once
 
 func handleSignalsOnce() {
 	for sig := 1; sig <= 64; sig++ {
-		if keepGoHandler[unix.Signal(sig)] || sig == 32 || sig == 33 {
-			continue
+		switch {
+		case sig == 32 || sig == 33:
+			undoIgnored(sig)
+		case !keepGoHandler[unix.Signal(sig)]:
+			defaultSignal(sig)
 		}
-		defaultSignal(sig)
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, unix.SIGCHLD, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
@@ -56,7 +58,9 @@ func handleSignalsOnce() {
 // SIGCHLD (reaping), SIGURG (preemption), the synchronous fault signals
 // (panics), SIGKILL and SIGSTOP (cannot be caught), SIGCONT/SIGWINCH/SIGTSTP
 // family (harmless defaults) and SIGPROF. Signals 32 and 33 are glibc's
-// (a cgo build) or the runtime's own, and left alone.
+// in a cgo build, which keeps its handlers for them; else nobody handles
+// them and one the supervisor found ignored is set to default
+// (undoIgnored), as the parent of msb may have ignored it.
 var keepGoHandler = map[unix.Signal]bool{
 	unix.SIGCHLD: true, unix.SIGURG: true, unix.SIGKILL: true, unix.SIGSTOP: true,
 	unix.SIGQUIT: true, unix.SIGILL: true, unix.SIGTRAP: true, unix.SIGABRT: true,
@@ -79,6 +83,17 @@ type sigaction struct {
 func defaultSignal(sig int) {
 	act := sigaction{handler: 0} // SIG_DFL
 	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+}
+
+// undoIgnored sets sig to SIG_DFL if it is ignored (SIG_IGN) and leaves
+// a handler in place: a signal that reached msb ignored would otherwise
+// reach every process of the sandbox so.
+func undoIgnored(sig int) {
+	var old sigaction
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+	if errno == 0 && old.handler == 1 { // SIG_IGN
+		defaultSignal(sig)
+	}
 }
 
 // reapOrphans reaps every zombie child of PID 1 that nobody in this process
