@@ -39,7 +39,7 @@ def rootless_daemon():
     bindir, runtime = os.path.join(d, "bin"), os.path.join(d, "run")
     os.makedirs(bindir)
     os.makedirs(runtime, mode=0o700)
-    for name in ("msb", "msb-sandbox"):
+    for name in ("msb", "msb-full", "msb-sandbox"):
         src = os.path.join(os.path.dirname(msb_bin()), name)
         if os.path.exists(src):
             shutil.copy2(src, os.path.join(bindir, name))

@@ -77,7 +77,8 @@ class NodeConfig:
     """
 
     base_dir: str
-    #: the msb binary (msb-sandbox next to it is used when present)
+    #: the msb binary (msb-full next to it runs msb serve; msb-sandbox next
+    #: to it is used when present)
     msb: str = "msb"
     cache_dir: str = ""
     #: dataset file and spec file every daemon loads (paths on the nodes)
