@@ -34,42 +34,49 @@ import (
 // not join it (start then ran outside, and the caller should Add the
 // process).
 func (g *Group) StartInside(start func() error) (inside bool, err error) {
-	type result struct {
-		inside bool
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // unlocked only once the thread is back where it was
-		back, err := home.enter()
-		defer home.leave()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{false, start()}
-			return
-		}
-		entered, err := g.moveThread(back, true)
-		if err != nil {
-			if berr := g.leave(back); berr != nil {
-				done <- result{false, fmt.Errorf("%w; moving the thread back: %w", err, berr)} // the thread ends locked
-				return
-			}
-			runtime.UnlockOSThread()
-			done <- result{false, start()}
-			return
-		}
-		serr := start()
-		if berr := g.leave(back); berr != nil {
-			// The process may have started; the caller's cleanup kills it
-			// (the group) and this thread ends, leaving the group.
-			done <- result{entered, errors.Join(serr, fmt.Errorf("moving the starting thread back out of the sandbox's cgroup: %w", berr))}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{entered, serr}
-	}()
+	done := make(chan startResult, 1)
+	// The thread's bookkeeping (home.leave) ends before the result is
+	// sent: a caller's next start must not count this one as still in
+	// flight, or its failed move back would skip reading msb's cgroups
+	// again (reread) and go to the roots.
+	go func() { done <- g.startOnThread(start) }()
 	r := <-done
 	return r.inside, r.err
+}
+
+// startResult is what StartInside's thread did.
+type startResult struct {
+	inside bool
+	err    error
+}
+
+// startOnThread locks the calling goroutine's thread, moves it into g,
+// runs start and moves it back. A thread that could not be moved back
+// stays locked, so that it ends with its goroutine.
+func (g *Group) startOnThread(start func() error) startResult {
+	runtime.LockOSThread() // unlocked only once the thread is back where it was
+	back, err := home.enter()
+	defer home.leave()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return startResult{false, start()}
+	}
+	entered, err := g.moveThread(back, true)
+	if err != nil {
+		if berr := g.leave(back); berr != nil {
+			return startResult{false, fmt.Errorf("%w; moving the thread back: %w", err, berr)} // the thread ends locked
+		}
+		runtime.UnlockOSThread()
+		return startResult{false, start()}
+	}
+	serr := start()
+	if berr := g.leave(back); berr != nil {
+		// The process may have started; the caller's cleanup kills it
+		// (the group) and this thread ends, leaving the group.
+		return startResult{entered, errors.Join(serr, fmt.Errorf("moving the starting thread back out of the sandbox's cgroup: %w", berr))}
+	}
+	runtime.UnlockOSThread()
+	return startResult{entered, serr}
 }
 
 // leave moves the calling thread back to its cgroups (back). Should that
