@@ -57,6 +57,28 @@ PY
 (python3 /tmp/echo.py >/dev/null 2>&1 &)
 for i in $(seq 300); do (echo > /dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done`
 
+// echoSandbox creates a sandbox with req, deleted at the test's end (gone
+// already if reaped), and starts echoHTTP in its session "server".
+func echoSandbox(ctx context.Context, t *testing.T, d *daemon, req api.CreateSandboxRequest) api.SandboxInfo {
+	t.Helper()
+	info, err := d.unix.CreateSandbox(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d.unix.DeleteSandbox(ctx, info.ID)
+	})
+	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the server: %+v %v", res, err)
+	}
+	return info
+}
+
 // TestServerPorts: /v1/sandboxes/{id}/ports/{port}/ carries requests to a
 // server on the sandbox's loopback (method, path, query and body as sent,
 // the daemon's token left out) and a WebSocket upgrade; a port nothing
@@ -65,17 +87,7 @@ func TestServerPorts(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.unix.DeleteSandbox(ctx, info.ID)
-	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("starting the server: %+v %v", res, err)
-	}
+	info := echoSandbox(ctx, t, d, api.CreateSandboxRequest{})
 	base := d.tcp + "/v1/sandboxes/" + info.ID + "/ports/"
 	send := func(method, url, body string) (int, string) {
 		t.Helper()
@@ -179,17 +191,7 @@ func TestServerPortsIdle(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{IdleTimeoutNs: int64(idle)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.unix.DeleteSandbox(ctx, info.ID) // gone once reaped; a failed test leaves none
-	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("starting the server: %+v %v", res, err)
-	}
+	info := echoSandbox(ctx, t, d, api.CreateSandboxRequest{IdleTimeoutNs: int64(idle)})
 	state := func() string {
 		got, err := d.unix.Sandbox(ctx, info.ID)
 		if err != nil {
@@ -242,17 +244,7 @@ func TestServerPortsShutdown(t *testing.T) {
 	d := startDaemon(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	info, err := d.unix.CreateSandbox(ctx, api.CreateSandboxRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.unix.DeleteSandbox(ctx, info.ID)
-	if err := d.unix.OpenSession(ctx, info.ID, api.SessionRequest{Name: "server"}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := d.unix.Exec(ctx, info.ID, api.ExecRequest{Command: echoHTTP, Session: "server"}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("starting the server: %+v %v", res, err)
-	}
+	info := echoSandbox(ctx, t, d, api.CreateSandboxRequest{})
 	l, err := Listen("127.0.0.1:0", -1)
 	if err != nil {
 		t.Fatal(err)
