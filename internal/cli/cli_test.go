@@ -52,6 +52,25 @@ type result struct {
 	stdout, stderr string
 }
 
+// expect fails t unless r exited with code and its stdout and stderr hold
+// each of the strings given; what names the command in the messages.
+func (r result) expect(t *testing.T, what string, code int, stdout, stderr []string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.code, code, r.stdout, r.stderr)
+	}
+	for _, want := range stdout {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, want := range stderr {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
 // msbCmd prepares msb with args in dir, its own state dir and cache.
 func msbCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
 	t.Helper()

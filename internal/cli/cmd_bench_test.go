@@ -45,19 +45,7 @@ func TestBenchRunsTheBenchBinary(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := msb(t, dir, tc.env, tc.args...)
-			if r.code != tc.code {
-				t.Fatalf("msb %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tc.args, " "), r.code, tc.code, r.stdout, r.stderr)
-			}
-			for _, want := range tc.stdout {
-				if !strings.Contains(r.stdout, want) {
-					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
-				}
-			}
-			for _, want := range tc.stderr {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-				}
-			}
+			r.expect(t, "msb "+strings.Join(tc.args, " "), tc.code, tc.stdout, tc.stderr)
 		})
 	}
 }

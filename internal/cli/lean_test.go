@@ -76,19 +76,7 @@ func TestLeanMsb(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := leanCmd(t, t.TempDir(), tc.args...)
-			if r.code != tc.code {
-				t.Fatalf("lean msb %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tc.args, " "), r.code, tc.code, r.stdout, r.stderr)
-			}
-			for _, want := range tc.stdout {
-				if !strings.Contains(r.stdout, want) {
-					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
-				}
-			}
-			for _, want := range tc.stderr {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-				}
-			}
+			r.expect(t, "lean msb "+strings.Join(tc.args, " "), tc.code, tc.stdout, tc.stderr)
 		})
 	}
 
