@@ -111,9 +111,9 @@ func (d diskSetup) describe() string {
 	switch d.kind {
 	case diskPool:
 		return "btrfs quota group of the sandbox's subvolume (writes past it fail with EDQUOT), in " + describePool(d.pool) +
-			"; /tmp and /dev/shm are directories of the subvolume, within the limit together with the root" + callers
+			"; /dev/shm is a directory of the subvolume, within the limit together with the root (and /tmp, a directory of the root)" + callers
 	case diskTmpfs:
-		s := "tmpfs of the limit for the writable layer, /tmp and /dev/shm together (ENOSPC past it), " + d.memo
+		s := "tmpfs of the limit for the writable layer (/tmp among it) and /dev/shm together (ENOSPC past it), " + d.memo
 		if d.why != "" {
 			s += " (no disk pool: " + d.why + ")"
 		}
@@ -164,7 +164,7 @@ func (s *Sandbox) prepareDisk(limits Limits) (*wire.Disk, error) {
 }
 
 // diskTmpfsBytes is the size of a sandbox's disk tmpfs, which holds its
-// writable layer, /tmp and /dev/shm: the disk limit, and where no cgroup
+// writable layer (/tmp among it) and /dev/shm: the disk limit, and where no cgroup
 // charges tmpfs pages to the sandbox (memoryHoldsFiles), at most its memory
 // limit too.
 func diskTmpfsBytes(l Limits, memoryHoldsFiles bool) int64 {
@@ -178,8 +178,8 @@ func diskTmpfsBytes(l Limits, memoryHoldsFiles bool) int64 {
 // without a disk of its own (its writable tree a host directory): never more
 // than the disk limit, and, where no cgroup charges tmpfs pages to the
 // sandbox (memoryHoldsFiles), both together within the memory limit: /tmp
-// takes at most half of it. A sandbox with a disk has its /tmp and /dev/shm
-// there, within the disk limit together with its root.
+// takes at most half of it. A sandbox with a disk has /dev/shm there and
+// /tmp in its root, within the disk limit together.
 func scratchSizes(l Limits, memoryHoldsFiles bool) (tmp, shm int64) {
 	tmp, rest := min(l.TmpBytes, l.DiskBytes), l.DiskBytes
 	if memoryHoldsFiles {

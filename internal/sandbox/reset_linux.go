@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,16 +59,17 @@ func (s *Sandbox) CanReset() error {
 
 // Reset puts the sandbox, in place, on d.Layers (bottom first) with
 // d.Owners and an empty writable layer: every process but its supervisor
-// is killed and its sessions closed; the old writable layer, /tmp and
-// /dev/shm are emptied; a new overlay over the layers becomes the root,
-// under the mounts the sandbox had (host dirs, binds, /proc, /sys, /dev,
-// /etc/hosts), which are moved onto it. What stays is everything but the
+// is killed and its sessions closed; the old writable layer (/tmp among
+// it, where the sandbox has a disk) and /dev/shm are emptied; a new
+// overlay over the layers becomes the root, under the mounts the sandbox
+// had (host dirs, binds, /proc, /sys, /dev, /etc/hosts), which are moved
+// onto it. What stays is everything but the
 // files: the id, the supervisor (init's pid), the namespaces (network:
 // its interfaces, addresses and policy; mount, PID, UTS: the host name),
 // the cgroups with their limits and counters, the disk and its limit
 // (the new writable layer is on the same disk, the old one removed before
 // Reset returns; rootless, a new disk tmpfs of the same size that holds
-// /tmp and /dev/shm too: see putRootInNS), the control socket and the config but its layers and
+// /dev/shm too: see putRootInNS), the control socket and the config but its layers and
 // owners. Processes started and file operations meanwhile wait for the
 // reset; a call in flight sees the sandbox before or after it, or fails
 // as its process is killed.
@@ -359,10 +361,12 @@ func onMountThread(f func() error) error {
 	return <-done
 }
 
-// scratch are the sandbox's directories whose contents a reset empties
-// in place: /tmp and /dev/shm (tmpfs, or dirs of the sandbox's disk) and
-// the sessions' pipes.
-var scratch = []string{"/tmp", "/dev/shm", wire.SessionDir}
+// scratch are the sandbox's mounts, or directories of its mounts, whose
+// contents a reset empties in place: /dev/shm (a tmpfs, or a dir of the
+// sandbox's disk), the sessions' pipes and, where it is a mount (a tmpfs:
+// the sandbox has no disk), /tmp. With a disk /tmp is a directory of the
+// root, and the new root has the layers' /tmp, as a new container would.
+var scratch = []string{"/dev/shm", wire.SessionDir, "/tmp"}
 
 // swapRootHere does swapRoot's work on the calling thread, the mount
 // thread, which it moves into the mount namespace ns: the scratch dirs
@@ -377,6 +381,9 @@ func swapRootHere(ns, ov int, r newRoot) error {
 		return fmt.Errorf("joining the sandbox's mount namespace: %w", err)
 	}
 	for _, d := range scratch {
+		if d == "/tmp" && !slices.Contains(r.points, d) {
+			continue // the old root's, removed with its upper dir
+		}
 		if err := emptyDir(d); err != nil {
 			return err
 		}
@@ -402,6 +409,22 @@ func swapRootHere(ns, ov int, r newRoot) error {
 		if err := moveOnto(at, p, from); err != nil {
 			return err
 		}
+	}
+	for p, fd := range r.replace {
+		if slices.Contains(r.points, p) {
+			continue
+		}
+		// Below a mount moved with it (/dev/shm in /dev): the old one
+		// there is detached, the new one put in its place.
+		if err := unix.Unmount(at+p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+			return fmt.Errorf("detaching the old mount at %s: %w", p, err)
+		}
+		if err := moveOnto(at, p, fd); err != nil {
+			return err
+		}
+	}
+	if err := sbinit.TmpDirIn(at); err != nil {
+		return err
 	}
 	for _, l := range r.links {
 		if err := symlinkIn(at, l[0], l[1]); err != nil {

@@ -31,7 +31,7 @@ func haveNsenter() bool {
 // resetPlan is what the reset-root stage reads on its stdin: the new
 // overlay's dirs (host paths), a newRoot (mount points only), the
 // overlay's flags and, where the upper dir is on a disk tmpfs, a new
-// one's options (the sandbox's /tmp and /dev/shm are then dirs of it).
+// one's options (the sandbox's /dev/shm is then a dir of it).
 type resetPlan struct {
 	Layers      []string
 	Upper, Work string
@@ -43,11 +43,12 @@ type resetPlan struct {
 }
 
 // diskScratch are the dirs of a disk tmpfs that the sandbox's scratch
-// dirs are binds of (as init makes them), by mount point, with their mode.
+// mounts are binds of (as init makes them: sbinit's scratchDirs), by mount
+// point, with their mode.
 var diskScratch = []struct {
 	name, point string
 	mode        uint32
-}{{"tmp", "/tmp", 0o1777}, {"shm", "/dev/shm", 0o1777}}
+}{{"shm", "/dev/shm", 0o1777}}
 
 // The reset-root stage's descriptors: the sandbox's mount namespace, the
 // socket on which it sends a new disk tmpfs, and the dir holding the old
@@ -116,8 +117,8 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 		// On the disk tmpfs, which init mounted and detached with its
 		// old root: an overlay takes no upper dir from a mount outside
 		// the caller's namespace; the stage mounts a new tmpfs like it,
-		// and binds /tmp and /dev/shm from it too, so that the sandbox's
-		// files are on one disk of its size, as before.
+		// and binds /dev/shm from it too, so that the sandbox's files
+		// are on one disk of its size, as before.
 		if plan.Tmpfs, err = likeDiskTmpfs(parent); err != nil {
 			return err
 		}

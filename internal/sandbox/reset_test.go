@@ -29,7 +29,8 @@ const resetLingerer = "msb-reset-lingerer"
 // without a bounded disk: the supervisor (init's pid), namespaces, mounts
 // (a bind of the host's among them) and host name stay; the files written
 // since, /tmp's among them, and every process but the supervisor are
-// gone; the disk limit still holds, for / and /tmp together. A rootless
+// gone; the disk limit still holds, for / and /dev/shm together (/tmp is
+// a directory of the root: testTmpOnRoot). A rootless
 // runtime does the same through nsenter (TestResetRootless) on a kernel
 // from 6.15, and refuses without nsenter or on an older kernel, changing
 // nothing.
@@ -117,12 +118,13 @@ func TestReset(t *testing.T) {
 					t.Errorf("wrote 80 MiB to a disk of 64 after the reset")
 				}
 				mustOK(t, sb, "rm -f /big")
-				// / and /tmp share the disk: 40 MiB each do not fit in 64.
-				res = sh(t, sb, "head -c 40M /dev/zero > /big && head -c 40M /dev/zero > /tmp/big")
+				// / and /dev/shm share the disk: 40 MiB each do not fit in
+				// 64 (rootless: /dev/shm is on the reset's new disk tmpfs).
+				res = sh(t, sb, "head -c 40M /dev/zero > /big && head -c 40M /dev/zero > /dev/shm/big")
 				if res.ExitCode == 0 {
-					t.Errorf("wrote 40 MiB to / and 40 to /tmp on a disk of 64 after the reset")
+					t.Errorf("wrote 40 MiB to / and 40 to /dev/shm on a disk of 64 after the reset")
 				}
-				mustOK(t, sb, "rm -f /big /tmp/big")
+				mustOK(t, sb, "rm -f /big /dev/shm/big")
 				if line := mustOK(t, sb, `awk '$5 == "/" {print}' /proc/self/mountinfo`); !strings.Contains(line, "volatile") {
 					t.Errorf("the new root on the sandbox's disk is not volatile as the old one was: %s", line)
 				}

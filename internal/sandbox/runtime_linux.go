@@ -246,8 +246,9 @@ func (rt *Runtime) joinSystemdScope() {
 // makeMountPoints makes dir, the lower layer of sandboxes without layers,
 // holding only what init mounts on in every host-base root: the default
 // host dirs (as symlinks where they are symlinks on the host, as with a
-// merged /usr), /proc, /sys, /dev and /tmp. Made once here, init need not make
-// them in each sandbox's upper dir.
+// merged /usr), /proc, /sys, /dev and /tmp (mode 1777: a directory of the
+// root in a sandbox with a disk, see sbinit's makeTmp). Made once here,
+// init need not make them in each sandbox's upper dir.
 func makeMountPoints(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
@@ -272,6 +273,11 @@ func makeMountPoints(dir string) error {
 		if err != nil && !errors.Is(err, os.ErrExist) { // another runtime of the state dir made it meanwhile
 			return fmt.Errorf("making mount point %s in %s: %w", d, dir, err)
 		}
+	}
+	// Past the umask, and in a state dir whose /tmp an msb made 0755
+	// when /tmp was always a mount.
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("making %s/tmp mode 1777: %w", dir, err)
 	}
 	return nil
 }
@@ -312,9 +318,11 @@ type Enforcement struct {
 // Enforcement reports which limits hold and by what mechanism. It makes the
 // runtime's disk pool and idmap namespace if they are not made yet.
 func (rt *Runtime) Enforcement() Enforcement {
-	e := Enforcement{Tmp: "tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
+	e := Enforcement{Tmp: "a directory of the root, within the disk limit; without a disk (a writable tree on the host): " +
+		"tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
 	if rt.memoryHoldsFiles() {
-		e.Tmp = "tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
+		e.Tmp = "a directory of the root, within the disk limit; without a disk (a writable tree on the host): " +
+			"tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
 			"so the sandbox's tmpfs together stay within the memory limit (and hold one file per 8 KiB of their size)"
 	}
 	e.HostFiles = rt.hostFiles()

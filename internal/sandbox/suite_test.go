@@ -155,6 +155,7 @@ var suiteCases = []struct {
 	{"MemoryAcrossProcesses", testMemoryAcrossProcesses},
 	{"SmallMemoryConcurrentExecs", testSmallMemoryConcurrentExecs},
 	{"TmpQuota", testTmpQuota},
+	{"TmpOnRoot", testTmpOnRoot},
 	{"CloseKillsEverything", testCloseKillsEverything},
 	{"BadInput", testBadInput},
 	{"Files", testFiles},

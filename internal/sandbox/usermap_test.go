@@ -23,8 +23,10 @@ import (
 // ids (TestRootless gives its user a range), 0 staying the caller. What
 // the user makes is the user's; what the root has stays root's, but for
 // the paths Config.Owners gives others: the user's home, a setuid file
-// that stays setuid, a symlink (itself, not its target); /tmp, a mount
-// of init's own, and a path no layer has are left alone.
+// that stays setuid, a symlink (itself, not its target), /tmp (a
+// directory of the root, which init makes where the layers have none);
+// a path no layer has is left alone, and so is /tmp where it is a mount
+// of init's own (no disk: a tmpfs).
 func testUser(t *testing.T, rt *Runtime) {
 	layer := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(layer, "home/app"), 0o755); err != nil {
@@ -44,8 +46,12 @@ func testUser(t *testing.T, rt *Runtime) {
 	sb := create(t, rt, Config{HostBase: true, Layers: []string{layer}, User: User{UID: 1000, GID: 1000}, Owners: owners})
 	got := mustOK(t, sb, "id -u; id -g; touch /tmp/f /home/app/new; stat -c '%n %u:%g %a' /tmp/f / /home/app /home/app/new /home/app/tool; "+
 		"stat -c '%n %u:%g' /tmp /home/app/top; touch /f 2>/dev/null || echo denied")
+	tmpOwner := "1000:1000"
+	if rt.diskFor(&Config{}) == diskHost {
+		tmpOwner = "0:0"
+	}
 	want := "1000\n1000\n/tmp/f 1000:1000 644\n/ 0:0 755\n/home/app 1000:1000 755\n/home/app/new 1000:1000 644\n" +
-		"/home/app/tool 1000:50 4755\n/tmp 0:0\n/home/app/top 7:7\ndenied\n"
+		"/home/app/tool 1000:50 4755\n/tmp " + tmpOwner + "\n/home/app/top 7:7\ndenied\n"
 	if got != want {
 		t.Fatalf("as user 1000: got\n%s\nwant\n%s", got, want)
 	}

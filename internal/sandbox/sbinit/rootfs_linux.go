@@ -50,7 +50,7 @@ func buildRoot(cfg *wire.Config) error {
 	if err := mountDev(r, cfg); err != nil {
 		return err
 	}
-	if err := mountScratch(r, cfg, "/tmp", cfg.TmpBytes); err != nil {
+	if err := makeTmp(r, cfg); err != nil {
 		return err
 	}
 	if err := hostsFile(r, cfg); err != nil {
@@ -152,8 +152,9 @@ func mountOverlay(root string, opts mount.OverlayOptions) error {
 
 // mountDisk mounts the filesystem that holds the writable layer: the
 // sandbox's volume of the runtime's pool, or a tmpfs in which it makes the
-// upper and work dirs. Either way it makes there the dirs that /tmp and
-// /dev/shm are (see scratchDirs), which then share its limit.
+// upper and work dirs. Either way it makes there the dir that /dev/shm is
+// (see scratchDirs), which then shares its limit with the root (/tmp
+// among it: see makeTmp).
 func mountDisk(cfg *wire.Config) error {
 	d := cfg.Disk
 	if d.Device != "" {
@@ -184,21 +185,59 @@ func mountDisk(cfg *wire.Config) error {
 // the sandbox when it has one.
 type scratchDir struct {
 	name, target string
-	mode         os.FileMode
+	mode         uint32 // as chmod(2) takes it: os.Chmod would drop 0o1000
 }
 
-// scratchDirs are /tmp and /dev/shm as directories of the sandbox's disk.
-var scratchDirs = []scratchDir{{"tmp", "/tmp", 0o1777}, {"shm", "/dev/shm", 0o1777}}
+// scratchDirs are the sandbox's mounts that are directories of its disk:
+// /dev/shm, a mount of its own as in a container.
+var scratchDirs = []scratchDir{{"shm", "/dev/shm", 0o1777}}
 
 func mkdirs(parent string, dirs []scratchDir) error {
 	for _, d := range dirs {
 		p := filepath.Join(parent, d.name)
-		if err := os.Mkdir(p, d.mode); err != nil {
+		if err := unix.Mkdir(p, d.mode); err != nil {
 			return fmt.Errorf("creating %s: %w", p, err)
 		}
-		if err := os.Chmod(p, d.mode); err != nil { // past the umask
+		if err := unix.Chmod(p, d.mode); err != nil { // past the umask
 			return fmt.Errorf("setting the mode of %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// makeTmp makes the sandbox's /tmp. With a disk it is a directory of the
+// root, as in a container (its writes in the overlay's upper dir, within
+// the disk limit): a file renamed from /tmp to elsewhere in the root moves
+// (rename(2) gives no EXDEV), and a snapshot keeps it. It is the layers'
+// /tmp as they have it (a symlink stays one), else made, mode 1777. A
+// sandbox without a disk (its writable tree a host directory: environment
+// builds, copy mode) has a tmpfs of cfg.TmpBytes there, so that no build's
+// layer holds what it left in /tmp, and a host directory none of it.
+func makeTmp(root string, cfg *wire.Config) error {
+	if cfg.Disk == nil {
+		return mountScratch(root, cfg, "/tmp", cfg.TmpBytes)
+	}
+	return TmpDirIn(root)
+}
+
+// TmpDirIn makes /tmp in root, mode 1777, unless root has one: a reset's
+// new root, whose layers may hold none (the old one's was in its upper
+// dir), is given it as init gives it (makeTmp).
+func TmpDirIn(root string) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the root to make /tmp: %w", err)
+	}
+	defer unix.Close(rfd)
+	err = unix.Mkdirat(rfd, "tmp", 0o1777) // mkdir follows no symlink
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err == nil {
+		err = unix.Fchmodat(rfd, "tmp", 0o1777, 0) // past the umask
+	}
+	if err != nil {
+		return fmt.Errorf("making /tmp in the root: %w", err)
 	}
 	return nil
 }
