@@ -57,7 +57,7 @@ var capBindService = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0, 0
 // and in a rootless sandbox, whose store sets the capability for the
 // caller's user namespaces (TestRunOnImageXattrsRootless).
 func TestRunOnImageXattrs(t *testing.T) {
-	probe := buildProbe(t)
+	probe := probeBinary(t)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, h := range []*tar.Header{
@@ -104,13 +104,38 @@ func TestRunOnImageXattrs(t *testing.T) {
 }
 
 // TestRunOnImageXattrsRootless is TestRunOnImageXattrs as an unprivileged
-// user.
+// user, with the probe the root run builds: the user's go has no build
+// cache (make test makes the user afresh), and compiling the standard
+// library for it was nearly all of the rerun's time.
 func TestRunOnImageXattrsRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestRunOnImageXattrs$")
+	probe := buildProbe(t)
+	for _, d := range []string{filepath.Dir(filepath.Dir(probe)), filepath.Dir(probe)} {
+		os.Chmod(d, 0o755)
+	}
+	privtest.UnprivilegedEnv(t, "^TestRunOnImageXattrs$", xattrProbeEnv+"="+probe)
 }
 
-// buildProbe compiles xattrProbe as a static binary.
-func buildProbe(t *testing.T) []byte {
+// xattrProbeEnv names, in TestRunOnImageXattrsRootless's rerun, the probe
+// the root run built.
+const xattrProbeEnv = "MSB_TEST_XATTR_PROBE"
+
+// probeBinary is the probe's bytes: the root run's in the rootless rerun,
+// else built here.
+func probeBinary(t *testing.T) []byte {
+	t.Helper()
+	p := os.Getenv(xattrProbeEnv)
+	if p == "" {
+		p = buildProbe(t)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// buildProbe compiles xattrProbe as a static binary and returns its path.
+func buildProbe(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -127,9 +152,5 @@ func buildProbe(t *testing.T) []byte {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the probe: %v\n%s", err, strings.TrimSpace(string(b)))
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return out
 }
