@@ -44,7 +44,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M or 4G (default 4G)")
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (default 1024)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, e.g. 1.5 (default none)")
-	fs.StringVar(&f.tmp, "tmp", "", "size of the private /tmp, e.g. 256M (default 1G)")
+	fs.StringVar(&f.tmp, "tmp", "", "size of /tmp where no disk holds it (a tmpfs; with a disk /tmp is a directory of the root), e.g. 256M (default 1G)")
 	fs.StringVar(&f.disk, "disk", "", "limit on what the sandbox writes (its root, /tmp, /dev/shm), e.g. 2G (default 10G)")
 	fs.BoolVar(&f.keep, "keep-upper", false, "keep the sandbox's writable layer after it exits, for debugging")
 	f.fs = fs

@@ -5,8 +5,9 @@
 // in turn, in one Go runtime:
 //
 //   - init receives the Config over the control socket, builds the root
-//     filesystem (overlay of the layers and the private upper dir, fresh
-//     /proc, minimal /dev, private /tmp, read-only host system dirs, binds),
+//     filesystem (overlay of the layers and the private upper dir, /tmp
+//     a directory of the root, fresh /proc, minimal /dev, read-only host
+//     system dirs, binds),
 //     brings up loopback, pivots into the new root, and on its locked
 //     thread enters a new cgroup namespace and cuts the capability bounding
 //     set; every thread of the process is left only the capabilities kept
