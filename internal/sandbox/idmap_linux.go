@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"golang.org/x/sys/unix"
 )
@@ -17,18 +19,19 @@ import (
 // no file and no account. Every id a file really has is unmapped through it.
 const unusedID = 4000000000
 
-// idmap returns, making it the first time, the user namespace through which
+// idmap returns, opening it the first time, the user namespace through which
 // root-mode sandboxes bind the host dirs (see sbinit's bindIdmapped), or nil
-// and why there is none. It is made once per runtime and checked against
+// and why there is none. It is opened once per runtime and checked against
 // the default host dirs: if any of them cannot be idmapped (an old kernel, a
 // filesystem without idmapped mounts), none is, and Enforcement says so.
 func (rt *Runtime) idmap() (*os.File, string) {
 	rt.idmapOnce.Do(func() {
+		warmPidfd()
 		if rt.rootless {
 			rt.idmapWhy = "rootless: the kernel allows idmapped mounts to root only"
 			return
 		}
-		ns, err := newUnmappedUserns(rt.exe)
+		ns, err := rt.unmappedUserns()
 		if err != nil {
 			rt.idmapWhy = err.Error()
 			return
@@ -43,6 +46,34 @@ func (rt *Runtime) idmap() (*os.File, string) {
 		rt.idmapNS = ns
 	})
 	return rt.idmapNS, rt.idmapWhy
+}
+
+// warmPidfd has the os package check, once per process, that pidfds work,
+// which it does before the first process it starts (pidfd_open, waitid and
+// a clone that exits: ~0.1 ms). Called where idmap runs beside a sandbox's
+// first create, it keeps the check off the spawn of init, as the holder's
+// start did before the namespace was kept with the pool.
+func warmPidfd() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
+}
+
+// unmappedUserns is the host's unmapped user namespace, kept with the disk
+// pool (bound in its directory: pool.Userns): the pool's first runtime
+// makes it, and each later one, every msb run among them, opens a file
+// instead of starting a holder (a fork and an exec: ~0.3 ms of wall and
+// ~0.5 ms of CPU per process; docs/bench.md, session 13). The sandboxes
+// of every process then bind their host dirs through one namespace, which
+// maps the one id no file has, as each runtime's own did. Without a pool
+// (not made yet, or none possible here) the runtime makes one of its own.
+func (rt *Runtime) unmappedUserns() (*os.File, error) {
+	mk := func() (*os.File, error) { return newUnmappedUserns(rt.exe) }
+	ns, err := pool.Userns(rt.poolDir(), strconv.Itoa(unusedID), mk)
+	if errors.Is(err, pool.ErrUnavailable) {
+		return mk()
+	}
+	return ns, err
 }
 
 // newUnmappedUserns makes a user namespace that maps only unusedID: msb's

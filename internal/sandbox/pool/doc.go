@@ -12,9 +12,12 @@
 //
 // The pool directory holds:
 //
-//	lock   taken (flock) while the pool is made or mounted
-//	image  the backing file
-//	mnt/   the mounted filesystem: a subvolume per volume, and .owners/
+//	lock           taken (flock) while the pool is made or mounted, or a
+//	               user namespace bound
+//	image          the backing file
+//	mnt/           the mounted filesystem: a subvolume per volume, and .owners/
+//	userns-<name>  a user namespace bound on the file, kept for every
+//	               process of the host (Userns; msb's idmap namespace)
 //
 // A Volume is one btrfs subvolume of the pool, made for one sandbox, whose
 // quota group limits what the sandbox can write into it (btrfs answers

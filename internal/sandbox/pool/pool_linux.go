@@ -442,14 +442,16 @@ func (p *Pool) Release() error {
 	return Destroy(p.dir)
 }
 
-// Destroy unmounts the pool in dir and deletes it with the pool directory.
-// Volumes still mounted in sandboxes keep the filesystem until those end;
-// then the loop device detaches itself. Tests use it; on a host, Release
-// removes a pool no one uses.
+// Destroy unmounts the pool in dir, unbinds the user namespaces kept
+// there (Userns) and deletes it with the pool directory. Volumes still
+// mounted in sandboxes keep the filesystem until those end; then the loop
+// device detaches itself. Tests use it; on a host, Release removes a pool
+// no one uses.
 func Destroy(dir string) error {
 	mnt := filepath.Join(dir, mntName)
 	for unix.Unmount(mnt, unix.MNT_DETACH) == nil {
 	}
+	unbindUsernses(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing the pool dir: %w", err)
 	}
