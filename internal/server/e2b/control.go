@@ -54,7 +54,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 		engineError(w, err)
 		return
 	}
-	if err := checkMask(req.Network); err != nil {
+	if err := checkNetwork(req.Network); err != nil {
 		apiError(w, api.CodeBadRequest, "%v", err)
 		return
 	}
@@ -76,6 +76,7 @@ func (f *Front) create(w http.ResponseWriter, r *http.Request) {
 	b.network, b.policy = networkOf(req.AllowInternetAccess, req.Network)
 	b.traffic = trafficTokenOf(req.Network)
 	b.mask = maskOf(req.Network)
+	b.https = httpsPortsOf(req.Network)
 	b.mu.Unlock()
 	f.startCommand(b, sb)
 	writeJSON(w, http.StatusCreated, created(b))

@@ -86,6 +86,9 @@ type box struct {
 	// ${PORT} for the port (maskRequestHost; ingress.go); "": the URL's.
 	// Set at create.
 	mask string
+	// https are the ports whose servers speak HTTPS (httpsPorts;
+	// ingress.go). Set at create.
+	https []int
 	// network and policy are what create asked for (update_network
 	// changes policy), which a resume gives again (restore.go).
 	network  string

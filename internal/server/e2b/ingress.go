@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -83,7 +84,7 @@ func (p *ports) route(w http.ResponseWriter, r *http.Request, envd http.Handler)
 	}
 	sid, _ := b.engineID()
 	r.Header.Del(trafficHeader) // the sandbox's server does not see the token
-	p.proxy.Serve(w, r, ingress.Target{ID: sid, Port: port, Path: r.URL.Path, Host: b.requestHost(port)})
+	p.proxy.Serve(w, r, ingress.Target{ID: sid, Port: port, Path: r.URL.Path, Host: b.requestHost(port), TLS: b.httpsPort(port)})
 	return true
 }
 
@@ -131,9 +132,18 @@ func maskOf(n *networkRules) string {
 	return *n.MaskRequestHost
 }
 
-// checkMask refuses a maskRequestHost that is no host name (with an
-// optional :port) once ${PORT} is replaced, which no request could carry.
-func checkMask(n *networkRules) error {
+// checkNetwork refuses the ingress rules of a create that no request
+// could follow: a maskRequestHost that is no host name (with an optional
+// :port) once ${PORT} is replaced, an httpsPorts entry that is no port or
+// is envd's (which E2B refuses too).
+func checkNetwork(n *networkRules) error {
+	if n != nil {
+		for _, p := range n.HTTPSPorts {
+			if p < 1 || p > 65535 || p == envdPort {
+				return fmt.Errorf("network.httpsPorts: %d is not a port a sandbox's server can serve HTTPS on (1 to 65535; the envd port %d cannot be listed)", p, envdPort)
+			}
+		}
+	}
 	m := maskOf(n)
 	if m == "" {
 		return nil
@@ -143,6 +153,23 @@ func checkMask(n *networkRules) error {
 		return fmt.Errorf("network.maskRequestHost %q: want a host name, optionally with :port, where ${PORT} stands for the sandbox URL's port", m)
 	}
 	return nil
+}
+
+// httpsPortsOf is the httpsPorts of a create's network rules, sorted and
+// without repeats (nil: none).
+func httpsPortsOf(n *networkRules) []int {
+	if n == nil || len(n.HTTPSPorts) == 0 {
+		return nil
+	}
+	return slices.Compact(slices.Sorted(slices.Values(n.HTTPSPorts)))
+}
+
+// httpsPort says whether b's server on port speaks HTTPS (httpsPorts).
+func (b *box) httpsPort(port int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, found := slices.BinarySearch(b.https, port)
+	return found
 }
 
 // trafficTokenOf is the traffic access token of a create's network rules:

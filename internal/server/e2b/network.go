@@ -5,13 +5,14 @@ import "github.com/minisandbox/msb/internal/engine"
 // networkRules are a create's network rules as the SDK sends them
 // (SandboxNetworkConfig): allowOut beats denyOut; allowPublicTraffic
 // false puts the sandbox's URLs behind a traffic access token
-// (ingress.go). The other fields (dnsServers, rules, egress proxy) are
-// accepted and ignored.
+// (ingress.go), whose servers on httpsPorts speak HTTPS. The other fields
+// (dnsServers, rules, egress proxy) are accepted and ignored.
 type networkRules struct {
 	AllowOut           []string `json:"allowOut"`
 	DenyOut            []string `json:"denyOut"`
 	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
 	MaskRequestHost    *string  `json:"maskRequestHost"`
+	HTTPSPorts         []int    `json:"httpsPorts"`
 }
 
 // allTraffic is what E2B's allow_internet_access false denies.

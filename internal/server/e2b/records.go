@@ -105,6 +105,8 @@ type pausedRecord struct {
 	Traffic string `json:"traffic,omitempty"`
 	// Mask is its maskRequestHost ("": none; ingress.go).
 	Mask string `json:"mask,omitempty"`
+	// HTTPS are its httpsPorts (ingress.go).
+	HTTPS []int `json:"https,omitempty"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot

@@ -22,7 +22,7 @@ func pausedRec(id, token string) record {
 		Metadata: map[string]string{"run": "r1"}, Envs: map[string]string{"A": "1"},
 		Started: time.Unix(1700000000, 0).UTC(), End: time.Unix(1700000300, 0).UTC(), Snapshot: pausePrefix + id,
 		Network: engine.NetworkFiltered, Policy: &engine.NetPolicy{Allow: []string{"127.0.0.1:80"}, Deny: []string{allTraffic}},
-		Traffic: "traffic-" + token, Mask: "custom-host.example.com:${PORT}"}}
+		Traffic: "traffic-" + token, Mask: "custom-host.example.com:${PORT}", HTTPS: []int{8443}}}
 }
 
 // TestRecordsRoundTrip: what put writes, load reads back, by id; remove

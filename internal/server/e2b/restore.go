@@ -99,7 +99,7 @@ func restoredTemplate(tr *templateRecord) *template {
 func (f *Front) restoredBox(pr *pausedRecord) *box {
 	b := &box{id: pr.ID, template: pr.Template, token: pr.Token, user: pr.User, metadata: pr.Metadata, envs: pr.Envs,
 		started: pr.Started, sid: pr.ID, paused: pr.Snapshot, end: pr.End, instance: pr.Instance, network: pr.Network,
-		policy: pr.Policy, traffic: pr.Traffic, mask: pr.Mask, procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
+		policy: pr.Policy, traffic: pr.Traffic, mask: pr.Mask, https: pr.HTTPS, procs: map[uint32]*proc{}, next: 1000, closed: make(chan struct{})}
 	if pr.Lifecycle != nil {
 		b.cycle = *pr.Lifecycle
 	}
@@ -151,7 +151,7 @@ func (f *Front) savePaused(b *box, snapshot, instance string, shutdownAt time.Ti
 		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
 			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot,
 			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle(), ShutdownAt: shutdownAt,
-			Traffic: b.traffic, Mask: b.mask}}
+			Traffic: b.traffic, Mask: b.mask, HTTPS: b.https}}
 	})
 }
 

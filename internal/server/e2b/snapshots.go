@@ -396,14 +396,14 @@ func (f *Front) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []any{}
 	b.mu.Lock()
-	network, policy, private, mask := b.network, b.policy, b.traffic != "", b.mask
+	network, policy, private, mask, https := b.network, b.policy, b.traffic != "", b.mask, b.https
 	b.mu.Unlock()
 	for _, c := range children {
 		cycle := b.cycle
 		cycle.Timeout = timeout
 		child := f.add(c.ID(), b.template, b.metadata, b.envs, cycle)
 		child.mu.Lock()
-		child.network, child.policy, child.mask = network, policy, mask
+		child.network, child.policy, child.mask, child.https = network, policy, mask, https
 		if private { // a child of a sandbox with private URLs has its own token
 			child.traffic = newToken()
 		}

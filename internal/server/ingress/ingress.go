@@ -12,7 +12,12 @@
 // which a server in the sandbox sees as the public name unless the
 // Target's Host replaces it), with
 // X-Forwarded-For/-Host/-Proto added; WebSocket and other upgrades pass
-// through; responses stream as they come (server-sent events).
+// through; responses stream as they come (server-sent events). A
+// Target with TLS set speaks HTTPS to its server (E2B's https_ports): the
+// client's TLS, if any, ends at the front end, and the hop into the
+// sandbox is a TLS connection of its own that takes the server's
+// certificate unverified (a self-signed one works) and sends no SNI, as a
+// proxy dialing an address does.
 //
 // Activity: a Target's Hold, when set, marks its sandbox busy while a
 // request is in flight (the native API's idle timeout counts it as it
@@ -28,6 +33,7 @@ package ingress
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -51,6 +57,8 @@ type Target struct {
 	// place of the client's (E2B's maskRequestHost); X-Forwarded-Host
 	// keeps the client's.
 	Host string
+	// TLS: the server on Port speaks HTTPS (E2B's https_ports).
+	TLS bool
 	// Hold, when set, marks the sandbox busy until the func it returns
 	// runs: the Proxy calls it for each request and releases it at the
 	// response's end, or at an upgrade's answer.
@@ -83,15 +91,33 @@ type targetKey struct{}
 
 // New makes a Proxy that dials with dial and answers failures with onError.
 func New(dial Dialer, onError ErrorFunc) *Proxy {
+	dialTarget := func(ctx context.Context, addr string) (net.Conn, error) {
+		host, p, err := net.SplitHostPort(addr)
+		id, ok := strings.CutSuffix(host, hostSuffix)
+		port, perr := strconv.Atoi(p)
+		if err != nil || !ok || perr != nil {
+			return nil, fmt.Errorf("ingress: bad target address %q", addr)
+		}
+		return dial(ctx, id, port)
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			host, p, err := net.SplitHostPort(addr)
-			id, ok := strings.CutSuffix(host, hostSuffix)
-			port, perr := strconv.Atoi(p)
-			if err != nil || !ok || perr != nil {
-				return nil, fmt.Errorf("ingress: bad target address %q", addr)
+			return dialTarget(ctx, addr)
+		},
+		// An https target (Target.TLS): HTTP/1.1 over TLS, the server's
+		// certificate not verified, no SNI (the transport leaves HTTP/2
+		// off with a DialTLSContext of its own).
+		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			c, err := dialTarget(ctx, addr)
+			if err != nil {
+				return nil, err
 			}
-			return dial(ctx, id, port)
+			tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("TLS to the server on the port: %w", err)
+			}
+			return tc, nil
 		},
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       30 * time.Second,
@@ -102,6 +128,9 @@ func New(dial Dialer, onError ErrorFunc) *Proxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(Target)
 			pr.Out.URL.Scheme = "http"
+			if t.TLS {
+				pr.Out.URL.Scheme = "https"
+			}
 			pr.Out.URL.Host = t.targetHost()
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.Path, ""
 			pr.Out.Host = pr.In.Host // the name the client used, as E2B's proxy keeps it
