@@ -62,7 +62,11 @@ type ForkRequest struct {
 	Processes string `json:"processes,omitempty"`
 	// Warm, on a fork of a named snapshot alone, asks the daemon to keep
 	// that many children of the snapshot started ahead for the next forks
-	// (bounded by its --spares; 0 keeps what an earlier fork asked).
+	// (bounded by its --spares; 0 keeps what an earlier fork asked). On a
+	// fork of a live raw sandbox in root mode it asks for that many
+	// sandboxes of its children's shape, which the next forks of a sandbox
+	// of that shape put on their snapshots (0: as many as this fork's
+	// count).
 	Warm int `json:"warm,omitempty"`
 }
 

@@ -67,6 +67,11 @@ type ForkOptions struct {
 	RollbackBytes int64
 	// Idle is how long the children sit idle before their memory is read.
 	Idle time.Duration
+	// Spares is the engine's warm pool (engine.Config.Spares, default 0:
+	// none). With spares, a fork's children are taken from the spares of
+	// their shape the previous fork left to be made (root mode: reset
+	// onto the snapshot), and the notes give the pool's hits and misses.
+	Spares int
 	// Podman: compare with podman commit + run (skipped, and said so,
 	// when podman is not installed); PodmanRootfs as in Options.
 	Podman       bool
@@ -103,8 +108,8 @@ func (o *ForkOptions) check() error {
 	if o.Work == "" {
 		return fmt.Errorf("%w: no work dir", ErrOptions)
 	}
-	if o.Rounds < 1 || o.LargeRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 || o.ForkBytes < 0 {
-		return fmt.Errorf("%w: rounds must be positive (warmup, idle, fork and rollback bytes at least 0)", ErrOptions)
+	if o.Rounds < 1 || o.LargeRounds < 1 || o.Warmup < 0 || o.Idle < 0 || o.RollbackBytes < 0 || o.ForkBytes < 0 || o.Spares < 0 {
+		return fmt.Errorf("%w: rounds must be positive (warmup, idle, spares, fork and rollback bytes at least 0)", ErrOptions)
 	}
 	if o.Children < 1 || o.Children > engine.MaxForkCount {
 		return fmt.Errorf("%w: children %d: give 1 to %d", ErrOptions, o.Children, engine.MaxForkCount)
@@ -134,7 +139,7 @@ func Fork(ctx context.Context, cfg engine.Config, o ForkOptions) (*Report, error
 		return nil, err
 	}
 	cfg.Cache = engine.CacheConfig{Dir: filepath.Join(work, "fork", "cache")}
-	cfg.MemoryBudget, cfg.Logger = -1, o.Logger
+	cfg.MemoryBudget, cfg.Logger, cfg.Spares = -1, o.Logger, o.Spares
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the engine: %w", err)
@@ -146,6 +151,11 @@ func Fork(ctx context.Context, cfg engine.Config, o ForkOptions) (*Report, error
 	b.preflight(ctx)
 	f := &forker{b: b, e: e, o: o, state: stateDir(cfg)}
 	f.run(ctx)
+	if o.Spares > 0 {
+		st := e.PoolStats()[engine.PoolFork]
+		b.report.Notes = append(b.report.Notes, fmt.Sprintf("fork: %d spares (--spares): children taken from spares %d, started %d; spares made %d, failed %d, closed to make room %d, expired %d",
+			o.Spares, st.Hits, st.Misses, st.Made, st.Failed, st.Evicted+st.Shed, st.Expired))
+	}
 	return b.finish(), ctx.Err()
 }
 

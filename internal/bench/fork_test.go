@@ -76,7 +76,8 @@ func TestForkRows(t *testing.T) {
 	}
 }
 
-// TestFork runs the fork comparison for real at a tiny size, podman
+// TestFork runs the fork comparison for real at a tiny size, with spares
+// (the notes count their hits), podman
 // asked for but not on PATH: its absence is said and only its side is
 // left out; every phase of msb's has its samples, the children carry the
 // parent's cwd and variable (a trial fails otherwise), an idle child holds
@@ -89,7 +90,7 @@ func TestFork(t *testing.T) {
 	work := t.TempDir()
 	t.Setenv("PATH", t.TempDir()) // no podman; msb's side runs no host program
 	cfg := engine.Config{StateDir: privtest.StateDir(t)}
-	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, ForkBytes: 1 << 20, Idle: time.Millisecond, Podman: true,
+	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, ForkBytes: 1 << 20, Idle: time.Millisecond, Podman: true, Spares: 4,
 		Progress: func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -99,6 +100,11 @@ func TestFork(t *testing.T) {
 	}
 	if len(rep.Failures) > 0 {
 		t.Fatalf("failures:\n%s", strings.Join(rep.Failures, "\n"))
+	}
+	if !slices.ContainsFunc(rep.Notes, func(s string) bool {
+		return strings.HasPrefix(s, "fork: 4 spares (--spares): children taken from spares ")
+	}) {
+		t.Errorf("the notes do not count the spares' hits: %q", rep.Notes)
 	}
 	if !slices.ContainsFunc(rep.Skipped, func(s string) bool { return strings.HasPrefix(s, "podman: skipped: podman is not installed") }) {
 		t.Errorf("podman's absence is not reported: skipped %v", rep.Skipped)

@@ -31,7 +31,10 @@ const MaxForkCount = 256
 // child is admitted as a create is, without waiting: ErrQuota (naming the
 // limit) when there is no room, and then no child is left. Children of
 // the live state start while its snapshot is taken (sandbox.Runtime.
-// CreateDeferred): their roots are built once it is published.
+// CreateDeferred): their roots are built once it is published. With
+// spares (Config.Spares), a raw parent's children in root mode are taken
+// from the spares of their shape where there are some, reset in place
+// onto the snapshot (forkspare.go).
 //
 // With sandboxID empty, the children are forked from the named snapshot
 // alone (its source may be gone): a task sandbox's snapshot gives task
@@ -83,13 +86,17 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 	}
 	maps.Copy(labels, req.Labels)
 	src.info.Labels = labels
+	fork, forkSpares := poolKey{}, false
+	if p, err := e.Sandbox(sandboxID); err == nil && p.sbox().CanReset() == nil {
+		fork, forkSpares = e.forkShape(src)
+	}
 	count := max(req.Count, 1)
 	children := make([]*Sandbox, count)
 	var g errgroup.Group
 	g.SetLimit(forkWorkers)
 	for i := range children {
 		g.Go(func() error {
-			c, err := e.takeOrFork(ctx, spares, req.Snapshot, src, fs)
+			c, err := e.takeOrFork(ctx, spares, req.Snapshot, src, fs, fork, forkSpares)
 			if err != nil {
 				return fmt.Errorf("forking %s (child %d of %d): %w", src.what, i+1, count, err)
 			}
@@ -113,6 +120,9 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
 	if spares && e.cfg.Spares > 0 {
 		e.spares.Keep(snapshotKey(req.Snapshot), req.Warm)
+	}
+	if forkSpares {
+		e.keepForkSpares(fork, req)
 	}
 	return children, nil
 }
@@ -291,17 +301,28 @@ func checkFork(req api.ForkRequest) error {
 
 // takeOrFork is a child of snapshot name: a spare when fromSnapshot (a
 // fork of the snapshot alone, its children without a network of their
-// own) and one is ready, else one started now.
-func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, fs forkSnapshot) (*Sandbox, error) {
-	if fromSnapshot && e.cfg.Spares > 0 {
-		if c := e.takeSpare(snapshotKey(name)); c != nil {
-			if err := e.register(c, src.info); err != nil {
-				return nil, err
-			}
-			return c, nil
-		}
+// own) and one is ready; a spare of shape fork reset onto the snapshot
+// when forkSpares (a fork of a live sandbox) and one is ready; else one
+// started now.
+func (e *Engine) takeOrFork(ctx context.Context, fromSnapshot bool, name string, src forkSource, fs forkSnapshot, fork poolKey, forkSpares bool) (*Sandbox, error) {
+	var c *Sandbox
+	var err error
+	switch {
+	case fromSnapshot && e.cfg.Spares > 0:
+		c = e.takeSpare(snapshotKey(name))
+	case forkSpares:
+		c, err = e.childFromSpare(ctx, fork, src, fs)
 	}
-	return e.forkChild(ctx, src, fs)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return e.forkChild(ctx, src, fs)
+	}
+	if err := e.register(c, src.info); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // forkChild starts and registers one child of src over fs, spares

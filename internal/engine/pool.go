@@ -21,7 +21,9 @@ import (
 //   - image: a raw sandbox on an image or Debian base (the root's top layer,
 //     so a re-imported reference is another key), with its layers, workdir
 //     and environment;
-//   - snapshot: a child of a named snapshot forked from the snapshot alone.
+//   - snapshot: a child of a named snapshot forked from the snapshot alone;
+//   - fork: a child of a live raw sandbox, before its root is put on the
+//     parent's snapshot (forkspare.go): the parent's config.
 //
 // Instance and image keys carry the sandbox's shape too (limits, network,
 // output cap): a create of another shape is another key. Sizes: a key
@@ -44,6 +46,7 @@ const (
 	PoolInstance = "instance"
 	PoolImage    = "image"
 	PoolSnapshot = "snapshot"
+	PoolFork     = "fork"
 )
 
 // poolKey is what makes spares interchangeable.
@@ -57,7 +60,8 @@ type poolKey struct {
 	env      string        // image: the request's env, joined by NUL
 	workdir  string        // image
 	sudo     string        // image: SandboxRequest.Sudo
-	// The shape (instance, image).
+	shape    string        // fork: the children's sandbox.Config in JSON
+	// The shape (instance, image; limits for fork too).
 	limits    sandbox.Limits
 	network   string
 	maxOutput int
@@ -70,6 +74,8 @@ func (k poolKey) String() string {
 		return "instance " + k.t.ID()
 	case PoolImage:
 		return "image " + k.image
+	case PoolFork:
+		return "fork"
 	}
 	return "snapshot " + k.snapshot
 }
@@ -133,7 +139,7 @@ func (e *Engine) newPool() *warm.Pool[poolKey, *Sandbox] {
 		Alive: func(s *Sandbox) bool { return s.sbox().Alive() },
 		Max:   e.cfg.Spares,
 		Size: func(k poolKey) int {
-			if k.kind == PoolSnapshot {
+			if k.kind == PoolSnapshot || k.kind == PoolFork {
 				return 0 // until a fork asks
 			}
 			return per
@@ -167,9 +173,12 @@ func (e *Engine) makeSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
 	}
 	var s *Sandbox
 	var err error
-	if k.kind == PoolSnapshot {
+	switch k.kind {
+	case PoolSnapshot:
 		s, err = e.startSnapshotSpare(ctx, k.snapshot)
-	} else {
+	case PoolFork:
+		s, err = e.startForkSpare(ctx, k)
+	default:
 		s, err = e.startStandby(ctx, k)
 	}
 	if err != nil {

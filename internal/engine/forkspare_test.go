@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/warm"
+)
+
+// TestEnginePoolFork: a fork of a live raw sandbox leaves spares of its
+// children's shape to be made (root mode), and the next fork of a sandbox
+// of that shape takes them: each child is the parent's state at the fork
+// (a file rewritten, one deleted, the session's cwd and variable), not
+// the state of an earlier fork, with its own host name, labels and
+// writes that no one else sees, and a rollback to its creation goes back
+// to the snapshot. Rootless (no reset in place there) the children start
+// as before and the pool is not asked. No sandbox process or mount is
+// left behind.
+func TestEnginePoolFork(t *testing.T) {
+	var e *Engine
+	t.Cleanup(func() { // after the engine's close, which closes the spares
+		if err := privtest.CheckLeaks(e.cfg.StateDir); err != nil {
+			t.Error(err)
+		}
+	})
+	e = openEngine(t, "", func(c *Config) { c.Spares = 4 })
+	rootless := e.Mode() == "rootless"
+	ctx := context.Background()
+	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true, Labels: map[string]string{"role": "parent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, parent)
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "main", "mkdir -p /w && cd /w && echo one > f && echo doomed > del && export STEP=1")
+	first, err := e.Fork(ctx, parent.ID(), api.ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, first...)
+	sh(t, first[0], "main", "echo first > /w/first.txt")
+	if !rootless {
+		waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares == 1 && st.Making == 0 })
+		if n := len(e.Sandboxes(nil)); n != 2 {
+			t.Fatalf("%d live sandboxes with a spare ready: spares must not be live", n)
+		}
+	}
+	before := e.PoolStats()[PoolFork]
+
+	sh(t, parent, "main", "echo two > f && rm del && export STEP=2")
+	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 2, Labels: map[string]string{"role": "child"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	st := e.PoolStats()[PoolFork]
+	if rootless {
+		if st != (warm.Stats{}) {
+			t.Fatalf("rootless forks asked the pool: %+v", st)
+		}
+	} else if st.Hits-before.Hits != 1 || st.Misses-before.Misses != 1 {
+		t.Fatalf("a fork of 2 over 1 spare: %+v then %+v", before, st)
+	}
+	for i, k := range kids {
+		info := k.Info()
+		if info.Labels["role"] != "child" || info.State != api.SandboxRunning {
+			t.Fatalf("child %+v", info)
+		}
+		want := "/w 2 msb-" + k.ID()[:8] + "\ntwo\n"
+		if got := sh(t, k, "main", `echo "$PWD $STEP $(hostname)"; cat f; ls /w/del /w/first.txt 2>/dev/null; true`); got != want {
+			t.Fatalf("child %d (%s) sees %q, want %q", i, k.ID(), got, want)
+		}
+		sh(t, k, "", "echo mine > /w/kid"+k.ID()+" && echo tmp > /tmp/kid"+k.ID())
+	}
+	for _, s := range []*Sandbox{parent, kids[0], kids[1]} {
+		for _, k := range kids {
+			if s == k {
+				continue
+			}
+			for _, f := range []string{"/w/kid" + k.ID(), "/tmp/kid" + k.ID()} {
+				if _, err := s.Stat(ctx, f); !errors.Is(err, sandbox.ErrNotFound) {
+					t.Errorf("%s sees %s: %v", s.ID(), f, err)
+				}
+			}
+		}
+	}
+	// Back to creation: the fork's files (its sessions in their
+	// defaults), not the spare's.
+	for _, k := range kids {
+		if _, err := e.Rollback(ctx, k.ID(), api.RollbackRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sh(t, k, "main", `cat /w/f; ls /w`); got != "two\nf\n" {
+			t.Fatalf("child %s rolled back to creation sees %q", k.ID(), got)
+		}
+	}
+	if !rootless {
+		waitPool(t, e, PoolFork, "a refill to 2", func(st warm.Stats) bool { return st.Spares == 2 && st.Making == 0 })
+	}
+	if got := sh(t, parent, "main", `echo "$PWD $STEP"; ls`); got != "/w 2\nf\n" {
+		t.Fatalf("the parent sees %q", got)
+	}
+	if !strings.HasPrefix(parent.sbox().Hostname(), "msb-"+parent.ID()[:8]) {
+		t.Fatalf("parent's host name %q", parent.sbox().Hostname())
+	}
+}
