@@ -2,8 +2,15 @@
 
 Nouns:
 - the target: msb's E2B listener (MSB_E2B_SUITE_TARGET, host:port). The plugin
-  puts a byte-counting TCP relay in front of it and points the SDK at the
-  relay (E2B_API_URL, E2B_SANDBOX_URL), so it knows which tests reached msb.
+  puts a byte-counting TCP relay in front of it, on loopback, so it knows
+  which tests reached msb, and points the SDK at the relay.
+- the domain (MSB_E2B_SUITE_DOMAIN, under .localhost, which nss-myhostname
+  resolves to loopback): when set, the target speaks TLS with a certificate
+  for *.<domain> (SSL_CERT_FILE trusts its CA) and the SDK is given nothing
+  but E2B_DOMAIN=<domain>:<relay's port>, as on E2B's cloud: it finds the API
+  at https://api.<domain>:<port>, envd and the sandboxes' ports at
+  https://<port>-<id>.<domain>:<port> (get_host), all by name through the
+  system's resolver. Unset: E2B_API_URL and E2B_SANDBOX_URL at the relay.
 - a test against msb: one that exchanged bytes with msb while it ran (setup
   and teardown included). The others test the SDK alone (mocks, fake servers
   of their own, argument checks); they are counted apart, as they say nothing
@@ -34,23 +41,67 @@ CI_ENV_PATHS = ("tests/test_", "tests/shared/api/", "tests/shared/sandbox/", "te
 CI_ENV_FIXTURES = {"test_api_key", "mock_template_build"}
 
 
+class Records:
+    """Counts the bytes of one direction of a TLS connection but for its
+    alerts: a close_notify is what a pooled connection of an earlier test
+    sends when it closes, which does not make the test running then one
+    against msb. An alert is a record of type 21 (TLS 1.2) or, encrypted in
+    TLS 1.3, of type 23 and 19 bytes (2 of alert, 1 of type, 16 of AEAD
+    tag: no HTTP/1 or HTTP/2 data is so short)."""
+
+    def __init__(self):
+        self.head = b""
+        self.left = 0  # bytes of the current record still to come
+        self.counts = False
+
+    def counted(self, data):
+        n, i = 0, 0
+        while i < len(data):
+            if self.left == 0:
+                take = min(5 - len(self.head), len(data) - i)
+                self.head += data[i:i + take]
+                i += take
+                if len(self.head) < 5:
+                    break
+                kind, self.left = self.head[0], int.from_bytes(self.head[3:5], "big")
+                self.counts = not (kind == 21 or (kind == 23 and self.left == 19))
+                n += 5 if self.counts else 0
+                self.head = b""
+                continue
+            take = min(self.left, len(data) - i)
+            n += take if self.counts else 0
+            self.left -= take
+            i += take
+        return n
+
+
 class Relay:
     """A TCP relay from a loopback port to the target that counts the bytes
-    it carries either way."""
+    it carries either way (with tls, those of TLS records but alerts)."""
 
-    def __init__(self, target):
+    def __init__(self, target, tls=False):
+        self.tls = tls
         host, _, port = target.rpartition(":")
         self.target = (host, int(port))
         self.mu = threading.Lock()
         self.bytes = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.port = listener.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        # A name under .localhost resolves to ::1 as well (first): the same
+        # port there, where the host has IPv6 loopback.
+        try:
+            listener6 = socket.create_server(("::1", self.port), family=socket.AF_INET6)
+        except OSError:
+            pass
+        else:
+            threading.Thread(target=self._accept, args=(listener6,), daemon=True).start()
 
-    def _accept(self):
+    def _accept(self, listener):
         while True:
             try:
-                client, _ = self.listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             try:
@@ -62,10 +113,12 @@ class Relay:
                 threading.Thread(target=self._copy, args=(a, b), daemon=True).start()
 
     def _copy(self, src, dst):
+        records = Records() if self.tls else None
         try:
             while data := src.recv(65536):
+                n = records.counted(data) if records else len(data)
                 with self.mu:
-                    self.bytes += len(data)
+                    self.bytes += n
                 dst.sendall(data)
         except OSError:
             pass
@@ -90,8 +143,14 @@ def pytest_configure(config):
     global _relay
     target = os.environ.get("MSB_E2B_SUITE_TARGET")
     if target:
-        _relay = Relay(target)
-        os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = _relay.url
+        domain = os.environ.get("MSB_E2B_SUITE_DOMAIN")
+        _relay = Relay(target, tls=bool(domain))
+        if domain:
+            os.environ["E2B_DOMAIN"] = "%s:%d" % (domain, _relay.port)
+            os.environ.pop("E2B_API_URL", None)
+            os.environ.pop("E2B_SANDBOX_URL", None)
+        else:
+            os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = _relay.url
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -109,8 +168,8 @@ def _ci_env(nodeid):
 @pytest.fixture(autouse=True)
 def _msb_env(request, monkeypatch):
     if _ci_env(request.node.nodeid):
-        monkeypatch.delenv("E2B_API_URL", raising=False)
-        monkeypatch.delenv("E2B_SANDBOX_URL", raising=False)
+        for name in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_DOMAIN"):
+            monkeypatch.delenv(name, raising=False)
 
 
 def _rules(path):

@@ -199,17 +199,24 @@ func sdkScript(t *testing.T, script string, args ...string) []byte {
 // sdkScriptAt is sdkScript against the front at url ("": a new one).
 func sdkScriptAt(t *testing.T, url, script string, args ...string) []byte {
 	t.Helper()
+	if url == "" {
+		url = startFront(t)
+	}
+	return sdkScriptEnv(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url}, script, args...)
+}
+
+// sdkScriptEnv runs a script of testdata with the e2b SDK, the API key and
+// env (KEY=VALUE, over the test's environment), and returns what it printed.
+func sdkScriptEnv(t *testing.T, env []string, script string, args ...string) []byte {
+	t.Helper()
 	py := privtest.Python(t, "the e2b SDK (internal/server/testdata/requirements.txt)")
 	if out, err := exec.Command(py, "-c", "import e2b").CombinedOutput(); err != nil {
 		privtest.Skip(t, "%s=%s lacks the e2b SDK: %v %s", privtest.PythonEnv, py, err, out)
 	}
-	if url == "" {
-		url = startFront(t)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join(testdata(), script)}, args...)...)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONFAULTHANDLER=1", "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+testKey)
+	cmd.Env = append(append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONFAULTHANDLER=1", "E2B_API_KEY="+testKey), env...)
 	cmd.Stderr = &strings.Builder{}
 	out, err := cmd.Output()
 	if err != nil {

@@ -15,13 +15,14 @@ import (
 )
 
 // startFrontTLS is startFront on a listener speaking TLS with a
-// certificate for *.msb.test, msb.test and 127.0.0.1 from a CA made here,
+// certificate for *.msb.test, msb.test, *.msb.localhost, msb.localhost
+// and 127.0.0.1 from a CA made here,
 // as msb serve --e2b --tls-cert serves it; it returns the https URL and
 // the CA.
 func startFrontTLS(t *testing.T) (string, *tlstest.CA) {
 	t.Helper()
 	ca := tlstest.NewCA(t)
-	cert, key := ca.Issue(t, "*.msb.test", "msb.test", "127.0.0.1")
+	cert, key := ca.Issue(t, "*.msb.test", "msb.test", "*.msb.localhost", "msb.localhost", "127.0.0.1")
 	keys, err := tlslisten.Load(cert, key, nil)
 	if err != nil {
 		t.Fatal(err)
