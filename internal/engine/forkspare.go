@@ -116,11 +116,14 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 }
 
 // keepForkSpares has the spares of k made again after a fork of count
-// children: as many as warm asks, else as the fork had.
+// children: as many as warm asks, else as the fork had. As after a
+// create, the refill waits refillDelay: made at once, it took the CPU
+// the children's first commands were answered with (fork → first
+// command 1.1× the fork without spares in 3 alternated pairs, load 28).
 func (e *Engine) keepForkSpares(k poolKey, req api.ForkRequest) {
 	n := req.Warm
 	if n <= 0 {
 		n = max(req.Count, 1)
 	}
-	e.spares.Keep(k, n)
+	e.keepAfterCreate(k, n)
 }
