@@ -58,6 +58,9 @@ func (m *msbMethod) create(ctx context.Context, i int) (liveTask, error) {
 		inner := release
 		release = func() error { return errors.Join(inner(), sandbox.RemoveAll(d)) }
 	}
+	if m.session { // opened by the create, as a caller that wants one at once does
+		cfg.Session = &sandbox.SessionStart{Name: benchSession}
+	}
 	sb, err := m.rt.Create(ctx, cfg)
 	if err != nil {
 		release()
@@ -65,14 +68,13 @@ func (m *msbMethod) create(ctx context.Context, i int) (liveTask, error) {
 	}
 	t := &msbTask{sb: sb, release: release, upper: upper, state: filepath.Join(m.rt.StateDir(), sb.ID)}
 	if m.session {
-		t.session = "bench"
-		if err := sb.OpenSession(ctx, t.session, sandbox.SessionOptions{}); err != nil {
-			t.close()
-			return nil, err
-		}
+		t.session = benchSession
 	}
 	return t, nil
 }
+
+// benchSession is the name of the session a task keeps.
+const benchSession = "bench"
 
 type msbTask struct {
 	sb      *sandbox.Sandbox

@@ -1,13 +1,16 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/session"
 )
 
 // TestCgoInit runs the suite's isolation checks against an init built with
@@ -23,6 +26,13 @@ func TestCgoInit(t *testing.T) {
 	sb := create(t, rt, Config{HostBase: true})
 	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
 		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
+	}
+	// A session opened by the create starts in the exec'd supervisor.
+	ahead := create(t, rt, Config{HostBase: true, Session: &SessionStart{Name: "main"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := ahead.SessionExec(ctx, "main", session.ExecRequest{Command: "echo ok"}); err != nil || res.Output != "ok\n" {
+		t.Fatalf("the create's session: %q, %v", res.Output, err)
 	}
 	runSuite(t, rt, []string{"Basics", "Sessions", "SessionInterrupt", "Signals", "Escapes", "ShellTTY", "InheritedDescriptors",
 		"SupervisorUnreachable", "SupervisorThreads", "FreezeWritableDir"})

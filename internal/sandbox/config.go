@@ -80,6 +80,12 @@ type Config struct {
 	// It gives nothing the sandbox's own user lacks (the supervisor's
 	// user), so it matters where commands run as another user than that.
 	Sudo string `json:"sudo,omitempty"`
+	// Session, when set, is a session Create opens before it returns, as
+	// OpenSession would with its name and options (a caller that opens one
+	// at once saves a round trip and most of the shell's start: the
+	// supervisor starts it while it makes its spare threads). A session
+	// that does not start fails the create.
+	Session *SessionStart `json:"session,omitempty"`
 	// Stdio is what Run and Shell talk to (`msb run` and `msb shell` pass
 	// the caller's stdin, stdout and stderr). The sandbox never holds these
 	// files: msb relays them through pipes, so a command sees a pipe (never

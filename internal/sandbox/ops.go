@@ -45,6 +45,13 @@ type SessionOptions struct {
 	Dir string   `json:"dir,omitempty"`
 }
 
+// SessionStart names a session opened as part of a create
+// (Config.Session) and its options.
+type SessionStart struct {
+	Name string `json:"name"`
+	SessionOptions
+}
+
 // OpenSession starts the persistent shell name.
 func (s *Sandbox) OpenSession(ctx context.Context, name string, opts SessionOptions) error {
 	_, err := s.call(ctx, &wire.Request{Op: wire.OpSessionOpen, Session: name, Env: opts.Env, Dir: opts.Dir})

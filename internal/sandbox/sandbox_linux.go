@@ -552,6 +552,9 @@ func (s *Sandbox) config(limits Limits, disk *wire.Disk) (wire.Config, error) {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: s.rt.exe, Target: c.Sudo, ReadOnly: true})
 	}
 	cfg.Rlimits = s.rt.rlimits(limits)
+	if ss := c.Session; ss != nil {
+		cfg.Session = &wire.SessionStart{Name: ss.Name, Env: ss.Env, Dir: ss.Dir}
+	}
 	return cfg, nil
 }
 

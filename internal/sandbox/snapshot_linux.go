@@ -23,7 +23,8 @@ var ErrNoWritableDir = errors.New("sandbox's writable layer is not reachable fro
 
 // Config is the configuration the sandbox was created with (a copy), with
 // the layers and owners of its last Reset: a sandbox made from it, with
-// layers added on top, is a fork.
+// layers added on top, is a fork. It holds no Session: the sessions a
+// fork opens are its caller's to say.
 func (s *Sandbox) Config() Config {
 	s.confMu.Lock()
 	c := s.conf
@@ -32,7 +33,7 @@ func (s *Sandbox) Config() Config {
 	c.HostDirs = slices.Clone(c.HostDirs)
 	c.Binds = slices.Clone(c.Binds)
 	c.Env = slices.Clone(c.Env)
-	c.Stdio = nil
+	c.Stdio, c.Session = nil, nil
 	return c
 }
 

@@ -35,6 +35,7 @@ const (
 	PhaseInitCaps   = "create.init-caps"       // cgroup namespace, bounding set, the supervisor's capabilities
 	PhaseSupRuntime = "create.sup-runtime"     // execve of the supervisor until its main (an init built with cgo only)
 	PhaseSupHarden  = "create.sup-harden"      // seccomp and the rest of harden
+	PhaseSupSession = "create.sup-session"     // Config.Session's shell started and answering (the spare threads made meanwhile)
 	PhaseSupReady   = "create.sup-ready"       // hardened until the host has the ready answer
 	PhaseCreate     = "create.total"
 	PhaseShutdown   = "close.shutdown" // the supervisor's answer to shutdown
@@ -54,6 +55,7 @@ const (
 var stampPhases = map[string]string{
 	sbinit.StepInitConfig: PhaseInitRun, sbinit.StepInitRoot: PhaseMounts, sbinit.StepInitStart: PhaseWaitStart,
 	sbinit.StepInitCaps: PhaseInitCaps, sbinit.StepSupMain: PhaseSupRuntime, sbinit.StepSupHarden: PhaseSupHarden,
+	sbinit.StepSupSession: PhaseSupSession,
 }
 
 // timings collects a sandbox's phases.

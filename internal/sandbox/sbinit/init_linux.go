@@ -34,6 +34,7 @@ const (
 	StepInitCaps   = "init.caps"    // cgroup namespace, bounding set, the supervisor's capabilities
 	StepSupMain    = "sup.main"     // the exec'd supervisor's Go runtime up (not stamped in place)
 	StepSupHarden  = "sup.hardened" // seccomp and the rest of harden done
+	StepSupSession = "sup.session"  // Config.Session's shell answering, the spare threads made
 )
 
 // RuntimeEnv is the Go runtime's settings for init and the supervisor, in
@@ -155,7 +156,9 @@ func initMain() error {
 	// the process, and limitCaps below covers them. The signal handling
 	// first: its threads are not spares.
 	handleSignals()
-	prewarmThreads()
+	if cfg.Session == nil { // else made beside the session's shell (supervise)
+		prewarmThreads()
+	}
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.
 	var start wire.Request

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -111,10 +112,51 @@ func supervise(cfg wire.Config) error {
 	}
 	metered := meter{rw: ctlFile{ctl}, moved: &s.trim.moved} // what crosses it decides the trim
 	s.out = wire.NewWriter(metered)
-	// Before ready, while nothing of the agent's runs: made after it, the
-	// spare threads raced a fork bomb started by the first command for the
-	// pids limit, and a runtime that cannot make a thread dies. In place,
-	// init made them already, while the host attached it to its cgroups.
+	// The rest runs beside the spawner's loop, which starts the session
+	// of cfg.Session while the spare threads are made.
+	go func() {
+		if err := s.comeUp(&cfg); err != nil {
+			exit(StageSup, err)
+		}
+		err := s.serve(metered)
+		s.closeAll()
+		if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
+			err = nil
+		}
+		// Here, not on the spawner's thread, which would first have to
+		// be woken: the host waits for this exit.
+		exit(StageSup, err)
+	}()
+	s.spawn.loop()
+	return nil
+}
+
+// comeUp makes the spare threads, opens cfg.Session and says ready.
+//
+// The spare threads are made before ready, while nothing of the agent's
+// runs: made after it, they raced a fork bomb started by the first
+// command for the pids limit, and a runtime that cannot make a thread
+// dies. In place, init made them already, while the host attached it to
+// its cgroups, unless a session is to be opened: its shell (bash's exec
+// and start, ~2 ms) then starts while they are made (0.5–1 ms, a new
+// thread at a time on the one P), which a shell can do safely because it runs
+// nothing it was given until the session's setup line: unless its
+// environment names what bash runs or expands before it reads that line
+// (aheadSafe), in which case the threads come first.
+func (s *supervisor) comeUp(cfg *wire.Config) error {
+	if ss := cfg.Session; ss != nil {
+		req := &wire.Request{Session: ss.Name, Env: ss.Env, Dir: ss.Dir}
+		if !aheadSafe(s.sessionOptions(req).Env) {
+			prewarmThreads()
+		}
+		opened := make(chan error, 1)
+		go func() { opened <- s.openSession(context.Background(), req) }()
+		prewarmThreads()
+		if err := <-opened; err != nil {
+			return err
+		}
+		cfg.Stamps = wire.Stamped(cfg.Stamps, StepSupSession)
+	}
 	prewarmThreads()
 	if cfg.NoHugePages {
 		noHugePages()
@@ -127,18 +169,25 @@ func supervise(cfg wire.Config) error {
 	if err := s.out.Write(wire.Response{Info: ready}); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
-	go func() {
-		err := s.serve(metered)
-		s.closeAll()
-		if errors.Is(err, errShutdown) || errors.Is(err, io.EOF) {
-			err = nil
-		}
-		// Here, not on the spawner's thread, which would first have to
-		// be woken: the host waits for this exit.
-		exit(StageSup, err)
-	}()
-	s.spawn.loop()
 	return nil
+}
+
+// aheadSafe reports whether a session's shell with environment env runs
+// nothing before it reads its first line: no prompt command or prompt
+// string (expanded, with command substitution, before the first read), no
+// shell options (xtrace expands PS4), no exported functions (which could
+// take the setup line's builtins' names).
+func aheadSafe(env []string) bool {
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "PROMPT_COMMAND", name == "SHELLOPTS", name == "BASHOPTS",
+			len(name) == 3 && strings.HasPrefix(name, "PS") && '0' <= name[2] && name[2] <= '4',
+			strings.HasPrefix(name, "BASH_FUNC_"):
+			return false
+		}
+	}
+	return true
 }
 
 var errShutdown = errors.New("shutdown requested")

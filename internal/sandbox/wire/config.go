@@ -54,6 +54,9 @@ type Config struct {
 	// Sudo has the supervisor answer sudo's requests on sudo.Socket (the
 	// host binds the init binary at the sandbox's sudo path).
 	Sudo bool `json:"sudo,omitempty"`
+	// Session, when set, is a session the supervisor opens before it
+	// answers ready (sandbox.Config.Session).
+	Session *SessionStart `json:"session,omitempty"`
 	// Stamps are the moments init reached its steps, which it hands on to
 	// the supervisor (see Ready.Stamps); the host sends none.
 	Stamps []Stamp `json:"stamps,omitempty"`
