@@ -135,13 +135,13 @@ type Limits struct {
 	CPUs        float64 `json:"cpus,omitempty"`
 	// TmpBytes is the size of the sandbox's private /tmp (a tmpfs,
 	// charged to its memory, of at most DiskBytes) where the sandbox has
-	// no disk of its own; with one, /tmp is a directory of it.
+	// no disk of its own; with one, /tmp is a directory of its root.
 	TmpBytes int64 `json:"tmp_bytes,omitempty"`
 	// DiskBytes bounds what the sandbox writes to its root (the overlay's
-	// upper dir), /tmp and /dev/shm together: the three are directories
-	// of one filesystem, the sandbox's disk (see disk_linux.go). A write
-	// past it fails (ENOSPC or EDQUOT) inside the sandbox. It does not
-	// apply where the caller provides the writable tree (Config.UpperDir,
+	// upper dir, /tmp among it) and /dev/shm together: both are
+	// directories of one filesystem, the sandbox's disk (see
+	// disk_linux.go). A write past it fails (ENOSPC or EDQUOT) inside the
+	// sandbox. It does not apply where the caller provides the writable tree (Config.UpperDir,
 	// Config.RootDir) or keeps it (KeepUpper): those are host directories.
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }

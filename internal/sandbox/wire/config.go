@@ -97,10 +97,11 @@ type Disk struct {
 	// TmpfsBytes: else a tmpfs of this size, in which init makes Upper and
 	// Work.
 	TmpfsBytes int64 `json:"tmpfs_bytes,omitempty"`
-	// Either way init makes the directories tmp and shm in it and binds
-	// them at /tmp and /dev/shm, so that one limit bounds what the sandbox
-	// writes to its root, /tmp and /dev/shm together (Config.TmpBytes and
-	// ShmBytes size those only where the sandbox has no Disk).
+	// Either way init makes the directory shm in it and binds it at
+	// /dev/shm, so that one limit bounds what the sandbox writes to its
+	// root (/tmp, a directory of it, among it) and /dev/shm together
+	// (Config.TmpBytes and ShmBytes size tmpfs mounts at /tmp and /dev/shm
+	// only where the sandbox has no Disk).
 
 	// Fd, in init, is its descriptor of the mounted disk (O_PATH), which
 	// the supervisor keeps and reports (Ready.DiskFd) so that the host
