@@ -141,8 +141,9 @@ type Limits struct {
 	// upper dir, /tmp among it) and /dev/shm together: both are
 	// directories of one filesystem, the sandbox's disk (see
 	// disk_linux.go). A write past it fails (ENOSPC or EDQUOT) inside the
-	// sandbox. It does not apply where the caller provides the writable tree (Config.UpperDir,
-	// Config.RootDir) or keeps it (KeepUpper): those are host directories.
+	// sandbox. It does not apply where the caller provides the writable
+	// tree (Config.UpperDir, Config.RootDir) or keeps it (KeepUpper):
+	// those are host directories.
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
