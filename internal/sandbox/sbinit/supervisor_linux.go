@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 
@@ -137,22 +138,38 @@ func supervise(cfg wire.Config) error {
 // runs: made after it, they raced a fork bomb started by the first
 // command for the pids limit, and a runtime that cannot make a thread
 // dies. In place, init made them already, while the host attached it to
-// its cgroups, unless a session is to be opened: its shell (bash's exec
-// and start, ~2 ms) then starts while they are made (0.5–1 ms, a new
-// thread at a time on the one P), which a shell can do safely because it runs
-// nothing it was given until the session's setup line: unless its
-// environment names what bash runs or expands before it reads that line
-// (aheadSafe), in which case the threads come first.
+// its cgroups, unless a session is to be opened: they are then made
+// once its shell is forked, while bash starts (~2 ms; the threads take
+// 0.5–1 ms, a new thread at a time on the one P), which a shell allows
+// because it runs nothing it was given until the session's setup line:
+// unless its environment names what bash runs or expands before it reads
+// that line (aheadSafe), in which case the threads come first.
 func (s *supervisor) comeUp(cfg *wire.Config) error {
 	if ss := cfg.Session; ss != nil {
 		req := &wire.Request{Session: ss.Name, Env: ss.Env, Dir: ss.Dir}
-		if !aheadSafe(s.sessionOptions(req).Env) {
+		opts := s.sessionOptions(req)
+		if !aheadSafe(opts.Env) {
 			prewarmThreads()
 		}
+		// The threads are made once bash is forked: made before, each
+		// new thread's hand-off of the one P delayed the fork.
+		forked := make(chan struct{})
+		var once sync.Once
+		spawn := opts.Start
+		opts.Start = func(cmd *exec.Cmd) error {
+			defer once.Do(func() { close(forked) })
+			return spawn(cmd)
+		}
 		opened := make(chan error, 1)
-		go func() { opened <- s.openSession(context.Background(), req) }()
-		prewarmThreads()
-		if err := <-opened; err != nil {
+		go func() { opened <- s.openSession(context.Background(), req, opts) }()
+		var err error
+		select {
+		case <-forked:
+			prewarmThreads()
+			err = <-opened
+		case err = <-opened: // failed before its fork
+		}
+		if err != nil {
 			return err
 		}
 		cfg.Stamps = wire.Stamped(cfg.Stamps, StepSupSession)
@@ -309,7 +326,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 	case wire.OpResize:
 		return wire.Response{}, s.resize(req)
 	case wire.OpSessionOpen:
-		return wire.Response{}, s.openSession(ctx, req)
+		return wire.Response{}, s.openSession(ctx, req, s.sessionOptions(req))
 	case wire.OpSessionExec:
 		return s.sessionExec(ctx, req)
 	case wire.OpSessionClose:
@@ -376,7 +393,7 @@ func resultResponse(res session.Result) (wire.Response, error) {
 	return wire.Response{Result: b}, err
 }
 
-func (s *supervisor) openSession(ctx context.Context, req *wire.Request) error {
+func (s *supervisor) openSession(ctx context.Context, req *wire.Request, opts session.Options) error {
 	if req.Session == "" {
 		return fail(wire.CodeInvalid, "session name is empty")
 	}
@@ -385,7 +402,7 @@ func (s *supervisor) openSession(ctx context.Context, req *wire.Request) error {
 	if _, ok := s.liveSession(req.Session); ok {
 		return fail(wire.CodeExists, "session %q already exists", req.Session)
 	}
-	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, s.sessionOptions(req))
+	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, opts)
 	if err != nil {
 		return fmt.Errorf("starting session %q: %w", req.Session, err)
 	}
