@@ -74,6 +74,25 @@ func TestSessionAhead(t *testing.T) {
 			t.Fatalf("after the bomb: %q", got)
 		}
 	})
+	t.Run("SignalsAndOrphans", func(t *testing.T) {
+		// The supervisor's signal handling is completed once the shell
+		// is forked: orphans are still reaped, and an interrupt still
+		// ends a command and leaves the session usable.
+		sb := create(t, rt, Config{HostBase: true, Session: &SessionStart{Name: "main"}})
+		res := run(t, sb, "main", `for i in 1 2 3; do (sleep 0.05 &); done; sleep 0.5; ps -eo stat= | grep -c '^Z' || true`)
+		if res.Output != "0\n" {
+			t.Fatalf("zombies left after orphans exited: %q", res.Output)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := sb.SessionExec(ctx, "main", session.ExecRequest{Command: "sleep 30", Timeout: 200 * time.Millisecond})
+		if err != nil || !r.TimedOut {
+			t.Fatalf("sleep 30 with a 200 ms timeout: %+v, %v", r, err)
+		}
+		if res := run(t, sb, "main", "echo still"); res.Output != "still\n" {
+			t.Fatalf("after the interrupt: %q", res.Output)
+		}
+	})
 	t.Run("Fails", func(t *testing.T) {
 		for _, ss := range []SessionStart{{Name: "main", SessionOptions: SessionOptions{Dir: "/no/such/dir"}}, {Name: ""}} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -155,9 +155,11 @@ func initMain() error {
 	// often takes longer than building the root: the threads move with
 	// the process, and limitCaps below covers them. The signal handling
 	// first: its threads are not spares.
-	handleSignals()
-	if cfg.Session == nil { // else made beside the session's shell (supervise)
+	if cfg.Session == nil {
+		handleSignals()
 		prewarmThreads()
+	} else { // the rest made beside the session's shell (comeUp)
+		defaultSignals()
 	}
 	// The host puts init in the sandbox's cgroup while init builds the
 	// root; it says so with OpStart, before which nothing else may run.

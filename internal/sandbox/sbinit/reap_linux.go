@@ -31,11 +31,20 @@ import (
 // the idle ones; init calls it before it makes the spare threads, so that
 // the spares stay spare (once per process: the supervisor in place calls
 // it again).
-func handleSignals() { signalsOnce.Do(handleSignalsOnce) }
+func handleSignals() {
+	defaultSignals()
+	notifyOnce.Do(notifySignals)
+}
 
-var signalsOnce sync.Once
+// defaultSignals is handleSignals' first part, what the processes it
+// starts inherit: the dispositions. A supervisor that starts a session's
+// shell before it makes its threads (comeUp) does the rest, os/signal's
+// threads among them, once that shell is forked.
+func defaultSignals() { defaultsOnce.Do(setDefaults) }
 
-func handleSignalsOnce() {
+var defaultsOnce, notifyOnce sync.Once
+
+func setDefaults() {
 	for sig := 1; sig <= 64; sig++ {
 		switch {
 		case sig == 32 || sig == 33:
@@ -44,6 +53,9 @@ func handleSignalsOnce() {
 			defaultSignal(sig)
 		}
 	}
+}
+
+func notifySignals() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, unix.SIGCHLD, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
 		unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSYS)

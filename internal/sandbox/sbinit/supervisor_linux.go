@@ -88,7 +88,11 @@ func supervise(cfg wire.Config) error {
 	if err != nil {
 		return err
 	}
-	handleSignals()
+	if cfg.Session == nil {
+		handleSignals()
+	} else { // the rest once the session's shell is forked (comeUp)
+		defaultSignals()
+	}
 	if err := harden(&cfg); err != nil {
 		return err
 	}
@@ -149,6 +153,7 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		req := &wire.Request{Session: ss.Name, Env: ss.Env, Dir: ss.Dir}
 		opts := s.sessionOptions(req)
 		if !aheadSafe(opts.Env) {
+			handleSignals()
 			prewarmThreads()
 		}
 		// The threads are made once bash is forked: made before, each
@@ -165,6 +170,7 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		var err error
 		select {
 		case <-forked:
+			handleSignals() // its threads first: they are not spares
 			prewarmThreads()
 			err = <-opened
 		case err = <-opened: // failed before its fork
@@ -174,6 +180,7 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		}
 		cfg.Stamps = wire.Stamped(cfg.Stamps, StepSupSession)
 	}
+	handleSignals()
 	prewarmThreads()
 	if cfg.NoHugePages {
 		noHugePages()
