@@ -71,7 +71,9 @@ func (rt *Runtime) disk() diskSetup {
 			d.why = err.Error()
 			rt.log.Info("no disk pool: sandboxes' writable layers go to tmpfs", "err", err)
 		}
-		probe := rt.probe("tmpfs upper", "overlay", rt.probeUserns()|cloneNewNS, true, "", "MSB_PROBE_TMPFS=1")
+		probe := rt.keptProbe("tmpfs-upper", func() Check {
+			return rt.probe("tmpfs upper", "overlay", rt.probeUserns()|cloneNewNS, true, "", "MSB_PROBE_TMPFS=1")
+		})
 		if !probe.OK {
 			d.why = appendWhy(d.why, "a tmpfs cannot be the overlay's upper dir here: "+probe.Detail)
 			return

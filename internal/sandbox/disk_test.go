@@ -132,3 +132,30 @@ func mounted(t *testing.T, path string) bool {
 	}
 	return false
 }
+
+// TestKeptProbe: a probe's success is kept for the boot in the state dir,
+// so a later runtime (a later process) does not run it again; a failure is
+// not kept, and a success kept in another boot does not count.
+func TestKeptProbe(t *testing.T) {
+	dir := t.TempDir()
+	runs := 0
+	probe := func(ok bool) func() Check {
+		return func() Check { runs++; return Check{OK: ok, Detail: "probed"} }
+	}
+	keep := func(ok bool) Check { return (&Runtime{stateDir: dir}).keptProbe("x", probe(ok)) }
+	if c := keep(false); c.OK || runs != 1 {
+		t.Fatalf("a failing probe: %+v after %d runs", c, runs)
+	}
+	if c := keep(true); !c.OK || runs != 2 {
+		t.Fatalf("after a failure the probe runs again: %+v after %d runs", c, runs)
+	}
+	if c := keep(false); !c.OK || runs != 2 {
+		t.Fatalf("a success kept for the boot: %+v after %d runs, want OK without a run", c, runs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".probed-x"), []byte("another-boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := keep(true); !c.OK || runs != 3 {
+		t.Fatalf("a success kept in another boot: %+v after %d runs, want a new probe", c, runs)
+	}
+}

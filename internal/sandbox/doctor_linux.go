@@ -7,11 +7,13 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/minisandbox/msb/internal/atomicfile"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
@@ -125,6 +127,30 @@ func (rt *Runtime) probe(name, probe string, flags uintptr, required bool, fix s
 		return c
 	}
 	c.OK, c.Detail = true, "works"
+	return c
+}
+
+// keptProbe is probe for a check a runtime needs on every process's first
+// sandbox (disk's tmpfs upper dir): a success is kept for the boot in
+// the state dir (<state>/.probed-<key>, holding the boot id), so that
+// later processes of this boot, each msb run among them, skip the probe's
+// process (a clone, an exec of msb-sandbox and two mounts, on the create's
+// path). What the kernel can do does not change within a boot; a failure
+// is not kept, and doctor runs its own probes.
+func (rt *Runtime) keptProbe(key string, probe func() Check) Check {
+	path := filepath.Join(rt.stateDir, ".probed-"+key)
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil || len(boot) == 0 {
+		return probe()
+	}
+	if kept, err := os.ReadFile(path); err == nil && bytes.Equal(kept, boot) {
+		return Check{Name: key, OK: true, Detail: "works (probed earlier in this boot)"}
+	}
+	c := probe()
+	if c.OK {
+		// Lost or failed, the next process probes again.
+		_ = atomicfile.Write(path, boot, atomicfile.Options{Perm: 0o600, NoSync: true})
+	}
 	return c
 }
 
