@@ -172,6 +172,7 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		case <-forked:
 			handleSignals() // its threads first: they are not spares
 			prewarmThreads()
+			warmCodecs()
 			err = <-opened
 		case err = <-opened: // failed before its fork
 		}
@@ -194,6 +195,15 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	return nil
+}
+
+// warmCodecs has encoding/json build its codecs of a session command's
+// request and result, which the first command would otherwise build on
+// its way: done while the session's bash starts.
+func warmCodecs() {
+	var er session.ExecRequest
+	json.Unmarshal([]byte(`{}`), &er)
+	json.Marshal(session.Result{})
 }
 
 // aheadSafe reports whether a session's shell with environment env runs
