@@ -152,9 +152,9 @@ func (rt *Runtime) CreateDeferred(ctx context.Context, cfg Config, later func(co
 
 func (s *Sandbox) start(ctx context.Context) error {
 	if s.conf.HostBase && !s.rt.rootless && !s.conf.HostReadAsRoot {
-		// The idmap namespace (made once per runtime, so on every msb run):
-		// its holder starts while the state dir and the disk are made;
-		// config waits for it.
+		// The idmap namespace (opened once per runtime: kept with the disk
+		// pool, made by a holder where there is none yet) is opened while
+		// the state dir and the disk are made; config waits for it.
 		go s.rt.idmap()
 	}
 	t := time.Now()
