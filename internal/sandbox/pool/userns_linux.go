@@ -30,12 +30,14 @@ func Userns(dir, name string, mk func() (*os.File, error)) (*os.File, error) {
 	if !Exists(dir) {
 		return nil, fmt.Errorf("%w: no pool in %s", ErrUnavailable, dir)
 	}
+	// Before anything in it is trusted: a directory of root's (not a
+	// symlink, which could lead into another mount namespace).
+	if err := ensureDir(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, usernsPrefix+name)
 	if ns, err := openUserns(path); err == nil {
 		return ns, nil
-	}
-	if err := ensureDir(dir); err != nil {
-		return nil, err
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {

@@ -118,3 +118,35 @@ func TestUsernsChecksWhatIsBound(t *testing.T) {
 		t.Errorf("Userns returned a namespace of type %#x (%v), want a user namespace", typ, err)
 	}
 }
+
+// TestUsernsUntrustedDir: nothing bound in a pool directory that anyone
+// else can write into, or reached through a symlink, is trusted or made:
+// ErrUnavailable, and the caller makes its own.
+func TestUsernsUntrustedDir(t *testing.T) {
+	dir := testDir(t)
+	open(t, dir)
+	made := 0
+	mk := func() (*os.File, error) { made++; return newUserns() }
+	ns, err := Userns(dir, "c", mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Close()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Userns(link, "c", mk); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Userns through a symlink to the pool dir: %v, want ErrUnavailable", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o700)
+	if _, err := Userns(dir, "c", mk); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Userns in a pool dir anyone can write into: %v, want ErrUnavailable", err)
+	}
+	if made != 1 {
+		t.Errorf("made %d namespaces, want 1 (the first)", made)
+	}
+}
