@@ -15,7 +15,7 @@ import (
 // creation is that child once its root is put on the snapshot's layers
 // in place, as a rollback does (sandbox.Sandbox.Reset): its processes
 // killed (it has only its supervisor), a new overlay over the layers
-// with an empty writable layer, /tmp and /dev/shm emptied. So a fork
+// with an empty writable layer, /dev/shm emptied. So a fork
 // that finds spares of its children's shape waits only for the
 // snapshot, the reset and the sessions' shells, not for a sandbox's
 // start. Root mode only: a rootless reset runs nsenter and a stage of
