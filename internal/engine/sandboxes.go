@@ -53,6 +53,11 @@ type SandboxRequest struct {
 	// Sudo, when set, is where the sandbox gets a sudo that its supervisor
 	// serves (sandbox.Config.Sudo): raw and image sandboxes only.
 	Sudo string
+	// Session, when set, names a session the create opens (no env of its
+	// own, the sandbox's directory), as OpenSession would after it: its
+	// shell starts beside the sandbox's own start (sandbox.Config.Session),
+	// or a spare's session started ahead is taken.
+	Session string
 
 	// Limits' non-zero fields replace the engine's defaults.
 	Limits api.Limits
@@ -141,6 +146,11 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 	if req.Warm < 0 {
 		return nil, fmt.Errorf("%w: warm %d: give 0 or more", ErrBadRequest, req.Warm)
 	}
+	if req.Session != "" {
+		if err := api.CheckSessionName(req.Session); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	}
 	limits := e.cfg.sandboxLimits(req.Limits)
 	key, pooled := e.createKey(ctx, req, limits)
 	var s *Sandbox
@@ -150,6 +160,12 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 	if s == nil {
 		var err error
 		if s, err = e.startSandbox(ctx, req, limits); err != nil {
+			return nil, err
+		}
+	}
+	if req.Session != "" && !s.hasSession(req.Session) { // a spare's: its session started ahead, renamed
+		if err := s.OpenSession(ctx, api.SessionRequest{Name: req.Session}); err != nil {
+			s.Close()
 			return nil, err
 		}
 	}
@@ -232,11 +248,13 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		if err != nil {
 			return err
 		}
-		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network, NetPolicy: req.NetPolicy})
+		ts, err := task.Open(ctx, s.e.env, t, task.Options{Limits: limits, MaxOutput: req.MaxOutput, Network: req.Network, NetPolicy: req.NetPolicy,
+			Session: req.Session})
 		if err != nil {
 			return err
 		}
 		s.setParts(ts.Sandbox, ts, nil)
+		s.markSession(req.Session)
 		return nil
 	}
 	conf := sandbox.Config{HostBase: req.HostBase || len(req.Layers) == 0, Workdir: req.Workdir, Env: req.Env,
@@ -255,6 +273,9 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		}
 		conf.Layers, s.lease = paths, lease
 	}
+	if req.Session != "" {
+		conf.Session = &sandbox.SessionStart{Name: req.Session}
+	}
 	sb, err := s.e.rt.Create(ctx, conf)
 	if err != nil {
 		if s.lease != nil {
@@ -266,7 +287,25 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		return err
 	}
 	s.box.Store(sb)
+	s.markSession(req.Session)
 	return nil
+}
+
+// markSession records name ("": none), a session the sandbox's create
+// opened.
+func (s *Sandbox) markSession(name string) {
+	if name != "" {
+		s.mu.Lock()
+		s.sessions[name] = true
+		s.mu.Unlock()
+	}
+}
+
+// hasSession reports whether session name was opened.
+func (s *Sandbox) hasSession(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[name]
 }
 
 func (e *Engine) open() error {

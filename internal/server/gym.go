@@ -40,12 +40,9 @@ func (s *Server) gymReset(w http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	start := time.Now()
 	sb, err := s.e.CreateSandbox(r.Context(), engine.SandboxRequest{InstanceID: id, Labels: labels, Limits: req.Limits,
-		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs)})
+		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs),
+		Session: gymSession})
 	if err != nil {
-		return nil, err
-	}
-	if err := sb.OpenSession(r.Context(), api.SessionRequest{Name: gymSession}); err != nil {
-		sb.Close()
 		return nil, err
 	}
 	s.metrics.created(time.Since(start))

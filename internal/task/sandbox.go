@@ -73,6 +73,9 @@ type Options struct {
 	// evaluation does, as SWE-bench's harness applies patches as root and
 	// its images run the eval script as root.
 	AsRoot bool
+	// Session, when set, names a session the sandbox's create opens
+	// (sandbox.Config.Session).
+	Session string
 }
 
 // asRootEnv lets git work, as root, in a repository that the image's user
@@ -125,6 +128,9 @@ func Open(ctx context.Context, env Env, t *Task, o Options) (*Sandbox, error) {
 	}
 	if o.AsRoot && conf.User != (sandbox.User{}) {
 		conf.User, conf.Env = sandbox.User{}, append(withoutEntry(conf.Env, prep.UserHome), asRootEnv...)
+	}
+	if o.Session != "" {
+		conf.Session = &sandbox.SessionStart{Name: o.Session}
 	}
 	if s.Sandbox, err = env.Runtime.Create(ctx, conf); err != nil {
 		s.stopRegistryProxy()
