@@ -47,7 +47,10 @@ TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 # make test first installs the Debian packages the suite uses (.ci/deps, when
 # run as root). Where they cannot be had (not root, not Debian) the suite runs
 # without strict mode: each test that needs a missing package skips and says
-# which. The rootless suites' user is removed at the end when make test made it,
+# which. What the suites need (the binaries, vet, the venvs, the npm SDKs) is
+# made by up to four jobs at once: pip and npm wait on the network while go
+# builds; test-python (TEST_PYTHON_AFTER) still runs after test-go, not beside
+# it. The rootless suites' user is removed at the end when make test made it,
 # and the root-mode disk pool the tests' runtimes share lives in a directory of
 # the run's own (MSB_DISK_DIR), unmounted and removed at the end (its loop
 # device detaches itself), so that a test run leaves no mount behind.
@@ -57,7 +60,7 @@ test:
 	@had_user=$$(id -u $(TEST_USER) >/dev/null 2>&1 && echo 1); \
 	strict=$${MSB_TEST_STRICT:-$$(.ci/deps --check >/dev/null 2>&1 && echo 1 || echo 0)}; \
 	disk=$${MSB_DISK_DIR:-$$(mktemp -d /var/tmp/msb-test-disk.XXXXXX)}; \
-	MSB_DISK_DIR=$$disk MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory test-go test-python; rc=$$?; \
+	MSB_DISK_DIR=$$disk MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory -j4 TEST_PYTHON_AFTER=test-go test-go test-python; rc=$$?; \
 	if [ -z "$$MSB_DISK_DIR" ]; then umount -l $$disk/msb-pool/mnt 2>/dev/null; rm -rf $$disk; fi; \
 	if [ -z "$$had_user" ] && id -u $(TEST_USER) >/dev/null 2>&1; then \
 		userdel -r $(TEST_USER) 2>/dev/null || echo "make test: could not remove user $(TEST_USER)"; fi; \
@@ -66,11 +69,16 @@ test:
 STRICT = MSB_TEST_STRICT=$${MSB_TEST_STRICT:-1} \
 	MSB_TEST_REQUIRE_ROOT=$${MSB_TEST_REQUIRE_ROOT:-$$(test "$$(id -u)" = 0 && echo 1 || echo 0)}
 
+# go test runs as many test binaries at once as there are cores (2 in CI),
+# starting them in the order the packages are named: the slowest are named
+# first, so that none of them starts near the end with little left to run
+# beside it (docs/testing.md says what this gains).
+SLOW_TEST_PKGS = ./internal/task ./internal/sandbox ./internal/envcache ./internal/cli ./internal/engine ./internal/server/e2b
 test-go: build vet test-venv test-npm
 	MSB_TEST_PYTHON=$${MSB_TEST_PYTHON:-$(TEST_PYTHON)} MSB_TEST_SWEBENCH_GRADING=$${MSB_TEST_SWEBENCH_GRADING:-$(CURDIR)/.venv-test/swebench-grading} \
 		MSB_TEST_MULTISWE=$${MSB_TEST_MULTISWE:-$(CURDIR)/.venv-test/multi-swe-bench} \
 		MSB_TEST_HARBOR=$${MSB_TEST_HARBOR:-$(CURDIR)/$(HARBOR_VENV)/bin/harbor} \
-		$(STRICT) $(GO) test -count=1 -timeout 45m ./...
+		$(STRICT) $(GO) test -count=1 -timeout 45m $(SLOW_TEST_PKGS) ./...
 
 # The Python client, its backends and msb.ray, against a daemon built from
 # this tree (bin/msb), in a venv with the pinned test requirements.
@@ -82,7 +90,7 @@ HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python
 HARBOR_VENV ?= .venv-harbor
 # The E2B front end's Harbor test (internal/server/e2b) runs Harbor's CLI from it.
 test-go: $(if $(HARBOR_PYTHON),pyenv-harbor)
-test-python: build pyenv
+test-python: build pyenv $(TEST_PYTHON_AFTER)
 	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory test-harbor; \
 	elif [ "$${MSB_TEST_STRICT:-1}" = 1 ]; then echo "no Python 3.12 for Harbor's test (set HARBOR_PYTHON)"; exit 1; \
