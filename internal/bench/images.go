@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 )
 
@@ -422,18 +421,16 @@ func (r *imager) readyTrial(ctx context.Context, e *engine.Engine, m string, rou
 	return nil
 }
 
-// msbReady: create = the sandbox made and its session "main" opened;
-// answer = `true` run in that session.
+// msbReady: create = the sandbox made and its session "main" opened (by
+// the create, SandboxRequest.Session); answer = `true` run in that session.
 func msbReady(ctx context.Context, e *engine.Engine, req engine.SandboxRequest) (create, answer time.Duration, err error) {
 	t0 := time.Now()
+	req.Session = "main"
 	s, err := e.CreateSandbox(ctx, req)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() { err = errors.Join(err, s.Close()) }()
-	if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
-		return 0, 0, err
-	}
 	create = time.Since(t0)
 	t1 := time.Now()
 	if err := msbRun(ctx, s, "true"); err != nil {
