@@ -156,6 +156,7 @@ $(NPM_VITEST)/node_modules/.msb-stamp: $(NPM_VITEST)/package.json $(NPM_VITEST)/
 DEADCODE = golang.org/x/tools/cmd/deadcode@v0.39.0
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags msblean ./cmd/msb ./internal/cli
 	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt needed"; exit 1; }
 	@dead=$$($(GO) run $(DEADCODE) -test ./...) && test -z "$$dead" || { echo "$$dead"; echo "dead code (nothing calls it, not even a test): remove it"; exit 1; }
 

@@ -1,3 +1,5 @@
+//go:build !msblean
+
 package cli
 
 import (
