@@ -13,7 +13,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
-	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // TestImageUserHome: a sandbox on an image whose USER is not root and
@@ -101,10 +100,4 @@ func TestImageUserHome(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || res.Stdout != "1000:1000 / /home/calc\nx\n" {
 		t.Fatalf("a sandbox on the snapshot: %v %+v, want calc with HOME /home/calc reading its file", err, res)
 	}
-}
-
-// TestImageUserHomeRootless reruns TestImageUserHome as an unprivileged
-// user with subordinate ids.
-func TestImageUserHomeRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImageUserHome$")
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
-	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/store"
 )
 
@@ -16,7 +15,7 @@ import (
 // not root makes a directory only it may enter (0700) holding a file only
 // it may read (0600); a snapshot records both as the sandbox sees them
 // (owned by 1000, those modes), and a fork of it gives them back to its
-// user, who reads the file, as does a rollback to it. Rootless (TestImagePrivateForkRootless), the
+// user, who reads the file, as does a rollback to it. Rootless (TestRootless), the
 // files belong to a subordinate id the caller cannot read: the snapshot
 // reads them in the sandbox's user namespace.
 func TestImagePrivateFork(t *testing.T) {
@@ -98,10 +97,4 @@ for p in sys.argv[1:]:
 	if err != nil || res.ExitCode != 0 || res.Stdout != out {
 		t.Fatalf("the rolled back sandbox's user and its files: %v %+v\nwant stdout %q", err, res, out)
 	}
-}
-
-// TestImagePrivateForkRootless reruns TestImagePrivateFork as an
-// unprivileged user with subordinate ids.
-func TestImagePrivateForkRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImagePrivateFork$")
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
-	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
@@ -102,12 +101,6 @@ func TestImageRepoSandbox(t *testing.T) {
 		!strings.Contains(err.Error(), "(looked in /testbed)") {
 		t.Fatalf("an image without a repository: %s: %v", Kind(err), err)
 	}
-}
-
-// TestImageRepoSandboxRootless reruns TestImageRepoSandbox as an
-// unprivileged user with subordinate ids: calc owns /srv/calc there too.
-func TestImageRepoSandboxRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestImageRepoSandbox$")
 }
 
 // importImage imports img into the engine's cache under ref.

@@ -14,9 +14,16 @@ import (
 
 func TestMain(m *testing.M) { demotest.Main(m, gen) }
 
-// TestRootless reruns the engine tests as an unprivileged user.
+// TestRootless reruns the engine tests and the snapshot, rollback and
+// image-user tests as an unprivileged user with subordinate ids (calc owns
+// /srv/calc in TestImageRepoSandbox there too), in one process: the demo's
+// environment is built once for all of them, as in root mode, not once in
+// each of seven.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestEngine")
+	privtest.Unprivileged(t, "^(TestEngine.*|"+
+		"TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze|User)|"+
+		"TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames|InPlace)|"+
+		"TestImage(UserHome|PrivateFork|RepoSandbox))$")
 }
 
 // gen is the demo project and a cache (under its dir) shared by the

@@ -256,7 +256,7 @@ func TestRollbackForkHostnames(t *testing.T) {
 // snapshot taken while it wrote: no file written after the snapshot is
 // left (the files are the snapshot's, the same before and after a
 // command: the writer is gone). The sandbox is reset in place, in root
-// mode and rootless (TestRollbackRootless) on a kernel from 6.15: the
+// mode and rootless (TestRootless) on a kernel from 6.15: the
 // same init (the supervisor), namespaces (network, mount, PID, UTS,
 // cgroup) and cgroups on the host. Rootless on an older kernel it is
 // replaced: a new init.
@@ -346,9 +346,4 @@ func waitFiles(t *testing.T, s *Sandbox, dir string, n int) {
 			t.Fatalf("%s never held %d files", dir, n)
 		}
 	}
-}
-
-// TestRollbackRootless reruns the rollback tests as an unprivileged user.
-func TestRollbackRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames|InPlace)$")
 }

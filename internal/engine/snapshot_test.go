@@ -382,11 +382,6 @@ func TestSnapshotForkFails(t *testing.T) {
 	sh(t, parent, "", "true")
 }
 
-// TestSnapshotRootless reruns the snapshot tests as an unprivileged user.
-func TestSnapshotRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze)$")
-}
-
 // BenchmarkSnapshot measures, on a raw sandbox that wrote 8 MiB in 64
 // files: a named snapshot, a fork of one child to its first command, a
 // fork of 8, and a rollback to the snapshot.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
-	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 )
 
@@ -94,12 +93,6 @@ func TestSnapshotUser(t *testing.T) {
 	if got := sh(t, madeOld, "", "id -u"); got != "0\n" {
 		t.Fatalf("a sandbox on a record without a user runs as %q, want root", got)
 	}
-}
-
-// TestSnapshotUserRootless reruns TestSnapshotUser as an unprivileged
-// user with subordinate ids.
-func TestSnapshotUserRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestSnapshotUser$")
 }
 
 // importCalcImage imports into e's cache, as ref, an image of root whose
