@@ -85,7 +85,9 @@ test-go: build vet test-venv test-npm
 PYTHON ?= python3
 VENV ?= .venv
 # Harbor needs Python >= 3.12: its test runs in a venv of its own, on pyenv's
-# 3.12 (or python3.12 on PATH).
+# 3.12 (or python3.12 on PATH). make test makes both venvs at once; their
+# editable installs of the client write the same src/msb.egg-info, so each
+# holds a lock on clients/python (flock) while it does.
 HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 HARBOR_VENV ?= .venv-harbor
 # The E2B front end's Harbor test (internal/server/e2b) runs Harbor's CLI from it.
@@ -103,7 +105,7 @@ pyenv: $(VENV)/.msb-stamp
 $(VENV)/.msb-stamp: clients/python/requirements-test.txt clients/python/pyproject.toml
 	test -x $(VENV)/bin/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install -q -r clients/python/requirements-test.txt
-	$(VENV)/bin/pip install -q --no-deps -e clients/python
+	flock clients/python $(VENV)/bin/pip install -q --no-deps -e clients/python
 	touch $@
 
 pyenv-harbor: $(HARBOR_VENV)/.msb-stamp
@@ -111,7 +113,7 @@ $(HARBOR_VENV)/.msb-stamp: clients/python/requirements-harbor.txt clients/python
 	@test -n "$(HARBOR_PYTHON)" || { echo "no Python 3.12 for Harbor's test (set HARBOR_PYTHON)"; exit 1; }
 	test -x $(HARBOR_VENV)/bin/pip || $(HARBOR_PYTHON) -m venv --clear $(HARBOR_VENV)
 	$(HARBOR_VENV)/bin/pip install -q -r clients/python/requirements-harbor.txt
-	$(HARBOR_VENV)/bin/pip install -q --no-deps -e clients/python
+	flock clients/python $(HARBOR_VENV)/bin/pip install -q --no-deps -e clients/python
 	touch $@
 
 test-short: build
