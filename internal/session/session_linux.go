@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,6 +104,22 @@ func Start(ctx context.Context, name string, opts Options) (*Session, error) {
 	return s, nil
 }
 
+// checkDir says what is wrong with dir as a session's working directory,
+// or nil ("" is the caller's own).
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("working directory %s: %w", dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
 func (s *Session) start(ctx context.Context) error {
 	scriptR, scriptW, err := pipeFor(false)
 	if err != nil {
@@ -145,6 +162,9 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	if s.shell, err = startShell(cmd, s.opts.Start); err != nil {
+		if derr := checkDir(s.opts.Dir); derr != nil {
+			return derr // exec reports a failed chdir as the shell's
+		}
 		return fmt.Errorf("running %s: %w", s.opts.Shell, err)
 	}
 

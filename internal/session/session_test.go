@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -736,14 +737,23 @@ func TestBootTicksMatchesStartTime(t *testing.T) {
 	}
 }
 
+// TestStartErrors: a session that cannot start says why, naming what is
+// wrong (the shell, or the working directory, not the shell when the
+// directory is missing), and the session's name once.
 func TestStartErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		opts Options
+		want string
 	}{
-		{"no such shell", Options{Shell: "/nonexistent/bash"}},
-		{"no such dir", Options{Dir: "/nonexistent/dir"}},
-		{"not bash", Options{Shell: "/bin/true"}},
+		{"no such shell", Options{Shell: "/nonexistent/bash"}, "running /nonexistent/bash"},
+		{"no such dir", Options{Dir: "/nonexistent/dir"}, "working directory /nonexistent/dir: no such file or directory"},
+		{"dir is a file", Options{Dir: file}, "working directory " + file + " is not a directory"},
+		{"not bash", Options{Shell: "/bin/true"}, "/bin/true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -753,6 +763,9 @@ func TestStartErrors(t *testing.T) {
 			if err == nil {
 				s.Close()
 				t.Fatal("Start succeeded")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Count(msg, `session "bad"`) != 1 {
+				t.Fatalf("error %q, want it to say %q and name the session once", msg, tt.want)
 			}
 		})
 	}

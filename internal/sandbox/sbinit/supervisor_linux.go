@@ -421,7 +421,7 @@ func (s *supervisor) openSession(ctx context.Context, req *wire.Request, opts se
 	}
 	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, opts)
 	if err != nil {
-		return fmt.Errorf("starting session %q: %w", req.Session, err)
+		return err // it names the session
 	}
 	s.sessions[req.Session] = sess
 	return nil
