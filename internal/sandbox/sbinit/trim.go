@@ -22,7 +22,12 @@ import (
 // The bytes on the socket stand for what the supervisor allocated: its
 // heap grows with what it carries (a command's output, a file's content,
 // each encoded and framed), and counting them costs an atomic add per read
-// or write. Asking the runtime costs memory or time in every sandbox
+// or write. Each request also allocates about reqAlloc whatever it carries
+// (its frames decoded and encoded, its context, a session command's fifo
+// and poll set), which end counts: a session command with 2 kB of output
+// grew an idle supervisor by ~17 kB, so an agent's small commands, which
+// moved ~2 kB each, never made a trim due by their bytes alone, and 100 of
+// them left the supervisor 1.7 MiB larger until its heap reached 4 MB. Asking the runtime costs memory or time in every sandbox
 // (runtime.ReadMemStats left ~0.3 MiB of the runtime's structures touched
 // in each supervisor, runtime/metrics adds 0.13 ms of package init), and
 // the resident memory the kernel reports grows by more than the heap
@@ -42,7 +47,7 @@ type trimmer struct {
 	armed    bool      // timer will call check
 	timer    *time.Timer
 
-	moved     atomic.Uint64 // bytes read from and written to the control socket
+	moved     atomic.Uint64 // bytes read from and written to the control socket, and reqAlloc per request
 	trimming  sync.Mutex    // held by a trim (a timer's goroutine); guards trimmedAt
 	trimmedAt uint64        // moved at the last trim
 	noHuge    bool          // advise against huge pages after a trim (wire.Config.NoHugePages)
@@ -51,6 +56,12 @@ type trimmer struct {
 const (
 	trimDelay = time.Second
 	trimMin   = 1 << 20
+	// reqAlloc is what a request allocates besides the bytes it carries.
+	// A trim's first collection leaves the runtime ~0.5-0.9 MiB of its
+	// own for good (its span sets and mark bits: docs/bench.md,
+	// 2026-12-06), so trimMin keeps the trim for when more than that is
+	// garbage: about 60 small commands.
+	reqAlloc = 16 << 10
 )
 
 // begin marks a request started; a trim that comes due meanwhile waits.
@@ -60,9 +71,10 @@ func (t *trimmer) begin() {
 	t.mu.Unlock()
 }
 
-// end marks a request ended; the last one in flight arms the timer unless
-// it is armed already.
+// end marks a request ended, counts reqAlloc for it, and the last one in
+// flight arms the timer unless it is armed already.
 func (t *trimmer) end() {
+	t.moved.Add(reqAlloc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inFlight--; t.inFlight > 0 {
@@ -130,8 +142,8 @@ func (t *trimmer) trim() {
 	t.trimmedAt = t.moved.Load()
 }
 
-// due says whether trimMin bytes or more crossed the socket since the last
-// trim; the caller holds trimming.
+// due says whether trimMin bytes or more were counted (crossed the socket,
+// or reqAlloc per request) since the last trim; the caller holds trimming.
 func (t *trimmer) due() bool {
 	return t.moved.Load()-t.trimmedAt >= trimMin
 }

@@ -70,7 +70,30 @@ func TestTrimCheck(t *testing.T) {
 	tr.armed = false
 	tr.lastEnd = tr.lastEnd.Add(-trimDelay) // idle for trimDelay
 	tr.check()
-	if tr.trimmedAt != trimMin || tr.armed {
-		t.Fatalf("idle for trimDelay: trimmedAt %d, armed %v; want %d, false", tr.trimmedAt, tr.armed, trimMin)
+	if want := tr.moved.Load(); tr.trimmedAt != want || tr.armed { // trimMin and the requests' reqAlloc
+		t.Fatalf("idle for trimDelay: trimmedAt %d, armed %v; want %d, false", tr.trimmedAt, tr.armed, want)
+	}
+}
+
+// TestTrimCountsRequests: each request counts reqAlloc toward the trim
+// besides its bytes, so a burst of small commands, whose bytes alone never
+// reach trimMin, makes a trim due (100 of them, 2 kB of output each, left
+// the idle supervisor 1.7 MiB larger without one).
+func TestTrimCountsRequests(t *testing.T) {
+	var tr trimmer
+	n := trimMin / reqAlloc
+	for i := 0; i < n-1; i++ {
+		tr.begin()
+		tr.end()
+	}
+	tr.timer.Stop()
+	if tr.due() {
+		t.Fatalf("due after %d requests that moved nothing", n-1)
+	}
+	tr.begin()
+	tr.end()
+	tr.timer.Stop()
+	if !tr.due() {
+		t.Fatalf("not due after %d requests that moved nothing (%d counted)", n, tr.moved.Load())
 	}
 }
