@@ -230,9 +230,17 @@ type Validation struct {
 	// NeedsNetwork: the gold patch did not resolve without network and
 	// resolved when evaluated again with the host's network (a test that
 	// reaches a server). The instance stays invalid; Reason says so.
-	NeedsNetwork bool       `json:"needs_network"`
-	Gold         EvalResult `json:"gold"`
-	Empty        EvalResult `json:"empty"`
+	NeedsNetwork bool `json:"needs_network"`
+	// Flaky: the gold patch did not resolve without network, resolved
+	// with the host's network, and resolved again on a second run without
+	// network, so the first failure was a flake and not a network need;
+	// FlakyTests are the tests whose status changed between the two runs
+	// without network. The instance stays invalid (as a flaky --repeat
+	// does); Reason says so.
+	Flaky      bool         `json:"flaky,omitempty"`
+	FlakyTests List[string] `json:"flaky_tests,omitempty"`
+	Gold       EvalResult   `json:"gold"`
+	Empty      EvalResult   `json:"empty"`
 }
 
 // ValidationReport is what a validation run returns.
@@ -244,7 +252,11 @@ type ValidationReport struct {
 	Errored     List[string]        `json:"errored"`
 	// NetworkRechecked are the instances whose gold patch was evaluated
 	// again with the host's network (it did not resolve without).
-	NetworkRechecked List[string]        `json:"network_rechecked"`
+	NetworkRechecked List[string] `json:"network_rechecked"`
+	// OfflineRechecked are the instances of NetworkRechecked whose gold
+	// patch resolved with the network and was evaluated once more without
+	// (Validation.NeedsNetwork when it failed again, Flaky when not).
+	OfflineRechecked List[string]        `json:"offline_rechecked"`
 	SkippedRows      int                 `json:"skipped_rows"`
 	Files            Map[string, string] `json:"files"`
 	Interrupted      bool                `json:"interrupted"`

@@ -81,6 +81,11 @@ func finishValidation(g *globals, out *harness.Dir, rep api.ValidationReport, ru
 			rep.Files["summary:gold"+engine.NetworkRecheckSuffix] = p
 		}
 	}
+	if len(rep.OfflineRechecked) > 0 {
+		if p, err := out.SummaryPath(rep.RunID+engine.OfflineRecheckSuffix, "gold"); err == nil {
+			rep.Files["summary:gold"+engine.OfflineRecheckSuffix] = p
+		}
+	}
 	if g.json {
 		if err := printJSON(rep); err != nil {
 			return err
@@ -118,6 +123,9 @@ func printValidations(rep api.ValidationReport) error {
 	if n := needNetwork(rep); n > 0 {
 		fmt.Printf(" (%d not valid only for want of network: their gold patches resolve with --eval-network host)", n)
 	}
+	if n := flakyRechecks(rep); n > 0 {
+		fmt.Printf(" (%d flaky: their gold patches failed, then resolved on a second run without network)", n)
+	}
 	if rep.SkippedRows > 0 {
 		fmt.Printf(" (%d dataset rows skipped)", rep.SkippedRows)
 	}
@@ -130,6 +138,17 @@ func needNetwork(rep api.ValidationReport) int {
 	n := 0
 	for _, v := range rep.Validations {
 		if v.NeedsNetwork {
+			n++
+		}
+	}
+	return n
+}
+
+// flakyRechecks counts the validations marked Flaky by the recheck.
+func flakyRechecks(rep api.ValidationReport) int {
+	n := 0
+	for _, v := range rep.Validations {
+		if v.Flaky {
 			n++
 		}
 	}

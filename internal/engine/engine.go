@@ -332,11 +332,19 @@ func (e *Engine) Validate(ctx context.Context, instanceID string) (api.Validatio
 	}
 	v := task.Judge(g.Result, em.Result)
 	if again, ok := e.networkRecheck(v, gold); ok {
-		ev, err := e.evaluate(ctx, again)
+		withNet, err := e.evaluate(ctx, again)
 		if err != nil {
 			return v, err
 		}
-		markNeedsNetwork(&v, ev.Result)
+		var offline *api.EvalResult
+		if withNet.Result.Outcome == api.OutcomeResolved {
+			ev, err := e.evaluate(ctx, gold)
+			if err != nil {
+				return v, err
+			}
+			offline = &ev.Result
+		}
+		settleRecheck(&v, withNet.Result, offline)
 	}
 	return v, nil
 }

@@ -323,17 +323,27 @@ type ValidateRun struct {
 // its evaluations of gold patches with the host's network.
 const NetworkRecheckSuffix = "-eval-network-host"
 
+// OfflineRecheckSuffix ends the run id under which RunValidation stores
+// its second evaluations without network of the gold patches that
+// resolved on the network recheck: a flaky test passes there too, a
+// network need fails again.
+const OfflineRecheckSuffix = "-eval-offline-again"
+
 // RunValidation evaluates, for every instance, its reference fix (model
 // "gold") and an empty patch graded like any other (model "empty"), each in
 // a fresh sandbox, and judges them (task.Judge). Results and summaries go
 // to sink as in RunEvaluation. When evaluation sandboxes have no network,
 // the gold patches that did not resolve are evaluated once more with the
-// host's network, as run RunID+NetworkRecheckSuffix; an instance whose gold
-// patch then resolves stays invalid, marked NeedsNetwork. Progress counts
-// these evaluations too (its total grows when they start).
+// host's network, as run RunID+NetworkRecheckSuffix, and those that then
+// resolve once more without it, as run RunID+OfflineRecheckSuffix: an
+// instance whose gold patch resolves with the network and fails again
+// without stays invalid, marked NeedsNetwork; one whose gold patch resolves
+// on the second offline run is invalid as flaky (its first two offline runs
+// disagree), not NeedsNetwork. Progress counts these evaluations too (its
+// total grows when they start).
 func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (api.ValidationReport, error) {
 	rep := api.ValidationReport{RunID: r.RunID, Validations: []api.Validation{}, Valid: []string{}, Invalid: map[string]string{},
-		Errored: []string{}, NetworkRechecked: []string{}, SkippedRows: r.SkippedRows}
+		Errored: []string{}, NetworkRechecked: []string{}, OfflineRechecked: []string{}, SkippedRows: r.SkippedRows}
 	if err := api.CheckName("run id", r.RunID); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -386,7 +396,9 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 		for _, j := range again {
 			rep.NetworkRechecked = append(rep.NetworkRechecked, j.t.ID())
 		}
-		runErr = errors.Join(runErr, e.recheck(ctx, r, again, len(jobs), vals, sink))
+		offline, err := e.recheck(ctx, r, again, len(jobs), vals, sink)
+		rep.OfflineRechecked = append(rep.OfflineRechecked, offline...)
+		runErr = errors.Join(runErr, err)
 	}
 	for _, v := range vals {
 		rep.Validations = append(rep.Validations, v)
@@ -403,6 +415,7 @@ func (e *Engine) RunValidation(ctx context.Context, r ValidateRun, sink Sink) (a
 	sort.Strings(rep.Valid)
 	sort.Strings(rep.Errored)
 	sort.Strings(rep.NetworkRechecked)
+	sort.Strings(rep.OfflineRechecked)
 	sort.Slice(rep.Validations, func(i, j int) bool { return rep.Validations[i].InstanceID < rep.Validations[j].InstanceID })
 	rep.Interrupted = ctx.Err() != nil
 	return rep, runErr
@@ -426,41 +439,126 @@ func (e *Engine) networkRecheck(v api.Validation, gold job) (job, bool) {
 	return gold, true
 }
 
-// markNeedsNetwork marks v when its gold patch resolved with the host's
-// network (withNet); v stays invalid.
-func markNeedsNetwork(v *api.Validation, withNet api.EvalResult) {
-	if withNet.Outcome == api.OutcomeResolved {
+// settleRecheck judges v, whose gold patch did not resolve without
+// network, from its evaluation with the host's network (withNet) and, when
+// that resolved, its second evaluation without network (offline; nil: none
+// finished). Only a gold patch that resolves with the network and fails
+// again without is marked NeedsNetwork; one that resolves on the second
+// offline run is flaky, its FlakyTests the tests whose status changed
+// between the two offline runs. v stays invalid either way.
+func settleRecheck(v *api.Validation, withNet api.EvalResult, offline *api.EvalResult) {
+	if withNet.Outcome != api.OutcomeResolved {
+		return
+	}
+	switch {
+	case offline == nil || !offline.Outcome.IsVerdict():
+		v.Reason += " (resolved with the host's network, but a second run without network ended without a verdict: " +
+			"whether it needs the network or is flaky is not known)"
+	case offline.Outcome == api.OutcomeResolved:
+		v.Flaky, v.FlakyTests = true, changedTests(v.Gold, *offline)
+		v.Reason = "flaky: the gold patch did not resolve without network, then resolved on a second run without network " +
+			"(and with the host's network): not a network need"
+		if len(v.FlakyTests) > 0 {
+			v.Reason += "; tests whose status changed between the two runs without network: " + strings.Join(v.FlakyTests, ", ")
+		}
+	default:
 		v.NeedsNetwork = true
-		v.Reason += " (resolved with the host's network: it fails only without network)"
+		v.Reason += " (resolved with the host's network and failed again on a second run without: it fails only without network)"
 	}
 }
 
+// changedTests are the tests (sorted) whose status differs between a and
+// b: passed in one and failed or missing in the other.
+func changedTests(a, b api.EvalResult) []string {
+	sa, sb := testStatuses(a), testStatuses(b)
+	var out []string
+	for name, pass := range sa {
+		if p, ok := sb[name]; !ok || p != pass {
+			out = append(out, name)
+		}
+	}
+	for name := range sb {
+		if _, ok := sa[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// testStatuses maps each graded test of r to whether it passed.
+func testStatuses(r api.EvalResult) map[string]bool {
+	m := map[string]bool{}
+	ts := r.Report.TestsStatus
+	if ts == nil {
+		return m
+	}
+	for _, o := range []api.Outcomes{ts.FailToPass, ts.PassToPass, ts.FailToFail, ts.PassToFail} {
+		for _, n := range o.Success {
+			m[n] = true
+		}
+		for _, n := range o.Failure {
+			m[n] = false
+		}
+	}
+	return m
+}
+
 // recheck runs the network rechecks of a validation (after done
-// evaluations) as run r.RunID+NetworkRecheckSuffix, summarizes them and
-// marks the validations whose gold patch then resolves.
-func (e *Engine) recheck(ctx context.Context, r ValidateRun, again []job, done int, vals []api.Validation, sink Sink) error {
-	runID := r.RunID + NetworkRecheckSuffix
+// evaluations) as run r.RunID+NetworkRecheckSuffix and summarizes them;
+// the gold patches that then resolve are evaluated once more without
+// network, as run r.RunID+OfflineRecheckSuffix (those instances are
+// returned), and vals are judged from both (settleRecheck).
+func (e *Engine) recheck(ctx context.Context, r ValidateRun, again []job, done int, vals []api.Validation, sink Sink) ([]string, error) {
+	withNet, err := e.rerun(ctx, r, r.RunID+NetworkRecheckSuffix, "with the host's network", again, done, sink)
+	var offline []job
+	for _, j := range again {
+		if res, ok := withNet[j.t.ID()]; ok && res.Outcome == api.OutcomeResolved && ctx.Err() == nil {
+			j.net = sandbox.NetworkNone
+			offline = append(offline, j)
+		}
+	}
+	var ids []string
+	var second map[string]api.EvalResult
+	if len(offline) > 0 {
+		var err2 error
+		second, err2 = e.rerun(ctx, r, r.RunID+OfflineRecheckSuffix, "once more without network", offline, done+len(again), sink)
+		err = errors.Join(err, err2)
+		for _, j := range offline {
+			ids = append(ids, j.t.ID())
+		}
+	}
+	for i := range vals {
+		if res, ok := withNet[vals[i].InstanceID]; ok {
+			var off *api.EvalResult
+			if o, ok := second[vals[i].InstanceID]; ok {
+				off = &o
+			}
+			settleRecheck(&vals[i], res, off)
+		}
+	}
+	return ids, err
+}
+
+// rerun evaluates the gold jobs again (after done evaluations) as run
+// runID, summarizes them, and returns the finished results by instance.
+func (e *Engine) rerun(ctx context.Context, r ValidateRun, runID, how string, jobs []job, done int, sink Sink) (map[string]api.EvalResult, error) {
 	progress := r.Progress
 	if progress != nil {
 		progress = func(d, total int, res api.EvalResult) { r.Progress(done+d, done+total, res) }
 	}
-	e.log.Info("evaluating gold patches again with the host's network", "run", runID, "instances", len(again))
-	results, _, err := e.runJobs(ctx, runID, again, r.Workers, r.KeepErrors, sink, progress)
-	ids := make([]string, len(again))
+	e.log.Info("evaluating gold patches again "+how, "run", runID, "instances", len(jobs))
+	results, _, err := e.runJobs(ctx, runID, jobs, r.Workers, r.KeepErrors, sink, progress)
+	ids := make([]string, len(jobs))
 	byID := map[string]api.EvalResult{}
-	for i, j := range again {
+	for i, j := range jobs {
 		ids[i] = j.t.ID()
 		if results[i] != nil {
 			byID[ids[i]] = *results[i]
 		}
 	}
 	err = errors.Join(err, summarize(ctx, sink, "gold", runID, ids, results, r.SkippedRows))
-	for i := range vals {
-		if res, ok := byID[vals[i].InstanceID]; ok {
-			markNeedsNetwork(&vals[i], res)
-		}
-	}
-	return err
+	return byID, err
 }
 
 // summarize hands sink the summary of one model's results (nil: not

@@ -436,8 +436,13 @@ class Validation:
     valid: bool = False
     reason: str = ""
     errored: bool = False
-    #: the gold patch resolved only with the host's network
+    #: the gold patch resolved only with the host's network (and failed
+    #: again on a second run without it)
     needs_network: bool = False
+    #: the gold patch failed, then resolved on a second run without network
+    flaky: bool = False
+    #: the tests whose status changed between those two runs
+    flaky_tests: List[str] = field(default_factory=list)
     gold: EvalResult = field(default_factory=EvalResult)
     empty: EvalResult = field(default_factory=EvalResult)
 
@@ -453,6 +458,8 @@ class ValidationReport:
     errored: List[str] = field(default_factory=list)
     #: instances whose gold patch was evaluated again with the host's network
     network_rechecked: List[str] = field(default_factory=list)
+    #: those of them evaluated once more without network (resolved with it)
+    offline_rechecked: List[str] = field(default_factory=list)
     skipped_rows: int = 0
     files: Dict[str, str] = field(default_factory=dict)
     interrupted: bool = False
