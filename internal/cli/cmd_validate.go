@@ -120,10 +120,10 @@ func printValidations(rep api.ValidationReport) error {
 	}
 	printProblems(os.Stdout, "Not valid", problems)
 	fmt.Printf("\n%d of %d instances valid", len(rep.Valid), len(rep.Validations))
-	if n := needNetwork(rep); n > 0 {
+	if n := countValidations(rep, func(v api.Validation) bool { return v.NeedsNetwork }); n > 0 {
 		fmt.Printf(" (%d not valid only for want of network: their gold patches resolve with --eval-network host)", n)
 	}
-	if n := flakyRechecks(rep); n > 0 {
+	if n := countValidations(rep, func(v api.Validation) bool { return v.Flaky }); n > 0 {
 		fmt.Printf(" (%d flaky: their gold patches failed, then resolved on a second run without network)", n)
 	}
 	if rep.SkippedRows > 0 {
@@ -133,22 +133,11 @@ func printValidations(rep api.ValidationReport) error {
 	return nil
 }
 
-// needNetwork counts the validations marked NeedsNetwork.
-func needNetwork(rep api.ValidationReport) int {
+// countValidations counts the validations of rep for which marked is true.
+func countValidations(rep api.ValidationReport, marked func(api.Validation) bool) int {
 	n := 0
 	for _, v := range rep.Validations {
-		if v.NeedsNetwork {
-			n++
-		}
-	}
-	return n
-}
-
-// flakyRechecks counts the validations marked Flaky by the recheck.
-func flakyRechecks(rep api.ValidationReport) int {
-	n := 0
-	for _, v := range rep.Validations {
-		if v.Flaky {
+		if marked(v) {
 			n++
 		}
 	}
