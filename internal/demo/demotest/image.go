@@ -178,5 +178,10 @@ func HostRootfs(t *testing.T, extra []string, bins ...string) string {
 	for _, d := range []string{"tmp", "etc", "root"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
+	// /tmp as every distribution's root has it: a sandbox's /tmp is the
+	// root's own (docs/sandbox.md), which an image's user writes to.
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
