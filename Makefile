@@ -47,21 +47,22 @@ TEST_PYTHON ?= $(CURDIR)/.venv-test/bin/python
 # make test first installs the Debian packages the suite uses (.ci/deps, when
 # run as root). Where they cannot be had (not root, not Debian) the suite runs
 # without strict mode: each test that needs a missing package skips and says
-# which. What the suites need (the binaries, vet, the venvs, the npm SDKs) is
-# made by up to four jobs at once: pip and npm wait on the network while go
-# builds; test-python (TEST_PYTHON_AFTER) still runs after test-go, not beside
-# it. The rootless suites' user is removed at the end when make test made it,
+# which. Its targets run one after another: under make -j the Go tests
+# inherit MAKEFLAGS naming jobserver descriptors they are not given, which
+# tools they run (rustc, make) warn about in their output (docs/testing.md).
+# The rootless suites' user is removed at the end when make test made it,
 # and the root-mode disk pool the tests' runtimes share lives in a directory of
-# the run's own (MSB_DISK_DIR), unmounted and removed at the end (its loop
-# device detaches itself), so that a test run leaves no mount behind.
+# the run's own (MSB_DISK_DIR), removed at the end with every mount under it
+# (the pool's volume, whose loop device detaches itself, and the idmap user
+# namespace bound beside it), so that a test run leaves no mount behind.
 TEST_USER = msbtest
 test:
 	@.ci/deps || echo "make test: the tests that need these packages will skip (strict mode off)"
 	@had_user=$$(id -u $(TEST_USER) >/dev/null 2>&1 && echo 1); \
 	strict=$${MSB_TEST_STRICT:-$$(.ci/deps --check >/dev/null 2>&1 && echo 1 || echo 0)}; \
 	disk=$${MSB_DISK_DIR:-$$(mktemp -d /var/tmp/msb-test-disk.XXXXXX)}; \
-	MSB_DISK_DIR=$$disk MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory -j4 TEST_PYTHON_AFTER=test-go test-go test-python; rc=$$?; \
-	if [ -z "$$MSB_DISK_DIR" ]; then umount -l $$disk/msb-pool/mnt 2>/dev/null; rm -rf $$disk; fi; \
+	MSB_DISK_DIR=$$disk MSB_TEST_STRICT=$$strict $(MAKE) --no-print-directory test-go test-python; rc=$$?; \
+	if [ -z "$$MSB_DISK_DIR" ]; then for m in $$(awk -v d="$$disk/" 'index($$5, d) == 1 {print $$5}' /proc/self/mountinfo | sort -r); do umount -l "$$m"; done; rm -rf $$disk; fi; \
 	if [ -z "$$had_user" ] && id -u $(TEST_USER) >/dev/null 2>&1; then \
 		userdel -r $(TEST_USER) 2>/dev/null || echo "make test: could not remove user $(TEST_USER)"; fi; \
 	exit $$rc
@@ -92,7 +93,7 @@ HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python
 HARBOR_VENV ?= .venv-harbor
 # The E2B front end's Harbor test (internal/server/e2b) runs Harbor's CLI from it.
 test-go: $(if $(HARBOR_PYTHON),pyenv-harbor)
-test-python: build pyenv $(TEST_PYTHON_AFTER)
+test-python: build pyenv
 	cd clients/python && $(STRICT) MSB_BIN=$(CURDIR)/bin/msb ../../$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 	@if [ -n "$(HARBOR_PYTHON)" ]; then $(MAKE) --no-print-directory test-harbor; \
 	elif [ "$${MSB_TEST_STRICT:-1}" = 1 ]; then echo "no Python 3.12 for Harbor's test (set HARBOR_PYTHON)"; exit 1; \

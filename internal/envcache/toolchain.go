@@ -161,16 +161,22 @@ func probeToolchain(ctx context.Context, name string, k toolchainKind, exe, dir 
 	return &Toolchain{Name: name, Dir: filepath.Clean(dir), Version: strings.TrimSpace(v)}, nil
 }
 
-// runTool runs exe with args (a minute at most) and returns its output,
-// stderr included (java -version writes there).
+// runTool runs exe with args (a minute at most) and returns what it
+// wrote to stdout, or to stderr when stdout is empty (java -version writes
+// there). stdout first: a tool may also warn on stderr (rustc run under
+// make -j warns that it cannot reach the jobserver descriptors it was not
+// given), which is no part of a path or a version.
 func runTool(ctx context.Context, exe string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var out bytes.Buffer
+	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("running %s %s: %w: %s", exe, strings.Join(args, " "), err, tail(out.String(), 3))
+		return "", fmt.Errorf("running %s %s: %w: %s", exe, strings.Join(args, " "), err, tail(errOut.String()+out.String(), 3))
+	}
+	if strings.TrimSpace(out.String()) == "" {
+		return errOut.String(), nil
 	}
 	return out.String(), nil
 }

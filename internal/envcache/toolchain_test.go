@@ -3,6 +3,7 @@ package envcache
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -116,5 +117,28 @@ func TestPlaceToolchain(t *testing.T) {
 	sp := spec.Spec{Language: spec.LangGo}
 	if toolchainKey(sp, []*Toolchain{goTC}, host, "s") == toolchainKey(sp, []*Toolchain{{Name: "go", Dir: "/usr/local/go", Path: "/usr/local/go", Version: "go2"}}, host, "s") {
 		t.Fatal("another toolchain version gives the same environment key")
+	}
+}
+
+// TestRunToolStdoutFirst: a tool's answer is its stdout, whatever it warns
+// on stderr (rustc under make -j warns of the jobserver descriptors it was
+// not given, which took the place of its sysroot), or its stderr when it
+// writes nothing else (java -version).
+func TestRunToolStdoutFirst(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"warns":  "echo 'warning: failed to connect to jobserver' >&2; echo /opt/rust",
+		"stderr": "echo 'openjdk version \"17\"' >&2",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if out, err := runTool(ctx, filepath.Join(dir, "warns")); err != nil || out != "/opt/rust\n" {
+		t.Errorf("warns: %q, %v; want its stdout alone", out, err)
+	}
+	if out, err := runTool(ctx, filepath.Join(dir, "stderr")); err != nil || !strings.HasPrefix(out, "openjdk version") {
+		t.Errorf("stderr: %q, %v; want its stderr", out, err)
 	}
 }
