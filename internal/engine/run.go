@@ -468,37 +468,24 @@ func settleRecheck(v *api.Validation, withNet api.EvalResult, offline *api.EvalR
 }
 
 // changedTests are the tests (sorted) whose status differs between a and
-// b: passed in one and failed or missing in the other.
+// b: passed in one and failed or missing in the other (grading.Flips).
 func changedTests(a, b api.EvalResult) []string {
-	sa, sb := testStatuses(a), testStatuses(b)
-	var out []string
-	for name, pass := range sa {
-		if p, ok := sb[name]; !ok || p != pass {
-			out = append(out, name)
-		}
-	}
-	for name := range sb {
-		if _, ok := sa[name]; !ok {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return grading.Flips([]grading.StatusMap{gradedStatuses(a), gradedStatuses(b)})
 }
 
-// testStatuses maps each graded test of r to whether it passed.
-func testStatuses(r api.EvalResult) map[string]bool {
-	m := map[string]bool{}
+// gradedStatuses are the statuses of r's graded tests: passed or failed.
+func gradedStatuses(r api.EvalResult) grading.StatusMap {
+	m := grading.StatusMap{}
 	ts := r.Report.TestsStatus
 	if ts == nil {
 		return m
 	}
 	for _, o := range []api.Outcomes{ts.FailToPass, ts.PassToPass, ts.FailToFail, ts.PassToFail} {
 		for _, n := range o.Success {
-			m[n] = true
+			m[n] = grading.Passed
 		}
 		for _, n := range o.Failure {
-			m[n] = false
+			m[n] = grading.Failed
 		}
 	}
 	return m
