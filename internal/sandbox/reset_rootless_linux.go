@@ -42,14 +42,6 @@ type resetPlan struct {
 	Tmpfs       string // a new disk tmpfs's options, "": the upper dir is not on one
 }
 
-// diskScratch are the dirs of a disk tmpfs that the sandbox's scratch
-// mounts are binds of (as init makes them: sbinit's scratchDirs), by mount
-// point, with their mode.
-var diskScratch = []struct {
-	name, point string
-	mode        uint32
-}{{"shm", "/dev/shm", 0o1777}}
-
 // The reset-root stage's descriptors: the sandbox's mount namespace, the
 // socket on which it sends a new disk tmpfs, and the dir holding the old
 // writable layer's dirs (a path of it may go through this process's
@@ -248,7 +240,7 @@ func resetRootStage() error {
 }
 
 // newDiskTmpfs mounts a detached tmpfs with options data, with an upper
-// and a work dir and the scratch dirs (diskScratch), and returns its
+// and a work dir and the scratch dirs (sbinit.ScratchDirs), and returns its
 // descriptor: a new root's writable layer on a disk of the same size as
 // the sandbox's. (Kernels from 6.15 take a detached mount's dirs as an
 // overlay's.)
@@ -277,14 +269,14 @@ func newDiskTmpfs(data string) (int, error) {
 			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d, err)
 		}
 	}
-	for _, d := range diskScratch {
-		err := unix.Mkdirat(mfd, d.name, d.mode)
+	for _, d := range sbinit.ScratchDirs {
+		err := unix.Mkdirat(mfd, d.Name, d.Mode)
 		if err == nil {
-			err = unix.Fchmodat(mfd, d.name, d.mode, 0) // past the umask
+			err = unix.Fchmodat(mfd, d.Name, d.Mode, 0) // past the umask
 		}
 		if err != nil {
 			unix.Close(mfd)
-			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d.name, err)
+			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d.Name, err)
 		}
 	}
 	return mfd, nil
@@ -295,8 +287,8 @@ func newDiskTmpfs(data string) (int, error) {
 // point each replaces (swapRootHere).
 func diskScratchMounts(disk int) (map[string]int, error) {
 	out := map[string]int{}
-	for _, d := range diskScratch {
-		fd, err := unix.OpenTree(disk, d.name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	for _, d := range sbinit.ScratchDirs {
+		fd, err := unix.OpenTree(disk, d.Name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err == nil {
 			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH,
 				&unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
@@ -308,9 +300,9 @@ func diskScratchMounts(disk int) (map[string]int, error) {
 			for _, fd := range out {
 				unix.Close(fd)
 			}
-			return nil, fmt.Errorf("binding the new disk tmpfs's %s dir for %s: %w", d.name, d.point, err)
+			return nil, fmt.Errorf("binding the new disk tmpfs's %s dir for %s: %w", d.Name, d.Target, err)
 		}
-		out[d.point] = fd
+		out[d.Target] = fd
 	}
 	return out, nil
 }

@@ -318,11 +318,10 @@ type Enforcement struct {
 // Enforcement reports which limits hold and by what mechanism. It makes the
 // runtime's disk pool and idmap namespace if they are not made yet.
 func (rt *Runtime) Enforcement() Enforcement {
-	e := Enforcement{Tmp: "a directory of the root, within the disk limit; without a disk (a writable tree on the host): " +
-		"tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
+	const onRoot = "a directory of the root, within the disk limit; without a disk (a writable tree on the host): "
+	e := Enforcement{Tmp: onRoot + "tmpfs of the tmp limit (at most the disk limit), charged to the sandbox's memory", Disk: rt.disk().describe()}
 	if rt.memoryHoldsFiles() {
-		e.Tmp = "a directory of the root, within the disk limit; without a disk (a writable tree on the host): " +
-			"tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
+		e.Tmp = onRoot + "tmpfs of the tmp limit, at most the disk limit and half the memory limit: no cgroup counts tmpfs pages, " +
 			"so the sandbox's tmpfs together stay within the memory limit (and hold one file per 8 KiB of their size)"
 	}
 	e.HostFiles = rt.hostFiles()

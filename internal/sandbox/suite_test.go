@@ -564,16 +564,7 @@ func testMemoryAcrossProcesses(t *testing.T, rt *Runtime) {
 // kept, KeepUpper) has no disk to hold its /tmp, which is then a tmpfs of
 // TmpBytes; with a disk, /tmp shares its limit (testDiskLimit).
 func testTmpQuota(t *testing.T, rt *Runtime) {
-	sb, err := rt.Create(context.Background(), Config{HostBase: true, KeepUpper: true, Limits: Limits{TmpBytes: 8 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		RemoveAll(sb.UpperDir())
-	})
+	sb := createKeptUpper(t, rt, Limits{TmpBytes: 8 << 20})
 	out := mustFail(t, sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1")
 	if !strings.Contains(out, "No space left") {
 		t.Fatalf("want ENOSPC, got %q", out)
@@ -792,6 +783,24 @@ func testMountinfoHidesHostPaths(t *testing.T, rt *Runtime) {
 	if !strings.Contains(out, "lowerdir=/proc/self/fd/") {
 		t.Errorf("no overlay named by descriptors in:\n%s", out)
 	}
+}
+
+// createKeptUpper is a host-base sandbox of limits whose writable tree is a
+// host directory (KeepUpper), so it has no disk; closed and its tree
+// removed at the test's end.
+func createKeptUpper(t *testing.T, rt *Runtime, limits Limits) *Sandbox {
+	t.Helper()
+	sb, err := rt.Create(context.Background(), Config{HostBase: true, KeepUpper: true, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		RemoveAll(sb.UpperDir())
+	})
+	return sb
 }
 
 func testKeepUpper(t *testing.T, rt *Runtime) {

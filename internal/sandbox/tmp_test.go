@@ -90,16 +90,7 @@ func testTmpOnRoot(t *testing.T, rt *Runtime) {
 		})
 	}
 	t.Run("NoDisk", func(t *testing.T) {
-		sb, err := rt.Create(context.Background(), Config{HostBase: true, KeepUpper: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := sb.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-			RemoveAll(sb.UpperDir())
-		})
+		sb := createKeptUpper(t, rt, Limits{})
 		if got := mustOK(t, sb, `awk '$5 == "/tmp" {print $9}' /proc/self/mountinfo`); got != "tmpfs\n" {
 			t.Errorf("/tmp of a sandbox without a disk is mounted as %q, want a tmpfs", got)
 		}

@@ -153,7 +153,7 @@ func mountOverlay(root string, opts mount.OverlayOptions) error {
 // mountDisk mounts the filesystem that holds the writable layer: the
 // sandbox's volume of the runtime's pool, or a tmpfs in which it makes the
 // upper and work dirs. Either way it makes there the dir that /dev/shm is
-// (see scratchDirs), which then shares its limit with the root (/tmp
+// (see ScratchDirs), which then shares its limit with the root (/tmp
 // among it: see makeTmp).
 func mountDisk(cfg *wire.Config) error {
 	d := cfg.Disk
@@ -162,13 +162,13 @@ func mountDisk(cfg *wire.Config) error {
 		if err := m.Mount(); err != nil {
 			return fmt.Errorf("mounting the sandbox's disk volume: %w", err)
 		}
-		return mkdirs(d.Mount, scratchDirs)
+		return mkdirs(d.Mount, ScratchDirs)
 	}
 	m := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes))
 	if err := m.Mount(); err != nil {
 		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 	}
-	if err := mkdirs(d.Mount, append([]scratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, scratchDirs...)); err != nil {
+	if err := mkdirs(d.Mount, append([]ScratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, ScratchDirs...)); err != nil {
 		return err
 	}
 	// The tmpfs is mounted in this namespace only: the host reaches the
@@ -181,24 +181,25 @@ func mountDisk(cfg *wire.Config) error {
 	return nil
 }
 
-// scratchDir is a directory of the sandbox's disk, bound at target inside
-// the sandbox when it has one.
-type scratchDir struct {
-	name, target string
-	mode         uint32 // as chmod(2) takes it: os.Chmod would drop 0o1000
+// ScratchDir is a directory Name of the sandbox's disk, bound at Target
+// inside the sandbox when it has one.
+type ScratchDir struct {
+	Name, Target string
+	Mode         uint32 // as chmod(2) takes it: os.Chmod would drop 0o1000
 }
 
-// scratchDirs are the sandbox's mounts that are directories of its disk:
-// /dev/shm, a mount of its own as in a container.
-var scratchDirs = []scratchDir{{"shm", "/dev/shm", 0o1777}}
+// ScratchDirs are the sandbox's mounts that are directories of its disk:
+// /dev/shm, a mount of its own as in a container. A rootless reset makes
+// them in its new disk tmpfs as init does.
+var ScratchDirs = []ScratchDir{{"shm", "/dev/shm", 0o1777}}
 
-func mkdirs(parent string, dirs []scratchDir) error {
+func mkdirs(parent string, dirs []ScratchDir) error {
 	for _, d := range dirs {
-		p := filepath.Join(parent, d.name)
-		if err := unix.Mkdir(p, d.mode); err != nil {
+		p := filepath.Join(parent, d.Name)
+		if err := unix.Mkdir(p, d.Mode); err != nil {
 			return fmt.Errorf("creating %s: %w", p, err)
 		}
-		if err := unix.Chmod(p, d.mode); err != nil { // past the umask
+		if err := unix.Chmod(p, d.Mode); err != nil { // past the umask
 			return fmt.Errorf("setting the mode of %s: %w", p, err)
 		}
 	}
@@ -249,11 +250,11 @@ func mountScratch(root string, cfg *wire.Config, target string, size int64) erro
 	if cfg.Disk == nil {
 		return mkdirMount(mount.Tmpfs(filepath.Join(root, target), unix.MS_NOSUID|unix.MS_NODEV, tmpfsData(cfg, "1777", size)))
 	}
-	for _, d := range scratchDirs {
-		if d.target != target {
+	for _, d := range ScratchDirs {
+		if d.Target != target {
 			continue
 		}
-		src := filepath.Join(cfg.Disk.Mount, d.name)
+		src := filepath.Join(cfg.Disk.Mount, d.Name)
 		if err := bindIn(root, src, target, true, false); err != nil {
 			return fmt.Errorf("binding the sandbox's disk dir %s at %s: %w", src, target, err)
 		}
