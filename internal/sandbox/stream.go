@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
@@ -88,7 +89,38 @@ func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Res
 			return r, nil
 		case <-ctx.Done():
 			c.wr.Write(&wire.Request{Op: wire.OpCancel, Ref: req.ID})
+			c.awaitCancelled(final, chunks)
 			return wire.Response{}, ctx.Err()
+		}
+	}
+}
+
+// cancelWait bounds how long a cancelled stream waits for the supervisor
+// to end its command: past the session's kill grace (SIGINT, then SIGKILL
+// after 2 s by default) and the kill of what the command left, which
+// take a few seconds at most unless the supervisor cannot run (a frozen
+// sandbox).
+const cancelWait = 10 * time.Second
+
+// awaitCancelled waits, after an OpCancel, for the request's final
+// response, which the supervisor sends once the command and everything it
+// started are dead: so that a caller told its command was cancelled finds
+// nothing of it left running. Output still queued is dropped (after the
+// cancel the supervisor sends no more); a connection that closes or a
+// supervisor that does not answer within cancelWait ends the wait.
+func (c *conn) awaitCancelled(final <-chan wire.Response, chunks <-chan wire.Response) {
+	timer := time.NewTimer(cancelWait)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-chunks:
+			if !ok {
+				return
+			}
+		case <-final:
+			return
+		case <-timer.C:
+			return
 		}
 	}
 }

@@ -69,3 +69,30 @@ func testStreamBackPressure(t *testing.T, rt *Runtime) {
 		t.Fatalf("after the release: %v exit %d, %d bytes streamed of %d, truncated %v", o.err, o.res.ExitCode, o.n, rounds*chunk, o.res.Truncated)
 	}
 }
+
+// testStreamCancelWaits: a cancelled ExecStream returns once its command
+// and what it started are dead, so its caller finds nothing of it left;
+// here a command that ignores SIGINT lives until the kill grace's SIGKILL.
+func testStreamCancelWaits(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.ExecStream(ctx, session.ExecRequest{Command: "trap '' INT; sleep 60 & echo started; wait"}, func(stderr bool, p []byte) {
+			if strings.Contains(string(p), "started") {
+				close(started)
+			}
+		})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("the cancelled exec returned %v, want context.Canceled", err)
+	}
+	if n := mustOK(t, sb, `ps -eo args | grep -c '^sleep 60' || true`); n != "0\n" {
+		t.Fatalf("right after the cancelled exec returned: %q of its sleeps alive, want none", n)
+	}
+}

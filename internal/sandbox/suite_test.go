@@ -187,6 +187,7 @@ var suiteCases = []struct {
 	{"HostSecrets", testHostSecrets},
 	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
 	{"StreamBackPressure", testStreamBackPressure},
+	{"StreamCancelWaits", testStreamCancelWaits},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},
 	{"CgroupFS", testCgroupFS},
