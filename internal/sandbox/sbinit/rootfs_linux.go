@@ -478,17 +478,35 @@ func resolveIn(root, p string) (int, error) {
 
 // mask hides path (inside root) behind /dev/null, or an empty read-only
 // tmpfs for a directory.
+//
+// The host's files it masks (/etc/gshadow) are replaced by rename when
+// the host changes them (useradd, groupadd): a rename between the mount's
+// lookup of its target and its lock of it fails the mount with ENOENT,
+// though the path never stopped existing. The mount is then tried again
+// on the new file, up to maskTries times.
 func mask(root, p string) error {
 	t := filepath.Join(root, p)
-	fi, err := os.Stat(t)
-	if err != nil {
-		return nil
+	for i := 1; ; i++ {
+		fi, err := os.Stat(t)
+		if err != nil {
+			return nil
+		}
+		m := mount.Mount{Source: "/dev/null", Target: t, Flags: unix.MS_BIND}
+		if fi.IsDir() {
+			m = mount.Tmpfs(t, unix.MS_RDONLY, "size=0")
+		}
+		err = m.Mount()
+		if err == nil || !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		if i == maskTries {
+			return fmt.Errorf("%w (the file was replaced during each of %d tries)", err, maskTries)
+		}
 	}
-	if fi.IsDir() {
-		return mount.Tmpfs(t, unix.MS_RDONLY, "size=0").Mount()
-	}
-	return (mount.Mount{Source: "/dev/null", Target: t, Flags: unix.MS_BIND}).Mount()
 }
+
+// maskTries bounds mask's tries of a file replaced meanwhile.
+const maskTries = 100
 
 // resolveCreate resolves p under root, following symlinks as if root were
 // "/", creating missing directories (and, when !dir, the final file), and
