@@ -337,13 +337,17 @@ func TestRollbackInPlace(t *testing.T) {
 	}
 }
 
-// waitFiles waits until dir in s holds at least n entries, for up to
-// 10000 listings (a writer runs in s).
+// waitFiles waits until dir in s holds at least n entries (a writer runs
+// in s), for up to a minute. A count of listings bounded it before: the
+// listings a writer's first 100 files take grow with the load (up to 2553
+// at load ~27 here), and at load ~30 the 10000 ran out.
 func waitFiles(t *testing.T, s *Sandbox, dir string, n int) {
 	t.Helper()
-	for i := 0; countFiles(t, s, dir) < n; i++ {
-		if i == 10000 {
-			t.Fatalf("%s never held %d files", dir, n)
+	deadline := time.Now().Add(time.Minute)
+	for got := countFiles(t, s, dir); got < n; got = countFiles(t, s, dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s held %d files after a minute, want %d", dir, got, n)
 		}
+		time.Sleep(time.Millisecond)
 	}
 }
