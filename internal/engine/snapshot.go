@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -299,11 +298,6 @@ func layersOf(st *store.Store, paths []string) ([]store.LayerID, error) {
 	return out, nil
 }
 
-// sessionProbe prints the shell's working directory and exported
-// environment, NUL-terminated each, in hex (a session's output shows NUL
-// as the text \x00, which the output may hold too).
-const sessionProbe = `{ printf '%s\0' "$PWD"; env -0; } | od -An -v -tx1`
-
 // sessionStates is what the sessions said of their state; all is false
 // when one did not say.
 type sessionStates struct {
@@ -327,11 +321,10 @@ func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 	for _, n := range names {
 		ss := api.SnapshotSession{Name: n, Env: api.List[string]{}}
 		pctx, cancel := context.WithTimeout(ctx, sessionProbeTimeout)
-		res, err := s.sbox().SessionExec(pctx, n, session.ExecRequest{Command: sessionProbe, Timeout: sessionProbeTimeout, SeparateStderr: true})
+		cwd, env, err := s.probeSession(pctx, n)
 		cancel()
-		if err == nil && res.ExitCode == 0 {
-			ss.Cwd, ss.Env = parseProbe(res.Output)
-			ss.Env = slices.DeleteFunc(ss.Env, func(kv string) bool { return kv == own })
+		if err == nil {
+			ss.Cwd, ss.Env = cwd, slices.DeleteFunc(env, func(kv string) bool { return kv == own })
 		} else {
 			s.e.log.Debug("session state not recorded", "sandbox", s.ID(), "session", n, "err", err)
 			out.all = false
@@ -341,25 +334,32 @@ func (s *Sandbox) recordSessions(ctx context.Context) sessionStates {
 	return out
 }
 
-// shellVars are set by bash itself: not carried to a reopened session.
-var shellVars = []string{"PWD", "OLDPWD", "SHLVL", "_"}
-
-func parseProbe(out string) (cwd string, env api.List[string]) {
-	env = api.List[string]{}
-	raw, err := hex.DecodeString(strings.Join(strings.Fields(out), ""))
-	if err != nil {
-		return "", env
-	}
-	fields := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
-	cwd = fields[0]
-	for _, kv := range fields[1:] {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || slices.Contains(shellVars, name) {
-			continue
+// probeSession asks session n's shell for its cwd and exported
+// variables: with sessionProbe, and with sessionProbeOd when that answer
+// cannot be vouched for (sessionprobe.go).
+func (s *Sandbox) probeSession(ctx context.Context, n string) (cwd string, env api.List[string], err error) {
+	ask := func(command string) (string, error) {
+		res, err := s.sbox().SessionExec(ctx, n, session.ExecRequest{Command: command, Timeout: sessionProbeTimeout, SeparateStderr: true})
+		switch {
+		case err != nil:
+			return "", err
+		case res.ExitCode != 0 || res.Truncated:
+			return "", fmt.Errorf("probe of session %q: exit status %d, output truncated %v: %s", n, res.ExitCode, res.Truncated, res.Stderr)
 		}
-		env = append(env, kv)
+		return res.Output, nil
 	}
-	return cwd, env
+	out, err := ask(sessionProbe)
+	if err != nil {
+		return "", nil, err
+	}
+	if cwd, env, ok := parseStateProbe(out); ok {
+		return cwd, env, nil
+	}
+	if out, err = ask(sessionProbeOd); err != nil {
+		return "", nil, err
+	}
+	cwd, env = parseProbe(out)
+	return cwd, env, nil
 }
 
 // loadSnapshot reads a named snapshot (ErrNotFound if absent).
