@@ -397,7 +397,12 @@ func (e *Engine) register(c *Sandbox, pi api.SandboxInfo) error {
 }
 
 // startFrom starts the sandbox's processes from conf (a sandbox's config)
-// over snap's layers, as a task sandbox of t when t is not nil.
+// over snap's layers, as a task sandbox of t when t is not nil. A raw
+// sandbox's create opens the first of snap's sessions in its recorded
+// cwd and variables (sandbox.Config.Session: the shell starts while the
+// supervisor makes its threads, and no round trip follows); when that
+// fails (the directory may be gone from the snapshot), the sandbox
+// starts without it and reopenSessions opens it.
 func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Task, snap snapshot) error {
 	var top *store.LayerID
 	if snap.layer != (store.LayerID{}) {
@@ -412,9 +417,24 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 		lease.Release()
 		return err
 	}
-	if err := s.create(ctx, fconf, t, lease); err != nil {
+	var first *sandbox.SessionStart
+	if sessions := snap.sessions(); t == nil && len(sessions) > 0 {
+		ss := sessions[0]
+		first = &sandbox.SessionStart{Name: ss.Name, SessionOptions: sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd}}
+	}
+	fconf.Session = first
+	err = s.create(ctx, fconf, t, lease)
+	if err != nil && first != nil {
+		s.e.log.Debug("a session not opened by the create: starting without it", "session", first.Name, "err", err)
+		fconf.Session, first = nil, nil
+		err = s.create(ctx, fconf, t, lease)
+	}
+	if err != nil {
 		lease.Release()
 		return err
+	}
+	if first != nil {
+		s.markSession(first.Name)
 	}
 	created := s.sbox().Config()
 	s.created = &created
@@ -512,10 +532,14 @@ func (s *Sandbox) create(ctx context.Context, conf sandbox.Config, t *task.Task,
 	return nil
 }
 
-// reopenSessions opens sessions as a snapshot recorded them.
+// reopenSessions opens sessions as a snapshot recorded them, but those
+// the sandbox has open.
 func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSession) error {
 	var errs []error
 	for _, ss := range sessions {
+		if s.hasSession(ss.Name) { // opened by the create (startFrom)
+			continue
+		}
 		if s.tsk() != nil {
 			ss.Env = task.WithoutRegistryProxy(ss.Env)
 		}
