@@ -298,6 +298,14 @@ const (
 	// appended to its eval script: no second sandbox, but a patch can tell
 	// the canary's run from the harness's and fake only the latter.
 	CanaryInline CanaryMode = "inline"
+	// CanaryForked: the harness's eval script runs up to its test command
+	// once; its sandbox is then forked into two fresh sandboxes, one runs
+	// the harness's tests, the other the canary, so the canary pays no
+	// eval step of its own and stays as secret as separate's. Where the
+	// script has no safe split point (an eval step that may change the
+	// shell's state), or the sandbox cannot be forked, it runs as
+	// separate, and the report's integrity_notes says so.
+	CanaryForked CanaryMode = "forked"
 	// CanaryOff: no canary (the static rules and the structured channel
 	// still run; the report's integrity_notes says the canary did not).
 	CanaryOff CanaryMode = "off"
@@ -305,5 +313,5 @@ const (
 
 // Valid reports whether m is a canary mode ("" is CanarySeparate).
 func (m CanaryMode) Valid() bool {
-	return m == "" || m == CanarySeparate || m == CanaryInline || m == CanaryOff
+	return m == "" || m == CanarySeparate || m == CanaryForked || m == CanaryInline || m == CanaryOff
 }

@@ -45,7 +45,7 @@ import (
 const IntegrityOff = "off"
 
 // integrityModes are the contenders, in the order of round 0.
-var integrityModes = []string{IntegrityOff, string(api.CanarySeparate), string(api.CanaryInline)}
+var integrityModes = []string{IntegrityOff, string(api.CanarySeparate), string(api.CanaryForked), string(api.CanaryInline)}
 
 // IntegrityOptions size the integrity comparison.
 type IntegrityOptions struct {
@@ -70,11 +70,16 @@ type IntegrityOptions struct {
 	// scheduled as a group among the others of the msb cgroup, which
 	// changes wall times under load (docs/bench.md, "Integrity cost").
 	CPUTime bool
+	// CanaryAfter admits one sandbox at a time (engine.Config.
+	// MaxSandboxes 1): the separate and forked canaries then run after
+	// the harness's tests, never beside them.
+	CanaryAfter bool
 }
 
 // IntegritySample is one evaluation of the comparison: its wall time,
-// the harness's eval script's (the tests; inline: and the canary), the
-// canary's sandbox's (separate: beside the tests, or after them) and the
+// the harness's eval script's (the tests; inline: and the canary;
+// forked: its set-up and its tests), the canary's sandbox's (separate,
+// forked: beside the tests, or after them) and the
 // CPU time of its sandboxes' processes (0 where no cgroup accounts it).
 type IntegritySample struct {
 	Instance string        `json:"instance"`
@@ -285,6 +290,9 @@ func Integrity(ctx context.Context, cfg engine.Config, o IntegrityOptions) Integ
 func runIntegrity(ctx context.Context, cfg engine.Config, o IntegrityOptions, rep *IntegrityReport) error {
 	cfg.Integrity = api.IntegrityWarn
 	cfg.Spares = 0 // every sandbox of every mode starts when asked for
+	if o.CanaryAfter {
+		cfg.MaxSandboxes = 1
+	}
 	if o.CPUTime && cfg.Limits.CPUs == 0 {
 		cfg.Limits.CPUs = float64(runtime.NumCPU())
 	}

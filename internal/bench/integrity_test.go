@@ -133,8 +133,8 @@ func TestIntegrityDataset(t *testing.T) {
 }
 
 // checkSamples: a one-round report of one instance has a sample of each
-// mode, whose eval script took part of its wall time, the separate
-// canary's sandbox ran, and, as root (where the sandboxes have cgroups)
+// mode, whose eval script took part of its wall time, the separate and
+// forked canaries' sandboxes ran, and, as root (where the sandboxes have cgroups)
 // with cpuTime (IntegrityOptions.CPUTime), the CPU time is known.
 func checkSamples(t *testing.T, rep IntegrityReport, cpuTime bool) {
 	t.Helper()
@@ -142,7 +142,7 @@ func checkSamples(t *testing.T, rep IntegrityReport, cpuTime bool) {
 		t.Fatalf("samples %+v, want one per mode", rep.Samples)
 	}
 	for _, x := range rep.Samples {
-		if x.Script <= 0 || x.Script > x.Wall || (x.Mode == string(api.CanarySeparate)) != (x.Canary > 0) || (os.Geteuid() == 0 && x.CPU <= 0 && cpuTime) {
+		if x.Script <= 0 || x.Script > x.Wall || (x.Mode == string(api.CanarySeparate) || x.Mode == string(api.CanaryForked)) != (x.Canary > 0) || (os.Geteuid() == 0 && x.CPU <= 0 && cpuTime) {
 			t.Errorf("%+v", x)
 		}
 	}

@@ -41,7 +41,9 @@ type Config struct {
 	Integrity api.IntegrityMode
 	// Canary is where an evaluation runs its integrity canary:
 	// api.CanarySeparate (the default: secret, beside the harness's run
-	// when admission has room), api.CanaryInline or api.CanaryOff.
+	// when admission has room), api.CanaryForked (as secret, the eval
+	// steps run once: task.EvalOptions.Fork), api.CanaryInline or
+	// api.CanaryOff.
 	Canary api.CanaryMode
 	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
 	// (the default, no route out) or sandbox.NetworkHost. With none,
@@ -206,7 +208,7 @@ type CacheConfig struct {
 // check refuses a config that cannot be used (ErrBadRequest).
 func (c *Config) check() error {
 	if !c.Canary.Valid() {
-		return fmt.Errorf("%w: canary mode %q: use %q, %q or %q", ErrBadRequest, c.Canary, api.CanarySeparate, api.CanaryInline, api.CanaryOff)
+		return fmt.Errorf("%w: canary mode %q: use %q, %q, %q or %q", ErrBadRequest, c.Canary, api.CanarySeparate, api.CanaryForked, api.CanaryInline, api.CanaryOff)
 	}
 	switch c.EvalNetwork {
 	case "", sandbox.NetworkNone, sandbox.NetworkHost:

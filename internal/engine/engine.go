@@ -278,7 +278,7 @@ func (e *Engine) task(id string) (*task.Task, error) {
 // sandbox with network.
 func (e *Engine) evalOptions(gradeEmpty bool, network string) task.EvalOptions {
 	return task.EvalOptions{Limits: e.cfg.gradingLimits(), TestTimeout: e.cfg.TestTimeout, MaxLog: e.cfg.MaxLog,
-		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network, Integrity: e.cfg.Integrity, Canary: e.cfg.Canary}
+		Reward: e.cfg.Reward, GradeEmpty: gradeEmpty, Network: network, Integrity: e.cfg.Integrity, Canary: e.cfg.Canary, Fork: e.evalFork}
 }
 
 // Evaluate grades a patch of a known instance in a fresh sandbox (admitted

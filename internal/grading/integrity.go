@@ -22,6 +22,7 @@ func checkIntegrity(e Evaluation, v Verdict) Verdict {
 	if e.Canary.Note != "" {
 		v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, e.Canary.Note)
 	}
+	v.Report.IntegrityNotes = append(v.Report.IntegrityNotes, e.CanaryNotes...)
 	if v.Outcome.IsVerdict() && len(v.Statuses) > 0 && e.Parse != nil {
 		canary, note := canaryReasons(e)
 		if note != "" {

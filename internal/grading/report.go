@@ -45,6 +45,10 @@ type Evaluation struct {
 	// Canary is the evaluation's canary (integrity.NewCanary): its run's
 	// output in Log is judged by checkIntegrity and never graded.
 	Canary integrity.Canary
+	// CanaryNotes say how the canary ran when that is not what its mode
+	// asked (a forked canary run as separate, and why): the report's
+	// integrity_notes, never a reason.
+	CanaryNotes []string
 	// Channel is the evaluation's structured result channel
 	// (integrity.NewChannel), and ChannelReport what its plugin wrote (nil:
 	// the file is missing); checkIntegrity checks the log against it.

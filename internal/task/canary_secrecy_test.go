@@ -94,6 +94,14 @@ func TestCanarySecrecyInline(t *testing.T) {
 	testCanarySecrecy(t, api.CanaryInline)
 }
 
+// TestCanarySecrecyForked: under api.CanaryForked the tests and the
+// canary run in two forks of the sandbox that ran the eval script's
+// set-up, neither with the other's history: every canary-aware patch is
+// flagged, as under separate.
+func TestCanarySecrecyForked(t *testing.T) {
+	testCanarySecrecy(t, api.CanaryForked)
+}
+
 // testCanarySecrecy evaluates every canary-aware patch with the canary
 // run as mode says: each must be flagged (tampered, reward 0) under
 // separate, and under inline as awareExploit.inline says, else resolved
@@ -116,8 +124,14 @@ func testCanarySecrecy(t *testing.T, mode api.CanaryMode) {
 			p := exploitPatch(t, f.gen.RepoDir, inst.BaseCommit, map[string]string{"calc/__init__.py": awarePatchSource(x.canary)})
 			o := opts()
 			o.Canary = mode
+			if mode == api.CanaryForked {
+				o.Fork = testFork(env)
+			}
 			ev := Evaluate(ctx, env, tk, api.Prediction{InstanceID: inst.InstanceID, Model: "x", ModelPatch: &p}, o)
 			r := ev.Result
+			if mode == api.CanaryForked && !strings.Contains(ev.Artifacts.RunLog, "Sandbox forked after the eval steps") {
+				t.Fatalf("not forked:\n%s", ev.Artifacts.RunLog)
+			}
 			t.Logf("%s reward %v integrity %q %q", r.Outcome, r.Reward, r.Report.Integrity, r.Report.IntegrityReasons)
 			if mode == api.CanaryInline && !x.inline {
 				if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityOK {
@@ -126,7 +140,7 @@ func testCanarySecrecy(t *testing.T, mode api.CanaryMode) {
 				return
 			}
 			checkFlagged(t, ev, false)
-			if mode == api.CanarySeparate && !strings.Contains(ev.Artifacts.RunLog, "in the harness's selection: true") {
+			if mode != api.CanaryInline && !strings.Contains(ev.Artifacts.RunLog, "in the harness's selection: true") {
 				t.Errorf("the canary did not run in the harness's selection:\n%s", ev.Artifacts.RunLog)
 			}
 		})

@@ -54,7 +54,10 @@ func canaryScript(t *Task, dir string, ch integrity.Channel, c integrity.Canary)
 // so the canary started beside it is placed as if every selected module
 // passed; when the harness's run shows another place, that canary is
 // stopped and runs again, placed as it says, after the harness's run (as
-// when admission has no room). Inline appends the canary to the harness's
+// when admission has no room). Forked (canaryfork.go) is separate with
+// the eval script's set-up run once: the canary's sandbox and the tests'
+// are two forks of the sandbox that ran it, the canary's started beside
+// the tests as separate's is. Inline appends the canary to the harness's
 // eval script, after its tests (no second sandbox, no secrecy); off runs
 // none.
 
@@ -74,6 +77,8 @@ func (e *evaluation) drawIntegrity() {
 	} else {
 		e.ev.Canary = integrity.NewCanary(e.t.Spec.TestCmd, patch.GitHeaderPaths(e.t.Instance.TestPatch))
 	}
+	e.split = e.forking()
+	e.forkPending = e.split
 	e.log.Printf("Integrity canary drawn: %v (mode %s; structured channel: %v)", e.ev.Canary.Active(), e.o.canary(), e.ev.Channel.Active())
 }
 
@@ -116,7 +121,7 @@ func (r *canaryRun) stop() canaryResult {
 // the harness's run, or not at all.
 func (e *evaluation) startCanary() *canaryRun {
 	c := e.ev.Canary
-	if !c.Active() || e.o.canary() != api.CanarySeparate {
+	if !c.Active() || !e.canaryApart() || e.forkPending {
 		return nil
 	}
 	release := func() {}
@@ -134,6 +139,12 @@ func (e *evaluation) startCanary() *canaryRun {
 		done: make(chan canaryResult, 1)}
 	go func() { r.done <- e.canaryOutput(ctx, r.c) }()
 	return r
+}
+
+// canaryApart reports whether the canary runs in a sandbox of its own
+// (separate, forked).
+func (e *evaluation) canaryApart() bool {
+	return e.o.canary() == api.CanarySeparate || e.o.canary() == api.CanaryForked
 }
 
 // allPassed are statuses under which Place puts the canary in the first
@@ -236,6 +247,9 @@ var errCanaryPatch = errors.New("the patch did not apply in the canary's sandbox
 // canaryOutput opens the canary's sandbox, applies the model patch and
 // runs the canary's script (c) under ctx; it returns the script's output.
 func (e *evaluation) canaryOutput(ctx context.Context, c integrity.Canary) (r canaryResult) {
+	if e.fork != nil {
+		return e.forkedCanaryOutput(ctx, c)
+	}
 	start := time.Now()
 	defer func() { r.took = time.Since(start) }()
 	o := e.sandboxOptions()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -47,8 +48,12 @@ type EvalOptions struct {
 	// runs disagree (see Evaluate).
 	Repeat int
 	// Canary is where the integrity canary runs: api.CanarySeparate (the
-	// default), api.CanaryInline or api.CanaryOff.
+	// default), api.CanaryForked, api.CanaryInline or api.CanaryOff.
 	Canary api.CanaryMode
+	// Fork, for api.CanaryForked, forks an evaluation's sandbox after
+	// its eval steps (canaryfork.go): the engine's snapshot and fork.
+	// Nil: a forked evaluation runs as separate, with a note.
+	Fork func(ctx context.Context, sb *Sandbox) (ForkPoint, error)
 	// Beside admits the canary's sandbox beside the harness's, without
 	// waiting (CanarySeparate): ok false runs the canary after the
 	// harness's run, in the room its closed sandbox leaves. Nil admits it
@@ -153,7 +158,13 @@ func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o 
 		e.drawIntegrity()
 		var beside *canaryRun
 		e.run(func() { beside = e.startCanary() })
+		if e.forkedBeside != nil {
+			beside = e.forkedBeside
+		}
 		e.finishCanary(beside)
+		if e.fork != nil {
+			e.fork.Release()
+		}
 	}
 	out, statuses := e.verdict()
 	out.Result.Timings.Total = int64(time.Since(start))
@@ -170,6 +181,17 @@ type evaluation struct {
 	res api.EvalResult
 	art api.EvalArtifacts
 	ev  grading.Evaluation
+
+	// The forked canary mode (canaryfork.go): split says the tests run in
+	// a fork of the sandbox after the eval steps, forkPending that the
+	// fork is not made (or given up) yet; fork is the fork once made,
+	// forkedBeside the canary started beside the tests in it, and
+	// closeHarness closes the evaluation's sandbox (once: at the fork,
+	// or at the end of run).
+	split, forkPending bool
+	fork               *ForkPoint
+	forkedBeside       *canaryRun
+	closeHarness       func()
 }
 
 // sandboxOptions are those of the evaluation's sandboxes.
@@ -196,13 +218,14 @@ func (e *evaluation) run(opened func()) {
 		}
 		return
 	}
-	defer func() {
+	e.closeHarness = sync.OnceFunc(func() {
 		e.res.Timings.CPU += int64(cpuOf(sb))
 		if err := sb.Close(); err != nil {
 			e.log.Printf("Error closing the sandbox: %v", err)
 			e.ev.InfraErr = errors.Join(e.ev.InfraErr, fmt.Errorf("closing the sandbox: %w", err))
 		}
-	}()
+	})
+	defer e.closeHarness()
 	if opened != nil {
 		opened()
 	}
@@ -266,6 +289,9 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 	// the exit status is recorded: between the markers the log is the
 	// harness's.
 	e.art.EvalScript = evalScript(e.t, sb.RepoDir(), integrity.Channel{}, "")
+	if e.split {
+		return e.runForked(sb, before)
+	}
 	script := e.art.EvalScript
 	if !e.empty() {
 		inline := ""
@@ -294,19 +320,26 @@ func (e *evaluation) runTests(sb *Sandbox) (string, bool, error) {
 		e.log.Printf("Test timed out after %s", e.o.testTimeout())
 		return res.Output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
 	}
-	if code, ok := grading.ExitCodeOf(res.Output); ok {
+	return e.afterTests(sb, res.Output, before)
+}
+
+// afterTests reads, once the tests of output ran in sb, their exit
+// status, the structured channel's report and the diff (compared with
+// before); it returns what runTests does.
+func (e *evaluation) afterTests(sb *Sandbox, output, before string) (string, bool, error) {
+	if code, ok := grading.ExitCodeOf(output); ok {
 		e.res.TestExitCode = &code
 	}
 	e.readChannel(sb)
 	after, err := e.gitDiff(sb)
 	if err != nil {
-		return res.Output, false, err
+		return output, false, err
 	}
 	e.log.Printf("Git diff after:\n%s", after)
 	if after != before {
 		e.log.Printf("Git diff changed after running eval script")
 	}
-	return res.Output, false, nil
+	return output, false, nil
 }
 
 // readChannel reads the structured channel's report from the sandbox
@@ -373,17 +406,24 @@ func evalScript(t *Task, dir string, c integrity.Channel, canary string) string 
 	var b strings.Builder
 	reset := evalPrelude(&b, t, dir)
 	b.WriteString(c.Setup())
-	fmt.Fprintf(&b, "echo '%s'\n", grading.StartTestOutput)
+	writeTestPart(&b, t, c, canary, reset)
+	return b.String()
+}
+
+// writeTestPart writes the eval script's part from its test command on
+// to b: the markers around the test command, its exit status, the
+// channel's restore, canary, and the test files' reset.
+func writeTestPart(b *strings.Builder, t *Task, c integrity.Channel, canary, reset string) {
+	fmt.Fprintf(b, "echo '%s'\n", grading.StartTestOutput)
 	b.WriteString(t.Spec.TestCommand(t.Instance) + "\n")
 	b.WriteString("SWEBENCH_TEST_EXIT_CODE=$?\n")
-	fmt.Fprintf(&b, "echo '%s'\n", grading.EndTestOutput)
-	fmt.Fprintf(&b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
+	fmt.Fprintf(b, "echo '%s'\n", grading.EndTestOutput)
+	fmt.Fprintf(b, "echo \"%s: $SWEBENCH_TEST_EXIT_CODE\"\n", grading.TestExitCode)
 	b.WriteString(c.Restore())
 	b.WriteString(canary)
 	if reset != "" {
 		b.WriteString(reset + "\n")
 	}
-	return b.String()
 }
 
 // evalPrelude writes the part of the eval script before its test command
@@ -391,28 +431,8 @@ func evalScript(t *Task, dir string, c integrity.Channel, canary string) string 
 // eval steps, the test files' reset and the test patch. It returns the
 // reset command ("" when the task has no test files).
 func evalPrelude(b *strings.Builder, t *Task, dir string) (reset string) {
-	files := t.TestFiles()
-	quoted := make([]string, len(files))
-	for i, f := range files {
-		quoted[i] = spec.ShellQuote(f)
-	}
-	if len(files) > 0 {
-		reset = "git checkout -q HEAD -- " + strings.Join(quoted, " ")
-	}
-	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd " + spec.ShellQuote(dir) + "\n")
-	env := maps.Clone(t.Spec.Env) // eval_env over env
-	if env == nil {
-		env = map[string]string{}
-	}
-	maps.Copy(env, t.Spec.EvalEnv)
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(b, "export %s=%s\n", k, spec.ShellQuote(env[k]))
-	}
+	reset = testReset(t)
+	evalPreludeHead(b, t, dir)
 	for _, c := range t.Spec.EvalSteps() {
 		b.WriteString(c + "\n")
 	}
@@ -427,6 +447,39 @@ func evalPrelude(b *strings.Builder, t *Task, dir string) (reset string) {
 		fmt.Fprintf(b, "git apply -v - <<'%s' || { echo '%s'; exit 1; }\n%s%s\n", delim, grading.ApplyPatchFail, withNewline(tp), delim)
 	}
 	return reset
+}
+
+// testReset is the command that puts the test files back as the base
+// commit has them ("" when the task has no test files).
+func testReset(t *Task) string {
+	files := t.TestFiles()
+	if len(files) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = spec.ShellQuote(f)
+	}
+	return "git checkout -q HEAD -- " + strings.Join(quoted, " ")
+}
+
+// evalPreludeHead writes the eval script's header to b: the shell's
+// options, the cd to dir, the spec's environment.
+func evalPreludeHead(b *strings.Builder, t *Task, dir string) {
+	b.WriteString("#!/bin/bash\nset -uxo pipefail\ncd " + spec.ShellQuote(dir) + "\n")
+	env := maps.Clone(t.Spec.Env) // eval_env over env
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, t.Spec.EvalEnv)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(b, "export %s=%s\n", k, spec.ShellQuote(env[k]))
+	}
 }
 
 // Judge decides whether an instance is admitted from the evaluation of

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { demotest.Main(m, gen) }
 // /srv/calc with subordinate ids) as an unprivileged user, in one
 // process: the demo's environment is built once for all of them.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|CanarySecrecy$|CanarySecrecyInline$|Canary(Beside|BesidePlacedAgain|SandboxFailure|Cancel|Modes)$|Image(Instance|RepoElsewhere)$)")
+	privtest.Unprivileged(t, "^Test(Evaluate|Tolerated|SWESmith|Diff|ApplyAlready|ExploitSuite$|ExploitSuiteForked$|CanarySecrecy$|CanarySecrecyInline$|CanarySecrecyForked$|Canary(Beside|BesidePlacedAgain|SandboxFailure|Cancel|Modes)$|Image(Instance|RepoElsewhere)$)")
 }
 
 // gen is the demo project of the test binary; fixture adds a runtime and

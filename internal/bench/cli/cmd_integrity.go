@@ -23,7 +23,8 @@ func newBenchIntegrityCmd(g Host) *cobra.Command {
 		Short: "Wall and CPU time of gold-patch evaluations with the integrity stage, per canary mode, and without it, on the demo instances",
 		Long: `Evaluates the gold patches of the 4 embedded demo instances (offline) with the integrity stage
 (static rules, canary tests, the pytest structured channel; as msb eval --integrity warn) in each
-canary mode (separate: a sandbox of its own beside the harness's run; inline: appended to the
+canary mode (separate: a sandbox of its own beside the harness's run; forked: the eval script's
+set-up run once, its sandbox forked for the tests and the canary; inline: appended to the
 harness's eval script) and without it (the harness's evaluation through the same engine),
 interleaved, the order rotating, after one warm-up round; prints each mode's p50 and p90 of the
 wall time, p50 of the CPU time of its sandboxes (where a cgroup accounts it), the ratios to the
@@ -60,6 +61,7 @@ docs/bench.md, "Integrity cost", has the method and results.`,
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 30, "interleaved rounds: evaluations of each instance in each mode (after one warm-up round)")
 	cmd.Flags().StringVar(&o.Dataset, "dataset", "", "evaluate this dataset's rows instead of the demo's, from --cache (build their environments first)")
 	cmd.Flags().StringSliceVar(&o.IDs, "instances", nil, "with --dataset: only these instance ids (comma-separated)")
+	cmd.Flags().BoolVar(&o.CanaryAfter, "canary-after", false, "admit one sandbox at a time: separate and forked run their canary after the harness's tests, not beside them")
 	cmd.Flags().BoolVar(&o.CPUTime, "cpu-time", false, "give the sandboxes a CPU limit of every core, so cgroup v1 accounts their CPU time (it also schedules each as a group: compare wall times without it)")
 	return cmd
 }
