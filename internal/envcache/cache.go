@@ -217,6 +217,9 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store in %s: %w", dir, err)
 	}
+	if opts.Runtime != nil {
+		opts.Runtime.SetShifter(Shifter(st))
+	}
 	return &Cache{dir: dir, opts: opts, store: st, log: opts.Logger, retried: map[string]bool{}, pythons: map[string]*Python{}, toolchainsFound: map[string]*Toolchain{}, dpkg: map[string]map[string]bool{}, facts: map[string]commitFacts{}}, nil
 }
 

@@ -94,11 +94,13 @@ func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
 	if err != nil {
 		return err
 	}
+	lowers, owners := s.shifted(ctx, d.Layers, d.Owners) // before the kill: it may build a layer
+	shifted := Deferred{Layers: lowers, Owners: owners}
 	if _, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset}); err != nil {
 		s.resetDone()
 		return fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
 	}
-	old, err := s.putRoot(filepath.Dir(upper), d, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(d.Owners)}, flags)
+	old, err := s.putRoot(filepath.Dir(upper), shifted, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(shifted.Owners)}, flags)
 	if err != nil {
 		err = fmt.Errorf("resetting sandbox %s: %w", s.ID, err)
 	}

@@ -59,6 +59,7 @@ type Runtime struct {
 	// forkInside: each sandbox's init is forked from a thread that moved
 	// itself into its cgroups for the fork (v1, root: cgroup.StartInside).
 	forkInside bool
+	shift      Shifter // SetShifter
 	log        *slog.Logger
 	empty      string // the lower layer of a root without layers: only mount points (makeMountPoints)
 	// mnt holds root/ and disk/, where every sandbox's init mounts its

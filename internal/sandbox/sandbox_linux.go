@@ -195,8 +195,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	defer s.umap.close()
 	ownersToInit := !s.rt.rootless || s.umap != nil
-	if ownersToInit {
-		wcfg.Owners = wireOwners(s.conf.Owners)
+	if ownersToInit && s.later == nil {
+		var owners []Owner
+		wcfg.Lowers, owners = s.shifted(ctx, wcfg.Lowers, s.conf.Owners)
+		wcfg.Owners = wireOwners(owners)
 	}
 	spawned := wire.Mono()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -323,7 +325,9 @@ func (s *Sandbox) sendConfig(ctx context.Context, ctl *os.File, wcfg wire.Config
 			wcfg.Lowers = d.Layers
 		}
 		if ownersToInit {
-			wcfg.Owners = wireOwners(d.Owners)
+			var owners []Owner
+			wcfg.Lowers, owners = s.shifted(ctx, wcfg.Lowers, d.Owners)
+			wcfg.Owners = wireOwners(owners)
 		}
 	}
 	return wire.WriteFrame(ctl, wcfg)

@@ -19,6 +19,7 @@ type GCReport struct {
 	Objects     int       // objects removed
 	Leases      int       // lease files of holders that were gone
 	Temp        int       // temp files and half-built trees removed
+	Shifted     int       // shifted trees removed (see Store.Shifted)
 	FreedBytes  int64     // disk blocks freed, from st_blocks
 	Kept        int       // layers kept
 	DanglingRef []string  // refs whose layer is missing (kept; fix or delete them)
@@ -150,6 +151,9 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 		}
 	})
 	if err != nil {
+		return r, err
+	}
+	if err := s.gcShifted(keepLayers, &r); err != nil {
 		return r, err
 	}
 	tmpEnts, err := os.ReadDir(s.path("tmp"))

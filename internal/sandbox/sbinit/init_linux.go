@@ -79,6 +79,8 @@ func Main() {
 		err = holdMain()
 	case StageTree:
 		err = treeMain()
+	case StageShift:
+		err = shiftMain()
 	case StageResetRoot:
 		err = resetRootMain()
 	case StageSudoMonitor:

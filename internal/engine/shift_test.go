@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/demo/demotest"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/store"
+)
+
+// TestImageShifted: an image whose user owns a large tree, in two layers
+// (the upper one deletes an owned file, gives another to root and adds
+// one). Its sandboxes see the owners, modes, setuid bit, symlink, hard link
+// and private directory of the image; rootless, through a shifted layer
+// made once (the second sandbox uses the same), so the sandbox's writable
+// layer stays small: without it, each chown copied the owned files up
+// into the sandbox's disk, 8 MiB here. Root mode has no shifted layer.
+func TestImageShifted(t *testing.T) {
+	g := generated(t)
+	e := openEngine(t, "", nil)
+	ctx := context.Background()
+	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
+	home := filepath.Join(root, "home", "calc")
+	big := make([]byte, 8<<20)
+	rand.Read(big)
+	files := map[string][]byte{"big.bin": big, "run.sh": []byte("#!/bin/sh\n"), "a.txt": []byte("same\n"), "b.txt": []byte("same\n"),
+		"gone.txt": []byte("gone\n"), "over.txt": []byte("over\n"), "private/secret": []byte("secret\n")}
+	if err := os.MkdirAll(filepath.Join(home, "private"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(home, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, mode := range map[string]os.FileMode{"run.sh": 0o755 | os.ModeSetuid, "private/secret": 0o600, "private": 0o700} {
+		if err := os.Chmod(filepath.Join(home, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("big.bin", filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calc := func(name string) (int, int) {
+		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") && name != "home/calc/over.txt" {
+			return 1000, 1000
+		}
+		return 0, 0
+	}
+	upper := t.TempDir()
+	uhome := filepath.Join(upper, "home", "calc")
+	if err := os.MkdirAll(uhome, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]string{".wh.gone.txt": "", "over.txt": "root's\n", "new.txt": "new\n"} {
+		if err := os.WriteFile(filepath.Join(uhome, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := mutate.AppendLayers(demotest.ImageOwned(t, root, calc), demotest.DirLayer(t, upper, calc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := cf.Config
+	conf.WorkingDir, conf.User = "/home/calc", "calc"
+	if img, err = mutate.Config(img, conf); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "example.com/msb-test/engine-shifted:1"
+	importImage(t, e, ref, img)
+
+	st := e.cache.st()
+	const probe = `cd /home/calc && python3 -c '
+import os, stat
+for n in [".", "big.bin", "run.sh", "a.txt", "private", "private/secret", "over.txt", "new.txt", "link"]:
+    s = os.lstat(n)
+    print(n, "%d:%d %o" % (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
+print(open("private/secret").read(), end="")
+print("present" if os.path.lexists("gone.txt") else "gone")
+print("linked" if os.stat("a.txt").st_ino == os.stat("b.txt").st_ino else "copies")
+print(os.readlink("link"))
+print("same" if open("big.bin", "rb").read() == open("link", "rb").read() else "differ")
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize)
+'`
+	want := ". 1000:1000 755\nbig.bin 1000:1000 644\nrun.sh 1000:1000 4755\na.txt 1000:1000 644\nprivate 1000:1000 700\n" +
+		"private/secret 1000:1000 600\nover.txt 0:0 644\nnew.txt 1000:1000 644\nlink 1000:1000 777\nsecret\ngone\nlinked\nbig.bin\nsame\n"
+	before := shiftedTrees(t, st)
+	var mine string
+	var mineIno uint64
+	for i := range 2 {
+		sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sb.Exec(ctx, api.ExecRequest{Command: probe, TimeoutNs: int64(time.Minute)})
+		sb.Close()
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, want) {
+			t.Fatalf("sandbox %d on the image: %v %+v\nwant %q then the disk's use", i, err, res, want)
+		}
+		used, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(res.Stdout, want)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sandbox %d: its writable layer's disk holds %d bytes", i, used)
+		made := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) })
+		if !st.Rootless() {
+			if len(made) != 0 {
+				t.Fatalf("root mode made shifted trees: %v", made)
+			}
+			continue
+		}
+		if used > int64(len(big))/2 {
+			t.Errorf("sandbox %d: its writable layer's disk holds %d bytes after create: the owned tree was copied up", i, used)
+		}
+		if len(made) != 1 {
+			t.Fatalf("sandbox %d: new shifted trees %v, want one", i, made)
+		}
+		var sst syscall.Stat_t
+		if err := syscall.Stat(made[0], &sst); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && sst.Ino != mineIno {
+			t.Errorf("the second sandbox made the shifted tree again")
+		}
+		mine, mineIno = made[0], sst.Ino
+	}
+	if !st.Rootless() {
+		return
+	}
+	// On disk, the copies belong to the subordinate ids, the directories
+	// to the caller, who can remove the tree (as GC does).
+	var sst syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(mine, "home", "calc", "big.bin"), &sst); err != nil {
+		t.Fatal(err)
+	}
+	if int(sst.Uid) == os.Getuid() || sst.Size != int64(len(big)) {
+		t.Errorf("the shifted big.bin: uid %d (the caller is %d), size %d", sst.Uid, os.Getuid(), sst.Size)
+	}
+	if err := os.RemoveAll(filepath.Dir(mine)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImageShiftedRootless reruns TestImageShifted as an unprivileged
+// user with subordinate ids.
+func TestImageShiftedRootless(t *testing.T) { privtest.Unprivileged(t, "^TestImageShifted$") }
+
+// shiftedTrees lists the store's shifted trees.
+func shiftedTrees(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(st.Root(), "shifted"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, filepath.Join(st.Root(), "shifted", e.Name(), "tree"))
+		}
+	}
+	return out
+}
