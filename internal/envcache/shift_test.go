@@ -80,3 +80,26 @@ func TestShiftPlanOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftKey: other id maps (another /etc/subuid range) or other layers
+// name another shifted tree, never the same one.
+func TestShiftKey(t *testing.T) {
+	a, b := store.LayerID(store.DigestOf([]byte("a"))), store.LayerID(store.DigestOf([]byte("b")))
+	const maps = "uid 0 1001 1 1 100000 65536; gid 0 1001 1 1 100000 65536"
+	keys := map[string]bool{}
+	for _, k := range []string{
+		shiftKey([]store.LayerID{a}, maps),
+		shiftKey([]store.LayerID{a, b}, maps),
+		shiftKey([]store.LayerID{b, a}, maps),
+		shiftKey([]store.LayerID{a}, "uid 0 1001 1 1 200000 65536; gid 0 1001 1 1 100000 65536"),
+		shiftKey([]store.LayerID{a}, "uid 0 1001 1 1 100000 65536; gid 0 1001 1 1 200000 65536"),
+	} {
+		if keys[k] {
+			t.Fatalf("key %s twice", k)
+		}
+		keys[k] = true
+	}
+	if shiftKey([]store.LayerID{a, b}, maps) != shiftKey([]store.LayerID{a, b}, maps) {
+		t.Fatal("one stack, two keys")
+	}
+}
