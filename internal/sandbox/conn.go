@@ -157,8 +157,36 @@ func (c *conn) close() {
 }
 
 // call sends req and waits for its response. A response carrying an error
-// becomes an *OpError.
+// becomes an *OpError. An end of ctx ends the wait; the request goes on in
+// the sandbox.
 func (c *conn) call(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	return c.do(ctx, req, false)
+}
+
+// callCancel is call for a request the supervisor can cancel (an OpExec):
+// an end of ctx cancels it (wire.OpCancel), and callCancel returns
+// ctx.Err() once the supervisor's final answer says that the command and
+// what it started are dead, or after cancelWait without one (a
+// supervisor that cannot answer: a frozen sandbox). So a caller told its
+// command was cancelled finds nothing of it left running.
+func (c *conn) callCancel(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	return c.do(ctx, req, true)
+}
+
+// cancelOnEnd returns the context the wait for request id runs under
+// (callCancel), and a func that releases it: once ctx ends, it sends
+// OpCancel for id and ends the wait cancelWait later.
+func (c *conn) cancelOnEnd(ctx context.Context, id uint64) (context.Context, func()) {
+	wait, end := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		c.wr.Write(&wire.Request{Op: wire.OpCancel, Ref: id})
+		time.AfterFunc(cancelWait, end)
+	})
+	return wait, func() { stop(); end() }
+}
+
+// do is call, or callCancel when cancel is set.
+func (c *conn) do(ctx context.Context, req *wire.Request, cancel bool) (resp wire.Response, err error) {
 	ch := make(chan wire.Response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -186,6 +214,16 @@ func (c *conn) call(ctx context.Context, req *wire.Request) (wire.Response, erro
 		}
 		c.mu.Unlock()
 		return wire.Response{}, fmt.Errorf("%w: sending %s: %v", ErrClosed, req.Op, err)
+	}
+	if asked := ctx; cancel && asked.Done() != nil {
+		wait, release := c.cancelOnEnd(asked, req.ID)
+		defer release()
+		ctx = wait
+		defer func() {
+			if asked.Err() != nil { // cancelled: whatever the answer was
+				resp, err = wire.Response{}, asked.Err()
+			}
+		}()
 	}
 	var r wire.Response
 	if self {

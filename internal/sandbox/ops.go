@@ -17,7 +17,10 @@ func (s *Sandbox) call(ctx context.Context, req *wire.Request) (wire.Response, e
 	return s.conn.call(ctx, req)
 }
 
-// Exec runs one command in a fresh bash (no session state).
+// Exec runs one command in a fresh bash (no session state). An end of
+// ctx interrupts the command as its timeout would (SIGINT, then SIGKILL
+// after the kill grace); Exec then returns ctx.Err() once the command and
+// what it started are dead.
 func (s *Sandbox) Exec(ctx context.Context, req session.ExecRequest) (session.Result, error) {
 	return s.execOp(ctx, &wire.Request{Op: wire.OpExec}, req)
 }
@@ -28,7 +31,11 @@ func (s *Sandbox) execOp(ctx context.Context, w *wire.Request, req session.ExecR
 		return session.Result{}, err
 	}
 	w.Exec = b
-	resp, err := s.call(ctx, w)
+	call := s.call
+	if w.Op == wire.OpExec && s.conn != nil {
+		call = s.conn.callCancel
+	}
+	resp, err := call(ctx, w)
 	if err != nil {
 		return session.Result{}, err
 	}

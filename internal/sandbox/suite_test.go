@@ -188,6 +188,7 @@ var suiteCases = []struct {
 	{"MemoryBoundWithoutCgroup", testMemoryBoundWithoutCgroup},
 	{"StreamBackPressure", testStreamBackPressure},
 	{"StreamCancelWaits", testStreamCancelWaits},
+	{"ExecCancelWaits", testExecCancelWaits},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},
 	{"CgroupFS", testCgroupFS},

@@ -7,15 +7,15 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 )
 
-// A flow is one streaming exec's relay of output to the host (see
-// wire.OpStreamAck): the chunks sent and not yet acknowledged, and how to
-// end the exec when the host cancels it.
+// A flow is one exec's relay of output to the host when it streams (see
+// wire.OpStreamAck): the chunks sent and not yet acknowledged; and, for
+// every exec, how to end it when the host cancels it (wire.OpCancel).
 type flow struct {
 	inflight chan struct{} // one token per unacknowledged chunk
 	cancel   context.CancelFunc
 }
 
-// flows are the streaming execs in flight, by request ID.
+// flows are the execs in flight, by request ID.
 type flows struct {
 	mu sync.Mutex // guards m
 	m  map[uint64]*flow

@@ -266,7 +266,7 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			continue
 		}
 		rctx := ctx
-		if req.Op == wire.OpExec && req.Stream {
+		if req.Op == wire.OpExec { // an OpCancel may name it
 			rctx = s.flows.open(ctx, req.ID)
 		}
 		wg.Add(1)
@@ -387,9 +387,7 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 }
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
-	if req.Stream {
-		defer s.flows.close(req.ID) // serve opened it
-	}
+	defer s.flows.close(req.ID) // serve opened it
 	var er session.ExecRequest
 	if err := json.Unmarshal(req.Exec, &er); err != nil {
 		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)

@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// testExecCancelWaits: a one-shot Exec whose context ends stops its
+// command, and returns once the command and what it started are dead, so
+// its caller finds nothing of it left; here a command that ignores SIGINT
+// lives until the kill grace's SIGKILL. Before, the command ran on,
+// unseen, until its own end or its timeout (none here).
+func testExecCancelWaits(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, session.ExecRequest{Command: "trap '' INT; sleep 61 & : >/tmp/started; wait"})
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); sh(t, sb, "test -e /tmp/started").ExitCode != 0; time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the exec ended before it started its sleep: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the exec never started its sleep")
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled exec returned %v, want context.Canceled", err)
+	}
+	if n := mustOK(t, sb, `ps -eo args | grep -c '^sleep 61' || true`); n != "0\n" {
+		t.Fatalf("right after the cancelled exec returned: %q of its sleeps alive, want none", n)
+	}
+	if got := mustOK(t, sb, "echo after"); got != "after\n" {
+		t.Fatalf("an exec after the cancelled one: %q", got)
+	}
+}
