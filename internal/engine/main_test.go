@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { demotest.Main(m, gen) }
 // each of seven.
 func TestRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^(TestEngine.*|"+
-		"TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze|User)|"+
+		"TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze|User|SessionProbe|ForkSessions)|"+
 		"TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames|InPlace)|"+
 		"TestImage(UserHome|PrivateFork|RepoSandbox))$")
 }
