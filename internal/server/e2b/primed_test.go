@@ -113,7 +113,9 @@ func TestE2BPrimedShell(t *testing.T) {
 	}
 
 	c.run(t, login("true", "")) // makes the next shell primed for no cwd
-	c.killInPrimed(t, "sleep 60")
+	// A command that ignores SIGINT: the engine's SIGKILL comes after the
+	// kill grace.
+	c.killInPrimed(t, "trap '' INT; sleep 60")
 	out, _, _ := c.run(t, login(`ps -eo args | grep -c '^sleep 60'; ls /dev/.msb-session | grep -c '^e2b-login' || true`, ""))
 	if out != "0\n0\n" {
 		t.Errorf("after a command in a primed shell was killed: %q sleeps and FIFOs of primed shells, want none", out)
@@ -177,6 +179,16 @@ func (c envdClient) killInPrimed(t *testing.T, cmd string) {
 		Signal: process.Signal_SIGNAL_SIGKILL}
 	if _, err := pc.SendSignal(context.Background(), req(c, sig)); err != nil {
 		t.Fatal(err)
+	}
+	// The answer comes once the process is dead: no longer listed.
+	list, err := pc.List(context.Background(), req(c, &process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Msg.GetProcesses() {
+		if p.GetPid() == pid {
+			t.Errorf("%s is still listed right after the answer to its SIGKILL", cmd)
+		}
 	}
 	for s.Receive() {
 		if end := s.Msg().GetEvent().GetEnd(); end != nil {

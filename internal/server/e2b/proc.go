@@ -250,6 +250,33 @@ func endEvent(code int32, status, msg string) *process.ProcessEvent {
 var errSandboxKilled = connect.NewError(connect.CodeUnavailable,
 	errors.New("the connection to the sandbox ended before the stream completed: the sandbox was killed"))
 
+// signalWait bounds SendSignal's wait for the process's end: past the
+// engine's kill grace (SIGINT, then SIGKILL after 2 s by default) and its
+// wait for the kill's answer (10 s for a sandbox that cannot answer).
+const signalWait = 15 * time.Second
+
+// awaitEnd waits until p has ended (or was lost with its sandbox), and
+// reports whether it did before ctx or wait ended.
+func (p *proc) awaitEnd(ctx context.Context, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		ended, changed := p.ended, p.changed
+		p.mu.Unlock()
+		if ended {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
 // lose ends p without an end event: its sandbox was killed under it.
 func (p *proc) lose() {
 	p.mu.Lock()

@@ -297,6 +297,11 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", pr.pid))
 	}
 	pr.cancel() // the engine stops the command: SIGINT, then SIGKILL
+	// Answer once it is dead, as envd's SIGKILL is at once: a client that
+	// kills a process and then looks finds nothing of it running.
+	if !pr.awaitEnd(ctx, signalWait) {
+		b.logf("warn", []string{"pid", fmt.Sprint(pr.pid)}, "process %d signalled: not ended after %v", pr.pid, signalWait)
+	}
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
 
