@@ -526,7 +526,7 @@ func (s *Sandbox) CloseSession(ctx context.Context, name string) error {
 // InterruptSession interrupts, as Ctrl-C would, the command running in a
 // session (its Exec returns with TimedOut and the output so far) and the
 // ones waiting for it (their Exec fails); it reports whether there were
-// any. The session stays usable.
+// any, once the interrupted command has ended. The session stays usable.
 func (s *Sandbox) InterruptSession(ctx context.Context, name string) (bool, error) {
 	defer s.use()()
 	n, err := s.sbox().InterruptSession(ctx, name)

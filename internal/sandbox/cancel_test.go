@@ -44,3 +44,46 @@ func testExecCancelWaits(t *testing.T, rt *Runtime) {
 		t.Fatalf("an exec after the cancelled one: %q", got)
 	}
 }
+
+// testInterruptWaits: InterruptSession answers once the command it
+// interrupted has ended, so its caller finds nothing of it left; here a
+// command that ignores SIGINT lives until the kill grace's SIGKILL.
+// Before, the answer came as soon as the interrupt was sent.
+func testInterruptWaits(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res session.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "(trap '' INT; : >/tmp/started; exec sleep 62)"})
+		done <- result{res, err}
+	}()
+	for sh(t, sb, "test -e /tmp/started && pgrep -x sleep").ExitCode != 0 {
+		select {
+		case r := <-done:
+			t.Fatalf("the command ended before it started its sleep: %+v %v", r.res, r.err)
+		case <-ctx.Done():
+			t.Fatal("the command never started its sleep")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n, err := sb.InterruptSession(ctx, "s"); err != nil || n != 1 {
+		t.Fatalf("interrupt: %d %v, want 1 interrupted", n, err)
+	}
+	if n := mustOK(t, sb, `ps -eo args | grep -c '^sleep 62' || true`); n != "0\n" {
+		t.Fatalf("right after the interrupt's answer: %q of the command's sleeps alive, want none", n)
+	}
+	if r := <-done; r.err != nil || !r.res.TimedOut {
+		t.Fatalf("the interrupted command: %+v %v, want TimedOut", r.res, r.err)
+	}
+	if res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "echo after"}); err != nil || res.Output != "after\n" {
+		t.Fatalf("the session after the interrupt: %+v %v", res, err)
+	}
+}

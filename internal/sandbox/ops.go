@@ -77,7 +77,8 @@ func (s *Sandbox) SessionExec(ctx context.Context, name string, req session.Exec
 // the session returns an error. With none in flight, an interactive
 // command waiting for input (session.ExecRequest.Interactive) is
 // interrupted the same way and its end awaited. It reports how many it
-// interrupted; the session stays usable.
+// interrupted, once they have ended (waiting at most 10 s); the session
+// stays usable.
 func (s *Sandbox) InterruptSession(ctx context.Context, name string) (int, error) {
 	resp, err := s.call(ctx, &wire.Request{Op: wire.OpSessionInterrupt, Session: name})
 	return resp.Exit, err

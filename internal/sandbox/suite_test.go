@@ -189,6 +189,7 @@ var suiteCases = []struct {
 	{"StreamBackPressure", testStreamBackPressure},
 	{"StreamCancelWaits", testStreamCancelWaits},
 	{"ExecCancelWaits", testExecCancelWaits},
+	{"InterruptWaits", testInterruptWaits},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},
 	{"CgroupFS", testCgroupFS},

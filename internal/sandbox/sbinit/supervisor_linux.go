@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
@@ -26,8 +27,8 @@ type supervisor struct {
 
 	mu       sync.Mutex // guards sessions, running, tty and resetting
 	sessions map[string]*session.Session
-	// running holds, per session, the interrupt of each exec in flight.
-	running map[string]map[*wire.Request]context.CancelFunc
+	// running holds, per session, each exec in flight.
+	running map[string]map[*wire.Request]inflight
 	tty     *ttyRelay
 	// resetting: between OpReset and OpResetDone (reset_linux.go).
 	resetting bool
@@ -106,7 +107,7 @@ func supervise(cfg wire.Config) error {
 		}
 	}
 	s := &supervisor{cfg: cfg, spawn: newSpawner(), sessions: map[string]*session.Session{},
-		running: map[string]map[*wire.Request]context.CancelFunc{}, gate: make(slots, workSlots)}
+		running: map[string]map[*wire.Request]inflight{}, gate: make(slots, workSlots)}
 	if cfg.Sudo {
 		l, err := listenSudo()
 		if err != nil {
@@ -484,15 +485,19 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.mu.Lock()
-	if s.running[req.Session] == nil {
-		s.running[req.Session] = map[*wire.Request]context.CancelFunc{}
+	running := s.running[req.Session] // a rename moves this map
+	if running == nil {
+		running = map[*wire.Request]inflight{}
+		s.running[req.Session] = running
 	}
-	s.running[req.Session][req] = func() { cancel(errInterrupted) }
+	done := make(chan struct{})
+	running[req] = inflight{interrupt: func() { cancel(errInterrupted) }, done: done}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.running[req.Session], req)
+		delete(running, req)
 		s.mu.Unlock()
+		close(done)
 	}()
 	res, err := sess.Exec(ctx, er)
 	if err != nil && res.TimedOut && errors.Is(context.Cause(ctx), errInterrupted) {
@@ -514,6 +519,18 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 // errInterrupted is the cause of an exec context ended by OpSessionInterrupt.
 var errInterrupted = errors.New("interrupted")
 
+// inflight is a session's exec in flight: how to interrupt it, and a
+// channel closed once it has returned (its command ended).
+type inflight struct {
+	interrupt func()
+	done      <-chan struct{}
+}
+
+// interruptWait bounds how long an interrupt waits for the execs it
+// interrupted to return: past the session's kill grace (SIGINT, then
+// SIGKILL after 2 s by default) and the kill of what the command left.
+const interruptWait = 10 * time.Second
+
 func (s *supervisor) interruptSession(name string) (wire.Response, error) {
 	s.mu.Lock()
 	sess, ok := s.sessions[name]
@@ -521,11 +538,24 @@ func (s *supervisor) interruptSession(name string) (wire.Response, error) {
 		s.mu.Unlock()
 		return wire.Response{}, fail(wire.CodeNotFound, "no session %q", name)
 	}
-	for _, interrupt := range s.running[name] {
-		interrupt()
+	var done []<-chan struct{}
+	for _, r := range s.running[name] {
+		r.interrupt()
+		done = append(done, r.done)
 	}
-	n := len(s.running[name])
+	n := len(done)
 	s.mu.Unlock()
+	// Answer once they have returned, their commands ended: a caller told
+	// a command was interrupted finds nothing of it running.
+	timeout := time.NewTimer(interruptWait)
+	defer timeout.Stop()
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-timeout.C:
+			return wire.Response{Exit: n}, nil
+		}
+	}
 	if n == 0 && sess.Interactive() {
 		// An interactive command waiting for input: interrupt it and wait
 		// for its end. Its last output goes unread, as the caller chose.
