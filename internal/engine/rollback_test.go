@@ -274,7 +274,10 @@ func TestRollbackInPlace(t *testing.T) {
 	if err := s.OpenSession(ctx, api.SessionRequest{Name: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	sh(t, s, "w", `mkdir -p /work/w; (i=0; while :; do echo $i >/work/w/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
+	// The writer stops at 400000 files: a rootless sandbox without a cgroup
+	// has a disk of 524288 inodes (4 GiB of memory, one per 8 KiB), which an
+	// endless writer filled under load (ENOSPC) before the rollback came.
+	sh(t, s, "w", `mkdir -p /work/w; (i=0; while [ $i -lt 400000 ]; do echo $i >/work/w/$i; i=$((i+1)); done) >/dev/null 2>&1 &`)
 	waitFiles(t, s, "/work/w", 100)
 	info, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "in-place"})
 	if err != nil {
