@@ -321,19 +321,7 @@ func (e *evaluation) runTestPart(sb *Sandbox, script string, timeout time.Durati
 	if err := sb.WriteFile(e.ctx, ScriptPath, []byte(selfRemoving(script)), 0o755); err != nil {
 		return "", false, fmt.Errorf("writing %s into the sandbox: %w", ScriptPath, err)
 	}
-	t := time.Now()
-	res, err := sb.Exec(e.ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: max(timeout, time.Second)})
-	e.res.Timings.Tests += int64(time.Since(t))
-	if err != nil {
-		return res.Output, false, fmt.Errorf("running the tests: %w", err)
-	}
-	e.art.TestsRan = true
-	e.log.Printf("Test runtime: %.2f seconds", time.Since(t).Seconds())
-	if res.TimedOut {
-		e.log.Printf("Test timed out after %s", e.o.testTimeout())
-		return res.Output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
-	}
-	return e.afterTests(sb, res.Output, before)
+	return e.execTests(sb, max(timeout, time.Second), before)
 }
 
 // forkedCanaryOutput is canaryOutput in a child of the evaluation's fork.
@@ -344,16 +332,9 @@ func (e *evaluation) forkedCanaryOutput(ctx context.Context, c integrity.Canary)
 	if err != nil {
 		return canaryResult{err: fmt.Errorf("starting its sandbox, forked after the eval steps: %w", err)}
 	}
-	defer func() {
-		r.cpu = cpuOf(sb)
-		if cerr := sb.Close(); cerr != nil {
-			e.log.Printf("Error closing the canary's sandbox: %v", cerr)
-		}
-	}()
-	if e.o.canaryOpened != nil {
-		if err := e.o.canaryOpened(sb); err != nil {
-			return canaryResult{err: err}
-		}
+	defer e.closeCanary(sb, &r)
+	if err := e.canaryOpenedHook(sb); err != nil {
+		return canaryResult{err: err}
 	}
 	replay, _ := forkSplit(e.t)
 	var ch integrity.Channel

@@ -258,16 +258,9 @@ func (e *evaluation) canaryOutput(ctx context.Context, c integrity.Canary) (r ca
 	if err != nil {
 		return canaryResult{err: fmt.Errorf("opening its sandbox: %w", err)}
 	}
-	defer func() {
-		r.cpu = cpuOf(sb)
-		if cerr := sb.Close(); cerr != nil {
-			e.log.Printf("Error closing the canary's sandbox: %v", cerr)
-		}
-	}()
-	if e.o.canaryOpened != nil {
-		if err := e.o.canaryOpened(sb); err != nil {
-			return canaryResult{err: err}
-		}
+	defer e.closeCanary(sb, &r)
+	if err := e.canaryOpenedHook(sb); err != nil {
+		return canaryResult{err: err}
 	}
 	if _, err := sb.ApplyPatch(ctx, *e.ev.Patch, nil); err != nil {
 		return canaryResult{err: fmt.Errorf("%w: %w", errCanaryPatch, err)}
@@ -285,4 +278,20 @@ func (e *evaluation) canaryOutput(ctx context.Context, c integrity.Canary) (r ca
 		return canaryResult{err: fmt.Errorf("running %s: %w", ScriptPath, err)}
 	}
 	return canaryResult{out: res.Output}
+}
+
+// closeCanary closes the canary's sandbox sb, recording its CPU time in r.
+func (e *evaluation) closeCanary(sb *Sandbox, r *canaryResult) {
+	r.cpu = cpuOf(sb)
+	if err := sb.Close(); err != nil {
+		e.log.Printf("Error closing the canary's sandbox: %v", err)
+	}
+}
+
+// canaryOpenedHook runs the tests' hook on the canary's sandbox, if any.
+func (e *evaluation) canaryOpenedHook(sb *Sandbox) error {
+	if e.o.canaryOpened == nil {
+		return nil
+	}
+	return e.o.canaryOpened(sb)
 }
