@@ -53,27 +53,7 @@ func testInterruptWaits(t *testing.T, rt *Runtime) {
 	sb := create(t, rt, Config{HostBase: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		res session.Result
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "(trap '' INT; : >/tmp/started; exec sleep 62)"})
-		done <- result{res, err}
-	}()
-	for sh(t, sb, "test -e /tmp/started && pgrep -x sleep").ExitCode != 0 {
-		select {
-		case r := <-done:
-			t.Fatalf("the command ended before it started its sleep: %+v %v", r.res, r.err)
-		case <-ctx.Done():
-			t.Fatal("the command never started its sleep")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	done := runInSession(ctx, t, sb, "(trap '' INT; : >/tmp/started; exec sleep 62)", "test -e /tmp/started && pgrep -x sleep")
 	if n, err := sb.InterruptSession(ctx, "s"); err != nil || n != 1 {
 		t.Fatalf("interrupt: %d %v, want 1 interrupted", n, err)
 	}

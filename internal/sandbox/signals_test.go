@@ -51,29 +51,9 @@ func testSessionInterrupt(t *testing.T, rt *Runtime) {
 	sb := create(t, rt, Config{HostBase: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		res session.Result
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "sleep 60; echo no"})
-		done <- result{res, err}
-	}()
 	// Once sleep runs: an interrupt in the first moments of a command is
 	// internal/session's TestEarlyInterrupt.
-	for sh(t, sb, "pgrep -x sleep").ExitCode != 0 {
-		select {
-		case r := <-done:
-			t.Fatalf("the command ended before sleep was seen: %+v %v", r.res, r.err)
-		case <-ctx.Done():
-			t.Fatal("sleep never started")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	done := runInSession(ctx, t, sb, "sleep 60; echo no", "pgrep -x sleep")
 	if n, err := sb.InterruptSession(ctx, "s"); err != nil || n != 1 {
 		t.Fatalf("interrupt: %d %v, want 1 interrupted", n, err)
 	}
@@ -87,4 +67,35 @@ func testSessionInterrupt(t *testing.T, rt *Runtime) {
 	if got := mustSession(t, sb, "echo yes"); got != "yes\n" {
 		t.Fatalf("session after the interrupt: %q", got)
 	}
+}
+
+// sessionResult is a session command's result, or its error.
+type sessionResult struct {
+	res session.Result
+	err error
+}
+
+// runInSession opens session "s" in sb and starts cmd in it; it returns,
+// with the channel the command's result comes on, once probe succeeds in
+// a command of its own (the command's process is seen).
+func runInSession(ctx context.Context, t *testing.T, sb *Sandbox, cmd, probe string) <-chan sessionResult {
+	t.Helper()
+	if err := sb.OpenSession(ctx, "s", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan sessionResult, 1)
+	go func() {
+		res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: cmd})
+		done <- sessionResult{res, err}
+	}()
+	for sh(t, sb, probe).ExitCode != 0 {
+		select {
+		case r := <-done:
+			t.Fatalf("%q ended before %q succeeded: %+v %v", cmd, probe, r.res, r.err)
+		case <-ctx.Done():
+			t.Fatalf("%q never succeeded beside %q", probe, cmd)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return done
 }
