@@ -337,17 +337,5 @@ func (e *evaluation) forkedCanaryOutput(ctx context.Context, c integrity.Canary)
 		return canaryResult{err: err}
 	}
 	replay, _ := forkSplit(e.t)
-	var ch integrity.Channel
-	if e.ev.Channel.Active() {
-		ch = integrity.NewChannel(e.t.Spec.TestCmd)
-	}
-	script := selfRemoving(forkedCanary(e.t, sb.RepoDir(), replay, ch, c))
-	if err := sb.WriteFile(ctx, ScriptPath, []byte(script), 0o755); err != nil {
-		return canaryResult{err: fmt.Errorf("writing %s: %w", ScriptPath, err)}
-	}
-	res, err := sb.Exec(ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: e.o.testTimeout()})
-	if err != nil {
-		return canaryResult{err: fmt.Errorf("running %s: %w", ScriptPath, err)}
-	}
-	return canaryResult{out: res.Output}
+	return e.runCanaryScript(ctx, sb, forkedCanary(e.t, sb.RepoDir(), replay, e.canaryChannel(), c))
 }

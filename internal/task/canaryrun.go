@@ -265,12 +265,22 @@ func (e *evaluation) canaryOutput(ctx context.Context, c integrity.Canary) (r ca
 	if _, err := sb.ApplyPatch(ctx, *e.ev.Patch, nil); err != nil {
 		return canaryResult{err: fmt.Errorf("%w: %w", errCanaryPatch, err)}
 	}
-	var ch integrity.Channel
-	if e.ev.Channel.Active() {
-		ch = integrity.NewChannel(e.t.Spec.TestCmd)
+	return e.runCanaryScript(ctx, sb, canaryScript(e.t, sb.RepoDir(), e.canaryChannel(), c))
+}
+
+// canaryChannel is a new structured channel for the canary's run when
+// the evaluation reads one, else the inactive one.
+func (e *evaluation) canaryChannel() integrity.Channel {
+	if !e.ev.Channel.Active() {
+		return integrity.Channel{}
 	}
-	script := selfRemoving(canaryScript(e.t, sb.RepoDir(), ch, c))
-	if err := sb.WriteFile(ctx, ScriptPath, []byte(script), 0o755); err != nil {
+	return integrity.NewChannel(e.t.Spec.TestCmd)
+}
+
+// runCanaryScript writes script into sb, removing itself as it starts,
+// and runs it: its output is the canary's.
+func (e *evaluation) runCanaryScript(ctx context.Context, sb *Sandbox, script string) canaryResult {
+	if err := sb.WriteFile(ctx, ScriptPath, []byte(selfRemoving(script)), 0o755); err != nil {
 		return canaryResult{err: fmt.Errorf("writing %s: %w", ScriptPath, err)}
 	}
 	res, err := sb.Exec(ctx, session.ExecRequest{Command: "/bin/bash " + ScriptPath, Timeout: e.o.testTimeout()})
