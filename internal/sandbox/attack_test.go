@@ -311,6 +311,17 @@ func testMaskAfterHostRename(t *testing.T, sb *Sandbox) {
 	if err != nil {
 		t.Skipf("no %s on this host: %v", f, err)
 	}
+	// The lock of lckpwdf(3), which shadow's tools (useradd, as other
+	// tests run it) take before they change the file: none of their
+	// changes is lost to the copy put back.
+	lock, err := os.OpenFile("/etc/.pwd.lock", os.O_WRONLY|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.FcntlFlock(lock.Fd(), syscall.F_SETLKW, &syscall.Flock_t{Type: syscall.F_WRLCK}); err != nil {
+		t.Fatalf("locking /etc/.pwd.lock: %v", err)
+	}
 	data, err := os.ReadFile(f)
 	if err != nil {
 		t.Fatal(err)
