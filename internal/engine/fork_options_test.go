@@ -20,11 +20,7 @@ func TestForkSnapshotOptions(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
 	open, closed := privtest.ServeOK(t), privtest.ServeOK(t)
-	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, parent)
+	parent := hostSandbox(t, e)
 	sh(t, parent, "", "mkdir -p /data && echo kept > /data/f")
 	if _, err := e.Snapshot(ctx, parent.ID(), api.SnapshotRequest{Name: "opts"}); err != nil {
 		t.Fatal(err)

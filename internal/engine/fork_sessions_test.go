@@ -17,11 +17,7 @@ import (
 func TestSnapshotForkSessions(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, parent)
+	parent := hostSandbox(t, e)
 	for _, n := range []string{"a", "b"} {
 		if err := parent.OpenSession(ctx, api.SessionRequest{Name: n}); err != nil {
 			t.Fatal(err)

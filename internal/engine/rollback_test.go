@@ -263,11 +263,7 @@ func TestRollbackForkHostnames(t *testing.T) {
 func TestRollbackInPlace(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, s)
+	s := hostSandbox(t, e)
 	const namespaces = "readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/uts /proc/self/ns/cgroup"
 	pid, nsBefore := s.InitPid(), sh(t, s, "", namespaces)
 	cgBefore := cgroupDirs(pid)

@@ -53,11 +53,7 @@ func TestParseStateProbe(t *testing.T) {
 func TestSnapshotSessionProbe(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, s)
+	s := hostSandbox(t, e)
 	if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
 		t.Fatal(err)
 	}

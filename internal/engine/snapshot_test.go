@@ -50,6 +50,18 @@ func sh(t *testing.T, s *Sandbox, session, command string) string {
 	return res.Stdout
 }
 
+// hostSandbox creates a raw sandbox on the host base in e, closed at the
+// end of the test.
+func hostSandbox(t *testing.T, e *Engine) *Sandbox {
+	t.Helper()
+	s, err := e.CreateSandbox(context.Background(), SandboxRequest{HostBase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s)
+	return s
+}
+
 // closeAll closes sandboxes at the end of the test.
 func closeAll(t *testing.T, sbs ...*Sandbox) {
 	t.Cleanup(func() {
@@ -362,11 +374,7 @@ func TestSnapshotForkQuota(t *testing.T) {
 func TestSnapshotForkFails(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, parent)
+	parent := hostSandbox(t, e)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	testHookFrozen = func(*sandbox.Sandbox) { cancel() }
@@ -542,11 +550,7 @@ func processLives(pid int) bool {
 func TestSnapshotRollbackBesideCalls(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, s)
+	s := hostSandbox(t, e)
 	stop := callsBeside(func() error {
 		_, err := s.ReadFile(ctx, "/etc/hostname", 0)
 		if err == nil {
@@ -647,11 +651,7 @@ func TestSnapshotAsBase(t *testing.T) {
 func TestSnapshotBesideStarts(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, s)
+	s := hostSandbox(t, e)
 	stop := callsBeside(func() error {
 		s.Exec(ctx, api.ExecRequest{Command: "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"})
 		return nil
@@ -675,11 +675,7 @@ func TestSnapshotBesideStarts(t *testing.T) {
 func TestSnapshotLongFreeze(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAll(t, s)
+	s := hostSandbox(t, e)
 	if err := s.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
 		t.Fatal(err)
 	}
