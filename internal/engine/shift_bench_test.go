@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
@@ -65,15 +64,7 @@ func TestImageShiftedBench(t *testing.T) {
 		}
 		return 0, 0
 	})
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := cf.Config
-	conf.WorkingDir, conf.User = "/home/calc", "calc"
-	if img, err = mutate.Config(img, conf); err != nil {
-		t.Fatal(err)
-	}
+	img = asCalc(t, img)
 	const ref = "example.com/msb-test/engine-shift-bench:1"
 	importImage(t, e, ref, img)
 	shifter := envcache.Shifter(e.cache.st())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/demo/demotest"
@@ -76,15 +77,7 @@ func TestImageShifted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := cf.Config
-	conf.WorkingDir, conf.User = "/home/calc", "calc"
-	if img, err = mutate.Config(img, conf); err != nil {
-		t.Fatal(err)
-	}
+	img = asCalc(t, img)
 	const ref = "example.com/msb-test/engine-shifted:1"
 	importImage(t, e, ref, img)
 
@@ -179,4 +172,20 @@ func shiftedTrees(t *testing.T, st *store.Store) []string {
 		}
 	}
 	return out
+}
+
+// asCalc is img run as calc in /home/calc.
+func asCalc(t *testing.T, img v1.Image) v1.Image {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := cf.Config
+	conf.WorkingDir, conf.User = "/home/calc", "calc"
+	img, err = mutate.Config(img, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
