@@ -186,39 +186,19 @@ func shellValue(s string) (value, rest string, ok bool) {
 		case c == '\n':
 			return b.String(), s[i+1:], true
 		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] != '\\' {
-					b.WriteByte(s[i])
-					continue
-				}
-				n, good := backslash(&b, s[i:], `"\$`+"`")
-				if !good {
-					return "", "", false
-				}
-				i += n - 1
-			}
-			if i == len(s) {
+			n, good := quoted(&b, s[i+1:], '"', func(b *strings.Builder, s string) (int, bool) {
+				return backslash(b, s, `"\$`+"`")
+			})
+			if !good {
 				return "", "", false
 			}
-			i++
+			i += 1 + n
 		case c == '$' && i+1 < len(s) && s[i+1] == '\'':
-			i += 2
-			for ; i < len(s) && s[i] != '\''; i++ {
-				if s[i] != '\\' {
-					b.WriteByte(s[i])
-					continue
-				}
-				n, good := ansiC(&b, s[i:])
-				if !good {
-					return "", "", false
-				}
-				i += n - 1
-			}
-			if i == len(s) {
+			n, good := quoted(&b, s[i+2:], '\'', ansiC)
+			if !good {
 				return "", "", false
 			}
-			i++
+			i += 2 + n
 		case c == '\'':
 			end := strings.IndexByte(s[i+1:], '\'')
 			if end < 0 {
@@ -238,6 +218,28 @@ func shellValue(s string) (value, rest string, ok bool) {
 		}
 	}
 	return "", "", false // no newline: cut short
+}
+
+// quoted decodes the quoted part at the start of s up to its closing
+// quote q, each backslash escape by esc; it returns how many bytes it
+// read, the closing quote included, and false when there is none or an
+// escape is not ok.
+func quoted(b *strings.Builder, s string, q byte, esc func(*strings.Builder, string) (int, bool)) (int, bool) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case q:
+			return i + 1, true
+		case '\\':
+			n, good := esc(b, s[i:])
+			if !good {
+				return 0, false
+			}
+			i += n - 1
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return 0, false
 }
 
 // backslash decodes the escape at the start of s (s[0] is a backslash):
