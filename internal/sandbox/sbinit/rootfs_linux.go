@@ -37,7 +37,7 @@ func buildRoot(cfg *wire.Config) error {
 		defer unix.Close(idmap)
 	}
 	for _, d := range cfg.HostDirs {
-		if err := hostDir(r, d, idmap, cfg.Masks); err != nil {
+		if err := hostDir(r, d, idmap); err != nil {
 			return err
 		}
 	}
@@ -291,9 +291,8 @@ func tmpfsData(cfg *wire.Config, mode string, size int64) string {
 
 // hostDir binds host directory d read-only at the same path, or recreates
 // it as a symlink when it is one on the host (merged /usr). With an idmap
-// user namespace (idmap >= 0) the bind goes through it; without, a d that
-// holds masks (absolute paths) is an overlay hiding them (overlayHidden).
-func hostDir(root, d string, idmap int, masks []string) error {
+// user namespace (idmap >= 0) the bind goes through it.
+func hostDir(root, d string, idmap int) error {
 	fi, err := os.Lstat(d)
 	if err != nil {
 		return nil // not on this host; the host side already chose the list
@@ -315,90 +314,7 @@ func hostDir(root, d string, idmap int, masks []string) error {
 	if idmap >= 0 {
 		return bindIdmapped(root, d, idmap)
 	}
-	if hidden := masksUnder(d, masks); len(hidden) > 0 {
-		return overlayHidden(root, d, hidden)
-	}
 	return bindIn(root, d, d, true, true)
-}
-
-// masksUnder returns the masks below host dir d, relative to it.
-func masksUnder(d string, masks []string) []string {
-	var rel []string
-	for _, m := range masks {
-		if r, ok := strings.CutPrefix(filepath.Clean(m), filepath.Clean(d)+"/"); ok {
-			rel = append(rel, r)
-		}
-	}
-	return rel
-}
-
-// overlayHidden gives the sandbox host dir d read-only without the paths
-// hidden (relative to d): an overlay whose upper lower layer, a tmpfs
-// made for it and attached nowhere, holds a whiteout for each. A sandbox
-// that reads the host dirs as root depends on these masks, and a mask
-// mounted over the host's file (mask) does not hold: the host replaces
-// /etc/shadow and /etc/gshadow by rename (passwd, useradd), which
-// detaches every mount on the old file in every namespace, so the
-// sandbox would see the new one. A whiteout is a lookup in the overlay's
-// own layer, which no rename on the host changes. What is mounted below d
-// on the host is not seen (the idmapped and plain binds are recursive).
-func overlayHidden(root, d string, hidden []string) error {
-	layer, err := whiteoutLayer(hidden)
-	if err != nil {
-		return fmt.Errorf("the layer hiding %s's secrets: %w", d, err)
-	}
-	defer unix.Close(layer)
-	fd, err := resolveCreate(root, d, true)
-	if err != nil {
-		return fmt.Errorf("host dir target %s: %w", d, err)
-	}
-	defer unix.Close(fd)
-	opts := "lowerdir=" + fdPath(layer) + ":" + overlayEscape(d)
-	if err := unix.Mount("overlay", fdPath(fd), "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("overlay of host dir %s without %s: %w", d, strings.Join(hidden, ", "), err)
-	}
-	return nil
-}
-
-// whiteoutLayer makes a tmpfs attached nowhere holding a whiteout (a
-// character device 0:0) at each path of hidden, and returns a descriptor
-// of its root.
-func whiteoutLayer(hidden []string) (int, error) {
-	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigSetString(fs, "mode", "0755"); err != nil {
-		return -1, fmt.Errorf("tmpfs mode: %w", err)
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("creating the tmpfs: %w", err)
-	}
-	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount tmpfs: %w", err)
-	}
-	for _, h := range hidden {
-		parent, name := filepath.Split(h)
-		if parent != "" {
-			if err := mkdirAllIn(mnt, parent); err != nil {
-				unix.Close(mnt)
-				return -1, err
-			}
-		}
-		if err := unix.Mknodat(mnt, filepath.Join(parent, name), unix.S_IFCHR|0o000, 0); err != nil {
-			unix.Close(mnt)
-			return -1, fmt.Errorf("whiteout %s: %w", h, err)
-		}
-	}
-	return mnt, nil
-}
-
-// overlayEscape escapes the characters overlayfs's lowerdir option splits
-// on (',' between options, ':' between layers) and its escape, '\'.
-func overlayEscape(p string) string {
-	return strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`).Replace(p)
 }
 
 // bindIdmapped binds host dir d (with what is mounted below it) read-only
