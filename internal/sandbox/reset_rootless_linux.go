@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -85,13 +84,13 @@ func likeDiskTmpfs(dir string) (string, error) {
 // own empties old, the old writable layer: the sandbox's user may have
 // made its files private under ids that are not the caller's.
 func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, flags []string) error {
-	nsenter, err := exec.LookPath("nsenter")
+	// No context: a stage killed between its mounts and the pivot would
+	// leave the sandbox half moved. --preserve-credentials: the caller's
+	// id is the namespace's root; nsenter's setgroups would fail where
+	// the namespace denies it.
+	cmd, err := nsStage(context.Background(), s.InitPid(), sbinit.StageResetRoot, "--preserve-credentials")
 	if err != nil {
-		return fmt.Errorf("mounting the new root in the sandbox's namespaces: %w (util-linux's nsenter)", err)
-	}
-	exe, err := os.Executable() // not rt.exe: msb-sandbox has no reset-root stage
-	if err != nil {
-		return fmt.Errorf("finding the msb executable: %w", err)
+		return fmt.Errorf("mounting the new root in the sandbox's namespaces: %w", err)
 	}
 	ns, err := os.Open("/proc/" + strconv.Itoa(s.InitPid()) + "/ns/mnt")
 	if err != nil {
@@ -126,23 +125,12 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 	if err != nil {
 		return err
 	}
-	// No context: a stage killed between its mounts and the pivot would
-	// leave the sandbox half moved. --preserve-credentials: the caller's
-	// id is the namespace's root; nsenter's setgroups would fail where
-	// the namespace denies it.
-	cmd := exec.Command(nsenter, "--user", "--preserve-credentials", "--target", strconv.Itoa(s.InitPid()), "--", exe)
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageResetRoot}
 	cmd.Stdin = bytes.NewReader(b)
 	cmd.ExtraFiles = []*os.File{ns, theirs, oldDir} // resetNSFd, resetDiskFd, resetOldFd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if msg := strings.TrimSpace(stderr.String()); errors.As(err, &ee) && msg != "" {
-			err = fmt.Errorf("%w: %s", err, msg)
-		}
-		return fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", err)
+		return fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", stageErr(err, &stderr))
 	}
 	if plan.Tmpfs == "" {
 		return nil

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -69,10 +67,6 @@ func Shift(ctx context.Context, plan wire.ShiftPlan) error {
 	if err != nil {
 		return err
 	}
-	nsenter, err := exec.LookPath("nsenter")
-	if err != nil {
-		return fmt.Errorf("%w (util-linux's nsenter)", err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding the msb executable: %w", err)
@@ -98,18 +92,15 @@ func Shift(ctx context.Context, plan wire.ShiftPlan) error {
 	if err := mapIDs(hold.Process.Pid, uids, gids); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, nsenter, "--user", "--target", strconv.Itoa(hold.Process.Pid), "--", exe)
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageShift}
+	cmd, err := nsStage(ctx, hold.Process.Pid, sbinit.StageShift)
+	if err != nil {
+		return err
+	}
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if msg := strings.TrimSpace(stderr.String()); errors.As(err, &ee) && msg != "" {
-			err = fmt.Errorf("%w: %s", err, msg)
-		}
-		return err
+		return stageErr(err, &stderr)
 	}
 	return nil
 }

@@ -3,14 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 )
@@ -39,23 +35,16 @@ func (s *Sandbox) OpenWritable(ctx context.Context) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	nsenter, err := exec.LookPath("nsenter")
+	cmd, err := nsStage(ctx, s.InitPid(), sbinit.StageTree)
 	if err != nil {
-		return nil, fmt.Errorf("reading the writable layer of sandbox %s in its user namespace: %w (util-linux's nsenter)", s.ID, err)
-	}
-	exe, err := os.Executable() // not rt.exe: msb-sandbox has no tree stage
-	if err != nil {
-		return nil, fmt.Errorf("finding the msb executable: %w", err)
+		return nil, fmt.Errorf("reading the writable layer of sandbox %s in its user namespace: %w", s.ID, err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening the writable layer of sandbox %s: %w", s.ID, err)
 	}
-	defer d.Close() // the stage holds its own copy
-	cmd := exec.CommandContext(ctx, nsenter, "--user", "--target", strconv.Itoa(s.InitPid()), "--", exe)
-	cmd.Env = []string{sbinit.EnvStage + "=" + sbinit.StageTree}
+	defer d.Close()                // the stage holds its own copy
 	cmd.ExtraFiles = []*os.File{d} // sbinit.TreeFd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	r := &treeReader{id: s.ID, cmd: cmd}
 	cmd.Stderr = &r.stderr
 	if r.out, err = cmd.StdoutPipe(); err != nil {
@@ -81,13 +70,8 @@ func (r *treeReader) Read(p []byte) (int, error) { return r.out.Read(p) }
 // the stage.
 func (r *treeReader) Close() error {
 	r.out.Close()
-	err := r.cmd.Wait()
-	if err == nil {
-		return nil
+	if err := r.cmd.Wait(); err != nil {
+		return fmt.Errorf("reading the writable layer of sandbox %s in its user namespace: %w", r.id, stageErr(err, &r.stderr))
 	}
-	var ee *exec.ExitError
-	if msg := strings.TrimSpace(r.stderr.String()); errors.As(err, &ee) && msg != "" {
-		err = fmt.Errorf("%w: %s", err, msg)
-	}
-	return fmt.Errorf("reading the writable layer of sandbox %s in its user namespace: %w", r.id, err)
+	return nil
 }
