@@ -173,16 +173,36 @@ func (c *conn) callCancel(ctx context.Context, req *wire.Request) (wire.Response
 	return c.do(ctx, req, true)
 }
 
-// cancelOnEnd returns the context the wait for request id runs under
-// (callCancel), and a func that releases it: once ctx ends, it sends
-// OpCancel for id and ends the wait cancelWait later.
-func (c *conn) cancelOnEnd(ctx context.Context, id uint64) (context.Context, func()) {
+// cancelWait bounds how long a cancelled request waits for the
+// supervisor to end its command: past the session's kill grace (SIGINT,
+// then SIGKILL after 2 s by default) and the kill of what the command
+// left, which take a few seconds at most unless the supervisor cannot run
+// (a frozen sandbox).
+const cancelWait = 10 * time.Second
+
+// cancelOnEnd arranges for request id, which the supervisor can cancel
+// (an OpExec, streamed or not), to be cancelled when ctx ends: it sends
+// OpCancel, and the wait for the request's final answer (which comes once
+// the command and what it started are dead) goes on under the returned
+// context, which ends cancelWait later at most. The returned func, called
+// with the request's result once the wait is over, releases it and, when
+// ctx has ended, makes the result ctx.Err(), whatever the answer was.
+func (c *conn) cancelOnEnd(ctx context.Context, id uint64) (context.Context, func(*wire.Response, *error)) {
+	if ctx.Done() == nil {
+		return ctx, func(*wire.Response, *error) {}
+	}
 	wait, end := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
 		c.wr.Write(&wire.Request{Op: wire.OpCancel, Ref: id})
 		time.AfterFunc(cancelWait, end)
 	})
-	return wait, func() { stop(); end() }
+	return wait, func(resp *wire.Response, err *error) {
+		stop()
+		end()
+		if ctx.Err() != nil {
+			*resp, *err = wire.Response{}, ctx.Err()
+		}
+	}
 }
 
 // do is call, or callCancel when cancel is set.
@@ -215,15 +235,10 @@ func (c *conn) do(ctx context.Context, req *wire.Request, cancel bool) (resp wir
 		c.mu.Unlock()
 		return wire.Response{}, fmt.Errorf("%w: sending %s: %v", ErrClosed, req.Op, err)
 	}
-	if asked := ctx; cancel && asked.Done() != nil {
-		wait, release := c.cancelOnEnd(asked, req.ID)
-		defer release()
-		ctx = wait
-		defer func() {
-			if asked.Err() != nil { // cancelled: whatever the answer was
-				resp, err = wire.Response{}, asked.Err()
-			}
-		}()
+	if cancel {
+		var done func(*wire.Response, *error)
+		ctx, done = c.cancelOnEnd(ctx, req.ID)
+		defer func() { done(&resp, &err) }()
 	}
 	var r wire.Response
 	if self {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
@@ -16,7 +15,9 @@ import (
 // Exec's is. Output is relayed with back-pressure (wire.StreamWindow): while
 // emit blocks, the command blocks in its writes, so no part of the path
 // holds more than a few reads of output however much the command prints.
-// When ctx ends, the command is interrupted. p is reused after emit returns.
+// When ctx ends, the command is interrupted as Exec's is, and ExecStream
+// returns ctx.Err() once it and what it started are dead. p is reused
+// after emit returns.
 func (s *Sandbox) ExecStream(ctx context.Context, req session.ExecRequest, emit func(stderr bool, p []byte)) (session.Result, error) {
 	if s.conn == nil {
 		return session.Result{}, ErrClosed
@@ -40,7 +41,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req session.ExecRequest, emit 
 
 // stream sends a streaming req and hands each chunk of output to emit,
 // acknowledging it once emit returns, until the final response.
-func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Response)) (wire.Response, error) {
+func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Response)) (resp wire.Response, err error) {
 	final := make(chan wire.Response, 1)
 	chunks := make(chan wire.Response, wire.StreamWindow)
 	c.mu.Lock()
@@ -64,6 +65,8 @@ func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Res
 	if err := c.wr.Write(req); err != nil {
 		return wire.Response{}, fmt.Errorf("%w: sending %s: %v", ErrClosed, req.Op, err)
 	}
+	ctx, done := c.cancelOnEnd(ctx, req.ID)
+	defer func() { done(&resp, &err) }()
 	for {
 		select {
 		case r, ok := <-chunks:
@@ -87,40 +90,8 @@ func (c *conn) stream(ctx context.Context, req *wire.Request, emit func(wire.Res
 				return r, &OpError{Op: req.Op, Code: r.Code, Msg: r.Error}
 			}
 			return r, nil
-		case <-ctx.Done():
-			c.wr.Write(&wire.Request{Op: wire.OpCancel, Ref: req.ID})
-			c.awaitCancelled(final, chunks)
+		case <-ctx.Done(): // cancelled, and no final answer in cancelWait
 			return wire.Response{}, ctx.Err()
-		}
-	}
-}
-
-// cancelWait bounds how long a cancelled stream waits for the supervisor
-// to end its command: past the session's kill grace (SIGINT, then SIGKILL
-// after 2 s by default) and the kill of what the command left, which
-// take a few seconds at most unless the supervisor cannot run (a frozen
-// sandbox).
-const cancelWait = 10 * time.Second
-
-// awaitCancelled waits, after an OpCancel, for the request's final
-// response, which the supervisor sends once the command and everything it
-// started are dead: so that a caller told its command was cancelled finds
-// nothing of it left running. Output still queued is dropped (after the
-// cancel the supervisor sends no more); a connection that closes or a
-// supervisor that does not answer within cancelWait ends the wait.
-func (c *conn) awaitCancelled(final <-chan wire.Response, chunks <-chan wire.Response) {
-	timer := time.NewTimer(cancelWait)
-	defer timer.Stop()
-	for {
-		select {
-		case _, ok := <-chunks:
-			if !ok {
-				return
-			}
-		case <-final:
-			return
-		case <-timer.C:
-			return
 		}
 	}
 }
