@@ -260,8 +260,7 @@ func (e *evaluation) runForked(p *Sandbox, before string) (string, bool, error) 
 	}
 	if res.TimedOut {
 		e.art.TestsRan = true
-		e.log.Printf("Test timed out after %s", e.o.testTimeout())
-		return res.Output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
+		return e.timedOut(res.Output)
 	}
 	if res.ExitCode != preludeDone {
 		// The harness's script ends here too: its log is this.

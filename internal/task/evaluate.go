@@ -323,10 +323,16 @@ func (e *evaluation) execTests(sb *Sandbox, timeout time.Duration, before string
 	e.art.TestsRan = true
 	e.log.Printf("Test runtime: %.2f seconds", time.Since(t).Seconds())
 	if res.TimedOut {
-		e.log.Printf("Test timed out after %s", e.o.testTimeout())
-		return res.Output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
+		return e.timedOut(res.Output)
 	}
 	return e.afterTests(sb, res.Output, before)
+}
+
+// timedOut is what runTests returns for tests of output that ran out of
+// time: the output with the harness's timeout line.
+func (e *evaluation) timedOut(output string) (string, bool, error) {
+	e.log.Printf("Test timed out after %s", e.o.testTimeout())
+	return output + fmt.Sprintf("\n\nTimeout error: %d seconds exceeded.", int(e.o.testTimeout().Seconds())), true, nil
 }
 
 // afterTests reads, once the tests of output ran in sb, their exit
