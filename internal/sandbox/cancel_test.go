@@ -67,3 +67,27 @@ func testInterruptWaits(t *testing.T, rt *Runtime) {
 		t.Fatalf("the session after the interrupt: %+v %v", res, err)
 	}
 }
+
+// testSessionExecCancelWaits: a SessionExec whose context ends interrupts
+// its command as InterruptSession would, and returns ctx.Err() once the
+// command has ended; the session stays usable. Before, the call returned
+// at once and the command ran on in the session, unseen, until its own
+// end or its timeout (none here).
+func testSessionExecCancelWaits(t *testing.T, rt *Runtime) {
+	sb := create(t, rt, Config{HostBase: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runInSession(ctx, t, sb, "(trap '' INT; : >/tmp/started; exec sleep 63)", "test -e /tmp/started && pgrep -x sleep")
+	cancel()
+	if r := <-done; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the cancelled session exec returned %+v %v, want context.Canceled", r.res, r.err)
+	}
+	if n := mustOK(t, sb, `ps -eo args | grep -c '^sleep 63' || true`); n != "0\n" {
+		t.Fatalf("right after the cancelled session exec returned: %q of its sleeps alive, want none", n)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if res, err := sb.SessionExec(ctx, "s", session.ExecRequest{Command: "echo after"}); err != nil || res.Output != "after\n" {
+		t.Fatalf("the session after the cancelled exec: %+v %v", res, err)
+	}
+}

@@ -163,7 +163,8 @@ func (c *conn) call(ctx context.Context, req *wire.Request) (wire.Response, erro
 	return c.do(ctx, req, false)
 }
 
-// callCancel is call for a request the supervisor can cancel (an OpExec):
+// callCancel is call for a request the supervisor can cancel (an OpExec
+// or OpSessionExec):
 // an end of ctx cancels it (wire.OpCancel), and callCancel returns
 // ctx.Err() once the supervisor's final answer says that the command and
 // what it started are dead, or after cancelWait without one (a
@@ -181,12 +182,13 @@ func (c *conn) callCancel(ctx context.Context, req *wire.Request) (wire.Response
 const cancelWait = 10 * time.Second
 
 // cancelOnEnd arranges for request id, which the supervisor can cancel
-// (an OpExec, streamed or not), to be cancelled when ctx ends: it sends
-// OpCancel, and the wait for the request's final answer (which comes once
-// the command and what it started are dead) goes on under the returned
-// context, which ends cancelWait later at most. The returned func, called
-// with the request's result once the wait is over, releases it and, when
-// ctx has ended, makes the result ctx.Err(), whatever the answer was.
+// (an OpExec, streamed or not, or an OpSessionExec), to be cancelled when
+// ctx ends: it sends OpCancel, and the wait for the request's final answer
+// (which comes once the command and what it started are dead) goes on
+// under the returned context, which ends cancelWait later at most. The
+// returned func, called with the request's result once the wait is over,
+// releases it and, when ctx has ended, makes the result ctx.Err(),
+// whatever the answer was.
 func (c *conn) cancelOnEnd(ctx context.Context, id uint64) (context.Context, func(*wire.Response, *error)) {
 	if ctx.Done() == nil {
 		return ctx, func(*wire.Response, *error) {}

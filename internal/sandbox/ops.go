@@ -32,7 +32,7 @@ func (s *Sandbox) execOp(ctx context.Context, w *wire.Request, req session.ExecR
 	}
 	w.Exec = b
 	call := s.call
-	if w.Op == wire.OpExec && s.conn != nil {
+	if (w.Op == wire.OpExec || w.Op == wire.OpSessionExec) && s.conn != nil {
 		call = s.conn.callCancel
 	}
 	resp, err := call(ctx, w)
@@ -66,7 +66,10 @@ func (s *Sandbox) OpenSession(ctx context.Context, name string, opts SessionOpti
 }
 
 // SessionExec runs a command in session name. After the shell has exited
-// (Result.SessionEnded), further calls fail with ErrSessionEnded.
+// (Result.SessionEnded), further calls fail with ErrSessionEnded. An end
+// of ctx interrupts the command as InterruptSession would (SIGINT, then
+// SIGKILL after the session's grace time); SessionExec then returns
+// ctx.Err() once the command has ended, and the session stays usable.
 func (s *Sandbox) SessionExec(ctx context.Context, name string, req session.ExecRequest) (session.Result, error) {
 	return s.execOp(ctx, &wire.Request{Op: wire.OpSessionExec, Session: name}, req)
 }

@@ -189,6 +189,7 @@ var suiteCases = []struct {
 	{"StreamBackPressure", testStreamBackPressure},
 	{"StreamCancelWaits", testStreamCancelWaits},
 	{"ExecCancelWaits", testExecCancelWaits},
+	{"SessionExecCancelWaits", testSessionExecCancelWaits},
 	{"InterruptWaits", testInterruptWaits},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},

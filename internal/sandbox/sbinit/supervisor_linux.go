@@ -267,7 +267,7 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			continue
 		}
 		rctx := ctx
-		if req.Op == wire.OpExec { // an OpCancel may name it
+		if req.Op == wire.OpExec || req.Op == wire.OpSessionExec { // an OpCancel may name it
 			rctx = s.flows.open(ctx, req.ID)
 		}
 		wg.Add(1)
@@ -474,6 +474,7 @@ func (s *supervisor) session(name string) (*session.Session, error) {
 }
 
 func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	defer s.flows.close(req.ID) // serve opened it
 	sess, err := s.session(req.Session)
 	if err != nil {
 		return wire.Response{}, err

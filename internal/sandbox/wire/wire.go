@@ -62,9 +62,10 @@ const OpSessionInterrupt = "session.interrupt"
 // sends an OpStreamAck naming the request (Ref) once it has passed a chunk
 // on, and until then the supervisor stops reading the command's pipe, so a
 // slow reader makes the command wait instead of anyone buffering its
-// output. OpCancel (Ref) ends an OpExec, streamed or not, as its host side
-// gave up: the command is interrupted as on a timeout, and the request's
-// final Response comes once it and what it started are dead. Neither
+// output. OpCancel (Ref) ends an OpExec, streamed or not, or an
+// OpSessionExec, as its host side gave up: the command is interrupted as
+// on a timeout, and the request's final Response comes once it and what it
+// started are dead (a session's background jobs of earlier commands live on). Neither
 // OpStreamAck nor OpCancel gets a Response of its own.
 const (
 	OpStreamAck = "stream.ack"
