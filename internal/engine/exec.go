@@ -170,6 +170,34 @@ func randomHex(n int) string {
 // few reads of it, however much it prints. emit is called from this
 // goroutine only.
 func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func(api.ExecEvent)) (api.ExecResult, error) {
+	var out, errOut utf8Splitter
+	res, err := s.ExecStreamBytes(ctx, req, func(stderr bool, p []byte) {
+		sp, event := &out, api.EventStdout
+		if stderr {
+			sp, event = &errOut, api.EventStderr
+		}
+		if data := sp.next(p); data != "" {
+			emit(api.ExecEvent{Type: event, Data: data})
+		}
+	})
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	if data := out.rest(); data != "" {
+		emit(api.ExecEvent{Type: api.EventStdout, Data: data})
+	}
+	if data := errOut.rest(); data != "" {
+		emit(api.ExecEvent{Type: api.EventStderr, Data: data})
+	}
+	return res, nil
+}
+
+// ExecStreamBytes is ExecStream with the output as the command wrote it,
+// for a front end whose wire carries bytes (E2B's process stream): emit
+// gets each read of stdout or stderr, neither made valid UTF-8 nor cut at
+// a character's boundary; p is reused after emit returns. The result's
+// output is Exec's (valid UTF-8, other bytes as \xNN).
+func (s *Sandbox) ExecStreamBytes(ctx context.Context, req api.ExecRequest, emit func(stderr bool, p []byte)) (api.ExecResult, error) {
 	defer s.use()()
 	if req.Session != "" {
 		return api.ExecResult{}, fmt.Errorf("%w: streaming is for one-shot commands; a session's command returns its output at the end", ErrBadRequest)
@@ -182,26 +210,10 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	var out, errOut utf8Splitter
 	res, err := s.sbox().ExecStream(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
-		SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput},
-		func(stderr bool, p []byte) {
-			sp, event := &out, api.EventStdout
-			if stderr {
-				sp, event = &errOut, api.EventStderr
-			}
-			if data := sp.next(p); data != "" {
-				emit(api.ExecEvent{Type: event, Data: data})
-			}
-		})
+		SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput}, emit)
 	if err != nil {
 		return api.ExecResult{}, err
-	}
-	if data := out.rest(); data != "" {
-		emit(api.ExecEvent{Type: api.EventStdout, Data: data})
-	}
-	if data := errOut.rest(); data != "" {
-		emit(api.ExecEvent{Type: api.EventStderr, Data: data})
 	}
 	return execResult(res), nil
 }

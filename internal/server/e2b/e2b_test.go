@@ -522,3 +522,24 @@ func TestE2BNodeSDK(t *testing.T) {
 		t.Errorf("sdk_roundtrip.mjs printed %q, want ok", out)
 	}
 }
+
+// TestE2BOutputBytes: a command's output that is not UTF-8 reaches the
+// SDK as the bytes it wrote, which the SDK shows with U+FFFD for what it
+// cannot decode, as E2B's test_run_with_broken_utf8 expects. Before, the
+// engine's \xNN text for such a byte reached the SDK as four characters.
+func TestE2BOutputBytes(t *testing.T) {
+	out := sdkScript(t, "sdk_bytes.py")
+	var got struct {
+		BrokenUTF8 []any    `json:"broken_utf8"`
+		Both       []string `json:"both"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the SDK script printed %q: %v", out, err)
+	}
+	if want := fmt.Sprint([]any{float64(0), float64(8192), "a\ufffd"}); fmt.Sprint(got.BrokenUTF8) != want {
+		t.Errorf(`printf "a"*8191 + "\xe2": exit code, length and end of stdout %v, want %v`, got.BrokenUTF8, want)
+	}
+	if want := fmt.Sprint([]string{"x\ufffdy", "\u00e9\ufffd"}); fmt.Sprint(got.Both) != want {
+		t.Errorf(`stdout x\377y and stderr \303\251\376: %q, want %q`, got.Both, want)
+	}
+}

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,11 +67,11 @@ type primed struct {
 	name    string             // the FIFO's name in dir
 	fifo    int                // the daemon's read-write end of the FIFO: the shell's open never blocks
 
-	mu      sync.Mutex      // guards the fields below
-	early   []api.ExecEvent // output before a process took it (the profiles')
-	size    int             // bytes in early
-	taker   *proc           // the process it runs; nil while it waits
-	stopped bool            // close was called: no process may take it
+	mu      sync.Mutex    // guards the fields below
+	early   []earlyOutput // output before a process took it (the profiles')
+	size    int           // bytes in early
+	taker   *proc         // the process it runs; nil while it waits
+	stopped bool          // close was called: no process may take it
 	ended   bool
 }
 
@@ -163,18 +164,24 @@ func (p *primed) stop() {
 	p.cancel()
 }
 
+// earlyOutput is a read of a primed shell's output before a process took it.
+type earlyOutput struct {
+	stderr bool
+	data   []byte
+}
+
 // emit passes the shell's output to the process that took it, or keeps it
 // for that process; a shell whose profiles print more than maxLog before
 // a process takes it is stopped.
-func (p *primed) emit(ev api.ExecEvent) {
+func (p *primed) emit(stderr bool, b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.taker != nil {
-		p.taker.output(ev)
+		p.taker.output(stderr, b)
 		return
 	}
-	p.early = append(p.early, ev)
-	if p.size += len(ev.Data); p.size > maxLog {
+	p.early = append(p.early, earlyOutput{stderr, bytes.Clone(b)})
+	if p.size += len(b); p.size > maxLog {
 		p.stop()
 	}
 }
@@ -193,8 +200,8 @@ func (p *primed) hand(pr *proc) bool {
 		return false
 	}
 	p.taker = pr
-	for _, ev := range p.early {
-		pr.output(ev)
+	for _, o := range p.early {
+		pr.output(o.stderr, o.data)
 	}
 	p.early, p.size = nil, 0
 	return true
@@ -263,7 +270,7 @@ func (b *box) canPrime(sid string, done *proc) bool {
 // profile that exits), when it is forgotten.
 func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *primed) {
 	defer p.cancel()
-	res, err := sb.ExecStream(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path(), p.user), SeparateStderr: true}, p.emit)
+	res, err := sb.ExecStreamBytes(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path(), p.user), SeparateStderr: true}, p.emit)
 	p.mu.Lock()
 	p.ended = true
 	taker := p.taker

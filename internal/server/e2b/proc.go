@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -127,22 +128,24 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 // run runs the process to its end in sb (finish).
 func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
 	defer p.cancel()
-	res, err := sb.ExecStream(ctx, p.request(), p.output)
+	res, err := sb.ExecStreamBytes(ctx, p.request(), p.output)
 	f.finish(ctx, b, sb, p, res, err)
 }
 
-// output logs an event of the command's output.
-func (p *proc) output(ev api.ExecEvent) {
+// output logs a read of the command's output as the bytes it wrote:
+// envd's process stream carries bytes, which the SDK decodes (showing
+// U+FFFD for what is not UTF-8), so the engine's \xNN text for such a
+// byte would reach the client as four characters.
+func (p *proc) output(stderr bool, b []byte) {
+	b = bytes.Clone(b) // the engine reuses it
 	data := &process.ProcessEvent_DataEvent{}
 	switch {
-	case p.pty != nil && (ev.Type == api.EventStdout || ev.Type == api.EventStderr):
-		data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}
-	case ev.Type == api.EventStdout:
-		data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}
-	case ev.Type == api.EventStderr:
-		data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}
+	case p.pty != nil:
+		data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: b}
+	case stderr:
+		data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: b}
 	default:
-		return
+		data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: b}
 	}
 	p.add(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
 }
