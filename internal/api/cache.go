@@ -53,6 +53,13 @@ type CacheUsage struct {
 	// DedupRatio is FileBytes / TreeBytes: how much sharing files between
 	// layers saves (1 when nothing is shared; 0 for an empty cache).
 	DedupRatio float64 `json:"dedup_ratio"`
+	// Shifted is the number of shifted layers (rootless sandboxes' copies
+	// of the files an image's user owns, owned by subordinate ids), and
+	// ShiftedBytes what they take on disk: a part of DiskBytes, none of
+	// FileBytes or TreeBytes. Where the copies are clones (btrfs, XFS)
+	// they share blocks with the layers' files that st_blocks counts.
+	Shifted      int   `json:"shifted"`
+	ShiftedBytes int64 `json:"shifted_bytes"`
 	// Compression is how the filesystem compresses what the store writes:
 	// "zstd (btrfs property)", "zstd:1 (btrfs mount)", or empty for none.
 	// The byte counts come from st_blocks, which btrfs gives before
@@ -135,6 +142,8 @@ type CacheGCReport struct {
 	Objects      int          `json:"objects"`
 	Leases       int          `json:"leases"`
 	Temp         int          `json:"temp"`
+	Shifted      int          `json:"shifted"`       // shifted layers removed (their layers were)
+	ShiftedBytes int64        `json:"shifted_bytes"` // the part of FreedBytes they held
 	FreedBytes   int64        `json:"freed_bytes"`
 	Kept         int          `json:"kept"`
 	DanglingRefs List[string] `json:"dangling_refs"`

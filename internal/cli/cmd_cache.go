@@ -216,6 +216,9 @@ func newCacheDuCmd(g *globals) *cobra.Command {
 			fmt.Printf("cache %s: %d layers, %d objects, %d shared files\n", u.Dir, u.Layers, u.Objects, u.Inodes)
 			fmt.Printf("layers' files as separate copies %s; shared on disk %s (dedup ratio %.2fx)\n", fmtBytes(u.FileBytes), fmtBytes(u.TreeBytes), u.DedupRatio)
 			fmt.Printf("everything on disk %s (the shared files, the layers' directories, manifests)\n", fmtBytes(u.DiskBytes))
+			if u.Shifted > 0 {
+				fmt.Printf("of which %d shifted layers %s (rootless sandboxes' copies of what an image's user owns)\n", u.Shifted, fmtBytes(u.ShiftedBytes))
+			}
 			if u.Compression != "" {
 				fmt.Printf("compressed with %s: the sizes above are before compression; the disk holds less (compsize -x %s, as root, says how much)\n", u.Compression, filepath.Join(u.Dir, "store"))
 			}
@@ -306,6 +309,9 @@ func newCacheGCCmd(g *globals) *cobra.Command {
 			}
 			fmt.Printf("removed %d layers, %d inodes, %d objects, %d stale leases, %d temp files; freed %s; kept %d layers\n",
 				len(rep.Layers), rep.Inodes, rep.Objects, rep.Leases, rep.Temp, fmtBytes(rep.FreedBytes), rep.Kept)
+			if rep.Shifted > 0 {
+				fmt.Printf("of which %d shifted layers (their layers gone) %s\n", rep.Shifted, fmtBytes(rep.ShiftedBytes))
+			}
 			for _, r := range rep.DanglingRefs {
 				fmt.Println("dangling ref (layer missing):", r)
 			}

@@ -94,7 +94,7 @@ func (c *Cache) Usage(ctx context.Context) (api.CacheUsage, error) {
 		return api.CacheUsage{}, err
 	}
 	out := api.CacheUsage{Dir: c.Dir(), Layers: len(u.Layers), Objects: u.Objects, Inodes: u.Inodes,
-		FileBytes: u.LayerDiskBytes, TreeBytes: u.TreeBytes, DiskBytes: u.DiskBytes}
+		FileBytes: u.LayerDiskBytes, TreeBytes: u.TreeBytes, DiskBytes: u.DiskBytes, Shifted: u.Shifted, ShiftedBytes: u.ShiftedBytes}
 	if u.TreeBytes > 0 {
 		out.DedupRatio = float64(u.LayerDiskBytes) / float64(u.TreeBytes)
 	}
@@ -130,7 +130,7 @@ func (c *Cache) GC(ctx context.Context) (api.CacheGCReport, error) {
 		return api.CacheGCReport{}, err
 	}
 	return api.CacheGCReport{Layers: ids(r.Layers), Inodes: r.Inodes, Objects: r.Objects, Leases: r.Leases, Temp: r.Temp,
-		FreedBytes: r.FreedBytes, Kept: r.Kept, DanglingRefs: r.DanglingRef}, nil
+		Shifted: r.Shifted, ShiftedBytes: r.ShiftedBytes, FreedBytes: r.FreedBytes, Kept: r.Kept, DanglingRefs: r.DanglingRef}, nil
 }
 
 // RemoveRefs deletes the refs that patterns name: ref names, or globs of

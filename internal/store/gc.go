@@ -14,15 +14,16 @@ import (
 
 // GCReport says what GC removed.
 type GCReport struct {
-	Layers      []LayerID // layers removed (manifest and tree)
-	Inodes      int       // inode pool entries removed
-	Objects     int       // objects removed
-	Leases      int       // lease files of holders that were gone
-	Temp        int       // temp files and half-built trees removed
-	Shifted     int       // shifted trees removed (see Store.Shifted)
-	FreedBytes  int64     // disk blocks freed, from st_blocks
-	Kept        int       // layers kept
-	DanglingRef []string  // refs whose layer is missing (kept; fix or delete them)
+	Layers       []LayerID // layers removed (manifest and tree)
+	Inodes       int       // inode pool entries removed
+	Objects      int       // objects removed
+	Leases       int       // lease files of holders that were gone
+	Temp         int       // temp files and half-built trees removed
+	Shifted      int       // shifted layers removed (see Store.Shifted)
+	ShiftedBytes int64     // the part of FreedBytes the shifted layers held
+	FreedBytes   int64     // disk blocks freed, from st_blocks
+	Kept         int       // layers kept
+	DanglingRef  []string  // refs whose layer is missing (kept; fix or delete them)
 }
 
 // GC removes every layer that no ref and no live lease reaches (through

@@ -103,6 +103,11 @@ func (s *Store) gcShifted(keep map[LayerID]bool, r *GCReport) error {
 		} else {
 			r.Shifted++
 		}
+		n := diskBytes(dir)
+		r.FreedBytes += n
+		if !strings.HasPrefix(e.Name(), ".tmp-") {
+			r.ShiftedBytes += n
+		}
 		if err := removeAllWritable(dir); err != nil {
 			return fmt.Errorf("gc: %w", err)
 		}
@@ -123,4 +128,21 @@ func (s *Store) shiftedKept(dir string, keep map[LayerID]bool) bool {
 		}
 	}
 	return true
+}
+
+// diskBytes is the disk space (st_blocks) of the inodes under dir, each
+// once: a shifted layer's inodes are its own, so removing it frees them.
+func diskBytes(dir string) int64 {
+	var n int64
+	seen := map[[2]uint64]bool{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		var st unix.Stat_t
+		if err != nil || unix.Lstat(p, &st) != nil || seen[[2]uint64{st.Dev, st.Ino}] {
+			return nil
+		}
+		seen[[2]uint64{st.Dev, st.Ino}] = true
+		n += st.Blocks * 512
+		return nil
+	})
+	return n
 }

@@ -9,9 +9,10 @@ import (
 )
 
 // TestShifted: a shifted tree is built once per key (a failed build leaves
-// nothing), is found by IsShifted, and GC keeps it while all its layers
-// live (a ref, a lease) and removes it with the first of them, and removes
-// a half-built one.
+// nothing), is found by IsShifted, counted by Usage apart from the layers,
+// and GC keeps it while all its layers live (a ref, a lease) and removes
+// it with the first of them, saying how many bytes it freed, and removes a
+// half-built one.
 func TestShifted(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
@@ -20,7 +21,7 @@ func TestShifted(t *testing.T) {
 	builds := 0
 	build := func(ctx context.Context, tree string) error {
 		builds++
-		return os.WriteFile(filepath.Join(tree, "owned"), []byte("x"), 0o644)
+		return os.WriteFile(filepath.Join(tree, "owned"), make([]byte, 64<<10), 0o644)
 	}
 	if _, err := s.Shifted(ctx, "bad", []LayerID{base}, func(context.Context, string) error { return errors.New("no maps") }); err == nil {
 		t.Fatal("a failed build gave a tree")
@@ -42,6 +43,14 @@ func TestShifted(t *testing.T) {
 	if _, ok := s.TreeLayer(one); ok {
 		t.Fatal("a shifted tree taken for a layer")
 	}
+	u0, err := s.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u0.Shifted != 2 || u0.ShiftedBytes < 2*64<<10 || u0.ShiftedBytes > u0.DiskBytes-u0.TreeBytes {
+		t.Fatalf("usage: %d shifted trees of %d bytes, disk %d, layers' files %d: want 2 trees of at least 128 KiB, apart from the layers'",
+			u0.Shifted, u0.ShiftedBytes, u0.DiskBytes, u0.TreeBytes)
+	}
 	os.MkdirAll(filepath.Join(s.Root(), "shifted", ".tmp-stale-1"), 0o755)
 	lease, err := s.Lease(ctx, top)
 	if err != nil {
@@ -57,8 +66,11 @@ func TestShifted(t *testing.T) {
 		}
 	}
 	lease.Release()
-	if r, err = s.GC(ctx); err != nil || r.Shifted != 1 {
+	if r, err = s.GC(ctx); err != nil || r.Shifted != 1 || r.ShiftedBytes < 64<<10 || r.ShiftedBytes > u0.ShiftedBytes/2 || r.FreedBytes < r.ShiftedBytes {
 		t.Fatalf("gc after the lease: %+v %v", r, err)
+	}
+	if u, err := s.Usage(ctx); err != nil || u.Shifted != 1 || u.ShiftedBytes != u0.ShiftedBytes-r.ShiftedBytes {
+		t.Fatalf("usage after gc: %+v %v, want one tree and %d bytes", u, err, u0.ShiftedBytes-r.ShiftedBytes)
 	}
 	if _, err := os.Stat(two); !os.IsNotExist(err) {
 		t.Fatalf("the tree of a collected layer: %v", err)

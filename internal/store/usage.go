@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,14 @@ type Usage struct {
 	TreeBytes int64 `json:"tree_bytes"`
 	Objects   int   `json:"objects"`
 	Inodes    int   `json:"inodes"`
+	// Shifted is the number of shifted layers (see Store.Shifted), and
+	// ShiftedBytes their disk space, from st_blocks, each inode once: a
+	// part of DiskBytes, in inodes of their own (copies, not names of
+	// the layers' files), which the layers' figures do not hold. Where
+	// the copies are clones (btrfs, XFS), st_blocks counts blocks they
+	// share with the layers' files: the disk holds less.
+	Shifted      int   `json:"shifted"`
+	ShiftedBytes int64 `json:"shifted_bytes"`
 	// Compression is how the filesystem compresses what is written to the
 	// store. The byte counts above come from st_blocks, which btrfs gives
 	// before compression: with it on, the disk holds less.
@@ -123,6 +132,7 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 	sort.Slice(u.Layers, func(i, j int) bool { return u.Layers[i].LastUse.After(u.Layers[j].LastUse) })
 
 	seen := map[[2]uint64]bool{}
+	shifted := s.path("shifted") + string(filepath.Separator)
 	err = filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // removed while we walk
@@ -139,10 +149,19 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 		} else if !d.IsDir() && filepath.Dir(dir) == s.path("inodes") {
 			u.Inodes++
 		}
+		rel, inShifted := strings.CutPrefix(p, shifted)
+		if inShifted && strings.HasPrefix(rel, ".tmp-") {
+			inShifted = false // half-built: GC's to remove
+		} else if inShifted && d.IsDir() && !strings.ContainsRune(rel, filepath.Separator) {
+			u.Shifted++
+		}
 		key := [2]uint64{st.Dev, st.Ino}
 		if !seen[key] {
 			seen[key] = true
 			u.DiskBytes += st.Blocks * 512
+			if inShifted {
+				u.ShiftedBytes += st.Blocks * 512
+			}
 		}
 		return nil
 	})
