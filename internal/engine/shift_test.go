@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,6 +52,11 @@ func TestImageShifted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for i := range ownedDirs / 2 { // nested: tree/dNN/sub, depths 3 and 4 of owned directories
+		if err := os.MkdirAll(filepath.Join(home, "tree", fmt.Sprintf("d%02d", i), "sub"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.Symlink("big.bin", filepath.Join(home, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +100,18 @@ print("linked" if os.stat("a.txt").st_ino == os.stat("b.txt").st_ino else "copie
 print(os.readlink("link"))
 print("same" if open("big.bin", "rb").read() == open("link", "rb").read() else "differ")
 s = os.statvfs("/")
-print((s.f_blocks - s.f_bfree) * s.f_frsize)
+dirs = 0
+for d, _, _ in os.walk("tree"):
+    s = os.lstat(d)
+    if d != "tree" and (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)) == (1000, 1000, 0o750):
+        dirs += 1
+print(dirs)
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 '`
 	want := ". 1000:1000 755\nbig.bin 1000:1000 644\nrun.sh 1000:1000 4755\na.txt 1000:1000 644\nprivate 1000:1000 700\n" +
-		"private/secret 1000:1000 600\nover.txt 0:0 644\nnew.txt 1000:1000 644\nlink 1000:1000 777\nsecret\ngone\nlinked\nbig.bin\nsame\n"
+		"private/secret 1000:1000 600\nover.txt 0:0 644\nnew.txt 1000:1000 644\nlink 1000:1000 777\nsecret\ngone\nlinked\nbig.bin\nsame\n" +
+		strconv.Itoa(ownedDirs) + "\n"
 	before := shiftedTrees(t, st)
 	var mine string
 	var mineIno uint64
@@ -110,11 +125,8 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize)
 		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, want) {
 			t.Fatalf("sandbox %d on the image: %v %+v\nwant %q then the disk's use", i, err, res, want)
 		}
-		used, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(res.Stdout, want)), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("sandbox %d: its writable layer's disk holds %d bytes", i, used)
+		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
+		t.Logf("sandbox %d: its writable layer's disk holds %d bytes in %d inodes", i, used, inodes)
 		made := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) })
 		if !st.Rootless() {
 			if len(made) != 0 {
@@ -124,6 +136,9 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize)
 		}
 		if used > int64(len(big))/2 {
 			t.Errorf("sandbox %d: its writable layer's disk holds %d bytes after create: the owned tree was copied up", i, used)
+		}
+		if inodes >= ownedDirs/2 {
+			t.Errorf("sandbox %d: its writable layer's disk holds %d inodes after create: the %d owned directories were copied up", i, inodes, ownedDirs)
 		}
 		if len(made) != 1 {
 			t.Fatalf("sandbox %d: new shifted trees %v, want one", i, made)
@@ -149,9 +164,92 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize)
 	if int(sst.Uid) == os.Getuid() || sst.Size != int64(len(big)) {
 		t.Errorf("the shifted big.bin: uid %d (the caller is %d), size %d", sst.Uid, os.Getuid(), sst.Size)
 	}
-	if err := os.RemoveAll(filepath.Dir(mine)); err != nil {
+	if err := syscall.Lstat(filepath.Join(filepath.Dir(mine), "dirs", "3", "home", "calc", "tree", "d07"), &sst); err != nil || int(sst.Uid) == os.Getuid() {
+		t.Errorf("the shifted tree/d07, an owned directory of depth 3: %v, uid %d (the caller is %d)", err, sst.Uid, os.Getuid())
+	}
+
+	// A snapshot's own files: the forks of a snapshot share one shifted
+	// layer of them, above the image's, and copy none of them up.
+	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer sb.Close()
+	const write = "mkdir -p mine/a/b && head -c 4194304 /dev/urandom > mine/a/b/big && for i in {1..20}; do mkdir mine/d$i; done && chmod 700 mine/d1"
+	if res, err := sb.Exec(ctx, api.ExecRequest{Command: write, TimeoutNs: int64(time.Minute)}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("writing the snapshot's files: %v %+v", err, res)
+	}
+	name := "shifted-" + sb.ID()
+	if _, err := e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot(name) })
+	before = shiftedTrees(t, st)
+	kids, err := e.Fork(ctx, sb.ID(), api.ForkRequest{Snapshot: name, Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kidProbe = `cd /home/calc && python3 -c '
+import os, stat
+for n in ["mine", "mine/a/b", "mine/a/b/big", "mine/d1", "mine/d20", "tree/d07/sub", "big.bin"]:
+    s = os.lstat(n)
+    print(n, "%d:%d %o" % (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
+'`
+	const kidWant = "mine 1000:1000 755\nmine/a/b 1000:1000 755\nmine/a/b/big 1000:1000 644\nmine/d1 1000:1000 700\nmine/d20 1000:1000 755\n" +
+		"tree/d07/sub 1000:1000 750\nbig.bin 1000:1000 644\n"
+	for i, kid := range kids {
+		res, err := kid.Exec(ctx, api.ExecRequest{Command: kidProbe, TimeoutNs: int64(time.Minute)})
+		kid.Close()
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, kidWant) {
+			t.Fatalf("fork %d: %v %+v\nwant %q then the disk's use", i, err, res, kidWant)
+		}
+		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, kidWant))
+		t.Logf("fork %d: its writable layer's disk holds %d bytes in %d inodes", i, used, inodes)
+		if used > 2<<20 || inodes >= 20 {
+			t.Errorf("fork %d: its writable layer's disk holds %d bytes in %d inodes after create: the snapshot's files were copied up", i, used, inodes)
+		}
+	}
+	made := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) })
+	if len(made) != 1 {
+		t.Fatalf("the forks made shifted layers %v, want one", made)
+	}
+	var sh struct{ Base int }
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(made[0]), "owners.json")); err != nil || json.Unmarshal(b, &sh) != nil || sh.Base == 0 {
+		t.Errorf("the forks' shifted layer: %v, base %d, want one above the image's", err, sh.Base)
+	}
+
+	// msb cache du counts them apart from the layers; gc, once the
+	// snapshot is gone, removes its shifted layer and says its bytes.
+	u, err := e.cache.Usage(ctx)
+	if n := len(shiftedTrees(t, st)); err != nil || u.Shifted != n || u.ShiftedBytes < int64(len(big))+4<<20 || u.ShiftedBytes > u.DiskBytes-u.TreeBytes {
+		t.Errorf("cache usage: %v: %d shifted layers of %d bytes (%d on disk, %d the layers' files), want %d of at least %d bytes apart from the layers'",
+			err, u.Shifted, u.ShiftedBytes, u.DiskBytes, u.TreeBytes, n, len(big)+4<<20)
+	}
+	sb.Close()
+	if err := e.DeleteSnapshot(name); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.cache.GC(ctx); err != nil || r.Shifted != 1 || r.ShiftedBytes < 4<<20 || r.FreedBytes < r.ShiftedBytes {
+		t.Errorf("gc of the snapshot: %+v %v, want its shifted layer and its 4 MiB", r, err)
+	}
+	if err := os.RemoveAll(filepath.Join(st.Root(), "shifted")); err != nil {
+		t.Fatalf("the caller cannot remove the shifted layers: %v", err)
+	}
+}
+
+// ownedDirs is how many directories the image's user owns under
+// /home/calc/tree in TestImageShifted.
+const ownedDirs = 64
+
+// diskUse reads the bytes and inodes a probe printed.
+func diskUse(t *testing.T, s string) (bytes, inodes int64) {
+	t.Helper()
+	if _, err := fmt.Sscan(s, &bytes, &inodes); err != nil {
+		t.Fatalf("reading the disk's use from %q: %v", s, err)
+	}
+	return bytes, inodes
 }
 
 // TestImageShiftedRootless reruns TestImageShifted as an unprivileged

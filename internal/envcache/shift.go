@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
@@ -21,28 +22,54 @@ import (
 // sandbox. A rootless sandbox whose user is not root (an image's USER) gets
 // the owners of the image's files back (rootfs.Owners) from a shifted
 // layer: a copy of the owned paths, and of the directories above them, as
-// the overlay of the layers shows them, its files owned on disk by the
-// subordinate ids the sandbox's user namespace maps their owners to, with
-// their modes (setuid and setgid too), times, extended attributes, symlink
-// targets and hard links. It is made once per stack of layers and id maps
-// (the key: the layers' ids, which fix their manifests and so their
-// owners, and SubIDMaps; other maps, another key), kept in the store beside
-// the layers (store.Shifted) and mounted by every such sandbox as the lower
-// dir right above the stack, so no file is copied up into the sandbox's
-// memory-backed writable layer. Its directories stay the caller's (who can
-// then remove the tree): init chowns the owned ones in the overlay, which
-// copies up an inode each, not their contents. Init also still chowns the
-// owned paths that layers above the shifted stack list (a snapshot's), at
-// the cost of copying those up, as before.
+// the overlay of the layers shows them, owned on disk by the subordinate
+// ids the sandbox's user namespace maps their owners to, with their modes
+// (setuid and setgid too), times, extended attributes, symlink targets and
+// hard links. It is made once per stack of layers and id maps (the key:
+// the layers' ids, which fix their manifests and so their owners, and
+// SubIDMaps; other maps, another key), kept in the store beside the layers
+// (store.Shifted) and mounted by every such sandbox right above the stack,
+// so init chowns nothing the layer carries and nothing is copied up into
+// the sandbox's memory-backed writable layer.
+//
+// A shifted layer is one or more lower dirs. tree holds the owned files,
+// symlinks and fifos in directories of the caller's (root inside). The
+// owned directories come in dirs/1, dirs/2, ... above it (dirs/1 on top):
+// dirs/d holds each owned directory with d-1 owned directories above it,
+// as an empty directory of its owner's, under directories of the caller's.
+// An overlay shows a directory with the owner and mode of the topmost
+// lower dir that has it, and the caller, who can remove an empty directory
+// of anyone's from a directory of its own but nothing from a directory of
+// a subordinate id, can so still remove every shifted layer (GC, rm -rf
+// of the cache). Directories nested deeper than maxDirLayers owned ones
+// are left to init, which chowns them in the overlay (an inode each).
+//
+// Shifted layers chain: a sandbox on a stack whose bottom part has one
+// (a fork or rollback on a snapshot of an image sandbox, a task's layers
+// on an image) gets one more for the layers above that part, made once
+// and used by every sandbox on the same stack. It holds only the owned
+// paths those layers list (and the directories above them, which they
+// list too), so a snapshot's files cost one copy, not one per fork; what
+// the layers above delete or hide hides the copies below as it hides the
+// layers' own files. A stack whose upper layers list no owned path gets
+// an empty one, which is not mounted but ends the search.
 
 // shiftVersion is in every key: a change in what a shifted tree holds
-// (the rule of rootfs.Owners, the copy) takes a new version.
-const shiftVersion = "msb-shift-1"
+// (the rule of rootfs.Owners, the copy, the layout) takes a new version.
+const shiftVersion = "msb-shift-2"
 
-// Shifter is the sandbox.Shifter over st: see above. For a stack of
-// layers (bottom first) it uses the shifted tree of the longest bottom
-// part of the stack that has one, else makes one for the whole stack.
-func Shifter(st *store.Store) sandbox.Shifter {
+// maxDirLayers bounds the directory layers of one shifted layer, and so
+// the lower dirs (and the bytes of the overlay's mount options, one page)
+// it adds to a sandbox.
+const maxDirLayers = 12
+
+// Shifter is the sandbox.Shifter over st: see above.
+func Shifter(st *store.Store) sandbox.Shifter { return ShifterDirs(st, maxDirLayers) }
+
+// ShifterDirs is Shifter with at most maxDirs directory layers to a
+// shifted layer: 0 leaves every owned directory to init, as msb did
+// before shifted layers carried them (a benchmark compares the two).
+func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 	return func(ctx context.Context, layers []string, owners []sandbox.Owner) ([]string, []sandbox.Owner, error) {
 		ids := make([]store.LayerID, len(layers))
 		for i, p := range layers {
@@ -56,76 +83,183 @@ func Shifter(st *store.Store) sandbox.Shifter {
 		if err != nil {
 			return nil, nil, err
 		}
-		k := len(ids)
-		var sh shiftedOwners
-		for ; k > 0; k-- {
-			if sh, err = readShiftedOwners(filepath.Join(st.Root(), "shifted", shiftKey(ids[:k], maps))); err == nil {
-				break
-			}
+		maps += fmt.Sprintf("; dirs %d", maxDirs) // in the key: another bound, other layers
+		chain := shiftChain(st, ids, maps)
+		base := 0
+		if len(chain) > 0 {
+			base = chain[len(chain)-1].N
 		}
-		var below []map[string]*store.Entry
-		if k == 0 { // none yet: one for the whole stack
-			k = len(ids)
-			if below, err = manifests(st, ids); err != nil {
+		var all []map[string]*store.Entry // the manifests of every layer, when read
+		if base < len(ids) {              // none for the whole stack yet: plan one
+			if all, err = manifests(st, ids); err != nil {
 				return nil, nil, err
 			}
-			if sh.Owners, err = rootfs.Owners(st, ids); err != nil {
+			full, err := rootfs.Owners(st, ids)
+			if err != nil {
 				return nil, nil, err
 			}
-			for _, o := range sh.Owners {
-				if i := shown(below, o.Path); i < 0 || below[i][o.Path].Type == store.TypeDir {
-					sh.Dirs = append(sh.Dirs, o.Path)
-				}
+			chain = append(chain, segmentOf(full, all, base, len(ids), maxDirs))
+		}
+		from := 0
+		if len(chain) > 0 {
+			from = chain[0].N
+		}
+		above := all[min(from, len(all)):]
+		if all == nil {
+			if above, err = manifests(st, ids[from:]); err != nil {
+				return nil, nil, err
 			}
 		}
-		above, err := manifests(st, ids[k:])
-		if err != nil {
-			return nil, nil, err
+		segs := make([]shiftSeg, len(chain))
+		for i, sh := range chain {
+			segs[i] = shiftSeg{sh: sh, above: above[sh.N-from:]}
 		}
-		rest, ok := residue(sh, owners, above)
-		if !ok || len(sh.Owners) == len(sh.Dirs) { // nothing a copy spares
+		rest, ok := residue(segs, owners)
+		if !ok {
 			return layers, owners, nil
 		}
-		tree, err := st.Shifted(ctx, shiftKey(ids[:k], maps), ids[:k], func(ctx context.Context, tree string) error {
-			if below == nil { // GC took the tree found above
-				var err error
-				if below, err = manifests(st, ids[:k]); err != nil {
-					return err
-				}
+		if top := &chain[len(chain)-1]; top.N == len(ids) && base < len(ids) {
+			if len(top.Owners) == 0 && base == 0 { // nothing to give: no copy spares anything
+				return layers, owners, nil
 			}
-			plan, err := shiftPlan(sh, below, layers[:k])
-			if err != nil {
-				return err
+			if err := buildShifted(ctx, st, *top, ids, layers, all, maps); err != nil {
+				return nil, nil, err
 			}
-			b, err := json.Marshal(sh)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(filepath.Dir(tree), shiftedOwnersFile), b, 0o644)
-			}
-			if err != nil {
-				return err
-			}
-			plan.Dir = tree
-			return sandbox.Shift(ctx, plan)
-		})
-		if err != nil {
-			return nil, nil, err
 		}
-		out := append(append(append(make([]string, 0, len(layers)+1), layers[:k]...), tree), layers[k:]...)
-		return out, rest, nil
+		out := make([]string, 0, len(layers)+len(chain)*2)
+		at := 0
+		for _, sh := range chain {
+			out = append(out, layers[at:sh.N]...)
+			out = append(out, sh.lowers(filepath.Join(st.Root(), "shifted", shiftKey(ids[:sh.N], maps)))...)
+			at = sh.N
+		}
+		return append(out, layers[at:]...), rest, nil
 	}
 }
 
-// shiftedOwners, beside a shifted tree (shiftedOwnersFile, JSON), are the
-// owners of its layers (rootfs.Owners) and which of them are directories:
-// a sandbox on the same layers reads them instead of the layers'
-// manifests.
+// shiftChain is the chain of shifted layers of the longest bottom part of
+// ids that has one, bottom first; nil for none.
+func shiftChain(st *store.Store, ids []store.LayerID, maps string) []shiftedOwners {
+	for n := len(ids); n > 0; n-- {
+		sh, err := readShiftedOwners(filepath.Join(st.Root(), "shifted", shiftKey(ids[:n], maps)))
+		if err != nil || sh.Base >= n {
+			continue
+		}
+		sh.N = n
+		if sh.Base == 0 {
+			return []shiftedOwners{sh}
+		}
+		if below := shiftChain(st, ids[:sh.Base], maps); len(below) > 0 && below[len(below)-1].N == sh.Base {
+			return append(below, sh)
+		}
+	}
+	return nil
+}
+
+// segmentOf plans the shifted layer of the stack of n layers (manifests
+// ms) above the one of its bottom base layers: of the stack's owners
+// (full), those the layers from base up list, and which of them are
+// directories at which depth (at most maxDirs).
+func segmentOf(full []rootfs.Owner, ms []map[string]*store.Entry, base, n, maxDirs int) shiftedOwners {
+	sh := shiftedOwners{Base: base, N: n, Owners: []rootfs.Owner{}}
+	listed := listedBy(ms[base:n])
+	for _, o := range full {
+		if base > 0 && !listed[o.Path] {
+			continue
+		}
+		sh.Owners = append(sh.Owners, o)
+	}
+	dirs := map[string]bool{}
+	for _, o := range sh.Owners { // a directory comes before what it holds
+		if i := shown(ms[:n], o.Path); i >= 0 && ms[i][o.Path].Type != store.TypeDir {
+			continue
+		}
+		depth := 1
+		for d := parentOf(o.Path); d != ""; d = parentOf(d) {
+			if dirs[d] {
+				depth++
+			}
+		}
+		dirs[o.Path] = true
+		sh.Dirs = append(sh.Dirs, o.Path)
+		if depth > maxDirs {
+			sh.Chowned = append(sh.Chowned, o.Path)
+			continue
+		}
+		sh.DirLayers = max(sh.DirLayers, depth)
+	}
+	return sh
+}
+
+// buildShifted makes the shifted layer sh of the stack ids (layer trees
+// layers, manifests ms, nil when not read) in the store, once.
+func buildShifted(ctx context.Context, st *store.Store, sh shiftedOwners, ids []store.LayerID, layers []string, ms []map[string]*store.Entry, maps string) error {
+	_, err := st.Shifted(ctx, shiftKey(ids, maps), ids, func(ctx context.Context, tree string) error {
+		if ms == nil {
+			var err error
+			if ms, err = manifests(st, ids); err != nil {
+				return err
+			}
+		}
+		plan, err := shiftPlan(sh, ms, layers)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(sh)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(filepath.Dir(tree), shiftedOwnersFile), b, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+		plan.Dir = tree
+		for d := 1; d <= sh.DirLayers; d++ {
+			p := filepath.Join(filepath.Dir(tree), "dirs", strconv.Itoa(d))
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+			plan.Dirs = append(plan.Dirs, p)
+		}
+		if len(plan.Entries) == 0 {
+			return nil
+		}
+		return sandbox.Shift(ctx, plan)
+	})
+	return err
+}
+
+// lowers are the lower dirs of the shifted layer sh at dir, bottom first.
+func (sh shiftedOwners) lowers(dir string) []string {
+	var out []string
+	if len(sh.Owners) > len(sh.Dirs) {
+		out = append(out, filepath.Join(dir, "tree"))
+	}
+	for d := sh.DirLayers; d >= 1; d-- {
+		out = append(out, filepath.Join(dir, "dirs", strconv.Itoa(d)))
+	}
+	return out
+}
+
+// shiftedOwners, beside a shifted layer (shiftedOwnersFile, JSON), say
+// what it gives: a sandbox on the same layers reads them instead of the
+// layers' manifests.
 type shiftedOwners struct {
+	// Owners are the owned paths it holds (rootfs.Owners of its stack;
+	// above a Base, those its layers above the Base list).
 	Owners []rootfs.Owner `json:"owners"`
-	// Dirs are the owned paths that are directories. The copy has them
-	// as the caller's, so that the caller can remove the tree (unlinking
-	// needs a directory of one's own), and init chowns them in the
-	// overlay, where a directory's copy-up is an inode, not its contents.
+	// Dirs are those of Owners that are directories, each in the
+	// directory layer of its depth (see above) but Chowned.
 	Dirs []string `json:"dirs"`
+	// Chowned are the directories nested deeper than maxDirLayers owned
+	// ones: the layer has them as the caller's, and init chowns them.
+	Chowned []string `json:"chowned,omitempty"`
+	// DirLayers is how many directory layers (dirs/1 ...) it has.
+	DirLayers int `json:"dir_layers"`
+	// Base is the number of bottom layers whose shifted layer this one
+	// sits on (0: none).
+	Base int `json:"base"`
+	// N is the number of layers of its stack (not stored: the key says).
+	N int `json:"-"`
 }
 
 const shiftedOwnersFile = "owners.json"
@@ -170,27 +304,91 @@ func shiftKey(ids []store.LayerID, maps string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// residue is the owners init must still give when the shifted tree of
-// the stack gives sh and the layers above list the entries of above: of
-// owners, those whose paths a layer above lists (or holds something
-// under) or hides, the directories, and those sh does not give. ok is
-// false when the shifted tree would give a path an owner that owners does
-// not ask for: then the sandbox gets no shifted tree.
-func residue(sh shiftedOwners, owners []sandbox.Owner, above []map[string]*store.Entry) ([]sandbox.Owner, bool) {
-	listed := map[string]bool{} // paths layers above list, and the directories above them
-	hides := map[string]bool{}  // paths whose contents a layer above hides or replaces
-	for _, m := range above {
-		for p, e := range m {
+// shiftSeg is a shifted layer of a sandbox's stack and the manifests of
+// the layers above it.
+type shiftSeg struct {
+	sh    shiftedOwners
+	above []map[string]*store.Entry
+}
+
+// residue is the owners init must still give when the chain of shifted
+// layers segs (bottom first) is mounted: of owners, those no shifted
+// layer gives with that owner, untouched by the layers above it (a layer
+// above lists the path, or a directory above it as something else or
+// opaque), and the directories a layer left to init. ok is false when a
+// shifted layer would give a path an owner that owners does not ask for:
+// then the sandbox gets none.
+func residue(segs []shiftSeg, owners []sandbox.Owner) ([]sandbox.Owner, bool) {
+	type given struct {
+		o       rootfs.Owner
+		touched func(string) bool
+	}
+	gives := map[string][]given{}
+	for _, sg := range segs {
+		touched := touchedBy(sg.above)
+		chowned := make(map[string]bool, len(sg.sh.Chowned))
+		for _, d := range sg.sh.Chowned {
+			chowned[d] = true
+		}
+		for _, o := range sg.sh.Owners {
+			if !chowned[o.Path] {
+				gives[o.Path] = append(gives[o.Path], given{o, touched})
+			}
+		}
+	}
+	asked := make(map[string]bool, len(owners))
+	var rest []sandbox.Owner
+	for _, o := range owners {
+		asked[o.Path] = true
+		ok := false
+		for _, g := range gives[o.Path] {
+			if !g.touched(o.Path) && g.o.UID == o.UID && g.o.GID == o.GID {
+				ok = true
+			}
+		}
+		if !ok {
+			rest = append(rest, o)
+		}
+	}
+	for p, gs := range gives {
+		for _, g := range gs {
+			if !asked[p] && !g.touched(p) {
+				return nil, false
+			}
+		}
+	}
+	return rest, true
+}
+
+// listedBy are the paths the layers ms list and the directories above
+// them.
+func listedBy(ms []map[string]*store.Entry) map[string]bool {
+	listed := map[string]bool{}
+	for _, m := range ms {
+		for p := range m {
 			listed[p] = true
 			for d := parentOf(p); d != "" && !listed[d]; d = parentOf(d) {
 				listed[d] = true
 			}
+		}
+	}
+	return listed
+}
+
+// touchedBy reports whether the layers ms, above a shifted layer, show a
+// path otherwise than it does: they list it (or hold something under it),
+// or delete, replace or make opaque a directory above it.
+func touchedBy(ms []map[string]*store.Entry) func(string) bool {
+	listed := listedBy(ms)
+	hides := map[string]bool{} // paths whose contents a layer above hides or replaces
+	for _, m := range ms {
+		for p, e := range m {
 			if e.Type != store.TypeDir || e.Opaque {
 				hides[p] = true
 			}
 		}
 	}
-	touched := func(p string) bool {
+	return func(p string) bool {
 		if listed[p] {
 			return true
 		}
@@ -201,28 +399,6 @@ func residue(sh shiftedOwners, owners []sandbox.Owner, above []map[string]*store
 		}
 		return false
 	}
-	gives := make(map[string]rootfs.Owner, len(sh.Owners))
-	for _, o := range sh.Owners {
-		gives[o.Path] = o
-	}
-	for _, d := range sh.Dirs {
-		delete(gives, d)
-	}
-	asked := make(map[string]bool, len(owners))
-	var rest []sandbox.Owner
-	for _, o := range owners {
-		asked[o.Path] = true
-		if g, ok := gives[o.Path]; ok && !touched(o.Path) && g.UID == o.UID && g.GID == o.GID {
-			continue
-		}
-		rest = append(rest, o)
-	}
-	for _, o := range sh.Owners {
-		if !asked[o.Path] && !touched(o.Path) {
-			return nil, false
-		}
-	}
-	return rest, true
 }
 
 // parentOf is p's directory ("." for a top-level path, "" for ".").
@@ -233,42 +409,70 @@ func parentOf(p string) string {
 	return path.Dir(p)
 }
 
-// shiftPlan lists the shifted tree's entries: the owned paths and the
-// directories above them ("." first), each copied from the tree of the
-// layer whose entry the overlay of layers shows, in path order (a
-// directory before what it holds); directories stay the caller's (see
-// shiftedOwners.Dirs).
+// shiftPlan lists the entries of the shifted layer sh of a stack of
+// layers (manifests ms, trees trees): into its tree, the owned paths but
+// the directories, and the directories above them ("." first), these the
+// caller's; into its directory layer d, each owned directory of depth d
+// and the directories above it, these the caller's. Each is copied from
+// the tree of the layer whose entry the overlay of layers shows, in path
+// order (a directory before what it holds).
 func shiftPlan(sh shiftedOwners, ms []map[string]*store.Entry, trees []string) (wire.ShiftPlan, error) {
-	owners := map[string]rootfs.Owner{".": {Path: "."}}
-	for _, o := range sh.Owners {
+	var plan wire.ShiftPlan
+	dirs := map[string]bool{}
+	for _, d := range sh.Dirs {
+		dirs[d] = true
+	}
+	chowned := map[string]bool{}
+	for _, d := range sh.Chowned {
+		chowned[d] = true
+	}
+	byLayer := make([]map[string]rootfs.Owner, sh.DirLayers+1)
+	for i := range byLayer {
+		byLayer[i] = map[string]rootfs.Owner{}
+	}
+	add := func(layer int, o rootfs.Owner) {
+		m := byLayer[layer]
+		if len(m) == 0 {
+			m["."] = rootfs.Owner{Path: "."}
+		}
 		for d := parentOf(o.Path); d != ""; d = parentOf(d) {
-			if _, ok := owners[d]; !ok {
-				owners[d] = rootfs.Owner{Path: d}
+			if _, ok := m[d]; !ok {
+				m[d] = rootfs.Owner{Path: d}
 			}
 		}
+		m[o.Path] = o
 	}
 	for _, o := range sh.Owners {
-		owners[o.Path] = o
-	}
-	for _, d := range sh.Dirs {
-		owners[d] = rootfs.Owner{Path: d}
-	}
-	paths := make([]string, 0, len(owners))
-	for p := range owners {
-		paths = append(paths, p)
-	}
-	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
-	var plan wire.ShiftPlan
-	for _, p := range paths {
-		i := shown(ms, p)
-		if i < 0 {
-			i = topmostHolding(trees, p)
+		switch {
+		case !dirs[o.Path]:
+			add(0, o)
+		case !chowned[o.Path]:
+			depth := 1
+			for d := parentOf(o.Path); d != ""; d = parentOf(d) {
+				if dirs[d] {
+					depth++
+				}
+			}
+			add(depth, o)
 		}
-		if i < 0 {
-			return plan, fmt.Errorf("shifting owners: no layer shows /%s", p)
+	}
+	for layer, owners := range byLayer {
+		paths := make([]string, 0, len(owners))
+		for p := range owners {
+			paths = append(paths, p)
 		}
-		o := owners[p]
-		plan.Entries = append(plan.Entries, wire.ShiftEntry{Path: p, From: trees[i], UID: o.UID, GID: o.GID})
+		sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+		for _, p := range paths {
+			i := shown(ms, p)
+			if i < 0 {
+				i = topmostHolding(trees, p)
+			}
+			if i < 0 {
+				return plan, fmt.Errorf("shifting owners: no layer shows /%s", p)
+			}
+			o := owners[p] // the directories above an entry: the caller's
+			plan.Entries = append(plan.Entries, wire.ShiftEntry{Path: p, From: trees[i], UID: o.UID, GID: o.GID, Layer: layer})
+		}
 	}
 	return plan, nil
 }

@@ -1,8 +1,10 @@
 package envcache
 
 import (
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/minisandbox/msb/internal/rootfs"
@@ -10,14 +12,16 @@ import (
 	"github.com/minisandbox/msb/internal/store"
 )
 
-// TestShiftResidue: what init still chowns over a shifted tree, and when
-// the tree does not fit the owners asked for.
+// TestShiftResidue: what init still chowns over a chain of shifted
+// layers, and when one does not fit the owners asked for.
 func TestShiftResidue(t *testing.T) {
 	sh := shiftedOwners{Owners: []rootfs.Owner{{Path: "home/app", UID: 1000, GID: 1000}, {Path: "home/app/a", UID: 1000, GID: 1000},
 		{Path: "home/app/d", UID: 1000, GID: 1000}, {Path: "home/app/d/x", UID: 1000, GID: 1000}, {Path: "srv/f", UID: 7, GID: 7}},
-		Dirs: []string{"home/app", "home/app/d"}}
+		Dirs: []string{"home/app", "home/app/d"}, DirLayers: 2}
 	all := []sandbox.Owner{{Path: "home/app", UID: 1000, GID: 1000}, {Path: "home/app/a", UID: 1000, GID: 1000},
 		{Path: "home/app/d", UID: 1000, GID: 1000}, {Path: "home/app/d/x", UID: 1000, GID: 1000}, {Path: "srv/f", UID: 7, GID: 7}}
+	deep := sh
+	deep.Chowned, deep.DirLayers = []string{"home/app/d"}, 1
 	layer := func(es ...store.Entry) map[string]*store.Entry {
 		m := map[string]*store.Entry{}
 		for i := range es {
@@ -25,6 +29,11 @@ func TestShiftResidue(t *testing.T) {
 		}
 		return m
 	}
+	snap := []map[string]*store.Entry{layer(store.Entry{Path: "home/app/new", Type: store.TypeFile}, store.Entry{Path: "home/app/a", Type: store.TypeFile})}
+	// The snapshot's own shifted layer: what it lists, owned.
+	snapSh := shiftedOwners{Owners: []rootfs.Owner{{Path: "home/app", UID: 1000, GID: 1000}, {Path: "home/app/a", UID: 1000, GID: 1000},
+		{Path: "home/app/new", UID: 1000, GID: 1000}}, Dirs: []string{"home/app"}, DirLayers: 1, Base: 1}
+	withNew := append(slices.Clone(all), sandbox.Owner{Path: "home/app/new", UID: 1000, GID: 1000})
 	paths := func(os []sandbox.Owner) []string {
 		var out []string
 		for _, o := range os {
@@ -36,27 +45,92 @@ func TestShiftResidue(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		owners []sandbox.Owner
-		above  []map[string]*store.Entry
+		segs   []shiftSeg
 		rest   []string
 		ok     bool
 	}{
-		{"the stack alone: its directories", all, nil, []string{"home/app", "home/app/d"}, true},
-		{"a snapshot's file and the directories above it", append(slices.Clone(all), sandbox.Owner{Path: "home/app/new", UID: 1000, GID: 1000}),
-			[]map[string]*store.Entry{layer(store.Entry{Path: "home/app/new", Type: store.TypeFile}, store.Entry{Path: "home/app/a", Type: store.TypeFile})},
-			[]string{"home/app", "home/app/a", "home/app/d", "home/app/new"}, true},
-		{"an opaque directory above", all, []map[string]*store.Entry{layer(store.Entry{Path: "home/app/d", Type: store.TypeDir, Opaque: true})},
+		{"the stack alone: nothing, its directories too", all, []shiftSeg{{sh, nil}}, nil, true},
+		{"a directory nested too deep", all, []shiftSeg{{deep, nil}}, []string{"home/app/d"}, true},
+		{"a snapshot's file and the directories above it", withNew, []shiftSeg{{sh, snap}}, []string{"home/app", "home/app/a", "home/app/new"}, true},
+		{"a snapshot with its own shifted layer", withNew, []shiftSeg{{sh, snap}, {snapSh, nil}}, nil, true},
+		{"an opaque directory above", all, []shiftSeg{{sh, []map[string]*store.Entry{layer(store.Entry{Path: "home/app/d", Type: store.TypeDir, Opaque: true})}}},
 			[]string{"home/app", "home/app/d", "home/app/d/x"}, true},
-		{"a deletion above", all[:3], []map[string]*store.Entry{layer(store.Entry{Path: "home/app/d", Type: store.TypeDelete}), layer(store.Entry{Path: "srv", Type: store.TypeDelete})},
+		{"a deletion above", all[:3], []shiftSeg{{sh, []map[string]*store.Entry{layer(store.Entry{Path: "home/app/d", Type: store.TypeDelete}), layer(store.Entry{Path: "srv", Type: store.TypeDelete})}}},
 			[]string{"home/app", "home/app/d"}, true},
-		{"another owner asked", append(slices.Clone(all[:4]), sandbox.Owner{Path: "srv/f", UID: 8, GID: 8}), nil, []string{"home/app", "home/app/d", "srv/f"}, true},
-		{"an owner not asked", all[1:], nil, nil, false},
+		{"another owner asked", append(slices.Clone(all[:4]), sandbox.Owner{Path: "srv/f", UID: 8, GID: 8}), []shiftSeg{{sh, nil}}, []string{"srv/f"}, true},
+		{"an owner not asked", all[1:], []shiftSeg{{sh, nil}}, nil, false},
+		{"an owner not asked, from the snapshot's layer", all, []shiftSeg{{sh, snap}, {snapSh, nil}}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rest, ok := residue(sh, c.owners, c.above)
+			rest, ok := residue(c.segs, c.owners)
 			if ok != c.ok || !slices.Equal(paths(rest), c.rest) {
 				t.Fatalf("residue: %v %v, want %v %v", paths(rest), ok, c.rest, c.ok)
 			}
 		})
+	}
+}
+
+// TestShiftDirLayers: each owned directory goes, empty, into the directory
+// layer of its depth, under directories of the caller's, and its files
+// into the tree; a directory nested deeper than maxDirLayers owned ones is
+// left to init; a snapshot's shifted layer holds only what the snapshot
+// lists.
+func TestShiftDirLayers(t *testing.T) {
+	dir, file := store.Entry{Type: store.TypeDir}, store.Entry{Type: store.TypeFile}
+	entries := map[string]store.Entry{"home": dir, "home/app": dir, "home/app/d": dir, "home/app/d/x": file, "home/app/e": dir, "srv": dir, "srv/f": file}
+	m := map[string]*store.Entry{}
+	for p, e := range entries {
+		m[p] = &e
+		m[p].Path = p
+	}
+	ms := []map[string]*store.Entry{m}
+	full := []rootfs.Owner{{Path: "home/app", UID: 1000, GID: 1000}, {Path: "home/app/d", UID: 1000, GID: 1000},
+		{Path: "home/app/d/x", UID: 1000, GID: 1001}, {Path: "home/app/e", UID: 1000, GID: 1000}, {Path: "srv/f", UID: 7, GID: 7}}
+	sh := segmentOf(full, ms, 0, 1, maxDirLayers)
+	if sh.DirLayers != 2 || !slices.Equal(sh.Dirs, []string{"home/app", "home/app/d", "home/app/e"}) || len(sh.Chowned) != 0 || len(sh.Owners) != 5 {
+		t.Fatalf("segment %+v", sh)
+	}
+	plan, err := shiftPlan(sh, ms, []string{t.TempDir()}) // "." is in no manifest: the tree holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range plan.Entries {
+		got = append(got, fmt.Sprintf("%d %s %d:%d", e.Layer, e.Path, e.UID, e.GID))
+	}
+	want := []string{"0 . 0:0", "0 home 0:0", "0 home/app 0:0", "0 home/app/d 0:0", "0 home/app/d/x 1000:1001", "0 srv 0:0", "0 srv/f 7:7",
+		"1 . 0:0", "1 home 0:0", "1 home/app 1000:1000",
+		"2 . 0:0", "2 home 0:0", "2 home/app 0:0", "2 home/app/d 1000:1000", "2 home/app/e 1000:1000"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("plan\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if l := sh.lowers("/s"); !slices.Equal(l, []string{"/s/tree", "/s/dirs/2", "/s/dirs/1"}) {
+		t.Errorf("lowers %v", l)
+	}
+
+	// A chain of owned directories deeper than maxDirLayers.
+	var chain []rootfs.Owner
+	p := "a"
+	for range maxDirLayers + 2 {
+		chain = append(chain, rootfs.Owner{Path: p, UID: 1000, GID: 1000})
+		m[p] = &store.Entry{Path: p, Type: store.TypeDir}
+		p += "/a"
+	}
+	sh = segmentOf(chain, ms, 0, 1, maxDirLayers)
+	if sh.DirLayers != maxDirLayers || len(sh.Chowned) != 2 || sh.Chowned[0] != strings.Repeat("a/", maxDirLayers)+"a" {
+		t.Fatalf("deep chain: %d layers, chowned %v", sh.DirLayers, sh.Chowned)
+	}
+
+	// Above a base: what the layers above list (and the directories above).
+	snap := map[string]*store.Entry{"home/app/new": {Path: "home/app/new", Type: store.TypeFile}}
+	full = append(full, rootfs.Owner{Path: "home/app/new", UID: 1000, GID: 1000})
+	sh = segmentOf(full, []map[string]*store.Entry{m, snap}, 1, 2, maxDirLayers)
+	var owned []string
+	for _, o := range sh.Owners {
+		owned = append(owned, o.Path)
+	}
+	if !slices.Equal(owned, []string{"home/app", "home/app/new"}) || !slices.Equal(sh.Dirs, []string{"home/app"}) || sh.Base != 1 || sh.DirLayers != 1 {
+		t.Fatalf("the snapshot's segment: %+v", sh)
 	}
 }
 

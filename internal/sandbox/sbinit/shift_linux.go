@@ -26,14 +26,20 @@ func shiftMain() error {
 	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
 		return fmt.Errorf("reading the plan: %w", err)
 	}
-	dst, err := unix.Open(p.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", p.Dir, err)
-	}
-	defer unix.Close(dst)
-	sh := &shifter{dst: dst, from: map[string]int{}, copies: map[[2]uint64]string{}}
+	sh := &shifter{from: map[string]int{}, copies: map[[2]uint64]string{}}
 	defer sh.close()
+	for _, d := range append([]string{p.Dir}, p.Dirs...) {
+		fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", d, err)
+		}
+		sh.dsts = append(sh.dsts, fd)
+	}
 	for _, e := range p.Entries {
+		if e.Layer < 0 || e.Layer >= len(sh.dsts) {
+			return fmt.Errorf("copying /%s: no layer %d", e.Path, e.Layer)
+		}
+		sh.dst = sh.dsts[e.Layer]
 		if err := sh.entry(e); err != nil {
 			return fmt.Errorf("copying /%s from %s: %w", e.Path, e.From, err)
 		}
@@ -41,7 +47,7 @@ func shiftMain() error {
 	// A directory's times last: making what it holds changed them.
 	for i := len(sh.dirs) - 1; i >= 0; i-- {
 		d := sh.dirs[i]
-		if err := unix.UtimesNanoAt(dst, d.path, d.times[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(d.dst, d.path, d.times[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("setting the times of /%s: %w", d.path, err)
 		}
 	}
@@ -50,17 +56,25 @@ func shiftMain() error {
 
 // shifter copies a plan's entries into dst.
 type shifter struct {
-	dst    int
+	dst    int                  // the layer of the entry at hand, one of dsts
+	dsts   []int                // the plan's Dir, then its Dirs
 	from   map[string]int       // layer trees opened (O_PATH)
 	copies map[[2]uint64]string // a source inode's first copy
-	dirs   []struct {
-		path  string
-		times [2]unix.Timespec
-	}
+	dirs   []shiftedDir
+}
+
+// shiftedDir is a directory copied, whose times are set last.
+type shiftedDir struct {
+	dst   int
+	path  string
+	times [2]unix.Timespec
 }
 
 func (sh *shifter) close() {
 	for _, fd := range sh.from {
+		unix.Close(fd)
+	}
+	for _, fd := range sh.dsts {
 		unix.Close(fd)
 	}
 }
@@ -118,10 +132,7 @@ func (sh *shifter) entry(e wire.ShiftEntry) error {
 		if err := giveAttrs(in, out, e, st.Mode); err != nil {
 			return err
 		}
-		sh.dirs = append(sh.dirs, struct {
-			path  string
-			times [2]unix.Timespec
-		}{e.Path, times})
+		sh.dirs = append(sh.dirs, shiftedDir{sh.dst, e.Path, times})
 		return nil
 	case unix.S_IFREG:
 		key := [2]uint64{st.Dev, st.Ino}
