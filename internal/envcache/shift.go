@@ -110,6 +110,16 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 				return nil, nil, err
 			}
 		}
+		lowers := func(sh shiftedOwners) []string {
+			return sh.lowers(filepath.Join(st.Root(), "shifted", shiftKey(ids[:sh.N], maps)))
+		}
+		budget := shiftedBudget(layers)
+		if base < len(ids) && lowerBytes(chain, lowers) > budget {
+			chain = chain[:len(chain)-1] // init chowns what the new one would give
+		}
+		if len(chain) == 0 || lowerBytes(chain, lowers) > budget {
+			return layers, owners, nil
+		}
 		segs := make([]shiftSeg, len(chain))
 		for i, sh := range chain {
 			segs[i] = shiftSeg{sh: sh, above: above[sh.N-from:]}
@@ -130,11 +140,37 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 		at := 0
 		for _, sh := range chain {
 			out = append(out, layers[at:sh.N]...)
-			out = append(out, sh.lowers(filepath.Join(st.Root(), "shifted", shiftKey(ids[:sh.N], maps)))...)
+			out = append(out, lowers(sh)...)
 			at = sh.N
 		}
 		return append(out, layers[at:]...), rest, nil
 	}
+}
+
+// shiftedBudget is how many bytes the lower dirs of shifted layers may
+// add to the overlay's mount options of a sandbox on layers: the kernel
+// takes one page (mount.Overlay checks it), of which the layers' own lower
+// dirs and room for the upper and work dirs and the flags take their
+// part. A chain that would pass it (snapshots of forks of snapshots, each
+// with its directory layers) gets no new shifted layer, and init chowns
+// what that one would have given.
+func shiftedBudget(layers []string) int {
+	n := 4095 - 512
+	for _, l := range layers {
+		n -= len(l) + 1
+	}
+	return n
+}
+
+// lowerBytes is the length of the lower dirs of chain in mount options.
+func lowerBytes(chain []shiftedOwners, lowers func(shiftedOwners) []string) int {
+	n := 0
+	for _, sh := range chain {
+		for _, l := range lowers(sh) {
+			n += len(l) + 1
+		}
+	}
+	return n
 }
 
 // shiftChain is the chain of shifted layers of the longest bottom part of

@@ -2,6 +2,7 @@ package envcache
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -175,5 +176,28 @@ func TestShiftKey(t *testing.T) {
 	}
 	if shiftKey([]store.LayerID{a, b}, maps) != shiftKey([]store.LayerID{a, b}, maps) {
 		t.Fatal("one stack, two keys")
+	}
+}
+
+// TestShiftLowerBytes: a sandbox's shifted layers fit the overlay's mount
+// options beside its own layers: on a stack of 8 layers, one with every
+// directory layer does, a chain of three such (snapshots of forks of
+// snapshots) does not, and the Shifter then makes no new one.
+func TestShiftLowerBytes(t *testing.T) {
+	root := "/home/someone-with-a-long-name/.cache/msb/store" // 48 bytes, as a cache under a home dir
+	var layers []string
+	for range 8 {
+		layers = append(layers, filepath.Join(root, "layers", strings.Repeat("0", 64), "tree"))
+	}
+	sh := shiftedOwners{Owners: []rootfs.Owner{{Path: "f"}, {Path: "d"}}, Dirs: []string{"d"}, DirLayers: maxDirLayers}
+	lowers := func(sh shiftedOwners) []string {
+		return sh.lowers(filepath.Join(root, "shifted", strings.Repeat("0", 64)))
+	}
+	budget := shiftedBudget(layers)
+	if n := lowerBytes([]shiftedOwners{sh}, lowers); n > budget {
+		t.Fatalf("one shifted layer with %d directory layers: %d bytes of lower dirs, want at most %d", maxDirLayers, n, budget)
+	}
+	if n := lowerBytes([]shiftedOwners{sh, sh, sh}, lowers); n <= budget {
+		t.Fatalf("three: %d bytes, want more than %d", n, budget)
 	}
 }
