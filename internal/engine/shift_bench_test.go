@@ -16,6 +16,7 @@ import (
 	"github.com/minisandbox/msb/internal/demo/demotest"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // shiftBenchEnv runs TestImageShiftedBench (rootless, as privtest's user):
@@ -23,13 +24,18 @@ import (
 const shiftBenchEnv = "MSB_SHIFT_BENCH"
 
 // TestImageShiftedBench measures sandboxes on an image whose user owns
-// 50 MiB (200 files of 256 KiB), rootless: created with the shifted layer
-// ("shifted") and with init's chowns ("chown", the runtime without its
-// Shifter), interleaved round by round, the order swapped each round;
-// create is CreateSandbox's time, disk the writable layer's use after
-// create (statvfs of the root inside). The first shifted sandbox, which
-// builds the layer, is reported apart. It runs only with MSB_SHIFT_BENCH
-// set (to the number of rounds); as root it reruns itself rootless.
+// a repository-like tree, /home/calc/repo/pNN/mMM (40 of 25: 1042 owned
+// directories), a 4 KiB file in each mMM, rootless, three ways: with
+// init's chowns ("chown", the runtime without its Shifter), with a
+// shifted layer of the files only ("files", envcache.ShifterDirs with no
+// directory layers: init chowns the directories, as in session 14) and
+// with the directories in the shifted layer too ("dirs",
+// envcache.Shifter); interleaved round by round, the order rotated each
+// round. create is CreateSandbox's time, disk and inodes the writable
+// layer's use after create (statvfs of the root inside). The first
+// sandbox of each shifted way, which builds its layer, is reported apart.
+// It runs only with MSB_SHIFT_BENCH set (to the number of rounds); as
+// root it reruns itself rootless.
 func TestImageShiftedBench(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv(shiftBenchEnv))
 	if rounds <= 0 {
@@ -44,14 +50,17 @@ func TestImageShiftedBench(t *testing.T) {
 	ctx := context.Background()
 	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
 	home := filepath.Join(root, "home", "calc")
-	if err := os.MkdirAll(filepath.Join(home, "tree"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 256<<10)
-	for i := range 200 {
-		rand.Read(buf)
-		if err := os.WriteFile(filepath.Join(home, "tree", fmt.Sprintf("f%03d", i)), buf, 0o644); err != nil {
-			t.Fatal(err)
+	buf := make([]byte, 4<<10)
+	for i := range 40 {
+		for j := range 25 {
+			dir := filepath.Join(home, "repo", fmt.Sprintf("p%02d", i), fmt.Sprintf("m%02d", j))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rand.Read(buf)
+			if err := os.WriteFile(filepath.Join(dir, "mod.py"), buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
@@ -67,15 +76,13 @@ func TestImageShiftedBench(t *testing.T) {
 	img = asCalc(t, img)
 	const ref = "example.com/msb-test/engine-shift-bench:1"
 	importImage(t, e, ref, img)
-	shifter := envcache.Shifter(e.cache.st())
-	defer e.rt.SetShifter(shifter)
-	const probe = `python3 -c 'import os; s = os.statvfs("/"); print((s.f_blocks - s.f_bfree) * s.f_frsize)'`
-	one := func(how string) (time.Duration, int64) {
-		if how == "shifted" {
-			e.rt.SetShifter(shifter)
-		} else {
-			e.rt.SetShifter(nil)
-		}
+	st := e.cache.st()
+	shifters := map[string]sandbox.Shifter{"dirs": envcache.Shifter(st), "files": envcache.ShifterDirs(st, 0)}
+	defer e.rt.SetShifter(shifters["dirs"])
+	const probe = `python3 -c 'import os; s = os.statvfs("/"); print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)'`
+	type use struct{ bytes, inodes int64 }
+	one := func(how string) (time.Duration, use) {
+		e.rt.SetShifter(shifters[how]) // nil for chown
 		t0 := time.Now()
 		sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
 		took := time.Since(t0)
@@ -87,34 +94,37 @@ func TestImageShiftedBench(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", how, err, res)
 		}
-		used, err := strconv.ParseInt(strings.TrimSpace(res.Stdout), 10, 64)
-		if err != nil {
-			t.Fatal(err)
+		var u use
+		if _, err := fmt.Sscan(res.Stdout, &u.bytes, &u.inodes); err != nil {
+			t.Fatalf("%s: %q: %v", how, res.Stdout, err)
 		}
-		return took, used
+		return took, u
 	}
-	first, firstUsed := one("shifted")
+	hows := []string{"chown", "files", "dirs"}
+	for _, how := range hows[1:] {
+		first, u := one(how)
+		t.Logf("first %s sandbox (builds its layer): create %v, disk %d bytes, %d inodes", how, first.Round(time.Millisecond), u.bytes, u.inodes)
+	}
+	load0, _ := os.ReadFile("/proc/loadavg")
 	times := map[string][]time.Duration{}
-	disk := map[string][]int64{}
+	disk := map[string][]use{}
 	for r := range rounds {
-		order := []string{"shifted", "chown"}
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, how := range order {
-			took, used := one(how)
+		for i := range hows {
+			how := hows[(i+r)%len(hows)]
+			took, u := one(how)
 			times[how] = append(times[how], took)
-			disk[how] = append(disk[how], used)
+			disk[how] = append(disk[how], u)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("first shifted sandbox (builds the layer): create %v, disk %d bytes; load %s", first.Round(time.Millisecond), firstUsed, strings.TrimSpace(string(load)))
-	for _, how := range []string{"shifted", "chown"} {
+	t.Logf("load before %s, after %s", strings.TrimSpace(string(load0)), strings.TrimSpace(string(load)))
+	for _, how := range hows {
 		slices.Sort(times[how])
-		slices.Sort(disk[how])
+		slices.SortFunc(disk[how], func(a, b use) int { return int(a.inodes - b.inodes) })
 		n := len(times[how])
-		t.Logf("%-8s n=%d create p50 %v p90 %v; disk p50 %d bytes max %d", how, n, times[how][n/2].Round(time.Millisecond),
-			times[how][n*9/10].Round(time.Millisecond), disk[how][n/2], disk[how][n-1])
+		t.Logf("%-6s n=%d create p50 %v p90 %v; disk p50 %d bytes, %d inodes (max %d)", how, n, times[how][n/2].Round(100*time.Microsecond),
+			times[how][n*9/10].Round(100*time.Microsecond), disk[how][n/2].bytes, disk[how][n/2].inodes, disk[how][n-1].inodes)
 	}
-	t.Logf("create p50 shifted/chown %.3f", float64(times["shifted"][rounds/2])/float64(times["chown"][rounds/2]))
+	p50 := func(how string) float64 { return float64(times[how][rounds/2]) }
+	t.Logf("create p50 dirs/files %.3f, dirs/chown %.3f, files/chown %.3f", p50("dirs")/p50("files"), p50("dirs")/p50("chown"), p50("files")/p50("chown"))
 }
