@@ -78,29 +78,50 @@ func (s *Sandbox) CanReset() error {
 // with what went wrong; a reset that fails after its processes were
 // killed may leave the sandbox without its files: close it then.
 func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
+	_, err := s.ResetKeeping(ctx, d, "")
+	return err
+}
+
+// ResetKeeping is Reset, but the shell of session keep lives on in the
+// new root when it ran no command and holds nothing of the old root's
+// files (a host base's shell: its binary, libraries, terminal and pipes
+// are on the host's dirs and /dev, which the reset moves, and its root
+// and working directory "/", which pivot_root moves): kept reports
+// whether it did. Such a session serves one opened after the reset
+// (AdoptSession) without a shell's start. Otherwise it is closed as the
+// others are; a rootless reset keeps nothing.
+func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (kept bool, err error) {
 	if err := s.CanReset(); err != nil {
-		return err
+		return false, err
 	}
 	next := s.Config()
 	next.Layers, next.Owners = d.Layers, d.Owners
 	if err := next.validateRoot(); err != nil {
-		return err
+		return false, err
 	}
 	upper, err := s.WritableDir()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrResetUnsupported, err)
+		return false, fmt.Errorf("%w: %w", ErrResetUnsupported, err)
 	}
 	points, flags, err := rootMounts(s.InitPid()) // no process can mount: the same after the kill
 	if err != nil {
-		return err
+		return false, err
 	}
 	lowers, owners := s.shifted(ctx, d.Layers, d.Owners) // before the kill: it may build a layer
 	shifted := Deferred{Layers: lowers, Owners: owners}
-	if _, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset}); err != nil {
-		s.resetDone()
-		return fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
+	if s.rt.rootless {
+		keep = ""
 	}
-	old, err := s.putRoot(filepath.Dir(upper), shifted, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(shifted.Owners)}, flags)
+	resp, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset, Session: keep})
+	if err != nil {
+		s.resetDone()
+		return false, fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
+	}
+	var chans []string // the kept shell's pipes
+	if len(resp.Data) > 0 {
+		chans, kept = strings.Split(string(resp.Data), "\n"), true
+	}
+	old, err := s.putRoot(filepath.Dir(upper), shifted, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(shifted.Owners), chans: chans}, flags)
 	if err != nil {
 		err = fmt.Errorf("resetting sandbox %s: %w", s.ID, err)
 	}
@@ -111,12 +132,21 @@ func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
 	}
 	err = errors.Join(err, s.resetDone())
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.confMu.Lock()
 	s.conf.Layers, s.conf.Owners = next.Layers, next.Owners
 	s.confMu.Unlock()
-	return nil
+	return kept, nil
+}
+
+// AdoptSession opens session name as OpenSession does, with the shell of
+// session from where it can serve (it ran no command, and nothing bash
+// reads at its start differs: session.Session.Adopt), without a shell's
+// start, and reports whether it did; from is gone either way.
+func (s *Sandbox) AdoptSession(ctx context.Context, name, from string, opts SessionOptions) (adopted bool, err error) {
+	resp, err := s.call(ctx, &wire.Request{Op: wire.OpSessionOpen, Session: name, From: from, Env: opts.Env, Dir: opts.Dir})
+	return err == nil && resp.Exit == 1, err
 }
 
 // resetDone has the supervisor take up its root, new or not, and start
@@ -170,6 +200,7 @@ type newRoot struct {
 	replace map[string]int
 	links   [][2]string  // host dirs that are symlinks on the host: path, target
 	owners  []wire.Owner // Config.Owners
+	chans   []string     // a kept shell's pipes in wire.SessionDir, left there
 }
 
 // hostLinks are the host dirs of a host-base sandbox that are symlinks on
@@ -386,7 +417,11 @@ func swapRootHere(ns, ov int, r newRoot) error {
 		if d == "/tmp" && !slices.Contains(r.points, d) {
 			continue // the old root's, removed with its upper dir
 		}
-		if err := emptyDir(d); err != nil {
+		var keep []string
+		if d == wire.SessionDir {
+			keep = r.chans
+		}
+		if err := emptyDir(d, keep...); err != nil {
 			return err
 		}
 	}
@@ -494,13 +529,14 @@ func symlinkIn(root, p, target string) error {
 	return nil
 }
 
-// emptyDir removes what is in dir, if it exists. dir must be a directory
+// emptyDir removes what is in dir, if it exists, but the entries named
+// keep. dir must be a directory
 // itself, not a symlink: the sandbox's user can replace the sessions' dir
 // with a link to a host dir it has bound writable, whose files this
 // process, root on the host, would remove where the user could not. No
 // process of the sandbox runs meanwhile (Reset killed them), so what
 // Lstat sees is what ReadDir opens; RemoveAll follows no link below it.
-func emptyDir(dir string) error {
+func emptyDir(dir string, keep ...string) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -516,6 +552,9 @@ func emptyDir(dir string) error {
 		return fmt.Errorf("emptying %s: %w", dir, err)
 	}
 	for _, e := range ents {
+		if slices.Contains(keep, e.Name()) {
+			continue
+		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			return fmt.Errorf("emptying %s: %w", dir, err)
 		}

@@ -146,9 +146,10 @@ func TestReset(t *testing.T) {
 	}
 }
 
-// TestResetRootless reruns TestReset as an unprivileged user.
+// TestResetRootless reruns TestReset and TestResetKeepsSession as an
+// unprivileged user.
 func TestResetRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestReset$")
+	privtest.Unprivileged(t, "^TestReset(KeepsSession)?$")
 }
 
 // resetSudoUser is what TestResetSudo has a user other than root run:
@@ -272,4 +273,101 @@ func TestResetBesideSessionOpens(t *testing.T) {
 	if got, err := sb.SessionExec(ctx, "after", session.ExecRequest{Command: "echo ok"}); err != nil || got.Output != "ok\n" {
 		t.Fatalf("a session opened after the resets: %+v, %v", got, err)
 	}
+}
+
+// TestResetKeepsSession resets a host-base sandbox keeping an unused
+// session's shell (ResetKeeping) and opens a session with it
+// (AdoptSession): the shell that answers is the one started before the
+// reset, in the new root, with the new session's cwd and variables; a
+// session that ran a command, and one whose working directory is not the
+// root, are not kept. Rootless (TestResetRootless) nothing is kept and
+// the new session starts its own shell.
+func TestResetKeepsSession(t *testing.T) {
+	rt := testRuntime(t)
+	if rt.Rootless() && RootlessResetKernel() != nil {
+		t.Skip(RootlessResetKernel())
+	}
+	base, top := t.TempDir(), t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Chmod(top, 0o755)
+	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: Limits{DiskBytes: 64 << 20}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, s := range []struct{ name, dir string }{{"spare", "/"}, {"used", "/"}, {"elsewhere", "/tmp"}} {
+		if err := sb.OpenSession(ctx, s.name, SessionOptions{Dir: s.dir, Env: []string{"ROLE=" + s.name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sb.SessionExec(ctx, "used", session.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []string{"used", "elsewhere"} {
+		kept, err := sb.ResetKeeping(ctx, Deferred{Layers: []string{base}}, keep)
+		if err != nil || kept {
+			t.Fatalf("a reset keeping session %q: kept %v, %v; want not kept", keep, kept, err)
+		}
+	}
+	if err := sb.OpenSession(ctx, "spare", SessionOptions{Dir: "/", Env: []string{"ROLE=spare"}}); err != nil {
+		t.Fatal(err)
+	}
+	shells := sessionShells(t, sb.InitPid())
+	mustOK(t, sb, "echo old > /old")
+	kept, err := sb.ResetKeeping(ctx, Deferred{Layers: []string{base, top}}, "spare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept != !rt.Rootless() {
+		t.Fatalf("the unused spare's shell kept: %v, want %v", kept, !rt.Rootless())
+	}
+	adopted, err := sb.AdoptSession(ctx, "main", "spare", SessionOptions{Dir: "/tmp", Env: []string{"ROLE=main"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adopted != kept {
+		t.Errorf("the kept shell adopted: %v, want %v", adopted, kept)
+	}
+	res, err := sb.SessionExec(ctx, "main", session.ExecRequest{Command: `echo "$$ $ROLE $PWD $(cat /f) $(ls /old 2>&1 >/dev/null | wc -l)"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _, _ := strings.Cut(res.Output, " ")
+	if want := " main /tmp top 1\n"; !strings.HasSuffix(res.Output, want) {
+		t.Errorf("the new session after the reset: %q, want pid and %q", res.Output, want)
+	}
+	if (pid == shells["spare"]) != kept {
+		t.Errorf("the new session's shell is %s, the spare's was %s (kept: %v)", pid, shells["spare"], kept)
+	}
+	if _, err := sb.SessionExec(ctx, "spare", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the spare session is still there after its adoption: %v", err)
+	}
+}
+
+// sessionShells maps the ROLE each session shell of the sandbox whose
+// init is initPid was started with to its pid in the sandbox.
+func sessionShells(t testing.TB, initPid int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		status, err := os.ReadFile("/proc/" + p.Name() + "/status")
+		if err != nil || !strings.Contains(string(status), "\nPPid:\t"+strconv.Itoa(initPid)+"\n") {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + p.Name() + "/environ")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if role, ok := strings.CutPrefix(kv, "ROLE="); ok {
+				for _, l := range strings.Split(string(status), "\n") {
+					if ns, ok := strings.CutPrefix(l, "NSpid:"); ok {
+						f := strings.Fields(ns)
+						out[role] = f[len(f)-1]
+					}
+				}
+			}
+		}
+	}
+	if out["spare"] == "" {
+		t.Fatalf("no shell of the spare session under init %d: %v", initPid, out)
+	}
+	return out
 }

@@ -167,7 +167,10 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 			return spawn(cmd)
 		}
 		opened := make(chan error, 1)
-		go func() { opened <- s.openSession(context.Background(), req, opts) }()
+		go func() {
+			_, err := s.openSession(context.Background(), req, opts)
+			opened <- err
+		}()
 		var err error
 		select {
 		case <-forked:
@@ -344,7 +347,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 	case wire.OpResize:
 		return wire.Response{}, s.resize(req)
 	case wire.OpSessionOpen:
-		return wire.Response{}, s.openSession(ctx, req, s.sessionOptions(req))
+		return s.openSession(ctx, req, s.sessionOptions(req))
 	case wire.OpSessionExec:
 		return s.sessionExec(ctx, req)
 	case wire.OpSessionClose:
@@ -364,7 +367,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 	case wire.OpGetTar:
 		return getTar(req)
 	case wire.OpReset:
-		return wire.Response{}, s.reset()
+		return s.reset(req.Session)
 	case wire.OpResetDone:
 		return wire.Response{}, s.resetDone()
 	case wire.OpDial:
@@ -409,21 +412,46 @@ func resultResponse(res session.Result) (wire.Response, error) {
 	return wire.Response{Result: b}, err
 }
 
-func (s *supervisor) openSession(ctx context.Context, req *wire.Request, opts session.Options) error {
+func (s *supervisor) openSession(ctx context.Context, req *wire.Request, opts session.Options) (wire.Response, error) {
 	if req.Session == "" {
-		return fail(wire.CodeInvalid, "session name is empty")
+		return wire.Response{}, fail(wire.CodeInvalid, "session name is empty")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if req.From != "" && s.adopt(ctx, req.From, req.Session, opts) {
+		return wire.Response{Exit: 1}, nil
+	}
 	if _, ok := s.liveSession(req.Session); ok {
-		return fail(wire.CodeExists, "session %q already exists", req.Session)
+		return wire.Response{}, fail(wire.CodeExists, "session %q already exists", req.Session)
 	}
 	sess, err := session.Start(context.WithoutCancel(ctx), req.Session, opts)
 	if err != nil {
-		return err // it names the session
+		return wire.Response{}, err // it names the session
 	}
 	s.sessions[req.Session] = sess
-	return nil
+	return wire.Response{}, nil
+}
+
+// adopt makes session from's shell, which ran no command, session
+// name's, as a new one with opts would be (session.Session.Adopt), and
+// reports whether it did; where it cannot, from is closed. The caller
+// holds s.mu.
+func (s *supervisor) adopt(ctx context.Context, from, name string, opts session.Options) bool {
+	sess, ok := s.liveSession(from)
+	if !ok {
+		return false
+	}
+	if _, taken := s.liveSession(name); taken && name != from {
+		return false // the open fails: name exists
+	}
+	delete(s.sessions, from)
+	if err := sess.Adopt(context.WithoutCancel(ctx), opts); err != nil {
+		sess.Close()
+		return false
+	}
+	sess.Rename(name)
+	s.sessions[name] = sess
+	return true
 }
 
 // renameSession gives session from the name to, which no live session
@@ -578,10 +606,16 @@ func (s *supervisor) closeSession(name string) error {
 	return sess.Close()
 }
 
-func (s *supervisor) closeAll() {
+func (s *supervisor) closeAll() { s.closeAllBut("") }
+
+// closeAllBut closes every session but keep.
+func (s *supervisor) closeAllBut(keep string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, sess := range s.sessions {
+		if name == keep && keep != "" {
+			continue
+		}
 		sess.Close()
 		delete(s.sessions, name)
 	}

@@ -74,7 +74,10 @@ const (
 
 // OpReset and OpResetDone put a new root under a live sandbox
 // (sandbox.Sandbox.Reset): OpReset ends every process but the supervisor
-// and holds back new ones; the host then mounts the new root in the
+// (and the shell of the Request's Session, unused, when it holds nothing
+// of the old root: the Response's Data then names its pipes in
+// SessionDir, one a line, which the host leaves there) and holds back
+// new ones; the host then mounts the new root in the
 // sandbox's mount namespace and pivots into it; OpResetDone has the
 // supervisor take up the new root and lets processes start again. The
 // host sends OpResetDone after every OpReset, also when the reset failed.
@@ -112,6 +115,10 @@ type Request struct {
 	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
 	Owner   *FileOwner      `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
 	Port    int             `json:"port,omitempty"`   // OpDial
+	// From, on OpSessionOpen, is a session whose shell, unused, becomes
+	// the new one where it can (session.Session.Adopt; the Response's
+	// Exit is then 1), and is closed where it cannot.
+	From string `json:"from,omitempty"`
 }
 
 // FileOwner is the owner OpWriteFile gives the file it writes.
