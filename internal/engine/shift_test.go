@@ -57,6 +57,13 @@ func TestImageShifted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Directories the upper layer gives to root (mixed/a), makes opaque
+	// (mixed/b, hiding its sub) and gives to calc (/opt/shared).
+	for _, d := range []string{"home/calc/mixed/a/sub", "home/calc/mixed/b/sub", "opt/shared"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.Symlink("big.bin", filepath.Join(home, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +82,26 @@ func TestImageShifted(t *testing.T) {
 	if err := os.MkdirAll(uhome, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string]string{".wh.gone.txt": "", "over.txt": "root's\n", "new.txt": "new\n"} {
+	for _, d := range []string{"home/calc/mixed/a", "home/calc/mixed/b", "opt/shared"} {
+		if err := os.MkdirAll(filepath.Join(upper, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, b := range map[string]string{".wh.gone.txt": "", "over.txt": "root's\n", "new.txt": "new\n", "mixed/b/.wh..wh..opq": "", "mixed/b/new": "new\n"} {
 		if err := os.WriteFile(filepath.Join(uhome, name), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	img, err := mutate.AppendLayers(demotest.ImageOwned(t, root, calc), demotest.DirLayer(t, upper, calc))
+	upperOwner := func(name string) (int, int) {
+		switch name {
+		case "home/calc/mixed/a":
+			return 0, 0
+		case "opt/shared":
+			return 1000, 1000
+		}
+		return calc(name)
+	}
+	img, err := mutate.AppendLayers(demotest.ImageOwned(t, root, calc), demotest.DirLayer(t, upper, upperOwner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +112,8 @@ func TestImageShifted(t *testing.T) {
 	st := e.cache.st()
 	const probe = `cd /home/calc && python3 -c '
 import os, stat
-for n in [".", "big.bin", "run.sh", "a.txt", "private", "private/secret", "over.txt", "new.txt", "link"]:
+for n in [".", "big.bin", "run.sh", "a.txt", "private", "private/secret", "over.txt", "new.txt", "link",
+          "mixed/a", "mixed/a/sub", "mixed/b", "mixed/b/new", "/opt/shared"]:
     s = os.lstat(n)
     print(n, "%d:%d %o" % (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
 print(open("private/secret").read(), end="")
@@ -99,7 +121,7 @@ print("present" if os.path.lexists("gone.txt") else "gone")
 print("linked" if os.stat("a.txt").st_ino == os.stat("b.txt").st_ino else "copies")
 print(os.readlink("link"))
 print("same" if open("big.bin", "rb").read() == open("link", "rb").read() else "differ")
-s = os.statvfs("/")
+print("present" if os.path.lexists("mixed/b/sub") else "hidden")
 dirs = 0
 for d, _, _ in os.walk("tree"):
     s = os.lstat(d)
@@ -110,7 +132,9 @@ s = os.statvfs("/")
 print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 '`
 	want := ". 1000:1000 755\nbig.bin 1000:1000 644\nrun.sh 1000:1000 4755\na.txt 1000:1000 644\nprivate 1000:1000 700\n" +
-		"private/secret 1000:1000 600\nover.txt 0:0 644\nnew.txt 1000:1000 644\nlink 1000:1000 777\nsecret\ngone\nlinked\nbig.bin\nsame\n" +
+		"private/secret 1000:1000 600\nover.txt 0:0 644\nnew.txt 1000:1000 644\nlink 1000:1000 777\n" +
+		"mixed/a 0:0 755\nmixed/a/sub 1000:1000 755\nmixed/b 1000:1000 755\nmixed/b/new 1000:1000 644\n/opt/shared 1000:1000 755\n" +
+		"secret\ngone\nlinked\nbig.bin\nsame\nhidden\n" +
 		strconv.Itoa(ownedDirs) + "\n"
 	before := shiftedTrees(t, st)
 	var mine string
