@@ -190,6 +190,7 @@ var suiteCases = []struct {
 	{"StreamCancelWaits", testStreamCancelWaits},
 	{"ExecCancelWaits", testExecCancelWaits},
 	{"SessionExecCancelWaits", testSessionExecCancelWaits},
+	{"SessionCloseKillsEscapees", testSessionCloseKillsEscapees},
 	{"InterruptWaits", testInterruptWaits},
 	{"FreezeWritableDir", testFreezeWritableDir},
 	{"HostNameResolves", testHostNameResolves},

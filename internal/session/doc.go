@@ -104,11 +104,21 @@
 // by the cap whatever the command prints. Output is returned as valid UTF-8
 // without NUL: other bytes appear as the four characters \xNN.
 //
-// Close kills, with SIGKILL, the shell, its descendants and process group,
-// and every process carrying the session's marker (which catches
-// `setsid cmd &` and double forks). Inside a sandbox the PID namespace is
-// torn down as well; Close on its own is best effort against processes that
-// both leave the tree and clear their environment.
+// Close kills, with SIGKILL, the shell, its descendants, every process of
+// its session (jobs that left its process group, even with their
+// environment cleared) and every process carrying the session's marker
+// (`setsid cmd &`, double forks). It stops them first (SIGSTOP), pass after
+// pass until a pass finds nothing new: a stopped process cannot fork and
+// its children stay its children, whereas a fork loop killed at once
+// re-parents the children it forked last away from the tree. It then
+// waits for them to die, and returns an error wrapping ErrSurvivors that
+// names those still alive some 1.3 s after their SIGKILL (in D state, or
+// in a frozen cgroup v1 freezer) instead of returning as if done. RunOnce
+// ends what its command left the same way. Not found: a process that left
+// the session, cleared its environment and was re-parented before Close
+// began; inside a sandbox the PID namespace ends it with the sandbox. The
+// sandbox's cgroup cannot stand in: it holds the supervisor and every
+// session, so killing it ends the sandbox, not one session or command.
 //
 // # Interactive commands
 //

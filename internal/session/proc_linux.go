@@ -88,37 +88,80 @@ type procStat struct {
 	comm      string // the program's name; it changes when the process execs
 	state     byte
 	ppid      int
+	sid       int    // its session's id: the pid of the session's leader
 	startTime uint64 // clock ticks after boot; with pid, identifies a process
 }
 
-// readStat parses /proc/<pid>/stat.
+// readStat parses /proc/<pid>/stat. It reads the file in one read(2) into
+// a buffer on the stack and parses the fields it needs in place: killTree
+// reads every process's stat on each of its scans.
 func readStat(pid int) (procStat, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return procStat{}, false
 	}
+	var buf [1024]byte // the line is some 300 bytes; comm at most 64
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return procStat{}, false
+	}
+	data := buf[:n]
 	// The command name is in parentheses and may contain anything; the
 	// fields after the last ')' are well formed.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
 		return procStat{}, false
 	}
-	f := strings.Fields(string(data[i+1:]))
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return procStat{}, false
-	}
 	var st procStat
 	if j := bytes.IndexByte(data, '('); j >= 0 && j < i {
 		st.comm = string(data[j+1 : i])
 	}
-	st.state = f[0][0]
-	st.ppid, _ = strconv.Atoi(f[1])
-	st.startTime, _ = strconv.ParseUint(f[19], 10, 64)
+	// Field 3 (state) is the first after ')'; starttime is field 22.
+	rest, field := data[i+1:], 2
+	for field < 22 {
+		rest = bytes.TrimLeft(rest, " ")
+		end := bytes.IndexByte(rest, ' ')
+		if end < 0 {
+			end = len(rest)
+		}
+		if end == 0 {
+			return procStat{}, false
+		}
+		f := rest[:end]
+		field++
+		switch field {
+		case 3:
+			st.state = f[0]
+		case 4:
+			st.ppid = atoi(f)
+		case 6:
+			st.sid = atoi(f)
+		case 22:
+			st.startTime = uint64(atoi(bytes.TrimRight(f, "\n")))
+		}
+		rest = rest[end:]
+	}
 	return st, true
 }
 
+// atoi parses a non-negative decimal number, 0 if b holds anything else.
+func atoi(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
 func alive(st procStat) bool { return st.state != 'Z' && st.state != 'X' }
+
+// stopped: the process is stopped by a signal (or by its tracer), so it
+// cannot fork until it is continued.
+func stopped(st procStat) bool { return st.state == 'T' || st.state == 't' }
 
 // procID names a process robustly against pid reuse.
 type procID struct {
@@ -158,9 +201,12 @@ func descendants(children func(pid int) []int, roots []int) []int {
 	return out
 }
 
-// markedProcesses returns the live processes whose initial environment holds
-// MarkerEnv=marker.
-func markedProcesses(marker string) []int {
+// sessionProcesses returns the live processes whose initial environment
+// holds MarkerEnv=marker, and, when sid > 0, those of session sid (which
+// left their process group, or lost their marker, but not the session).
+// A process started before the clock tick since cannot be either, and its
+// environment is not read: on a busy host most processes are such.
+func sessionProcesses(marker string, sid int, since uint64) []int {
 	needle := []byte(MarkerEnv + "=" + marker + "\x00")
 	self := os.Getpid()
 	var out []int
@@ -168,11 +214,16 @@ func markedProcesses(marker string) []int {
 		if pid == self {
 			return
 		}
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err != nil || !bytes.Contains(data, needle) {
+		st, ok := readStat(pid)
+		if !ok || !alive(st) || st.startTime < since {
 			return
 		}
-		if st, ok := readStat(pid); ok && alive(st) {
+		if sid > 0 && st.sid == sid {
+			out = append(out, pid)
+			return
+		}
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err == nil && bytes.Contains(data, needle) {
 			out = append(out, pid)
 		}
 	})

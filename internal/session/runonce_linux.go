@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +18,9 @@ import (
 // its result, with the same output handling, timeout and error semantics as
 // Exec. The command's stdin never receives data. When the shell exits, or
 // on timeout, everything the command started is killed, background jobs
-// included; Result.SessionEnded is always false.
+// included (see killTree); Result.SessionEnded is always false. If some of
+// those processes were still alive after their SIGKILL, the result comes
+// with an error wrapping ErrSurvivors that names them.
 func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error) {
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return Result{}, fmt.Errorf("run once: command contains a NUL byte: %w", ErrInvalidCommand)
@@ -127,9 +130,9 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 			}
 		}
 		if err := waits.wait(opts.Gate, fds, next); err != nil {
-			killTree(shell, marker)
+			kerr := killTree(shell, marker)
 			shell.wait()
-			return Result{}, fmt.Errorf("run once: poll: %w", err)
+			return Result{}, errors.Join(fmt.Errorf("run once: poll: %w", err), kerr)
 		}
 		for _, st := range streams {
 			st.readAvailable(scratch)
@@ -159,7 +162,7 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 	for _, st := range streams {
 		st.finish(scratch, nil)
 	}
-	killTree(shell, marker)
+	kerr := killTree(shell, marker)
 	res := Result{
 		ExitCode: exitStatus(shell.wait()),
 		Duration: time.Since(start),
@@ -172,7 +175,10 @@ func RunOnce(ctx context.Context, opts Options, req ExecRequest) (Result, error)
 		res.Truncated = res.Truncated || streams[1].buf.truncated()
 	}
 	if ctxErr != nil {
-		return res, fmt.Errorf("run once: command interrupted: %w", ctxErr)
+		return res, errors.Join(fmt.Errorf("run once: command interrupted: %w", ctxErr), kerr)
+	}
+	if kerr != nil {
+		return res, fmt.Errorf("run once: the command's processes: %w", kerr)
 	}
 	return res, nil
 }

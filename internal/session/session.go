@@ -38,6 +38,10 @@ var (
 	// ErrNoTerminal: an interactive command in a session that could not
 	// open a pseudo-terminal (no /dev/ptmx).
 	ErrNoTerminal = errors.New("no terminal for interactive commands")
+	// ErrSurvivors: processes of a closed session or of a finished RunOnce
+	// were still alive well after their SIGKILL (asleep in D state, or in
+	// a frozen cgroup v1 freezer); the error names them.
+	ErrSurvivors = errors.New("processes survived SIGKILL")
 )
 
 // Options for a session's shell (and for RunOnce).

@@ -95,7 +95,7 @@ func Start(ctx context.Context, name string, opts Options) (*Session, error) {
 	}
 	if err := s.start(ctx); err != nil {
 		if s.shell != nil {
-			killTree(s.shell, s.marker)
+			err = errors.Join(err, killTree(s.shell, s.marker))
 			s.shell.wait()
 		}
 		s.teardown()
@@ -365,16 +365,19 @@ func (s *Session) Rename(name string) {
 }
 
 // Close kills the shell and every process it started, including background
-// jobs and processes that left its process tree but kept its environment
-// marker, and releases the session's resources. A concurrent Exec returns
-// with SessionEnded. Close is idempotent.
+// jobs and processes that left its process tree but kept its session or
+// environment marker (see killTree), and releases the session's resources.
+// A concurrent Exec returns with SessionEnded. Close is idempotent; the
+// first call returns an error wrapping ErrSurvivors, naming them, if
+// processes of the session were still alive after their SIGKILL.
 func (s *Session) Close() error {
+	var err error
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		if s.closeUnused() {
 			return
 		}
-		killTree(s.shell, s.marker)
+		err = killTree(s.shell, s.marker)
 		s.wake.wake()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -384,11 +387,17 @@ func (s *Session) Close() error {
 			s.active = nil
 		}
 		s.shell.wait()
-		killTree(s.shell, s.marker) // what forked while the shell died
+		// What forked while the shell died; one survivor is named once.
+		if again := killTree(s.shell, s.marker); err == nil {
+			err = again
+		}
 		s.aliveMu.Lock()
 		s.teardown()
 		s.aliveMu.Unlock()
 	})
+	if err != nil {
+		return fmt.Errorf("closing session %q: %w", s.name, err)
+	}
 	return nil
 }
 

@@ -970,3 +970,150 @@ func TestEarlyInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// escapeeCommands start, as background jobs, processes that a kill of the
+// shell's tree, group and marker misses: tag1's sleep clears its
+// environment and is re-parented (its subshell exits) in a process group
+// of its own, but stays in the shell's session; tag2's loop starts, as fast
+// as it can, sleeps that clear their environment and leave the session
+// (setsid), found only as the loop's children while it lives. A loop
+// killed before it is stopped forks a last few that its death re-parents.
+func escapeeCommands(tag1, tag2 string) []string {
+	return []string{
+		"set -m; (env -i sleep " + tag1 + " >/dev/null 2>&1 &)",
+		"(for i in $(seq 3000); do env -i setsid sleep " + tag2 + " >/dev/null 2>&1 & done; wait) >/dev/null 2>&1 &",
+	}
+}
+
+// sleepsOf lists this binary's live descendants (orphans are re-parented
+// here: TestMain) running `sleep arg`.
+func sleepsOf(arg string) []int {
+	var out []int
+	forEachPID(func(pid int) {
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil || string(cmdline) != "sleep\x00"+arg+"\x00" || !descendant(pid) {
+			return
+		}
+		if st, ok := readStat(pid); ok && alive(st) {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// killSleeps kills what sleepsOf finds, so that a failed test leaks nothing.
+func killSleeps(args ...string) {
+	for range 3 {
+		for _, arg := range args {
+			signal(sleepsOf(arg), unix.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitSleeps waits until at least n processes run `sleep arg`.
+func waitSleeps(t *testing.T, arg string, n int) {
+	t.Helper()
+	for i := 0; len(sleepsOf(arg)) < n; i++ {
+		if i == 1000 {
+			t.Fatalf("%d processes run sleep %s after 10 s, want %d", len(sleepsOf(arg)), arg, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCloseKillsEscapees: Close kills a session's processes that left its
+// process group and cleared their environment but stayed in its session,
+// and those a fork loop starts while Close runs, which leave the session
+// too. Before, Close killed the loop while it forked and returned with the
+// sleeps it started last alive, and the first kind alive always.
+func TestCloseKillsEscapees(t *testing.T) {
+	const tag1, tag2 = "1001.5", "1002.5"
+	defer killSleeps(tag1, tag2)
+	s := startSession(t, Options{})
+	for _, c := range escapeeCommands(tag1, tag2) {
+		sh(t, s, c)
+	}
+	waitSleeps(t, tag1, 1)
+	waitSleeps(t, tag2, 50)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := sleepsOf(tag1); len(left) > 0 {
+		t.Errorf("right after Close: %d of the sleeps that left the process group alive", len(left))
+	}
+	if left := sleepsOf(tag2); len(left) > 0 {
+		t.Errorf("right after Close: %d of the fork loop's sleeps alive", len(left))
+	}
+}
+
+// TestRunOnceKillsEscapees is TestCloseKillsEscapees for RunOnce, which
+// kills what its command left once the shell exits.
+func TestRunOnceKillsEscapees(t *testing.T) {
+	const tag1, tag2 = "1003.5", "1004.5"
+	defer killSleeps(tag1, tag2)
+	cmds := escapeeCommands(tag1, tag2)
+	res, err := RunOnce(context.Background(), Options{}, ExecRequest{
+		Command: cmds[0] + "; " + cmds[1] + " until [ $(ps -eo args | grep -c '^sleep " + tag1 + "$') -ge 1 ] && " +
+			"[ $(ps -eo args | grep -c '^sleep " + tag2 + "$') -ge 50 ]; do sleep 0.01; done"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("RunOnce: %+v %v", res, err)
+	}
+	if left := sleepsOf(tag1); len(left) > 0 {
+		t.Errorf("right after RunOnce: %d of the sleeps that left the process group alive", len(left))
+	}
+	if left := sleepsOf(tag2); len(left) > 0 {
+		t.Errorf("right after RunOnce: %d of the fork loop's sleeps alive", len(left))
+	}
+}
+
+// TestCloseNamesSurvivors: a process of the session that does not die of
+// its SIGKILL (here one in a frozen cgroup v1 freezer, which holds the
+// signal until it is thawed) is named in Close's error. Before, Close
+// returned nil after its passes, as if it had killed everything. A frozen
+// cgroup v2 process dies of SIGKILL: a host without a v1 freezer has no
+// such survivor to make, and the test is skipped, even when strict.
+func TestCloseNamesSurvivors(t *testing.T) {
+	privtest.RequireRoot(t)
+	base := "/sys/fs/cgroup/freezer"
+	if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
+		t.Skipf("no cgroup v1 freezer at %s: %v", base, err)
+	}
+	cg := filepath.Join(base, fmt.Sprintf("msb-test-survivor-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(cg)
+	write := func(file, value string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(cg, file), []byte(value), 0o644); err != nil {
+			t.Fatalf("writing %s to %s: %v", value, file, err)
+		}
+	}
+	s := startSession(t, Options{})
+	out := strings.TrimSpace(sh(t, s, "sleep 1005.5 >/dev/null 2>&1 & echo $!").Output)
+	out = out[strings.LastIndexByte(out, '\n')+1:] // after the shell's "[1] pid"
+	pid, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("the background sleep's pid: %q", out)
+	}
+	write("cgroup.procs", out)
+	defer func() {
+		write("freezer.state", "THAWED")
+		waitGone(t, pid)
+	}()
+	write("freezer.state", "FROZEN")
+	for i := 0; ; i++ {
+		if b, _ := os.ReadFile(filepath.Join(cg, "freezer.state")); strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the freezer cgroup did not freeze in 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err = s.Close()
+	if want := fmt.Sprintf("%d (sleep, ", pid); !errors.Is(err, ErrSurvivors) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Close with a frozen sleep: %v, want ErrSurvivors naming %s...)", err, want)
+	}
+}

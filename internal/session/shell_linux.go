@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +30,9 @@ type shellProc struct {
 	done     chan struct{} // closed once the shell is reaped
 	state    *os.ProcessState
 	reaped   atomic.Bool // the pid may be reused: do not signal it
+	// startTime is the shell's start (/proc starttime), before which none
+	// of its processes started; 0 if unknown.
+	startTime uint64
 }
 
 func startShell(cmd *exec.Cmd, start func(*exec.Cmd) error) (*shellProc, error) {
@@ -35,6 +40,9 @@ func startShell(cmd *exec.Cmd, start func(*exec.Cmd) error) (*shellProc, error) 
 		return nil, err
 	}
 	p := &shellProc{cmd: cmd, pid: cmd.Process.Pid, exitFD: -1, exitW: -1, done: make(chan struct{})}
+	if st, ok := readStat(p.pid); ok {
+		p.startTime = st.startTime
+	}
 	fd, err := unix.PidfdOpen(p.pid, 0)
 	if err == nil {
 		unix.CloseOnExec(fd)
@@ -350,36 +358,118 @@ func (o *orphanSet) closeAll() {
 	o.wg.Wait()
 }
 
-// killTree kills, with SIGKILL, every process of a session or one-shot run:
-// the shell and its descendants (while the shell is not reaped), its process
-// group, and every process carrying the marker in its environment (those that
-// left the tree with setsid or a double fork). It loops until a pass finds
-// nothing alive, because processes may fork while being killed.
-func killTree(p *shellProc, marker string) {
-	for i := 0; i < 50; i++ {
-		var pids []int
+// killTree kills, with SIGKILL, every process of a session or one-shot run
+// it can find: the shell and its descendants, every process of the
+// shell's session (while the shell is not reaped: its pid names the
+// session only as long as the shell holds it), and every process carrying
+// the marker in its environment (those that left the session with setsid).
+//
+// It stops them first (SIGSTOP), pass after pass, until a pass finds none
+// it has not stopped: a stopped process cannot fork, and its children stay
+// its children, so a pass finds what the processes stopped before forked,
+// even a child that cleared its environment and left the session. Killed at
+// once instead, a process's last children were re-parented away from the
+// tree as it died, and those without the marker or the session were lost.
+// Then it kills what it stopped and waits for it to die. What it could not
+// find is a process that left the session, cleared its environment and
+// was re-parented before the kill began (doc.go, on Close).
+//
+// It returns an error naming the processes still alive some 1.3 s after
+// their SIGKILL (one in uninterruptible sleep, D, or in a frozen cgroup v1
+// freezer), nil when none is.
+func killTree(p *shellProc, marker string) error {
+	held := map[int]procStat{} // stopped (or being stopped), by pid
+	for i := 0; i < killPasses; i++ {
+		var roots []int
+		sid := 0
 		if !p.reaped.Load() {
-			pids = descendants(childLister(), []int{p.pid})
-			_ = unix.Kill(-p.pid, unix.SIGKILL) // the shell leads its own session and group
+			roots, sid = append(roots, p.pid), p.pid
+			_ = unix.Kill(-p.pid, unix.SIGSTOP) // the shell leads its own session and group
 		}
-		pids = append(pids, markedProcesses(marker)...)
-		live := pids[:0]
-		for _, pid := range pids {
-			if st, ok := readStat(pid); ok && alive(st) {
-				live = append(live, pid)
+		for pid := range held {
+			roots = append(roots, pid)
+		}
+		var fresh []int
+		for _, pid := range append(descendants(childLister(), roots), sessionProcesses(marker, sid, p.startTime)...) {
+			st, ok := readStat(pid)
+			if !ok || !alive(st) {
+				continue
+			}
+			if h, ok := held[pid]; ok && h.startTime == st.startTime {
+				continue
+			}
+			held[pid] = st
+			fresh = append(fresh, pid)
+		}
+		if len(fresh) == 0 {
+			break
+		}
+		signal(fresh, unix.SIGSTOP)
+		waitStopped(held)
+	}
+	var pids []int
+	for pid := range held {
+		pids = append(pids, pid)
+	}
+	signal(pids, unix.SIGKILL)
+	if !p.reaped.Load() {
+		_ = unix.Kill(-p.pid, unix.SIGKILL)
+	}
+	for i := 0; i < killPasses; i++ {
+		if live := liveOf(held); len(live) == 0 {
+			return nil
+		}
+		time.Sleep(killPause(i))
+	}
+	var names []string
+	for _, pid := range liveOf(held) {
+		st, _ := readStat(pid)
+		names = append(names, fmt.Sprintf("%d (%s, state %c)", pid, st.comm, st.state))
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	return fmt.Errorf("%w: %s", ErrSurvivors, strings.Join(names, ", "))
+}
+
+// killPasses bounds killTree's passes: of stopping what it finds, and of
+// waiting for what it killed to die.
+const killPasses = 50
+
+// waitStopped waits, a few ms at most, until every process of held is
+// stopped or dead, so that none forks after the next pass has looked.
+// One that does not stop (it sleeps in D) is killed as it is.
+func waitStopped(held map[int]procStat) {
+	for i := 0; i < 10; i++ {
+		done := true
+		for pid, h := range held {
+			if st, ok := readStat(pid); ok && st.startTime == h.startTime && alive(st) && !stopped(st) {
+				done = false
+				break
 			}
 		}
-		if len(live) == 0 {
+		if done {
 			return
 		}
-		signal(live, unix.SIGKILL)
 		time.Sleep(killPause(i))
 	}
 }
 
+// liveOf returns the processes of held still alive.
+func liveOf(held map[int]procStat) []int {
+	var live []int
+	for pid, h := range held {
+		if st, ok := readStat(pid); ok && st.startTime == h.startTime && alive(st) {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
 // killPause is how long killTree waits after its pass i for what it
-// killed to die: 0.1 ms at first, since a killed shell is gone within a
-// fraction of a millisecond (a session's close waited whole milliseconds
+// stopped or killed: 0.1 ms at first, since a killed shell is gone within
+// a fraction of a millisecond (a session's close waited whole milliseconds
 // for it), then doubling up to i+1 ms, for some 1.2 s over 50 passes.
 func killPause(i int) time.Duration {
 	return min(100*time.Microsecond<<min(i, 10), time.Duration(i+1)*time.Millisecond)
