@@ -535,6 +535,14 @@ func (s *Sandbox) create(ctx context.Context, conf sandbox.Config, t *task.Task,
 // reopenSessions opens sessions as a snapshot recorded them, but those
 // the sandbox has open.
 func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSession) error {
+	return s.reopenSessionsFrom(ctx, sessions, "")
+}
+
+// reopenSessionsFrom is reopenSessions with the first session opened
+// with the shell of session from where it can (sandbox.Sandbox.
+// AdoptSession: a spare's, kept across its reset); from is closed when
+// no session took it.
+func (s *Sandbox) reopenSessionsFrom(ctx context.Context, sessions []api.SnapshotSession, from string) error {
 	var errs []error
 	for _, ss := range sessions {
 		if s.hasSession(ss.Name) { // opened by the create (startFrom)
@@ -543,11 +551,19 @@ func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSes
 		if s.tsk() != nil {
 			ss.Env = task.WithoutRegistryProxy(ss.Env)
 		}
-		err := s.sbox().OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd})
+		open := func(opts sandbox.SessionOptions) error {
+			if from == "" {
+				return s.sbox().OpenSession(ctx, ss.Name, opts)
+			}
+			_, err := s.sbox().AdoptSession(ctx, ss.Name, from, opts)
+			from = ""
+			return err
+		}
+		err := open(sandbox.SessionOptions{Env: ss.Env, Dir: ss.Cwd})
 		if err != nil && ss.Cwd != "" {
 			// The directory may be gone from the snapshot (deleted under
 			// the shell): open the session in the sandbox's default.
-			err = s.sbox().OpenSession(ctx, ss.Name, sandbox.SessionOptions{Env: ss.Env})
+			err = open(sandbox.SessionOptions{Env: ss.Env})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reopening session %q: %w", ss.Name, err))
@@ -556,6 +572,10 @@ func (s *Sandbox) reopenSessions(ctx context.Context, sessions []api.SnapshotSes
 		s.mu.Lock()
 		s.sessions[ss.Name] = true
 		s.mu.Unlock()
+	}
+	if from != "" { // unused: ended off the caller's path
+		sb := s.sbox()
+		go sb.CloseSession(context.Background(), from)
 	}
 	return errors.Join(errs...)
 }

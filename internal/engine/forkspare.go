@@ -31,7 +31,7 @@ func (e *Engine) forkShape(src forkSource) (poolKey, bool) {
 		return poolKey{}, false
 	}
 	conf := forkConfig(src.conf, src.conf.Layers, src.conf.HostBase)
-	conf.Hostname, conf.Stdio = "", nil
+	conf.Hostname, conf.Stdio, conf.Session = "", nil, nil
 	shape, err := json.Marshal(conf)
 	if err != nil {
 		return poolKey{}, false
@@ -40,7 +40,8 @@ func (e *Engine) forkShape(src forkSource) (poolKey, bool) {
 }
 
 // startForkSpare starts a spare of k, a PoolFork key: a raw sandbox of
-// its config, over its layers (leased by it), with no session.
+// its config, over its layers (leased by it), with one session, hidden
+// (spareSession), in the root.
 func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
 	var conf sandbox.Config
 	if err := json.Unmarshal([]byte(k.shape), &conf); err != nil {
@@ -55,6 +56,7 @@ func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error
 		return nil, err
 	}
 	conf.Layers = paths
+	conf.Session = &sandbox.SessionStart{Name: spareSession, SessionOptions: sandbox.SessionOptions{Dir: "/"}}
 	release, err := e.reserve(ctx, k.limits, -1, agentClass)
 	if err != nil {
 		lease.Release()
@@ -94,8 +96,9 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 		return nil, err
 	}
 	owners, err := forkOwners(e.cache.st(), snap, src.conf)
+	kept := false
 	if err == nil {
-		err = c.sbox().Reset(ctx, sandbox.Deferred{Layers: paths, Owners: owners})
+		kept, err = c.sbox().ResetKeeping(ctx, sandbox.Deferred{Layers: paths, Owners: owners}, spareSession)
 	}
 	if err != nil {
 		lease.Release()
@@ -108,12 +111,24 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 		c.discard()
 		return nil, err
 	}
-	if err := c.reopenSessions(ctx, snap.sessions()); err != nil {
+	from := ""
+	if kept {
+		from = spareSession
+	}
+	if err := c.reopenSessionsFrom(ctx, snap.sessions(), from); err != nil {
 		c.discard()
 		return nil, err
 	}
 	return c, nil
 }
+
+// spareSession is the session a fork's spare starts with, in its root
+// and environment: kept across the reset onto the snapshot
+// (sandbox.Sandbox.ResetKeeping), its shell serves the child's first
+// session (AdoptSession) where its state allows, so that no shell starts
+// on the fork's path. The engine never lists it; a child that does not
+// take it closes it.
+const spareSession = "msb-spare"
 
 // keepForkSpares has the spares of k made again after a fork of count
 // children: as many as warm asks, else as the fork had. As after a

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,8 +20,10 @@ import (
 // (a file rewritten, one deleted, the session's cwd and variable), not
 // the state of an earlier fork, with its own host name, labels and
 // writes that no one else sees, and a rollback to its creation goes back
-// to the snapshot. Rootless (no reset in place there) the children start
-// as before and the pool is not asked. No sandbox process or mount is
+// to the snapshot. The child from a spare has its session served by the
+// spare's shell, started before the fork (kept across the reset and
+// adopted), the other by a shell of its own. Rootless (no reset in
+// place there) the children start as before and the pool is not asked. No sandbox process or mount is
 // left behind.
 func TestEnginePoolFork(t *testing.T) {
 	var e *Engine
@@ -55,6 +59,7 @@ func TestEnginePoolFork(t *testing.T) {
 	before := e.PoolStats()[PoolFork]
 
 	sh(t, parent, "main", "echo two > f && rm del && export STEP=2")
+	forkAt := bootTicks(t)
 	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 2, Labels: map[string]string{"role": "child"}})
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +72,19 @@ func TestEnginePoolFork(t *testing.T) {
 		}
 	} else if st.Hits-before.Hits != 1 || st.Misses-before.Misses != 1 {
 		t.Fatalf("a fork of 2 over 1 spare: %+v then %+v", before, st)
+	}
+	adopted := 0
+	for _, k := range kids {
+		started, err := strconv.ParseInt(strings.Fields(sh(t, k, "main", `read -r s </proc/$$/stat; s=${s##*) }; set -- $s; echo ${20}`))[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if started < forkAt {
+			adopted++
+		}
+	}
+	if want := map[bool]int{false: 1, true: 0}[rootless]; adopted != want {
+		t.Errorf("%d children's sessions in a shell started before the fork, want %d (the spare's)", adopted, want)
 	}
 	for i, k := range kids {
 		info := k.Info()
@@ -110,4 +128,20 @@ func TestEnginePoolFork(t *testing.T) {
 	if !strings.HasPrefix(parent.sbox().Hostname(), "msb-"+parent.ID()[:8]) {
 		t.Fatalf("parent's host name %q", parent.sbox().Hostname())
 	}
+}
+
+// bootTicks is the time since boot in clock ticks (USER_HZ, 100 on
+// Linux), as /proc/<pid>/stat gives a process's start.
+func bootTicks(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, _, _ := strings.Cut(string(b), " ")
+	f, err := strconv.ParseFloat(secs, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(f * 100)
 }
