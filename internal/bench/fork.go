@@ -72,6 +72,11 @@ type ForkOptions struct {
 	// their shape the previous fork left to be made (root mode: reset
 	// onto the snapshot), and the notes give the pool's hits and misses.
 	Spares int
+	// ReadySpares, with Spares, has each fork wait (untimed, up to
+	// spareWait) until the pool holds a spare per child: the time of a
+	// fork served from spares, as between an agent's steps, not of rounds
+	// that come faster than the pool refills.
+	ReadySpares bool
 	// Podman: compare with podman commit + run (skipped, and said so,
 	// when podman is not installed); PodmanRootfs as in Options.
 	Podman       bool
@@ -153,8 +158,12 @@ func Fork(ctx context.Context, cfg engine.Config, o ForkOptions) (*Report, error
 	f.run(ctx)
 	if o.Spares > 0 {
 		st := e.PoolStats()[engine.PoolFork]
-		b.report.Notes = append(b.report.Notes, fmt.Sprintf("fork: %d spares (--spares): children taken from spares %d, started %d; spares made %d, failed %d, closed to make room %d, expired %d",
-			o.Spares, st.Hits, st.Misses, st.Made, st.Failed, st.Evicted+st.Shed, st.Expired))
+		ready := ""
+		if o.ReadySpares {
+			ready = "; each fork waited, untimed, for its spares (--ready-spares)"
+		}
+		b.report.Notes = append(b.report.Notes, fmt.Sprintf("fork: %d spares (--spares%s): children taken from spares %d, started %d; spares made %d, failed %d, closed to make room %d, expired %d",
+			o.Spares, ready, st.Hits, st.Misses, st.Made, st.Failed, st.Evicted+st.Shed, st.Expired))
 	}
 	return b.finish(), ctx.Err()
 }
@@ -393,6 +402,7 @@ func (f *forker) forkTrial(ctx context.Context, m string, n, round, slot int) (e
 		return err
 	}
 	defer p.Close()
+	f.waitSpares(ctx, n)
 	t0 := time.Now()
 	kids, err := f.e.Fork(ctx, p.ID(), api.ForkRequest{Count: n})
 	if err != nil {
@@ -415,6 +425,25 @@ func (f *forker) forkTrial(ctx context.Context, m string, n, round, slot int) (e
 		return nil
 	}
 	return f.msbIdle(ctx, kids, f.forkParam(n), round, slot)
+}
+
+// spareWait bounds how long a fork waits for its spares (ReadySpares).
+const spareWait = 5 * time.Second
+
+// waitSpares waits, with ReadySpares, until the pool holds a spare for
+// each of n children (at most Spares); the first fork finds none to wait
+// for: it has the pool make them.
+func (f *forker) waitSpares(ctx context.Context, n int) {
+	if !f.o.ReadySpares || f.o.Spares == 0 {
+		return
+	}
+	n = min(n, f.o.Spares)
+	for deadline := time.Now().Add(spareWait); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if st := f.e.PoolStats()[engine.PoolFork]; st.Spares >= n || st.Hits+st.Misses == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // forkParam is the Param of a fork into n children: children=N, and

@@ -57,6 +57,7 @@ into --out; docs/bench.md, "Fork, snapshot and rollback", has the method and res
 	f.Int64Var(&o.RollbackBytes, "rollback-size", 8<<20, "bytes a sandbox writes before it is rolled back")
 	f.Int64Var(&o.ForkBytes, "fork-size", 0, "bytes a sandbox writes before it is forked")
 	f.IntVar(&o.Spares, "spares", 0, "the engine's warm pool: with N > 0 a fork's children are taken from spares of their shape, made after the previous fork (root mode)")
+	f.BoolVar(&o.ReadySpares, "ready-spares", false, "with --spares, each fork first waits (untimed, up to 5 s) until the pool holds its children's spares")
 	f.DurationVar(&o.Idle, "idle", 2*time.Second, "how long the children sit idle before their memory is read")
 	f.BoolVar(&o.Podman, "podman", true, "compare with podman commit + run (skipped, and said so, when it is not installed)")
 	f.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
