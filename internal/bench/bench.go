@@ -238,6 +238,11 @@ func Run(ctx context.Context, rt *sandbox.Runtime, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	// msb's sandboxes as the engine makes them: with its network
+	// namespaces made ahead.
+	if err := rt.SetNetSpares(sandbox.EngineNetSpares); err != nil {
+		return nil, err
+	}
 	b := &bencher{o: o, rt: rt, report: newReport(rt, o)}
 	b.preflight(ctx)
 	workloads := b.workloads(ctx)

@@ -64,7 +64,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: cfg.StateDir, CgroupParent: cfg.CgroupParent, Exe: cfg.InitBinary,
-		DiskAdmitted: cfg.DiskBudget > 0, Logger: log}) // a reservation is given back when Close returns: see closeAs
+		DiskAdmitted: cfg.DiskBudget > 0, NetSpares: sandbox.EngineNetSpares, Logger: log}) // a reservation is given back when Close returns: see closeAs
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,12 @@ type RuntimeOptions struct {
 	// cleanup, so that a sandbox admitted next never shares the pool with
 	// a volume whose share was given back.
 	DiskAdmitted bool
-	Logger       *slog.Logger
+	// NetSpares is how many network namespaces a root-mode runtime keeps
+	// made ahead for its sandboxes whose network is "none" (see netPool),
+	// from its first such sandbox on: for a caller that creates sandboxes
+	// one after another (the engine), not one that creates one and exits.
+	NetSpares int
+	Logger    *slog.Logger
 }
 
 // Runtime creates sandboxes and cleans up after dead ones. Close it when
@@ -73,6 +78,7 @@ type Runtime struct {
 	idmapOnce sync.Once
 	idmapNS   *os.File // user namespace of idmapped host dirs; nil: none
 	idmapWhy  string   // why there is none
+	nets      *netPool // RuntimeOptions.NetSpares; nil: none
 	closed    atomic.Bool
 
 	// Sandboxes' cleanups after Close (Sandbox.cleanup): bg counts those
@@ -223,7 +229,26 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		rt.cloneInto = rt.cg.Version == cgroup.V2 && cgroup.CloneIntoSupported()
 		rt.forkInside = rt.cg.Version == cgroup.V1 && !rt.rootless
 	}
+	if err := rt.SetNetSpares(opts.NetSpares); err != nil {
+		return nil, err
+	}
 	return rt, nil
+}
+
+// SetNetSpares is RuntimeOptions.NetSpares for a runtime opened without
+// it (the benchmark's, which measures sandboxes as the engine makes them),
+// before its first sandbox. A rootless runtime keeps none: its sandboxes'
+// network namespaces belong to their own user namespaces.
+func (rt *Runtime) SetNetSpares(n int) error {
+	if n <= 0 || rt.rootless || rt.nets != nil {
+		return nil
+	}
+	p, err := newNetPool(n, sandboxIface(), rt.log.Debug)
+	if err != nil {
+		return err
+	}
+	rt.nets = p
+	return nil
 }
 
 // joinSystemdScope moves this process into a systemd scope of its own,
@@ -365,6 +390,9 @@ func (rt *Runtime) Close() error {
 	rt.idmapOnce.Do(func() {})
 	if rt.idmapNS != nil {
 		errs = append(errs, rt.idmapNS.Close())
+	}
+	if rt.nets != nil {
+		errs = append(errs, rt.nets.close())
 	}
 	return errors.Join(errs...)
 }

@@ -200,6 +200,14 @@ func (s *Sandbox) start(ctx context.Context) error {
 		wcfg.Lowers, owners = s.shifted(ctx, wcfg.Lowers, s.conf.Owners)
 		wcfg.Owners = wireOwners(owners)
 	}
+	var net *readyNet // a network namespace made ahead, when one is ready
+	if s.rt.nets != nil && wcfg.Network == NetworkNone && s.conf.Network != NetworkFiltered && s.rt.nets.fits(wcfg.Iface) {
+		net = s.rt.nets.take()
+	}
+	if net != nil {
+		defer net.close() // init is in it, and holds its tap, once started
+		wcfg.NetReady = true
+	}
 	spawned := wire.Mono()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -214,25 +222,36 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return fmt.Errorf("making the control socket non-blocking: %w", err)
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
+	var cgDir *os.File // the group init is cloned into; nil: moved there after the start
+	if s.cg != nil && s.rt.cloneInto {
+		cgDir, err = s.cg.OpenForClone()
+	}
+	if err == nil {
+		s.cmd, err = s.initCommand(child, wcfg.HostIdmap, cgDir, net != nil)
+	}
+	if err == nil && net != nil && net.tap != nil {
+		wcfg.IfaceFd = 3 + len(s.cmd.ExtraFiles) // ExtraFiles start at 3
+		s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, net.tap)
+	}
 	// The config waits in the socket for init, which reads it as soon as
 	// its runtime is up. Should it not fit in the socket's buffer, the
 	// write ends once init reads the rest, or fails once child is closed
 	// without an init.
 	sent := make(chan error, 1)
 	go func() { sent <- s.sendConfig(ctx, parent, wcfg, ownersToInit) }()
-	var cgDir *os.File // the group init is cloned into; nil: moved there after the start
-	if s.cg != nil && s.rt.cloneInto {
-		cgDir, err = s.cg.OpenForClone()
-	}
-	if err == nil {
-		s.cmd, err = s.initCommand(child, wcfg.HostIdmap, cgDir)
-	}
 	inside := cgDir != nil // init is born in its groups: no Add
 	if err == nil {
-		if s.cg != nil && s.rt.forkInside {
-			inside, err = s.cg.StartInside(s.cmd.Start)
-		} else {
-			err = s.cmd.Start()
+		spawn := s.cmd.Start
+		if net != nil { // init is cloned from a thread in net, without CLONE_NEWNET
+			spawn = func() error { return net.spawnIn(s.rt.nets.host, s.cmd.Start) }
+		}
+		switch {
+		case s.cg != nil && s.rt.forkInside:
+			inside, err = s.cg.StartInside(spawn)
+		case net != nil:
+			err = onOwnThread(spawn)
+		default:
+			err = spawn()
 		}
 		s.closeChildEnds()
 	}
@@ -429,9 +448,10 @@ func (s *Sandbox) prepareDirs() error {
 }
 
 // initCommand is the sandbox's init: msb-sandbox (or msb) in new
-// namespaces, given the control socket as fd 3, the idmap user namespace as
-// fd 4 when idmap, and pipes for stdio (see setupStdio).
-func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File) (*exec.Cmd, error) {
+// namespaces (ready: but the network's, made ahead, which the spawning
+// thread enters: see netPool), given the control socket as fd 3, the idmap
+// user namespace as fd 4 when idmap, and pipes for stdio (see setupStdio).
+func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File, ready bool) (*exec.Cmd, error) {
 	cmd := exec.Command(s.rt.exe)
 	cmd.Args = []string{"msb-sandbox-init"}
 	cmd.Env = append([]string{sbinit.EnvStage + "=" + sbinit.StageInit}, sbinit.RuntimeEnv...)
@@ -462,7 +482,7 @@ func (s *Sandbox) initCommand(ctl *os.File, idmap bool, cgDir *os.File) (*exec.C
 		s.childEnds = []*os.File{in, out, errOut}
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if s.conf.Network != NetworkHost {
+	if s.conf.Network != NetworkHost && !ready {
 		flags |= unix.CLONE_NEWNET
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}

@@ -28,24 +28,34 @@ var ifaceFd = -1
 // "is up" checks want); the device is persistent, so that it stays where the
 // descriptor goes (a supervisor exec'd in a cgo build).
 func ifaceUp(ifc *wire.Iface) error {
-	pfx, err := netip.ParsePrefix(ifc.Addr)
-	if err != nil || !pfx.Addr().Is4() {
-		return fmt.Errorf("interface %s: bad IPv4 address %q", ifc.Name, ifc.Addr)
-	}
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := makeIface(ifc)
 	if err != nil {
-		return fmt.Errorf("opening /dev/net/tun for interface %s: %w", ifc.Name, err)
-	}
-	if err := makeTap(fd, ifc.Name); err != nil {
-		unix.Close(fd)
-		return err
-	}
-	if err := configureIface(ifc.Name, pfx); err != nil {
-		unix.Close(fd)
 		return err
 	}
 	ifaceFd = fd
 	return nil
+}
+
+// makeIface makes ifc in the calling thread's network namespace and
+// returns its tap device's descriptor (close-on-exec).
+func makeIface(ifc *wire.Iface) (int, error) {
+	pfx, err := netip.ParsePrefix(ifc.Addr)
+	if err != nil || !pfx.Addr().Is4() {
+		return -1, fmt.Errorf("interface %s: bad IPv4 address %q", ifc.Name, ifc.Addr)
+	}
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening /dev/net/tun for interface %s: %w", ifc.Name, err)
+	}
+	if err := makeTap(fd, ifc.Name); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := configureIface(ifc.Name, pfx); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // makeTap creates the persistent tap device name attached to fd.

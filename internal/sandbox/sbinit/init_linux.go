@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 
 	"github.com/minisandbox/msb/internal/sandbox/sudo"
@@ -121,11 +122,14 @@ func initMain() error {
 	// Whatever msb's caller left open without close-on-exec came along;
 	// none of it may reach the supervisor, which keeps only the control
 	// socket (buildRoot closes the idmap namespace's descriptor).
-	keep := -1
+	var keep []int
 	if cfg.HostIdmap {
-		keep = wire.IdmapFd
+		keep = append(keep, wire.IdmapFd)
 	}
-	if err := closeInherited(keep); err != nil {
+	if cfg.NetReady && cfg.IfaceFd > 0 {
+		keep = append(keep, cfg.IfaceFd)
+	}
+	if err := closeInherited(keep...); err != nil {
 		return err
 	}
 	if err := buildRoot(&cfg); err != nil {
@@ -139,14 +143,21 @@ func initMain() error {
 			return fmt.Errorf("setting hostname: %w", err)
 		}
 	}
-	if cfg.Network == "none" {
-		if err := loopbackUp(); err != nil {
-			return err
+	switch {
+	case cfg.NetReady: // born in a namespace the host set up ahead (PrepareNetwork)
+		if cfg.IfaceFd > 0 {
+			ifaceFd = cfg.IfaceFd
 		}
-	}
-	if cfg.Iface != nil {
-		if err := ifaceUp(cfg.Iface); err != nil {
-			return err
+	default:
+		if cfg.Network == "none" {
+			if err := loopbackUp(); err != nil {
+				return err
+			}
+		}
+		if cfg.Iface != nil {
+			if err := ifaceUp(cfg.Iface); err != nil {
+				return err
+			}
 		}
 	}
 	if err := pivot(cfg.Root); err != nil {
@@ -244,10 +255,10 @@ func diskFdFlags(d *wire.Disk, flags int, what string) error {
 }
 
 // closeInherited closes every descriptor above the control socket that is
-// not close-on-exec, but keep, which it makes close-on-exec. Those are what
-// the host passed (the control socket, keep) and what msb's caller left
-// open: the Go runtime opens everything close-on-exec.
-func closeInherited(keep int) error {
+// not close-on-exec, but those in keep, which it makes close-on-exec. Those
+// are what the host passed (the control socket, keep) and what msb's caller
+// left open: the Go runtime opens everything close-on-exec.
+func closeInherited(keep ...int) error {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return fmt.Errorf("listing inherited descriptors: %w", err)
@@ -261,7 +272,7 @@ func closeInherited(keep int) error {
 		if err != nil || flags&unix.FD_CLOEXEC != 0 {
 			continue // ReadDir's own descriptor, gone by now, or the runtime's
 		}
-		if fd == keep {
+		if slices.Contains(keep, fd) {
 			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		} else {
 			err = unix.Close(fd)

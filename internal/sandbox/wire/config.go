@@ -51,6 +51,12 @@ type Config struct {
 	Cgroup *CgroupFS `json:"cgroup,omitempty"`
 	// Iface, when set, is made in the sandbox's network namespace.
 	Iface *Iface `json:"iface,omitempty"`
+	// NetReady says init was born in a network namespace the host made
+	// ahead with its loopback up and Iface made (sandbox.netPool): init
+	// sets up no network of its own. IfaceFd is then init's descriptor of
+	// Iface's tap device (0: none), which it keeps as if it had made it.
+	NetReady bool `json:"net_ready,omitempty"`
+	IfaceFd  int  `json:"iface_fd,omitempty"`
 	// Sudo has the supervisor answer sudo's requests on sudo.Socket (the
 	// host binds the init binary at the sandbox's sudo path).
 	Sudo bool `json:"sudo,omitempty"`
