@@ -158,9 +158,13 @@ func (p *primed) close() {
 	p.stop()
 }
 
-// stop is close with p.mu held.
+// stop is close with p.mu held. It removes the FIFO's name at once, not
+// when runPrimed cleans up after the shell's end (a kill's grace later, or
+// more on a loaded machine): the sandbox shows no primed shell once the
+// next one replaced it. A shell that has not opened it yet then exits.
 func (p *primed) stop() {
 	p.stopped = true
+	unix.Unlinkat(int(p.dir.Fd()), p.name, 0)
 	p.cancel()
 }
 
