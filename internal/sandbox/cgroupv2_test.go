@@ -24,7 +24,10 @@ import (
 // sessions, streams, networks) do not read the hierarchy; they run on
 // the host in both modes, and in the emulated VM they would cost
 // minutes (StreamBackPressure alone takes a minute there rootless).
-const v2Cases = "^TestSuite$/^(Basics|Devices|InitBornInCgroup|ForkBomb|MemoryBomb|MemoryAcrossProcesses|" +
+// HostSecrets besides: the guest has no idmapped mounts (its root is
+// overlayfs on 9p), so its root-mode sandboxes read /etc as root, through
+// the overlay that hides the masked paths (a 6.1 kernel there).
+const v2Cases = "^TestSuite$/^(Basics|HostSecrets|Devices|InitBornInCgroup|ForkBomb|MemoryBomb|MemoryAcrossProcesses|" +
 	"SmallMemoryConcurrentExecs|TmpQuota|CloseKillsEverything|Concurrent|GC|GCPidReused|GCOwnerRemoving|GCNewDirs|" +
 	"CloseThenRuntimeClose|KilledDuringCleanup|DiskLimit|DiskAdmittedClose|IdleSupervisorFlat|SupervisorTrims|" +
 	"MemoryBoundWithoutCgroup|FreezeWritableDir|CgroupFS)$"

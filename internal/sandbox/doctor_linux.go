@@ -72,11 +72,29 @@ func (rt *Runtime) diskCheck() Check {
 
 func (rt *Runtime) hostFilesCheck() Check {
 	c := Check{Name: "host files", OK: true, Detail: rt.hostFiles()}
-	if _, why := rt.idmap(); !rt.rootless && why != "" {
+	if rt.rootless {
+		return c
+	}
+	if _, why := rt.idmap(); why != "" {
 		c.OK = false
 		c.Fix = "Linux 5.12+ and host dirs on filesystems with idmapped mounts (ext4, xfs, btrfs, overlayfs 5.19+, tmpfs 6.3+)"
 	}
+	c.Detail += "; " + rt.whiteoutsCheck()
 	return c
+}
+
+// whiteoutsCheck says how the masks hold where a sandbox reads the host
+// dirs as root: sbinit's whiteouts probe makes the default host dirs that
+// hold masks as such a sandbox has them.
+func (rt *Runtime) whiteoutsCheck() string {
+	w := rt.probe("whiteouts", "whiteouts", unix.CLONE_NEWNS, false, "",
+		sbinit.EnvProbeHostDirs+"="+strings.Join(DefaultHostDirs, "\n"), sbinit.EnvProbeMasks+"="+strings.Join(hostMasks, "\n"))
+	if w.OK {
+		return "a sandbox that reads the host dirs as root has the masked paths as whiteouts in an overlay of their dir, " +
+			"which no rename on the host undoes"
+	}
+	return "a sandbox that reads the host dirs as root has the masks as mounts over the files, which a host rename of one " +
+		"(passwd, useradd) detaches in the sandboxes running then: overlayfs refuses their dir as a layer (" + w.Detail + ")"
 }
 
 // cloneNewNS is the mount namespace flag, for probes.

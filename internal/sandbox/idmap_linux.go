@@ -137,7 +137,8 @@ func (rt *Runtime) hostFiles() string {
 	masks := "; " + strings.Join(hostMasks, ", ") + " hidden besides"
 	if _, why := rt.idmap(); why != "" {
 		return "everything root can read in the host dirs but " + strings.Join(hostMasks, ", ") +
-			" (no idmapped mounts: " + why + ")"
+			" (no idmapped mounts: " + why + "), hidden by whiteouts in an overlay of their dir, or where overlayfs " +
+			"refuses it as a layer by mounts over the files, which a host rename of one detaches (msb doctor says which)"
 	}
 	return "what an unprivileged user can read in the host dirs (idmapped read-only binds: no id of theirs is mapped, " +
 		"so no capability overrides their permissions)" + masks + "; Config.HostReadAsRoot gives root's rights instead; " +

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/mount"
 	"github.com/minisandbox/msb/internal/seccomp"
@@ -25,6 +26,7 @@ var probes = map[string]func() error{
 	"overlay":    probeOverlay,
 	"pivot_root": probePivot,
 	"seccomp":    func() error { return seccomp.Install(seccomp.Build()) },
+	"whiteouts":  probeWhiteouts,
 }
 
 func probeMain() error {
@@ -72,6 +74,45 @@ func probeOverlay() error {
 	}
 	defer unix.Unmount(m.Target, unix.MNT_DETACH)
 	return os.WriteFile(filepath.Join(m.Target, "f"), []byte("x"), 0o644)
+}
+
+// EnvProbeHostDirs and EnvProbeMasks name the host dirs and the masks
+// (absolute paths, one a line) the whiteouts probe hides them in.
+const (
+	EnvProbeHostDirs = "MSB_PROBE_HOST_DIRS"
+	EnvProbeMasks    = "MSB_PROBE_MASKS"
+)
+
+// probeWhiteouts makes, in a tmpfs of its own, each host dir holding masks
+// as a sandbox that reads the host dirs as root has it: an overlay hiding
+// them (overlayHidden). It fails where overlayfs refuses one as a layer,
+// where a sandbox masks them by mounts over the files instead.
+func probeWhiteouts() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	root, err := os.MkdirTemp(os.Getenv("MSB_PROBE_DIR"), "whiteouts-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(root)
+	if err := mount.Tmpfs(root, 0, "size=64k").Mount(); err != nil {
+		return err
+	}
+	defer unix.Unmount(root, unix.MNT_DETACH)
+	masks := strings.Split(os.Getenv(EnvProbeMasks), "\n")
+	for _, d := range strings.Split(os.Getenv(EnvProbeHostDirs), "\n") {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			continue // absent, or a symlink: as hostDir
+		}
+		if hidden := masksUnder(d, masks); len(hidden) > 0 {
+			if err := overlayHidden(root, d, hidden); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // probePivot pivots into a tmpfs.

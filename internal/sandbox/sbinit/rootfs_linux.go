@@ -37,7 +37,7 @@ func buildRoot(cfg *wire.Config) error {
 		defer unix.Close(idmap)
 	}
 	for _, d := range cfg.HostDirs {
-		if err := hostDir(r, d, idmap); err != nil {
+		if err := hostDir(r, d, idmap, cfg.Masks); err != nil {
 			return err
 		}
 	}
@@ -291,8 +291,11 @@ func tmpfsData(cfg *wire.Config, mode string, size int64) string {
 
 // hostDir binds host directory d read-only at the same path, or recreates
 // it as a symlink when it is one on the host (merged /usr). With an idmap
-// user namespace (idmap >= 0) the bind goes through it.
-func hostDir(root, d string, idmap int) error {
+// user namespace (idmap >= 0) the bind goes through it; without, a d that
+// holds masks (absolute paths) is an overlay hiding them (overlayHidden),
+// or, where overlayfs refuses d as a layer, a bind whose masks buildRoot
+// mounts over the files (mask), as behind the idmap.
+func hostDir(root, d string, idmap int, masks []string) error {
 	fi, err := os.Lstat(d)
 	if err != nil {
 		return nil // not on this host; the host side already chose the list
@@ -314,7 +317,235 @@ func hostDir(root, d string, idmap int) error {
 	if idmap >= 0 {
 		return bindIdmapped(root, d, idmap)
 	}
+	if hidden := masksUnder(d, masks); len(hidden) > 0 {
+		err := overlayHidden(root, d, hidden)
+		if err == nil {
+			return nil
+		}
+		if berr := bindIn(root, d, d, true, true); berr != nil {
+			return fmt.Errorf("%w; binding host dir %s instead (with its masks mounted over the files): %w", err, d, berr)
+		}
+		return nil
+	}
 	return bindIn(root, d, d, true, true)
+}
+
+// masksUnder returns the masks below host dir d, relative to it.
+func masksUnder(d string, masks []string) []string {
+	var rel []string
+	for _, m := range masks {
+		if r, ok := strings.CutPrefix(filepath.Clean(m), filepath.Clean(d)+"/"); ok {
+			rel = append(rel, r)
+		}
+	}
+	return rel
+}
+
+// overlayHidden gives the sandbox host dir d read-only without the paths
+// hidden (relative to d): an overlay whose upper lower layer, a tmpfs
+// made for it, holds a whiteout for each; what is mounted below d on the
+// host is bound over it again (bindSubmounts), as the plain and idmapped
+// binds of a host dir are recursive. A sandbox that reads the host dirs as
+// root depends on these masks, and a mask mounted over the host's file
+// (mask) does not hold: the host replaces /etc/shadow and /etc/gshadow by
+// rename (passwd, useradd), which detaches every mount on the old file in
+// every namespace, so the sandbox would see the new one. A whiteout is a
+// lookup in the overlay's own layer, which no rename on the host changes.
+//
+// On error nothing of it is left mounted: the caller binds d instead.
+// overlayfs refuses some dirs as a layer: one already at the kernel's
+// stacking depth (an overlay of an overlay), one on a filesystem it calls
+// unsupported (case-insensitive names, automount points).
+func overlayHidden(root, d string, hidden []string) error {
+	target, err := resolveCreate(root, d, true)
+	if err != nil {
+		return fmt.Errorf("host dir target %s: %w", d, err)
+	}
+	defer unix.Close(target)
+	layer, err := whiteoutLayer(hidden)
+	if err != nil {
+		return fmt.Errorf("the layer hiding %s's secrets: %w", d, err)
+	}
+	defer unix.Close(layer)
+	// Before Linux 6.15 overlayfs takes no layer from a mount attached to
+	// no mount namespace (EINVAL: "failed to clone lowerpath"), so the
+	// layer is attached, at the target, while the overlay is made; the
+	// overlay keeps a private clone of it, and it is detached again.
+	if err := unix.MoveMount(layer, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the layer hiding %s's secrets: %w", d, err)
+	}
+	ov, err := overlayFs(fdPath(layer) + ":" + overlayEscape(d))
+	if uerr := unix.Unmount(fdPath(layer), unix.MNT_DETACH); uerr != nil {
+		if err == nil {
+			unix.Close(ov)
+		}
+		return fmt.Errorf("detaching the layer hiding %s's secrets: %w", d, uerr)
+	}
+	if err != nil {
+		return fmt.Errorf("overlay of host dir %s without %s: %w", d, strings.Join(hidden, ", "), err)
+	}
+	defer unix.Close(ov)
+	if err := unix.MoveMount(ov, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting the overlay of host dir %s in the sandbox: %w", d, err)
+	}
+	if err := bindSubmounts(root, d, hidden); err != nil {
+		unix.Unmount(fdPath(ov), unix.MNT_DETACH) // with what it bound below
+		return err
+	}
+	return nil
+}
+
+// overlayFs makes a read-only overlay of the layers lowers (as its
+// lowerdir option takes them), not attached anywhere yet, and returns its
+// mount's descriptor. Its error carries what the kernel logged of it.
+func overlayFs(lowers string) (int, error) {
+	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "lowerdir", lowers); err != nil {
+		return -1, fmt.Errorf("lowerdir %s: %w%s", lowers, err, fsLog(fs))
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		why := fsLog(fs)
+		if why == "" {
+			why = " (the kernel's log says why)"
+		}
+		return -1, fmt.Errorf("lowerdir %s: %w%s", lowers, err, why)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount overlay: %w%s", err, fsLog(fs))
+	}
+	return mnt, nil
+}
+
+// fsLog returns the messages the kernel logged on filesystem context fs
+// (fsopen(2)), each after "; ", or "". Kernels before overlayfs's own
+// mount API (6.5) log its refusals only in the kernel's log.
+func fsLog(fs int) string {
+	var b strings.Builder
+	buf := make([]byte, 1024)
+	for range 16 {
+		n, err := unix.Read(fs, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		b.WriteString("; ")
+		b.Write(buf[:n])
+	}
+	return b.String()
+}
+
+// whiteoutLayer makes a tmpfs attached nowhere holding a whiteout (a
+// character device 0:0) at each path of hidden, and returns a descriptor
+// of its root.
+func whiteoutLayer(hidden []string) (int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "mode", "0755"); err != nil {
+		return -1, fmt.Errorf("tmpfs mode: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("creating the tmpfs: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount tmpfs: %w", err)
+	}
+	for _, h := range hidden {
+		parent, name := filepath.Split(h)
+		if parent != "" {
+			if err := mkdirAllIn(mnt, parent); err != nil {
+				unix.Close(mnt)
+				return -1, err
+			}
+		}
+		if err := unix.Mknodat(mnt, filepath.Join(parent, name), unix.S_IFCHR|0o000, 0); err != nil {
+			unix.Close(mnt)
+			return -1, fmt.Errorf("whiteout %s: %w", h, err)
+		}
+	}
+	return mnt, nil
+}
+
+// bindSubmounts binds what is mounted below host dir d (in this mount
+// namespace, a copy of the host's) read-only at the same paths inside
+// root, each outermost mount with what is mounted below it, except at or
+// below a hidden path (relative to d): an overlay shows its layers' own
+// files, not what is mounted on them (a container's /etc/resolv.conf).
+func bindSubmounts(root, d string, hidden []string) error {
+	infos, err := mount.ReadMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	prefix := filepath.Clean(d) + "/"
+	var points []string
+	for _, m := range infos {
+		rel, ok := strings.CutPrefix(m.Point, prefix)
+		if !ok || underAny(rel, hidden) || underAny(rel, relTo(points, prefix)) {
+			continue
+		}
+		points = append(points, m.Point)
+	}
+	for _, p := range points {
+		if err := bindSubmount(root, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindSubmount binds host mount point p (with what is mounted below it)
+// read-only, nosuid and nodev at the same path inside root.
+func bindSubmount(root, p string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("cloning host mount %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("making host mount %s read-only: %w", p, err)
+	}
+	target, err := resolveIn(root, p) // in the overlay already: a read-only dir
+	if err != nil {
+		return fmt.Errorf("bind target %s: %w", p, err)
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(fd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting host mount %s in the sandbox: %w", p, err)
+	}
+	return nil
+}
+
+// underAny reports whether relative path p is one of dirs or below one.
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// relTo returns paths with prefix cut off.
+func relTo(paths []string, prefix string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.TrimPrefix(p, prefix)
+	}
+	return out
+}
+
+// overlayEscape escapes the characters overlayfs's lowerdir option splits
+// on (',' between options, ':' between layers) and its escape, '\'.
+func overlayEscape(p string) string {
+	return strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`).Replace(p)
 }
 
 // bindIdmapped binds host dir d (with what is mounted below it) read-only
