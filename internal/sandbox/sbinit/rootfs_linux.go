@@ -479,7 +479,8 @@ func whiteoutLayer(hidden []string) (int, error) {
 // below a hidden path (relative to d): an overlay shows its layers' own
 // files, not what is mounted on them (a container's /etc/resolv.conf).
 func bindSubmounts(root, d string, hidden []string) error {
-	infos, err := mount.ReadMountinfo("/proc/self/mountinfo")
+	// This thread's: a test's may have a mount namespace of its own.
+	infos, err := mount.ReadMountinfo("/proc/thread-self/mountinfo")
 	if err != nil {
 		return err
 	}
