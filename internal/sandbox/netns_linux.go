@@ -134,10 +134,12 @@ func (p *netPool) close() error {
 }
 
 // makeNet makes a network namespace set up for a sandbox on a thread of
-// its own, which then goes back to host. Should it not get back, it stays
-// locked, so that it ends with its goroutine (a goroutine that exits
-// locked ends its thread; on the main thread, which cannot end, the
-// runtime parks it for good).
+// its own, which then goes back to host. The thread must not end: it may
+// be one that spawned a sandbox's init before, and a thread's end sends
+// SIGKILL to the inits it spawned (Pdeathsig follows the thread), which is
+// what a goroutine that exits locked does (and the runtime cannot end the
+// main thread: it parks it, in the namespace). Should the thread not get
+// back, its goroutine blocks for good, keeping it locked and alive.
 func makeNet(host *os.File, iface *wire.Iface) (*readyNet, error) {
 	type made struct {
 		n   *readyNet
@@ -152,7 +154,7 @@ func makeNet(host *os.File, iface *wire.Iface) (*readyNet, error) {
 				n.close()
 			}
 			c <- made{err: errors.Join(err, fmt.Errorf("returning to the host's network namespace: %w", berr))}
-			return // locked: the thread ends
+			select {} // see above
 		}
 		runtime.UnlockOSThread()
 		c <- made{n, err}
@@ -182,8 +184,10 @@ func makeNetHere(iface *wire.Iface) (*readyNet, error) {
 // spawnIn runs spawn (init's start, which clones init from the calling
 // thread) on the calling thread moved into n, and moves the thread back
 // to host. Should it not get back, the thread stays locked, so that it
-// ends with its goroutine: the caller runs spawnIn on a goroutine of its
-// own (onOwnThread, or cgroup.StartInside's).
+// ends with its goroutine (the caller runs spawnIn on a goroutine of its
+// own: onOwnThread, or cgroup.StartInside's), which, as when StartInside's
+// thread cannot leave a sandbox's cgroup, kills the inits it spawned: the
+// create fails.
 func (n *readyNet) spawnIn(host *os.File, spawn func() error) error {
 	runtime.LockOSThread()
 	if err := unix.Setns(int(n.ns.Fd()), unix.CLONE_NEWNET); err != nil {

@@ -18,7 +18,8 @@ import (
 // init's own clone would have made (loopback up, the interface up, running
 // and addressed, nothing of the host's); two sandboxes never share one;
 // every thread of msb is back in the host's namespace; a create that finds
-// none ready makes its own.
+// none ready makes its own; the pool's refills kill no init (a thread that
+// ends sends SIGKILL to the inits it spawned).
 func TestNetSpares(t *testing.T) {
 	privtest.RequireRoot(t)
 	rt := testRuntime(t)
@@ -64,6 +65,17 @@ func TestNetSpares(t *testing.T) {
 		t.Errorf("the first sandbox, made before any was ready, is in namespace %d", n)
 	}
 	checkNoNetwork(t, first)
+	// Each take has the pool make another, on a thread that may have
+	// spawned an init before: none of those inits may die of it.
+	var held []*Sandbox
+	for range 8 {
+		held = append(held, create(t, rt, Config{HostBase: true}))
+	}
+	for i, sb := range append(held, first) {
+		if got := mustOK(t, sb, "echo up"); got != "up\n" {
+			t.Fatalf("sandbox %d after the pool's refills: %q", i, got)
+		}
+	}
 	// The threads that made the namespaces end; those that spawned in one
 	// went back.
 	deadline := time.Now().Add(10 * time.Second)
