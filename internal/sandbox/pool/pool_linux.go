@@ -394,7 +394,7 @@ func (p *Pool) Stats() (Stats, error) {
 	if err := unix.Fstatfs(p.rootFd, &fs); err != nil {
 		return Stats{}, fmt.Errorf("statfs of the pool in %s: %w", p.dir, err)
 	}
-	names, err := p.volumeNames()
+	names, err := p.Volumes()
 	if err != nil {
 		return Stats{}, err
 	}
@@ -431,7 +431,7 @@ func (p *Pool) Release() error {
 	}
 	defer unlock()
 	p.Reclaim()
-	names, err := p.volumeNames()
+	names, err := p.Volumes()
 	if err != nil {
 		return err
 	}

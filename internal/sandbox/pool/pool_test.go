@@ -276,7 +276,7 @@ func TestReclaim(t *testing.T) {
 	if !slices.Equal(r.Removed, []string{"killed"}) || len(r.Busy)+len(r.Errors) > 0 {
 		t.Fatalf("reclaimed %+v, want the killed process's volume only", r)
 	}
-	names, _ := p.volumeNames()
+	names, _ := p.Volumes()
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"live", "mine"}) {
 		t.Errorf("volumes left %v, want live and mine", names)

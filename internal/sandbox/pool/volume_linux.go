@@ -146,7 +146,7 @@ type Reclaimed struct {
 // never touched.
 func (p *Pool) Reclaim() Reclaimed {
 	var r Reclaimed
-	vols, err := p.volumeNames()
+	vols, err := p.Volumes()
 	if err != nil {
 		r.Errors = append(r.Errors, err)
 		return r
@@ -188,8 +188,9 @@ func (p *Pool) Reclaim() Reclaimed {
 	return r
 }
 
-// volumeNames lists the pool's subvolumes.
-func (p *Pool) volumeNames() ([]string, error) {
+// Volumes lists the names of the pool's volumes, of live and of dead
+// owners.
+func (p *Pool) Volumes() ([]string, error) {
 	names, err := readNames(p.rootFd)
 	if err != nil {
 		return nil, err
