@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/task"
@@ -16,10 +18,18 @@ import (
 // its own on the layers. The evaluation's sandbox is not registered: no
 // one else sees it or its children, and admission is the evaluation's
 // (the children replace the sandbox, which closes once forked; the
-// canary's child is admitted as separate's sandbox is).
+// canary's child is admitted as separate's sandbox is). Release drops
+// the snapshot's layer from the store once its children are closed
+// (store.Drop), unless someone else holds it (the same content forked
+// by an evaluation of the same row at the same time, a named snapshot).
 func (e *Engine) evalFork(ctx context.Context, ts *task.Sandbox) (task.ForkPoint, error) {
 	s := &Sandbox{e: e, sessions: map[string]bool{}, info: api.SandboxInfo{ID: ts.ID, InstanceID: ts.Task.ID()}}
 	s.setParts(ts.Sandbox, ts, nil)
+	st := e.cache.st()
+	mark, err := st.Mark()
+	if err != nil {
+		return task.ForkPoint{}, err
+	}
 	snap, err := s.snapshot(ctx, "")
 	if err != nil {
 		return task.ForkPoint{}, err
@@ -44,5 +54,23 @@ func (e *Engine) evalFork(ctx context.Context, ts *task.Sandbox) (task.ForkPoint
 		}
 		return child, nil
 	}
-	return task.ForkPoint{Start: start, Release: sync.OnceFunc(func() { snap.lease.Release() })}, nil
+	release := func() string {
+		snap.lease.Release()
+		ctx, cancel := context.WithTimeout(context.Background(), dropWait)
+		defer cancel()
+		r, err := st.Drop(ctx, snap.layer, mark, snap.created)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("Set-up's layer %s left to gc: %v", snap.layer.Short(), err)
+		case r.Kept != "":
+			return fmt.Sprintf("Set-up's layer %s kept in the store: %s", snap.layer.Short(), r.Kept)
+		}
+		return fmt.Sprintf("Set-up's layer %s dropped from the store (%d objects, %d bytes freed)", snap.layer.Short(), r.Objects, r.FreedBytes)
+	}
+	return task.ForkPoint{Start: start, Release: sync.OnceValue(release)}, nil
 }
+
+// dropWait bounds how long an evaluation's end waits for the store's
+// lock to drop its set-up's layer (a build commits under the lock): past
+// it the layer is left to gc.
+const dropWait = 30 * time.Second

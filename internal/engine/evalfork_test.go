@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 )
@@ -106,5 +109,125 @@ func TestEngineEvaluateForked(t *testing.T) {
 	if r.Outcome != api.OutcomeResolved || r.Report.Integrity != api.IntegrityOK || len(r.Report.IntegrityNotes) != 1 ||
 		!strings.HasPrefix(r.Report.IntegrityNotes[0], "canary forked: ran as separate: eval step") || strings.Contains(art.RunLog, "forked after") {
 		t.Fatalf("gold, forked with a cd: %s, integrity %q, notes %q\n%s", r.Outcome, r.Report.Integrity, r.Report.IntegrityNotes, art.RunLog)
+	}
+}
+
+// storeNames lists the names under a store's layers, manifests, objects
+// and inodes directories.
+func storeNames(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, dir := range []string{"layers", "manifests", "objects", "inodes"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if dir == "layers" && d.IsDir() && filepath.Dir(p) != filepath.Join(root, dir) && p != filepath.Join(root, dir) {
+				return fs.SkipDir // a layer's tree: its name is the layer
+			}
+			if !d.IsDir() || dir == "layers" {
+				names[strings.TrimPrefix(p, root)] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
+}
+
+// TestEngineForkedDropsLayer: a forked evaluation drops its set-up's
+// layer from the store as it ends, with the content it brought: after
+// evaluations of a gold patch, an exploit and a failing patch (and a
+// pair of the same row at once, both graded as alone), the store holds
+// the names it held before them, no more.
+func TestEngineForkedDropsLayer(t *testing.T) {
+	ctx := context.Background()
+	g := generated(t)
+	in := g.Instances[0]
+	e := openEngine(t, forkedSteps, nil)
+	root := e.cache.st().Root()
+	// The first builds what every evaluation of the row uses.
+	if r, art, err := e.EvaluateCanary(ctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked); err != nil || r.Outcome != api.OutcomeResolved {
+		t.Fatalf("gold, forked: %v %v\n%s", r.Outcome, err, art.RunLog)
+	}
+	before := storeNames(t, root)
+
+	exploit := appendedPatch(t, g.RepoDir, in.BaseCommit, "calc/__init__.py",
+		"import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n")
+	broken := appendedPatch(t, g.RepoDir, in.BaseCommit, "calc/__init__.py", "raise ImportError('no')\n")
+	for _, p := range []struct{ name, patch string }{{"gold", in.Patch}, {"exploit", exploit}, {"broken", broken}} {
+		r, art, err := e.EvaluateCanary(ctx, in.InstanceID, p.name, &p.patch, api.CanaryForked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(art.RunLog, "Sandbox forked after the eval steps") || !strings.Contains(art.RunLog, "dropped from the store") {
+			t.Errorf("%s (%s): the run log says no drop of the set-up's layer:\n%s", p.name, r.Outcome, art.RunLog)
+		}
+	}
+
+	// Two at once: the same patch of the same row may make the same
+	// layer, which the first to end keeps for the other.
+	type res struct {
+		r   api.EvalResult
+		log string
+		err error
+	}
+	out := make(chan res, 2)
+	for range 2 {
+		go func() {
+			r, art, err := e.EvaluateCanary(ctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+			out <- res{r, art.RunLog, err}
+		}()
+	}
+	for range 2 {
+		x := <-out
+		if x.err != nil || x.r.Outcome != api.OutcomeResolved || x.r.Report.Integrity != api.IntegrityOK || len(x.r.Report.IntegrityNotes) > 0 ||
+			!strings.Contains(x.log, "Sandbox forked after the eval steps") {
+			t.Errorf("gold, forked, two at once: %v %s, integrity %q %q, notes %q\n%s", x.err, x.r.Outcome, x.r.Report.Integrity,
+				x.r.Report.IntegrityReasons, x.r.Report.IntegrityNotes, x.log)
+		}
+		for _, l := range strings.Split(x.log, "\n") {
+			if strings.Contains(l, "Set-up's layer") {
+				t.Log(l)
+			}
+		}
+	}
+
+	after := storeNames(t, root)
+	for n := range after {
+		if !before[n] {
+			t.Errorf("the store holds %s, made by the forked evaluations", n)
+		}
+	}
+}
+
+// TestEngineForkedDropsLayerAtEnd: a forked evaluation whose tests time
+// out, and one cancelled while its tests run, drop the set-up's layer
+// too.
+func TestEngineForkedDropsLayerAtEnd(t *testing.T) {
+	ctx := context.Background()
+	g := generated(t)
+	in := g.Instances[0]
+	slow := forkedSteps + fmt.Sprintf("instances:\n  %s:\n    test_cmd: \"sleep 120 && python -m unittest -v\"\n", in.InstanceID)
+	e := openEngine(t, slow, func(c *Config) { c.TestTimeout = 20 * time.Second })
+	r, art, err := e.EvaluateCanary(ctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != api.OutcomeTestTimeout || !strings.Contains(art.RunLog, "Sandbox forked after the eval steps") || !strings.Contains(art.RunLog, "dropped from the store") {
+		t.Fatalf("tests past the timeout: %s; the run log:\n%s", r.Outcome, art.RunLog)
+	}
+	root := e.cache.st().Root()
+	before := storeNames(t, root)
+	cctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+	defer cancel()
+	r, art, err = e.EvaluateCanary(cctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+	t.Logf("cancelled: %s %v; forked before: %v", r.Outcome, err, strings.Contains(art.RunLog, "Sandbox forked after the eval steps"))
+	for n := range storeNames(t, root) {
+		if !before[n] {
+			t.Errorf("the store holds %s, made by the cancelled evaluation\n%s", n, art.RunLog)
+		}
 	}
 }

@@ -104,12 +104,15 @@ func (e *Engine) DeleteSnapshot(name string) error {
 
 // snapshot is a snapshot's layer and record; lease, when not nil, keeps
 // the layer from gc until released. probe, when not nil, waits for the
-// state of the sessions of a snapshot just taken (see sessions).
+// state of the sessions of a snapshot just taken (see sessions). created,
+// for a snapshot just taken, is the content its layer brought to the
+// store (store.Staged.Created: what store.Drop may remove with it).
 type snapshot struct {
-	layer store.LayerID
-	rec   rootfs.SnapshotRecord
-	lease *store.Lease
-	probe func() api.List[api.SnapshotSession]
+	layer   store.LayerID
+	rec     rootfs.SnapshotRecord
+	lease   *store.Lease
+	probe   func() api.List[api.SnapshotSession]
+	created []store.Digest
 }
 
 // sessions is the state of the snapshot's sessions: the record's, or,
@@ -174,17 +177,18 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
 	snap.rec.Sudo = conf.Sudo
+	snap.created = data.Created()
 	if err := s.publish(ctx, &snap, data); err != nil {
 		return snapshot{}, err
-	}
-	if snap.lease, err = st.Lease(ctx, snap.layer); err != nil {
-		return snapshot{}, fmt.Errorf("leasing snapshot layer %s: %w", snap.layer.Short(), err)
 	}
 	return snap, nil
 }
 
 // publish publishes a snapshot's staged data layer and, when it has a
-// name, its record above it under that name, with the sessions' state.
+// name, its record above it under that name, with the sessions' state,
+// and leases the layer (snap.lease) before a gc or a store.Drop can come
+// between: the same content published by another at the same time is
+// the same layer, which that other may drop once done with it.
 func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Staged) error {
 	st := s.e.cache.st()
 	layers, ref := []*store.Staged{data}, ""
@@ -196,9 +200,11 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 		}
 		layers, ref = append(layers, record), rootfs.SnapshotRef(snap.rec.Name)
 	}
-	if err := st.Publish(ctx, ref, layers...); err != nil {
+	lease, err := st.PublishLeased(ctx, ref, layers...)
+	if err != nil {
 		return fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
+	snap.lease = lease
 	return nil
 }
 

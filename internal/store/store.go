@@ -64,6 +64,9 @@ type Store struct {
 	parentsMu sync.Mutex
 	parents   map[LayerID][]LayerID
 
+	// heldDrops: layers a Drop kept because another held them (see Drop).
+	heldDrops heldDrops
+
 	hooks testHooks
 }
 

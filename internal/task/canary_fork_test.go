@@ -148,6 +148,6 @@ func testFork(env Env) func(context.Context, *Sandbox) (ForkPoint, error) {
 			}
 			return child, err
 		}
-		return ForkPoint{Start: start, Release: sync.OnceFunc(func() { held.Release() })}, nil
+		return ForkPoint{Start: start, Release: sync.OnceValue(func() string { held.Release(); return "released" })}, nil
 	}
 }

@@ -43,8 +43,10 @@ type ForkPoint struct {
 	// Start starts a fresh task sandbox of the state: the same task,
 	// limits, network and environment, no process of the forked one.
 	Start func(ctx context.Context) (*Sandbox, error)
-	// Release gives the state's layer back once no more child is to start.
-	Release func()
+	// Release gives the state's layer back once no more child is to start
+	// and every child is closed, and says for the run log what became of
+	// it (dropped from the store, or kept and why).
+	Release func() string
 }
 
 // forkedNote is the report's note for a forked evaluation run as separate.

@@ -163,7 +163,7 @@ func evaluateOnce(ctx context.Context, env Env, t *Task, pred api.Prediction, o 
 		}
 		e.finishCanary(beside)
 		if e.fork != nil {
-			e.fork.Release()
+			e.log.Printf("%s", e.fork.Release())
 		}
 	}
 	out, statuses := e.verdict()
