@@ -14,8 +14,8 @@
 #     resolves to loopback: sandbox URLs by real name resolution, no DNS
 #     server;
 #   - starts bin/msb serve (make build; E2B_SUITE_MSB names another) with its E2B listener on loopback,
-#     over TLS with that certificate, on a state dir and cache of its own,
-#     removed at the end (E2B_SUITE_SERVE_FLAGS adds flags,
+#     over TLS with that certificate, on a state dir, cache and disk pool
+#     (MSB_DISK_DIR) of its own, removed at the end (E2B_SUITE_SERVE_FLAGS adds flags,
 #     E2B_SUITE_SERVE_LOG keeps its log);
 #   - runs pytest on SDK_DIR/tests (or the arguments) with a junit XML
 #     (E2B_SUITE_JUNIT, default e2b-sdk-suite.xml in the current directory)
@@ -63,6 +63,14 @@ cleanup() {
 		kill -TERM "$serve_pid" 2>/dev/null || true
 		wait "$serve_pid" 2>/dev/null || true
 	fi
+	# The daemon's disk pool is the script's own (MSB_DISK_DIR below), kept
+	# mounted by msb as a host's is: unmount and delete it before removing
+	# $work, which would otherwise leave a loop device behind.
+	if [ -d "$work/disk/msb-pool" ] &&
+		! MSB_DISK_DIR="$work/disk" MSB_STATE_DIR="$work/state" "$msb" gc --disk-pool >/dev/null; then
+		echo "its disk pool stays in $work/disk: $msb gc --disk-pool with MSB_DISK_DIR=$work/disk MSB_STATE_DIR=$work/state removes it" >&2
+		return
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -85,9 +93,13 @@ openssl x509 -req -in "$work/cert.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" 
 freeport() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 mkdir "$work/cache"
+# A disk pool of its own (root mode; the directory root's, mode 0700), so
+# that the suite's volumes never sit in the host's pool beside others'
+# sandboxes, and the pool goes at the end (cleanup).
+mkdir -m 0700 "$work/disk"
 api=127.0.0.1:$(freeport)
 front=127.0.0.1:$(freeport)
-MSB_STATE_DIR="$work/state" "$msb" serve --listen "$api" --token-file "$work/token" --e2b "$front" \
+MSB_STATE_DIR="$work/state" MSB_DISK_DIR="$work/disk" "$msb" serve --listen "$api" --token-file "$work/token" --e2b "$front" \
 	--tls-cert "$work/cert.pem" --tls-key "$work/key.pem" \
 	--cache "$work/cache" ${E2B_SUITE_SERVE_FLAGS:-} 2>"$work/serve.log" &
 serve_pid=$!
