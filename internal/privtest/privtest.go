@@ -175,8 +175,10 @@ func TestPoolDir() string {
 }
 
 // CheckPool checks that the disk pool in dir (see TestPoolDir) holds no
-// volume (every sandbox was closed and cleaned up), then destroys it and
-// waits a little for its loop device to detach.
+// volume (every sandbox was closed and cleaned up), naming those left,
+// then destroys it and waits a little for its loop device to detach.
+// TestMain calls it whether or not the tests passed: the test that failed
+// is often the one that left a volume.
 func CheckPool(dir string) error {
 	if dir == "" {
 		return nil
@@ -187,8 +189,10 @@ func CheckPool(dir string) error {
 		if p, err := pool.Open(pool.Options{Dir: poolDir}); err != nil {
 			errs = append(errs, err)
 		} else {
-			if st, err := p.Stats(); err != nil || st.Volumes > 0 {
-				errs = append(errs, fmt.Errorf("disk pool %s: %d volumes left (%v)", poolDir, st.Volumes, err))
+			if names, err := p.Volumes(); err != nil {
+				errs = append(errs, fmt.Errorf("disk pool %s: listing its volumes: %w", poolDir, err))
+			} else if len(names) > 0 {
+				errs = append(errs, fmt.Errorf("disk pool %s: %d volumes left: %s", poolDir, len(names), strings.Join(names, ", ")))
 			}
 			p.Close()
 		}
