@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
 )
 
@@ -342,6 +343,54 @@ func TestResetKeepsSession(t *testing.T) {
 	}
 	if _, err := sb.SessionExec(ctx, "spare", session.ExecRequest{Command: "true"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the spare session is still there after its adoption: %v", err)
+	}
+}
+
+// TestResetHoldsKeptShell: a command sent to the session whose shell a
+// reset keeps, between the reset's OpReset and OpResetDone, waits for
+// OpResetDone, as every other process and file operation does, and then
+// runs in that shell. (It ran at once, in a root half replaced: "bash:
+// setsid: command not found" in a scratch loop of ResetKeeping beside
+// such commands, which reported the shell kept and unused.)
+func TestResetHoldsKeptShell(t *testing.T) {
+	rt := testRuntime(t)
+	if rt.Rootless() {
+		t.Skip("a rootless reset keeps no shell")
+	}
+	sb := create(t, rt, Config{HostBase: true})
+	if err := sb.CanReset(); err != nil {
+		t.Skipf("this runtime cannot reset in place (TestReset checks why): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sb.OpenSession(ctx, "spare", SessionOptions{Dir: "/"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := sb.conn.call(ctx, &wire.Request{Op: wire.OpReset, Session: "spare"})
+	if err != nil || len(resp.Data) == 0 {
+		sb.resetDone()
+		t.Fatalf("a reset keeping the unused session's shell: %q, %v", resp.Data, err)
+	}
+	type result struct {
+		out string
+		err error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		res, err := sb.SessionExec(ctx, "spare", session.ExecRequest{Command: "echo ran"})
+		ran <- result{res.Output, err}
+	}()
+	select {
+	case r := <-ran:
+		sb.resetDone()
+		t.Fatalf("a command in the kept shell answered during the reset: %q, %v", r.out, r.err)
+	case <-time.After(time.Second): // held back, as it should be
+	}
+	if err := sb.resetDone(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ran; r.err != nil || r.out != "ran\n" {
+		t.Fatalf("the command held back by the reset: %q, %v", r.out, r.err)
 	}
 }
 

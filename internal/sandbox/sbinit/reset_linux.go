@@ -74,8 +74,9 @@ func (s *supervisor) keptShell(name string) (*session.Session, int, []string) {
 	}
 	s.mu.Lock()
 	sess, ok := s.liveSession(name)
+	asked := len(s.running[name]) > 0 // a command on its way in (sessionExec)
 	s.mu.Unlock()
-	if !ok {
+	if !ok || asked {
 		return nil, 0, nil
 	}
 	pid, chans, unused := sess.ShellState()

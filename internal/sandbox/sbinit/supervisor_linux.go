@@ -40,7 +40,8 @@ type supervisor struct {
 	// files is held by each request that uses the root's paths (file
 	// operations, and a session's open, which makes its named pipes in
 	// wire.SessionDir: rootOp), and by a reset from OpReset to
-	// OpResetDone: none sees the root while it is replaced.
+	// OpResetDone: none sees the root while it is replaced. A session's
+	// command passes it on its way in (sessionExec).
 	files sync.RWMutex
 
 	trim trimmer // the free heap returned once idle
@@ -528,6 +529,11 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 		s.mu.Unlock()
 		close(done)
 	}()
+	// A reset holds the command back until it is done, as file
+	// operations: the shell it keeps (keptShell, which sees the command
+	// in running) must not run one while the root is replaced.
+	s.files.RLock()
+	s.files.RUnlock()
 	res, err := sess.Exec(ctx, er)
 	if err != nil && res.TimedOut && errors.Is(context.Cause(ctx), errInterrupted) {
 		return resultResponse(res) // interrupted while running: the output so far
