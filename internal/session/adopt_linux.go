@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,7 @@ func baseName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
 // ErrNotAdoptable, the session unchanged, where the two could differ: a
 // command ran in it, another shell or pipe dir, or a variable whose
 // value or presence differs that bash reads at its start or treats
-// specially when set (startVars: LANG, SHELLOPTS, HISTFILE, PS1, ...).
+// specially when set (startVar: LANG, SHELLOPTS, HISTFILE, PS1, ...).
 // Any other error leaves the shell half changed: close the session.
 // Its name stays (Rename).
 func (s *Session) Adopt(ctx context.Context, opts Options) error {
@@ -121,8 +120,7 @@ func adoptLine(from, to map[string]string) (string, error) {
 		if (had == has && old == v) || k == "SHLVL" || k == "PWD" || k == "OLDPWD" {
 			continue
 		}
-		if !shellName.MatchString(k) || startVars[k] || strings.HasPrefix(k, "BASH") || strings.HasPrefix(k, "LC_") ||
-			strings.HasPrefix(k, "COMP_") || (had != has && defaultedVars[k]) {
+		if !shellName(k) || startVar(k) || (had != has && defaultedVar(k)) {
 			return "", fmt.Errorf("%w: variable %q would differ", ErrNotAdoptable, strings.TrimPrefix(k, "="))
 		}
 		if has {
@@ -186,28 +184,38 @@ func keysOf(ms ...map[string]string) func(func(string) bool) {
 	}
 }
 
-var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// startVars are the variables a shell and an adopted one must agree on:
-// bash reads them at its start only, sets them itself, or acts when one
-// is set (locale, options, history, prompts and what the session's setup
-// line unsets), and MarkerEnv, the session's own. Names starting with
-// BASH, LC_ or COMP_ are among them too.
-var startVars = map[string]bool{
-	"SHELLOPTS": true, "POSIXLY_CORRECT": true, "ENV": true, "LANG": true, "LANGUAGE": true, "TZ": true,
-	"TEXTDOMAIN": true, "TEXTDOMAINDIR": true, "HISTFILE": true, "HISTSIZE": true, "HISTFILESIZE": true,
-	"HISTCONTROL": true, "HISTIGNORE": true, "HISTTIMEFORMAT": true, "histchars": true, "HOSTFILE": true,
-	"TMOUT": true, "PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS2": true, "PS4": true, "IFS": true,
-	"IGNOREEOF": true, "INPUTRC": true, "TERM": true, "TERMCAP": true, "TERMINFO": true, "EMACS": true,
-	"INSIDE_EMACS": true, "COLUMNS": true, "LINES": true, "MAIL": true, "MAILCHECK": true, "MAILPATH": true,
-	"OPTERR": true, "OPTIND": true, "FUNCNEST": true, "GLOBIGNORE": true, "EXECIGNORE": true, "CHILD_MAX": true,
-	"auto_resume": true, "HOSTNAME": true, "HOSTTYPE": true, "OSTYPE": true, "MACHTYPE": true, "UID": true,
-	"EUID": true, "PPID": true, "GROUPS": true, "RANDOM": true, "SRANDOM": true, "SECONDS": true, "LINENO": true,
-	"HISTCMD": true, "DIRSTACK": true, "FUNCNAME": true, "EPOCHSECONDS": true, "EPOCHREALTIME": true, "_": true,
-	MarkerEnv: true,
+// shellName reports whether k is a name bash takes for a variable.
+func shellName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
-// defaultedVars are the variables bash gives a value of its own when its
-// environment lacks them: a shell and an adopted one must both have them
-// or both not, whatever their values.
-var defaultedVars = map[string]bool{"HOME": true, "SHELL": true, "PATH": true}
+// startVar reports whether k is a variable a shell and an adopted one
+// must agree on: bash reads it at its start only, sets it itself, or
+// acts when one is set (locale, options, history, prompts and what the
+// session's setup line unsets), or it is MarkerEnv, the session's own.
+// (A switch, not a map: no heap in every process that links this
+// package, such as each sandbox's supervisor.)
+func startVar(k string) bool {
+	switch k {
+	case "SHELLOPTS", "POSIXLY_CORRECT", "ENV", "LANG", "LANGUAGE", "TZ", "TEXTDOMAIN", "TEXTDOMAINDIR",
+		"HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL", "HISTIGNORE", "HISTTIMEFORMAT", "histchars", "HOSTFILE",
+		"TMOUT", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS4", "IFS", "IGNOREEOF", "INPUTRC", "TERM", "TERMCAP",
+		"TERMINFO", "EMACS", "INSIDE_EMACS", "COLUMNS", "LINES", "MAIL", "MAILCHECK", "MAILPATH", "OPTERR", "OPTIND",
+		"FUNCNEST", "GLOBIGNORE", "EXECIGNORE", "CHILD_MAX", "auto_resume", "HOSTNAME", "HOSTTYPE", "OSTYPE",
+		"MACHTYPE", "UID", "EUID", "PPID", "GROUPS", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "HISTCMD", "DIRSTACK",
+		"FUNCNAME", "EPOCHSECONDS", "EPOCHREALTIME", "_", MarkerEnv:
+		return true
+	}
+	return strings.HasPrefix(k, "BASH") || strings.HasPrefix(k, "LC_") || strings.HasPrefix(k, "COMP_")
+}
+
+// defaultedVar reports whether bash gives k a value of its own when its
+// environment lacks it: a shell and an adopted one must both have it or
+// both not, whatever its values.
+func defaultedVar(k string) bool { return k == "HOME" || k == "SHELL" || k == "PATH" }
