@@ -26,8 +26,11 @@ type ImageRoot struct {
 	Ref      string // the source the name resolved to
 	HostBase bool
 	Layers   []string
-	Config   rootfs.Config
-	Lease    *store.Lease
+	// Image is how many of Layers are the root's own, the rest being
+	// stacked above it (sandbox.Config.ImageLayers).
+	Image  int
+	Config rootfs.Config
+	Lease  *store.Lease
 
 	st  *store.Store
 	ids []store.LayerID // Layers' ids, for the owners of a rootless store (envcache.ImageUser)
@@ -72,7 +75,7 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", name, err)
 	}
 	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all)),
-		st: st, ids: all}
+		Image: len(root.Layers), st: st, ids: all}
 	for i, id := range all {
 		if out.Layers[i], err = st.Materialize(ctx, id); err != nil {
 			lease.Release()
@@ -83,7 +86,7 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 }
 
 // Configure puts the root under conf: its layers (conf's own layers, if
-// any, go above them), its Env before conf's (which overrides it by
+// any, go above them, and ImageLayers says where the image's own end), its Env before conf's (which overrides it by
 // name), its WorkingDir unless conf has one, and its User, with the
 // owners a rootless store's trees lack (envcache.ImageOwners) when that user is not
 // root (a rootless sandbox then maps the caller's subordinate ids), and
@@ -92,6 +95,7 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
 	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
+	conf.ImageLayers = ir.Image
 	conf.Env = MergeEnv(ir.Config.Env, conf.Env)
 	if conf.Workdir == "" {
 		conf.Workdir = ir.Config.WorkingDir

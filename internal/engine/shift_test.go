@@ -311,3 +311,140 @@ func asCalc(t *testing.T, img v1.Image) v1.Image {
 	}
 	return img
 }
+
+// TestImageStacksShifted: two sandboxes on one image, each with other
+// layers above it (the tasks of two instances on the image, say), and
+// none on the image alone before them. They share one shifted layer of
+// the image's own layers (the engine says where those end:
+// sandbox.Config.ImageLayers), each with a chained one of its layers
+// above (empty here), where each made one of its whole stack before,
+// a copy of the image's owned files each. Both see the owners.
+func TestImageStacksShifted(t *testing.T) {
+	g := generated(t)
+	e := openEngine(t, "", nil)
+	ctx := context.Background()
+	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
+	home := filepath.Join(root, "home", "calc")
+	big := make([]byte, 2<<20)
+	rand.Read(big)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "own", "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
+		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
+			return 1000, 1000
+		}
+		return 0, 0
+	}))
+	const ref = "example.com/msb-test/engine-stacks-shifted:1"
+	importImage(t, e, ref, img)
+	ir, err := e.cache.ImageRoot(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imageIDs := slices.Clone(ir.ids)
+	ir.Lease.Release()
+
+	st := e.cache.st()
+	var stacks []string // each a layer above the image, as a task's
+	for _, name := range []string{"a", "b"} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o755); err != nil { // the root's mode
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "opt"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "opt", name+".txt"), []byte(name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		id, err := st.CommitDir(ctx, dir, store.CommitOptions{Parents: []store.LayerID{imageIDs[len(imageIDs)-1]},
+			Ref: "test/stack-" + name, MapOwner: func(uint32, uint32) (uint32, uint32) { return 0, 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stacks = append(stacks, id.String())
+	}
+
+	const probe = `python3 -c '
+import os, stat
+for n in ["/home/calc", "/home/calc/big.bin", "/home/calc/own", "/home/calc/own/sub", "/opt"]:
+    s = os.lstat(n)
+    print(n, "%d:%d %o" % (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
+print(sorted(os.listdir("/opt")))
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
+'`
+	before := shiftedTrees(t, st)
+	for i, layer := range stacks {
+		sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref, Layers: []string{layer}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sb.Exec(ctx, api.ExecRequest{Command: probe, TimeoutNs: int64(time.Minute)})
+		sb.Close()
+		want := "/home/calc 1000:1000 755\n/home/calc/big.bin 1000:1000 644\n/home/calc/own 1000:1000 750\n" +
+			"/home/calc/own/sub 1000:1000 750\n/opt 0:0 755\n" + fmt.Sprintf("['%c.txt']\n", 'a'+i)
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, want) {
+			t.Fatalf("sandbox %d on the image and its layer: %v %+v\nwant %q then the disk's use", i, err, res, want)
+		}
+		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
+		t.Logf("sandbox %d: its writable layer's disk holds %d bytes in %d inodes", i, used, inodes)
+		if st.Rootless() && used > int64(len(big))/2 {
+			t.Errorf("sandbox %d: its writable layer's disk holds %d bytes after create: the owned file was copied up", i, used)
+		}
+	}
+	made := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) })
+	if !st.Rootless() {
+		if len(made) != 0 {
+			t.Fatalf("root mode made shifted trees: %v", made)
+		}
+		return
+	}
+	var whole []string // shifted layers of a stack's bottom: copies of the image's owned files
+	for _, tree := range made {
+		var sh struct{ Base int }
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(tree), "owners.json"))
+		if err != nil || json.Unmarshal(b, &sh) != nil {
+			t.Fatalf("%s: %v", tree, err)
+		}
+		if sh.Base == 0 {
+			whole = append(whole, tree)
+		} else if sh.Base != len(imageIDs) {
+			t.Errorf("%s: a shifted layer above the stack's %d bottom layers, want above the image's %d", tree, sh.Base, len(imageIDs))
+		}
+	}
+	if len(whole) != 1 {
+		t.Fatalf("the two stacks made %d shifted layers of their bottom (%v), want one, of the image's layers", len(whole), whole)
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(whole[0]), "layers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, id := range imageIDs {
+		want = append(want, id.Hex())
+	}
+	if got := strings.Fields(string(b)); !slices.Equal(got, want) {
+		t.Errorf("the shared shifted layer's layers: %v, want the image's %v", got, want)
+	}
+	if len(made) != 3 {
+		t.Errorf("shifted layers made: %d, want the image's and one above it for each stack", len(made))
+	}
+}
+
+// TestImageStacksShiftedRootless reruns TestImageStacksShifted as an
+// unprivileged user with subordinate ids.
+func TestImageStacksShiftedRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestImageStacksShifted$")
+}

@@ -53,6 +53,11 @@ import (
 // the layers above delete or hide hides the copies below as it hides the
 // layers' own files. A stack whose upper layers list no owned path gets
 // an empty one, which is not mounted but ends the search.
+//
+// A stack with no shifted layer yet, whose bottom part the sandbox says is
+// an image's own (sandbox.Config.ImageLayers: other stacks share it), gets
+// two: one of the image's layers, which every stack on the image then
+// shares, and one chained on it for the layers above.
 
 // shiftVersion is in every key: a change in what a shifted tree holds
 // (the rule of rootfs.Owners, the copy, the layout) takes a new version.
@@ -70,7 +75,7 @@ func Shifter(st *store.Store) sandbox.Shifter { return ShifterDirs(st, maxDirLay
 // shifted layer: 0 leaves every owned directory to init, as msb did
 // before shifted layers carried them (a benchmark compares the two).
 func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
-	return func(ctx context.Context, layers []string, owners []sandbox.Owner) ([]string, []sandbox.Owner, error) {
+	return func(ctx context.Context, layers []string, image int, owners []sandbox.Owner) ([]string, []sandbox.Owner, error) {
 		ids := make([]store.LayerID, len(layers))
 		for i, p := range layers {
 			id, ok := st.TreeLayer(p)
@@ -90,15 +95,26 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 			base = chain[len(chain)-1].N
 		}
 		var all []map[string]*store.Entry // the manifests of every layer, when read
-		if base < len(ids) {              // none for the whole stack yet: plan one
+		if base < len(ids) {              // none for the whole stack yet: plan one, or two
 			if all, err = manifests(st, ids); err != nil {
 				return nil, nil, err
 			}
-			full, err := rootfs.Owners(st, ids)
-			if err != nil {
-				return nil, nil, err
+			ends := []int{len(ids)}
+			if base < image && image < len(ids) { // the image's own first, which other stacks share
+				ends = []int{image, len(ids)}
 			}
-			chain = append(chain, segmentOf(full, all, base, len(ids), maxDirs))
+			at := base
+			for _, n := range ends {
+				full, err := rootfs.Owners(st, ids[:n])
+				if err != nil {
+					return nil, nil, err
+				}
+				sh := segmentOf(full, all, at, n, maxDirs)
+				if at == 0 && n < len(ids) && len(sh.Owners) == 0 {
+					continue // the image owns nothing: one for the whole stack
+				}
+				chain, at = append(chain, sh), n
+			}
 		}
 		from := 0
 		if len(chain) > 0 {
@@ -114,8 +130,8 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 			return sh.lowers(filepath.Join(st.Root(), "shifted", shiftKey(ids[:sh.N], maps)))
 		}
 		budget := shiftedBudget(layers)
-		if base < len(ids) && lowerBytes(chain, lowers) > budget {
-			chain = chain[:len(chain)-1] // init chowns what the new one would give
+		for len(chain) > 0 && chain[len(chain)-1].N > base && lowerBytes(chain, lowers) > budget {
+			chain = chain[:len(chain)-1] // init chowns what a new one would give
 		}
 		if len(chain) == 0 || lowerBytes(chain, lowers) > budget {
 			return layers, owners, nil
@@ -128,11 +144,14 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 		if !ok {
 			return layers, owners, nil
 		}
-		if top := &chain[len(chain)-1]; top.N == len(ids) && base < len(ids) {
-			if len(top.Owners) == 0 && base == 0 { // nothing to give: no copy spares anything
-				return layers, owners, nil
+		if top := chain[len(chain)-1]; top.N > base && top.Base == 0 && len(top.Owners) == 0 {
+			return layers, owners, nil // nothing to give: no copy spares anything
+		}
+		for _, sh := range chain {
+			if sh.N <= base {
+				continue // there already
 			}
-			if err := buildShifted(ctx, st, *top, ids, layers, all, maps); err != nil {
+			if err := buildShifted(ctx, st, sh, ids[:sh.N], layers[:sh.N], all[:sh.N], maps); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -64,6 +64,14 @@ type Config struct {
 	// where the sandbox can give those ids: in root mode, and rootless with
 	// a User other than root.
 	Owners []Owner `json:"owners,omitempty"`
+	// ImageLayers, when above 0 and below len(Layers), is how many of the
+	// bottom Layers are an image's own (a stack other sandboxes share,
+	// with other layers above it): a rootless runtime's Shifter gives
+	// them a shifted layer of their own, which every stack on the image
+	// shares, and the layers above one chained on it (see Shifter).
+	// Otherwise the whole stack gets one. Only what is shared depends on
+	// it, never an owner.
+	ImageLayers int `json:"image_layers,omitempty"`
 	// MaxOutput caps the bytes of each output stream a command returns.
 	MaxOutput int `json:"max_output,omitempty"`
 	// HostReadAsRoot, in root mode, lets the sandbox read the host dirs with

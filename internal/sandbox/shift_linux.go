@@ -21,9 +21,12 @@ import (
 // of the owned paths among them (files of the caller's subordinate ids,
 // as the sandbox's user namespace shows them: see Shift), and the owners
 // init must still give. Given layers it cannot shift (not the store's),
-// it returns them and owners as they are. package envcache has one over
-// its store (Runtime.SetShifter).
-type Shifter func(ctx context.Context, layers []string, owners []Owner) ([]string, []Owner, error)
+// it returns them and owners as they are. base, when above 0 and below
+// len(layers), is how many bottom layers are an image's own
+// (Config.ImageLayers): the shifted layer of those comes first, shared by
+// every stack on the image. package envcache has one over its store
+// (Runtime.SetShifter).
+type Shifter func(ctx context.Context, layers []string, base int, owners []Owner) ([]string, []Owner, error)
 
 // SetShifter has the runtime's sandboxes (and their resets) give their
 // owners through f.
@@ -37,7 +40,11 @@ func (s *Sandbox) shifted(ctx context.Context, layers []string, owners []Owner) 
 	if s.rt.shift == nil || !s.rt.rootless || s.conf.User == (User{}) || len(owners) == 0 || len(layers) == 0 {
 		return layers, owners
 	}
-	l, o, err := s.rt.shift(ctx, layers, owners)
+	base := s.conf.ImageLayers // a fork's or a reset's layers keep the image's at the bottom
+	if base >= len(layers) {
+		base = 0
+	}
+	l, o, err := s.rt.shift(ctx, layers, base, owners)
 	if err != nil {
 		s.rt.log.Warn("giving the image's owners in the sandbox's overlay instead of a shifted layer", "sandbox", s.ID, "owners", len(owners), "err", err)
 		return layers, owners
