@@ -41,7 +41,7 @@ func (e *Engine) forkShape(src forkSource) (poolKey, bool) {
 
 // startForkSpare starts a spare of k, a PoolFork key: a raw sandbox of
 // its config, over its layers (leased by it), with one session, hidden
-// (spareSession), in the root.
+// (spareSession), in the root when it has the host's base.
 func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
 	var conf sandbox.Config
 	if err := json.Unmarshal([]byte(k.shape), &conf); err != nil {
@@ -56,7 +56,9 @@ func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error
 		return nil, err
 	}
 	conf.Layers = paths
-	conf.Session = &sandbox.SessionStart{Name: spareSession, SessionOptions: sandbox.SessionOptions{Dir: "/"}}
+	if conf.HostBase { // only a host base's shell can be kept (sandbox.Sandbox.ResetKeeping)
+		conf.Session = &sandbox.SessionStart{Name: spareSession, SessionOptions: sandbox.SessionOptions{Dir: "/"}}
+	}
 	release, err := e.reserve(ctx, k.limits, -1, agentClass)
 	if err != nil {
 		lease.Release()
