@@ -60,8 +60,9 @@ import (
 // shares, and one chained on it for the layers above.
 
 // shiftVersion is in every key: a change in what a shifted tree holds
-// (the rule of rootfs.Owners, the copy, the layout) takes a new version.
-const shiftVersion = "msb-shift-2"
+// (the rule of rootfs.Owners, the copy, the layout) takes a new version
+// (store.ShiftedVersion, whose GC then removes the old ones).
+const shiftVersion = store.ShiftedVersion
 
 // maxDirLayers bounds the directory layers of one shifted layer, and so
 // the lower dirs (and the bytes of the overlay's mount options, one page)

@@ -154,7 +154,7 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := s.gcShifted(keepLayers, &r); err != nil {
+	if err := s.gcShifted(keepLayers, live, &r); err != nil {
 		return r, err
 	}
 	tmpEnts, err := os.ReadDir(s.path("tmp"))

@@ -24,6 +24,17 @@ import (
 // shiftedLayersFile lists a shifted tree's layers, one id a line.
 const shiftedLayersFile = "layers"
 
+// ShiftedVersion names what a shifted layer holds and how it is laid out
+// (envcache's shift.go puts it in every key). Shifted writes it into
+// shifted/<key>/version; a shifted layer of another version (session 14's
+// and early session 15's have no version file) is used by no sandbox of
+// this msb, and GC removes it but while a live lease holds every one of
+// its layers (an older msb's sandbox may still mount it).
+const ShiftedVersion = "msb-shift-3"
+
+// shiftedVersionFile holds a shifted layer's ShiftedVersion.
+const shiftedVersionFile = "version"
+
 // Shifted returns the shifted tree named key, made from layers (bottom
 // first), building it with build when it is not there. build fills an
 // empty directory of the caller's; the tree is built beside its place and
@@ -56,6 +67,9 @@ func (s *Store) Shifted(ctx context.Context, key string, layers []LayerID, build
 	}
 	err = os.WriteFile(filepath.Join(tmp, shiftedLayersFile), []byte(list.String()), 0o644)
 	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, shiftedVersionFile), []byte(ShiftedVersion+"\n"), 0o644)
+	}
+	if err == nil {
 		err = os.Mkdir(filepath.Join(tmp, "tree"), 0o755)
 	}
 	if err == nil {
@@ -84,9 +98,15 @@ func (s *Store) IsShifted(path string) bool {
 	return base == "tree" && filepath.Dir(filepath.Clean(dir)) == s.path("shifted")
 }
 
-// gcShifted removes the shifted trees whose layers are not all kept, and
-// temp ones (GC holds the store lock exclusively: no build is under way).
-func (s *Store) gcShifted(keep map[LayerID]bool, r *GCReport) error {
+// gcShifted removes the shifted trees whose layers are not all kept,
+// those of another ShiftedVersion whose layers are not all leased (live),
+// and temp ones (GC holds the store lock exclusively: no build is under
+// way).
+func (s *Store) gcShifted(keep map[LayerID]bool, live []LayerID, r *GCReport) error {
+	leased := make(map[LayerID]bool, len(live))
+	for _, id := range live {
+		leased[id] = true
+	}
 	ents, err := os.ReadDir(s.path("shifted"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -98,7 +118,7 @@ func (s *Store) gcShifted(keep map[LayerID]bool, r *GCReport) error {
 		dir := s.path("shifted", e.Name())
 		if strings.HasPrefix(e.Name(), ".tmp-") {
 			r.Temp++
-		} else if s.shiftedKept(dir, keep) {
+		} else if s.shiftedKept(dir, keep) && (shiftedCurrent(dir) || s.shiftedKept(dir, leased)) {
 			continue
 		} else {
 			r.Shifted++
@@ -113,6 +133,12 @@ func (s *Store) gcShifted(keep map[LayerID]bool, r *GCReport) error {
 		}
 	}
 	return nil
+}
+
+// shiftedCurrent: the shifted tree at dir is of this ShiftedVersion.
+func shiftedCurrent(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, shiftedVersionFile))
+	return err == nil && strings.TrimSpace(string(b)) == ShiftedVersion
 }
 
 // shiftedKept: every layer the shifted tree at dir lists is kept.

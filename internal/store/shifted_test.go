@@ -88,3 +88,59 @@ func TestShifted(t *testing.T) {
 		t.Fatalf("left in shifted/: %v", ents)
 	}
 }
+
+// TestShiftedVersion: Shifted writes ShiftedVersion beside the tree; GC
+// removes a shifted tree of another version (session 14's have no version
+// file) though its layers are kept, but while a live lease holds them all
+// (an older msb's sandbox may mount it), and keeps one of this version.
+func TestShiftedVersion(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	base := commitNodes(t, s, map[string]node{"a": {content: "a"}}, CommitOptions{Ref: "env/base"})
+	cur, err := s.Shifted(ctx, "cur", []LayerID{base}, func(ctx context.Context, tree string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(cur), "version")); err != nil || string(b) != ShiftedVersion+"\n" {
+		t.Fatalf("the version file: %q %v", b, err)
+	}
+	old := func(key, version string) string {
+		dir := filepath.Join(s.Root(), "shifted", key)
+		if err := os.MkdirAll(filepath.Join(dir, "tree"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tree", "owned"), make([]byte, 64<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "layers"), []byte(base.Hex()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if version != "" {
+			if err := os.WriteFile(filepath.Join(dir, "version"), []byte(version+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	s14, s15 := old("s14", ""), old("s15", "msb-shift-2")
+	lease, err := s.Lease(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GC(ctx); err != nil || r.Shifted != 0 {
+		t.Fatalf("gc with the layers leased: %+v %v, want nothing removed", r, err)
+	}
+	lease.Release()
+	r, err := s.GC(ctx)
+	if err != nil || r.Shifted != 2 || r.ShiftedBytes < 2*64<<10 || r.FreedBytes < r.ShiftedBytes {
+		t.Fatalf("gc of the old versions: %+v %v, want 2 removed and their 128 KiB", r, err)
+	}
+	for _, dir := range []string{s14, s15} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want it removed", dir, err)
+		}
+	}
+	if _, err := os.Stat(cur); err != nil {
+		t.Errorf("this version's tree: %v", err)
+	}
+}
