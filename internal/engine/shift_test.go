@@ -239,6 +239,19 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 	if len(made) != 1 {
 		t.Fatalf("the forks made shifted layers %v, want one", made)
 	}
+	// A sandbox on the snapshot as its image mounts the forks' chain.
+	onSnap, err := e.CreateSandbox(ctx, SandboxRequest{Image: "snapshot/" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := onSnap.Exec(ctx, api.ExecRequest{Command: kidProbe, TimeoutNs: int64(time.Minute)})
+	onSnap.Close()
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, kidWant) {
+		t.Fatalf("a sandbox on the snapshot: %v %+v\nwant %q then the disk's use", err, res, kidWant)
+	}
+	if again := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) }); !slices.Equal(again, made) {
+		t.Errorf("a sandbox on the snapshot made shifted layers: %v, want the forks' %v alone", again, made)
+	}
 	var sh struct{ Base int }
 	if b, err := os.ReadFile(filepath.Join(filepath.Dir(made[0]), "owners.json")); err != nil || json.Unmarshal(b, &sh) != nil || sh.Base == 0 {
 		t.Errorf("the forks' shifted layer: %v, base %d, want one above the image's", err, sh.Base)
@@ -440,6 +453,18 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 	}
 	if len(made) != 3 {
 		t.Errorf("shifted layers made: %d, want the image's and one above it for each stack", len(made))
+	}
+	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref}) // on the image alone: its shifted layer
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, api.ExecRequest{Command: `python3 -c 'import os; print(os.stat("/home/calc/big.bin").st_uid)'`, TimeoutNs: int64(time.Minute)})
+	sb.Close()
+	if err != nil || res.Stdout != "1000\n" {
+		t.Fatalf("a sandbox on the image: %v %+v", err, res)
+	}
+	if n := len(shiftedTrees(t, st)) - len(before); n != len(made) {
+		t.Errorf("a sandbox on the image alone made %d more shifted layers, want none", n-len(made))
 	}
 }
 
