@@ -289,29 +289,31 @@ const (
 type CanaryMode string
 
 const (
-	// CanarySeparate (the default): in a sandbox of its own, prepared as
-	// the harness's, in parallel with the harness's run when admission
-	// has room for both; a patch cannot tell the two runs apart by the
+	// CanarySeparate: in a sandbox of its own, prepared as the
+	// harness's, in parallel with the harness's run when admission has
+	// room for both; a patch cannot tell the two runs apart by the
 	// script, the files, the command line or the state they leave.
 	CanarySeparate CanaryMode = "separate"
 	// CanaryInline: in the harness's sandbox, after the harness's tests,
 	// appended to its eval script: no second sandbox, but a patch can tell
 	// the canary's run from the harness's and fake only the latter.
 	CanaryInline CanaryMode = "inline"
-	// CanaryForked: the harness's eval script runs up to its test command
-	// once; its sandbox is then forked into two fresh sandboxes, one runs
-	// the harness's tests, the other the canary, so the canary pays no
-	// eval step of its own and stays as secret as separate's. Where the
-	// script has no safe split point (an eval step that may change the
-	// shell's state), or the sandbox cannot be forked, it runs as
-	// separate, and the report's integrity_notes says so.
+	// CanaryForked (the default): the harness's eval script runs up to
+	// its test command once; its sandbox is then forked into two fresh
+	// sandboxes, one runs the harness's tests, the other the canary, so
+	// the canary pays no eval step of its own and stays as secret as
+	// separate's. Where the script has no safe split point (an eval step
+	// that may change the shell's state), or the sandbox cannot be
+	// forked, it runs as separate, and the report's integrity_notes says
+	// so; the set-up's layer leaves the store as the evaluation ends.
 	CanaryForked CanaryMode = "forked"
 	// CanaryOff: no canary (the static rules and the structured channel
 	// still run; the report's integrity_notes says the canary did not).
 	CanaryOff CanaryMode = "off"
 )
 
-// Valid reports whether m is a canary mode ("" is CanarySeparate).
+// Valid reports whether m is a canary mode ("" is the default,
+// CanaryForked).
 func (m CanaryMode) Valid() bool {
 	return m == "" || m == CanarySeparate || m == CanaryForked || m == CanaryInline || m == CanaryOff
 }

@@ -182,7 +182,7 @@ func (f *evalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.outDir, "out", "logs/run_evaluation", "where per-instance files and the run summaries go")
 	fs.StringVar(&f.reward, "reward", string(api.RewardBinary), "reward in result.json: binary (1 when resolved) or fraction (share of graded tests that pass)")
 	fs.StringVar(&f.integrity, "integrity", string(api.IntegrityWarn), "a patch that tampers with the test machinery: warn (keep the harness's verdict, flag it beside) or fail (unresolved, reward 0)")
-	fs.StringVar(&f.canary, "canary", string(api.CanarySeparate), "where the integrity canary runs: separate (a sandbox of its own, beside the harness's run: secret), forked (as secret: the eval script's set-up runs once, then its sandbox is forked for the tests and the canary), inline (after the harness's tests in its sandbox: cheaper, a patch can tell) or off (static and channel checks only)")
+	fs.StringVar(&f.canary, "canary", string(api.CanaryForked), "where the integrity canary runs: forked (secret: the eval script's set-up runs once, then its sandbox is forked for the tests and the canary), separate (as secret: a sandbox of its own, beside the harness's run, with the eval steps run again), inline (after the harness's tests in its sandbox: cheaper, a patch can tell) or off (static and channel checks only)")
 	fs.StringVar(&f.network, "eval-network", "", "network of evaluation sandboxes: none (no route out) or host (default none)")
 	fs.BoolVar(&f.keepErrors, "keep-errors", false, "on resume, keep results that ended without a verdict instead of evaluating them again")
 	f.flags = fs
@@ -199,7 +199,7 @@ func (f *evalFlags) options() (engineOptions, error) {
 		return o, fmt.Errorf("%w: --integrity %q: use warn or fail", errUsage, f.integrity)
 	}
 	if o.canary = api.CanaryMode(f.canary); o.canary == "" || !o.canary.Valid() {
-		return o, fmt.Errorf("%w: --canary %q: use separate, forked, inline or off", errUsage, f.canary)
+		return o, fmt.Errorf("%w: --canary %q: use forked, separate, inline or off", errUsage, f.canary)
 	}
 	if err := checkNetwork("--eval-network", f.network); err != nil {
 		return o, err

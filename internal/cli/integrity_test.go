@@ -33,15 +33,16 @@ func TestIntegrityFlag(t *testing.T) {
 	}
 }
 
-// TestCanaryFlag: msb eval and validate run the canary in a sandbox of
-// its own unless --canary says inline or off, the mode reaches the
-// engine's config, and another value is a usage error.
+// TestCanaryFlag: msb eval and validate run the canary in a fork of the
+// harness's sandbox unless --canary says separate, inline or off, the
+// mode reaches the engine's config, and another value is a usage error.
 func TestCanaryFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want api.CanaryMode
 	}{
-		{nil, api.CanarySeparate},
+		{nil, api.CanaryForked},
+		{[]string{"--canary", "separate"}, api.CanarySeparate},
 		{[]string{"--canary", "inline"}, api.CanaryInline},
 		{[]string{"--canary", "off"}, api.CanaryOff},
 	} {

@@ -40,10 +40,10 @@ type Config struct {
 	// with the flag beside it).
 	Integrity api.IntegrityMode
 	// Canary is where an evaluation runs its integrity canary:
-	// api.CanarySeparate (the default: secret, beside the harness's run
-	// when admission has room), api.CanaryForked (as secret, the eval
-	// steps run once: task.EvalOptions.Fork), api.CanaryInline or
-	// api.CanaryOff.
+	// api.CanaryForked (the default, "": secret, the eval steps run once:
+	// task.EvalOptions.Fork), api.CanarySeparate (as secret, in a
+	// sandbox of its own beside the harness's run when admission has
+	// room), api.CanaryInline or api.CanaryOff.
 	Canary api.CanaryMode
 	// EvalNetwork is the network of evaluation sandboxes: sandbox.NetworkNone
 	// (the default, no route out) or sandbox.NetworkHost. With none,

@@ -140,8 +140,8 @@ func storeNames(t *testing.T, root string) map[string]bool {
 // TestEngineForkedDropsLayer: a forked evaluation drops its set-up's
 // layer from the store as it ends, with the content it brought: after
 // evaluations of a gold patch, an exploit and a failing patch (and a
-// pair of the same row at once, both graded as alone), the store holds
-// the names it held before them, no more.
+// pair of the same row at once in the default mode, both graded as
+// alone), the store holds the names it held before them, no more.
 func TestEngineForkedDropsLayer(t *testing.T) {
 	ctx := context.Background()
 	g := generated(t)
@@ -167,8 +167,9 @@ func TestEngineForkedDropsLayer(t *testing.T) {
 		}
 	}
 
-	// Two at once: the same patch of the same row may make the same
-	// layer, which the first to end keeps for the other.
+	// Two at once, in the default mode (forked): the same patch of the
+	// same row may make the same layer, which the first to end keeps for
+	// the other.
 	type res struct {
 		r   api.EvalResult
 		log string
@@ -177,7 +178,7 @@ func TestEngineForkedDropsLayer(t *testing.T) {
 	out := make(chan res, 2)
 	for range 2 {
 		go func() {
-			r, art, err := e.EvaluateCanary(ctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+			r, art, err := e.Evaluate(ctx, in.InstanceID, "gold", ptr(in.Patch))
 			out <- res{r, art.RunLog, err}
 		}()
 	}
@@ -212,7 +213,7 @@ func TestEngineForkedDropsLayerAtEnd(t *testing.T) {
 	in := g.Instances[0]
 	slow := forkedSteps + fmt.Sprintf("instances:\n  %s:\n    test_cmd: \"sleep 120 && python -m unittest -v\"\n", in.InstanceID)
 	e := openEngine(t, slow, func(c *Config) { c.TestTimeout = 20 * time.Second })
-	r, art, err := e.EvaluateCanary(ctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+	r, art, err := e.Evaluate(ctx, in.InstanceID, "gold", ptr(in.Patch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestEngineForkedDropsLayerAtEnd(t *testing.T) {
 	before := storeNames(t, root)
 	cctx, cancel := context.WithTimeout(ctx, 12*time.Second)
 	defer cancel()
-	r, art, err = e.EvaluateCanary(cctx, in.InstanceID, "gold", ptr(in.Patch), api.CanaryForked)
+	r, art, err = e.Evaluate(cctx, in.InstanceID, "gold", ptr(in.Patch))
 	t.Logf("cancelled: %s %v; forked before: %v", r.Outcome, err, strings.Contains(art.RunLog, "Sandbox forked after the eval steps"))
 	for n := range storeNames(t, root) {
 		if !before[n] {

@@ -47,8 +47,9 @@ type EvalOptions struct {
 	// (0 or 1: once). The result is the first run's, marked flaky when the
 	// runs disagree (see Evaluate).
 	Repeat int
-	// Canary is where the integrity canary runs: api.CanarySeparate (the
-	// default), api.CanaryForked, api.CanaryInline or api.CanaryOff.
+	// Canary is where the integrity canary runs: api.CanaryForked (the
+	// default where Fork is set, else api.CanarySeparate),
+	// api.CanarySeparate, api.CanaryInline or api.CanaryOff.
 	Canary api.CanaryMode
 	// Fork, for api.CanaryForked, forks an evaluation's sandbox after
 	// its eval steps (canaryfork.go): the engine's snapshot and fork.
@@ -65,10 +66,13 @@ type EvalOptions struct {
 }
 
 func (o EvalOptions) canary() api.CanaryMode {
-	if o.Canary == "" {
-		return api.CanarySeparate
+	switch {
+	case o.Canary != "":
+		return o.Canary
+	case o.Fork != nil:
+		return api.CanaryForked
 	}
-	return o.Canary
+	return api.CanarySeparate
 }
 
 // GradingEnv is the environment every grading sandbox adds to its
