@@ -39,44 +39,62 @@ func (g *Group) StartInside(start func() error) (inside bool, err error) {
 	// sent: a caller's next start must not count this one as still in
 	// flight, or its failed move back would skip reading msb's cgroups
 	// again (reread) and go to the roots.
-	go func() { done <- g.startOnThread(start) }()
+	go func() {
+		r := g.startOnThread(start)
+		done <- r
+		if r.park {
+			select {} // the thread stays locked to this goroutine, alive, for good
+		}
+	}()
 	r := <-done
 	return r.inside, r.err
 }
+
+// ErrStranded, in the error of StartInside's start, says that start left
+// the calling thread locked where no other goroutine may run (in a
+// sandbox's network namespace, say) and that the thread must not end
+// either: a thread's end sends SIGKILL to every process it spawned with
+// Pdeathsig, sandboxes' inits. StartInside's goroutine then blocks for
+// good, once the thread is out of the group, keeping the thread.
+var ErrStranded = errors.New("a thread of msb is parked for good")
 
 // startResult is what StartInside's thread did.
 type startResult struct {
 	inside bool
 	err    error
+	park   bool // start stranded the thread (ErrStranded), which is back in its cgroups
 }
 
 // startOnThread locks the calling goroutine's thread, moves it into g,
 // runs start and moves it back. A thread that could not be moved back
-// stays locked, so that it ends with its goroutine.
+// stays locked, so that it ends with its goroutine; one that start
+// stranded (ErrStranded) is parked by StartInside instead.
 func (g *Group) startOnThread(start func() error) startResult {
 	runtime.LockOSThread() // unlocked only once the thread is back where it was
 	back, err := home.enter()
 	defer home.leave()
 	if err != nil {
 		runtime.UnlockOSThread()
-		return startResult{false, start()}
+		serr := start()
+		return startResult{false, serr, errors.Is(serr, ErrStranded)}
 	}
 	entered, err := g.moveThread(back, true)
 	if err != nil {
 		if berr := g.leave(back); berr != nil {
-			return startResult{false, fmt.Errorf("%w; moving the thread back: %w", err, berr)} // the thread ends locked
+			return startResult{false, fmt.Errorf("%w; moving the thread back: %w", err, berr), false} // the thread ends locked
 		}
 		runtime.UnlockOSThread()
-		return startResult{false, start()}
+		serr := start()
+		return startResult{false, serr, errors.Is(serr, ErrStranded)}
 	}
 	serr := start()
 	if berr := g.leave(back); berr != nil {
 		// The process may have started; the caller's cleanup kills it
 		// (the group) and this thread ends, leaving the group.
-		return startResult{entered, errors.Join(serr, fmt.Errorf("moving the starting thread back out of the sandbox's cgroup: %w", berr))}
+		return startResult{entered, errors.Join(serr, fmt.Errorf("moving the starting thread back out of the sandbox's cgroup: %w", berr)), false}
 	}
-	runtime.UnlockOSThread()
-	return startResult{entered, serr}
+	runtime.UnlockOSThread() // start's own lock, if it stranded the thread, holds
+	return startResult{entered, serr, errors.Is(serr, ErrStranded)}
 }
 
 // leave moves the calling thread back to its cgroups (back). Should that

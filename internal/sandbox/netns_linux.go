@@ -3,10 +3,12 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync"
 
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
@@ -26,7 +28,9 @@ import (
 // serves one sandbox and is never reused: it is gone with the sandbox's
 // processes, and what the sandbox sees is what a clone would have made.
 // With none ready (a burst, or a kernel that refuses) init's clone makes
-// its own, as without spares.
+// its own, as without spares. A thread that cannot get back to the
+// host's namespace is parked for good (see makeNet) and turns the pool
+// off for the runtime's life: each later create would strand another.
 
 // EngineNetSpares is the engine's RuntimeOptions.NetSpares: two, so that
 // a create that follows another at once still finds one.
@@ -37,12 +41,18 @@ type netPool struct {
 	spares int
 	iface  *wire.Iface // made in each (nil: loopback alone)
 	host   *os.File    // the host's network namespace, where a spawning thread goes back to
-	log    func(msg string, args ...any)
+	log    *slog.Logger
 
-	mu     sync.Mutex // guards ready, making, failed, closed
+	// A test hook, nil outside tests: returnHook replaces a thread's
+	// setns back to host (spawned: after spawnIn's spawn; else after a
+	// make), so that a test can have it fail.
+	returnHook func(host *os.File, spawned bool) error
+
+	mu     sync.Mutex // guards what follows
 	ready  []*readyNet
 	making bool  // fill runs
 	failed error // the last make failed: no more are made
+	off    error // a thread could not get back to host: none made or taken again
 	closed bool
 	filler sync.WaitGroup // fill
 }
@@ -60,12 +70,22 @@ func (n *readyNet) close() {
 	}
 }
 
-func newNetPool(spares int, iface *wire.Iface, log func(string, ...any)) (*netPool, error) {
-	host, err := os.Open("/proc/self/ns/net")
+func newNetPool(spares int, iface *wire.Iface, log *slog.Logger) (*netPool, error) {
+	host, err := openHostNet()
 	if err != nil {
 		return nil, fmt.Errorf("opening the host's network namespace: %w", err)
 	}
 	return &netPool{spares: spares, iface: iface, host: host, log: log}, nil
+}
+
+// openHostNet opens the host's network namespace: the calling thread's,
+// locked so that it is not one of those the Go scheduler keeps out of
+// its use (a thread that spawns in a sandbox's, one parked in one). Not
+// /proc/self's: that is the main thread's, which may be a parked one.
+func openHostNet() (*os.File, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return os.Open("/proc/thread-self/ns/net")
 }
 
 // fits reports whether the pool's namespaces are what init would make for
@@ -82,6 +102,9 @@ func (p *netPool) fits(iface *wire.Iface) bool {
 func (p *netPool) take() *readyNet {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.off != nil {
+		return nil
+	}
 	var n *readyNet
 	if len(p.ready) > 0 {
 		n = p.ready[0]
@@ -99,13 +122,15 @@ func (p *netPool) take() *readyNet {
 func (p *netPool) fill() {
 	defer p.filler.Done()
 	for {
-		n, err := makeNet(p.host, p.iface)
+		n, err := p.makeNet()
 		p.mu.Lock()
 		switch {
+		case errors.Is(err, cgroup.ErrStranded):
+			p.turnOff(err)
 		case err != nil:
 			p.failed = err
-			p.log("no network namespaces made ahead: each sandbox's init makes its own", "err", err)
-		case p.closed:
+			p.log.Debug("no network namespaces made ahead: each sandbox's init makes its own", "err", err)
+		case p.closed || p.off != nil:
 			n.close()
 		default:
 			p.ready = append(p.ready, n)
@@ -118,6 +143,21 @@ func (p *netPool) fill() {
 		p.mu.Unlock()
 		return
 	}
+}
+
+// turnOff stops the pool for good after a thread could not get back to
+// the host's namespace (err): the next would strand one more thread. Its
+// caller holds p.mu.
+func (p *netPool) turnOff(err error) {
+	if p.off == nil {
+		p.log.Warn("a thread of msb could not get back to the host's network namespace and is parked for good; this runtime makes no more network namespaces ahead",
+			"err", err)
+	}
+	p.off = err
+	for _, n := range p.ready {
+		n.close()
+	}
+	p.ready = nil
 }
 
 // close waits for fill and closes what the pool holds.
@@ -133,14 +173,51 @@ func (p *netPool) close() error {
 	return p.host.Close()
 }
 
+// parked lists the threads (their ids) parked for good, out of the host's
+// network namespace, for the life of the process.
+var parked struct {
+	sync.Mutex
+	tids []int
+}
+
+// noteParked records the calling thread (locked) as parked for good.
+func noteParked() {
+	parked.Lock()
+	parked.tids = append(parked.tids, unix.Gettid())
+	parked.Unlock()
+}
+
+// parkedThreads returns the ids of the threads parked so far.
+func parkedThreads() []int {
+	parked.Lock()
+	defer parked.Unlock()
+	return append([]int(nil), parked.tids...)
+}
+
+// returnToHost moves the calling thread back to the host's namespace
+// (spawned: from the one it spawned an init in).
+func (p *netPool) returnToHost(spawned bool) error {
+	var err error
+	if p.returnHook != nil {
+		err = p.returnHook(p.host, spawned)
+	} else {
+		err = unix.Setns(int(p.host.Fd()), unix.CLONE_NEWNET)
+	}
+	if err != nil {
+		return fmt.Errorf("%w in a sandbox's network namespace: returning to the host's: %w", cgroup.ErrStranded, err)
+	}
+	return nil
+}
+
 // makeNet makes a network namespace set up for a sandbox on a thread of
-// its own, which then goes back to host. The thread must not end: it may
-// be one that spawned a sandbox's init before, and a thread's end sends
-// SIGKILL to the inits it spawned (Pdeathsig follows the thread), which is
-// what a goroutine that exits locked does (and the runtime cannot end the
-// main thread: it parks it, in the namespace). Should the thread not get
-// back, its goroutine blocks for good, keeping it locked and alive.
-func makeNet(host *os.File, iface *wire.Iface) (*readyNet, error) {
+// its own, which then goes back to the host's. The thread must not end:
+// it may be one that spawned a sandbox's init before, and a thread's end
+// sends SIGKILL to the inits it spawned (Pdeathsig follows the thread),
+// which is what a goroutine that exits locked does (and the runtime cannot
+// end the main thread: it parks it, in the namespace). Should the thread
+// not get back, its goroutine blocks for good, keeping it locked and
+// alive, and the error wraps cgroup.ErrStranded.
+func (p *netPool) makeNet() (*readyNet, error) {
 	type made struct {
 		n   *readyNet
 		err error
@@ -148,12 +225,13 @@ func makeNet(host *os.File, iface *wire.Iface) (*readyNet, error) {
 	c := make(chan made, 1)
 	go func() {
 		runtime.LockOSThread()
-		n, err := makeNetHere(iface)
-		if berr := unix.Setns(int(host.Fd()), unix.CLONE_NEWNET); berr != nil {
+		n, err := p.makeNetHere()
+		if berr := p.returnToHost(false); berr != nil {
 			if n != nil {
 				n.close()
 			}
-			c <- made{err: errors.Join(err, fmt.Errorf("returning to the host's network namespace: %w", berr))}
+			noteParked()
+			c <- made{err: errors.Join(err, berr)}
 			select {} // see above
 		}
 		runtime.UnlockOSThread()
@@ -165,7 +243,7 @@ func makeNet(host *os.File, iface *wire.Iface) (*readyNet, error) {
 
 // makeNetHere moves the calling thread into a new network namespace and
 // sets it up.
-func makeNetHere(iface *wire.Iface) (*readyNet, error) {
+func (p *netPool) makeNetHere() (*readyNet, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return nil, fmt.Errorf("unsharing a network namespace: %w", err)
 	}
@@ -173,7 +251,7 @@ func makeNetHere(iface *wire.Iface) (*readyNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the new network namespace: %w", err)
 	}
-	tap, err := sbinit.PrepareNetwork(iface)
+	tap, err := sbinit.PrepareNetwork(p.iface)
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("setting up a network namespace ahead: %w", err)
@@ -183,28 +261,43 @@ func makeNetHere(iface *wire.Iface) (*readyNet, error) {
 
 // spawnIn runs spawn (init's start, which clones init from the calling
 // thread) on the calling thread moved into n, and moves the thread back
-// to host. Should it not get back, the thread stays locked, so that it
-// ends with its goroutine (the caller runs spawnIn on a goroutine of its
-// own: onOwnThread, or cgroup.StartInside's), which, as when StartInside's
-// thread cannot leave a sandbox's cgroup, kills the inits it spawned: the
-// create fails.
-func (n *readyNet) spawnIn(host *os.File, spawn func() error) error {
+// to the host's namespace. Should it not get back, the thread must stay
+// out of the Go scheduler's use (it is in the sandbox's namespace) and
+// must not end (its end would SIGKILL every init it ever spawned, other
+// sandboxes' too): it stays locked, the error wraps cgroup.ErrStranded,
+// and the goroutine the caller runs spawnIn on (onOwnThread's, or
+// cgroup.StartInside's) parks for good after handing the error on. The
+// pool is then off; the create fails, and its caller kills the init that
+// may have started.
+func (p *netPool) spawnIn(n *readyNet, spawn func() error) error {
 	runtime.LockOSThread()
 	if err := unix.Setns(int(n.ns.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("entering the sandbox's network namespace: %w", err)
 	}
 	err := spawn()
-	if berr := unix.Setns(int(host.Fd()), unix.CLONE_NEWNET); berr != nil {
-		return errors.Join(err, fmt.Errorf("returning to the host's network namespace: %w", berr))
+	if berr := p.returnToHost(true); berr != nil {
+		noteParked()
+		p.mu.Lock()
+		p.turnOff(berr)
+		p.mu.Unlock()
+		return errors.Join(err, berr) // the thread stays locked
 	}
 	runtime.UnlockOSThread()
 	return err
 }
 
-// onOwnThread runs f on a goroutine of its own and returns its error.
+// onOwnThread runs f on a goroutine of its own and returns its error. A
+// goroutine whose f stranded its thread (cgroup.ErrStranded) parks for
+// good, keeping the thread.
 func onOwnThread(f func() error) error {
 	c := make(chan error, 1)
-	go func() { c <- f() }()
+	go func() {
+		err := f()
+		c <- err
+		if errors.Is(err, cgroup.ErrStranded) {
+			select {} // the thread stays locked to this goroutine, alive, for good
+		}
+	}()
 	return <-c
 }

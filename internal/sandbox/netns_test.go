@@ -1,14 +1,23 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +35,7 @@ func TestNetSpares(t *testing.T) {
 	if err := rt.SetNetSpares(2); err != nil {
 		t.Fatal(err)
 	}
-	host := nsIno(t, "/proc/self/ns/net")
+	host := hostNetIno(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -77,13 +86,17 @@ func TestNetSpares(t *testing.T) {
 		}
 	}
 	// The threads that made the namespaces end; those that spawned in one
-	// went back.
+	// went back (but those TestNetSparesStranded parked).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var away []string
 		threads, _ := filepath.Glob("/proc/self/task/*/ns/net")
+		parked := map[string]bool{}
+		for _, tid := range parkedThreads() {
+			parked["/proc/self/task/"+strconv.Itoa(tid)+"/ns/net"] = true
+		}
 		for _, th := range threads {
-			if n, err := readNsIno(th); err == nil && n != host {
+			if n, err := readNsIno(th); err == nil && n != host && !parked[th] {
 				away = append(away, th)
 			}
 		}
@@ -91,10 +104,149 @@ func TestNetSpares(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("threads of msb outside the host's network namespace: %v", away)
+			t.Fatalf("threads of msb outside the host's network namespace %d: %v (parked for good: %v)", host, away, parkedThreads())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestNetSparesStranded: a thread that spawned an init in a namespace
+// made ahead and cannot get back to the host's (its setns back fails,
+// injected through the pool's test hook on a thread that spawned an
+// earlier sandbox's init) fails that create alone, clearly, and is parked
+// for good: it stays alive, in the sandbox's namespace, so the inits it
+// spawned before live on (a thread's end would SIGKILL them). The pool is
+// off after it, and creates go on without it.
+// It runs with init spawned from a thread of its own (onOwnThread) and,
+// where the runtime forks inits inside their cgroup v1 groups, from
+// cgroup.StartInside's thread.
+func TestNetSparesStranded(t *testing.T) {
+	privtest.RequireRoot(t)
+	t.Run("own-thread", func(t *testing.T) { testNetSparesStranded(t, false) })
+	t.Run("cgroup-thread", func(t *testing.T) { testNetSparesStranded(t, true) })
+}
+
+func testNetSparesStranded(t *testing.T, forkInside bool) {
+	rt := testRuntime(t)
+	if forkInside && !rt.forkInside {
+		t.Skip("this runtime does not fork inits inside their cgroups (cgroup v1 only)")
+	}
+	rt.forkInside = forkInside
+	if err := rt.SetNetSpares(2); err != nil {
+		t.Fatal(err)
+	}
+	p := rt.nets
+	var logs syncBuffer
+	p.log = slog.New(slog.NewTextHandler(&logs, nil))
+	host := hostNetIno(t)
+	var (
+		mu        sync.Mutex
+		spawnedOn = map[int]int{} // thread id -> the held sandbox whose init it spawned
+		stranded  int             // the thread made to fail
+		next      int             // the index in held of the create under way
+	)
+	p.returnHook = func(h *os.File, spawned bool) error {
+		tid := unix.Gettid()
+		mu.Lock()
+		defer mu.Unlock()
+		if spawned {
+			if _, ok := spawnedOn[tid]; ok && stranded == 0 {
+				stranded = tid
+				return unix.ENOMEM
+			}
+			spawnedOn[tid] = next
+		}
+		return unix.Setns(int(h.Fd()), unix.CLONE_NEWNET)
+	}
+	conf := Config{HostBase: true}
+	held := []*Sandbox{create(t, rt, conf)} // none ready yet: it has the pool fill
+	var failed error
+	for len(held) < 40 && failed == nil {
+		waitSpares(t, rt, 1)
+		mu.Lock()
+		next = len(held)
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		sb, err := rt.Create(ctx, conf)
+		cancel()
+		if err != nil {
+			failed = err
+			break
+		}
+		t.Cleanup(func() { sb.Close() })
+		held = append(held, sb)
+	}
+	mu.Lock()
+	tid, victim := stranded, spawnedOn[stranded]
+	mu.Unlock()
+	if failed == nil {
+		t.Fatalf("no thread spawned two of %d sandboxes' inits", len(held))
+	}
+	if tid == 0 || !errors.Is(failed, cgroup.ErrStranded) || !errors.Is(failed, unix.ENOMEM) || !strings.Contains(failed.Error(), "parked for good") {
+		t.Fatalf("the create whose thread could not get back: %v", failed)
+	}
+	// A thread's end would have sent SIGKILL to the inits it spawned by
+	// now; the parked one stays, in the sandbox's namespace.
+	time.Sleep(200 * time.Millisecond)
+	ns, err := readNsIno("/proc/self/task/" + strconv.Itoa(tid) + "/ns/net")
+	if err != nil || ns == host {
+		t.Errorf("the stranded thread %d: namespace %d (the host's %d), %v; want alive, in the sandbox's", tid, ns, host, err)
+	}
+	if !slices.Contains(parkedThreads(), tid) {
+		t.Errorf("thread %d is not among the parked %v", tid, parkedThreads())
+	}
+	for i, sb := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := sb.Exec(ctx, session.ExecRequest{Command: "echo up", Timeout: 10 * time.Second})
+		cancel()
+		if err != nil || res.Output != "up\n" {
+			t.Errorf("sandbox %d (thread %d spawned sandbox %d's init) after the thread was stranded: %q, %v", i, tid, victim, res.Output, err)
+		}
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "parked for good") {
+		t.Errorf("the log when a thread is stranded:\n%s", out)
+	}
+	// The pool is off: a create makes its own namespace, and the pool
+	// makes no more.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, rt, Config{HostBase: true, Binds: []Bind{{Source: exe, Target: "/msb-test-helper", ReadOnly: true}}})
+	if n := nsIno(t, "/proc/"+strconv.Itoa(sb.InitPid())+"/ns/net"); n == host {
+		t.Fatal("a create after the pool turned off is in the host's namespace")
+	}
+	checkNoNetwork(t, sb)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		off, ready, making := p.off, len(p.ready), p.making
+		p.mu.Unlock()
+		if making && time.Now().Before(deadline) {
+			continue // a make the failed create's take started
+		}
+		if off == nil || ready != 0 || making {
+			t.Fatalf("the pool after a stranded thread: off %v, %d ready, making %v", off, ready, making)
+		}
+		break
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write to from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // checkNoNetwork checks what a sandbox without a network has: loopback and
@@ -131,7 +283,10 @@ func waitSpares(t *testing.T, rt *Runtime, n int) map[uint64]bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		p.mu.Lock()
-		ready, failed := len(p.ready), p.failed
+		ready, failed := len(p.ready), p.off
+		if failed == nil {
+			failed = p.failed
+		}
 		inos := map[uint64]bool{}
 		for _, r := range p.ready {
 			var st unix.Stat_t
@@ -152,6 +307,17 @@ func waitSpares(t *testing.T, rt *Runtime, n int) map[uint64]bool {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// hostNetIno is the inode number of the host's network namespace: an
+// unlocked thread's (the test's goroutine, locked for the read), not
+// /proc/self's, the main thread's, which TestNetSparesStranded may have
+// parked in a sandbox's.
+func hostNetIno(t *testing.T) uint64 {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return nsIno(t, "/proc/thread-self/ns/net")
 }
 
 func nsIno(t *testing.T, path string) uint64 {

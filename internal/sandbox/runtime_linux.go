@@ -243,7 +243,7 @@ func (rt *Runtime) SetNetSpares(n int) error {
 	if n <= 0 || rt.rootless || rt.nets != nil {
 		return nil
 	}
-	p, err := newNetPool(n, sandboxIface(), rt.log.Debug)
+	p, err := newNetPool(n, sandboxIface(), rt.log)
 	if err != nil {
 		return err
 	}

@@ -243,7 +243,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err == nil {
 		spawn := s.cmd.Start
 		if net != nil { // init is cloned from a thread in net, without CLONE_NEWNET
-			spawn = func() error { return net.spawnIn(s.rt.nets.host, s.cmd.Start) }
+			spawn = func() error { return s.rt.nets.spawnIn(net, s.cmd.Start) }
 		}
 		switch {
 		case s.cg != nil && s.rt.forkInside:
@@ -260,6 +260,15 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	child.Close()
 	if err != nil {
+		if s.cmd != nil && s.cmd.Process != nil {
+			// Init started, and its thread failed after (it could not
+			// leave the sandbox's network namespace or cgroup): init
+			// may live on (a parked thread sends no Pdeathsig), and
+			// teardown waits for its exit.
+			s.cmd.Process.Kill()
+			s.waitDone = make(chan struct{})
+			go func() { s.cmd.Wait(); close(s.waitDone) }()
+		}
 		<-sent
 		parent.Close()
 		return fmt.Errorf("starting sandbox init (%s): %w", s.rt.exe, err)
