@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
@@ -28,13 +29,26 @@ import (
 // serves one sandbox and is never reused: it is gone with the sandbox's
 // processes, and what the sandbox sees is what a clone would have made.
 // With none ready (a burst, or a kernel that refuses) init's clone makes
-// its own, as without spares. A thread that cannot get back to the
+// its own, as without spares. A failed make is retried on a take after a
+// delay that doubles with each failure in a row (netRetryFirst to
+// netRetryMax), logged at Warn. A thread that cannot get back to the
 // host's namespace is parked for good (see makeNet) and turns the pool
 // off for the runtime's life: each later create would strand another.
 
 // EngineNetSpares is the engine's RuntimeOptions.NetSpares: two, so that
 // a create that follows another at once still finds one.
 const EngineNetSpares = 2
+
+// The delay before the pool makes a namespace again after a failed make:
+// netRetryFirst after the first failure, doubled after each next one in a
+// row, at most netRetryMax. A failure such as EMFILE, ENOMEM or the
+// kernel's limit on namespaces (user.max_net_namespaces) may pass; a
+// failing make costs about what a create's own namespace costs, so a
+// retry a minute at worst costs nothing that matters.
+const (
+	netRetryFirst = time.Second
+	netRetryMax   = time.Minute
+)
 
 // netPool holds the namespaces made ahead.
 type netPool struct {
@@ -43,18 +57,22 @@ type netPool struct {
 	host   *os.File    // the host's network namespace, where a spawning thread goes back to
 	log    *slog.Logger
 
-	// A test hook, nil outside tests: returnHook replaces a thread's
-	// setns back to host (spawned: after spawnIn's spawn; else after a
-	// make), so that a test can have it fail.
+	// Test hooks, nil outside tests: makeHook's error fails a make
+	// before its unshare; returnHook replaces a thread's setns back to
+	// host (spawned: after spawnIn's spawn; else after a make), so that
+	// a test can have it fail.
+	makeHook   func() error
 	returnHook func(host *os.File, spawned bool) error
 
-	mu     sync.Mutex // guards what follows
-	ready  []*readyNet
-	making bool  // fill runs
-	failed error // the last make failed: no more are made
-	off    error // a thread could not get back to host: none made or taken again
-	closed bool
-	filler sync.WaitGroup // fill
+	mu       sync.Mutex // guards what follows
+	ready    []*readyNet
+	making   bool      // fill runs
+	failures int       // makes that failed in a row
+	retry    time.Time // no make before this (after a failure)
+	lastErr  error     // the last make's error; nil once one works
+	off      error     // a thread could not get back to host: none made or taken again
+	closed   bool
+	filler   sync.WaitGroup // fill
 }
 
 // readyNet is a namespace made ahead and what holds its interface.
@@ -98,7 +116,8 @@ func (p *netPool) fits(iface *wire.Iface) bool {
 }
 
 // take returns a namespace made ahead, or nil when none is ready, and has
-// the pool make up for it in the background. The caller owns what it got.
+// the pool make up for it in the background (after a failed make, not
+// before its retry time). The caller owns what it got.
 func (p *netPool) take() *readyNet {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,7 +129,7 @@ func (p *netPool) take() *readyNet {
 		n = p.ready[0]
 		p.ready = p.ready[1:]
 	}
-	if !p.closed && !p.making && p.failed == nil && len(p.ready) < p.spares {
+	if !p.closed && !p.making && len(p.ready) < p.spares && (p.failures == 0 || !time.Now().Before(p.retry)) {
 		p.making = true
 		p.filler.Add(1)
 		go p.fill()
@@ -118,7 +137,7 @@ func (p *netPool) take() *readyNet {
 	return n
 }
 
-// fill makes namespaces until the pool holds its spares.
+// fill makes namespaces until the pool holds its spares, or one fails.
 func (p *netPool) fill() {
 	defer p.filler.Done()
 	for {
@@ -128,11 +147,21 @@ func (p *netPool) fill() {
 		case errors.Is(err, cgroup.ErrStranded):
 			p.turnOff(err)
 		case err != nil:
-			p.failed = err
-			p.log.Debug("no network namespaces made ahead: each sandbox's init makes its own", "err", err)
+			p.failures++
+			delay := netRetryMax
+			if p.failures <= 6 { // 1 s << 6 is past the minute
+				delay = min(netRetryFirst<<(p.failures-1), netRetryMax)
+			}
+			p.retry, p.lastErr = time.Now().Add(delay), err
+			p.log.Warn("making a network namespace ahead failed: sandboxes' inits make their own until a retry works",
+				"err", err, "failures_in_a_row", p.failures, "retry_after", delay)
 		case p.closed || p.off != nil:
 			n.close()
 		default:
+			if p.failures > 0 {
+				p.log.Info("network namespaces are made ahead again", "failures_before", p.failures)
+			}
+			p.failures, p.lastErr = 0, nil
 			p.ready = append(p.ready, n)
 			if len(p.ready) < p.spares {
 				p.mu.Unlock()
@@ -244,6 +273,11 @@ func (p *netPool) makeNet() (*readyNet, error) {
 // makeNetHere moves the calling thread into a new network namespace and
 // sets it up.
 func (p *netPool) makeNetHere() (*readyNet, error) {
+	if p.makeHook != nil {
+		if err := p.makeHook(); err != nil {
+			return nil, err
+		}
+	}
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return nil, fmt.Errorf("unsharing a network namespace: %w", err)
 	}

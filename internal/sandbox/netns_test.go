@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,89 @@ func TestNetSpares(t *testing.T) {
 			t.Fatalf("threads of msb outside the host's network namespace %d: %v (parked for good: %v)", host, away, parkedThreads())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNetSparesRetry: a failed make (injected through the pool's test
+// hook where unshare would fail) is logged at Warn, keeps the pool from
+// making another before its delay, which doubles with the next failure in
+// a row, and a make after the delay fills the pool again, whose
+// namespaces the next create takes.
+func TestNetSparesRetry(t *testing.T) {
+	privtest.RequireRoot(t)
+	rt := testRuntime(t)
+	if err := rt.SetNetSpares(2); err != nil {
+		t.Fatal(err)
+	}
+	p := rt.nets
+	var logs syncBuffer
+	p.log = slog.New(slog.NewTextHandler(&logs, nil))
+	var fails atomic.Int32
+	fails.Store(2)
+	p.makeHook = func() error {
+		if fails.Add(-1) >= 0 {
+			return unix.EMFILE
+		}
+		return nil
+	}
+	conf := Config{HostBase: true}
+	settled := func() (failures int, retry time.Time, ready int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			p.mu.Lock()
+			making, failures, retry, ready := p.making, p.failures, p.retry, len(p.ready)
+			p.mu.Unlock()
+			if !making {
+				return failures, retry, ready
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the pool's make runs after 30 s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	before := time.Now()
+	create(t, rt, conf) // takes none, and has the pool make: it fails
+	failures, retry, ready := settled()
+	if failures != 1 || ready != 0 || retry.Before(before.Add(netRetryFirst)) || retry.After(time.Now().Add(netRetryFirst)) {
+		t.Fatalf("after a failed make: %d failures, %d ready, retry in %v; want 1, 0, %v", failures, ready, time.Until(retry), netRetryFirst)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "making a network namespace ahead failed") || !strings.Contains(out, "too many open files") {
+		t.Fatalf("the failed make's log:\n%s", out)
+	}
+	// Before its retry time, a take starts no make.
+	p.mu.Lock()
+	p.retry = time.Now().Add(time.Hour)
+	p.mu.Unlock()
+	create(t, rt, conf)
+	if failures, _, ready := settled(); failures != 1 || ready != 0 || fails.Load() != 1 {
+		t.Fatalf("a take before the retry time: %d failures, %d ready, %d injected failures left; want 1, 0, 1", failures, ready, fails.Load())
+	}
+	// After it, a take makes again: the second failure in a row doubles
+	// the delay.
+	p.mu.Lock()
+	p.retry = time.Now()
+	p.mu.Unlock()
+	before = time.Now()
+	create(t, rt, conf)
+	failures, retry, _ = settled()
+	if failures != 2 || retry.Before(before.Add(2*netRetryFirst)) || retry.After(time.Now().Add(2*netRetryFirst)) {
+		t.Fatalf("after a second failed make: %d failures, retry in %v; want 2, %v", failures, time.Until(retry), 2*netRetryFirst)
+	}
+	// A make that works fills the pool, and the next create gets one.
+	p.mu.Lock()
+	p.retry = time.Now()
+	p.mu.Unlock()
+	create(t, rt, conf)
+	made := waitSpares(t, rt, 2)
+	if failures, _, _ := settled(); failures != 0 || !strings.Contains(logs.String(), "made ahead again") {
+		t.Fatalf("after a make that worked: %d failures; log:\n%s", failures, logs.String())
+	}
+	sb := create(t, rt, conf)
+	if ns := nsIno(t, "/proc/"+strconv.Itoa(sb.InitPid())+"/ns/net"); !made[ns] {
+		t.Fatalf("the create after the pool refilled is in namespace %d, none of those made ahead %v", ns, made)
 	}
 }
 
@@ -284,8 +368,8 @@ func waitSpares(t *testing.T, rt *Runtime, n int) map[uint64]bool {
 	for {
 		p.mu.Lock()
 		ready, failed := len(p.ready), p.off
-		if failed == nil {
-			failed = p.failed
+		if failed == nil && !p.making {
+			failed = p.lastErr
 		}
 		inos := map[uint64]bool{}
 		for _, r := range p.ready {
