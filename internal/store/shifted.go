@@ -92,12 +92,6 @@ func (s *Store) Shifted(ctx context.Context, key string, layers []LayerID, build
 	return filepath.Join(dir, "tree"), nil
 }
 
-// IsShifted reports whether path is a shifted tree of the store.
-func (s *Store) IsShifted(path string) bool {
-	dir, base := filepath.Split(filepath.Clean(path))
-	return base == "tree" && filepath.Dir(filepath.Clean(dir)) == s.path("shifted")
-}
-
 // gcShifted removes the shifted trees whose layers are not all kept,
 // those of another ShiftedVersion whose layers are not all leased (live),
 // and temp ones (GC holds the store lock exclusively: no build is under
