@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/privtest"
@@ -59,6 +60,9 @@ func TestEnginePoolFork(t *testing.T) {
 	before := e.PoolStats()[PoolFork]
 
 	sh(t, parent, "main", "echo two > f && rm del && export STEP=2")
+	// Starts are in clock ticks (10 ms): two ticks between the spare's
+	// shell and forkAt, so that it cannot start in forkAt's tick.
+	time.Sleep(20 * time.Millisecond)
 	forkAt := bootTicks(t)
 	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 2, Labels: map[string]string{"role": "child"}})
 	if err != nil {
