@@ -57,7 +57,11 @@ import (
 // A stack with no shifted layer yet, whose bottom part the sandbox says is
 // an image's own (sandbox.Config.ImageLayers: other stacks share it), gets
 // two: one of the image's layers, which every stack on the image then
-// shares, and one chained on it for the layers above.
+// shares, and one chained on it for the layers above. The key does not
+// name that split (another sandbox's ImageLayers, an image's shifted layer
+// made meanwhile, change it), so a tree another builder made under the
+// key may hold other paths than planned: a sandbox mounts, and leaves to
+// init, what the trees' owners.json say, never its own plan.
 
 // shiftVersion is in every key: a change in what a shifted tree holds
 // (the rule of rootfs.Owners, the copy, the layout) takes a new version
@@ -117,16 +121,6 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 				chain, at = append(chain, sh), n
 			}
 		}
-		from := 0
-		if len(chain) > 0 {
-			from = chain[0].N
-		}
-		above := all[min(from, len(all)):]
-		if all == nil {
-			if above, err = manifests(st, ids[from:]); err != nil {
-				return nil, nil, err
-			}
-		}
 		lowers := func(sh shiftedOwners) []string {
 			return sh.lowers(filepath.Join(st.Root(), "shifted", shiftKey(ids[:sh.N], maps)))
 		}
@@ -134,20 +128,45 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 		for len(chain) > 0 && chain[len(chain)-1].N > base && lowerBytes(chain, lowers) > budget {
 			chain = chain[:len(chain)-1] // init chowns what a new one would give
 		}
-		if len(chain) == 0 || lowerBytes(chain, lowers) > budget {
-			return layers, owners, nil
+		// mount is the sandbox's lower dirs with chain mounted and what init
+		// must still chown; ok is false when the chain cannot serve.
+		mount := func(chain []shiftedOwners) (out []string, rest []sandbox.Owner, ok bool, err error) {
+			if len(chain) == 0 || lowerBytes(chain, lowers) > budget {
+				return nil, nil, false, nil
+			}
+			from := chain[0].N
+			above := all[min(from, len(all)):]
+			if all == nil {
+				if above, err = manifests(st, ids[from:]); err != nil {
+					return nil, nil, false, err
+				}
+			}
+			segs := make([]shiftSeg, len(chain))
+			for i, sh := range chain {
+				segs[i] = shiftSeg{sh: sh, above: above[sh.N-from:]}
+			}
+			if rest, ok = residue(segs, owners); !ok {
+				return nil, nil, false, nil
+			}
+			out = make([]string, 0, len(layers)+len(chain)*2)
+			at := 0
+			for _, sh := range chain {
+				out = append(out, layers[at:sh.N]...)
+				out = append(out, lowers(sh)...)
+				at = sh.N
+			}
+			return append(out, layers[at:]...), rest, true, nil
 		}
-		segs := make([]shiftSeg, len(chain))
-		for i, sh := range chain {
-			segs[i] = shiftSeg{sh: sh, above: above[sh.N-from:]}
-		}
-		rest, ok := residue(segs, owners)
-		if !ok {
+		out, rest, ok, err := mount(chain)
+		if err != nil {
+			return nil, nil, err
+		} else if !ok {
 			return layers, owners, nil
 		}
 		if top := chain[len(chain)-1]; top.N > base && top.Base == 0 && len(top.Owners) == 0 {
 			return layers, owners, nil // nothing to give: no copy spares anything
 		}
+		built := false
 		for _, sh := range chain {
 			if sh.N <= base {
 				continue // there already
@@ -155,15 +174,22 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 			if err := buildShifted(ctx, st, sh, ids[:sh.N], layers[:sh.N], all[:sh.N], maps); err != nil {
 				return nil, nil, err
 			}
+			built = true
 		}
-		out := make([]string, 0, len(layers)+len(chain)*2)
-		at := 0
-		for _, sh := range chain {
-			out = append(out, layers[at:sh.N]...)
-			out = append(out, lowers(sh)...)
-			at = sh.N
+		if built {
+			// The store may hold another tree under a key than the one
+			// planned here: another builder's, planned on another Base
+			// (another sandbox's ImageLayers, an image's shifted layer made
+			// in between), which the key does not name. Mount what the
+			// trees on disk say they hold, as a sandbox that finds them
+			// does: nothing when they do not chain.
+			if out, rest, ok, err = mount(shiftChain(st, ids[:chain[len(chain)-1].N], maps)); err != nil {
+				return nil, nil, err
+			} else if !ok {
+				return layers, owners, nil
+			}
 		}
-		return append(out, layers[at:]...), rest, nil
+		return out, rest, nil
 	}
 }
 

@@ -1,13 +1,17 @@
 package envcache
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
@@ -199,5 +203,132 @@ func TestShiftLowerBytes(t *testing.T) {
 	}
 	if n := lowerBytes([]shiftedOwners{sh, sh, sh}, lowers); n <= budget {
 		t.Fatalf("three: %d bytes, want more than %d", n, budget)
+	}
+}
+
+// TestShifterOnDisk: a sandbox mounts the shifted layers as the store
+// holds them, and leaves to init what they do not give, whatever it
+// planned. The key of a shifted layer names its stack, not the Base it
+// sits on: here the stack's is on the image's (made by a sandbox that
+// said where the image's layers end), that one is gone, and a sandbox that
+// says nothing of the image's layers plans one of the whole stack, finds
+// the other builder's tree under the key and must not take it for its
+// plan (it mounted it and left the image's owned files to no one).
+func TestShifterOnDisk(t *testing.T) {
+	if os.Geteuid() == 0 {
+		privtest.Unprivileged(t, "^TestShifterOnDisk$")
+		return
+	}
+	ctx := context.Background()
+	st, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(p string, typ store.EntryType, id uint32) store.Entry {
+		return store.Entry{Path: p, Type: typ, Mode: 0o755, UID: id, GID: id}
+	}
+	commit := func(parents []store.LayerID, es ...store.Entry) store.LayerID {
+		w, err := st.NewLayerWriter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		for i := range es {
+			if es[i].Type == store.TypeFile {
+				es[i].Size = int64(len(es[i].Path))
+				if err := w.AddFile(ctx, &es[i], strings.NewReader(es[i].Path)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		id, err := w.Commit(ctx, &store.Manifest{Version: store.ManifestVersion, Parents: parents, Entries: es})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	dir, file := store.TypeDir, store.TypeFile
+	img := commit(nil, entry(".", dir, 0), entry("home", dir, 0), entry("home/app", dir, 1000), entry("home/app/f", file, 1000),
+		entry("srv", dir, 0), entry("srv/x", file, 7))
+	task := commit([]store.LayerID{img}, entry(".", dir, 0), entry("home", dir, 0), entry("home/app", dir, 1000), entry("home/app/new", file, 1000))
+	ids := []store.LayerID{img, task}
+	layers := []string{st.TreePath(img), st.TreePath(task)}
+	full, err := rootfs.Owners(st, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []sandbox.Owner
+	for _, o := range full {
+		owners = append(owners, sandbox.Owner{Path: o.Path, UID: o.UID, GID: o.GID})
+	}
+	if len(owners) != 4 {
+		t.Fatalf("owners %v, want home/app, its f and new, srv/x", owners)
+	}
+	shifted := filepath.Join(st.Root(), "shifted")
+	// check: init chowns every owner but those the topmost lower dir
+	// holding the path gives, a shifted layer's copy owned by a
+	// subordinate id.
+	check := func(what string, out []string, rest []sandbox.Owner) {
+		t.Helper()
+		left := map[string]bool{}
+		for _, o := range rest {
+			left[o.Path] = true
+		}
+		for _, l := range out {
+			if _, err := os.Stat(l); err != nil {
+				t.Fatalf("%s: lower dir %v", what, err)
+			}
+		}
+		for _, o := range owners {
+			if left[o.Path] {
+				continue
+			}
+			var fi os.FileInfo
+			var from string
+			for i := len(out) - 1; i >= 0 && fi == nil; i-- {
+				fi, from = nil, out[i]
+				fi, _ = os.Lstat(filepath.Join(out[i], o.Path))
+			}
+			if fi == nil || !strings.HasPrefix(from, shifted+"/") || int(fi.Sys().(*syscall.Stat_t).Uid) == os.Getuid() {
+				t.Errorf("%s: /%s is left to no one: init does not chown it and the overlay shows it from %s, not a shifted copy", what, o.Path, from)
+			}
+		}
+	}
+	shift := Shifter(st)
+	out, rest, err := shift(ctx, layers, 1, owners) // the image's, and one above it
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the image's layer apart", out, rest)
+	if len(rest) != 0 {
+		t.Fatalf("the image's layer apart: init chowns %v, want nothing", rest)
+	}
+	ents, err := os.ReadDir(shifted)
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("shifted layers %v %v, want the image's and the stack's", ents, err)
+	}
+	for _, e := range ents {
+		sh, err := readShiftedOwners(filepath.Join(shifted, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh.Base == 0 {
+			if err := os.RemoveAll(filepath.Join(shifted, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, rest, err = shift(ctx, layers, 0, owners) // plans one of the whole stack
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("another builder's tree under the key", out, rest)
+	out, rest, err = shift(ctx, layers, 1, owners) // makes the image's again
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the image's layer made again", out, rest)
+	if len(rest) != 0 {
+		t.Fatalf("the image's layer made again: init chowns %v, want nothing", rest)
 	}
 }
