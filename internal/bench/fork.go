@@ -14,6 +14,7 @@ import (
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/engine"
 	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/warm"
 	"golang.org/x/sys/unix"
 )
 
@@ -160,7 +161,7 @@ func Fork(ctx context.Context, cfg engine.Config, o ForkOptions) (*Report, error
 		st := e.PoolStats()[engine.PoolFork]
 		ready := ""
 		if o.ReadySpares {
-			ready = "; each fork waited, untimed, for its spares (--ready-spares)"
+			ready = fmt.Sprintf("; each fork waited, untimed, up to %s for its spares (--ready-spares): %d did not get them all", spareWait, f.unready)
 		}
 		b.report.Notes = append(b.report.Notes, fmt.Sprintf("fork: %d spares (--spares%s): children taken from spares %d, started %d; spares made %d, failed %d, closed to make room %d, expired %d",
 			o.Spares, ready, st.Hits, st.Misses, st.Made, st.Failed, st.Evicted+st.Shed, st.Expired))
@@ -195,6 +196,9 @@ type forker struct {
 	o     ForkOptions
 	state string
 	seq   int // names snapshots and images
+	// unready counts the forks whose spares were not ready within
+	// spareWait (ReadySpares): they ran anyway, some children started.
+	unready int
 }
 
 func (f *forker) methods() []string {
@@ -432,17 +436,25 @@ const spareWait = 5 * time.Second
 
 // waitSpares waits, with ReadySpares, until the pool holds a spare for
 // each of n children (at most Spares); the first fork finds none to wait
-// for: it has the pool make them.
+// for: it has the pool make them. The pool keeps as many for a key as the
+// last fork asked, so the first fork of a larger size waits in vain: a
+// wait past spareWait is logged and counted in unready, which the
+// report's notes give.
 func (f *forker) waitSpares(ctx context.Context, n int) {
 	if !f.o.ReadySpares || f.o.Spares == 0 {
 		return
 	}
 	n = min(n, f.o.Spares)
+	var st warm.Stats
 	for deadline := time.Now().Add(spareWait); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if st := f.e.PoolStats()[engine.PoolFork]; st.Spares >= n || st.Hits+st.Misses == 0 {
+		if st = f.e.PoolStats()[engine.PoolFork]; st.Spares >= n || st.Hits+st.Misses == 0 {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+	if ctx.Err() == nil {
+		f.unready++
+		f.b.logf("fork: %d of %d spares ready after %s; forking anyway", st.Spares, n, spareWait)
 	}
 }
 

@@ -90,7 +90,7 @@ func TestFork(t *testing.T) {
 	work := t.TempDir()
 	t.Setenv("PATH", t.TempDir()) // no podman; msb's side runs no host program
 	cfg := engine.Config{StateDir: privtest.StateDir(t)}
-	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, ForkBytes: 1 << 20, Idle: time.Millisecond, Podman: true, Spares: 4,
+	o := ForkOptions{Work: work, Sizes: []int64{0, 1<<20 + 7}, Rounds: 2, Warmup: 1, LargeRounds: 1, Children: 3, ForkBytes: 1 << 20, Idle: time.Millisecond, Podman: true, Spares: 4, ReadySpares: true,
 		Progress: func(l string) { t.Log(time.Now().Format("15:04:05.0"), l) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -102,9 +102,10 @@ func TestFork(t *testing.T) {
 		t.Fatalf("failures:\n%s", strings.Join(rep.Failures, "\n"))
 	}
 	if !slices.ContainsFunc(rep.Notes, func(s string) bool {
-		return strings.HasPrefix(s, "fork: 4 spares (--spares): children taken from spares ")
+		return strings.HasPrefix(s, "fork: 4 spares (--spares; each fork waited, untimed, up to 5s for its spares (--ready-spares): ") &&
+			strings.Contains(s, " did not get them all): children taken from spares ")
 	}) {
-		t.Errorf("the notes do not count the spares' hits: %q", rep.Notes)
+		t.Errorf("the notes do not count the spares' hits and the forks that waited in vain: %q", rep.Notes)
 	}
 	if !slices.ContainsFunc(rep.Skipped, func(s string) bool { return strings.HasPrefix(s, "podman: skipped: podman is not installed") }) {
 		t.Errorf("podman's absence is not reported: skipped %v", rep.Skipped)
