@@ -312,28 +312,9 @@ func newOverlay(layers []string, upper, work string, flags []string) (int, error
 	if err != nil {
 		return -1, err
 	}
-	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	mfd, err := mount.Detached("overlay", append(strings.Split(m.Data, ","), flags...), 0)
 	if err != nil {
-		return -1, fmt.Errorf("fsopen overlay: %w", err)
-	}
-	defer unix.Close(fsfd)
-	for _, kv := range append(strings.Split(m.Data, ","), flags...) {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok {
-			err = unix.FsconfigSetString(fsfd, k, v)
-		} else {
-			err = unix.FsconfigSetFlag(fsfd, k)
-		}
-		if err != nil {
-			return -1, fmt.Errorf("configuring the new root overlay (%s): %w", kv, err)
-		}
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return -1, fmt.Errorf("creating the new root overlay of %d layers (%s): %w", len(layers), strings.Join(layers, ":"), err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount of the new root overlay: %w", err)
+		return -1, fmt.Errorf("the new root overlay of %d layers (%s): %w", len(layers), strings.Join(layers, ":"), err)
 	}
 	return mfd, nil
 }

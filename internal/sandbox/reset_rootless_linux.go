@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/minisandbox/msb/internal/mount"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
@@ -233,23 +234,9 @@ func resetRootStage() error {
 // the sandbox's. (Kernels from 6.15 take a detached mount's dirs as an
 // overlay's.)
 func newDiskTmpfs(data string) (int, error) {
-	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	mfd, err := mount.Detached("tmpfs", strings.Split(data, ","), 0)
 	if err != nil {
-		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fsfd)
-	for _, kv := range strings.Split(data, ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
-			return -1, fmt.Errorf("configuring the new disk tmpfs (%s): %w", kv, err)
-		}
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return -1, fmt.Errorf("creating the new disk tmpfs (%s): %w", data, err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount of the new disk tmpfs: %w", err)
+		return -1, fmt.Errorf("the new disk tmpfs: %w", err)
 	}
 	for _, d := range []string{"upper", "work"} {
 		if err := unix.Mkdirat(mfd, d, 0o755); err != nil {

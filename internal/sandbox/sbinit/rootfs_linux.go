@@ -397,65 +397,18 @@ func overlayHidden(root, d string, hidden []string) error {
 
 // overlayFs makes a read-only overlay of the layers lowers (as its
 // lowerdir option takes them), not attached anywhere yet, and returns its
-// mount's descriptor. Its error carries what the kernel logged of it.
+// mount's descriptor.
 func overlayFs(lowers string) (int, error) {
-	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen overlay: %w", err)
-	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigSetString(fs, "lowerdir", lowers); err != nil {
-		return -1, fmt.Errorf("lowerdir %s: %w%s", lowers, err, fsLog(fs))
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		why := fsLog(fs)
-		if why == "" {
-			why = " (the kernel's log says why)"
-		}
-		return -1, fmt.Errorf("lowerdir %s: %w%s", lowers, err, why)
-	}
-	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount overlay: %w%s", err, fsLog(fs))
-	}
-	return mnt, nil
-}
-
-// fsLog returns the messages the kernel logged on filesystem context fs
-// (fsopen(2)), each after "; ", or "". Kernels before overlayfs's own
-// mount API (6.5) log its refusals only in the kernel's log.
-func fsLog(fs int) string {
-	var b strings.Builder
-	buf := make([]byte, 1024)
-	for range 16 {
-		n, err := unix.Read(fs, buf)
-		if err != nil || n <= 0 {
-			break
-		}
-		b.WriteString("; ")
-		b.Write(buf[:n])
-	}
-	return b.String()
+	return mount.Detached("overlay", []string{"lowerdir=" + lowers}, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 // whiteoutLayer makes a tmpfs attached nowhere holding a whiteout (a
 // character device 0:0) at each path of hidden, and returns a descriptor
 // of its root.
 func whiteoutLayer(hidden []string) (int, error) {
-	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	mnt, err := mount.Detached("tmpfs", []string{"mode=0755"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigSetString(fs, "mode", "0755"); err != nil {
-		return -1, fmt.Errorf("tmpfs mode: %w", err)
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("creating the tmpfs: %w", err)
-	}
-	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount tmpfs: %w", err)
+		return -1, err
 	}
 	for _, h := range hidden {
 		parent, name := filepath.Split(h)
