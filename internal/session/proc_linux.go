@@ -92,69 +92,32 @@ type procStat struct {
 	startTime uint64 // clock ticks after boot; with pid, identifies a process
 }
 
-// readStat parses /proc/<pid>/stat. It reads the file in one read(2) into
-// a buffer on the stack and parses the fields it needs in place: killTree
-// reads every process's stat on each of its scans.
+// readStat parses /proc/<pid>/stat.
 func readStat(pid int) (procStat, bool) {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, false
 	}
-	var buf [1024]byte // the line is some 300 bytes; comm at most 64
-	n, err := unix.Read(fd, buf[:])
-	unix.Close(fd)
-	if err != nil || n <= 0 {
-		return procStat{}, false
-	}
-	data := buf[:n]
 	// The command name is in parentheses and may contain anything; the
 	// fields after the last ')' are well formed.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
 		return procStat{}, false
 	}
+	f := strings.Fields(string(data[i+1:]))
+	// f[0] is field 3 (state); session is field 6, starttime field 22.
+	if len(f) < 20 {
+		return procStat{}, false
+	}
 	var st procStat
 	if j := bytes.IndexByte(data, '('); j >= 0 && j < i {
 		st.comm = string(data[j+1 : i])
 	}
-	// Field 3 (state) is the first after ')'; starttime is field 22.
-	rest, field := data[i+1:], 2
-	for field < 22 {
-		rest = bytes.TrimLeft(rest, " ")
-		end := bytes.IndexByte(rest, ' ')
-		if end < 0 {
-			end = len(rest)
-		}
-		if end == 0 {
-			return procStat{}, false
-		}
-		f := rest[:end]
-		field++
-		switch field {
-		case 3:
-			st.state = f[0]
-		case 4:
-			st.ppid = atoi(f)
-		case 6:
-			st.sid = atoi(f)
-		case 22:
-			st.startTime = uint64(atoi(bytes.TrimRight(f, "\n")))
-		}
-		rest = rest[end:]
-	}
+	st.state = f[0][0]
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.sid, _ = strconv.Atoi(f[3])
+	st.startTime, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, true
-}
-
-// atoi parses a non-negative decimal number, 0 if b holds anything else.
-func atoi(b []byte) int {
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 func alive(st procStat) bool { return st.state != 'Z' && st.state != 'X' }
