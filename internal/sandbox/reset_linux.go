@@ -89,7 +89,7 @@ func (s *Sandbox) Reset(ctx context.Context, d Deferred) error {
 // and working directory "/", which pivot_root moves): kept reports
 // whether it did. Such a session serves one opened after the reset
 // (AdoptSession) without a shell's start. Otherwise it is closed as the
-// others are; a rootless reset keeps nothing.
+// others are.
 func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (kept bool, err error) {
 	if err := s.CanReset(); err != nil {
 		return false, err
@@ -109,9 +109,6 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	}
 	lowers, owners := s.shifted(ctx, d.Layers, d.Owners) // before the kill: it may build a layer
 	shifted := Deferred{Layers: lowers, Owners: owners}
-	if s.rt.rootless {
-		keep = ""
-	}
 	resp, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset, Session: keep})
 	if err != nil {
 		s.resetDone()

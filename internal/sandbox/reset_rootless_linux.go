@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/mount"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
@@ -38,18 +40,21 @@ type resetPlan struct {
 	Mounts      []string
 	Links       [][2]string
 	Owners      []wire.Owner
+	Chans       []string // a kept shell's pipes (newRoot.chans)
 	Flags       []string
 	Tmpfs       string // a new disk tmpfs's options, "": the upper dir is not on one
 }
 
-// The reset-root stage's descriptors: the sandbox's mount namespace, the
-// socket on which it sends a new disk tmpfs, and the dir holding the old
-// writable layer's dirs (a path of it may go through this process's
-// /proc/self).
+// The reset-root stage's descriptors: the sandbox's mount namespace; the
+// socket on which it receives the dir holding the old writable layer's
+// dirs (with its plan: a path of it may go through msb's /proc/self) and
+// sends a new disk tmpfs; and a pidfd of the sandbox's init, whose exit
+// ends a stage that has no plan yet (one started ahead of a reset that
+// never came).
 const (
 	resetNSFd   = 3
-	resetDiskFd = 4
-	resetOldFd  = 5
+	resetSockFd = 4
+	resetInitFd = 5
 )
 
 // resetDiskDir is the path of the disk tmpfs of the sandbox's last reset
@@ -73,6 +78,158 @@ func likeDiskTmpfs(dir string) (string, error) {
 	return "mode=755,size=" + strconv.FormatUint(st.Blocks*uint64(st.Bsize), 10) + ",nr_inodes=" + strconv.FormatUint(st.Files, 10), nil
 }
 
+// PrepareReset starts, for a rootless sandbox, the process that will do
+// its next reset's mounts (putRootInNS) now: nsenter(1) and this
+// binary's reset-root stage, which then waits in the sandbox's user
+// namespace for its plan, so that the reset starts no process on its
+// path. A fork's spare is made so (its one reset is on the fork's path).
+// The stage is ended when a reset takes it, a later PrepareReset replaces
+// it, or the sandbox closes. In root mode, where msb mounts itself, and
+// where the sandbox cannot be reset (CanReset), it does nothing.
+func (s *Sandbox) PrepareReset() error {
+	if !s.rt.rootless || s.CanReset() != nil {
+		return nil
+	}
+	st, err := s.startResetStage()
+	if err != nil {
+		return err
+	}
+	if old, ok := stagesAhead.Swap(s, st); ok {
+		old.(*resetStage).end()
+	}
+	go func() { // it ends with init (resetRootStage): no Close needed
+		<-st.done
+		stagesAhead.CompareAndDelete(s, st)
+	}()
+	return nil
+}
+
+// stagesAhead holds the stage PrepareReset started for a sandbox, by
+// *Sandbox, until a reset takes it or it exits.
+var stagesAhead sync.Map
+
+// takeResetStage is the stage PrepareReset started, nil if none; the
+// caller runs or ends it.
+func (s *Sandbox) takeResetStage() *resetStage {
+	if st, ok := stagesAhead.LoadAndDelete(s); ok {
+		return st.(*resetStage)
+	}
+	return nil
+}
+
+// resetStage is a reset-root stage started (nsenter, then this binary in
+// the sandbox's user namespace), waiting for its plan on its stdin.
+type resetStage struct {
+	cmd    *exec.Cmd
+	plan   *os.File // the write end of its stdin
+	sock   *os.File // msb's end of its socket (resetSockFd)
+	stderr bytes.Buffer
+	done   chan struct{} // closed once it exited; then err is its exit
+	err    error
+}
+
+// errStageGone: a stage started ahead had exited before its plan came.
+var errStageGone = errors.New("the reset-root stage started ahead is gone")
+
+// startResetStage starts a reset-root stage for the sandbox.
+func (s *Sandbox) startResetStage() (*resetStage, error) {
+	// No context: a stage killed between its mounts and the pivot would
+	// leave the sandbox half moved. --preserve-credentials: the caller's
+	// id is the namespace's root; nsenter's setgroups would fail where
+	// the namespace denies it.
+	cmd, err := nsStage(context.Background(), s.InitPid(), sbinit.StageResetRoot, "--preserve-credentials")
+	if err != nil {
+		return nil, fmt.Errorf("mounting the new root in the sandbox's namespaces: %w", err)
+	}
+	ns, err := os.Open("/proc/" + strconv.Itoa(s.InitPid()) + "/ns/mnt")
+	if err != nil {
+		return nil, fmt.Errorf("opening the sandbox's mount namespace: %w", err)
+	}
+	defer ns.Close()
+	pidfd, err := unix.PidfdOpen(s.InitPid(), 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening a pidfd of the sandbox's init: %w", err)
+	}
+	initFile := os.NewFile(uintptr(pidfd), "init")
+	defer initFile.Close()
+	socks, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("making the reset-root stage's socket: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(socks[0]), "reset-stage"), os.NewFile(uintptr(socks[1]), "reset-stage")
+	defer theirs.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("making the reset-root stage's stdin: %w", err)
+	}
+	defer r.Close()
+	st := &resetStage{cmd: cmd, plan: w, sock: mine, done: make(chan struct{})}
+	cmd.Stdin = r
+	cmd.Stderr = &st.stderr
+	cmd.ExtraFiles = []*os.File{ns, theirs, initFile} // resetNSFd, resetSockFd, resetInitFd
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		mine.Close()
+		return nil, fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", err)
+	}
+	go func() {
+		st.err = cmd.Wait()
+		close(st.done)
+	}()
+	return st, nil
+}
+
+// run has the stage carry out plan, the old writable layer's dirs in
+// oldDir, and waits for its end; with plan.Tmpfs it returns the new disk
+// tmpfs the stage made. A stage that exited before it errStageGone: it
+// was given nothing.
+func (st *resetStage) run(plan resetPlan, oldDir *os.File) (*os.File, error) {
+	defer st.sock.Close()
+	select {
+	case <-st.done:
+		st.plan.Close()
+		return nil, fmt.Errorf("%w: %w", errStageGone, stageErr(st.err, &st.stderr))
+	default:
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		st.end()
+		return nil, err
+	}
+	err = unix.Sendmsg(int(st.sock.Fd()), []byte{0}, unix.UnixRights(int(oldDir.Fd())), nil, 0)
+	if err == nil {
+		_, err = st.plan.Write(b)
+	}
+	st.plan.Close()
+	<-st.done
+	if err == nil {
+		err = st.err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", stageErr(err, &st.stderr))
+	}
+	if plan.Tmpfs == "" {
+		return nil, nil
+	}
+	disk, err := recvFile(st.sock)
+	if err != nil {
+		return nil, fmt.Errorf("receiving the new disk tmpfs from the reset-root stage: %w", err)
+	}
+	return disk, nil
+}
+
+// end kills the stage, unused, and waits for its exit; nil does nothing.
+func (st *resetStage) end() {
+	if st == nil {
+		return
+	}
+	st.cmd.Process.Kill()
+	st.plan.Close()
+	<-st.done
+	st.sock.Close()
+}
+
 // putRootInNS does newOverlay's and swapRoot's work for a rootless
 // sandbox. nsenter(1) joins the sandbox's user namespace and executes
 // this binary's reset-root stage there, in the host's mount namespace,
@@ -83,28 +240,17 @@ func likeDiskTmpfs(dir string) (string, error) {
 // flags (userxattr among them, as the root it replaces), then does
 // swapRootHere's work in the sandbox's mount namespace, and back in its
 // own empties old, the old writable layer: the sandbox's user may have
-// made its files private under ids that are not the caller's.
+// made its files private under ids that are not the caller's. The stage
+// is the one PrepareReset started, waiting for its plan, or one started
+// now.
 func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, flags []string) error {
-	// No context: a stage killed between its mounts and the pivot would
-	// leave the sandbox half moved. --preserve-credentials: the caller's
-	// id is the namespace's root; nsenter's setgroups would fail where
-	// the namespace denies it.
-	cmd, err := nsStage(context.Background(), s.InitPid(), sbinit.StageResetRoot, "--preserve-credentials")
-	if err != nil {
-		return fmt.Errorf("mounting the new root in the sandbox's namespaces: %w", err)
-	}
-	ns, err := os.Open("/proc/" + strconv.Itoa(s.InitPid()) + "/ns/mnt")
-	if err != nil {
-		return fmt.Errorf("opening the sandbox's mount namespace: %w", err)
-	}
-	defer ns.Close()
 	oldDir, err := os.Open(old)
 	if err != nil {
 		return fmt.Errorf("opening the old writable layer's dir: %w", err)
 	}
 	defer oldDir.Close()
 	plan := resetPlan{Layers: lowers, Upper: filepath.Join(parent, "upper"), Work: filepath.Join(parent, "work"),
-		Mounts: r.points, Links: r.links, Owners: r.owners, Flags: flags}
+		Mounts: r.points, Links: r.links, Owners: r.owners, Chans: r.chans, Flags: flags}
 	if s.upper == "" && s.volume == nil {
 		// On the disk tmpfs, which init mounted and detached with its
 		// old root: an overlay takes no upper dir from a mount outside
@@ -115,30 +261,23 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 			return err
 		}
 	}
-	socks, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("making the reset-root stage's socket: %w", err)
+	var disk *os.File
+	st := s.takeResetStage()
+	if st != nil {
+		disk, err = st.run(plan, oldDir)
+		if errors.Is(err, errStageGone) {
+			s.log.Debug("the reset-root stage started ahead is gone: starting one", "err", err)
+			st = nil
+		}
 	}
-	mine, theirs := os.NewFile(uintptr(socks[0]), "reset-disk"), os.NewFile(uintptr(socks[1]), "reset-disk")
-	defer mine.Close()
-	defer theirs.Close()
-	b, err := json.Marshal(plan)
-	if err != nil {
+	if st == nil {
+		if st, err = s.startResetStage(); err != nil {
+			return err
+		}
+		disk, err = st.run(plan, oldDir)
+	}
+	if err != nil || disk == nil {
 		return err
-	}
-	cmd.Stdin = bytes.NewReader(b)
-	cmd.ExtraFiles = []*os.File{ns, theirs, oldDir} // resetNSFd, resetDiskFd, resetOldFd
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", stageErr(err, &stderr))
-	}
-	if plan.Tmpfs == "" {
-		return nil
-	}
-	disk, err := recvFile(mine)
-	if err != nil {
-		return fmt.Errorf("receiving the new disk tmpfs from the reset-root stage: %w", err)
 	}
 	s.confMu.Lock()
 	if s.resetDisk != nil {
@@ -151,20 +290,29 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 
 // recvFile receives one descriptor on the socket sock (SCM_RIGHTS).
 func recvFile(sock *os.File) (*os.File, error) {
-	oob := make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	fd, err := recvFD(int(sock.Fd()))
 	if err != nil {
 		return nil, err
 	}
+	return os.NewFile(uintptr(fd), "reset disk tmpfs"), nil
+}
+
+// recvFD receives one descriptor on the socket sock (SCM_RIGHTS).
+func recvFD(sock int) (int, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(sock, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("no descriptor came (%v)", err)
+		return -1, fmt.Errorf("no descriptor came (%v)", err)
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
-		return nil, fmt.Errorf("no descriptor came (%v)", err)
+		return -1, fmt.Errorf("no descriptor came (%v)", err)
 	}
-	return os.NewFile(uintptr(fds[0]), "reset disk tmpfs"), nil
+	return fds[0], nil
 }
 
 // resetRootStage is the reset-root stage (sbinit.StageResetRoot): see
@@ -173,9 +321,16 @@ func recvFile(sock *os.File) (*os.File, error) {
 // several threads: none may join a mount namespace but one that has its
 // own filesystem context); the process exits after it.
 func resetRootStage() error {
+	if err := awaitPlan(); err != nil {
+		return err
+	}
 	var plan resetPlan
 	if err := json.NewDecoder(os.Stdin).Decode(&plan); err != nil {
 		return fmt.Errorf("reading the reset's plan: %w", err)
+	}
+	oldFd, err := recvFD(resetSockFd)
+	if err != nil {
+		return fmt.Errorf("receiving the old writable layer's dir: %w", err)
 	}
 	runtime.LockOSThread() // for good: the process ends after the stage
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
@@ -187,7 +342,7 @@ func resetRootStage() error {
 	}
 	defer home.Close()
 	disk := -1
-	r := newRoot{links: plan.Links, owners: plan.Owners}
+	r := newRoot{links: plan.Links, owners: plan.Owners, chans: plan.Chans}
 	if plan.Tmpfs != "" {
 		if disk, err = newDiskTmpfs(plan.Tmpfs); err != nil {
 			return err
@@ -216,16 +371,38 @@ func resetRootStage() error {
 	if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("leaving the sandbox's mount namespace to empty the old writable layer: %w", err)
 	}
-	if err := emptyDir("/proc/self/fd/" + strconv.Itoa(resetOldFd) + "/."); err != nil {
+	if err := emptyDir("/proc/self/fd/" + strconv.Itoa(oldFd) + "/."); err != nil {
 		return err
 	}
 	if disk < 0 {
 		return nil
 	}
-	if err := unix.Sendmsg(resetDiskFd, []byte{0}, unix.UnixRights(disk), nil, 0); err != nil {
+	if err := unix.Sendmsg(resetSockFd, []byte{0}, unix.UnixRights(disk), nil, 0); err != nil {
 		return fmt.Errorf("sending the new disk tmpfs to msb: %w", err)
 	}
 	return nil
+}
+
+// awaitPlan waits until the plan can be read on stdin (or stdin is
+// closed), and ends the process, with nothing done, if the sandbox's
+// init exits first.
+func awaitPlan() error {
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}, {Fd: resetInitFd, Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the reset's plan: %w", err)
+		}
+		if fds[0].Revents != 0 {
+			return nil
+		}
+		if fds[1].Revents != 0 {
+			os.Exit(0) // the sandbox is gone: no reset will come
+		}
+	}
 }
 
 // newDiskTmpfs mounts a detached tmpfs with options data, with an upper

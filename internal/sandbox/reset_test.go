@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -147,10 +148,127 @@ func TestReset(t *testing.T) {
 	}
 }
 
-// TestResetRootless reruns TestReset and TestResetKeepsSession as an
-// unprivileged user.
+// TestResetRootless reruns TestReset, TestResetKeepsSession,
+// TestResetHoldsKeptShell and TestResetPrepared as an unprivileged user.
 func TestResetRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^TestReset(KeepsSession)?$")
+	privtest.Unprivileged(t, "^TestReset(KeepsSession|HoldsKeptShell|Prepared)?$")
+}
+
+// TestResetPrepared: rootless, PrepareReset starts the reset-root stage
+// (nsenter, counted by a wrapper on PATH) when it is called, and the
+// reset that follows starts none: it puts the sandbox on the new layers,
+// keeping the unused session's shell, with the stage started ahead. A
+// stage ahead that was killed is replaced by one started on the reset's
+// path; one that no reset took ends with its sandbox. In root mode,
+// where msb mounts itself, PrepareReset starts nothing and no reset runs
+// nsenter.
+func TestResetPrepared(t *testing.T) {
+	rt := testRuntime(t)
+	if rt.Rootless() && RootlessResetKernel() != nil {
+		t.Skip(RootlessResetKernel())
+	}
+	real, err := exec.LookPath("nsenter")
+	if err != nil {
+		privtest.Skip(t, "no nsenter: %v", err)
+	}
+	bin := t.TempDir()
+	os.Chmod(bin, 0o755)
+	log := filepath.Join(bin, "starts")
+	script := "#!/bin/sh\necho $$ >> " + log + "\nexec " + real + ` "$@"` + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "nsenter"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	starts := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "\n")
+	}
+	base, top := t.TempDir(), t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Chmod(top, 0o755)
+	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
+	sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: Limits{DiskBytes: 64 << 20}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ahead := 0 // stages started ahead so far
+	prepare := func() *resetStage {
+		t.Helper()
+		if err := sb.PrepareReset(); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := stagesAhead.Load(sb)
+		if ok != rt.Rootless() {
+			t.Fatalf("PrepareReset left a stage: %v, want %v", ok, rt.Rootless())
+		}
+		if !ok {
+			return nil
+		}
+		ahead++
+		return st.(*resetStage)
+	}
+	check := func(when string, want int) {
+		t.Helper()
+		if !rt.Rootless() {
+			want = 0
+		}
+		// A stage started ahead may not have run the wrapper yet.
+		for i := 0; starts() < want && i < 100; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := starts(); n != want {
+			t.Fatalf("%s: nsenter started %d times, want %d", when, n, want)
+		}
+	}
+
+	if err := sb.OpenSession(ctx, "spare", SessionOptions{Dir: "/"}); err != nil {
+		t.Fatal(err)
+	}
+	prepare()
+	check("after PrepareReset", 1)
+	mustOK(t, sb, "echo old > /old")
+	kept, err := sb.ResetKeeping(ctx, Deferred{Layers: []string{base, top}}, "spare")
+	if err != nil || !kept {
+		t.Fatalf("a reset with its stage started ahead: kept %v, %v", kept, err)
+	}
+	check("after the reset", 1)
+	if adopted, err := sb.AdoptSession(ctx, "main", "spare", SessionOptions{}); err != nil || !adopted {
+		t.Fatalf("the kept shell adopted: %v, %v", adopted, err)
+	}
+	if got := mustOK(t, sb, "cat /f; ls /old 2>&1 >/dev/null | wc -l"); got != "top\n1\n" {
+		t.Fatalf("after the reset: %q", got)
+	}
+
+	st := prepare()
+	check("after a second PrepareReset", 2)
+	if st != nil {
+		st.cmd.Process.Kill()
+		<-st.done
+	}
+	mustOK(t, sb, "echo old > /old")
+	if err := sb.Reset(ctx, Deferred{Layers: []string{base}}); err != nil {
+		t.Fatalf("a reset whose stage ahead was killed: %v", err)
+	}
+	check("after the reset whose stage ahead was killed", 3)
+	if got := mustOK(t, sb, "test -e /f || echo none; ls /old 2>&1 >/dev/null | wc -l"); got != "none\n1\n" {
+		t.Fatalf("after the reset whose stage ahead was killed: %q", got)
+	}
+
+	st = prepare()
+	check("after a third PrepareReset", 4)
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		return
+	}
+	select {
+	case <-st.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the stage started ahead (pid %d) outlived its sandbox by 10 s", st.cmd.Process.Pid)
+	}
+	if _, ok := stagesAhead.Load(sb); ok {
+		t.Error("a closed sandbox's stage is still held")
+	}
 }
 
 // resetSudoUser is what TestResetSudo has a user other than root run:
@@ -281,8 +399,9 @@ func TestResetBesideSessionOpens(t *testing.T) {
 // (AdoptSession): the shell that answers is the one started before the
 // reset, in the new root, with the new session's cwd and variables; a
 // session that ran a command, and one whose working directory is not the
-// root, are not kept. Rootless (TestResetRootless) nothing is kept and
-// the new session starts its own shell.
+// root, are not kept. The same rootless (TestResetRootless), where the
+// reset-root stage leaves the kept shell's pipes as msb's mount thread
+// does.
 func TestResetKeepsSession(t *testing.T) {
 	rt := testRuntime(t)
 	if rt.Rootless() && RootlessResetKernel() != nil {
@@ -320,8 +439,8 @@ func TestResetKeepsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kept != !rt.Rootless() {
-		t.Fatalf("the unused spare's shell kept: %v, want %v", kept, !rt.Rootless())
+	if !kept {
+		t.Fatal("the unused spare's shell was not kept")
 	}
 	adopted, err := sb.AdoptSession(ctx, "main", "spare", SessionOptions{Dir: "/tmp", Env: []string{"ROLE=main"}})
 	if err != nil {
@@ -354,9 +473,6 @@ func TestResetKeepsSession(t *testing.T) {
 // such commands, which reported the shell kept and unused.)
 func TestResetHoldsKeptShell(t *testing.T) {
 	rt := testRuntime(t)
-	if rt.Rootless() {
-		t.Skip("a rootless reset keeps no shell")
-	}
 	sb := create(t, rt, Config{HostBase: true})
 	if err := sb.CanReset(); err != nil {
 		t.Skipf("this runtime cannot reset in place (TestReset checks why): %v", err)
