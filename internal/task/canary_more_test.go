@@ -98,6 +98,10 @@ const (
 	// every ctest test passes.
 	ctestEmulator = "cmake_language(DEFER CALL hide)\nfunction(hide)\n  get_property(ts DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)\n" +
 		"  foreach(t IN LISTS ts)\n    set_property(TARGET ${t} PROPERTY CROSSCOMPILING_EMULATOR true)\n  endforeach()\nendfunction()\n"
+	// ctestQuit: the library's constructor ends every program that links
+	// it with status 0 before its main, so every ctest test passes; the
+	// CTest canary sees it by linking the library as the tests do.
+	ctestQuit = "\n#include <unistd.h>\n\n__attribute__((constructor)) static void quit() { _exit(0); }\n"
 )
 
 // canaryRow is one row TestCanaryMore evaluates: a project's row, or
@@ -141,7 +145,10 @@ func TestCanaryMore(t *testing.T) {
 			}},
 		}},
 		{cppProject, []string{"cmake", "c++"}, []canaryRow{
-			{name: "ctest", exploits: []canaryExploit{{name: "every test program run by an emulator that exits 0", append: map[string]string{"CMakeLists.txt": ctestEmulator}}}},
+			{name: "ctest", exploits: []canaryExploit{
+				{name: "every test program run by an emulator that exits 0", append: map[string]string{"CMakeLists.txt": ctestEmulator}},
+				{name: "a constructor in the code under test exits 0", append: map[string]string{"calc.cpp": ctestQuit}},
+			}},
 		}},
 	} {
 		t.Run(tc.p.name, func(t *testing.T) {

@@ -23,10 +23,12 @@ import (
 // but its test selection (-R, -E, -L ...) replaced by the two tests. The
 // CMakeLists.txt is put back afterwards.
 //
-// What it does not load: the project's own libraries and test framework
-// (GoogleTest, Catch2), whose main would clash with the canary's, so a
-// constructor in the code under test that ends every test program early
-// is not seen by it.
+// The program is linked as the directory's test programs are, with the
+// project's libraries they link, its static ones whole (ctestLink): a
+// constructor in the code under test, or a link option a library hands
+// its users, that ends every test program with status 0 ends the
+// canary's failing test so too. Its own main stands, so what a test
+// framework's main (GoogleTest, Catch2) does is not run.
 
 const canaryCTest = "ctest"
 
@@ -60,7 +62,8 @@ func ctestCanary(testCmd string, testFiles []string) Canary {
 
 // ctestCMake is the CMake code appended to a CMakeLists.txt: it defines
 // the canary's program and tests unless CMake has read it before (a
-// global property, named like the program, says so).
+// global property, named like the program, says so), the program linked
+// as ctestLink says.
 func (c Canary) ctestCMake() string {
 	v := c.File + "_src"
 	return fmt.Sprintf(`
@@ -74,10 +77,124 @@ if(NOT %[1]s)
   endif()
   file(WRITE "${%[1]s}" [==[%[3]s]==])
   add_executable(%[2]s "${%[1]s}")
+%[7]s  %[2]s_link(%[2]s)
   add_test(NAME %[4]s COMMAND %[2]s %[6]s %[6]s)
   add_test(NAME %[5]s COMMAND %[2]s %[6]s %[6]s_)
 endif()
-`, v, c.File, ctestSource, c.Pass, c.Fail, c.value)
+`, v, c.File, ctestSource, c.Pass, c.Fail, c.value, c.ctestLink())
+}
+
+// ctestLink is the CMake function <File>_link(exe) that links the
+// canary's program exe as a test program of the directory is linked, so
+// that the project's code is loaded in it: with the link libraries and
+// link options of the directory's first executable that links a library
+// target of the project (not an imported one; else with the directory's
+// own library targets), and, on Linux, every static library of the
+// project those reach (through INTERFACE_LINK_LIBRARIES, aliases
+// resolved) linked whole (--whole-archive): a test program runs the
+// constructors of the archive members it pulls in, the canary those of
+// every member. The canary's main comes first on the link line and
+// --allow-multiple-definition keeps it where a library brings its own
+// (GoogleTest's gtest_main, Catch2WithMain, fmt's test-main);
+// --no-as-needed keeps every shared library of the project loaded;
+// a member no test program pulls in may call what no library defines (a
+// test main calling a function each test program defines), so unresolved
+// symbols are let through, in a program that is not position
+// independent (where they are addresses the canary never reaches; a PIE
+// would not load). The
+// function's variables are its own; it reads the directory's targets as
+// they are when CMake reaches the canary's code (the end of the file).
+func (c Canary) ctestLink() string {
+	return fmt.Sprintf(`  function(%[1]s_link exe)
+    get_property(ts DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
+    set(from "")
+    foreach(t IN LISTS ts)
+      get_target_property(ty ${t} TYPE)
+      if(NOT from AND ty STREQUAL "EXECUTABLE" AND NOT t STREQUAL exe)
+        get_target_property(l ${t} LINK_LIBRARIES)
+        foreach(x IN LISTS l)
+          string(REGEX REPLACE "::@\\(.*\\)$" "" x "${x}")
+          if(x AND TARGET "${x}")
+            get_target_property(a "${x}" ALIASED_TARGET)
+            if(a)
+              set(x "${a}")
+            endif()
+            get_target_property(i "${x}" IMPORTED)
+            get_target_property(xt "${x}" TYPE)
+            if(NOT i AND xt MATCHES "^(STATIC|SHARED|OBJECT|INTERFACE)_LIBRARY$")
+              set(from "${t}")
+            endif()
+          endif()
+        endforeach()
+      endif()
+    endforeach()
+    set(libs "")
+    set(opts "")
+    if(from)
+      get_target_property(l ${from} LINK_LIBRARIES)
+      foreach(x IN LISTS l)
+        if(NOT x MATCHES "^::@")
+          string(REGEX REPLACE "::@\\(.*\\)$" "" x "${x}")
+          list(APPEND libs "${x}")
+        endif()
+      endforeach()
+      get_target_property(opts ${from} LINK_OPTIONS)
+    else()
+      foreach(t IN LISTS ts)
+        get_target_property(ty ${t} TYPE)
+        if(ty MATCHES "^(STATIC|SHARED)_LIBRARY$")
+          list(APPEND libs "${t}")
+        endif()
+      endforeach()
+    endif()
+    set(queue ${libs})
+    set(seen "")
+    set(whole "")
+    set(deps "")
+    while(queue)
+      list(GET queue 0 x)
+      list(REMOVE_AT queue 0)
+      string(REGEX REPLACE "::@\\(.*\\)$" "" x "${x}")
+      string(REGEX REPLACE "^\\$<LINK_ONLY:([^<>]*)>$" "\\1" x "${x}")
+      if(NOT x OR NOT TARGET "${x}")
+        continue()
+      endif()
+      get_target_property(a "${x}" ALIASED_TARGET)
+      if(a)
+        set(x "${a}")
+      endif()
+      list(FIND seen "${x}" k)
+      get_target_property(i "${x}" IMPORTED)
+      if(k GREATER -1 OR i)
+        continue()
+      endif()
+      list(APPEND seen "${x}")
+      get_target_property(xt "${x}" TYPE)
+      if(xt STREQUAL "STATIC_LIBRARY")
+        list(APPEND whole "$<TARGET_FILE:${x}>")
+        list(APPEND deps "${x}")
+      endif()
+      get_target_property(il "${x}" INTERFACE_LINK_LIBRARIES)
+      if(il)
+        list(APPEND queue ${il})
+      endif()
+    endwhile()
+    if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+      target_link_libraries(${exe} PRIVATE -Wl,--no-as-needed -Wl,--allow-multiple-definition
+        -Wl,--unresolved-symbols=ignore-all -no-pie)
+      if(whole)
+        target_link_libraries(${exe} PRIVATE -Wl,--whole-archive ${whole} -Wl,--no-whole-archive)
+        add_dependencies(${exe} ${deps})
+      endif()
+    endif()
+    if(libs)
+      target_link_libraries(${exe} PRIVATE ${libs})
+    endif()
+    if(opts AND COMMAND target_link_options)
+      target_link_options(${exe} PRIVATE ${opts})
+    endif()
+  endfunction()
+`, c.File)
 }
 
 // ctestPlace is the part of the script that appends the canary's CMake

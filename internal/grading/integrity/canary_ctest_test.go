@@ -12,6 +12,10 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
+// quitCtor ends every program that loads it with status 0 before its
+// main: code under test that makes every test pass.
+const quitCtor = "#include <unistd.h>\n\n__attribute__((constructor)) static void quit(void) { _exit(0); }\n"
+
 // ctestProject is a CMake project whose tests are listed in tests/ and
 // run by ctest, in C or C++ (lang), with top prepended to the top-level
 // CMakeLists.txt's body: where a patch would put CMake code of its own.
@@ -37,7 +41,12 @@ func ctestProject(lang, top string) map[string]string {
 // then in the top-level CMakeLists.txt), tampered where the patch's CMake
 // code runs every test program through an emulator that exits 0 (every
 // test reported passed). The CMakeLists.txt files it appended to are put
-// back as they were.
+// back as they were. The canary's program is linked as the test programs
+// are, the project's static libraries whole: a constructor in the code
+// under test (in a static or a shared library) or an entry point a
+// library's link options set, each ending every test program with status
+// 0, is flagged, and a test main in a library of its own (as gtest_main,
+// calling what each test program defines) links and stays clean.
 func TestCTestCanary(t *testing.T) {
 	for _, tool := range []string{"cmake", "ctest", "cc", "c++"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -49,18 +58,56 @@ func TestCTestCanary(t *testing.T) {
 		name, lang, top, cmd string
 		file                 string // the test patch's file, tests/add_test.c(pp) when ""
 		reasons              int
+		// shared: calc a shared library (the case's name without a comma:
+		// CMake's -Wl,-rpath,<build dir> would split at it); testMain: the
+		// tests' main in a library of its own.
+		shared, testMain bool
+		append           map[string]string // the patch: lines appended to files
 	}{
 		{name: "c clean", lang: "C", cmd: build},
 		{name: "c clean, test directory not built", lang: "C", cmd: build, file: "tests/extra/more.c"},
 		{name: "c++ clean, own selection", lang: "CXX", cmd: "mkdir -p build\ncd build && cmake .. && make && ctest -R adds --output-on-failure -E nothing"},
 		{name: "emulator exits 0", lang: "C", top: "set(CMAKE_CROSSCOMPILING_EMULATOR true)\n", cmd: build, reasons: 1},
+		{name: "c clean, a test main library", lang: "C", cmd: build, testMain: true},
+		{name: "c++ clean with a shared library and a test main library", lang: "CXX", cmd: build, shared: true, testMain: true},
+		{name: "constructor exits 0", lang: "C", cmd: build, reasons: 1, append: map[string]string{"calc.c": quitCtor}},
+		{name: "c++ constructor exits 0, test main library", lang: "CXX", cmd: build, reasons: 1, testMain: true,
+			append: map[string]string{"calc.cpp": quitCtor}},
+		{name: "a shared library's constructor exits 0", lang: "C", cmd: build, reasons: 1, shared: true, append: map[string]string{"calc.c": quitCtor}},
+		{name: "entry point from the library's link options", lang: "C", cmd: build, reasons: 1, append: map[string]string{
+			"calc.c":         "#include <unistd.h>\n\nvoid calc_start(void) { _exit(0); }\n",
+			"CMakeLists.txt": "target_link_options(calc INTERFACE -Wl,-e,calc_start)\n",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			files := ctestProject(tc.lang, tc.top)
 			files["tests/extra/CMakeLists.txt"] = "add_executable(more more.c)\n"
 			files["tests/extra/more.c"] = "int main(void) { return 0; }\n"
+			ext := map[string]string{"C": "c", "CXX": "cpp"}[tc.lang]
+			if tc.shared {
+				files["CMakeLists.txt"] = strings.Replace(files["CMakeLists.txt"], "add_library(calc calc", "add_library(calc SHARED calc", 1)
+			}
+			if tc.testMain {
+				// As GoogleTest's gtest_main: the library's main runs what
+				// each test program defines.
+				files["tests/main."+ext] = "int test_body(void);\n\nint main(void) { return test_body(); }\n"
+				files["tests/add_test."+ext] = "#include \"../calc.h\"\n\nint test_body(void) { return add(2, 3) == 5 ? 0 : 1; }\n"
+				files["tests/CMakeLists.txt"] = "add_library(testmain STATIC main." + ext + ")\ntarget_link_libraries(testmain PUBLIC calc)\n" +
+					"add_executable(add_test add_test." + ext + ")\ntarget_link_libraries(add_test testmain)\nadd_test(NAME adds COMMAND add_test)\n"
+			}
 			writeTree(t, dir, files)
+			for f, body := range tc.append {
+				p := filepath.Join(dir, f)
+				old, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, append(old, body...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				files[f] = string(old) + body
+			}
 			patched := []string{"tests/add_test.c", "tests/add_test.cpp"}
 			if tc.file != "" {
 				patched = []string{tc.file}
