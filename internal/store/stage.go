@@ -280,6 +280,12 @@ func (s *Store) StageFiles(ctx context.Context, parents []LayerID, rootMode uint
 // store or earlier in layers. The layers are released (published or, on
 // error, discarded) whatever happens.
 func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) error {
+	return s.publishLayers(ctx, ref, nil, layers...)
+}
+
+// publishLayers is Publish; with early, the layers' trees are built before the
+// barriers and handed to it (PublishLeasedEarly).
+func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, layers ...*Staged) error {
 	defer func() {
 		for _, l := range layers {
 			l.Discard()
@@ -331,9 +337,6 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 		discard(pending)
 		return fmt.Errorf("publishing: %w", err)
 	}
-	if err := s.publishInto(pending, content, names); err != nil {
-		return err
-	}
 	trees := make([]string, len(layers))
 	defer func() {
 		for _, t := range trees {
@@ -342,6 +345,15 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 			}
 		}
 	}()
+	if early != nil {
+		if err := s.earlyTrees(ctx, layers, pending, trees, names, early.Trees); err != nil {
+			discard(pending)
+			return err
+		}
+	}
+	if err := s.publishInto(pending, content, names); err != nil {
+		return err
+	}
 	for i, l := range layers {
 		if manifests[i] != "" {
 			if err := os.Rename(manifests[i], s.manifestPath(l.ID)); err != nil {
@@ -349,6 +361,9 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 			}
 			manifests[i] = ""
 			names.add(filepath.Dir(s.manifestPath(l.ID)))
+		}
+		if early != nil {
+			continue // built already
 		}
 		t, err := s.prepareTree(ctx, l.ID, l.m, names)
 		if err != nil {
@@ -359,9 +374,18 @@ func (s *Store) Publish(ctx context.Context, ref string, layers ...*Staged) erro
 	if err := names.flush(); err != nil {
 		return err
 	}
+	if early != nil && early.Place != nil {
+		early.Place()
+	}
 	for i, l := range layers {
-		if err := s.placeTree(l.ID, trees[i]); err != nil {
-			return err
+		place := s.placeTree
+		if early != nil {
+			place = s.placeEarlyTree
+		}
+		if trees[i] != "" || early == nil {
+			if err := place(l.ID, trees[i]); err != nil {
+				return err
+			}
 		}
 		trees[i] = ""
 	}

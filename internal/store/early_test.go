@@ -1,0 +1,213 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// earlyNodes: new content held and in temp files, content the store has
+// (old), and one content under two modes (the second a copy).
+var earlyNodes = map[string]node{
+	"old":       {content: "in the store before"},
+	"held":      {content: "held in memory"},
+	"big":       {content: strings.Repeat("b", 2<<20)},
+	"d/same":    {content: "same content", mode: 0o644},
+	"d/same-x":  {content: "same content", mode: 0o755},
+	"d/e/empty": {content: ""},
+	"link":      {symlink: "held"},
+}
+
+// TestPublishEarly: the trees PublishLeasedEarly hands out are complete
+// before any barrier and before anything of the layer is visible; Place
+// comes after the barriers, before the rename; what was opened (or
+// mounted) of an early tree is the layer's tree once published, also
+// when another commit put the same layer in place first (then the early
+// tree stays in the layer's dir, and goes with it).
+func TestPublishEarly(t *testing.T) {
+	for _, race := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost-race-%v", race), func(t *testing.T) {
+			s := newStore(t)
+			src := filepath.Join(t.TempDir(), "src")
+			writeTree(t, src, earlyNodes)
+			if _, err := s.CommitDir(t.Context(), src, CommitOptions{}); err != nil { // "old" in the store
+				t.Fatal(err)
+			}
+			writeTree(t, src, map[string]node{"held": {content: "held, changed"}, "big": {content: strings.Repeat("c", 2<<20)},
+				"d/same": {content: "new same", mode: 0o644}, "d/same-x": {content: "new same", mode: 0o755}})
+			data, record := laterStage(t, s, src, 1<<20)
+			record.Discard()
+			id := data.ID
+			flushes := 0
+			s.hooks.flush = func([]string, bool) { flushes++ }
+			var fd int = -1
+			var tree string
+			placed := false
+			lease, err := s.PublishLeasedEarly(t.Context(), "", Early{
+				Trees: func(trees []string) {
+					tree = trees[0]
+					if flushes != 0 || s.Has(id) || tree == s.TreePath(id) {
+						t.Errorf("early tree %s after %d barriers, layer present %v", tree, flushes, s.Has(id))
+					}
+					if _, err := s.Manifest(id); err == nil {
+						t.Error("the layer's manifest is there before the barriers")
+					}
+					checkTree(t, tree, src)
+					var err error
+					if fd, err = unix.Open(tree, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Place: func() {
+					placed = true
+					if flushes < 2 || s.Has(id) {
+						t.Errorf("place after %d barriers, layer present %v", flushes, s.Has(id))
+					}
+					if race { // another commit of the layer puts its tree in place
+						if _, err := s.Materialize(t.Context(), id); err != nil {
+							t.Fatal(err)
+						}
+					}
+				},
+			}, data)
+			s.hooks.flush = nil
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lease.Release()
+			defer unix.Close(fd)
+			if !placed || !s.Has(id) {
+				t.Fatalf("published: place called %v, layer present %v", placed, s.Has(id))
+			}
+			if _, err := os.Lstat(tree); !os.IsNotExist(err) {
+				t.Fatalf("the early tree's temp path is still there: %v", err)
+			}
+			held := fmt.Sprintf("/proc/self/fd/%d", fd)
+			checkTree(t, held, src)
+			var a, b unix.Stat_t
+			if err := unix.Stat(held, &a); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Stat(s.TreePath(id), &b); err != nil {
+				t.Fatal(err)
+			}
+			if (a.Ino == b.Ino) == race {
+				t.Fatalf("lost race %v: the early tree is the layer's tree: %v", race, a.Ino == b.Ino)
+			}
+			checkTree(t, s.TreePath(id), src)
+			if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+				t.Fatalf("verify: %v %v", err, r.Problems)
+			}
+			if _, err := s.GC(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			checkTree(t, held, src) // leased: kept
+			lease.Release()
+			if _, err := s.GC(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(s.layerDir(id)); !os.IsNotExist(err) {
+				t.Fatalf("the layer's dir (its early tree too) outlived its lease: %v", err)
+			}
+		})
+	}
+}
+
+// checkTree checks that tree holds src's files with their content and
+// mode.
+func checkTree(t *testing.T, tree, src string) {
+	t.Helper()
+	for p := range earlyNodes {
+		want, err := os.Lstat(filepath.Join(src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.Lstat(filepath.Join(tree, p))
+		if err != nil {
+			t.Fatalf("tree %s: %v", tree, err)
+		}
+		if got.Mode() != want.Mode() {
+			t.Errorf("%s: mode %v, want %v", p, got.Mode(), want.Mode())
+		}
+		if want.Mode().IsRegular() {
+			w, _ := os.ReadFile(filepath.Join(src, p))
+			g, _ := os.ReadFile(filepath.Join(tree, p))
+			if string(g) != string(w) {
+				t.Errorf("%s: %d bytes differ from the source's %d", p, len(g), len(w))
+			}
+		}
+	}
+}
+
+const killedEarlyEnv = "MSB_STORE_KILLED_EARLY_HELPER"
+
+// TestEarlyKilled: a PublishLeasedEarly killed before each barrier (k 4:
+// after the trees were handed out and placed) leaves a store that
+// verify passes, before and after gc, with the layer whole or absent.
+func TestEarlyKilled(t *testing.T) {
+	for k := 1; k <= 4; k++ {
+		t.Run(fmt.Sprintf("killed-before-barrier-%d", k), func(t *testing.T) {
+			s := newStore(t)
+			src := filepath.Join(t.TempDir(), "src")
+			writeTree(t, src, earlyNodes)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledEarlyHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", killedEarlyEnv, s.Root(), src, k))
+			out, err := cmd.CombinedOutput()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
+			}
+			for _, gc := range []bool{false, true} {
+				if gc {
+					if _, err := s.GC(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+					t.Fatalf("verify (gc first: %v) after a publication killed before barrier %d: %v %v", gc, k, err, r.Problems)
+				}
+			}
+			if ents, _ := os.ReadDir(s.path("layers")); len(ents) != 0 {
+				t.Fatalf("gc left layers/ with %d entries (an unnamed layer is garbage)", len(ents))
+			}
+		})
+	}
+}
+
+// TestKilledEarlyHelper publishes a directory with PublishLeasedEarly
+// and kills itself before barrier k (k 3: at Place; 4: after all), for
+// TestEarlyKilled.
+func TestKilledEarlyHelper(t *testing.T) {
+	arg := os.Getenv(killedEarlyEnv)
+	if arg == "" {
+		t.Skip("run by TestEarlyKilled")
+	}
+	f := strings.Split(arg, "|")
+	s, err := Open(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := strconv.Atoi(f[2])
+	n := 0
+	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	s.hooks.flush = func([]string, bool) {
+		if n++; n == k {
+			kill()
+		}
+	}
+	data, record := laterStage(t, s, f[1], 1<<20)
+	record.Discard()
+	_, err = s.PublishLeasedEarly(t.Context(), "", Early{Trees: func([]string) {}, Place: func() {
+		if k == 3 {
+			kill()
+		}
+	}}, data)
+	kill()
+	t.Fatalf("not killed before barrier %d: %v", k, err)
+}
