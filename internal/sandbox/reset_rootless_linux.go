@@ -202,21 +202,49 @@ func (st *resetStage) run(plan resetPlan, oldDir *os.File) (*os.File, error) {
 		_, err = st.plan.Write(b)
 	}
 	st.plan.Close()
-	<-st.done
+	// Its answer, once the new root is in place, is one byte and, with
+	// plan.Tmpfs, the new disk tmpfs: its exit (a Go runtime's, and the
+	// teardown of its mount namespace) is not waited for.
+	disk := -1
 	if err == nil {
-		err = st.err
+		disk, err = recvAnswer(st.sock)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", stageErr(err, &st.stderr))
+		<-st.done
+		return nil, fmt.Errorf("mounting the new root in the sandbox's namespaces (nsenter, reset-root stage): %w", stageErr(errors.Join(err, st.err), &st.stderr))
 	}
-	if plan.Tmpfs == "" {
+	if disk < 0 {
+		if plan.Tmpfs != "" {
+			return nil, errors.New("the reset-root stage sent no disk tmpfs")
+		}
 		return nil, nil
 	}
-	disk, err := recvFile(st.sock)
+	return os.NewFile(uintptr(disk), "reset disk tmpfs"), nil
+}
+
+// recvAnswer receives the stage's answer on sock: a byte, with one
+// descriptor or none (-1); a stage that ended without one is an error.
+func recvAnswer(sock *os.File) (int, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("receiving the new disk tmpfs from the reset-root stage: %w", err)
+		return -1, fmt.Errorf("waiting for its answer: %w", err)
 	}
-	return disk, nil
+	if n == 0 {
+		return -1, errors.New("it ended without an answer")
+	}
+	if oobn == 0 {
+		return -1, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return -1, fmt.Errorf("its answer's descriptor (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return -1, fmt.Errorf("its answer's descriptor (%v)", err)
+	}
+	return fds[0], nil
 }
 
 // end kills the stage, unused, and waits for its exit; nil does nothing.
@@ -286,15 +314,6 @@ func (s *Sandbox) putRootInNS(lowers []string, parent, old string, r newRoot, fl
 	s.resetDisk = disk
 	s.confMu.Unlock()
 	return nil
-}
-
-// recvFile receives one descriptor on the socket sock (SCM_RIGHTS).
-func recvFile(sock *os.File) (*os.File, error) {
-	fd, err := recvFD(int(sock.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "reset disk tmpfs"), nil
 }
 
 // recvFD receives one descriptor on the socket sock (SCM_RIGHTS).
@@ -374,11 +393,12 @@ func resetRootStage() error {
 	if err := emptyDir("/proc/self/fd/" + strconv.Itoa(oldFd) + "/."); err != nil {
 		return err
 	}
-	if disk < 0 {
-		return nil
+	var rights []byte // the answer: done, with the new disk tmpfs
+	if disk >= 0 {
+		rights = unix.UnixRights(disk)
 	}
-	if err := unix.Sendmsg(resetSockFd, []byte{0}, unix.UnixRights(disk), nil, 0); err != nil {
-		return fmt.Errorf("sending the new disk tmpfs to msb: %w", err)
+	if err := unix.Sendmsg(resetSockFd, []byte{0}, rights, nil, 0); err != nil {
+		return fmt.Errorf("answering msb: %w", err)
 	}
 	return nil
 }
