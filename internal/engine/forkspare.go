@@ -18,16 +18,19 @@ import (
 // with an empty writable layer, /dev/shm emptied. So a fork
 // that finds spares of its children's shape waits only for the
 // snapshot, the reset and the sessions' shells, not for a sandbox's
-// start. Root mode only: a rootless reset runs nsenter and a stage of
-// msb, as long as a start (docs/bench.md, "Rollback in place").
+// start. Rootless, the reset's mounts are made by a process in the
+// sandbox's user namespace (nsenter and msb's reset-root stage), as long
+// to start as a sandbox (docs/bench.md, "Rollback in place"): a spare
+// starts it when it is made (sandbox.Sandbox.PrepareReset), and it waits
+// there for the reset.
 
 // forkShape is the key of the spares of src's children, src a live
 // sandbox that can be reset in place, and false when they are not served
 // from spares: a task sandbox's (a child is a task sandbox with its own
-// registry proxy), one with a network policy (not in the key), rootless,
-// or spares off.
+// registry proxy), one with a network policy (not in the key), or
+// spares off.
 func (e *Engine) forkShape(src forkSource) (poolKey, bool) {
-	if e.cfg.Spares <= 0 || src.task != nil || src.conf.NetPolicy != nil || e.rt.Rootless() {
+	if e.cfg.Spares <= 0 || src.task != nil || src.conf.NetPolicy != nil {
 		return poolKey{}, false
 	}
 	conf := forkConfig(src.conf, src.conf.Layers, src.conf.HostBase)
@@ -41,7 +44,9 @@ func (e *Engine) forkShape(src forkSource) (poolKey, bool) {
 
 // startForkSpare starts a spare of k, a PoolFork key: a raw sandbox of
 // its config, over its layers (leased by it), with one session, hidden
-// (spareSession), in the root when it has the host's base.
+// (spareSession), in the root when it has the host's base, and,
+// rootless, its reset's stage started (PrepareReset; without it the
+// reset starts one).
 func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error) {
 	var conf sandbox.Config
 	if err := json.Unmarshal([]byte(k.shape), &conf); err != nil {
@@ -69,6 +74,9 @@ func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error
 		release()
 		lease.Release()
 		return nil, err
+	}
+	if err := s.sbox().PrepareReset(); err != nil {
+		e.log.Debug("a fork's spare without its reset's stage started ahead", "err", err)
 	}
 	return s, nil
 }

@@ -16,16 +16,17 @@ import (
 )
 
 // TestEnginePoolFork: a fork of a live raw sandbox leaves spares of its
-// children's shape to be made (root mode), and the next fork of a sandbox
+// children's shape to be made, and the next fork of a sandbox
 // of that shape takes them: each child is the parent's state at the fork
 // (a file rewritten, one deleted, the session's cwd and variable), not
 // the state of an earlier fork, with its own host name, labels and
 // writes that no one else sees, and a rollback to its creation goes back
 // to the snapshot. The child from a spare has its session served by the
 // spare's shell, started before the fork (kept across the reset and
-// adopted), the other by a shell of its own. Rootless (no reset in
-// place there) the children start as before and the pool is not asked. No sandbox process or mount is
-// left behind.
+// adopted), the other by a shell of its own. The same rootless, where
+// the spare's reset is done by the reset-root stage it started when it
+// was made (sandbox.Sandbox.PrepareReset). No sandbox process or mount
+// is left behind.
 func TestEnginePoolFork(t *testing.T) {
 	var e *Engine
 	t.Cleanup(func() { // after the engine's close, which closes the spares
@@ -34,7 +35,6 @@ func TestEnginePoolFork(t *testing.T) {
 		}
 	})
 	e = openEngine(t, "", func(c *Config) { c.Spares = 4 })
-	rootless := e.Mode() == "rootless"
 	ctx := context.Background()
 	parent, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true, Labels: map[string]string{"role": "parent"}})
 	if err != nil {
@@ -51,11 +51,9 @@ func TestEnginePoolFork(t *testing.T) {
 	}
 	closeAll(t, first...)
 	sh(t, first[0], "main", "echo first > /w/first.txt")
-	if !rootless {
-		waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares == 1 && st.Making == 0 })
-		if n := len(e.Sandboxes(nil)); n != 2 {
-			t.Fatalf("%d live sandboxes with a spare ready: spares must not be live", n)
-		}
+	waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares == 1 && st.Making == 0 })
+	if n := len(e.Sandboxes(nil)); n != 2 {
+		t.Fatalf("%d live sandboxes with a spare ready: spares must not be live", n)
 	}
 	before := e.PoolStats()[PoolFork]
 
@@ -70,11 +68,7 @@ func TestEnginePoolFork(t *testing.T) {
 	}
 	closeAll(t, kids...)
 	st := e.PoolStats()[PoolFork]
-	if rootless {
-		if st != (warm.Stats{}) {
-			t.Fatalf("rootless forks asked the pool: %+v", st)
-		}
-	} else if st.Hits-before.Hits != 1 || st.Misses-before.Misses != 1 {
+	if st.Hits-before.Hits != 1 || st.Misses-before.Misses != 1 {
 		t.Fatalf("a fork of 2 over 1 spare: %+v then %+v", before, st)
 	}
 	adopted := 0
@@ -87,8 +81,8 @@ func TestEnginePoolFork(t *testing.T) {
 			adopted++
 		}
 	}
-	if want := map[bool]int{false: 1, true: 0}[rootless]; adopted != want {
-		t.Errorf("%d children's sessions in a shell started before the fork, want %d (the spare's)", adopted, want)
+	if adopted != 1 {
+		t.Errorf("%d children's sessions in a shell started before the fork, want 1 (the spare's)", adopted)
 	}
 	for i, k := range kids {
 		info := k.Info()
@@ -123,9 +117,7 @@ func TestEnginePoolFork(t *testing.T) {
 			t.Fatalf("child %s rolled back to creation sees %q", k.ID(), got)
 		}
 	}
-	if !rootless {
-		waitPool(t, e, PoolFork, "a refill to 2", func(st warm.Stats) bool { return st.Spares == 2 && st.Making == 0 })
-	}
+	waitPool(t, e, PoolFork, "a refill to 2", func(st warm.Stats) bool { return st.Spares == 2 && st.Making == 0 })
 	if got := sh(t, parent, "main", `echo "$PWD $STEP"; ls`); got != "/w 2\nf\n" {
 		t.Fatalf("the parent sees %q", got)
 	}
