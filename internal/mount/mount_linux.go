@@ -51,9 +51,10 @@ func (m Mount) Mount() error {
 // (fsopen, fsconfig, fsmount), attached nowhere, and returns its mount's
 // descriptor (close-on-exec) with mount attributes attr (MOUNT_ATTR_*).
 // Each of options is "key=value" or a flag alone; it is passed as one
-// option, so a value may hold commas (overlayfs's escaped paths). An
-// error names the option or step refused and carries what the kernel
-// logged on the filesystem context.
+// option, so a value may hold commas (overlayfs's escaped paths); an
+// overlay's lowerdir longer than fsconfig takes goes as one lowerdir+ a
+// lower dir (lowerdirPlus). An error names the option or step refused and
+// carries what the kernel logged on the filesystem context.
 func Detached(fstype string, options []string, attr int) (int, error) {
 	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
 	if err != nil {
@@ -61,7 +62,9 @@ func Detached(fstype string, options []string, attr int) (int, error) {
 	}
 	defer unix.Close(fs)
 	for _, kv := range options {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && fstype == "overlay" && k == "lowerdir" && len(v) > maxFsconfigString {
+			err = lowerdirPlus(fs, v)
+		} else if ok {
 			err = unix.FsconfigSetString(fs, k, v)
 		} else {
 			err = unix.FsconfigSetFlag(fs, kv)
@@ -82,6 +85,44 @@ func Detached(fstype string, options []string, attr int) (int, error) {
 		return -1, fmt.Errorf("fsmount %s: %w%s", fstype, err, fsLog(fs))
 	}
 	return mnt, nil
+}
+
+// maxFsconfigString is the longest string value fsconfig(2) takes: the
+// kernel copies at most 256 bytes of it, the NUL among them, and refuses
+// a longer one (EINVAL).
+const maxFsconfigString = 255
+
+// lowerdirPlus gives overlay context fs the lower dirs of lowerdir value
+// v (top first, ':' between them, '\' escaping) one at a time, as
+// overlayfs's lowerdir+ option takes them (Linux 6.8+, unescaped): a
+// value longer than fsconfig takes at once (some 14 lower dirs named as
+// /proc/self/fd/N) cannot go as one lowerdir. Data-only lower dirs
+// ("::") have their own option and are not split here.
+func lowerdirPlus(fs int, v string) error {
+	if strings.Contains(v, "::") {
+		return fmt.Errorf("%d bytes of lower dirs with data-only ones: more than fsconfig takes (%d)", len(v), maxFsconfigString)
+	}
+	var dirs []string
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v):
+			i++
+			b.WriteByte(v[i])
+		case c == ':':
+			dirs = append(dirs, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	dirs = append(dirs, b.String())
+	for _, d := range dirs {
+		if err := unix.FsconfigSetString(fs, "lowerdir+", d); err != nil {
+			return fmt.Errorf("lower dir %s of %d, as lowerdir+ (Linux 6.8+; the %d bytes of lowerdir are more than fsconfig takes): %w", d, len(dirs), len(v), err)
+		}
+	}
+	return nil
 }
 
 // fsLog returns the messages the kernel logged on filesystem context fs
