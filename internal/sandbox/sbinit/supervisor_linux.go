@@ -80,6 +80,14 @@ func supervisorMain() error {
 // when serving ends.
 func supervise(cfg wire.Config) error {
 	os.Unsetenv(EnvStage)
+	// Init leads a session of its own, not msb's: CRIU dumps no sandbox
+	// whose init's session leader is outside its PID namespace
+	// (internal/checkpoint).
+	if sid, _ := unix.Getsid(0); sid != os.Getpid() {
+		if _, err := unix.Setsid(); err != nil {
+			return fmt.Errorf("setsid: %w", err)
+		}
+	}
 	// The control socket came from init's spawn or through exec; no
 	// command may inherit it, nor anything else (init closed what msb's
 	// caller left open).

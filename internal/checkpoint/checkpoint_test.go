@@ -1,0 +1,341 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"github.com/minisandbox/msb/internal/sandbox/wire"
+	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
+)
+
+var testDiskDir string
+
+// TestMain lets the test binary serve as the sandbox's init, as msb does.
+func TestMain(m *testing.M) {
+	if sbinit.IsChild() {
+		sbinit.Main()
+	}
+	testDiskDir = privtest.TestPoolDir()
+	code := m.Run()
+	if err := privtest.CheckPool(testDiskDir); err != nil {
+		fmt.Fprintln(os.Stderr, "leak check:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := privtest.CheckLeaks("/msb-test-state"); err != nil {
+			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// testCriu returns the criu on PATH, or skips: failing when the suite is
+// strict and criu is missing or too old (.ci/deps builds 4.1.1), skipping
+// when its check fails on this kernel.
+func testCriu(t *testing.T) *Criu {
+	t.Helper()
+	c, err := Find(context.Background(), "")
+	switch {
+	case errors.Is(err, ErrCheck):
+		t.Skipf("criu cannot work on this kernel: %v", err)
+	case err != nil:
+		privtest.Skip(t, "%v", err)
+	}
+	return c
+}
+
+// TestDumpRestoreCarriesMemory dumps a sandbox running a Python counter
+// and a shell loop, closes it, restores its processes over a new root,
+// and checks through the restored supervisor that both go on from the
+// numbers they held, with the token each drew at its start: what only
+// their memory had.
+func TestDumpRestoreCarriesMemory(t *testing.T) {
+	privtest.RequireRoot(t)
+	criu := testCriu(t)
+	state := privtest.StateDir(t)
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: testDiskDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("closing the runtime: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := rt.Create(ctx, sandbox.Config{HostBase: true, Network: sandbox.NetworkHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			sb.Close()
+		}
+	})
+	const start = `setsid python3 -c '
+import os, time
+token, n = os.urandom(8).hex(), 0
+while True:
+    n += 1
+    with open("/tmp/py.new", "w") as f:
+        f.write("%s %d" % (token, n))
+    os.rename("/tmp/py.new", "/tmp/py")
+    time.sleep(0.02)
+' </dev/null >/dev/null 2>&1 &
+setsid sh -c 't=$(od -An -N8 -tx8 /dev/urandom | tr -d " "); i=0
+while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; sleep 0.02; done' </dev/null >/dev/null 2>&1 &`
+	// A session's background jobs live on (a one-shot Exec's end with it).
+	if err := sb.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: start, Timeout: 10 * time.Second})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the counters: %v %+v", err, res)
+	}
+	read := func(exec func(string) (session.Result, error)) (py, sh counter) {
+		t.Helper()
+		var res session.Result
+		for range 500 {
+			var err error
+			res, err = exec("cat /tmp/py; echo; cat /tmp/sh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(res.Output), "\n")
+			if res.ExitCode == 0 && len(lines) == 2 {
+				py, sh = parseCounter(t, lines[0]), parseCounter(t, lines[1])
+				if py.n >= 3 && sh.n >= 3 {
+					return py, sh
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("the counters did not reach 3 in 10 s: %+v", res)
+		return
+	}
+	const owners = "stat -c '%u %n' /usr/bin/env /etc/passwd"
+	own0, err := sb.Exec(ctx, session.ExecRequest{Command: owners, Timeout: 10 * time.Second})
+	if err != nil || own0.ExitCode != 0 {
+		t.Fatalf("%s: %v %+v", owners, err, own0)
+	}
+	py0, sh0 := read(func(cmd string) (session.Result, error) {
+		return sb.Exec(ctx, session.ExecRequest{Command: cmd, Timeout: 10 * time.Second})
+	})
+
+	dir := t.TempDir()
+	dumpStart := time.Now()
+	man, err := criu.Dump(ctx, DumpOptions{Init: sb.InitPid(), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dumped with criu %s in %v: %d external mounts, %d external files, images %d KiB", man.Criu,
+		time.Since(dumpStart).Round(time.Millisecond), len(man.Mounts), len(man.Files), dirSize(t, dir)>>10)
+	closed = true
+	if err := sb.Close(); err != nil { // its processes are gone already
+		t.Logf("closing the dumped sandbox: %v", err)
+	}
+
+	root := newRoot(t, filepath.Join(state, ".empty"))
+	shm := t.TempDir()
+	opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": shm}}
+	idmapped := 0
+	for _, m := range man.Mounts {
+		if m.Idmapped {
+			idmapped++
+		}
+	}
+	if idmapped > 0 {
+		if _, err := criu.Restore(ctx, opts); err == nil {
+			t.Fatal("restored idmapped host dirs without RestoreOptions.Idmap")
+		}
+		opts.Idmap = unmappedUserns(t)
+	}
+	restoreStart := time.Now()
+	r, err := criu.Restore(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restored in %v", time.Since(restoreStart).Round(time.Millisecond))
+	cgroups := procCgroups(t, r.Process.Pid)
+	t.Cleanup(func() {
+		r.Control.Close()
+		r.Process.Kill()
+		r.Process.Wait()
+		for _, dir := range cgroups {
+			removeCgroup(t, dir)
+		}
+	})
+	var id uint64
+	py1, sh1 := read(func(cmd string) (session.Result, error) {
+		id++
+		return call(r.Control, id, cmd)
+	})
+	t.Logf("python %v, shell %v before the dump; restored: python %v, shell %v", py0, sh0, py1, sh1)
+	if py1.token != py0.token || py1.n <= py0.n {
+		t.Errorf("python's counter: %v before the dump, %v restored: want the same token and a larger count", py0, py1)
+	}
+	if sh1.token != sh0.token || sh1.n <= sh0.n {
+		t.Errorf("the shell's counter: %v before the dump, %v restored: want the same token and a larger count", sh0, sh1)
+	}
+	// The host dirs are seen through the same idmap as before (owned by
+	// nobody: the sandbox's root reads them as others do).
+	id++
+	own1, err := call(r.Control, id, owners)
+	if err != nil || own1.Output != own0.Output {
+		t.Errorf("owners of host files: %q before the dump, %q (%v) restored (%d idmapped mounts)", own0.Output, own1.Output, err, idmapped)
+	}
+	// What the restored processes wrote is in the new root's upper dir.
+	if b, err := os.ReadFile(filepath.Join(root, "tmp", "py")); err != nil || !strings.HasPrefix(string(b), py0.token) {
+		t.Errorf("the new root's /tmp/py: %q, %v", b, err)
+	}
+}
+
+type counter struct {
+	token string
+	n     int
+}
+
+func parseCounter(t *testing.T, line string) counter {
+	t.Helper()
+	tok, n, ok := strings.Cut(strings.TrimSpace(line), " ")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || tok == "" {
+		t.Fatalf("counter line %q: want a token and a number", line)
+	}
+	return counter{tok, i}
+}
+
+// call runs cmd through a supervisor's control socket, as the host does.
+func call(ctl *os.File, id uint64, cmd string) (session.Result, error) {
+	exec, _ := json.Marshal(session.ExecRequest{Command: cmd, Timeout: 10 * time.Second})
+	if err := wire.WriteFrame(ctl, wire.Request{ID: id, Op: wire.OpExec, Exec: exec}); err != nil {
+		return session.Result{}, fmt.Errorf("sending to the restored supervisor: %w", err)
+	}
+	var resp wire.Response
+	if err := wire.ReadFrame(ctl, &resp); err != nil {
+		return session.Result{}, fmt.Errorf("reading the restored supervisor's answer: %w", err)
+	}
+	if resp.ID != id || resp.Error != "" {
+		return session.Result{}, fmt.Errorf("the restored supervisor answered %+v", resp)
+	}
+	var res session.Result
+	err := json.Unmarshal(resp.Result, &res)
+	return res, err
+}
+
+// newRoot mounts an overlay of lower and a new upper dir, as a host-base
+// sandbox's root is, and unmounts it after the test.
+func newRoot(t *testing.T, lower string) string {
+	t.Helper()
+	d := t.TempDir()
+	root, upper, work := filepath.Join(d, "root"), filepath.Join(d, "upper"), filepath.Join(d, "work")
+	for _, p := range []string{root, upper, work} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+	if err := unix.Mount("overlay", root, "overlay", 0, opts); err != nil {
+		t.Fatalf("mounting overlay %s on %s: %v", opts, root, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", root, err)
+		}
+	})
+	return root
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// unmappedUserns makes a user namespace that maps only one id no file has,
+// as the sandbox runtime's for idmapped host dirs.
+func unmappedUserns(t *testing.T) *os.File {
+	t.Helper()
+	const unused = 4000000000
+	cmd := exec.Command("sleep", "60")
+	ids := []syscall.SysProcIDMap{{ContainerID: unused, HostID: unused, Size: 1}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: ids, GidMappings: ids}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// procCgroups lists the cgroup dirs pid is in, besides the root ones.
+func procCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 || f[2] == "/" {
+			continue
+		}
+		ctl := strings.TrimPrefix(f[1], "name=")
+		if ctl == "" {
+			ctl = "unified"
+			if _, err := os.Stat("/sys/fs/cgroup/unified"); err != nil {
+				ctl = ""
+			}
+		}
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ctl, f[2]))
+	}
+	return dirs
+}
+
+// removeCgroup removes a cgroup dir the restore made again, once its
+// processes are gone.
+func removeCgroup(t *testing.T, dir string) {
+	t.Helper()
+	var err error
+	for range 100 {
+		if err = os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("removing the restored cgroup %s: %v", dir, err)
+}

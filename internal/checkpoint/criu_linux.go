@@ -1,0 +1,73 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ErrUnavailable says that no usable CRIU is here: none found, one older
+// than 4.0, or one whose "criu check" fails on this kernel.
+var ErrUnavailable = errors.New("no usable criu")
+
+// ErrCheck, beside ErrUnavailable, says that criu is there but "criu
+// check" fails: the kernel lacks what it needs.
+var ErrCheck = errors.New("criu check failed")
+
+// Criu is one criu binary that passed its check here.
+type Criu struct {
+	Path    string
+	Version string // "4.1.1"
+}
+
+var versionLine = regexp.MustCompile(`(?m)^Version: (\d+)\.(\d+)(\.\d+)?`)
+
+// Find returns the criu at path (found on PATH when "") once it says it
+// is 4.0 or newer and "criu check" passes; else an error wrapping
+// ErrUnavailable that says which.
+func Find(ctx context.Context, path string) (*Criu, error) {
+	if path == "" {
+		p, err := exec.LookPath("criu")
+		if err != nil {
+			return nil, fmt.Errorf("%w: criu is not on PATH (.ci/deps builds 4.1.1)", ErrUnavailable)
+		}
+		path = p
+	}
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s --version: %v: %s", ErrUnavailable, path, err, bytes.TrimSpace(out))
+	}
+	m := versionLine.FindSubmatch(out)
+	if m == nil {
+		return nil, fmt.Errorf("%w: %s --version printed no version: %q", ErrUnavailable, path, out)
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	version := strings.TrimPrefix(string(m[0]), "Version: ")
+	if major < 4 {
+		return nil, fmt.Errorf("%w: %s is criu %s; 4.0 or newer is needed (3.17.1 fails its check on kernel 6.18: vDSO)", ErrUnavailable, path, version)
+	}
+	out, err = exec.CommandContext(ctx, path, "check").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w: %s check: %v: %s", ErrUnavailable, ErrCheck, path, err, bytes.TrimSpace(out))
+	}
+	return &Criu{Path: path, Version: version}, nil
+}
+
+// run runs criu with args and, when it fails, returns an error with the
+// log's error lines (criu writes its reasons there, not to stderr).
+func (c *Criu) run(ctx context.Context, what, logPath string, args []string, extra func(*exec.Cmd)) error {
+	cmd := exec.CommandContext(ctx, c.Path, args...)
+	if extra != nil {
+		extra(cmd)
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("criu %s: %w: %s%s", what, err, bytes.TrimSpace(out), logErrors(logPath))
+}

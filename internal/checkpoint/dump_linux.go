@@ -1,0 +1,380 @@
+package checkpoint
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/minisandbox/msb/internal/atomicfile"
+	"github.com/minisandbox/msb/internal/mount"
+	"golang.org/x/sys/unix"
+)
+
+// ManifestName is the Manifest's file in a dump's directory.
+const ManifestName = "checkpoint.json"
+
+// Manifest says what a dump's restore must supply: it is written beside
+// CRIU's images.
+type Manifest struct {
+	Criu string `json:"criu"` // the version that dumped
+	// Init is the dumped init's pid on the host, for the record.
+	Init int `json:"init"`
+	// Mounts are the sandbox's external mounts, in mountinfo order.
+	Mounts []Mount `json:"mounts"`
+	// Files are descriptors and mapped files on mounts the sandbox does
+	// not see.
+	Files []File `json:"files,omitempty"`
+	// Control is the inode of init's end of the control socket (fd 3).
+	Control uint64 `json:"control"`
+}
+
+// Mount is one external mount.
+type Mount struct {
+	Key    string `json:"key"`   // CRIU's name for it: "m0", "m1", ...
+	Point  string `json:"point"` // where the sandbox sees it
+	FSType string `json:"fstype"`
+	// Source is the host path it was bound from, found through the
+	// host's mounts of the same filesystem at dump time; "" when none
+	// shows it (a btrfs volume: the sandbox's disk). The restore needs
+	// it to exist, or RestoreOptions.Mounts to name another.
+	Source string `json:"source,omitempty"`
+	// Idmapped says the sandbox saw it through an idmapped mount (root
+	// mode's host dirs: docs/sandbox.md, "Host files"); the restore binds
+	// it through one again (RestoreOptions.Idmap).
+	Idmapped bool `json:"idmapped,omitempty"`
+}
+
+// File is one external file.
+type File struct {
+	ID    string `json:"id"`    // CRIU's: file[<mnt_id>:<inode>], in hex
+	Path  string `json:"path"`  // the host path to reopen it by
+	Flags int    `json:"flags"` // the access mode it was open with
+}
+
+// DumpOptions says what to dump where.
+type DumpOptions struct {
+	// Init is the sandbox's init, the root of the tree (Sandbox.InitPid).
+	Init int
+	// Dir is the images directory, made if missing; it must be empty.
+	Dir string
+	// LeaveRunning keeps the sandbox running after the dump (else CRIU
+	// kills its processes once dumped).
+	LeaveRunning bool
+}
+
+// ownFS are the filesystems a sandbox makes itself (init mounts them
+// fresh): CRIU dumps them (tmpfs with its content) and makes them again.
+var ownFS = []string{"proc", "sysfs", "devpts", "mqueue", "tmpfs"}
+
+// Dump dumps the process tree of opts.Init, all of its PID namespace, to
+// opts.Dir and writes the Manifest there.
+func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the images dir: %w", err)
+	}
+	man, err := plan(opts.Init)
+	if err != nil {
+		return nil, fmt.Errorf("planning the dump of %d: %w", opts.Init, err)
+	}
+	man.Criu = c.Version
+	logPath := filepath.Join(opts.Dir, "dump.log")
+	args := []string{"dump", "-t", strconv.Itoa(opts.Init), "-D", opts.Dir, "-o", logPath, "-v4",
+		"--manage-cgroups", "--external", fmt.Sprintf("unix[%d]", man.Control)}
+	if opts.LeaveRunning {
+		args = append(args, "--leave-running")
+	}
+	for _, m := range man.Mounts {
+		args = append(args, "--external", fmt.Sprintf("mnt[%s]:%s", m.Point, m.Key))
+	}
+	for _, f := range man.Files {
+		args = append(args, "--external", f.ID)
+	}
+	if err := c.run(ctx, "dump", logPath, args, nil); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(man, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(opts.Dir, ManifestName), b, atomicfile.Options{Perm: 0o600}); err != nil {
+		return nil, fmt.Errorf("writing the manifest: %w", err)
+	}
+	return man, nil
+}
+
+// plan reads what of init's tree lies outside the sandbox.
+func plan(init int) (*Manifest, error) {
+	man := &Manifest{Init: init}
+	ctl, err := socketInode(init, 3)
+	if err != nil {
+		return nil, fmt.Errorf("init's control socket: %w", err)
+	}
+	man.Control = ctl
+	mounts, err := mount.ReadMountinfo(fmt.Sprintf("/proc/%d/mountinfo", init))
+	if err != nil {
+		return nil, err
+	}
+	host, err := mount.ReadMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	inNS := map[int]bool{}
+	for _, m := range mounts {
+		inNS[m.ID] = true
+		if m.Point == "/" || slices.Contains(ownFS, m.FSType) {
+			continue
+		}
+		src, err := hostSource(init, m, host)
+		if err != nil {
+			return nil, err
+		}
+		man.Mounts = append(man.Mounts, Mount{Key: "m" + strconv.Itoa(len(man.Mounts)), Point: m.Point, FSType: m.FSType, Source: src,
+			Idmapped: slices.Contains(strings.Split(m.Options, ","), "idmapped")})
+	}
+	tree, err := processTree(init)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, pid := range tree {
+		files, err := outsideFiles(pid, inNS, host)
+		if err != nil {
+			return nil, fmt.Errorf("files of %d: %w", pid, err)
+		}
+		for _, f := range files {
+			if !seen[f.ID] {
+				seen[f.ID] = true
+				man.Files = append(man.Files, f)
+			}
+		}
+	}
+	return man, nil
+}
+
+// hostSource finds the host path a sandbox's mount m shows: a host mount
+// of the same filesystem (same device) whose root contains m's root.
+func hostSource(init int, m mount.Info, host []mount.Info) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", init, m.Point), &st); err != nil {
+		return "", fmt.Errorf("stat of the sandbox's %s: %w", m.Point, err)
+	}
+	best, bestLen := "", -1
+	for _, h := range host {
+		if h.FSType != m.FSType {
+			continue
+		}
+		rel, ok := under(m.Root, h.Root)
+		if !ok || len(h.Root) <= bestLen {
+			continue
+		}
+		var hs unix.Stat_t
+		if unix.Stat(h.Point, &hs) != nil || hs.Dev != st.Dev {
+			continue
+		}
+		best, bestLen = filepath.Join(h.Point, rel), len(h.Root)
+	}
+	return best, nil
+}
+
+// under returns p relative to dir when p is dir or below it.
+func under(p, dir string) (string, bool) {
+	if dir == "/" {
+		return strings.TrimPrefix(p, "/"), true
+	}
+	if p == dir {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(p, dir+"/")
+	return rest, ok
+}
+
+func socketInode(pid, fd int) (uint64, error) {
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		return 0, err
+	}
+	s, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return 0, fmt.Errorf("fd %d is %s, not a socket", fd, link)
+	}
+	return strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64)
+}
+
+// processTree lists init and its descendants, parents first.
+func processTree(init int) ([]int, error) {
+	out := []int{init}
+	for i := 0; i < len(out); i++ {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		if err != nil {
+			return nil, fmt.Errorf("threads of %d: %w", out[i], err)
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], t.Name()))
+			if err != nil {
+				continue // the thread ended
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					out = append(out, pid)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// outsideFiles lists pid's descriptors and mapped files whose mount is not
+// in the sandbox's namespace (inNS), with the host path of each (byID:
+// the host's mounts).
+func outsideFiles(pid int, inNS map[int]bool, host []mount.Info) ([]File, error) {
+	byID := map[int]mount.Info{}
+	for _, m := range host {
+		byID[m.ID] = m
+	}
+	var out []File
+	add := func(link string) error {
+		path, err := os.Readlink(link)
+		if err != nil || !strings.HasPrefix(path, "/") {
+			return nil // gone, or no file of a path: a pipe, socket or anon inode, which CRIU dumps itself
+		}
+		fd, err := unix.Open(link, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil // gone
+		}
+		defer unix.Close(fd)
+		mnt, err := fdMount(fd)
+		if err != nil || inNS[mnt] {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		flags := unix.O_RDONLY
+		if strings.Contains(link, "/fd/") {
+			if fl, err := fdFlags(link); err == nil {
+				flags = fl & unix.O_ACCMODE
+			}
+		}
+		// A file of a mount the sandbox cannot see reads as its path
+		// below that mount's root: the host's mount of it (or, for a
+		// copy of a host mount made with the sandbox's mount namespace
+		// and detached from it, a host mount of the same filesystem)
+		// shows it at that path below its own point.
+		path, ok := hostPath(path, &st, byID[mnt], host)
+		if !ok {
+			return fmt.Errorf("%s (%s, on mount %d): found no host path for it", link, path, mnt)
+		}
+		out = append(out, File{ID: fmt.Sprintf("file[%x:%x]", mnt, st.Ino), Path: path, Flags: flags})
+		return nil
+	}
+	for _, dir := range []string{"fd", "map_files"} {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/%s", pid, dir))
+		if errors.Is(err, os.ErrNotExist) {
+			return out, nil // it ended: a short-lived child (sleep), which the dump will not meet
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if err := add(fmt.Sprintf("/proc/%d/%s/%s", pid, dir, e.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// hostPath finds the host path of a file that reads as path on mount m
+// (zero when the host does not show it), trying every host mount of its
+// filesystem.
+func hostPath(path string, st *unix.Stat_t, m mount.Info, host []mount.Info) (string, bool) {
+	if sameFile(path, st) {
+		return path, true
+	}
+	cands := []mount.Info{m}
+	for _, h := range host {
+		var hs unix.Stat_t
+		if h.ID != m.ID && unix.Stat(h.Point, &hs) == nil && hs.Dev == st.Dev {
+			cands = append(cands, h)
+		}
+	}
+	for _, h := range cands {
+		if h.Point == "" {
+			continue
+		}
+		if rel, ok := under(path, h.Root); ok && sameFile(filepath.Join(h.Point, rel), st) {
+			return filepath.Join(h.Point, rel), true
+		}
+		if p := filepath.Join(h.Point, path); sameFile(p, st) {
+			return p, true
+		}
+	}
+	return path, false
+}
+
+func sameFile(path string, st *unix.Stat_t) bool {
+	var s unix.Stat_t
+	return unix.Stat(path, &s) == nil && s.Dev == st.Dev && s.Ino == st.Ino
+}
+
+// fdMount reads the mount id of an open descriptor from its fdinfo.
+func fdMount(fd int) (int, error) {
+	v, err := fdinfoField(fmt.Sprintf("/proc/self/fdinfo/%d", fd), "mnt_id")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(v)
+}
+
+func fdFlags(link string) (int, error) {
+	v, err := fdinfoField(strings.Replace(link, "/fd/", "/fdinfo/", 1), "flags")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 8, 64)
+	return int(n), err
+}
+
+func fdinfoField(path, name string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no %s", path, name)
+}
+
+// logErrors returns the "Error" lines of a criu log, for an error message.
+func logErrors(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.Contains(l, "Error (") && !strings.Contains(l, "RLIMIT_NOFILE") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	if len(lines) > 5 {
+		lines = lines[:5]
+	}
+	return " (" + path + ": " + strings.Join(lines, "; ") + ")"
+}

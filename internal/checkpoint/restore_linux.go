@@ -1,0 +1,164 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// RestoreOptions says what to restore and over what.
+type RestoreOptions struct {
+	// Dir is a dump's images directory. A dump can be restored many
+	// times (each restore only reads it).
+	Dir string
+	// Root is the new sandbox's root, mounted: e.g. an overlay of the
+	// dumped sandbox's layers and a new upper dir holding its files.
+	// CRIU binds it as the restored mount namespace's root.
+	Root string
+	// Mounts replace the sources of external mounts, by the point the
+	// sandbox sees them at: the new sandbox's own disk dirs
+	// ("/dev/shm"), or host dirs elsewhere than at the dump.
+	Mounts map[string]string
+	// Idmap is the user namespace the idmapped mounts of the dump are
+	// bound through again (the sandbox runtime's, which maps no host id).
+	// A dump with idmapped mounts is not restored without it: its root
+	// would read the host's dirs as root.
+	Idmap *os.File
+}
+
+// Restored is a restored sandbox's init, a child of this process.
+type Restored struct {
+	// Process is init: the caller waits for it. Its Pdeathsig (SIGKILL)
+	// is armed again, on the thread of this process that ran criu: it
+	// dies with that thread, as a created sandbox's init does with its
+	// spawning thread.
+	Process *os.Process
+	// Control is the host's end of the restored supervisor's control
+	// socket, blocking; the caller owns it.
+	Control *os.File
+}
+
+// Restore starts the processes of a dump again, in new namespaces over
+// opts.Root, in the dumped cgroups (made again where they are gone). Its
+// init becomes a child of this process (CRIU's --restore-sibling):
+// restored as criu's child, its Pdeathsig would kill it as criu exits.
+func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, error) {
+	b, err := os.ReadFile(filepath.Join(opts.Dir, ManifestName))
+	if err != nil {
+		return nil, fmt.Errorf("reading the dump's manifest: %w", err)
+	}
+	var man Manifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(opts.Dir, ManifestName), err)
+	}
+	work, err := os.MkdirTemp("", "msb-restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	logPath, pidPath := filepath.Join(work, "restore.log"), filepath.Join(work, "pid")
+	args := []string{"restore", "-D", opts.Dir, "-o", logPath, "-v4", "--root", opts.Root,
+		"--restore-detached", "--restore-sibling", "--manage-cgroups", "--pidfile", pidPath}
+	for _, m := range man.Mounts {
+		src := m.Source
+		if s, ok := opts.Mounts[m.Point]; ok {
+			src = s
+		}
+		if src == "" {
+			return nil, fmt.Errorf("the sandbox's %s (%s) came from no host path: give RestoreOptions.Mounts[%q]", m.Point, m.FSType, m.Point)
+		}
+		// A cgroup's dir is made by the restore itself (--manage-cgroups)
+		// when the dumped sandbox's is gone.
+		if _, err := os.Stat(src); err != nil && m.FSType != "cgroup" {
+			return nil, fmt.Errorf("source of the sandbox's %s: %w (RestoreOptions.Mounts names another)", m.Point, err)
+		}
+		if m.Idmapped {
+			if opts.Idmap == nil {
+				return nil, fmt.Errorf("the sandbox saw %s through an idmapped mount: RestoreOptions.Idmap must give its user namespace", m.Point)
+			}
+			p, err := bindIdmapped(src, filepath.Join(work, m.Key), opts.Idmap)
+			if err != nil {
+				return nil, err
+			}
+			defer unix.Unmount(p, unix.MNT_DETACH)
+			src = p
+		}
+		args = append(args, "--external", fmt.Sprintf("mnt[%s]:%s", m.Key, src))
+	}
+	var pass []*os.File
+	defer func() {
+		for _, f := range pass {
+			f.Close()
+		}
+	}()
+	for _, f := range man.Files {
+		file, err := os.OpenFile(f.Path, f.Flags, 0)
+		if err != nil {
+			return nil, fmt.Errorf("reopening %s for the restore: %w", f.ID, err)
+		}
+		args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), f.ID))
+		pass = append(pass, file)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	control := os.NewFile(uintptr(fds[0]), "ctl")
+	pass = append(pass, os.NewFile(uintptr(fds[1]), "ctl-restored"))
+	args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:socket:[%d]", 2+len(pass), man.Control))
+	err = c.run(ctx, "restore", logPath, args, func(cmd *exec.Cmd) { cmd.ExtraFiles = pass })
+	if err != nil {
+		control.Close()
+		return nil, err
+	}
+	b, err = os.ReadFile(pidPath)
+	var pid int
+	if err == nil {
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if err != nil {
+		control.Close()
+		return nil, errors.Join(fmt.Errorf("reading the restored init's pid: %w", err), errors.New("its processes run on unreaped"))
+	}
+	p, _ := os.FindProcess(pid) // never fails on Linux
+	return &Restored{Process: p, Control: control}, nil
+}
+
+// bindIdmapped attaches an idmapped clone of src (with what is mounted
+// below it) at at, a new dir or file like src, for CRIU to bind from: a
+// bind of an idmapped mount keeps its idmap. The caller unmounts it.
+func bindIdmapped(src, at string, userns *os.File) (string, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		err = os.Mkdir(at, 0o700)
+	} else {
+		err = os.WriteFile(at, nil, 0o600)
+	}
+	if err != nil {
+		return "", err
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return "", fmt.Errorf("cloning %s: %w", src, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return "", fmt.Errorf("idmapping %s: %w", src, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, at, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return "", fmt.Errorf("attaching the idmapped %s at %s: %w", src, at, err)
+	}
+	return at, nil
+}
