@@ -62,10 +62,10 @@ func testCriu(t *testing.T) *Criu {
 }
 
 // TestDumpRestoreCarriesMemory dumps a sandbox running a Python counter
-// and a shell loop, closes it, restores its processes over a new root,
-// and checks through the restored supervisor that both go on from the
-// numbers they held, with the token each drew at its start: what only
-// their memory had.
+// and a shell loop, closes it, restores its processes twice, each over a
+// new root, and checks through each restored supervisor that both go on
+// from the numbers they held, with the token each drew at its start: what
+// only their memory had.
 func TestDumpRestoreCarriesMemory(t *testing.T) {
 	privtest.RequireRoot(t)
 	criu := testCriu(t)
@@ -154,58 +154,76 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		t.Logf("closing the dumped sandbox: %v", err)
 	}
 
-	root := newRoot(t, filepath.Join(state, ".empty"))
-	shm := t.TempDir()
-	opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": shm}}
 	idmapped := 0
 	for _, m := range man.Mounts {
 		if m.Idmapped {
 			idmapped++
 		}
 	}
-	if idmapped > 0 {
-		if _, err := criu.Restore(ctx, opts); err == nil {
-			t.Fatal("restored idmapped host dirs without RestoreOptions.Idmap")
-		}
-		opts.Idmap = unmappedUserns(t)
-	}
-	restoreStart := time.Now()
-	r, err := criu.Restore(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("restored in %v", time.Since(restoreStart).Round(time.Millisecond))
-	cgroups := procCgroups(t, r.Process.Pid)
+	var idmap *os.File
+	// The restores share the dumped sandbox's cgroups, made again by the
+	// first: removed once every restored process is gone.
+	cgroups := map[string]bool{}
 	t.Cleanup(func() {
-		r.Control.Close()
-		r.Process.Kill()
-		r.Process.Wait()
-		for _, dir := range cgroups {
+		for dir := range cgroups {
 			removeCgroup(t, dir)
 		}
 	})
-	var id uint64
-	py1, sh1 := read(func(cmd string) (session.Result, error) {
+	restore := func() (root string, r *Restored) {
+		t.Helper()
+		root = newRoot(t, filepath.Join(state, ".empty"))
+		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap}
+		if idmapped > 0 && idmap == nil {
+			if _, err := criu.Restore(ctx, opts); err == nil {
+				t.Fatal("restored idmapped host dirs without RestoreOptions.Idmap")
+			}
+			idmap = unmappedUserns(t)
+			opts.Idmap = idmap
+		}
+		start := time.Now()
+		r, err := criu.Restore(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restored in %v", time.Since(start).Round(time.Millisecond))
+		for _, dir := range procCgroups(t, r.Process.Pid) {
+			cgroups[dir] = true
+		}
+		t.Cleanup(func() {
+			r.Control.Close()
+			r.Process.Kill()
+			r.Process.Wait()
+		})
+		return root, r
+	}
+	// One dump restored twice, the first still running: two sandboxes
+	// that go on from the same state, each on its own root.
+	for i := range 2 {
+		root, r := restore()
+		var id uint64
+		py1, sh1 := read(func(cmd string) (session.Result, error) {
+			id++
+			return call(r.Control, id, cmd)
+		})
+		t.Logf("restore %d: python %v, shell %v before the dump; restored: python %v, shell %v", i, py0, sh0, py1, sh1)
+		if py1.token != py0.token || py1.n <= py0.n {
+			t.Errorf("restore %d: python's counter: %v before the dump, %v restored: want the same token and a larger count", i, py0, py1)
+		}
+		if sh1.token != sh0.token || sh1.n <= sh0.n {
+			t.Errorf("restore %d: the shell's counter: %v before the dump, %v restored: want the same token and a larger count", i, sh0, sh1)
+		}
+		// The host dirs are seen through the same idmap as before (owned
+		// by nobody: the sandbox's root reads them as others do).
 		id++
-		return call(r.Control, id, cmd)
-	})
-	t.Logf("python %v, shell %v before the dump; restored: python %v, shell %v", py0, sh0, py1, sh1)
-	if py1.token != py0.token || py1.n <= py0.n {
-		t.Errorf("python's counter: %v before the dump, %v restored: want the same token and a larger count", py0, py1)
-	}
-	if sh1.token != sh0.token || sh1.n <= sh0.n {
-		t.Errorf("the shell's counter: %v before the dump, %v restored: want the same token and a larger count", sh0, sh1)
-	}
-	// The host dirs are seen through the same idmap as before (owned by
-	// nobody: the sandbox's root reads them as others do).
-	id++
-	own1, err := call(r.Control, id, owners)
-	if err != nil || own1.Output != own0.Output {
-		t.Errorf("owners of host files: %q before the dump, %q (%v) restored (%d idmapped mounts)", own0.Output, own1.Output, err, idmapped)
-	}
-	// What the restored processes wrote is in the new root's upper dir.
-	if b, err := os.ReadFile(filepath.Join(root, "tmp", "py")); err != nil || !strings.HasPrefix(string(b), py0.token) {
-		t.Errorf("the new root's /tmp/py: %q, %v", b, err)
+		own1, err := call(r.Control, id, owners)
+		if err != nil || own1.Output != own0.Output {
+			t.Errorf("restore %d: owners of host files: %q before the dump, %q (%v) restored (%d idmapped mounts)", i, own0.Output, own1.Output, err, idmapped)
+		}
+		// What the restored processes wrote is in their new root's upper
+		// dir.
+		if b, err := os.ReadFile(filepath.Join(root, "tmp", "py")); err != nil || !strings.HasPrefix(string(b), py0.token) {
+			t.Errorf("restore %d: the new root's /tmp/py: %q, %v", i, b, err)
+		}
 	}
 }
 
