@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,6 +142,7 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		return sb.Exec(ctx, session.ExecRequest{Command: cmd, Timeout: 10 * time.Second})
 	})
 
+	cgroups0 := procCgroups(t, sb.InitPid())
 	dir := t.TempDir()
 	dumpStart := time.Now()
 	man, err := criu.Dump(ctx, DumpOptions{Init: sb.InitPid(), Dir: dir})
@@ -161,18 +163,16 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		}
 	}
 	var idmap *os.File
-	// The restores share the dumped sandbox's cgroups, made again by the
-	// first: removed once every restored process is gone.
-	cgroups := map[string]bool{}
-	t.Cleanup(func() {
-		for dir := range cgroups {
-			removeCgroup(t, dir)
-		}
-	})
-	restore := func() (root string, r *Restored) {
+	// Each restore gets cgroups of its own beside the dumped sandbox's,
+	// which its close removed.
+	restore := func(i int) (root string, r *Restored) {
 		t.Helper()
 		root = newRoot(t, filepath.Join(state, ".empty"))
-		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap}
+		roots := map[string]string{}
+		for ctl, path := range cgroups0 {
+			roots[ctl] = fmt.Sprintf("%s-r%d", path, i)
+		}
+		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap, CgroupRoots: roots}
 		if idmapped > 0 && idmap == nil {
 			if _, err := criu.Restore(ctx, opts); err == nil {
 				t.Fatal("restored idmapped host dirs without RestoreOptions.Idmap")
@@ -186,20 +186,29 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 			t.Fatal(err)
 		}
 		t.Logf("restored in %v", time.Since(start).Round(time.Millisecond))
-		for _, dir := range procCgroups(t, r.Process.Pid) {
-			cgroups[dir] = true
-		}
+		cgroups := procCgroups(t, r.Process.Pid)
 		t.Cleanup(func() {
 			r.Control.Close()
 			r.Process.Kill()
 			r.Process.Wait()
+			for ctl, path := range cgroups {
+				removeCgroup(t, ctl, path)
+			}
 		})
+		if !maps.Equal(cgroups, roots) {
+			t.Errorf("restore %d is in the cgroups %v, want %v", i, cgroups, roots)
+		}
+		for ctl, path := range cgroups0 {
+			if _, err := os.Stat(cgroupDir(ctl, path)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the dumped sandbox's cgroup %s: %v, want it gone", cgroupDir(ctl, path), err)
+			}
+		}
 		return root, r
 	}
 	// One dump restored twice, the first still running: two sandboxes
 	// that go on from the same state, each on its own root.
 	for i := range 2 {
-		root, r := restore()
+		root, r := restore(i)
 		var id uint64
 		py1, sh1 := read(func(cmd string) (session.Result, error) {
 			id++
@@ -319,35 +328,39 @@ func unmappedUserns(t *testing.T) *os.File {
 	return ns
 }
 
-// procCgroups lists the cgroup dirs pid is in, besides the root ones.
-func procCgroups(t *testing.T, pid int) []string {
+// procCgroups returns the cgroups pid is in, besides the root ones: its
+// path by hierarchy, as /proc/<pid>/cgroup names them.
+func procCgroups(t *testing.T, pid int) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dirs []string
+	out := map[string]string{}
 	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(l, ":", 3)
-		if len(f) != 3 || f[2] == "/" {
-			continue
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[2] != "/" {
+			out[f[1]] = f[2]
 		}
-		ctl := strings.TrimPrefix(f[1], "name=")
-		if ctl == "" {
-			ctl = "unified"
-			if _, err := os.Stat("/sys/fs/cgroup/unified"); err != nil {
-				ctl = ""
-			}
-		}
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ctl, f[2]))
 	}
-	return dirs
+	return out
 }
 
-// removeCgroup removes a cgroup dir the restore made again, once its
-// processes are gone.
-func removeCgroup(t *testing.T, dir string) {
+// cgroupDir is the host dir of a cgroup of hierarchy ctl.
+func cgroupDir(ctl, path string) string {
+	if ctl == "" {
+		if _, err := os.Stat("/sys/fs/cgroup/unified"); err == nil {
+			return filepath.Join("/sys/fs/cgroup/unified", path)
+		}
+		return filepath.Join("/sys/fs/cgroup", path)
+	}
+	return filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(ctl, "name="), path)
+}
+
+// removeCgroup removes a cgroup a restore made, once its processes are
+// gone.
+func removeCgroup(t *testing.T, ctl, path string) {
 	t.Helper()
+	dir := cgroupDir(ctl, path)
 	var err error
 	for range 100 {
 		if err = os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {

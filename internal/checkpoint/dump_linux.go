@@ -45,6 +45,13 @@ type Mount struct {
 	// shows it (a btrfs volume: the sandbox's disk). The restore needs
 	// it to exist, or RestoreOptions.Mounts to name another.
 	Source string `json:"source,omitempty"`
+	// Cgroup names the hierarchy of a cgroup mount: its controllers
+	// ("memory", "cpu,cpuacct", "name=systemd"; "" for cgroup v2), and
+	// HostPoint where the host mounts that hierarchy, so that a restore
+	// into other cgroups (RestoreOptions.CgroupRoots) binds the new
+	// group's dir.
+	Cgroup    string `json:"cgroup,omitempty"`
+	HostPoint string `json:"host_point,omitempty"`
 	// Idmapped says the sandbox saw it through an idmapped mount (root
 	// mode's host dirs: docs/sandbox.md, "Host files"); the restore binds
 	// it through one again (RestoreOptions.Idmap).
@@ -125,18 +132,29 @@ func plan(init int) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	hierarchies, err := cgroupHierarchies(init)
+	if err != nil {
+		return nil, err
+	}
 	inNS := map[int]bool{}
 	for _, m := range mounts {
 		inNS[m.ID] = true
 		if m.Point == "/" || slices.Contains(ownFS, m.FSType) {
 			continue
 		}
-		src, err := hostSource(init, m, host)
+		src, hostPoint, err := hostSource(init, m, host)
 		if err != nil {
 			return nil, err
 		}
-		man.Mounts = append(man.Mounts, Mount{Key: "m" + strconv.Itoa(len(man.Mounts)), Point: m.Point, FSType: m.FSType, Source: src,
-			Idmapped: slices.Contains(strings.Split(m.Options, ","), "idmapped")})
+		em := Mount{Key: "m" + strconv.Itoa(len(man.Mounts)), Point: m.Point, FSType: m.FSType, Source: src,
+			Idmapped: slices.Contains(strings.Split(m.Options, ","), "idmapped")}
+		switch m.FSType {
+		case "cgroup":
+			em.Cgroup, em.HostPoint = hierarchyOf(m.Super, hierarchies), hostPoint
+		case "cgroup2":
+			em.HostPoint = hostPoint
+		}
+		man.Mounts = append(man.Mounts, em)
 	}
 	tree, err := processTree(init)
 	if err != nil {
@@ -158,14 +176,15 @@ func plan(init int) (*Manifest, error) {
 	return man, nil
 }
 
-// hostSource finds the host path a sandbox's mount m shows: a host mount
-// of the same filesystem (same device) whose root contains m's root.
-func hostSource(init int, m mount.Info, host []mount.Info) (string, error) {
+// hostSource finds the host path a sandbox's mount m shows, and the
+// point of the host's mount it is found below: a host mount of the same
+// filesystem (same device) whose root contains m's root.
+func hostSource(init int, m mount.Info, host []mount.Info) (source, hostPoint string, err error) {
 	var st unix.Stat_t
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", init, m.Point), &st); err != nil {
-		return "", fmt.Errorf("stat of the sandbox's %s: %w", m.Point, err)
+		return "", "", fmt.Errorf("stat of the sandbox's %s: %w", m.Point, err)
 	}
-	best, bestLen := "", -1
+	best, bestPoint, bestLen := "", "", -1
 	for _, h := range host {
 		if h.FSType != m.FSType {
 			continue
@@ -178,9 +197,40 @@ func hostSource(init int, m mount.Info, host []mount.Info) (string, error) {
 		if unix.Stat(h.Point, &hs) != nil || hs.Dev != st.Dev {
 			continue
 		}
-		best, bestLen = filepath.Join(h.Point, rel), len(h.Root)
+		best, bestPoint, bestLen = filepath.Join(h.Point, rel), h.Point, len(h.Root)
 	}
-	return best, nil
+	return best, bestPoint, nil
+}
+
+// cgroupHierarchies lists the v1 hierarchies pid is in, as
+// /proc/<pid>/cgroup names them ("memory", "cpu,cpuacct", "name=systemd").
+func cgroupHierarchies(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] != "" {
+			out = append(out, f[1])
+		}
+	}
+	return out, nil
+}
+
+// hierarchyOf returns the hierarchy whose controllers a cgroup v1 mount's
+// superblock options name.
+func hierarchyOf(super []string, hierarchies []string) string {
+	for _, h := range hierarchies {
+		all := true
+		for c := range strings.SplitSeq(h, ",") {
+			all = all && slices.Contains(super, c)
+		}
+		if all {
+			return h
+		}
+	}
+	return ""
 }
 
 // under returns p relative to dir when p is dir or below it.

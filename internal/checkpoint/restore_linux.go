@@ -32,6 +32,14 @@ type RestoreOptions struct {
 	// A dump with idmapped mounts is not restored without it: its root
 	// would read the host's dirs as root.
 	Idmap *os.File
+	// CgroupRoots put the restored sandbox into other cgroups than the
+	// dumped one's (CRIU's --cgroup-root): by hierarchy as
+	// /proc/<pid>/cgroup names it ("pids", "memory", "cpu,cpuacct"; ""
+	// for cgroup v2), the new group's path in it. Those made by the
+	// restore get the dumped groups' limits; existing ones keep theirs.
+	// A hierarchy not named keeps the dumped path, made again where it
+	// is gone.
+	CgroupRoots map[string]string
 }
 
 // Restored is a restored sandbox's init, a child of this process.
@@ -69,6 +77,9 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 		"--restore-detached", "--restore-sibling", "--manage-cgroups", "--pidfile", pidPath}
 	for _, m := range man.Mounts {
 		src := m.Source
+		if root, ok := opts.CgroupRoots[m.Cgroup]; ok && m.HostPoint != "" && (m.FSType == "cgroup" || m.FSType == "cgroup2") {
+			src = filepath.Join(m.HostPoint, root)
+		}
 		if s, ok := opts.Mounts[m.Point]; ok {
 			src = s
 		}
@@ -92,6 +103,12 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 			src = p
 		}
 		args = append(args, "--external", fmt.Sprintf("mnt[%s]:%s", m.Key, src))
+	}
+	for ctl, root := range opts.CgroupRoots {
+		if ctl != "" {
+			root = ctl + ":" + root
+		}
+		args = append(args, "--cgroup-root", root)
 	}
 	var pass []*os.File
 	defer func() {
