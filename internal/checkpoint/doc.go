@@ -28,6 +28,8 @@
 // needs CAP_SYS_ADMIN); a sandbox on the host's network (the control socket
 // of a sandbox with a network namespace of its own was made in the host's,
 // and CRIU dumps no socket of a namespace it does not dump); an init that
-// leads its session. The restored sandbox keeps the dumped cgroup paths, and
-// its host directories are bound without the idmap they had.
+// leads its session (the supervisor makes it). A dump can be restored many
+// times, each copy into cgroups of its own (RestoreOptions.CgroupRoots); the
+// host directories are bound through an idmapped mount again where they
+// were (RestoreOptions.Idmap).
 package checkpoint
