@@ -74,8 +74,12 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 	if err != nil {
 		return ImageRoot{}, fmt.Errorf("leasing the layers of %s: %w", name, err)
 	}
+	image := len(root.Layers)
+	if root.Image > 0 && root.Image < image { // a snapshot's: its image's own below its layers
+		image = root.Image
+	}
 	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all)),
-		Image: len(root.Layers), st: st, ids: all}
+		Image: image, st: st, ids: all}
 	for i, id := range all {
 		if out.Layers[i], err = st.Materialize(ctx, id); err != nil {
 			lease.Release()

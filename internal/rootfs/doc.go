@@ -67,6 +67,11 @@ type Root struct {
 	HostBase bool
 	// Layers are store layers, bottom first.
 	Layers []store.LayerID
+	// Image, when above 0, is how many of Layers are an image's own, the
+	// rest being stacked above it (a snapshot's layer, and the layers its
+	// sandbox had above its image): a rootless sandbox's shifted layers
+	// split there (sandbox.Config.ImageLayers). 0: all of them.
+	Image int
 	// Config holds the root's defaults.
 	Config Config
 }

@@ -53,6 +53,10 @@ type SnapshotRecord struct {
 	// says the host's system directories are below them.
 	Base     []store.LayerID `json:"base"`
 	HostBase bool            `json:"host_base"`
+	// ImageLayers is how many of Base are an image's own (the sandbox's
+	// sandbox.Config.ImageLayers); 0 when its sandbox had no image below
+	// other layers, or in records written before it was kept.
+	ImageLayers int `json:"image_layers,omitempty"`
 	// Workdir and Env are the source sandbox's: the root's defaults.
 	Workdir string   `json:"workdir,omitempty"`
 	Env     []string `json:"env,omitempty"`
@@ -116,7 +120,21 @@ func (s Snapshot) Root(ctx context.Context, st *store.Store) (Root, error) {
 			return Root{}, fmt.Errorf("snapshot %q: layer %s: %w", s.Name, id.Short(), store.ErrNotFound)
 		}
 	}
-	return Root{HostBase: rec.HostBase, Layers: layers, Config: Config{Env: rec.Env, WorkingDir: rec.Workdir, User: rec.User.Image()}}, nil
+	return Root{HostBase: rec.HostBase, Layers: layers, Image: rec.Image(), Config: Config{Env: rec.Env, WorkingDir: rec.Workdir, User: rec.User.Image()}}, nil
+}
+
+// Image is how many of the snapshot's layers (Base, then the data layer)
+// are an image's own, where a rootless sandbox on them splits its shifted
+// layers (Root.Image): the image's that the record names, else all of
+// Base, so that the snapshot's own layer gets a shifted layer of its own,
+// chained on the one of its sandbox's stack (which that sandbox made, and
+// a sandbox on that stack shares), never one of the whole stack. 0 for
+// none (no Base).
+func (r *SnapshotRecord) Image() int {
+	if r.ImageLayers > 0 && r.ImageLayers <= len(r.Base) {
+		return r.ImageLayers
+	}
+	return len(r.Base)
 }
 
 func (s Snapshot) String() string { return SnapshotRef(s.Name) }

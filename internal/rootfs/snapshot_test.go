@@ -76,3 +76,25 @@ func TestSnapshotSource(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotImage: where a snapshot's root splits its shifted layers
+// (Root.Image): the image's own layers its record names, else all of its
+// Base (a record written before it kept them, a sandbox with no image
+// below other layers), never the data layer; none without a Base.
+func TestSnapshotImage(t *testing.T) {
+	base := make([]store.LayerID, 3)
+	for _, c := range []struct {
+		rec  SnapshotRecord
+		want int
+	}{
+		{SnapshotRecord{Base: base, ImageLayers: 2}, 2},
+		{SnapshotRecord{Base: base, ImageLayers: 3}, 3},
+		{SnapshotRecord{Base: base}, 3},
+		{SnapshotRecord{Base: base, ImageLayers: 4}, 3},
+		{SnapshotRecord{HostBase: true}, 0},
+	} {
+		if got := c.rec.Image(); got != c.want {
+			t.Errorf("record of %d base layers, image_layers %d: %d, want %d", len(c.rec.Base), c.rec.ImageLayers, got, c.want)
+		}
+	}
+}
