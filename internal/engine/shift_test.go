@@ -473,3 +473,283 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 func TestImageStacksShiftedRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestImageStacksShifted$")
 }
+
+// deepOwned is how deep the owned directories of TestImageDeepShifted
+// nest (home/calc and 40 below it, then a side directory in the last):
+// deeper than the 12 directory layers a shifted layer had until session
+// 16.
+const deepOwned = 41
+
+// TestImageDeepShifted: an image whose user owns directories nested 42
+// deep (a node_modules of node_modules, a Maven ~/.m2), with a file and a
+// second owned directory beside each, in a private one at the bottom.
+// Its sandbox sees every owner and mode; rootless, through one shifted
+// layer with a directory layer per depth, which leaves init nothing to
+// chown (none of its directories is copied up: before, those below 12
+// owned ones were), and a rollback mounts it again (a reset names more
+// lower dirs than fsconfig's 256-byte string takes at once).
+func TestImageDeepShifted(t *testing.T) {
+	g := generated(t)
+	e := openEngine(t, "", nil)
+	ctx := context.Background()
+	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
+	d := filepath.Join(root, "home", "calc")
+	for i := range deepOwned - 1 {
+		d = filepath.Join(d, fmt.Sprintf("n%d", i))
+		if err := os.MkdirAll(filepath.Join(d, "side"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
+		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
+			return 1000, 1000
+		}
+		return 0, 0
+	}))
+	const ref = "example.com/msb-test/engine-deep-shifted:1"
+	importImage(t, e, ref, img)
+	st := e.cache.st()
+
+	// Every directory and file under /home/calc, and its owner and mode
+	// where they are not calc's with the default modes.
+	const probe = `cd /home/calc && python3 -c '
+import os, stat
+dirs = files = 0
+for d, ds, fs in os.walk("."):
+    for n in [d] + [os.path.join(d, f) for f in fs]:
+        s = os.lstat(n)
+        mode = stat.S_IMODE(s.st_mode)
+        if (s.st_uid, s.st_gid) != (1000, 1000) or mode not in (0o755, 0o644) and not n.endswith("/n39"):
+            print("odd", n, s.st_uid, s.st_gid, oct(mode))
+    dirs, files = dirs + 1, files + len(fs)
+print(dirs, files, oct(stat.S_IMODE(os.lstat("/".join("n%d" % i for i in range(40))).st_mode)))
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
+'`
+	want := fmt.Sprintf("%d %d 0o700\n", 1+2*(deepOwned-1), deepOwned-1)
+	check := func(what string, sb *Sandbox) {
+		t.Helper()
+		res, err := sb.Exec(ctx, api.ExecRequest{Command: probe, TimeoutNs: int64(time.Minute)})
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, want) {
+			t.Fatalf("%s: %v %+v\nwant %q then the disk's use", what, err, res, want)
+		}
+		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
+		t.Logf("%s: its writable layer's disk holds %d bytes in %d inodes", what, used, inodes)
+		if st.Rootless() && inodes >= deepOwned/2 {
+			t.Errorf("%s: its writable layer's disk holds %d inodes: the deep owned directories were copied up", what, inodes)
+		}
+	}
+	before := shiftedTrees(t, st)
+	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	check("the sandbox", sb)
+	made := slices.DeleteFunc(shiftedTrees(t, st), func(p string) bool { return slices.Contains(before, p) })
+	if !st.Rootless() {
+		if len(made) != 0 {
+			t.Fatalf("root mode made shifted trees: %v", made)
+		}
+	} else {
+		if len(made) != 1 {
+			t.Fatalf("new shifted trees %v, want one", made)
+		}
+		var sh struct {
+			Chowned   []string `json:"chowned"`
+			DirLayers int      `json:"dir_layers"`
+		}
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(made[0]), "owners.json")); err != nil || json.Unmarshal(b, &sh) != nil {
+			t.Fatalf("the shifted layer's owners: %v", err)
+		}
+		if len(sh.Chowned) != 0 || sh.DirLayers != deepOwned+1 { // the bottom one's side too
+			t.Errorf("the shifted layer: %d directory layers, %d directories left to init, want %d and none", sh.DirLayers, len(sh.Chowned), deepOwned+1)
+		}
+	}
+
+	// A rollback to a snapshot resets the root over the same lower dirs.
+	name := "deep-" + sb.ID()
+	if _, err := e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot(name) })
+	if res, err := sb.Exec(ctx, api.ExecRequest{Command: "touch /home/calc/n0/extra", TimeoutNs: int64(time.Minute)}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("writing: %v %+v", err, res)
+	}
+	pid := sb.InitPid()
+	if _, err := e.Rollback(ctx, sb.ID(), api.RollbackRequest{Snapshot: name}); err != nil {
+		t.Fatal(err)
+	}
+	if sb.sbox().CanReset() == nil && sb.InitPid() != pid {
+		t.Errorf("the rollback replaced the sandbox (init %d, was %d): its reset failed", sb.InitPid(), pid)
+	}
+	check("the sandbox rolled back", sb)
+	sb.Close()
+	if err := os.RemoveAll(filepath.Join(st.Root(), "shifted")); err != nil {
+		t.Fatalf("the caller cannot remove the shifted layers: %v", err)
+	}
+}
+
+// TestImageDeepShiftedRootless reruns TestImageDeepShifted as an
+// unprivileged user with subordinate ids.
+func TestImageDeepShiftedRootless(t *testing.T) { privtest.Unprivileged(t, "^TestImageDeepShifted$") }
+
+// TestSnapshotImageShifted: a sandbox on a named snapshot of an image
+// sandbox (snapshot/<name> as its image) when no shifted layer of the
+// image exists (gone with a gc, or the snapshot pulled from another
+// cache) makes the image's own, which the image's sandboxes then share,
+// and one for the snapshot's layer chained on it: before, it made one of
+// the whole stack, a second copy of the image's owned files. So does a
+// fork of the snapshot alone, which then makes no more.
+func TestSnapshotImageShifted(t *testing.T) {
+	g := generated(t)
+	e := openEngine(t, "", nil)
+	ctx := context.Background()
+	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
+	home := filepath.Join(root, "home", "calc")
+	big := make([]byte, 2<<20)
+	rand.Read(big)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "own", "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
+		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
+			return 1000, 1000
+		}
+		return 0, 0
+	}))
+	const ref = "example.com/msb-test/engine-snapshot-shifted:1"
+	importImage(t, e, ref, img)
+	ir, err := e.cache.ImageRoot(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imageIDs := slices.Clone(ir.ids)
+	ir.Lease.Release()
+	st := e.cache.st()
+
+	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Exec(ctx, api.ExecRequest{Command: "mkdir -p mine/a && echo hi > mine/a/f && chmod 700 mine/a", TimeoutNs: int64(time.Minute)}); err != nil || res.ExitCode != 0 {
+		sb.Close()
+		t.Fatalf("writing the snapshot's files: %v %+v", err, res)
+	}
+	name := "snapshot-shifted-" + sb.ID()
+	_, err = e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name})
+	sb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot(name) })
+	// No shifted layer yet, as after a gc or a pull.
+	if err := os.RemoveAll(filepath.Join(st.Root(), "shifted")); err != nil {
+		t.Fatal(err)
+	}
+
+	const probe = `python3 -c '
+import os, stat
+for n in ["/home/calc", "/home/calc/big.bin", "/home/calc/own/sub", "/home/calc/mine", "/home/calc/mine/a", "/home/calc/mine/a/f"]:
+    s = os.lstat(n)
+    print(n, "%d:%d %o" % (s.st_uid, s.st_gid, stat.S_IMODE(s.st_mode)))
+s = os.statvfs("/")
+print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
+'`
+	const want = "/home/calc 1000:1000 755\n/home/calc/big.bin 1000:1000 644\n/home/calc/own/sub 1000:1000 750\n" +
+		"/home/calc/mine 1000:1000 755\n/home/calc/mine/a 1000:1000 700\n/home/calc/mine/a/f 1000:1000 644\n"
+	check := func(what string, sb *Sandbox) {
+		t.Helper()
+		res, err := sb.Exec(ctx, api.ExecRequest{Command: probe, TimeoutNs: int64(time.Minute)})
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, want) {
+			t.Fatalf("%s: %v %+v\nwant %q then the disk's use", what, err, res, want)
+		}
+		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
+		t.Logf("%s: its writable layer's disk holds %d bytes in %d inodes", what, used, inodes)
+		if st.Rootless() && used > int64(len(big))/2 {
+			t.Errorf("%s: its writable layer's disk holds %d bytes after create: the owned file was copied up", what, used)
+		}
+	}
+	onSnap, err := e.CreateSandbox(ctx, SandboxRequest{Image: "snapshot/" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a sandbox on the snapshot", onSnap)
+	onSnap.Close()
+	made := shiftedTrees(t, st)
+	if !st.Rootless() {
+		if len(made) != 0 {
+			t.Fatalf("root mode made shifted trees: %v", made)
+		}
+		return
+	}
+	var image []string
+	for _, tree := range made {
+		var sh struct{ Base int }
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(tree), "owners.json"))
+		if err != nil || json.Unmarshal(b, &sh) != nil {
+			t.Fatalf("%s: %v", tree, err)
+		}
+		if sh.Base == 0 {
+			image = append(image, tree)
+		} else if sh.Base != len(imageIDs) {
+			t.Errorf("%s: a shifted layer above the stack's %d bottom layers, want above the image's %d", tree, sh.Base, len(imageIDs))
+		}
+	}
+	if len(image) != 1 || len(made) != 2 {
+		t.Fatalf("shifted layers made: %v, of them of the stack's bottom %v: want the image's and one above it", made, image)
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(image[0]), "layers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, id := range imageIDs {
+		ids = append(ids, id.Hex())
+	}
+	if got := strings.Fields(string(b)); !slices.Equal(got, ids) {
+		t.Errorf("the bottom shifted layer's layers: %v, want the image's %v", got, ids)
+	}
+
+	// The image's sandboxes and a fork of the snapshot alone use them.
+	onImage, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onImage.Close()
+	kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a fork of the snapshot", kids[0])
+	kids[0].Close()
+	if again := shiftedTrees(t, st); !slices.Equal(again, made) {
+		t.Errorf("a sandbox on the image and a fork of the snapshot made shifted layers: %v, want none beside %v", again, made)
+	}
+}
+
+// TestSnapshotImageShiftedRootless reruns TestSnapshotImageShifted as an
+// unprivileged user with subordinate ids.
+func TestSnapshotImageShiftedRootless(t *testing.T) {
+	privtest.Unprivileged(t, "^TestSnapshotImageShifted$")
+}

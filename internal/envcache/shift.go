@@ -69,9 +69,18 @@ import (
 const shiftVersion = store.ShiftedVersion
 
 // maxDirLayers bounds the directory layers of one shifted layer, and so
-// the lower dirs (and the bytes of the overlay's mount options, one page)
-// it adds to a sandbox.
-const maxDirLayers = 12
+// the lower dirs it adds to a sandbox: an owned directory nested deeper
+// than that many owned ones is left to init. What bounds it is the
+// overlay's mount options, one page (mount.Overlay checks it), in which
+// the sandbox names each lower dir as /proc/self/fd/N of the process that
+// mounts it (init, a reset), not by its path: fdLowerBytes each, so 64
+// directory layers take 1.3 KiB of it, whatever the store's path. (Named
+// by their paths, 12 took as much: the bound was 12 until session 16.)
+const maxDirLayers = 64
+
+// fdLowerBytes is what a lower dir takes in the overlay's mount options:
+// "/proc/self/fd/N" and its separator, N below 100000.
+const fdLowerBytes = len("/proc/self/fd/99999:")
 
 // Shifter is the sandbox.Shifter over st: see above.
 func Shifter(st *store.Store) sandbox.Shifter { return ShifterDirs(st, maxDirLayers) }
@@ -197,24 +206,19 @@ func ShifterDirs(st *store.Store, maxDirs int) sandbox.Shifter {
 // add to the overlay's mount options of a sandbox on layers: the kernel
 // takes one page (mount.Overlay checks it), of which the layers' own lower
 // dirs and room for the upper and work dirs and the flags take their
-// part. A chain that would pass it (snapshots of forks of snapshots, each
-// with its directory layers) gets no new shifted layer, and init chowns
-// what that one would have given.
+// part. Every lower dir is named by a descriptor there (fdLowerBytes). A
+// chain that would pass it (snapshots of forks of snapshots, each with its
+// directory layers) gets no new shifted layer, and init chowns what that
+// one would have given.
 func shiftedBudget(layers []string) int {
-	n := 4095 - 512
-	for _, l := range layers {
-		n -= len(l) + 1
-	}
-	return n
+	return 4095 - 512 - len(layers)*fdLowerBytes
 }
 
 // lowerBytes is the length of the lower dirs of chain in mount options.
 func lowerBytes(chain []shiftedOwners, lowers func(shiftedOwners) []string) int {
 	n := 0
 	for _, sh := range chain {
-		for _, l := range lowers(sh) {
-			n += len(l) + 1
-		}
+		n += len(lowers(sh)) * fdLowerBytes
 	}
 	return n
 }

@@ -186,9 +186,11 @@ func TestShiftKey(t *testing.T) {
 // TestShiftLowerBytes: a sandbox's shifted layers fit the overlay's mount
 // options beside its own layers: on a stack of 8 layers, one with every
 // directory layer does, a chain of three such (snapshots of forks of
-// snapshots) does not, and the Shifter then makes no new one.
+// snapshots) does not, and the Shifter then makes no new one. The
+// store's path does not count: the overlay names every lower dir by a
+// descriptor (fdLowerBytes each).
 func TestShiftLowerBytes(t *testing.T) {
-	root := "/home/someone-with-a-long-name/.cache/msb/store" // 48 bytes, as a cache under a home dir
+	root := "/home/someone-with-a-long-name/" + strings.Repeat("long/", 40) + ".cache/msb/store" // 250 bytes
 	var layers []string
 	for range 8 {
 		layers = append(layers, filepath.Join(root, "layers", strings.Repeat("0", 64), "tree"))
