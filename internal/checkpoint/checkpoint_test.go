@@ -207,8 +207,10 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 	}
 	// One dump restored twice, the first still running: two sandboxes
 	// that go on from the same state, each on its own root.
+	var restored []*Restored
 	for i := range 2 {
 		root, r := restore(i)
+		restored = append(restored, r)
 		var id uint64
 		py1, sh1 := read(func(cmd string) (session.Result, error) {
 			id++
@@ -232,6 +234,23 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		// dir.
 		if b, err := os.ReadFile(filepath.Join(root, "tmp", "py")); err != nil || !strings.HasPrefix(string(b), py0.token) {
 			t.Errorf("restore %d: the new root's /tmp/py: %q, %v", i, b, err)
+		}
+	}
+	// A restored supervisor ends its sandbox as any does: its processes
+	// killed, then itself.
+	for i, r := range restored {
+		if err := wire.WriteFrame(r.Control, wire.Request{ID: 1 << 20, Op: wire.OpShutdown}); err != nil {
+			t.Fatalf("restore %d: shutdown: %v", i, err)
+		}
+		var resp wire.Response
+		if err := wire.ReadFrame(r.Control, &resp); err != nil || resp.Error != "" {
+			t.Errorf("restore %d: shutdown answered %+v, %v", i, resp, err)
+		}
+		timer := time.AfterFunc(30*time.Second, func() { r.Process.Kill() })
+		st, err := r.Process.Wait()
+		timer.Stop()
+		if err != nil || !st.Success() {
+			t.Errorf("restore %d: its init after the shutdown: %v, %v (want exit 0 by itself)", i, st, err)
 		}
 	}
 }

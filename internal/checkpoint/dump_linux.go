@@ -241,8 +241,10 @@ func under(p, dir string) (string, bool) {
 	if p == dir {
 		return "", true
 	}
-	rest, ok := strings.CutPrefix(p, dir+"/")
-	return rest, ok
+	if rest, ok := strings.CutPrefix(p, dir+"/"); ok {
+		return rest, true
+	}
+	return "", false
 }
 
 func socketInode(pid, fd int) (uint64, error) {
