@@ -31,6 +31,10 @@
 //     its source read and hashed, its new content in temp files, nothing
 //     visible. Publish makes one or more of them visible in one commit's
 //     barriers (a snapshot's data layer and its record above it).
+//   - Cold layer: a layer Compact removed the tree of (it stays in the
+//     store: Has, Compacted), its objects that no materialized layer links
+//     kept zstd-compressed (objects/zstd/ab/<hex>.zst) until its next
+//     Materialize or Lease thaws and checks them and builds the tree again.
 //   - Lease: a running sandbox's claim on the layers it mounts, a file held
 //     under flock; when its holder dies the kernel releases it and GC may
 //     collect what only it kept.

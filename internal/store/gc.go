@@ -154,6 +154,23 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 	if err != nil {
 		return r, err
 	}
+	// Compressed objects: those no kept layer names, and those whose raw
+	// copy a thaw made before a crash stopped it removing them.
+	if _, err := os.Lstat(s.path("objects", "zstd")); err == nil {
+		err = s.sweepFan(ctx, filepath.Join("objects", "zstd"), func(name string) bool {
+			h, _ := strings.CutSuffix(name, ".zst")
+			d, err := parseHexDigest(h)
+			return err != nil || keepObjects[d] && !s.HasRawObject(d)
+		}, func(p string) {
+			free(p)
+			if os.Remove(p) == nil {
+				r.Objects++
+			}
+		})
+		if err != nil {
+			return r, err
+		}
+	}
 	if err := s.gcShifted(keepLayers, live, &r); err != nil {
 		return r, err
 	}

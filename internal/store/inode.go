@@ -132,7 +132,17 @@ func (s *Store) ensureInode(ctx context.Context, k inodeKey) error {
 	}
 	op := s.objectPath(k.digest)
 	var st unix.Stat_t
-	if err := unix.Lstat(op, &st); err != nil {
+	err := unix.Lstat(op, &st)
+	if errors.Is(err, unix.ENOENT) {
+		// A cold object: raw again first (Materialize thaws a layer's
+		// objects together before this; a commit over a cold layer's
+		// content may come here).
+		if err := s.thawOne(ctx, k.digest); err != nil {
+			return err
+		}
+		err = unix.Lstat(op, &st)
+	}
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("object %s: %w", k.digest, ErrNotFound)
 		}

@@ -37,8 +37,8 @@ type leaseFile struct {
 	Layers  []LayerID `json:"layers"`
 }
 
-// Lease takes a lease on layers, which must be materialized, and on all
-// their parents. It records the time as each layer's last use. Call Release
+// Lease takes a lease on layers, which must be in the store (Has), and on
+// all their parents; it materializes those that are compacted. It records the time as each layer's last use. Call Release
 // when done.
 func (s *Store) Lease(ctx context.Context, layers ...LayerID) (*Lease, error) {
 	unlock, err := s.lock(ctx, false)
@@ -61,8 +61,21 @@ func (s *Store) Lease(ctx context.Context, layers ...LayerID) (*Lease, error) {
 		}
 	}
 	for _, id := range all {
-		if !s.Has(id) {
+		if s.materialized(id) {
+			continue
+		}
+		if !s.Compacted(id) {
 			return nil, fmt.Errorf("leasing layer %s: not materialized: %w", id, ErrNotFound)
+		}
+		// Thawed under the lock this lease is taken under: Compact, which
+		// takes it exclusively, cannot make it cold again before the
+		// lease holds it.
+		m, err := s.Manifest(id)
+		if err != nil {
+			return nil, fmt.Errorf("leasing layer %s: %w", id, err)
+		}
+		if _, err := s.materialize(ctx, id, m); err != nil {
+			return nil, fmt.Errorf("leasing layer %s: %w", id, err)
 		}
 	}
 	var rnd [12]byte

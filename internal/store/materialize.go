@@ -25,7 +25,7 @@ func (s *Store) Materialize(ctx context.Context, id LayerID) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if s.Has(id) {
+	if s.materialized(id) {
 		s.touchUsed(id)
 		return s.TreePath(id), nil
 	}
@@ -63,8 +63,11 @@ func (s *Store) materialize(ctx context.Context, id LayerID, m *Manifest) (strin
 // when the layer is present already. placeTree puts it in place once b is
 // flushed.
 func (s *Store) prepareTree(ctx context.Context, id LayerID, m *Manifest, b *barrier) (string, error) {
-	if s.Has(id) {
+	if s.materialized(id) {
 		return "", nil
+	}
+	if _, err := s.thaw(ctx, m); err != nil {
+		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 	}
 	if err := s.ensureInodes(ctx, m); err != nil {
 		return "", fmt.Errorf("materializing layer %s: %w", id.Short(), err)
@@ -86,11 +89,18 @@ func (s *Store) prepareTree(ctx context.Context, id LayerID, m *Manifest, b *bar
 func (s *Store) placeTree(id LayerID, tmpDir string) error {
 	if tmpDir != "" {
 		if err := os.Rename(tmpDir, s.layerDir(id)); err != nil {
-			s.removeTree(tmpDir)
 			if !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+				s.removeTree(tmpDir)
 				return fmt.Errorf("materializing layer %s: %w", id.Short(), err)
 			}
-			// Someone else materialized it first; theirs is as good.
+			// Someone else materialized it first (theirs is as good), or
+			// it is compacted: its directory is there without a tree.
+			err = os.Rename(filepath.Join(tmpDir, "tree"), s.TreePath(id))
+			s.removeTree(tmpDir)
+			if err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+				return fmt.Errorf("materializing layer %s: %w", id.Short(), err)
+			}
+			os.Remove(filepath.Join(s.layerDir(id), compactedFile))
 		}
 	}
 	s.touchUsed(id)

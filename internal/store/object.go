@@ -21,17 +21,30 @@ const copyBufSize = 1 << 20
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
-// HasObject reports whether the store holds the object.
+// HasObject reports whether the store holds the object, raw or
+// compressed (a cold object, see Compact).
 func (s *Store) HasObject(d Digest) bool {
+	return s.HasRawObject(d) || s.hasCompressed(d)
+}
+
+// HasRawObject reports whether the store holds the object uncompressed.
+func (s *Store) HasRawObject(d Digest) bool {
 	_, err := os.Lstat(s.objectPath(d))
 	return err == nil
 }
 
-// OpenObject opens an object's content for reading.
+// OpenObject opens an object's content for reading. A cold object is
+// decompressed into an unlinked temp file, checked against its digest.
 func (s *Store) OpenObject(d Digest) (*os.File, error) {
 	f, err := os.Open(s.objectPath(d))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("object %s: %w", d, ErrNotFound)
+		f, err = s.decompressedTemp(context.Background(), d)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Thawed meanwhile?
+			if f, err = os.Open(s.objectPath(d)); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("object %s: %w", d, ErrNotFound)
+			}
+		}
 	}
 	return f, err
 }

@@ -20,10 +20,13 @@ import (
 	"github.com/minisandbox/msb/internal/atomicfile"
 )
 
-// FormatVersion is the on-disk format version, written to <root>/VERSION.
+// FormatVersion is the on-disk format version a new store is written
+// with, in <root>/VERSION; Compact makes it 2 (versionLine2).
 const FormatVersion = 1
 
 const versionLine = "msb-store 1\n"
+
+// A store is version 2 once Compact made something cold (versionLine2).
 
 // Options tune a Store. The zero value is usable.
 type Options struct {
@@ -79,6 +82,10 @@ type testHooks struct {
 	// flush sees each barrier's paths before it flushes them, and
 	// whether it syncs the whole filesystem instead.
 	flush func(paths []string, whole bool)
+	// compact is called at Compact's stages ("start", "tree" after its
+	// first tree, "objects" halfway through removing raw names); an
+	// error stops it there, as a crash would.
+	compact func(stage string) error
 }
 
 // Open opens the store at root, creating it if root does not exist or is
@@ -122,7 +129,7 @@ func (s *Store) init() error {
 	b, err := os.ReadFile(s.path("VERSION"))
 	switch {
 	case err == nil:
-		if string(b) != versionLine {
+		if string(b) != versionLine && string(b) != versionLine2 {
 			return fmt.Errorf("%w: VERSION says %q, this msb reads %q", ErrVersion, strings.TrimSpace(string(b)), strings.TrimSpace(versionLine))
 		}
 		return nil
@@ -327,10 +334,11 @@ func (s *Store) touchUsed(id LayerID) {
 	}
 }
 
-// Has reports whether the layer is materialized in the store.
+// Has reports whether the layer is in the store: materialized, or
+// compacted (Compacted), when its next Materialize or Lease makes its tree
+// again. Its tree (TreePath) is there only after one of those.
 func (s *Store) Has(id LayerID) bool {
-	_, err := os.Lstat(s.TreePath(id))
-	return err == nil
+	return s.materialized(id) || s.Compacted(id)
 }
 
 // Manifest reads and verifies a layer's manifest.

@@ -28,6 +28,9 @@ type LayerUsage struct {
 	UniqueBytes int64 `json:"unique_bytes"`
 	// LastUse is when the layer was last committed, materialized or leased.
 	LastUse time.Time `json:"last_use"`
+	// Compacted: its tree is removed until its next use (Store.Compact);
+	// DiskBytes counts only what of it other layers keep raw.
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 // Usage is the store's disk use, for `msb cache ls` and `msb cache du`.
@@ -49,6 +52,12 @@ type Usage struct {
 	TreeBytes int64 `json:"tree_bytes"`
 	Objects   int   `json:"objects"`
 	Inodes    int   `json:"inodes"`
+	// Compacted is the number of compacted layers (Store.Compact);
+	// Compressed the number of objects held only zstd-compressed, and
+	// CompressedBytes their disk space (a part of DiskBytes).
+	Compacted       int   `json:"compacted"`
+	Compressed      int   `json:"compressed"`
+	CompressedBytes int64 `json:"compressed_bytes"`
 	// Shifted is the number of shifted layers (see Store.Shifted), and
 	// ShiftedBytes their disk space, from st_blocks, each inode once: a
 	// part of DiskBytes, in inodes of their own (copies, not names of
@@ -93,7 +102,10 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 		if err != nil {
 			return u, err
 		}
-		lu := LayerUsage{ID: id, Refs: refsOf[id], Parents: m.Parents, Entries: len(m.Entries)}
+		lu := LayerUsage{ID: id, Refs: refsOf[id], Parents: m.Parents, Entries: len(m.Entries), Compacted: s.Compacted(id)}
+		if lu.Compacted {
+			u.Compacted++
+		}
 		keys := map[inodeKey]bool{}
 		for i := range m.Entries {
 			if e := &m.Entries[i]; e.Type == TypeFile {
@@ -148,6 +160,9 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 			u.Objects++
 		} else if !d.IsDir() && filepath.Dir(dir) == s.path("inodes") {
 			u.Inodes++
+		} else if !d.IsDir() && filepath.Dir(dir) == s.path("objects", "zstd") {
+			u.Compressed++
+			u.CompressedBytes += st.Blocks * 512
 		}
 		rel, inShifted := strings.CutPrefix(p, shifted)
 		if inShifted && strings.HasPrefix(rel, ".tmp-") {

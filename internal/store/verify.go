@@ -52,7 +52,7 @@ type Report struct {
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
 // Verify re-hashes every object and inode (each inode once, even with many
-// names), checks each inode's metadata against its name, each manifest
+// names; a compressed object decompressed), checks each inode's metadata against its name, each manifest
 // against its digest, and that each materialized file is its inode. A
 // damaged object is reported with every layer that uses it. The error is for
 // failures to check, not for what the check found.
@@ -110,6 +110,17 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 	for _, dir := range []string{filepath.Join("objects", "sha256"), "inodes"} {
 		err := s.eachFan(ctx, dir, func(p, name string) error {
 			files = append(files, file{path: p, name: name, inode: dir == "inodes"})
+			return nil
+		})
+		if err != nil {
+			return r, err
+		}
+	}
+	// Compressed objects: decompressed and hashed.
+	var cold []string
+	if _, err := os.Lstat(s.path("objects", "zstd")); err == nil {
+		err := s.eachFan(ctx, filepath.Join("objects", "zstd"), func(p, _ string) error {
+			cold = append(cold, p)
 			return nil
 		})
 		if err != nil {
@@ -179,6 +190,37 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 		return r, err
 	}
 
+	err = parallel(ctx, s.workers, len(cold), func(ctx context.Context, i int) error {
+		p := cold[i]
+		rel, _ := filepath.Rel(s.root, p)
+		h, ok := strings.CutSuffix(filepath.Base(p), ".zst")
+		d, err := parseHexDigest(h)
+		if !ok || err != nil {
+			mu.Lock()
+			r.Problems = append(r.Problems, Problem{Kind: StrayFile, Path: rel, Detail: "not a compressed object name"})
+			mu.Unlock()
+			return nil
+		}
+		sum, n, herr := s.hashCompressed(ctx, d)
+		mu.Lock()
+		defer mu.Unlock()
+		r.Objects++
+		r.Bytes += n
+		switch {
+		case herr != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case herr != nil:
+			r.Problems = append(r.Problems, Problem{Kind: CorruptObject, Path: rel, Digest: d, Layers: layersOf(d), Detail: herr.Error()})
+		case sum != d:
+			r.Problems = append(r.Problems, Problem{Kind: CorruptObject, Path: rel, Digest: d, Layers: layersOf(d),
+				Detail: fmt.Sprintf("content decompresses to %s", sum)})
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+
 	// Every file of every materialized layer is its object's inode.
 	ids := make([]LayerID, 0, len(manifests))
 	for id := range manifests {
@@ -198,7 +240,7 @@ func (s *Store) Verify(ctx context.Context) (Report, error) {
 				r.Problems = append(r.Problems, Problem{Kind: MissingObject, Path: filepath.Join("objects", "sha256", e.Digest.Hex()[:2], e.Digest.Hex()),
 					Digest: e.Digest, Layers: layersOf(e.Digest), Detail: "object is missing"})
 			}
-			if !s.Has(id) {
+			if !s.materialized(id) {
 				continue
 			}
 			if p := s.checkTreeFile(id, e, hashes); p != nil {

@@ -1,0 +1,668 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+)
+
+// Cold layers. On a filesystem that does not compress (ext4, XFS), a
+// layer nobody used for a while can give back most of its disk: Compact
+// removes its materialized tree (a "compacted" layer keeps its manifest,
+// its layers/<hex>/ directory and a compacted marker there), and then
+// every object no materialized layer links any more is kept only
+// zstd-compressed, in objects/zstd/ab/<hex>.zst, its raw object and
+// inodes removed. The layer's next use (Materialize, Lease, a commit
+// over it) decompresses what its tree needs, checks each object against
+// its digest, and builds the tree again: once, as for a layer never
+// materialized. Compact never touches a layer a live lease holds, nor an
+// object a materialized layer links, so a running sandbox's lower dirs
+// and the files under them stay as they are.
+
+// compactedFile marks a layer whose tree Compact removed.
+const compactedFile = "compacted"
+
+// versionLine2 is the VERSION of a store that holds compacted layers or
+// compressed objects: an msb that knows only version 1 would take a
+// compacted layer for a missing one and find its objects gone, so it is
+// refused instead (ErrVersion). Compact writes it before it removes
+// anything; this msb opens both.
+const versionLine2 = "msb-store 2\n"
+
+func (s *Store) compressedPath(d Digest) string {
+	h := d.Hex()
+	return filepath.Join(s.root, "objects", "zstd", h[:2], h+".zst")
+}
+
+// materialized reports whether the layer's tree is present.
+func (s *Store) materialized(id LayerID) bool {
+	_, err := os.Lstat(s.TreePath(id))
+	return err == nil
+}
+
+// Compacted reports whether the layer is present but cold: its tree
+// removed by Compact, made again at its next use.
+func (s *Store) Compacted(id LayerID) bool {
+	if s.materialized(id) {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(s.layerDir(id), compactedFile))
+	return err == nil
+}
+
+// hasCompressed reports whether the store holds the object compressed.
+func (s *Store) hasCompressed(d Digest) bool {
+	_, err := os.Lstat(s.compressedPath(d))
+	return err == nil
+}
+
+// coldCodec: zstd at its default level compresses a store's source text,
+// bytecode and shared objects about 3x and decompresses at several
+// hundred MiB/s per core. Encoders are pooled (each holds its window).
+var coldEncoders = sync.Pool{New: func() any {
+	return mustEncoder(zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1)))
+}}
+
+var coldDecoders = sync.Pool{New: func() any {
+	return mustDecoder(zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30)))
+}}
+
+// openCompressed opens a compressed object's content; the reader checks
+// nothing (its caller hashes what it reads).
+func (s *Store) openCompressed(d Digest) (io.ReadCloser, error) {
+	f, err := os.Open(s.compressedPath(d))
+	if err != nil {
+		return nil, err
+	}
+	dec := coldDecoders.Get().(*zstd.Decoder)
+	if err := dec.Reset(f); err != nil {
+		f.Close()
+		coldDecoders.Put(dec)
+		return nil, err
+	}
+	return &coldReader{dec: dec, f: f}, nil
+}
+
+type coldReader struct {
+	dec *zstd.Decoder
+	f   *os.File
+}
+
+func (r *coldReader) Read(b []byte) (int, error) {
+	n, err := r.dec.Read(b)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("decompressing %s: %w", r.f.Name(), err)
+	}
+	return n, err
+}
+
+func (r *coldReader) Close() error {
+	r.dec.Reset(nil)
+	coldDecoders.Put(r.dec)
+	return r.f.Close()
+}
+
+// decompressedTemp returns an unlinked temp file holding the compressed
+// object's content, checked against its digest, for readers that want an
+// *os.File (OpenObject: export, the HTTP handler).
+func (s *Store) decompressedTemp(ctx context.Context, d Digest) (*os.File, error) {
+	r, err := s.openCompressed(d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := os.CreateTemp(s.path("tmp"), "obj-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	h := sha256.New()
+	if _, err := copyHashing(ctx, f, h, r); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("object %s: %w", d, err)
+	}
+	if got := Digest(h.Sum(nil)); got != d {
+		f.Close()
+		return nil, fmt.Errorf("compressed object %s decompresses to %s: %w", d, got, ErrDigestMismatch)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// thaw makes raw again every object m's files need that the store holds
+// only compressed: each decompressed into a temp file with the metadata of
+// the first inode that needs it, checked against its digest, made durable
+// (one barrier for all), linked as its inode and object, and only then is
+// its compressed copy removed. The caller holds the store lock (shared).
+// It returns how many objects it thawed.
+func (s *Store) thaw(ctx context.Context, m *Manifest) (int, error) {
+	seen := map[Digest]bool{}
+	var keys []inodeKey
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Type != TypeFile || seen[e.Digest] {
+			continue
+		}
+		seen[e.Digest] = true
+		if s.HasRawObject(e.Digest) || !s.hasCompressed(e.Digest) {
+			continue
+		}
+		k := s.keyOf(e)
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	batch := make([]pendingObject, len(keys))
+	var thawed atomic.Int64
+	err := parallel(ctx, s.workers, len(keys), func(ctx context.Context, i int) error {
+		k := keys[i]
+		// An inode with extended attributes is always a copy of a plain
+		// object (ensureInode makes it after); others are their object.
+		key := &k
+		if k.xhash != "" {
+			key = nil
+		}
+		r, err := s.openCompressed(k.digest)
+		if errors.Is(err, fs.ErrNotExist) && s.HasRawObject(k.digest) {
+			return nil // another process thawed it meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("thawing object %s: %w", k.digest, err)
+		}
+		p, err := s.writeTemp(ctx, r, -1, k.digest, key, false)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("thawing: %w", err)
+		}
+		batch[i] = p
+		thawed.Add(1)
+		return nil
+	})
+	var pending []pendingObject
+	for _, p := range batch {
+		if p.tmp != "" {
+			pending = append(pending, p)
+		}
+	}
+	if err != nil {
+		discard(pending)
+		return 0, err
+	}
+	names := s.newBarrier()
+	if err := s.publishInto(pending, s.newBarrier(), names); err != nil {
+		return 0, fmt.Errorf("thawing: %w", err)
+	}
+	if err := names.flush(); err != nil {
+		return 0, fmt.Errorf("thawing: %w", err)
+	}
+	for _, p := range pending {
+		os.Remove(s.compressedPath(p.digest))
+	}
+	return int(thawed.Load()), nil
+}
+
+// thawOne makes one compressed object raw again, durably, as thaw does,
+// for a caller that needs it outside a layer's thaw (ensureInode).
+func (s *Store) thawOne(ctx context.Context, d Digest) error {
+	r, err := s.openCompressed(d)
+	if errors.Is(err, fs.ErrNotExist) && s.HasRawObject(d) {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("object %s: %w", d, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("thawing object %s: %w", d, err)
+	}
+	p, err := s.writeTemp(ctx, r, -1, d, nil, true)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("thawing: %w", err)
+	}
+	names := s.newBarrier()
+	if err := s.publishInto([]pendingObject{p}, s.newBarrier(), names); err != nil {
+		return fmt.Errorf("thawing: %w", err)
+	}
+	if err := names.flush(); err != nil {
+		return err
+	}
+	os.Remove(s.compressedPath(d))
+	return nil
+}
+
+// CompactOptions choose the layers Compact makes cold.
+type CompactOptions struct {
+	// UnusedFor compacts every layer not used (materialized, leased or
+	// committed) for at least this long; 0 compacts every layer no live
+	// lease holds, and a negative value none by age.
+	UnusedFor time.Duration
+	// Layers are compacted whatever their last use (unless leased).
+	Layers []LayerID
+}
+
+// CompactReport says what Compact did.
+type CompactReport struct {
+	// Layers are the layers whose trees it removed.
+	Layers []LayerID `json:"layers"`
+	// Leased counts the layers it left because a live lease holds them.
+	Leased int `json:"leased"`
+	// Objects counts the objects it compressed, RawBytes their disk
+	// space before (st_blocks, each inode once) and CompressedBytes
+	// after; Skipped those left raw: linked from outside the store's
+	// names, or unreadable to a rootless store's owner (mode 0000).
+	Objects         int   `json:"objects"`
+	RawBytes        int64 `json:"raw_bytes"`
+	CompressedBytes int64 `json:"compressed_bytes"`
+	Skipped         int   `json:"skipped"`
+	// FreedBytes is the disk space freed, trees included (st_blocks).
+	FreedBytes int64 `json:"freed_bytes"`
+}
+
+// Compact makes layers cold (see the comment at the top of cold.go): it
+// removes the trees of the layers opts choose, except those a live lease
+// holds, then compresses every object no materialized layer links. It
+// holds the store lock exclusively, as GC does. A crash at any point
+// leaves a store that opens and whose layers are all usable: a tree is
+// removed only after its compacted marker is durable, and an object's raw
+// names only after its compressed copy is.
+func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport, error) {
+	var r CompactReport
+	unlock, err := s.lock(ctx, true)
+	if err != nil {
+		return r, err
+	}
+	defer unlock()
+
+	live, _, err := s.liveLeases()
+	if err != nil {
+		return r, fmt.Errorf("compact: %w", err)
+	}
+	leased := map[LayerID]bool{}
+	for _, id := range live {
+		leased[id] = true
+	}
+	named := map[LayerID]bool{}
+	for _, id := range opts.Layers {
+		if _, err := s.manifestBytes(id); err != nil {
+			return r, fmt.Errorf("compact: %w", err)
+		}
+		named[id] = true
+	}
+	ents, err := os.ReadDir(s.path("layers"))
+	if err != nil {
+		return r, err
+	}
+	now := time.Now()
+	var victims []LayerID
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			// Garbage under the exclusive lock (as GC says); its links
+			// would keep objects from compressing.
+			s.removeTree(s.path("layers", e.Name()))
+			continue
+		}
+		d, err := parseHexDigest(e.Name())
+		if err != nil || !s.materialized(LayerID(d)) {
+			continue
+		}
+		id := LayerID(d)
+		old := opts.UnusedFor >= 0 && now.Sub(s.lastUse(id)) >= opts.UnusedFor
+		if !named[id] && !old {
+			continue
+		}
+		if leased[id] {
+			r.Leased++
+			continue
+		}
+		victims = append(victims, id)
+	}
+	sort.Slice(victims, func(i, j int) bool { return victims[i].String() < victims[j].String() })
+	if err := s.hook("start"); err != nil {
+		return r, err
+	}
+	if len(victims) > 0 {
+		if err := s.markVersion2(); err != nil {
+			return r, fmt.Errorf("compact: %w", err)
+		}
+	}
+
+	// Trees: each marked compacted first (durably), then renamed away and
+	// removed.
+	b := s.newBarrier()
+	for _, id := range victims {
+		p := filepath.Join(s.layerDir(id), compactedFile)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return r, fmt.Errorf("compact: marking layer %s: %w", id.Short(), err)
+		}
+		f.Close()
+		b.add(p, s.layerDir(id))
+	}
+	if err := b.flush(); err != nil {
+		return r, fmt.Errorf("compact: %w", err)
+	}
+	for i, id := range victims {
+		if i == 1 {
+			if err := s.hook("tree"); err != nil {
+				return r, err
+			}
+		}
+		gone := filepath.Join(s.path("layers"), ".tmp-"+id.Short()+"-compact")
+		if err := os.Rename(s.TreePath(id), gone); err != nil {
+			return r, fmt.Errorf("compact: layer %s: %w", id.Short(), err)
+		}
+		r.FreedBytes += treeBlocks(gone)
+		if err := s.removeTree(gone); err != nil {
+			return r, fmt.Errorf("compact: layer %s: %w", id.Short(), err)
+		}
+		r.Layers = append(r.Layers, id)
+	}
+
+	// Objects: those some manifest names and no materialized layer links.
+	hot := map[Digest]bool{}
+	cold := map[Digest]bool{}
+	manEnts, err := os.ReadDir(s.path("manifests"))
+	if err != nil {
+		return r, err
+	}
+	for _, e := range manEnts {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		h, ok := strings.CutSuffix(e.Name(), manifestSuffix)
+		d, err := parseHexDigest(h)
+		if !ok || err != nil {
+			continue
+		}
+		id := LayerID(d)
+		m, err := s.Manifest(id)
+		if err != nil {
+			return r, fmt.Errorf("compact: %w", err)
+		}
+		into := cold
+		if s.materialized(id) || leased[id] {
+			into = hot
+		}
+		for i := range m.Entries {
+			if e := &m.Entries[i]; e.Type == TypeFile {
+				into[e.Digest] = true
+			}
+		}
+	}
+	var digests []Digest
+	for d := range cold {
+		if !hot[d] && s.HasRawObject(d) {
+			digests = append(digests, d)
+		}
+	}
+	sort.Slice(digests, func(i, j int) bool { return digests[i].String() < digests[j].String() })
+	if err := os.MkdirAll(s.path("objects", "zstd"), 0o755); err != nil {
+		return r, err
+	}
+	type packed struct {
+		d        Digest
+		tmp      string
+		names    []string
+		raw, zst int64
+	}
+	out := make([]packed, len(digests))
+	var mu sync.Mutex
+	err = parallel(ctx, s.workers, len(digests), func(ctx context.Context, i int) error {
+		d := digests[i]
+		names, raw, ok, err := s.unlinkedNames(d)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			mu.Lock()
+			r.Skipped++
+			mu.Unlock()
+			return nil
+		}
+		// A rootless store's file whose mode denies its owner reading
+		// cannot be opened: another name may be an object of mode 0444;
+		// with none, the object stays raw.
+		var tmp string
+		var zst int64
+		for _, n := range names {
+			if tmp, zst, err = s.compressObject(ctx, d, n); !errors.Is(err, fs.ErrPermission) {
+				break
+			}
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			mu.Lock()
+			r.Skipped++
+			mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out[i] = packed{d: d, tmp: tmp, names: names, raw: raw, zst: zst}
+		return nil
+	})
+	var done []packed
+	for _, p := range out {
+		if p.names != nil {
+			done = append(done, p)
+		}
+	}
+	if err != nil {
+		for _, p := range done {
+			os.Remove(p.tmp)
+		}
+		return r, fmt.Errorf("compact: %w", err)
+	}
+	// The compressed copies durable, then named, the names durable, and
+	// only then the raw names removed.
+	if len(done) > 0 {
+		if err := s.markVersion2(); err != nil {
+			return r, fmt.Errorf("compact: %w", err)
+		}
+	}
+	b = s.newBarrier()
+	for _, p := range done {
+		b.add(p.tmp)
+	}
+	if err := b.flush(); err != nil {
+		return r, fmt.Errorf("compact: %w", err)
+	}
+	for _, p := range done {
+		dst := s.compressedPath(p.d)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return r, err
+		}
+		err := linkIfAbsent(p.tmp, dst)
+		os.Remove(p.tmp)
+		if err != nil {
+			return r, fmt.Errorf("compact: %w", err)
+		}
+		b.add(filepath.Dir(dst))
+	}
+	if err := b.flush(); err != nil {
+		return r, fmt.Errorf("compact: %w", err)
+	}
+	for i, p := range done {
+		if i == len(done)/2 {
+			if err := s.hook("objects"); err != nil {
+				return r, err
+			}
+		}
+		// Inodes first: an object without inodes is a state commits make
+		// too, inodes without their object are not.
+		for j := len(p.names) - 1; j >= 0; j-- {
+			if err := os.Remove(p.names[j]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return r, fmt.Errorf("compact: %w", err)
+			}
+		}
+		r.Objects++
+		r.RawBytes += p.raw
+		r.CompressedBytes += p.zst
+		r.FreedBytes += p.raw - p.zst
+	}
+	if err := s.syncFS(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// hook runs the compact test hook at a stage; nil in production.
+func (s *Store) hook(stage string) error {
+	if s.hooks.compact != nil {
+		return s.hooks.compact(stage)
+	}
+	return nil
+}
+
+// lastUse is the layer's last use: its used file's mtime, else its tree's.
+func (s *Store) lastUse(id LayerID) time.Time {
+	if fi, err := os.Stat(filepath.Join(s.layerDir(id), "used")); err == nil {
+		return fi.ModTime()
+	}
+	if fi, err := os.Stat(s.TreePath(id)); err == nil {
+		return fi.ModTime()
+	}
+	return time.Time{}
+}
+
+// unlinkedNames returns the store's names of an object's content (the
+// object first, then its inodes) and their disk space, and whether
+// nothing else links them: every inode's link count is its names here.
+// A name linked from elsewhere (a tree the store does not know of) keeps
+// the object raw.
+func (s *Store) unlinkedNames(d Digest) (names []string, blocks int64, ok bool, err error) {
+	h := d.Hex()
+	inodes, err := filepath.Glob(filepath.Join(s.root, "inodes", h[:2], h+"-*"))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	count := map[[2]uint64]uint64{}
+	links := map[[2]uint64]uint64{}
+	for _, p := range append([]string{s.objectPath(d)}, inodes...) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, 0, false, err
+		}
+		k := [2]uint64{st.Dev, st.Ino}
+		if count[k] == 0 {
+			blocks += st.Blocks * 512
+		}
+		count[k]++
+		links[k] = uint64(st.Nlink)
+		names = append(names, p)
+	}
+	for k, n := range count {
+		if links[k] != n {
+			return nil, 0, false, nil
+		}
+	}
+	return names, blocks, len(names) > 0, nil
+}
+
+// compressObject writes the zstd-compressed content of src, checked
+// against d, to a temp file of the store, and returns it and its disk
+// space. A source that does not hash to d is an error: Compact never
+// makes a damaged object's only copy a compressed one.
+func (s *Store) compressObject(ctx context.Context, d Digest, src string) (string, int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", 0, err
+	}
+	defer in.Close()
+	f, err := os.CreateTemp(s.path("tmp"), "obj-*.zst")
+	if err != nil {
+		return "", 0, err
+	}
+	fail := func(err error) (string, int64, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return "", 0, fmt.Errorf("compressing object %s: %w", d, err)
+	}
+	enc := coldEncoders.Get().(*zstd.Encoder)
+	defer coldEncoders.Put(enc)
+	enc.Reset(f)
+	h := sha256.New()
+	if _, err := copyHashing(ctx, enc, h, in); err != nil {
+		return fail(err)
+	}
+	if err := enc.Close(); err != nil {
+		return fail(err)
+	}
+	if got := Digest(h.Sum(nil)); got != d {
+		return fail(fmt.Errorf("%w: %s hashes to %s", ErrDigestMismatch, src, got))
+	}
+	if err := f.Chmod(0o444); err != nil {
+		return fail(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	// st_blocks may not count delayed allocation yet: count the size.
+	return f.Name(), (st.Size + 4095) / 4096 * 4096, nil
+}
+
+// treeBlocks is the disk space of a tree's directories, symlinks and
+// files linked nowhere else (st_blocks).
+func treeBlocks(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		var st unix.Stat_t
+		if err == nil && unix.Lstat(p, &st) == nil && (d.IsDir() || st.Nlink <= 1) {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
+// markVersion2 writes VERSION 2 (see versionLine2), durably, once.
+func (s *Store) markVersion2() error {
+	b, err := os.ReadFile(s.path("VERSION"))
+	if err == nil && string(b) == versionLine2 {
+		return nil
+	}
+	if err := s.writeFileAtomic(s.path("VERSION"), []byte(versionLine2), 0o644); err != nil {
+		return err
+	}
+	return fsyncPath(s.root)
+}
+
+// hashCompressed decompresses a compressed object and returns the digest
+// and size of its content.
+func (s *Store) hashCompressed(ctx context.Context, d Digest) (Digest, int64, error) {
+	r, err := s.openCompressed(d)
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := copyHashing(ctx, nopWriter{}, h, r)
+	if err != nil {
+		return Digest{}, n, err
+	}
+	return Digest(h.Sum(nil)), n, nil
+}
