@@ -70,8 +70,18 @@ func testCriu(t *testing.T) *Criu {
 func TestDumpRestoreCarriesMemory(t *testing.T) {
 	privtest.RequireRoot(t)
 	criu := testCriu(t)
+	// A sandbox's disk is a volume of the disk pool, or, where there is
+	// none (a pool dir no pool can be made in), a tmpfs that only its
+	// mount namespace shows: its /dev/shm is then a bind of a dir of a
+	// filesystem the sandbox does not show whole.
+	for _, disk := range []struct{ name, dir string }{{"pool", testDiskDir}, {"tmpfs", "/proc/no-disk-pool"}} {
+		t.Run(disk.name, func(t *testing.T) { testDumpRestore(t, criu, disk.dir) })
+	}
+}
+
+func testDumpRestore(t *testing.T, criu *Criu, diskDir string) {
 	state := privtest.StateDir(t)
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: testDiskDir})
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +182,13 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		for ctl, path := range cgroups0 {
 			roots[ctl] = fmt.Sprintf("%s-r%d", path, i)
 		}
-		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap, CgroupRoots: roots}
+		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap, CgroupRoots: roots,
+			Files: map[string]string{}}
+		for _, f := range man.Files {
+			if f.Path == "" { // a tmpfs disk's root: the new sandbox's disk
+				opts.Files[f.ID] = t.TempDir()
+			}
+		}
 		if idmapped > 0 && idmap == nil {
 			if _, err := criu.Restore(ctx, opts); err == nil {
 				t.Fatal("restored idmapped host dirs without RestoreOptions.Idmap")

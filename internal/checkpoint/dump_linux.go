@@ -60,9 +60,13 @@ type Mount struct {
 
 // File is one external file.
 type File struct {
-	ID    string `json:"id"`    // CRIU's: file[<mnt_id>:<inode>], in hex
-	Path  string `json:"path"`  // the host path to reopen it by
-	Flags int    `json:"flags"` // the access mode it was open with
+	ID string `json:"id"` // CRIU's: file[<mnt_id>:<inode>], in hex
+	// Path is the host path to reopen it by; "" when the host shows it
+	// nowhere (a tmpfs disk's root, which init keeps open): the restore
+	// needs RestoreOptions.Files to name one.
+	Path  string `json:"path,omitempty"`
+	What  string `json:"what"`  // whose it was: "fd 7 of 1234 (/)"
+	Flags int    `json:"flags"` // the access mode it was open with (and O_PATH)
 }
 
 // DumpOptions says what to dump where.
@@ -77,7 +81,10 @@ type DumpOptions struct {
 }
 
 // ownFS are the filesystems a sandbox makes itself (init mounts them
-// fresh): CRIU dumps them (tmpfs with its content) and makes them again.
+// fresh): CRIU dumps them (tmpfs with its content) and makes them again,
+// unless one is bound from a part of a filesystem the sandbox does not
+// show whole (its disk's tmpfs, whose dirs are its upper dir and
+// /dev/shm): see boundFromOutside.
 var ownFS = []string{"proc", "sysfs", "devpts", "mqueue", "tmpfs"}
 
 // Dump dumps the process tree of opts.Init, all of its PID namespace, to
@@ -139,7 +146,7 @@ func plan(init int) (*Manifest, error) {
 	inNS := map[int]bool{}
 	for _, m := range mounts {
 		inNS[m.ID] = true
-		if m.Point == "/" || slices.Contains(ownFS, m.FSType) {
+		if m.Point == "/" || slices.Contains(ownFS, m.FSType) && !boundFromOutside(init, m, mounts) {
 			continue
 		}
 		src, hostPoint, err := hostSource(init, m, host)
@@ -174,6 +181,33 @@ func plan(init int) (*Manifest, error) {
 		}
 	}
 	return man, nil
+}
+
+// boundFromOutside reports whether m shows a dir of a filesystem that no
+// mount of the sandbox (mounts) shows from its root: CRIU then finds no
+// mount to bind it from ("doesn't have a proper root mount"), and it is
+// external.
+func boundFromOutside(init int, m mount.Info, mounts []mount.Info) bool {
+	if m.Root == "/" {
+		return false
+	}
+	dev := func(point string) (uint64, bool) {
+		var st unix.Stat_t
+		err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", init, point), &st)
+		return st.Dev, err == nil
+	}
+	d, ok := dev(m.Point)
+	if !ok {
+		return false
+	}
+	for _, o := range mounts {
+		if o.Root == "/" && o.FSType == m.FSType {
+			if od, ok := dev(o.Point); ok && od == d {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hostSource finds the host path a sandbox's mount m shows, and the
@@ -312,9 +346,10 @@ func outsideFiles(pid int, inNS map[int]bool, host []mount.Info) ([]File, error)
 		flags := unix.O_RDONLY
 		if strings.Contains(link, "/fd/") {
 			if fl, err := fdFlags(link); err == nil {
-				flags = fl & unix.O_ACCMODE
+				flags = fl & (unix.O_ACCMODE | unix.O_PATH)
 			}
 		}
+		what := fmt.Sprintf("%s of %d (%s)", strings.Replace(filepath.Base(filepath.Dir(link)), "map_files", "mapping", 1)+" "+filepath.Base(link), pid, path)
 		// A file of a mount the sandbox cannot see reads as its path
 		// below that mount's root: the host's mount of it (or, for a
 		// copy of a host mount made with the sandbox's mount namespace
@@ -322,9 +357,9 @@ func outsideFiles(pid int, inNS map[int]bool, host []mount.Info) ([]File, error)
 		// shows it at that path below its own point.
 		path, ok := hostPath(path, &st, byID[mnt], host)
 		if !ok {
-			return fmt.Errorf("%s (%s, on mount %d): found no host path for it", link, path, mnt)
+			path = ""
 		}
-		out = append(out, File{ID: fmt.Sprintf("file[%x:%x]", mnt, st.Ino), Path: path, Flags: flags})
+		out = append(out, File{ID: fmt.Sprintf("file[%x:%x]", mnt, st.Ino), Path: path, What: what, Flags: flags})
 		return nil
 	}
 	for _, dir := range []string{"fd", "map_files"} {

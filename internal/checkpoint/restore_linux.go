@@ -40,6 +40,11 @@ type RestoreOptions struct {
 	// A hierarchy not named keeps the dumped path, made again where it
 	// is gone.
 	CgroupRoots map[string]string
+	// Files name the host paths of external files by their ID
+	// (Manifest.Files), in place of the ones recorded: those the dump
+	// found no host path for (a tmpfs disk's root: the new sandbox's
+	// disk).
+	Files map[string]string
 }
 
 // Restored is a restored sandbox's init, a child of this process.
@@ -117,9 +122,16 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 		}
 	}()
 	for _, f := range man.Files {
-		file, err := os.OpenFile(f.Path, f.Flags, 0)
+		path := f.Path
+		if p, ok := opts.Files[f.ID]; ok {
+			path = p
+		}
+		if path == "" {
+			return nil, fmt.Errorf("the dump found no host path for %s, %s: give RestoreOptions.Files[%q]", f.ID, f.What, f.ID)
+		}
+		file, err := os.OpenFile(path, f.Flags|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, fmt.Errorf("reopening %s for the restore: %w", f.ID, err)
+			return nil, fmt.Errorf("reopening %s (%s) for the restore: %w", f.ID, f.What, err)
 		}
 		args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), f.ID))
 		pass = append(pass, file)
