@@ -35,14 +35,24 @@ const shiftBenchEnv = "MSB_SHIFT_BENCH"
 // layer's use after create (statvfs of the root inside). The first
 // sandbox of each shifted way, which builds its layer, is reported apart.
 // It runs only with MSB_SHIFT_BENCH set (to the number of rounds); as
-// root it reruns itself rootless.
+// root it reruns itself rootless. With MSB_SHIFT_BENCH_TREE=deep the tree
+// is 8 chains of owned directories 40 deep under /home/calc/app/mK (a
+// node_modules of node_modules; 43 owned ones deep in all, 329 owned
+// directories), a 4 KiB file at each level, and the ways are "chown",
+// "dirs12" (envcache.ShifterDirs with 12 directory layers, the bound until
+// session 16: init chowns the directories deeper) and "dirs".
 func TestImageShiftedBench(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv(shiftBenchEnv))
 	if rounds <= 0 {
 		t.Skip(shiftBenchEnv + " is not set: a benchmark")
 	}
+	deep := os.Getenv(shiftBenchEnv+"_TREE") == "deep"
 	if os.Geteuid() == 0 {
-		privtest.UnprivilegedEnv(t, "^TestImageShiftedBench$", shiftBenchEnv+"="+strconv.Itoa(rounds))
+		env := []string{shiftBenchEnv + "=" + strconv.Itoa(rounds)}
+		if deep {
+			env = append(env, shiftBenchEnv+"_TREE=deep")
+		}
+		privtest.UnprivilegedEnv(t, "^TestImageShiftedBench$", env...)
 		return
 	}
 	g := generated(t)
@@ -51,7 +61,26 @@ func TestImageShiftedBench(t *testing.T) {
 	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
 	home := filepath.Join(root, "home", "calc")
 	buf := make([]byte, 4<<10)
+	for i := range 8 {
+		if !deep {
+			break
+		}
+		dir := filepath.Join(home, "app", fmt.Sprintf("m%d", i))
+		for j := range 40 {
+			dir = filepath.Join(dir, fmt.Sprintf("d%02d", j))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rand.Read(buf)
+			if err := os.WriteFile(filepath.Join(dir, "index.js"), buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for i := range 40 {
+		if deep {
+			break
+		}
 		for j := range 25 {
 			dir := filepath.Join(home, "repo", fmt.Sprintf("p%02d", i), fmt.Sprintf("m%02d", j))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -77,7 +106,7 @@ func TestImageShiftedBench(t *testing.T) {
 	const ref = "example.com/msb-test/engine-shift-bench:1"
 	importImage(t, e, ref, img)
 	st := e.cache.st()
-	shifters := map[string]sandbox.Shifter{"dirs": envcache.Shifter(st), "files": envcache.ShifterDirs(st, 0)}
+	shifters := map[string]sandbox.Shifter{"dirs": envcache.Shifter(st), "files": envcache.ShifterDirs(st, 0), "dirs12": envcache.ShifterDirs(st, 12)}
 	defer e.rt.SetShifter(shifters["dirs"])
 	const probe = `python3 -c 'import os; s = os.statvfs("/"); print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)'`
 	type use struct{ bytes, inodes int64 }
@@ -101,6 +130,9 @@ func TestImageShiftedBench(t *testing.T) {
 		return took, u
 	}
 	hows := []string{"chown", "files", "dirs"}
+	if deep {
+		hows[1] = "dirs12"
+	}
 	for _, how := range hows[1:] {
 		first, u := one(how)
 		t.Logf("first %s sandbox (builds its layer): create %v, disk %d bytes, %d inodes", how, first.Round(time.Millisecond), u.bytes, u.inodes)
@@ -126,5 +158,5 @@ func TestImageShiftedBench(t *testing.T) {
 			times[how][n*9/10].Round(100*time.Microsecond), disk[how][n/2].bytes, disk[how][n/2].inodes, disk[how][n-1].inodes)
 	}
 	p50 := func(how string) float64 { return float64(times[how][rounds/2]) }
-	t.Logf("create p50 dirs/files %.3f, dirs/chown %.3f, files/chown %.3f", p50("dirs")/p50("files"), p50("dirs")/p50("chown"), p50("files")/p50("chown"))
+	t.Logf("create p50 dirs/%s %.3f, dirs/chown %.3f, %s/chown %.3f", hows[1], p50("dirs")/p50(hows[1]), p50("dirs")/p50("chown"), hows[1], p50(hows[1])/p50("chown"))
 }
