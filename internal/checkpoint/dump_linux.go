@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,9 @@ type Manifest struct {
 	Files []File `json:"files,omitempty"`
 	// Control is the inode of init's end of the control socket (fd 3).
 	Control uint64 `json:"control"`
+	// Cgroups are init's cgroups by hierarchy, as /proc/<pid>/cgroup
+	// names them ("memory", "cpu,cpuacct"; "" for cgroup v2).
+	Cgroups map[string]string `json:"cgroups"`
 }
 
 // Mount is one external mount.
@@ -101,6 +105,18 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 	logPath := filepath.Join(opts.Dir, "dump.log")
 	args := []string{"dump", "-t", strconv.Itoa(opts.Init), "-D", opts.Dir, "-o", logPath, "-v4",
 		"--manage-cgroups", "--external", fmt.Sprintf("unix[%d]", man.Control)}
+	// CRIU dumps every cgroup below the sandbox's in each hierarchy: in
+	// one where the sandbox is in the root group (cgroup v1's cpu, say),
+	// that is every group of the host (0.33 s of a 0.49 s dump here).
+	// Only the hierarchies the sandbox has groups of its own in are
+	// dumped, then.
+	for h, path := range man.Cgroups {
+		if h != "" && path != "/" {
+			for c := range strings.SplitSeq(h, ",") {
+				args = append(args, "--cgroup-dump-controller", c)
+			}
+		}
+	}
 	if opts.LeaveRunning {
 		args = append(args, "--leave-running")
 	}
@@ -139,7 +155,7 @@ func plan(init int) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	hierarchies, err := cgroupHierarchies(init)
+	man.Cgroups, err = cgroupsOf(init)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +173,7 @@ func plan(init int) (*Manifest, error) {
 			Idmapped: slices.Contains(strings.Split(m.Options, ","), "idmapped")}
 		switch m.FSType {
 		case "cgroup":
-			em.Cgroup, em.HostPoint = hierarchyOf(m.Super, hierarchies), hostPoint
+			em.Cgroup, em.HostPoint = hierarchyOf(m.Super, slices.Collect(maps.Keys(man.Cgroups))), hostPoint
 		case "cgroup2":
 			em.HostPoint = hostPoint
 		}
@@ -236,17 +252,17 @@ func hostSource(init int, m mount.Info, host []mount.Info) (source, hostPoint st
 	return best, bestPoint, nil
 }
 
-// cgroupHierarchies lists the v1 hierarchies pid is in, as
-// /proc/<pid>/cgroup names them ("memory", "cpu,cpuacct", "name=systemd").
-func cgroupHierarchies(pid int) ([]string, error) {
+// cgroupsOf returns pid's cgroups by hierarchy, as /proc/<pid>/cgroup
+// names them ("memory", "cpu,cpuacct", "name=systemd"; "" for cgroup v2).
+func cgroupsOf(pid int) (map[string]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	out := map[string]string{}
 	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] != "" {
-			out = append(out, f[1])
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 {
+			out[f[1]] = f[2]
 		}
 	}
 	return out, nil
@@ -256,6 +272,9 @@ func cgroupHierarchies(pid int) ([]string, error) {
 // superblock options name.
 func hierarchyOf(super []string, hierarchies []string) string {
 	for _, h := range hierarchies {
+		if h == "" {
+			continue
+		}
 		all := true
 		for c := range strings.SplitSeq(h, ",") {
 			all = all && slices.Contains(super, c)
