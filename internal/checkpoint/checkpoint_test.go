@@ -271,6 +271,42 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 	}
 }
 
+// TestDumpRefusesControlOutside: a sandbox with a network namespace of its
+// own has its control socket in the host's, which CRIU cannot dump; Dump
+// says so before CRIU freezes anything, and the sandbox runs on. (Once
+// msb makes that socketpair in the sandbox's namespace, such a sandbox
+// dumps, and this test is to become the main one's third case.)
+func TestDumpRefusesControlOutside(t *testing.T) {
+	privtest.RequireRoot(t)
+	criu := testCriu(t)
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: privtest.StateDir(t), DiskDir: testDiskDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("closing the runtime: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := rt.Create(ctx, sandbox.Config{HostBase: true}) // network none
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	dir := t.TempDir()
+	if _, err := criu.Dump(ctx, DumpOptions{Init: sb.InitPid(), Dir: dir}); !errors.Is(err, ErrControlOutside) {
+		t.Fatalf("dump of a sandbox with its own network namespace: %v, want ErrControlOutside", err)
+	}
+	if res, err := sb.Exec(ctx, session.ExecRequest{Command: "echo alive", Timeout: 10 * time.Second}); err != nil || res.Output != "alive\n" {
+		t.Errorf("the sandbox after the refused dump: %+v, %v", res, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("the refused dump left %d files in its dir", len(ents))
+	}
+}
+
 type counter struct {
 	token string
 	n     int

@@ -18,6 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrControlOutside says that a sandbox's control socket lies in another
+// network namespace than the sandbox: CRIU dumps no socket of a namespace
+// it does not dump. That is a sandbox with a network namespace of its own
+// whose control socketpair msb made in the host's.
+var ErrControlOutside = errors.New("the sandbox's control socket is in another network namespace than the sandbox")
+
 // ManifestName is the Manifest's file in a dump's directory.
 const ManifestName = "checkpoint.json"
 
@@ -147,6 +153,9 @@ func plan(init int) (*Manifest, error) {
 		return nil, fmt.Errorf("init's control socket: %w", err)
 	}
 	man.Control = ctl
+	if err := sameNetns(init, 3); err != nil {
+		return nil, err
+	}
 	mounts, err := mount.ReadMountinfo(fmt.Sprintf("/proc/%d/mountinfo", init))
 	if err != nil {
 		return nil, err
@@ -310,6 +319,36 @@ func socketInode(pid, fd int) (uint64, error) {
 		return 0, fmt.Errorf("fd %d is %s, not a socket", fd, link)
 	}
 	return strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64)
+}
+
+// sameNetns checks that pid's socket fd lies in pid's network namespace.
+func sameNetns(pid, fd int) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd of %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	sock, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return fmt.Errorf("fd %d of %d: %w", fd, pid, err)
+	}
+	defer unix.Close(sock)
+	ns, err := unix.IoctlRetInt(sock, unix.SIOCGSKNS)
+	if err != nil {
+		return fmt.Errorf("network namespace of fd %d of %d: %w", fd, pid, err)
+	}
+	defer unix.Close(ns)
+	var sst, pst unix.Stat_t
+	if err := unix.Fstat(ns, &sst); err != nil {
+		return err
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &pst); err != nil {
+		return err
+	}
+	if sst.Ino != pst.Ino {
+		return fmt.Errorf("%w (socket's net:[%d], init's net:[%d]): only a sandbox on the host's network can be dumped", ErrControlOutside, sst.Ino, pst.Ino)
+	}
+	return nil
 }
 
 // processTree lists init and its descendants, parents first.
