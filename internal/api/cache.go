@@ -65,6 +65,26 @@ type CacheUsage struct {
 	// The byte counts come from st_blocks, which btrfs gives before
 	// compression; with it on, the disk holds less than they say.
 	Compression string `json:"compression,omitempty"`
+	// Compacted is the number of cold layers (msb cache compact): their
+	// trees removed until their next use; Compressed the number of
+	// objects held only zstd-compressed, and CompressedBytes their disk
+	// space, a part of DiskBytes.
+	Compacted       int   `json:"compacted"`
+	Compressed      int   `json:"compressed"`
+	CompressedBytes int64 `json:"compressed_bytes"`
+}
+
+// CacheCompactReport is msb cache compact.
+type CacheCompactReport struct {
+	Layers List[string] `json:"layers"` // layers made cold
+	Leased int          `json:"leased"` // layers left as they are: a running sandbox holds them
+	// Objects were compressed: RawBytes on disk before, CompressedBytes
+	// after; Skipped ones are linked from outside the store and stay.
+	Objects         int   `json:"objects"`
+	RawBytes        int64 `json:"raw_bytes"`
+	CompressedBytes int64 `json:"compressed_bytes"`
+	Skipped         int   `json:"skipped"`
+	FreedBytes      int64 `json:"freed_bytes"` // trees included
 }
 
 // BuildStatus is how one instance's layers came to be.

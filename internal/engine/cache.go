@@ -94,7 +94,8 @@ func (c *Cache) Usage(ctx context.Context) (api.CacheUsage, error) {
 		return api.CacheUsage{}, err
 	}
 	out := api.CacheUsage{Dir: c.Dir(), Layers: len(u.Layers), Objects: u.Objects, Inodes: u.Inodes,
-		FileBytes: u.LayerDiskBytes, TreeBytes: u.TreeBytes, DiskBytes: u.DiskBytes, Shifted: u.Shifted, ShiftedBytes: u.ShiftedBytes}
+		FileBytes: u.LayerDiskBytes, TreeBytes: u.TreeBytes, DiskBytes: u.DiskBytes, Shifted: u.Shifted, ShiftedBytes: u.ShiftedBytes,
+		Compacted: u.Compacted, Compressed: u.Compressed, CompressedBytes: u.CompressedBytes}
 	if u.TreeBytes > 0 {
 		out.DedupRatio = float64(u.LayerDiskBytes) / float64(u.TreeBytes)
 	}
@@ -131,6 +132,27 @@ func (c *Cache) GC(ctx context.Context) (api.CacheGCReport, error) {
 	}
 	return api.CacheGCReport{Layers: ids(r.Layers), Inodes: r.Inodes, Objects: r.Objects, Leases: r.Leases, Temp: r.Temp,
 		Shifted: r.Shifted, ShiftedBytes: r.ShiftedBytes, FreedBytes: r.FreedBytes, Kept: r.Kept, DanglingRefs: r.DanglingRef}, nil
+}
+
+// Compact makes layers cold: those unused for unusedFor (none by age when
+// negative) and those names name (refs or digests), except what a running
+// sandbox holds; then it keeps compressed the objects no materialized
+// layer links (store.Compact). A cold layer is made again at its next use.
+func (c *Cache) Compact(ctx context.Context, unusedFor time.Duration, names []string) (api.CacheCompactReport, error) {
+	opts := store.CompactOptions{UnusedFor: unusedFor}
+	for _, n := range names {
+		id, err := c.resolve(n)
+		if err != nil {
+			return api.CacheCompactReport{}, err
+		}
+		opts.Layers = append(opts.Layers, id)
+	}
+	r, err := c.st().Compact(ctx, opts)
+	if err != nil {
+		return api.CacheCompactReport{}, err
+	}
+	return api.CacheCompactReport{Layers: ids(r.Layers), Leased: r.Leased, Objects: r.Objects, RawBytes: r.RawBytes,
+		CompressedBytes: r.CompressedBytes, Skipped: r.Skipped, FreedBytes: r.FreedBytes}, nil
 }
 
 // RemoveRefs deletes the refs that patterns name: ref names, or globs of

@@ -465,6 +465,16 @@ func (c *Cache) base(ctx context.Context) (baseInfo, error) {
 	if root.HostBase {
 		return baseInfo{}, fmt.Errorf("base %q: %w: %w", b, ErrBadBase, errHostUnder)
 	}
+	// baseFile reads the base's trees directly: a layer msb cache compact
+	// made cold is made again first.
+	for _, id := range root.Layers {
+		if !c.store.Compacted(id) {
+			continue
+		}
+		if _, err := c.store.Materialize(ctx, id); err != nil {
+			return baseInfo{}, fmt.Errorf("base %q: %w", b, err)
+		}
+	}
 	top := root.Top()
 	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
 }
