@@ -127,6 +127,9 @@ func (rt *Runtime) create(ctx context.Context, cfg Config, later func(context.Co
 type Deferred struct {
 	Layers []string // Config.Layers
 	Owners []Owner  // Config.Owners
+	// Mount, when not nil, are the paths Layers are mounted from now, one
+	// each (see mountPaths).
+	Mount []string
 }
 
 // errDeferred marks an error of CreateDeferred's later, or of what it
@@ -236,9 +239,15 @@ func (s *Sandbox) start(ctx context.Context) error {
 	// The config waits in the socket for init, which reads it as soon as
 	// its runtime is up. Should it not fit in the socket's buffer, the
 	// write ends once init reads the rest, or fails once child is closed
-	// without an init.
-	sent := make(chan error, 1)
-	go func() { sent <- s.sendConfig(ctx, parent, wcfg, ownersToInit) }()
+	// without an init. Where the host builds the root's first part (see
+	// aheadOK), init waits for that after its config, and sent has the
+	// outcome of both.
+	wcfg.RootAhead = s.aheadOK(wcfg)
+	sent, cfgSent := make(chan error, 1), make(chan error, 1)
+	go func() { cfgSent <- s.sendConfig(ctx, parent, wcfg, ownersToInit) }()
+	if !wcfg.RootAhead {
+		sent = cfgSent
+	}
 	inside := cgDir != nil // init is born in its groups: no Add
 	if err == nil {
 		spawn := s.cmd.Start
@@ -269,12 +278,15 @@ func (s *Sandbox) start(ctx context.Context) error {
 			s.waitDone = make(chan struct{})
 			go func() { s.cmd.Wait(); close(s.waitDone) }()
 		}
-		<-sent
+		<-cfgSent
 		parent.Close()
 		return fmt.Errorf("starting sandbox init (%s): %w", s.rt.exe, err)
 	}
 	t = s.times.since(PhaseSpawn, t)
 	s.holdMounts()
+	if wcfg.RootAhead {
+		go func() { sent <- s.buildAhead(parent, wcfg, cfgSent) }()
+	}
 	s.waitDone = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.waitDone) }()
 	if s.umap != nil {
@@ -344,13 +356,13 @@ func (s *Sandbox) sendConfig(ctx context.Context, ctl *os.File, wcfg wire.Config
 			return errDeferred{err}
 		}
 		full := s.conf
-		full.Layers, full.Owners = d.Layers, d.Owners
+		full.Layers, full.Owners = d.mountPaths(), d.Owners // checked where they are now
 		if err := full.validateRoot(); err != nil {
 			return errDeferred{err}
 		}
 		s.deferred = d
 		if len(d.Layers) > 0 {
-			wcfg.Lowers = d.Layers
+			wcfg.Lowers = d.mountPaths()
 		}
 		if ownersToInit {
 			var owners []Owner
@@ -359,6 +371,81 @@ func (s *Sandbox) sendConfig(ctx context.Context, ctl *os.File, wcfg wire.Config
 		}
 	}
 	return wire.WriteFrame(ctl, wcfg)
+}
+
+// aheadOK says whether the host builds the first part of wcfg's root
+// (sbinit.BuildAhead) in init's mount namespace while init's runtime
+// starts: where init is root in the host's user namespace (a root runtime
+// without a user map), its disk, if any, a volume of the pool, and its
+// layers known (no CreateDeferred). Anything mounted there then is as
+// init would have mounted it: the same caller (the host's root), the same
+// namespace, from the same config.
+func (s *Sandbox) aheadOK(wcfg wire.Config) bool {
+	return !s.rt.rootless && s.umap == nil && s.later == nil && !noAhead &&
+		(wcfg.Disk == nil || wcfg.Disk.Device != "")
+}
+
+// noAhead turns the root built ahead off (tests compare both ways).
+var noAhead = false
+
+// buildAhead builds the first part of wcfg's root in init's mount
+// namespace (sbinit.BuildAhead) on the mount thread while init's runtime
+// starts and decodes its config, then, once the config is sent (cfgSent),
+// tells init with OpRootAhead. Should the build fail, init is killed
+// (it waits for the frame) and the create fails with the build's error.
+func (s *Sandbox) buildAhead(ctl *os.File, wcfg wire.Config, cfgSent <-chan error) error {
+	t := time.Now()
+	err := errors.New("init's mount namespace not held")
+	if s.mountNS != nil {
+		idmap := -1
+		if wcfg.HostIdmap {
+			ns, _ := s.rt.idmap()
+			idmap = int(ns.Fd())
+		}
+		disk := s.volumeMount()
+		if disk >= 0 {
+			defer unix.Close(disk)
+		}
+		mntNS := int(s.mountNS.Fd())
+		err = onMountThread(func() error {
+			if err := unix.Setns(mntNS, unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("joining init's mount namespace: %w", err)
+			}
+			return sbinit.BuildAhead(&wcfg, idmap, disk)
+		})
+	}
+	s.times.since(PhaseRootAhead, t)
+	if cerr := <-cfgSent; cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		s.cmd.Process.Kill()
+		return fmt.Errorf("building the sandbox's root: %w", err)
+	}
+	return wire.WriteFrame(ctl, wire.Request{Op: wire.OpRootAhead})
+}
+
+// volumeMount returns a detached mount of the sandbox's volume of the disk
+// pool (a clone of this process's mount of the pool, which init's mount
+// namespace does not need to hold), with the mount flags a mount of the
+// pool's device by subvolume would have (noatime, as the pool's mount), or
+// -1 where there is none or the kernel refuses.
+func (s *Sandbox) volumeMount() int {
+	if s.volume == nil {
+		return -1
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, s.volume.Path(), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		s.log.Debug("mounting the sandbox's volume from the pool's device", "err", err)
+		return -1
+	}
+	attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR__ATIME, Attr_set: unix.MOUNT_ATTR_NOATIME}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		s.log.Debug("mounting the sandbox's volume from the pool's device", "err", err)
+		return -1
+	}
+	return fd
 }
 
 // deathNote says why the control connection ended: how init exited and

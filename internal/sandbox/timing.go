@@ -29,7 +29,8 @@ const (
 	PhaseSpawn      = "create.spawn"           // clone in new namespaces and execve of init
 	PhaseAttach     = "create.attach"          // init's pid written to the cgroups
 	PhaseDeferred   = "create.deferred"        // waiting for CreateDeferred's layers (a fork's snapshot), beside the spawn, init's start and the attach
-	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start; with CreateDeferred, also the wait for the layers)
+	PhaseRootAhead  = "create.root-ahead"      // the host builds the root's first part in init's mount namespace (sbinit.BuildAhead), beside init's runtime start
+	PhaseInitRun    = "create.init-runtime"    // spawned until init's config is read (its Go runtime start; with CreateDeferred, also the wait for the layers; with create.root-ahead, also the wait for it)
 	PhaseMounts     = "create.init-mounts"     // init builds the root and pivots
 	PhaseWaitStart  = "create.init-wait-start" // until the host's start: the cgroup attach done
 	PhaseInitCaps   = "create.init-caps"       // cgroup namespace, bounding set, the supervisor's capabilities

@@ -132,6 +132,15 @@ func initMain() error {
 	if err := closeInherited(keep...); err != nil {
 		return err
 	}
+	if cfg.RootAhead { // the host builds the root's first part meanwhile
+		var done wire.Request
+		if err := wire.ReadFrame(ctl, &done); err != nil {
+			return fmt.Errorf("waiting for the root built ahead: %w", err)
+		}
+		if done.Op != wire.OpRootAhead {
+			return fmt.Errorf("waiting for the root built ahead: got op %q", done.Op)
+		}
+	}
 	if err := buildRoot(&cfg); err != nil {
 		return err
 	}

@@ -57,6 +57,13 @@ type Config struct {
 	// Iface's tap device (0: none), which it keeps as if it had made it.
 	NetReady bool `json:"net_ready,omitempty"`
 	IfaceFd  int  `json:"iface_fd,omitempty"`
+	// RootAhead says the host builds the part of the root that no
+	// namespace of init's but its mount namespace shapes (sbinit.BuildAhead:
+	// the disk, the overlay, the host dirs, /dev, /tmp, /etc/hosts) while
+	// init's runtime starts, and says it is done with OpRootAhead after
+	// the Config: init then mounts the rest (/proc, /sys, the binds and
+	// masks).
+	RootAhead bool `json:"root_ahead,omitempty"`
 	// Sudo has the supervisor answer sudo's requests on sudo.Socket (the
 	// host binds the init binary at the sandbox's sudo path).
 	Sudo bool `json:"sudo,omitempty"`

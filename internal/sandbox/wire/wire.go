@@ -46,6 +46,10 @@ const (
 	// put it in its cgroup; init builds the root meanwhile, and nothing of
 	// the agent's runs before it.
 	OpStart = "start"
+	// OpRootAhead is the frame after a Config with RootAhead: the host
+	// has built the root's first part (sbinit.BuildAhead) in init's mount
+	// namespace, which init decoded its config beside.
+	OpRootAhead = "root.ahead"
 )
 
 // OpSessionInterrupt interrupts the commands running or waiting in a
