@@ -45,6 +45,14 @@ type CommitOptions struct {
 	// WriteOut returned: call it before reading them or staging a layer
 	// above (Publish calls it).
 	HashLater bool
+	// NoWriteback has Staged.WriteOut write the held content to temp
+	// files without starting their writeback to disk: for a caller that
+	// waits for WriteOut itself (a fork's children mount the layer's
+	// early tree once it returned, PublishLeasedEarly) while the
+	// publication's barrier comes later, off its path. On a busy disk a
+	// writeback start blocks on the device's full queue (docs/bench.md,
+	// session 16); the barrier fsyncs the content either way.
+	NoWriteback bool
 }
 
 // smallFile is the size up to which a file is read into memory once, for

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -210,4 +211,53 @@ func TestKilledEarlyHelper(t *testing.T) {
 	}}, data)
 	kill()
 	t.Fatalf("not killed before barrier %d: %v", k, err)
+}
+
+// TestWriteOutNoWriteback: with CommitOptions.NoWriteback, WriteOut
+// writes the held content to temp files without starting their
+// writeback (sync_file_range, which blocks on a busy disk's full queue),
+// and the publication's content barrier fsyncs every one of them.
+func TestWriteOutNoWriteback(t *testing.T) {
+	for _, noWriteback := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-writeback-%v", noWriteback), func(t *testing.T) {
+			s := newStore(t)
+			src := filepath.Join(t.TempDir(), "src")
+			writeTree(t, src, earlyNodes)
+			data, err := s.StageDir(t.Context(), src, CommitOptions{HoldBytes: 1 << 20, HashLater: true, NoWriteback: noWriteback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := data.WriteOut(t.Context()); err != nil {
+				data.Discard()
+				t.Fatal(err)
+			}
+			var tmps []string
+			for _, p := range data.pending {
+				if p.tmp == "" || p.writing == noWriteback {
+					t.Errorf("pending %s: temp file %q, writeback started %v", p.digest, p.tmp, p.writing)
+				}
+				tmps = append(tmps, p.tmp)
+			}
+			if len(tmps) < 4 {
+				t.Fatalf("%d new objects staged, want the tree's 4 or more", len(tmps))
+			}
+			var first []string
+			s.hooks.flush = func(paths []string, whole bool) {
+				if first == nil {
+					first = append([]string{}, paths...)
+					if whole {
+						first = append(first, "<syncfs>")
+					}
+				}
+			}
+			if err := s.Publish(t.Context(), "", data); err != nil {
+				t.Fatal(err)
+			}
+			for _, tmp := range tmps {
+				if !slices.Contains(first, tmp) && !slices.Contains(first, "<syncfs>") {
+					t.Errorf("the content barrier did not flush %s: %v", tmp, first)
+				}
+			}
+		})
+	}
 }

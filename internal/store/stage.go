@@ -37,6 +37,8 @@ type Staged struct {
 	// unhashed: some of pending holds content not hashed yet; m is
 	// then not sorted or encoded, and ID not set (see hashHeld).
 	unhashed bool
+	// noWriteback: CommitOptions.NoWriteback.
+	noWriteback bool
 }
 
 // Manifest is the staged layer's manifest (do not modify it); for a stage
@@ -82,7 +84,7 @@ func (st *Staged) WriteOut(ctx context.Context) error {
 		return fmt.Errorf("staging layer %s: %w", st.ID.Short(), err)
 	}
 	for i := range st.pending {
-		if p := &st.pending[i]; !p.synced && !p.writing {
+		if p := &st.pending[i]; !p.synced && !p.writing && !st.noWriteback {
 			startWriteback(p.tmp)
 			p.writing = true
 		}
@@ -146,8 +148,10 @@ func (st *Staged) hashHeld(ctx context.Context) error {
 		}
 		p.release()
 		p.tmp, p.digest, p.key, p.unhashed = w.tmp, e.Digest, &key, false
-		startWriteback(p.tmp)
-		p.writing = true
+		if !st.noWriteback {
+			startWriteback(p.tmp)
+			p.writing = true
+		}
 		return nil
 	})
 	if err != nil {
@@ -200,13 +204,14 @@ func (s *Store) stageDir(ctx context.Context, dir string, opts CommitOptions) (*
 	m := &Manifest{Version: ManifestVersion, Parents: opts.Parents, Entries: w.entries}
 	if slices.ContainsFunc(pending, func(p pendingObject) bool { return p.unhashed }) {
 		// Sorted, encoded and named once hashed (hashHeld).
-		return &Staged{s: s, m: m, pending: pending, unhashed: true}, nil
+		return &Staged{s: s, m: m, pending: pending, unhashed: true, noWriteback: opts.NoWriteback}, nil
 	}
 	st, err := s.staged(m, pending)
 	if err != nil {
 		discard(pending)
 		return nil, err
 	}
+	st.noWriteback = opts.NoWriteback
 	return st, nil
 }
 
