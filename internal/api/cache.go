@@ -84,7 +84,10 @@ type CacheCompactReport struct {
 	RawBytes        int64 `json:"raw_bytes"`
 	CompressedBytes int64 `json:"compressed_bytes"`
 	Skipped         int   `json:"skipped"`
-	FreedBytes      int64 `json:"freed_bytes"` // trees included
+	// KeptRaw objects stay raw: compressed they would take as many whole
+	// blocks (most files of a block or two).
+	KeptRaw    int   `json:"kept_raw"`
+	FreedBytes int64 `json:"freed_bytes"` // trees included
 }
 
 // BuildStatus is how one instance's layers came to be.

@@ -296,8 +296,8 @@ property) it saves little; on ext4 or XFS a cache of SWE-bench environments shra
 			if g.json {
 				return printJSON(rep)
 			}
-			fmt.Printf("compacted %d layers (%d left: in use); compressed %d objects, %s -> %s (%d skipped: linked elsewhere); freed %s\n",
-				len(rep.Layers), rep.Leased, rep.Objects, fmtBytes(rep.RawBytes), fmtBytes(rep.CompressedBytes), rep.Skipped, fmtBytes(rep.FreedBytes))
+			fmt.Printf("compacted %d layers (%d left: in use); compressed %d objects, %s -> %s (%d kept raw: no block to gain; %d skipped: linked elsewhere); freed %s\n",
+				len(rep.Layers), rep.Leased, rep.Objects, fmtBytes(rep.RawBytes), fmtBytes(rep.CompressedBytes), rep.KeptRaw, rep.Skipped, fmtBytes(rep.FreedBytes))
 			return nil
 		},
 	}

@@ -152,7 +152,7 @@ func (c *Cache) Compact(ctx context.Context, unusedFor time.Duration, names []st
 		return api.CacheCompactReport{}, err
 	}
 	return api.CacheCompactReport{Layers: ids(r.Layers), Leased: r.Leased, Objects: r.Objects, RawBytes: r.RawBytes,
-		CompressedBytes: r.CompressedBytes, Skipped: r.Skipped, FreedBytes: r.FreedBytes}, nil
+		CompressedBytes: r.CompressedBytes, Skipped: r.Skipped, KeptRaw: r.KeptRaw, FreedBytes: r.FreedBytes}, nil
 }
 
 // RemoveRefs deletes the refs that patterns name: ref names, or globs of

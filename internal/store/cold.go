@@ -271,6 +271,10 @@ type CompactReport struct {
 	RawBytes        int64 `json:"raw_bytes"`
 	CompressedBytes int64 `json:"compressed_bytes"`
 	Skipped         int   `json:"skipped"`
+	// KeptRaw counts the objects left raw because compressed they would
+	// take as many whole blocks (most files of a block or two: on ext4 a
+	// file takes whole 4 KiB blocks).
+	KeptRaw int `json:"kept_raw"`
 	// FreedBytes is the disk space freed, trees included (st_blocks).
 	FreedBytes int64 `json:"freed_bytes"`
 }
@@ -424,6 +428,11 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	}
 	out := make([]packed, len(digests))
 	var mu sync.Mutex
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(s.root, &sfs); err != nil {
+		return r, err
+	}
+	bsize := max(int64(sfs.Bsize), 512)
 	err = parallel(ctx, s.workers, len(digests), func(ctx context.Context, i int) error {
 		d := digests[i]
 		names, raw, ok, err := s.unlinkedNames(d)
@@ -433,6 +442,13 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 		if !ok {
 			mu.Lock()
 			r.Skipped++
+			mu.Unlock()
+			return nil
+		}
+		if raw <= bsize {
+			// One block or none: no compressed copy takes less.
+			mu.Lock()
+			r.KeptRaw++
 			mu.Unlock()
 			return nil
 		}
@@ -454,6 +470,17 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 		}
 		if err != nil {
 			return err
+		}
+		// Whole blocks: a compressed copy that would take as many as the
+		// raw content (most files under a block or two) frees nothing, and
+		// only costs its layer's thaw.
+		zst = (zst + bsize - 1) / bsize * bsize
+		if zst >= raw {
+			os.Remove(tmp)
+			mu.Lock()
+			r.KeptRaw++
+			mu.Unlock()
+			return nil
 		}
 		out[i] = packed{d: d, tmp: tmp, names: names, raw: raw, zst: zst}
 		return nil
@@ -580,8 +607,7 @@ func (s *Store) unlinkedNames(d Digest) (names []string, blocks int64, ok bool, 
 }
 
 // compressObject writes the zstd-compressed content of src, checked
-// against d, to a temp file of the store, and returns it and its disk
-// space. A source that does not hash to d is an error: Compact never
+// against d, to a temp file of the store, and returns it and its size. A source that does not hash to d is an error: Compact never
 // makes a damaged object's only copy a compressed one.
 func (s *Store) compressObject(ctx context.Context, d Digest, src string) (string, int64, error) {
 	in, err := os.Open(src)
@@ -621,8 +647,7 @@ func (s *Store) compressObject(ctx context.Context, d Digest, src string) (strin
 	if err := f.Close(); err != nil {
 		return fail(err)
 	}
-	// st_blocks may not count delayed allocation yet: count the size.
-	return f.Name(), (st.Size + 4095) / 4096 * 4096, nil
+	return f.Name(), st.Size, nil
 }
 
 // treeBlocks is the disk space of a tree's directories, symlinks and

@@ -22,16 +22,17 @@ func coldLayers(t *testing.T, s *Store) (base, env LayerID, views map[LayerID]ma
 	big := strings.Repeat("def f(x):\n    return x + 1\n", 20000)
 	base = commitNodes(t, s, map[string]node{
 		"usr/lib/big.py": {content: big},
-		"usr/bin/tool":   {content: "#!/bin/sh\necho tool\n", mode: 0o4755},
+		"usr/bin/tool":   {content: "#!/bin/sh\n" + strings.Repeat("echo tool\n", 1000), mode: 0o4755},
 		"usr/bin/sh":     {symlink: "tool"},
-		"shared":         {content: "shared by both"},
-		"base-only":      {content: "only the base"},
+		"shared":         {content: strings.Repeat("shared by both\n", 1000)},
+		"base-only":      {content: strings.Repeat("only the base\n", 1000)},
 		"empty":          {content: ""},
+		"tiny":           {content: "one block, compressed or not"},
 	}, CommitOptions{Ref: "base/b"})
 	env = commitNodes(t, s, map[string]node{
 		"venv/lib/mod.py": {content: "import os\n" + big[:5000]},
-		"venv/shared":     {content: "shared by both", mode: 0o600}, // same object, another inode
-		"env-only":        {content: "only the env"},
+		"venv/shared":     {content: strings.Repeat("shared by both\n", 1000), mode: 0o600}, // same object, another inode
+		"env-only":        {content: strings.Repeat("only the env\n", 1000)},
 	}, CommitOptions{Parents: []LayerID{base}, Ref: "env/e"})
 	views = map[LayerID]map[string]string{base: view(t, s.TreePath(base)), env: view(t, s.TreePath(env))}
 	return base, env, views
@@ -70,8 +71,8 @@ func TestCompactRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := compact(t, s, CompactOptions{})
-	if !slices.Equal(r.Layers, sortedIDs(base, env)) || r.Objects != 7 || r.Skipped != 0 || r.Leased != 0 {
-		t.Fatalf("compact report %+v: want both layers and 7 objects", r)
+	if !slices.Equal(r.Layers, sortedIDs(base, env)) || r.Objects != 6 || r.KeptRaw != 2 || r.Skipped != 0 || r.Leased != 0 {
+		t.Fatalf("compact report %+v: want both layers, 6 objects compressed, the empty and the tiny one kept raw", r)
 	}
 	for _, id := range []LayerID{base, env} {
 		if !s.Has(id) || !s.Compacted(id) || s.materialized(id) {
@@ -82,8 +83,11 @@ func TestCompactRoundTrip(t *testing.T) {
 	if s.HasRawObject(big) || !s.hasCompressed(big) || !s.HasObject(big) {
 		t.Fatal("the big object is not held compressed only")
 	}
-	if n := countFiles(t, s.path("inodes")); n != 0 {
-		t.Errorf("%d inodes left after compacting everything", n)
+	if n := countFiles(t, s.path("inodes")); n != 2 {
+		t.Errorf("%d inodes left after compacting everything, want the 2 kept raw", n)
+	}
+	if !s.HasRawObject(DigestOf([]byte("one block, compressed or not"))) {
+		t.Error("a one-block object was compressed")
 	}
 	if b, _ := os.ReadFile(s.path("VERSION")); string(b) != versionLine2 {
 		t.Errorf("VERSION %q after compact, want %q", b, versionLine2)
@@ -92,11 +96,11 @@ func TestCompactRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Compacted != 2 || after.Compressed != 7 || after.DiskBytes >= before.DiskBytes {
+	if after.Compacted != 2 || after.Compressed != 6 || after.DiskBytes >= before.DiskBytes {
 		t.Errorf("usage after compact: %d compacted, %d compressed, %d bytes (before %d)", after.Compacted, after.Compressed, after.DiskBytes, before.DiskBytes)
 	}
-	if v := verifyOK(t, s); v.Objects != 7 {
-		t.Errorf("verify checked %d objects, want the 7 compressed", v.Objects)
+	if v := verifyOK(t, s); v.Objects != 8 {
+		t.Errorf("verify checked %d objects, want the 6 compressed and the 2 raw", v.Objects)
 	}
 	// Reopened (VERSION 2), exported cold, imported elsewhere.
 	s, err = Open(s.Root())
@@ -149,8 +153,9 @@ func sortedIDs(ids ...LayerID) []LayerID {
 // links, whatever it shares with a layer compacted beside it.
 func TestCompactLeased(t *testing.T) {
 	s := newStore(t)
-	a := commitNodes(t, s, map[string]node{"shared": {content: "shared"}, "a": {content: "a only"}}, CommitOptions{Ref: "a"})
-	b := commitNodes(t, s, map[string]node{"shared": {content: "shared"}, "b": {content: "b only"}}, CommitOptions{Ref: "b"})
+	shared, aOnly, bOnly := strings.Repeat("shared\n", 2000), strings.Repeat("a only\n", 2000), strings.Repeat("b only\n", 2000)
+	a := commitNodes(t, s, map[string]node{"shared": {content: shared}, "a": {content: aOnly}}, CommitOptions{Ref: "a"})
+	b := commitNodes(t, s, map[string]node{"shared": {content: shared}, "b": {content: bOnly}}, CommitOptions{Ref: "b"})
 	va := view(t, s.TreePath(a))
 	l, err := s.Lease(t.Context(), a)
 	if err != nil {
@@ -165,7 +170,7 @@ func TestCompactLeased(t *testing.T) {
 		t.Fatal("the leased layer was compacted, or the other not")
 	}
 	diffViews(t, va, view(t, s.TreePath(a)))
-	if !s.HasRawObject(DigestOf([]byte("shared"))) || s.HasRawObject(DigestOf([]byte("b only"))) {
+	if !s.HasRawObject(DigestOf([]byte(shared))) || s.HasRawObject(DigestOf([]byte(bOnly))) {
 		t.Error("the shared object was compressed, or b's own was not")
 	}
 	verifyOK(t, s)
@@ -254,8 +259,8 @@ func TestCompactCrash(t *testing.T) {
 			if s.Compacted(base) != true || s.Compacted(env) != true || r.Skipped != 0 {
 				t.Fatalf("second compact %+v left a layer warm", r)
 			}
-			if n := countFiles(t, s.path("objects", "sha256")); n != 0 {
-				t.Errorf("%d raw objects after the second compact", n)
+			if n := countFiles(t, s.path("objects", "sha256")); n != 2 {
+				t.Errorf("%d raw objects after the second compact, want the 2 kept raw", n)
 			}
 			verifyOK(t, s)
 			for id, v := range views {
@@ -307,7 +312,7 @@ func TestCompactUnreadable(t *testing.T) {
 	id := commitNodes(t, s, map[string]node{"secret": {content: "no one reads this", mode: 0o000}, "open": {content: "anyone"}}, CommitOptions{})
 	v := view(t, s.TreePath(id))
 	r := compact(t, s, CompactOptions{})
-	if len(r.Layers) != 1 || r.Objects+r.Skipped != 2 {
+	if len(r.Layers) != 1 || r.Objects+r.Skipped+r.KeptRaw != 2 {
 		t.Fatalf("compact report %+v", r)
 	}
 	verifyOK(t, s)
@@ -322,17 +327,18 @@ func TestCompactUnreadable(t *testing.T) {
 // objects, and keeps a referenced one's.
 func TestCompactGC(t *testing.T) {
 	s := newStore(t)
-	kept := commitNodes(t, s, map[string]node{"k": {content: "kept"}}, CommitOptions{Ref: "kept"})
-	gone := commitNodes(t, s, map[string]node{"g": {content: "garbage"}}, CommitOptions{})
+	keptData, garbage := strings.Repeat("kept\n", 2000), strings.Repeat("garbage\n", 2000)
+	kept := commitNodes(t, s, map[string]node{"k": {content: keptData}}, CommitOptions{Ref: "kept"})
+	gone := commitNodes(t, s, map[string]node{"g": {content: garbage}}, CommitOptions{})
 	compact(t, s, CompactOptions{})
 	g, err := s.GC(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(g.Layers, []LayerID{gone}) || g.Objects != 1 || s.HasObject(DigestOf([]byte("garbage"))) {
+	if !slices.Equal(g.Layers, []LayerID{gone}) || g.Objects != 1 || s.HasObject(DigestOf([]byte(garbage))) {
 		t.Fatalf("gc %+v: want the unreferenced cold layer and its compressed object gone", g)
 	}
-	if !s.Compacted(kept) || !s.hasCompressed(DigestOf([]byte("kept"))) {
+	if !s.Compacted(kept) || !s.hasCompressed(DigestOf([]byte(keptData))) {
 		t.Fatal("gc touched the referenced cold layer")
 	}
 	if _, err := s.Materialize(t.Context(), kept); err != nil {
