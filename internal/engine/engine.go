@@ -37,6 +37,9 @@ type Engine struct {
 	stats counters
 	// spares are sandboxes started ahead: the warm pool (pool.go).
 	spares *warm.Pool[poolKey, *Sandbox]
+	// settling: the layers of forks whose children run before they are
+	// published (forkearly.go).
+	settling settling
 	// ownPool: Close releases the disk pool (Config.ReleaseOwnDiskPool
 	// and there was none at Open).
 	ownPool bool

@@ -76,7 +76,12 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	settled := false // done handed to settleFork
+	defer func() {
+		if !settled {
+			done()
+		}
+	}()
 	if custom {
 		o.apply(e, &src)
 	}
@@ -105,19 +110,24 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 		})
 	}
 	err = g.Wait()
-	snap, serr := fs.wait()
 	if err != nil {
 		for _, c := range children {
 			if c != nil {
 				c.Close()
 			}
 		}
-		if serr != nil { // what each child reported
+		if _, serr := fs.wait(); serr != nil { // what each child reported
 			return nil, serr
 		}
 		return nil, err
 	}
+	snap, _, ended, _ := fs.early() // there: the children are made of it
+	ended()
 	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
+	if fs.taking {
+		settled = true
+		go e.settleFork(src, fs, children, done)
+	}
 	if spares && e.cfg.Spares > 0 {
 		e.spares.Keep(snapshotKey(req.Snapshot), req.Warm)
 	}
@@ -155,10 +165,18 @@ type forkSource struct {
 // forkSnapshot is the snapshot a fork's children are made of: one that
 // exists, or one being taken (taking) of the parent's live state while
 // the first of them start (beside). wait returns it once it is there.
+// early returns it as soon as children can mount it, with the path its
+// layer is mounted from: an early tree's (forkearly.go), or "" for the
+// layer's tree in its place (store.TreePath), which wait's is; call done
+// once that path is mounted (or will not be).
 type forkSnapshot struct {
 	taking bool
 	wait   func() (snapshot, error)
+	early  func() (snap snapshot, mount string, done func(), err error)
 	beside *atomic.Int32 // children that started beside the snapshot
+	// mounted: early gave an early tree (children lease it once it is
+	// published).
+	mounted *atomic.Bool
 }
 
 // maxBeside is how many children start beside their parent's snapshot;
@@ -175,29 +193,114 @@ func (fs forkSnapshot) startsBeside() bool {
 
 // readySnapshot is snap as a forkSnapshot.
 func readySnapshot(snap snapshot) forkSnapshot {
-	return forkSnapshot{wait: func() (snapshot, error) { return snap, nil }}
+	return forkSnapshot{wait: func() (snapshot, error) { return snap, nil },
+		early: func() (snapshot, string, func(), error) { return snap, "", func() {}, nil }}
 }
 
 // snapshotBeside starts a snapshot of the parent's live state and
-// returns it, and what releases its lease once it is taken.
-func snapshotBeside(ctx context.Context, parent *Sandbox) (forkSnapshot, func()) {
+// returns it, and what releases its lease once it is taken. With
+// early, the children may mount its layer's tree before it is published
+// (forkearly.go).
+func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnapshot, func()) {
 	var snap snapshot
 	var err error
-	taken := make(chan struct{})
+	taken, came := make(chan struct{}), make(chan struct{})
+	et := earlyTree{users: new(mountsInFlight)}
+	mounted := new(atomic.Bool)
+	var hooks *store.Early
+	if early {
+		hooks = &store.Early{
+			Trees: func(trees []string) {
+				et.path = trees[0]
+				close(came)
+			},
+			Place: func() {
+				testHookPlace()
+				et.users.close()
+			},
+		}
+	}
 	go func() {
 		defer close(taken)
-		snap, err = parent.snapshot(ctx, "")
+		snap, err = parent.snapshotEarly(ctx, "", hooks, func(sn snapshot) { et.snap = sn })
 	}()
 	wait := func() (snapshot, error) {
 		<-taken
 		return snap, err
+	}
+	nothing := func() {}
+	earlyWait := func() (snapshot, string, func(), error) {
+		select {
+		case <-came:
+			if et.users.take() {
+				mounted.Store(true)
+				return et.snap, et.path, et.users.done, nil
+			}
+		case <-taken:
+		}
+		snap, err := wait()
+		return snap, "", nothing, err
 	}
 	release := func() {
 		if snap, err := wait(); err == nil {
 			snap.lease.Release()
 		}
 	}
-	return forkSnapshot{taking: true, wait: wait, beside: new(atomic.Int32)}, release
+	return forkSnapshot{taking: true, wait: wait, early: earlyWait, beside: new(atomic.Int32), mounted: mounted}, release
+}
+
+// settleFork waits, beside a fork's children, for the snapshot they were
+// made of (fs, taken of src's live state) to be published, then gives
+// each child a lease of its layers (those started on an early tree hold
+// their base's alone) and calls done; a snapshot that failed closes the
+// children.
+func (e *Engine) settleFork(src forkSource, fs forkSnapshot, children []*Sandbox, done func()) {
+	defer done()
+	if _, err := fs.wait(); err != nil {
+		e.log.Warn("a fork's snapshot failed after its children started on it: closing them", "from", src.what, "err", err)
+		for _, c := range children {
+			c.closeAs(api.SandboxClosed, "its fork's snapshot could not be committed: "+err.Error())
+		}
+		return
+	}
+	if !fs.mounted.Load() {
+		return // the children lease what they mount
+	}
+	for _, c := range children {
+		if err := c.leaseLayers(); err != nil {
+			e.log.Warn("a fork's child without a lease of its layers (gc may remove them)", "sandbox", c.ID(), "err", err)
+		}
+	}
+}
+
+// leaseLayers gives a raw sandbox a lease of the layers it runs on,
+// replacing the one it holds; a closed one gets none.
+func (s *Sandbox) leaseLayers() error {
+	if s.tsk() != nil {
+		return nil // its task holds its lease
+	}
+	st := s.e.cache.st()
+	ids, err := layersOf(st, s.sbox().Config().Layers)
+	if err != nil {
+		return err
+	}
+	lease, err := st.Lease(context.Background(), ids...)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		lease.Release()
+		return nil
+	}
+	old := s.lease
+	s.lease = lease
+	s.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+	return nil
 }
 
 // forkSource finds what to fork: a live sandbox and a snapshot of it (the
@@ -208,7 +311,10 @@ func (e *Engine) forkSource(ctx context.Context, sandboxID, name string) (forkSo
 	if err != nil || src.parent == nil {
 		return src, readySnapshot(snap), done, err
 	}
-	fs, release := snapshotBeside(ctx, src.parent)
+	// A raw parent's children in root mode mount the layer early: a task
+	// sandbox's child's lease is its task's, and a rootless child's owners
+	// and shifted layers are read from the published layer.
+	fs, release := snapshotBeside(ctx, src.parent, src.task == nil && !e.rt.Rootless())
 	return src, fs, release, nil
 }
 
@@ -267,7 +373,7 @@ func (e *Engine) snapshotSource(ctx context.Context, name string) (forkSource, s
 	src := forkSource{what: "snapshot " + name, limits: limits, info: api.SandboxInfo{InstanceID: snap.rec.InstanceID,
 		Limits: apiLimits(limits), Mode: e.rt.Mode(), LifetimeNs: int64(lifetime), IdleTimeoutNs: int64(idle)}}
 	src.conf = sandbox.Config{Workdir: snap.rec.Workdir, Env: snap.rec.Env, Limits: limits,
-		User: sandbox.User{UID: snap.rec.User.UID, GID: snap.rec.User.GID}, Sudo: snap.rec.Sudo}
+		User: sandbox.User{UID: snap.rec.User.UID, GID: snap.rec.User.GID}, Sudo: snap.rec.Sudo, ImageLayers: snap.rec.Image()}
 	if snap.rec.InstanceID == "" {
 		return src, snap, nothing, nil
 	}
@@ -351,7 +457,7 @@ func (e *Engine) startChild(ctx context.Context, src forkSource, fs forkSnapshot
 	}
 	c := &Sandbox{e: e, release: release, limits: src.limits, sessions: map[string]bool{}}
 	if fs.startsBeside() {
-		err = c.startBeside(ctx, src.conf, src.task, fs.wait)
+		err = c.startBeside(ctx, src.conf, src.task, fs.early)
 	} else if snap, serr := fs.wait(); serr != nil {
 		err = serr
 	} else {
@@ -361,7 +467,8 @@ func (e *Engine) startChild(ctx context.Context, src forkSource, fs forkSnapshot
 		release()
 		return nil, err
 	}
-	snap, _ := fs.wait() // there: the child's root is made of it
+	snap, _, ended, _ := fs.early() // there: the child's root is made of it
+	ended()
 	c.info.ID = c.sbox().ID
 	if err := c.reopenSessions(ctx, snap.sessions()); err != nil {
 		c.discard()
@@ -444,23 +551,18 @@ func (s *Sandbox) startFrom(ctx context.Context, conf sandbox.Config, t *task.Ta
 // startBeside starts the sandbox's processes from conf, a live sandbox's
 // config, while snapOf's snapshot of that sandbox is taken
 // (sandbox.Runtime.CreateDeferred): its init starts at once, and builds
-// the root over the snapshot's layers once they are published.
-func (s *Sandbox) startBeside(ctx context.Context, conf sandbox.Config, t *task.Task, snapOf func() (snapshot, error)) error {
+// the root over the snapshot's layers once they can be mounted
+// (forkSnapshot.early).
+func (s *Sandbox) startBeside(ctx context.Context, conf sandbox.Config, t *task.Task, snapOf func() (snapshot, string, func(), error)) error {
+	var held heldMount
+	defer held.end() // the create returns once init mounted its root
 	later := func(ctx context.Context) (sandbox.Deferred, *store.Lease, error) {
-		snap, err := snapOf()
+		snap, mount, mounted, err := snapOf()
+		held.set(mounted)
 		if err != nil {
 			return sandbox.Deferred{}, nil, err
 		}
-		paths, lease, err := s.e.layerPaths(ctx, snap.rec.Base, &snap.layer)
-		if err != nil {
-			return sandbox.Deferred{}, nil, err
-		}
-		owners, err := forkOwners(s.e.cache.st(), snap, conf)
-		if err != nil {
-			lease.Release()
-			return sandbox.Deferred{}, nil, err
-		}
-		return sandbox.Deferred{Layers: paths, Owners: owners}, lease, nil
+		return s.e.forkRoot(ctx, snap, mount, conf)
 	}
 	// The snapshot records conf's host base (Sandbox.snapshot).
 	fconf := forkConfig(conf, nil, conf.HostBase)
@@ -471,6 +573,30 @@ func (s *Sandbox) startBeside(ctx context.Context, conf sandbox.Config, t *task.
 	created := s.sbox().Config()
 	s.created = &created
 	return nil
+}
+
+// forkRoot is what a child of snap started as conf's sandbox is made of:
+// its layers and owners, and a lease of them; with mount (an early
+// tree's path, forkearly.go), its top layer is mounted from there and
+// the lease holds the base alone (settleFork leases the rest).
+func (e *Engine) forkRoot(ctx context.Context, snap snapshot, mount string, conf sandbox.Config) (sandbox.Deferred, *store.Lease, error) {
+	top := &snap.layer
+	if mount != "" {
+		top = nil
+	}
+	paths, lease, err := e.layerPaths(ctx, snap.rec.Base, top)
+	if err != nil {
+		return sandbox.Deferred{}, nil, err
+	}
+	d := sandbox.Deferred{Layers: paths}
+	if mount != "" {
+		d.Layers, d.Mount = earlyTree{snap: snap, path: mount}.layers(e.cache.st(), paths)
+	}
+	if d.Owners, err = forkOwners(e.cache.st(), snap, conf); err != nil {
+		lease.Release()
+		return sandbox.Deferred{}, nil, err
+	}
+	return d, lease, nil
 }
 
 // createDeferred is create with the layers, and the lease that keeps

@@ -90,7 +90,8 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 	if c == nil {
 		return nil, nil
 	}
-	snap, err := fs.wait()
+	snap, mount, mounted, err := fs.early()
+	defer mounted()
 	if err != nil {
 		c.discard()
 		return nil, err
@@ -100,16 +101,12 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 		return nil, nil
 	}
 	c.info.ID = c.sbox().ID
-	paths, lease, err := e.layerPaths(ctx, snap.rec.Base, &snap.layer)
+	d, lease, err := e.forkRoot(ctx, snap, mount, src.conf)
 	if err != nil {
 		c.discard()
 		return nil, err
 	}
-	owners, err := forkOwners(e.cache.st(), snap, src.conf)
-	kept := false
-	if err == nil {
-		kept, err = c.sbox().ResetKeeping(ctx, sandbox.Deferred{Layers: paths, Owners: owners}, spareSession)
-	}
+	kept, err := c.sbox().ResetKeeping(ctx, d, spareSession)
 	if err != nil {
 		lease.Release()
 		c.discard()

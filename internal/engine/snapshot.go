@@ -132,6 +132,19 @@ func (sn snapshot) sessions() api.List[api.SnapshotSession] {
 // children start while the shells answer; until it came, the sandbox's
 // state (stateMu) stays locked.
 func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
+	return s.snapshotEarly(ctx, name, nil, nil)
+}
+
+// snapshotEarly is snapshot; with early, an unnamed snapshot's layer is
+// published with store.PublishLeasedEarly and early's hooks, staged
+// called first with the snapshot (without its lease): a fork's children
+// mount the layer's tree before the store's barriers (forkearly.go).
+// Until it is published the engine knows the layer as settling
+// (Engine.settling): what leases or stages on it waits.
+func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.Early, staged func(snapshot)) (snapshot, error) {
+	if name != "" { // durable when the call returns
+		early = nil
+	}
 	done := s.use()
 	s.stateMu.Lock()
 	release := func() {
@@ -141,6 +154,9 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	st := s.e.cache.st()
 	conf := s.sbox().Config()
 	base, err := layersOf(st, conf.Layers)
+	if err == nil {
+		err = s.e.settling.wait(ctx, base...) // a fork's child's layers: published
+	}
 	if err != nil {
 		release()
 		return snapshot{}, err
@@ -155,7 +171,7 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
-	data, err := s.stageFrozen(ctx, dir, parents)
+	data, err := s.stageFrozen(ctx, dir, parents, early != nil)
 	thawed <- time.Since(t0)
 	if err != nil {
 		return snapshot{}, err
@@ -177,8 +193,14 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
 	snap.rec.Sudo = conf.Sudo
+	if conf.ImageLayers > 0 && conf.ImageLayers <= len(base) {
+		snap.rec.ImageLayers = conf.ImageLayers
+	}
 	snap.created = data.Created()
-	if err := s.publish(ctx, &snap, data); err != nil {
+	if early != nil {
+		staged(snap)
+	}
+	if err := s.publish(ctx, &snap, data, early); err != nil {
 		return snapshot{}, err
 	}
 	return snap, nil
@@ -189,9 +211,18 @@ func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
 // and leases the layer (snap.lease) before a gc or a store.Drop can come
 // between: the same content published by another at the same time is
 // the same layer, which that other may drop once done with it.
-func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Staged) error {
+func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Staged, early *store.Early) error {
 	st := s.e.cache.st()
 	layers, ref := []*store.Staged{data}, ""
+	if early != nil {
+		defer s.e.settling.begin(data.ID)()
+		lease, err := st.PublishLeasedEarly(ctx, "", *early, data)
+		if err != nil {
+			return fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
+		}
+		snap.lease = lease
+		return nil
+	}
 	if snap.rec.Name != "" {
 		record, err := s.stageRecord(ctx, snap)
 		if err != nil {
@@ -235,8 +266,9 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
 // with its processes frozen, and thaws them once it is read, on every
-// path.
-func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID) (staged *store.Staged, err error) {
+// path. For a fork's children that mount it early, its writeback is not
+// started before the barrier (store.CommitOptions.NoWriteback).
+func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID, early bool) (staged *store.Staged, err error) {
 	thaw, err := s.sbox().Freeze(ctx)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
@@ -251,7 +283,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: early})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -385,12 +417,16 @@ func (e *Engine) loadSnapshot(ctx context.Context, name string) (snapshot, error
 }
 
 // layerPaths materializes layers (bottom first) and the snapshot layer on
-// top, and leases them (release the lease with the sandbox).
+// top, and leases them (release the lease with the sandbox); a layer a
+// fork publishes (settling) is waited for.
 func (e *Engine) layerPaths(ctx context.Context, base []store.LayerID, top *store.LayerID) ([]string, *store.Lease, error) {
 	st := e.cache.st()
 	all := slices.Clone(base)
 	if top != nil {
 		all = append(all, *top)
+	}
+	if err := e.settling.wait(ctx, all...); err != nil {
+		return nil, nil, err
 	}
 	lease, err := st.Lease(ctx, all...)
 	if err != nil {

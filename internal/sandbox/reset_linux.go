@@ -95,7 +95,7 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 		return false, err
 	}
 	next := s.Config()
-	next.Layers, next.Owners = d.Layers, d.Owners
+	next.Layers, next.Owners = d.mountPaths(), d.Owners // checked where they are now
 	if err := next.validateRoot(); err != nil {
 		return false, err
 	}
@@ -107,7 +107,7 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	if err != nil {
 		return false, err
 	}
-	lowers, owners := s.shifted(ctx, d.Layers, d.Owners) // before the kill: it may build a layer
+	lowers, owners := s.shifted(ctx, d.mountPaths(), d.Owners) // before the kill: it may build a layer
 	shifted := Deferred{Layers: lowers, Owners: owners}
 	resp, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset, Session: keep})
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 		return false, err
 	}
 	s.confMu.Lock()
-	s.conf.Layers, s.conf.Owners = next.Layers, next.Owners
+	s.conf.Layers, s.conf.Owners = d.Layers, d.Owners
 	s.confMu.Unlock()
 	return kept, nil
 }

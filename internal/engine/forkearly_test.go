@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/warm"
+)
+
+// TestEngineForkEarly: a fork's children (started beside the snapshot, or
+// spares reset onto it) answer their first command while the snapshot's
+// commit is held before it puts the layer in its place (root mode: they
+// mount its early tree); meanwhile a child's own snapshot waits for the
+// layer. Once it is published, the children run on the layer's place
+// (their config names it), hold a lease of it (gc keeps it), and can be
+// snapshotted, forked and rolled back to creation. Rootless, the
+// children wait for the commit (the hold is passed first).
+func TestEngineForkEarly(t *testing.T) {
+	for _, spares := range []int{0, 2} {
+		t.Run(fmt.Sprintf("spares-%d", spares), func(t *testing.T) {
+			var e *Engine
+			t.Cleanup(func() {
+				if err := privtest.CheckLeaks(e.cfg.StateDir); err != nil {
+					t.Error(err)
+				}
+			})
+			e = openEngine(t, "", func(c *Config) { c.Spares = spares })
+			ctx := context.Background()
+			parent := hostSandbox(t, e)
+			if err := parent.OpenSession(ctx, api.SessionRequest{Name: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			sh(t, parent, "main", "mkdir -p /w && cd /w && head -c 3000000 /dev/urandom > big && echo one > f && export STEP=1")
+			if spares > 0 { // the first fork leaves spares of its children's shape
+				first, err := e.Fork(ctx, parent.ID(), api.ForkRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				closeAll(t, first...)
+				waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares >= 1 && st.Making == 0 })
+			}
+			sh(t, parent, "main", "echo two > f && export STEP=2")
+			hold, held := make(chan struct{}), make(chan struct{}, 1)
+			testHookPlace = func() {
+				held <- struct{}{}
+				select { // a child that waits for the commit does not hang the test
+				case <-hold:
+				case <-time.After(time.Minute):
+				}
+			}
+			t.Cleanup(func() { testHookPlace = func() {} })
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(hold)
+				}
+			}
+			defer release()
+			rootless := e.rt.Rootless()
+			if rootless {
+				release()
+			}
+			kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, kids...)
+			if hits := e.PoolStats()[PoolFork].Hits; spares > 0 && hits != 1 {
+				t.Fatalf("%d children from spares, want 1", hits)
+			}
+			k := kids[0]
+			if got := sh(t, k, "main", `echo "$PWD $STEP"; cat f; md5sum <big`); got != "/w 2\ntwo\n"+sh(t, parent, "main", "md5sum <big") {
+				t.Fatalf("child sees %q", got)
+			}
+			st := e.cache.st()
+			ids, err := layersOf(st, k.sbox().Config().Layers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			top := ids[len(ids)-1]
+			snapped := make(chan error, 1)
+			if !rootless {
+				if st.Has(top) {
+					t.Fatal("the child answered once the commit had put the layer in its place")
+				}
+				<-held // the commit is held, durable, its tree not in place
+				go func() {
+					_, err := e.Snapshot(ctx, k.ID(), api.SnapshotRequest{Name: "kid"})
+					snapped <- err
+				}()
+				select {
+				case err := <-snapped:
+					t.Fatalf("the child's snapshot did not wait for the layer below it: %v", err)
+				case <-time.After(200 * time.Millisecond):
+				}
+				release()
+			} else {
+				go func() {
+					_, err := e.Snapshot(ctx, k.ID(), api.SnapshotRequest{Name: "kid"})
+					snapped <- err
+				}()
+			}
+			if err := <-snapped; err != nil {
+				t.Fatalf("the child's snapshot: %v", err)
+			}
+			if !st.Has(top) {
+				t.Fatalf("the child's layer %s is not in its place once published", top.Short())
+			}
+			sh(t, parent, "main", "echo three > f")
+			if _, err := st.GC(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := sh(t, k, "main", "cat f"); got != "two\n" {
+				t.Fatalf("child after gc sees %q", got)
+			}
+			grand, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "kid"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, grand...)
+			if got := sh(t, grand[0], "", "cat /w/f"); got != "two\n" {
+				t.Fatalf("grandchild sees %q", got)
+			}
+			sh(t, k, "main", "echo mine > /w/kid")
+			if _, err := e.Rollback(ctx, k.ID(), api.RollbackRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := sh(t, k, "main", "cat /w/f"); got != "two\n" {
+				t.Fatalf("child rolled back to creation sees %q", got)
+			}
+			if _, err := k.Stat(ctx, "/w/kid"); !errors.Is(err, sandbox.ErrNotFound) {
+				t.Fatalf("child rolled back still has its file: %v", err)
+			}
+			if err := e.DeleteSnapshot("kid"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
