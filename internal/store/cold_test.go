@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -343,6 +344,51 @@ func TestCompactGC(t *testing.T) {
 	}
 	if _, err := s.Materialize(t.Context(), kept); err != nil {
 		t.Fatal(err)
+	}
+	verifyOK(t, s)
+}
+
+// TestCompactConcurrentLease: a lease asked while Compact runs waits for
+// it (the store lock), then thaws what it made cold: the sandbox that asked
+// gets the trees as they were.
+func TestCompactConcurrentLease(t *testing.T) {
+	s := newStore(t)
+	base, env, views := coldLayers(t, s)
+	started := make(chan struct{})
+	s.hooks.compact = func(stage string) error {
+		if stage == "start" {
+			close(started)
+			time.Sleep(200 * time.Millisecond) // the lease is asked meanwhile
+		}
+		return nil
+	}
+	done := make(chan CompactReport, 1)
+	go func() {
+		r, err := s.Compact(t.Context(), CompactOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	<-started
+	l, err := s.Lease(t.Context(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	select {
+	case r := <-done:
+		if len(r.Layers) != 2 {
+			t.Fatalf("compact %+v: want both layers cold before the lease", r)
+		}
+	default:
+		t.Fatal("the lease was taken while Compact held the store")
+	}
+	for _, id := range []LayerID{base, env} {
+		if s.Compacted(id) {
+			t.Fatalf("layer %s cold under a lease", id.Short())
+		}
+		diffViews(t, views[id], view(t, s.TreePath(id)))
 	}
 	verifyOK(t, s)
 }
