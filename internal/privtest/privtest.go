@@ -102,13 +102,22 @@ func RequireRoot(t testing.TB) {
 	t.Skip("needs root")
 }
 
+// StatePrefix is the name prefix of this process's state directories
+// (StateDir): it holds the pid, so that a leak check given it
+// (CheckLeaks("/"+StatePrefix())) counts this test binary's mounts and not
+// those of another package's tests running beside it, which share the
+// host's mount table (go test runs packages in parallel).
+func StatePrefix() string {
+	return "msb-test-state-" + strconv.Itoa(os.Getpid()) + "-"
+}
+
 // StateDir makes a state directory for a test's sandbox runtime, under
 // StateBaseEnv in the rootless rerun (a directory its user owns), else
 // under the temp dir; it is removed after the test, which fails if a
 // sandbox left anything in it.
 func StateDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(os.Getenv(StateBaseEnv), "msb-test-state-")
+	dir, err := os.MkdirTemp(os.Getenv(StateBaseEnv), StatePrefix())
 	if err != nil {
 		t.Fatal(err)
 	}

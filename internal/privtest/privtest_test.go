@@ -3,8 +3,11 @@ package privtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const helperEnv = "MSB_PRIVTEST_HELPER"
@@ -34,5 +37,39 @@ func TestSkipFailsWhenStrict(t *testing.T) {
 		if !tc.wantFail && !strings.Contains(string(out), "--- SKIP") {
 			t.Errorf("not strict: want a skip:\n%s", out)
 		}
+	}
+}
+
+// TestLeaksOwnStateDirsOnly: the leak check given StatePrefix counts a
+// mount naming one of this process's state dirs, and not one naming
+// another process's (another package's tests, running beside these on
+// the host's mount table, mount over theirs).
+func TestLeaksOwnStateDirsOnly(t *testing.T) {
+	RequireRoot(t)
+	base := t.TempDir()
+	t.Setenv(StateBaseEnv, base)
+	own := StateDir(t)
+	other, err := os.MkdirTemp(base, "msb-test-state-1-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{own, other} {
+		mnt := filepath.Join(dir, "mnt")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH); os.Remove(mnt) })
+	}
+	var mounts []string
+	for _, l := range Leaks("/" + StatePrefix()) {
+		if strings.HasPrefix(l, "mount: ") {
+			mounts = append(mounts, l)
+		}
+	}
+	if len(mounts) != 1 || !strings.Contains(mounts[0], own+"/mnt ") {
+		t.Fatalf("leaks %q: want the one mount on %s/mnt", mounts, own)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +45,7 @@ func testRuntimeExe(t testing.TB, exe string) *Runtime {
 	if base == "" {
 		base = os.TempDir()
 	}
-	dir, err := os.MkdirTemp(base, "msb-test-state-")
+	dir, err := os.MkdirTemp(base, privtest.StatePrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
