@@ -252,8 +252,8 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 // settleFork waits, beside a fork's children, for the snapshot they were
 // made of (fs, taken of src's live state) to be published, then gives
 // each child a lease of its layers (those started on an early tree hold
-// their base's alone) and calls done; a snapshot that failed closes the
-// children.
+// none) and calls done, which releases the snapshot's; a snapshot that
+// failed closes the children.
 func (e *Engine) settleFork(src forkSource, fs forkSnapshot, children []*Sandbox, done func()) {
 	defer done()
 	if _, err := fs.wait(); err != nil {
@@ -578,21 +578,30 @@ func (s *Sandbox) startBeside(ctx context.Context, conf sandbox.Config, t *task.
 // forkRoot is what a child of snap started as conf's sandbox is made of:
 // its layers and owners, and a lease of them; with mount (an early
 // tree's path, forkearly.go), its top layer is mounted from there and
-// the lease holds the base alone (settleFork leases the rest).
+// it gets no lease: the base's trees are its parent's, and the fork's
+// snapshot leases them and the layer until settleFork leases them for
+// the child.
 func (e *Engine) forkRoot(ctx context.Context, snap snapshot, mount string, conf sandbox.Config) (sandbox.Deferred, *store.Lease, error) {
-	top := &snap.layer
+	st := e.cache.st()
 	if mount != "" {
-		top = nil
+		base := make([]string, len(snap.rec.Base))
+		for i, id := range snap.rec.Base {
+			base[i] = st.TreePath(id)
+		}
+		owners, err := forkOwners(st, snap, conf)
+		if err != nil {
+			return sandbox.Deferred{}, nil, err
+		}
+		d := sandbox.Deferred{Owners: owners}
+		d.Layers, d.Mount = earlyTree{snap: snap, path: mount}.layers(st, base)
+		return d, nil, nil
 	}
-	paths, lease, err := e.layerPaths(ctx, snap.rec.Base, top)
+	paths, lease, err := e.layerPaths(ctx, snap.rec.Base, &snap.layer)
 	if err != nil {
 		return sandbox.Deferred{}, nil, err
 	}
 	d := sandbox.Deferred{Layers: paths}
-	if mount != "" {
-		d.Layers, d.Mount = earlyTree{snap: snap, path: mount}.layers(e.cache.st(), paths)
-	}
-	if d.Owners, err = forkOwners(e.cache.st(), snap, conf); err != nil {
+	if d.Owners, err = forkOwners(st, snap, conf); err != nil {
 		lease.Release()
 		return sandbox.Deferred{}, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,20 +114,35 @@ func TestEngineForkEarly(t *testing.T) {
 			if !st.Has(top) {
 				t.Fatalf("the child's layer %s is not in its place once published", top.Short())
 			}
-			sh(t, parent, "main", "echo three > f")
-			if _, err := st.GC(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if got := sh(t, k, "main", "cat f"); got != "two\n" {
-				t.Fatalf("child after gc sees %q", got)
-			}
 			grand, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "kid"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeAll(t, grand...)
 			if got := sh(t, grand[0], "", "cat /w/f"); got != "two\n" {
 				t.Fatalf("grandchild sees %q", got)
+			}
+			grand[0].Close()
+			if err := e.DeleteSnapshot("kid"); err != nil {
+				t.Fatal(err)
+			}
+			// The child's own lease keeps the layer once the fork settled.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				k.mu.Lock()
+				leased := k.lease != nil && slices.Contains(k.lease.Layers, top)
+				k.mu.Unlock()
+				if leased {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the child holds no lease of its layer 10 s after the fork")
+				}
+			}
+			sh(t, parent, "main", "echo three > f")
+			if _, err := st.GC(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := sh(t, k, "main", "cat f"); got != "two\n" || !st.Has(top) {
+				t.Fatalf("child after gc sees %q, its layer there: %v", got, st.Has(top))
 			}
 			sh(t, k, "main", "echo mine > /w/kid")
 			if _, err := e.Rollback(ctx, k.ID(), api.RollbackRequest{}); err != nil {
@@ -137,9 +153,6 @@ func TestEngineForkEarly(t *testing.T) {
 			}
 			if _, err := k.Stat(ctx, "/w/kid"); !errors.Is(err, sandbox.ErrNotFound) {
 				t.Fatalf("child rolled back still has its file: %v", err)
-			}
-			if err := e.DeleteSnapshot("kid"); err != nil {
-				t.Fatal(err)
 			}
 		})
 	}
