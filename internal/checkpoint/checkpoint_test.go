@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 {
-		if err := privtest.CheckLeaks("/msb-test-state"); err != nil {
+		if err := privtest.CheckLeaks("/" + privtest.StatePrefix()); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)
 			code = 1
 		}
