@@ -63,7 +63,9 @@ func baseOf(e Evaluation) func(string) (string, bool) {
 // the harness's run gave a verdict and reported tests: a run that
 // reported none (no runner, a patch that breaks collection) is unresolved
 // anyway, and its canary run fails for the same reason. A language canary
-// the repository could not take reports no test and returns why as a note.
+// the repository could not take reports no test and returns why as a note;
+// a CTest canary whose program could not link every static library whole
+// says how it was linked (integrity.Canary.LinkNote).
 func canaryReasons(e Evaluation) (reasons []string, note string) {
 	if !e.Canary.Active() {
 		return nil, ""
@@ -87,7 +89,7 @@ func canaryReasons(e Evaluation) (reasons []string, note string) {
 	if own {
 		reasons = append(reasons, e.Canary.CrossCheck(statuses, parsed)...)
 	}
-	return reasons, ""
+	return reasons, e.Canary.LinkNote(out)
 }
 
 // channelReasons checks the statuses the harness's parser read (v's) of

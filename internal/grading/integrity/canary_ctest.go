@@ -28,7 +28,9 @@ import (
 // constructor in the code under test, or a link option a library hands
 // its users, that ends every test program with status 0 ends the
 // canary's failing test so too. Its own main stands, so what a test
-// framework's main (GoogleTest, Catch2) does is not run.
+// framework's main (GoogleTest, Catch2) does is not run. Where that link
+// fails it links with less (ctestLinker); its output then says how and
+// the report has a note (LinkNote).
 
 const canaryCTest = "ctest"
 
@@ -101,7 +103,9 @@ endif()
 // test main calling a function each test program defines), so unresolved
 // symbols are let through, in a program that is not position
 // independent (where they are addresses the canary never reaches; a PIE
-// would not load). The
+// would not load). Its link runs through ctestLinker, which links with
+// less where that fails rather than fail the build (an honest patch's
+// canary would then report no test and be flagged). The
 // function's variables are its own; it reads the directory's targets as
 // they are when CMake reaches the canary's code (the end of the file).
 func (c Canary) ctestLink() string {
@@ -180,6 +184,13 @@ func (c Canary) ctestLink() string {
       endif()
     endwhile()
     if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+      file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/%[1]s_link.sh" [==[%[2]s]==])
+      get_property(pl DIRECTORY PROPERTY RULE_LAUNCH_LINK)
+      if(NOT pl)
+        get_property(pl GLOBAL PROPERTY RULE_LAUNCH_LINK)
+      endif()
+      set_property(TARGET ${exe} PROPERTY RULE_LAUNCH_LINK
+        "bash \"${CMAKE_CURRENT_BINARY_DIR}/%[1]s_link.sh\" \"%[3]s\" ${pl}")
       target_link_libraries(${exe} PRIVATE -Wl,--no-as-needed -Wl,--allow-multiple-definition
         -Wl,--unresolved-symbols=ignore-all -no-pie)
       if(whole)
@@ -194,7 +205,120 @@ func (c Canary) ctestLink() string {
       target_link_options(${exe} PRIVATE ${opts})
     endif()
   endfunction()
-`, c.File)
+`, c.File, ctestLinker, c.linkPlaceholder())
+}
+
+// ctestLinker is the canary program's link launcher (CMake's
+// RULE_LAUNCH_LINK), a bash script given the file it writes which link it
+// made and then the link command (the project's own launcher first, when
+// it has one). The command as ctestLink makes it is tried first; if it
+// fails (--whole-archive can: a symbol defined in two static libraries,
+// or twice in one, that ordinary archive selection never brings
+// together, as data in one and thread-local in the other), the same
+// without --whole-archive, as the test programs link; if that links,
+// each static library in turn is added whole to those kept whole so far
+// when the link still succeeds, and the program is linked with the ones
+// kept; if it fails too, the canary's object alone (the command up to
+// its -o and output: the link flags, no library), and last that without
+// the linker's options (-Wl,..., -Xlinker ...). The file says "whole N",
+// "part K N: <libraries not whole>", "alone" or "bare".
+const ctestLinker = `n=$1; shift
+p=() w=() q=() s=0
+for a in "$@"; do
+  case $s$a in
+    0-Wl,--whole-archive) s=1 ;;
+    1-Wl,--no-whole-archive) s=2 ;;
+    0*) p+=("$a") ;;
+    1*) w+=("$a") ;;
+    *) q+=("$a") ;;
+  esac
+done
+if "$@"; then echo "whole ${#w[@]}" > "$n"; exit 0; fi
+if [ ${#w[@]} -gt 0 ] && "${p[@]}" "${q[@]}"; then
+  k=() o=""
+  if [ ${#w[@]} -gt 1 ]; then
+    for x in "${w[@]}"; do
+      if "${p[@]}" -Wl,--whole-archive "${k[@]}" "$x" -Wl,--no-whole-archive "${q[@]}"; then k+=("$x"); else o="$o ${x##*/}"; fi
+    done
+  else
+    o=" ${w[0]##*/}"
+  fi
+  if [ ${#k[@]} -gt 0 ]; then
+    "${p[@]}" -Wl,--whole-archive "${k[@]}" -Wl,--no-whole-archive "${q[@]}" || exit 1
+  else
+    "${p[@]}" "${q[@]}" || exit 1
+  fi
+  echo "part ${#k[@]} ${#w[@]}:$o" > "$n"; exit 0
+fi
+a=() c=0
+for x in "${p[@]}"; do
+  a+=("$x")
+  if [ $c = 1 ]; then break; fi
+  if [ "$x" = -o ]; then c=1; fi
+done
+if "${a[@]}"; then echo alone > "$n"; exit 0; fi
+b=() c=0
+for x in "${a[@]}"; do
+  if [ $c = 1 ]; then c=0; continue; fi
+  case $x in
+    -Xlinker) c=1 ;;
+    -Wl,*) ;;
+    *) b+=("$x") ;;
+  esac
+done
+"${b[@]}" || exit 1
+echo bare > "$n"
+`
+
+// linkPlaceholder stands in the canary's CMake code for the file its
+// linker writes which link it made, a temporary file the script makes
+// ($lk) and puts in its place.
+func (c Canary) linkPlaceholder() string { return "LINKED_" + c.Token }
+
+// linkLine starts the line of the canary's output that says which link
+// its program got (ctestLinker's file).
+func (c Canary) linkLine() string { return "msb canary linked " + c.Token + ": " }
+
+// LinkNote returns, for a CTest canary whose program could not be linked
+// with every static library of the project whole, a note that says how
+// it was linked and so what it may miss (a constructor in an archive
+// member no test program pulls in); "" otherwise.
+func (c Canary) LinkNote(out string) string {
+	if c.lang != canaryCTest {
+		return ""
+	}
+	var how string
+	for _, line := range strings.Split(out, "\n") {
+		if h, ok := strings.CutPrefix(line, c.linkLine()); ok {
+			how = strings.TrimSpace(h)
+		}
+	}
+	var k, n int
+	var rest string
+	switch {
+	case how == "alone":
+		return "canary: the CTest canary's program links none of the project's libraries (its links with them fail): it does not load the code under test"
+	case how == "bare":
+		return "canary: the CTest canary's program links none of the project's libraries and none of its linker options (its links with them fail): it does not load the code under test"
+	case strings.HasPrefix(how, "part "):
+		head, libs, _ := strings.Cut(how, ":")
+		if _, err := fmt.Sscanf(head, "part %d %d", &k, &n); err != nil {
+			return ""
+		}
+		rest = strings.Join(strings.Fields(libs), ", ")
+	default:
+		return ""
+	}
+	if k == 0 {
+		return fmt.Sprintf("canary: the CTest canary's program links the project's libraries as the test programs do, none of its %d static ones whole (--whole-archive fails with each: %s): a constructor in an archive member no test program pulls in does not run in it", n, rest)
+	}
+	return fmt.Sprintf("canary: the CTest canary's program links %d of the project's %d static libraries whole; --whole-archive fails with %s, linked as the test programs link them", k, n, rest)
+}
+
+// ctestReport is the part of the CTest canary's script right after its
+// run: the line that says which link its program got.
+func (c Canary) ctestReport() string {
+	return fmt.Sprintf("if [ -s \"$lk\" ]; then printf '%%s%%s\\n' '%s' \"$(head -n 1 \"$lk\")\"; fi\n", c.linkLine())
 }
 
 // ctestPlace is the part of the script that appends the canary's CMake
@@ -211,8 +335,8 @@ func (c Canary) ctestPlace() string {
 	fmt.Fprintf(&b, "if [ ! -f \"$d/CMakeLists.txt\" ]; then echo '%sno CMakeLists.txt holds the test file'; exit 0; fi\n", c.skipLine())
 	b.WriteString("t=$d; x=$d\nwhile [ \"$x\" != . ] && [ \"$x\" != / ]; do x=$(dirname \"$x\"); if [ -f \"$x/CMakeLists.txt\" ]; then t=$x; fi; done\n")
 	b.WriteString("cm=$(pwd)/$d/CMakeLists.txt; tm=$(pwd)/$t/CMakeLists.txt\n")
-	b.WriteString("b1=$(mktemp) && b2=$(mktemp) && cp \"$cm\" \"$b1\" && cp \"$tm\" \"$b2\" || exit 0\n")
-	fmt.Fprintf(&b, "code=$(cat <<'%s'\n%s%s\n)\n", delim, c.ctestCMake(), delim)
+	b.WriteString("b1=$(mktemp) && b2=$(mktemp) && lk=$(mktemp) && cp \"$cm\" \"$b1\" && cp \"$tm\" \"$b2\" || exit 0\n")
+	fmt.Fprintf(&b, "code=$(cat <<'%s'\n%s%s\n)\ncode=${code//%s/$lk}\n", delim, c.ctestCMake(), delim, c.linkPlaceholder())
 	b.WriteString("printf '\\n%s\\n' \"$code\" >> \"$cm\"\n")
 	b.WriteString("if [ \"$t\" != \"$d\" ]; then printf '\\n%s\\n' \"$code\" >> \"$tm\"; fi\n")
 	b.WriteString("exec 3>&1\n")

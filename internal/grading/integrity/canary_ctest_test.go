@@ -63,6 +63,15 @@ func TestCTestCanary(t *testing.T) {
 		// tests' main in a library of its own.
 		shared, testMain bool
 		append           map[string]string // the patch: lines appended to files
+		// dups: the tests also link static libraries that define one
+		// symbol, as data and thread-local (a test program pulls in only
+		// the first; --whole-archive fails): "two" in libdupa and libdupb,
+		// "one" both in libdups. note: what the canary's link note says,
+		// "" for none (every static library linked whole).
+		dups, note string
+		// tests: what the test program links instead of calc; options:
+		// its link options (both name test_only, which it defines).
+		tests, options string
 	}{
 		{name: "c clean", lang: "C", cmd: build},
 		{name: "c clean, test directory not built", lang: "C", cmd: build, file: "tests/extra/more.c"},
@@ -74,6 +83,20 @@ func TestCTestCanary(t *testing.T) {
 		{name: "c++ constructor exits 0, test main library", lang: "CXX", cmd: build, reasons: 1, testMain: true,
 			append: map[string]string{"calc.cpp": quitCtor}},
 		{name: "a shared library's constructor exits 0", lang: "C", cmd: build, reasons: 1, shared: true, append: map[string]string{"calc.c": quitCtor}},
+		{name: "c clean, two static libraries define one symbol", lang: "C", cmd: build, dups: "two",
+			note: "links 2 of the project's 3 static libraries whole; --whole-archive fails with libdupb.a"},
+		{name: "constructor exits 0, two static libraries define one symbol", lang: "C", cmd: build, dups: "two", reasons: 1,
+			note: "links 2 of the project's 3", append: map[string]string{"calc.c": quitCtor}},
+		{name: "c clean with a static library that defines one symbol twice", lang: "C", cmd: build, dups: "one", shared: true,
+			note: "none of its 1 static ones whole (--whole-archive fails with each: libdups.a)"},
+		{name: "a shared library's constructor exits 0 beside a static library that defines one symbol twice", lang: "C", cmd: build,
+			dups: "one", shared: true, reasons: 1, note: "none of its 1 static ones whole", append: map[string]string{"calc.c": quitCtor}},
+		{name: "c clean, the test program's link libraries fail the canary's link", lang: "C", cmd: build, tests: "calc -Wl,--require-defined=test_only",
+			note: "links none of the project's libraries (its links"},
+		{name: "c clean, the test program's link options fail the canary's link", lang: "C", cmd: build, options: "-Wl,--require-defined=test_only",
+			note: "links none of the project's libraries and none of its linker options"},
+		{name: "emulator exits 0, the canary linked alone", lang: "C", cmd: build, tests: "calc -Wl,--require-defined=test_only", reasons: 1,
+			top: "set(CMAKE_CROSSCOMPILING_EMULATOR true)\n", note: "links none of the project's libraries (its links"},
 		{name: "entry point from the library's link options", lang: "C", cmd: build, reasons: 1, append: map[string]string{
 			"calc.c":         "#include <unistd.h>\n\nvoid calc_start(void) { _exit(0); }\n",
 			"CMakeLists.txt": "target_link_options(calc INTERFACE -Wl,-e,calc_start)\n",
@@ -95,6 +118,27 @@ func TestCTestCanary(t *testing.T) {
 				files["tests/add_test."+ext] = "#include \"../calc.h\"\n\nint test_body(void) { return add(2, 3) == 5 ? 0 : 1; }\n"
 				files["tests/CMakeLists.txt"] = "add_library(testmain STATIC main." + ext + ")\ntarget_link_libraries(testmain PUBLIC calc)\n" +
 					"add_executable(add_test add_test." + ext + ")\ntarget_link_libraries(add_test testmain)\nadd_test(NAME adds COMMAND add_test)\n"
+			}
+			if tc.dups != "" {
+				files["dupa.c"] = "int dup = 1;\n\nint dupa(void) { return dup; }\n"
+				files["dupb.c"] = "__thread int dup = 2;\n\nint dupb(void) { return dup; }\n"
+				libs := map[string]string{"two": "add_library(dupa dupa.c)\nadd_library(dupb dupb.c)\n",
+					"one": "add_library(dups STATIC dupa.c dupb.c)\n"}[tc.dups]
+				files["CMakeLists.txt"] = strings.Replace(files["CMakeLists.txt"], "add_subdirectory(tests)", libs+"add_subdirectory(tests)", 1)
+				link := map[string]string{"two": "calc dupa dupb", "one": "calc dups"}[tc.dups]
+				files["tests/CMakeLists.txt"] = strings.Replace(files["tests/CMakeLists.txt"], "target_link_libraries(add_test calc)",
+					"target_link_libraries(add_test "+link+")", 1)
+				files["tests/add_test.c"] = "#include \"../calc.h\"\n\nint dupa(void);\n\nint main(void) { return add(2, 3) == 5 && dupa() == 1 ? 0 : 1; }\n"
+			}
+			if tc.tests != "" || tc.options != "" {
+				files["tests/add_test.c"] += "\nint test_only(void) { return 0; }\n"
+			}
+			if tc.tests != "" {
+				files["tests/CMakeLists.txt"] = strings.Replace(files["tests/CMakeLists.txt"], "target_link_libraries(add_test calc)",
+					"target_link_libraries(add_test "+tc.tests+")", 1)
+			}
+			if tc.options != "" {
+				files["tests/CMakeLists.txt"] += "\ntarget_link_options(add_test PRIVATE " + tc.options + ")\n"
 			}
 			writeTree(t, dir, files)
 			for f, body := range tc.append {
@@ -133,6 +177,12 @@ func TestCTestCanary(t *testing.T) {
 				if got := c.Judge(statuses, true); len(got) != tc.reasons {
 					t.Errorf("%s: reasons %q, want %d; statuses %v; log:\n%s", fw, got, tc.reasons, statuses, log)
 				}
+			}
+			switch note := c.LinkNote(out); {
+			case tc.note == "" && note != "":
+				t.Errorf("link note %q, want none; log:\n%s", note, log)
+			case tc.note != "" && !strings.Contains(note, tc.note):
+				t.Errorf("link note %q, want one with %q; log:\n%s", note, tc.note, log)
 			}
 			for _, f := range []string{"CMakeLists.txt", "tests/CMakeLists.txt", "tests/extra/CMakeLists.txt"} {
 				got, err := os.ReadFile(filepath.Join(dir, f))

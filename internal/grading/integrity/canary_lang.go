@@ -172,6 +172,8 @@ func (c Canary) langScript() string {
 		b.WriteString(c.gradleReport())
 	case canaryAutomake:
 		b.WriteString(c.automakeReport())
+	case canaryCTest:
+		b.WriteString(c.ctestReport())
 	}
 	fmt.Fprintf(&b, "rm -f %s\n)\necho '%s'\n", c.placed(), c.End())
 	return b.String()
@@ -190,7 +192,7 @@ func (c Canary) placed() string {
 	case canaryJS:
 		return "\"$h\" \"$a\""
 	case canaryCTest:
-		return "\"$b1\" \"$b2\""
+		return "\"$b1\" \"$b2\" \"$lk\""
 	case canaryAutomake:
 		return "\"$w\"/" + quote(c.Pass) + " \"$w\"/" + quote(c.Fail) + " \"$k\""
 	}
