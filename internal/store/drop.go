@@ -277,7 +277,10 @@ func (s *Store) Drop(ctx context.Context, id LayerID, since Mark, created []Dige
 				r.Inodes++
 			}
 		}
-		if free(s.objectPath(d)) {
+		// Raw, or compressed when the layer was cold (Compact); both
+		// after a thaw a crash stopped.
+		raw, cold := free(s.objectPath(d)), free(s.compressedPath(d))
+		if raw || cold {
 			r.Objects++
 		}
 	}
