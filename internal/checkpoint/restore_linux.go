@@ -76,7 +76,8 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	var binds []string // idmapped binds in work
+	defer func() { removeWork(work, binds, unmountDetached) }()
 	logPath, pidPath := filepath.Join(work, "restore.log"), filepath.Join(work, "pid")
 	args := []string{"restore", "-D", opts.Dir, "-o", logPath, "-v4", "--root", opts.Root,
 		"--restore-detached", "--restore-sibling", "--manage-cgroups", "--pidfile", pidPath}
@@ -104,7 +105,7 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 			if err != nil {
 				return nil, err
 			}
-			defer unix.Unmount(p, unix.MNT_DETACH)
+			binds = append(binds, p)
 			src = p
 		}
 		args = append(args, "--external", fmt.Sprintf("mnt[%s]:%s", m.Key, src))
@@ -160,6 +161,24 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	p, _ := os.FindProcess(pid) // never fails on Linux
 	return &Restored{Process: p, Control: control}, nil
 }
+
+// removeWork removes a restore's work dir once unmount took each of
+// binds, the idmapped binds of host dirs made in it. If one stays
+// mounted, the dir stays too: a removal would go on into the host dir.
+func removeWork(work string, binds []string, unmount func(string) error) error {
+	var errs []error
+	for _, p := range binds {
+		if err := unmount(p); err != nil {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w (%s is left)", p, err, work))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return os.RemoveAll(work)
+}
+
+func unmountDetached(p string) error { return unix.Unmount(p, unix.MNT_DETACH) }
 
 // bindIdmapped attaches an idmapped clone of src (with what is mounted
 // below it) at at, a new dir or file like src, for CRIU to bind from: a
