@@ -106,6 +106,12 @@ func testDumpRestore(t *testing.T, criu *Criu, diskDir string) {
 import os, time
 token, n = os.urandom(8).hex(), 0
 while True:
+    if os.path.exists("/tmp/pause"):
+        if not os.path.exists("/tmp/py.paused"):
+            open("/tmp/py.paused.new", "w").close()
+            os.rename("/tmp/py.paused.new", "/tmp/py.paused")
+        time.sleep(0.02)
+        continue
     n += 1
     with open("/tmp/py.new", "w") as f:
         f.write("%s %d" % (token, n))
@@ -113,7 +119,13 @@ while True:
     time.sleep(0.02)
 ' </dev/null >/dev/null 2>&1 &
 setsid sh -c 't=$(od -An -N8 -tx8 /dev/urandom | tr -d " "); i=0
-while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; sleep 0.02; done' </dev/null >/dev/null 2>&1 &`
+while :; do
+	if [ -e /tmp/pause ]; then
+		[ -e /tmp/sh.paused ] || { : > /tmp/sh.paused.new; mv /tmp/sh.paused.new /tmp/sh.paused; }
+		sleep 0.02; continue
+	fi
+	i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; sleep 0.02
+done' </dev/null >/dev/null 2>&1 &`
 	// A session's background jobs live on (a one-shot Exec's end with it).
 	if err := sb.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
 		t.Fatal(err)
@@ -152,6 +164,14 @@ while :; do i=$((i+1)); echo "$t $i" > /tmp/sh.new; mv /tmp/sh.new /tmp/sh; slee
 		return sb.Exec(ctx, session.ExecRequest{Command: cmd, Timeout: 10 * time.Second})
 	})
 
+	// The counters stop writing before the dump (each says so once its
+	// files are closed): a process the dump catches with /tmp/py.new open
+	// cannot be restored over a new root, which lacks that file. The new
+	// roots have no /tmp/pause: the restored counters write again.
+	const pause = `touch /tmp/pause; for i in $(seq 500); do [ -e /tmp/py.paused ] && [ -e /tmp/sh.paused ] && exit 0; sleep 0.02; done; exit 1`
+	if res, err := sb.Exec(ctx, session.ExecRequest{Command: pause, Timeout: 20 * time.Second}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("pausing the counters: %v %+v", err, res)
+	}
 	cgroups0 := procCgroups(t, sb.InitPid())
 	dir := t.TempDir()
 	dumpStart := time.Now()
