@@ -36,8 +36,9 @@ type Early struct {
 	// the early tree stays in the layer's dir, as long as the layer).
 	Trees func(trees []string)
 	// Place, when not nil, is called once the layers are durable, before
-	// the trees are renamed into their place: it returns once nothing
-	// looks their paths up any more (a mount in flight).
+	// the trees are renamed into their place, or, should the publication
+	// fail after Trees, before the trees are removed: it returns once
+	// nothing looks their paths up any more (a mount in flight).
 	Place func()
 }
 

@@ -350,11 +350,20 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 			}
 		}
 	}()
+	placed := false // early.Place called
 	if early != nil {
 		if err := s.earlyTrees(ctx, layers, pending, trees, names, early.Trees); err != nil {
 			discard(pending)
 			return err
 		}
+		// The trees are handed out: a failure from here on removes them
+		// (the defer above, which runs after this one) once Place let go
+		// of what mounts them.
+		defer func() {
+			if !placed && early.Place != nil {
+				early.Place()
+			}
+		}()
 	}
 	if err := s.publishInto(pending, content, names); err != nil {
 		return err
@@ -380,6 +389,7 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 		return err
 	}
 	if early != nil && early.Place != nil {
+		placed = true
 		early.Place()
 	}
 	for i, l := range layers {
