@@ -439,7 +439,7 @@ func (s *Sandbox) volumeMount() int {
 		s.log.Debug("mounting the sandbox's volume from the pool's device", "err", err)
 		return -1
 	}
-	attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR__ATIME, Attr_set: unix.MOUNT_ATTR_NOATIME}
+	attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR__ATIME, Attr_set: unix.MOUNT_ATTR_NOATIME, Propagation: unix.MS_PRIVATE}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(fd)
 		s.log.Debug("mounting the sandbox's volume from the pool's device", "err", err)
