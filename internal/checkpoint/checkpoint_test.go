@@ -73,15 +73,21 @@ func TestDumpRestoreCarriesMemory(t *testing.T) {
 	// A sandbox's disk is a volume of the disk pool, or, where there is
 	// none (a pool dir no pool can be made in), a tmpfs that only its
 	// mount namespace shows: its /dev/shm is then a bind of a dir of a
-	// filesystem the sandbox does not show whole.
-	for _, disk := range []struct{ name, dir string }{{"pool", testDiskDir}, {"tmpfs", "/proc/no-disk-pool"}} {
-		t.Run(disk.name, func(t *testing.T) { testDumpRestore(t, criu, disk.dir) })
+	// filesystem the sandbox does not show whole. Its network is the
+	// host's, or (none, the default) a namespace of its own made ahead,
+	// which CRIU dumps and each restore makes anew.
+	for _, c := range []struct{ name, disk, network string }{
+		{"pool", testDiskDir, sandbox.NetworkHost},
+		{"tmpfs", "/proc/no-disk-pool", sandbox.NetworkHost},
+		{"netns", testDiskDir, sandbox.NetworkNone},
+	} {
+		t.Run(c.name, func(t *testing.T) { testDumpRestore(t, criu, c.disk, c.network) })
 	}
 }
 
-func testDumpRestore(t *testing.T, criu *Criu, diskDir string) {
+func testDumpRestore(t *testing.T, criu *Criu, diskDir, network string) {
 	state := privtest.StateDir(t)
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir})
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir, NetSpares: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +98,7 @@ func testDumpRestore(t *testing.T, criu *Criu, diskDir string) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sb, err := rt.Create(ctx, sandbox.Config{HostBase: true, Network: sandbox.NetworkHost})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := createDumpable(ctx, t, rt, sandbox.Config{HostBase: true, Network: network})
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
@@ -234,6 +237,9 @@ done' </dev/null >/dev/null 2>&1 &`
 		if !maps.Equal(cgroups, roots) {
 			t.Errorf("restore %d is in the cgroups %v, want %v", i, cgroups, roots)
 		}
+		if network == sandbox.NetworkNone && netnsOf(t, r.Process.Pid) == netnsOf(t, os.Getpid()) {
+			t.Errorf("restore %d of a sandbox with a network namespace of its own is on the host's network", i)
+		}
 		for ctl, path := range cgroups0 {
 			if _, err := os.Stat(cgroupDir(ctl, path)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the dumped sandbox's cgroup %s: %v, want it gone", cgroupDir(ctl, path), err)
@@ -291,11 +297,39 @@ done' </dev/null >/dev/null 2>&1 &`
 	}
 }
 
-// TestDumpRefusesControlOutside: a sandbox with a network namespace of its
-// own has its control socket in the host's, which CRIU cannot dump; Dump
-// says so before CRIU freezes anything, and the sandbox runs on. (Once
-// msb makes that socketpair in the sandbox's namespace, such a sandbox
-// dumps, and this test is to become the main one's third case.)
+// createDumpable creates a sandbox whose control socket lies in its
+// network namespace. One with a namespace of its own has that only when
+// the namespace was made ahead (RuntimeOptions.NetSpares): the first
+// create has the pool fill, so this creates again until one took a
+// namespace made ahead.
+func createDumpable(ctx context.Context, t *testing.T, rt *sandbox.Runtime, conf sandbox.Config) *sandbox.Sandbox {
+	t.Helper()
+	for range 100 {
+		sb, err := rt.Create(ctx, conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sameNetns(sb.InitPid(), 3)
+		if err == nil {
+			return sb
+		}
+		if !errors.Is(err, ErrControlOutside) {
+			sb.Close()
+			t.Fatal(err)
+		}
+		if err := sb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no sandbox of %d had its control socket in its network namespace (network %q)", 100, conf.Network)
+	return nil
+}
+
+// TestDumpRefusesControlOutside: a sandbox whose init's clone made its
+// network namespace (none made ahead: a runtime without NetSpares, or a
+// burst) has its control socket in the host's, which CRIU cannot dump;
+// Dump says so before CRIU freezes anything, and the sandbox runs on.
 func TestDumpRefusesControlOutside(t *testing.T) {
 	privtest.RequireRoot(t)
 	criu := testCriu(t)
@@ -325,6 +359,16 @@ func TestDumpRefusesControlOutside(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
 		t.Errorf("the refused dump left %d files in its dir", len(ents))
 	}
+}
+
+// netnsOf returns the inode of pid's network namespace.
+func netnsOf(t *testing.T, pid int) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 type counter struct {

@@ -25,9 +25,11 @@
 // whose "criu check" passes (Debian 12's 3.17.1 fails on kernel 6.18; .ci/deps
 // builds 4.1.1 from Debian's source); root (an unprivileged CRIU cannot
 // suspend the seccomp filter of the sandbox's processes: PTRACE_O_SUSPEND_SECCOMP
-// needs CAP_SYS_ADMIN); a sandbox on the host's network (the control socket
-// of a sandbox with a network namespace of its own was made in the host's,
-// and CRIU dumps no socket of a namespace it does not dump); an init that
+// needs CAP_SYS_ADMIN); a control socket in the sandbox's network namespace
+// (CRIU dumps no socket of a namespace it does not dump): a sandbox on the
+// host's network, or one with a namespace of its own made ahead
+// (sandbox.RuntimeOptions.NetSpares), whose socketpair msb makes in it, not
+// one whose init's clone made its namespace; an init that
 // leads its session (the supervisor makes it). A dump can be restored many
 // times, each copy into cgroups of its own (RestoreOptions.CgroupRoots); the
 // host directories are bound through an idmapped mount again where they

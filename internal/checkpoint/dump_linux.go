@@ -21,7 +21,9 @@ import (
 // ErrControlOutside says that a sandbox's control socket lies in another
 // network namespace than the sandbox: CRIU dumps no socket of a namespace
 // it does not dump. That is a sandbox with a network namespace of its own
-// whose control socketpair msb made in the host's.
+// that its init's clone made (none was made ahead: see
+// sandbox.RuntimeOptions.NetSpares), whose control socketpair msb made in
+// the host's.
 var ErrControlOutside = errors.New("the sandbox's control socket is in another network namespace than the sandbox")
 
 // ManifestName is the Manifest's file in a dump's directory.
@@ -346,7 +348,7 @@ func sameNetns(pid, fd int) error {
 		return err
 	}
 	if sst.Ino != pst.Ino {
-		return fmt.Errorf("%w (socket's net:[%d], init's net:[%d]): only a sandbox on the host's network can be dumped", ErrControlOutside, sst.Ino, pst.Ino)
+		return fmt.Errorf("%w (socket's net:[%d], init's net:[%d]): only a sandbox on the host's network or in a network namespace made ahead can be dumped", ErrControlOutside, sst.Ino, pst.Ino)
 	}
 	return nil
 }

@@ -79,6 +79,12 @@ type netPool struct {
 type readyNet struct {
 	ns  *os.File // the namespace (its nsfs file)
 	tap *os.File // iface's tap device; nil: none
+	// ctl is a socketpair made in the namespace, for the sandbox's
+	// control socket (nil once Create took it): a socket belongs to the
+	// namespace it was made in, and CRIU dumps no socket of a namespace
+	// it does not dump (package checkpoint), so a control socket made in
+	// the host's would leave the sandbox undumpable.
+	ctl []int
 }
 
 func (n *readyNet) close() {
@@ -86,6 +92,10 @@ func (n *readyNet) close() {
 	if n.tap != nil {
 		n.tap.Close()
 	}
+	for _, fd := range n.ctl {
+		unix.Close(fd)
+	}
+	n.ctl = nil
 }
 
 func newNetPool(spares int, iface *wire.Iface, log *slog.Logger) (*netPool, error) {
@@ -290,7 +300,14 @@ func (p *netPool) makeNetHere() (*readyNet, error) {
 		ns.Close()
 		return nil, fmt.Errorf("setting up a network namespace ahead: %w", err)
 	}
-	return &readyNet{ns: ns, tap: tap}, nil
+	n := &readyNet{ns: ns, tap: tap}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		n.close()
+		return nil, fmt.Errorf("control socketpair in a network namespace ahead: %w", err)
+	}
+	n.ctl = fds[:]
+	return n, nil
 }
 
 // spawnIn runs spawn (init's start, which clones init from the calling

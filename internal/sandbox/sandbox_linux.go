@@ -212,8 +212,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 		wcfg.NetReady = true
 	}
 	spawned := wire.Mono()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	var fds [2]int
+	if net != nil && net.ctl != nil { // made in net: see readyNet.ctl
+		fds[0], fds[1], net.ctl = net.ctl[0], net.ctl[1], nil
+	} else if fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("socketpair: %w", err)
 	}
 	// The host's end goes through the netpoller (see conn): a response
