@@ -333,40 +333,10 @@ func asCalc(t *testing.T, img v1.Image) v1.Image {
 // above (empty here), where each made one of its whole stack before,
 // a copy of the image's owned files each. Both see the owners.
 func TestImageStacksShifted(t *testing.T) {
-	g := generated(t)
 	e := openEngine(t, "", nil)
 	ctx := context.Background()
-	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
-	home := filepath.Join(root, "home", "calc")
-	big := make([]byte, 2<<20)
-	rand.Read(big)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(home, "own", "sub"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
-		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
-			return 1000, 1000
-		}
-		return 0, 0
-	}))
 	const ref = "example.com/msb-test/engine-stacks-shifted:1"
-	importImage(t, e, ref, img)
-	ir, err := e.cache.ImageRoot(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imageIDs := slices.Clone(ir.ids)
-	ir.Lease.Release()
+	imageIDs, bigSize := calcImage(t, e, ref)
 
 	st := e.cache.st()
 	var stacks []string // each a layer above the image, as a task's
@@ -413,7 +383,7 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 		}
 		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
 		t.Logf("sandbox %d: its writable layer's disk holds %d bytes in %d inodes", i, used, inodes)
-		if st.Rootless() && used > int64(len(big))/2 {
+		if st.Rootless() && used > bigSize/2 {
 			t.Errorf("sandbox %d: its writable layer's disk holds %d bytes after create: the owned file was copied up", i, used)
 		}
 	}
@@ -612,40 +582,10 @@ func TestImageDeepShiftedRootless(t *testing.T) { privtest.Unprivileged(t, "^Tes
 // the whole stack, a second copy of the image's owned files. So does a
 // fork of the snapshot alone, which then makes no more.
 func TestSnapshotImageShifted(t *testing.T) {
-	g := generated(t)
 	e := openEngine(t, "", nil)
 	ctx := context.Background()
-	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
-	home := filepath.Join(root, "home", "calc")
-	big := make([]byte, 2<<20)
-	rand.Read(big)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(home, "own", "sub"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
-		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
-			return 1000, 1000
-		}
-		return 0, 0
-	}))
 	const ref = "example.com/msb-test/engine-snapshot-shifted:1"
-	importImage(t, e, ref, img)
-	ir, err := e.cache.ImageRoot(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imageIDs := slices.Clone(ir.ids)
-	ir.Lease.Release()
+	imageIDs, bigSize := calcImage(t, e, ref)
 	st := e.cache.st()
 
 	sb, err := e.CreateSandbox(ctx, SandboxRequest{Image: ref})
@@ -686,7 +626,7 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 		}
 		used, inodes := diskUse(t, strings.TrimPrefix(res.Stdout, want))
 		t.Logf("%s: its writable layer's disk holds %d bytes in %d inodes", what, used, inodes)
-		if st.Rootless() && used > int64(len(big))/2 {
+		if st.Rootless() && used > bigSize/2 {
 			t.Errorf("%s: its writable layer's disk holds %d bytes after create: the owned file was copied up", what, used)
 		}
 	}
@@ -752,4 +692,43 @@ print((s.f_blocks - s.f_bfree) * s.f_frsize, s.f_files - s.f_ffree)
 // unprivileged user with subordinate ids.
 func TestSnapshotImageShiftedRootless(t *testing.T) {
 	privtest.Unprivileged(t, "^TestSnapshotImageShifted$")
+}
+
+// calcImage imports as ref an image of the generated repository whose
+// user calc (1000) owns /home/calc, with a 2 MiB big.bin and own/sub
+// (0750) in it, and returns the image's layers and big.bin's size.
+func calcImage(t *testing.T, e *Engine, ref string) ([]store.LayerID, int64) {
+	t.Helper()
+	g := generated(t)
+	root := demotest.ImageRootfs(t, g.RepoDir, g.Instances[0].BaseCommit, g.PyVersion)
+	home := filepath.Join(root, "home", "calc")
+	big := make([]byte, 2<<20)
+	rand.Read(big)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "own", "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
+		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
+			return 1000, 1000
+		}
+		return 0, 0
+	}))
+	importImage(t, e, ref, img)
+	ir, err := e.cache.ImageRoot(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := slices.Clone(ir.ids)
+	ir.Lease.Release()
+	return ids, int64(len(big))
 }
