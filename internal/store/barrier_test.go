@@ -161,23 +161,8 @@ func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want L
 // and kills itself before barrier k (k 4: after the last), for
 // TestCommitKilled.
 func TestKilledCommitHelper(t *testing.T) {
-	arg := os.Getenv(killedCommitEnv)
-	if arg == "" {
-		t.Skip("run by TestCommitKilled")
-	}
-	f := strings.Split(arg, "|")
-	s, err := Open(f[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := strconv.Atoi(f[2])
-	n := 0
-	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
-	s.hooks.flush = func([]string, bool) {
-		if n++; n == k {
-			kill()
-		}
-	}
+	s, f, k, kill := killedHelperStore(t, killedCommitEnv, "TestCommitKilled")
+	var err error
 	switch f[3] {
 	case "with-record":
 		data, record := stageWithRecord(t, s, f[1])
@@ -198,6 +183,32 @@ func TestKilledCommitHelper(t *testing.T) {
 		kill()
 	}
 	t.Fatalf("not killed before barrier %d: %v", k, err)
+}
+
+// killedHelperStore is the start of a helper a crash test runs in a
+// process of its own (env holds "store dir|source dir|k|..."): it
+// opens the store, with a flush hook that kills the process at its k-th
+// barrier, and returns the store, the fields, k and the kill. It skips
+// when the test is not run by test (by).
+func killedHelperStore(t *testing.T, env, by string) (*Store, []string, int, func()) {
+	arg := os.Getenv(env)
+	if arg == "" {
+		t.Skip("run by " + by)
+	}
+	f := strings.Split(arg, "|")
+	s, err := Open(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := strconv.Atoi(f[2])
+	n := 0
+	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	s.hooks.flush = func([]string, bool) {
+		if n++; n == k {
+			kill()
+		}
+	}
+	return s, f, k, kill
 }
 
 const unreadableHelperEnv = "MSB_STORE_UNREADABLE_HELPER"

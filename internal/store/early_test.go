@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,26 +184,10 @@ func TestEarlyKilled(t *testing.T) {
 // and kills itself before barrier k (k 3: at Place; 4: after all), for
 // TestEarlyKilled.
 func TestKilledEarlyHelper(t *testing.T) {
-	arg := os.Getenv(killedEarlyEnv)
-	if arg == "" {
-		t.Skip("run by TestEarlyKilled")
-	}
-	f := strings.Split(arg, "|")
-	s, err := Open(f[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := strconv.Atoi(f[2])
-	n := 0
-	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
-	s.hooks.flush = func([]string, bool) {
-		if n++; n == k {
-			kill()
-		}
-	}
+	s, f, k, kill := killedHelperStore(t, killedEarlyEnv, "TestEarlyKilled")
 	data, record := laterStage(t, s, f[1], 1<<20)
 	record.Discard()
-	_, err = s.PublishLeasedEarly(t.Context(), "", Early{Trees: func([]string) {}, Place: func() {
+	_, err := s.PublishLeasedEarly(t.Context(), "", Early{Trees: func([]string) {}, Place: func() {
 		if k == 3 {
 			kill()
 		}
