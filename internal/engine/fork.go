@@ -253,7 +253,8 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 // made of (fs, taken of src's live state) to be published, then gives
 // each child a lease of its layers (those started on an early tree hold
 // none) and calls done, which releases the snapshot's; a snapshot that
-// failed closes the children.
+// failed closes the children, and so does a lease that failed for a
+// child holding none (gc could remove the layers it runs on).
 func (e *Engine) settleFork(src forkSource, fs forkSnapshot, children []*Sandbox, done func()) {
 	defer done()
 	if _, err := fs.wait(); err != nil {
@@ -267,11 +268,28 @@ func (e *Engine) settleFork(src forkSource, fs forkSnapshot, children []*Sandbox
 		return // the children lease what they mount
 	}
 	for _, c := range children {
-		if err := c.leaseLayers(); err != nil {
-			e.log.Warn("a fork's child without a lease of its layers (gc may remove them)", "sandbox", c.ID(), "err", err)
+		err := testHookSettleLease()
+		if err == nil {
+			err = c.leaseLayers()
 		}
+		if err == nil {
+			continue
+		}
+		c.mu.Lock()
+		leased := c.lease != nil // it started on the published layer
+		c.mu.Unlock()
+		if leased {
+			e.log.Warn("a fork's child keeps the lease it started with", "sandbox", c.ID(), "err", err)
+			continue
+		}
+		e.log.Warn("closing a fork's child on the early tree: no lease of its layers", "sandbox", c.ID(), "err", err)
+		c.closeAs(api.SandboxClosed, "its layers could not be leased after its fork: "+err.Error())
 	}
 }
+
+// testHookSettleLease, in tests, fails settleFork's lease of a child's
+// layers when it returns an error.
+var testHookSettleLease = func() error { return nil }
 
 // leaseLayers gives a raw sandbox a lease of the layers it runs on,
 // replacing the one it holds; a closed one gets none.

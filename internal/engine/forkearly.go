@@ -22,7 +22,8 @@ import (
 // child's own snapshot) waits. A crash meanwhile leaves the store as a
 // crash during any commit does (the tree is in a temp dir of the store,
 // gc's), and the children die with the host; a commit that fails closes
-// the children.
+// the children, and so does a lease of a child's layers that fails (it
+// has none before).
 
 // settling is the layers being published whose trees are in use already.
 type settling struct {

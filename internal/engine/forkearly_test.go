@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +156,59 @@ func TestEngineForkEarly(t *testing.T) {
 				t.Fatalf("child rolled back still has its file: %v", err)
 			}
 		})
+	}
+}
+
+// TestEngineForkEarlyNoLease: a child started on its fork's early tree
+// holds no lease until the fork settles; should its lease then fail, it
+// is closed (gc could remove the layers it runs on), and says why.
+// Rootless, children lease what they mount: there is nothing to test.
+func TestEngineForkEarlyNoLease(t *testing.T) {
+	var e *Engine
+	t.Cleanup(func() {
+		if err := privtest.CheckLeaks(e.cfg.StateDir); err != nil {
+			t.Error(err)
+		}
+	})
+	e = openEngine(t, "", nil)
+	if e.rt.Rootless() {
+		t.Skip("rootless: a fork's children do not mount its early tree")
+	}
+	ctx := context.Background()
+	parent := hostSandbox(t, e)
+	sh(t, parent, "", "echo one > /f")
+	hold := make(chan struct{})
+	testHookPlace = func() { // the child mounts the early tree
+		select {
+		case <-hold:
+		case <-time.After(time.Minute):
+		}
+	}
+	testHookSettleLease = func() error { return errors.New("injected lease failure") }
+	t.Cleanup(func() { testHookPlace, testHookSettleLease = func() {}, func() error { return nil } })
+	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1})
+	close(hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	k := kids[0]
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := e.SandboxInfo(k.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == api.SandboxClosed {
+			if !strings.Contains(info.Reason, "injected lease failure") {
+				t.Fatalf("the child closed for %q", info.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a child on the early tree without a lease is still up 10 s after the fork")
+		}
+	}
+	if got := sh(t, parent, "", "cat /f"); got != "one\n" {
+		t.Fatalf("parent sees %q", got)
 	}
 }
