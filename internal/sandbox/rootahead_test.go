@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
 )
@@ -53,6 +56,59 @@ func TestRootAhead(t *testing.T) {
 		}
 		mustOK(t, sb, "rm /big && echo x > /dev/shm/x && echo y > /tmp/y && /msb-test-helper -h >/dev/null 2>&1; test -s /etc/hosts")
 	}
+}
+
+// TestRootAheadFails: where the host cannot start the root built ahead
+// (init's mount namespace not held, or the mount thread unable to join
+// it), init builds the whole root (OpRootSelf) and the sandbox is the one
+// built ahead would be; where the build fails once started, the create
+// fails with an error that names the root built ahead.
+func TestRootAheadFails(t *testing.T) {
+	privtest.RequireRoot(t)
+	rt := testRuntime(t)
+	conf := Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20}}
+	want := mountsSeen(t, create(t, rt, conf))
+	t.Cleanup(func() { testHookAhead = func(string) error { return nil } })
+	for _, step := range []string{"hold", "join"} {
+		testHookAhead = func(at string) error {
+			if at == step {
+				return errors.New("injected at " + step)
+			}
+			return nil
+		}
+		sb := create(t, rt, conf)
+		testHookAhead = func(string) error { return nil }
+		if slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseRootAhead }) {
+			t.Fatalf("%s: a %s phase, with the host failing to start", step, PhaseRootAhead)
+		}
+		if got := mountsSeen(t, sb); !slices.Equal(got, want) {
+			t.Fatalf("%s: mounts seen inside, built by init:\n%s\nbuilt ahead:\n%s", step, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if out := mustFail(t, sb, "dd if=/dev/zero of=/big bs=1M count=48 2>&1"); !strings.Contains(out, "No space left") && !strings.Contains(out, "Disk quota exceeded") {
+			t.Fatalf("%s: 48 MiB into a 32 MiB disk: %q", step, out)
+		}
+		mustOK(t, sb, "rm /big && echo x > /dev/shm/x && echo y > /tmp/y")
+	}
+
+	testHookAhead = func(at string) error {
+		if at == "build" {
+			return errors.New("injected at build")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := rt.Create(ctx, conf)
+	testHookAhead = func(string) error { return nil }
+	if err == nil {
+		sb.Close()
+		t.Fatal("a create whose root built ahead failed went on")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "root ahead") || !strings.Contains(msg, "injected at build") || strings.Contains(msg, "sending config") {
+		t.Fatalf("the root built ahead failed, and the create says: %v", err)
+	}
+	t.Logf("the failed create: %v", err)
+	mustOK(t, create(t, rt, conf), "true") // nothing of the failed create in the way
 }
 
 // mountsSeen is a command's /proc/self/mountinfo in sb, each mount as its

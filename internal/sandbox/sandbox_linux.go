@@ -317,7 +317,11 @@ func (s *Sandbox) start(ctx context.Context) error {
 			parent.Close()
 			return err
 		}
-		return s.initFailure(parent, fmt.Errorf("sending config to sandbox init: %w", err))
+		var ae errAhead
+		if !errors.As(err, &ae) {
+			err = fmt.Errorf("sending config to sandbox init: %w", err)
+		}
+		return s.initFailure(parent, err)
 	}
 	if s.later != nil {
 		s.conf.Layers, s.conf.Owners = s.deferred.Layers, s.deferred.Owners
@@ -393,12 +397,19 @@ var noAhead = false
 // buildAhead builds the first part of wcfg's root in init's mount
 // namespace (sbinit.BuildAhead) on the mount thread while init's runtime
 // starts and decodes its config, then, once the config is sent (cfgSent),
-// tells init with OpRootAhead. Should the build fail, init is killed
-// (it waits for the frame) and the create fails with the build's error.
+// tells init with OpRootAhead. Should the host not get to start (init's
+// mount namespace not held, the mount thread missing or unable to join
+// it: nothing mounted there), init builds the whole root itself
+// (OpRootSelf), as without RootAhead. Should the build fail once started,
+// init is killed (it waits for the frame) and the create fails with the
+// build's error (errAhead).
 func (s *Sandbox) buildAhead(ctl *os.File, wcfg wire.Config, cfgSent <-chan error) error {
 	t := time.Now()
-	err := errors.New("init's mount namespace not held")
-	if s.mountNS != nil {
+	started := false // BuildAhead ran in init's mount namespace
+	var err error
+	if s.mountNS == nil {
+		err = errors.New("init's mount namespace not held")
+	} else {
 		idmap := -1
 		if wcfg.HostIdmap {
 			ns, _ := s.rt.idmap()
@@ -410,22 +421,47 @@ func (s *Sandbox) buildAhead(ctl *os.File, wcfg wire.Config, cfgSent <-chan erro
 		}
 		mntNS := int(s.mountNS.Fd())
 		err = onMountThread(func() error {
+			if err := testHookAhead("join"); err != nil {
+				return err
+			}
 			if err := unix.Setns(mntNS, unix.CLONE_NEWNS); err != nil {
 				return fmt.Errorf("joining init's mount namespace: %w", err)
+			}
+			started = true
+			if err := testHookAhead("build"); err != nil {
+				return err
 			}
 			return sbinit.BuildAhead(&wcfg, idmap, disk)
 		})
 	}
-	s.times.since(PhaseRootAhead, t)
+	if started {
+		s.times.since(PhaseRootAhead, t)
+	}
 	if cerr := <-cfgSent; cerr != nil {
 		return cerr
 	}
-	if err != nil {
+	switch {
+	case err != nil && !started:
+		s.log.Warn("the host could not start building the sandbox's root: init builds it", "err", err)
+		return wire.WriteFrame(ctl, wire.Request{Op: wire.OpRootSelf})
+	case err != nil:
 		s.cmd.Process.Kill()
-		return fmt.Errorf("building the sandbox's root: %w", err)
+		return errAhead{fmt.Errorf("building the sandbox's root ahead on the host, in init's mount namespace: %w", err)}
 	}
 	return wire.WriteFrame(ctl, wire.Request{Op: wire.OpRootAhead})
 }
+
+// errAhead marks an error of the root built ahead (buildAhead), which
+// start passes on as it is.
+type errAhead struct{ err error }
+
+func (e errAhead) Error() string { return e.err.Error() }
+func (e errAhead) Unwrap() error { return e.err }
+
+// testHookAhead, in tests, fails a step of the root built ahead ("hold":
+// holdMounts does not hold init's mount namespace; "join": the mount
+// thread cannot join it; "build": the build, once in init's namespace).
+var testHookAhead = func(step string) error { return nil }
 
 // volumeMount returns a detached mount of the sandbox's volume of the disk
 // pool (a clone of this process's mount of the pool, which init's mount
@@ -839,7 +875,11 @@ func (s *Sandbox) awaitInit() {
 // init's exit, which Close waits for. It is opened before init makes
 // itself non-dumpable; without it init's exit does the unmounting.
 func (s *Sandbox) holdMounts() {
-	ns, err := os.Open("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/ns/mnt")
+	err := testHookAhead("hold")
+	var ns *os.File
+	if err == nil {
+		ns, err = os.Open("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/ns/mnt")
+	}
 	if err != nil {
 		s.log.Debug("not holding the sandbox's mount namespace: its mounts go with init", "err", err)
 		return

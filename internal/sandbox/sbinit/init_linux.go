@@ -137,7 +137,11 @@ func initMain() error {
 		if err := wire.ReadFrame(ctl, &done); err != nil {
 			return fmt.Errorf("waiting for the root built ahead: %w", err)
 		}
-		if done.Op != wire.OpRootAhead {
+		switch done.Op {
+		case wire.OpRootAhead:
+		case wire.OpRootSelf: // the host could not start: init builds it all
+			cfg.RootAhead = false
+		default:
 			return fmt.Errorf("waiting for the root built ahead: got op %q", done.Op)
 		}
 	}

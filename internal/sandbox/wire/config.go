@@ -62,7 +62,8 @@ type Config struct {
 	// the disk, the overlay, the host dirs, /dev, /tmp, /etc/hosts) while
 	// init's runtime starts, and says it is done with OpRootAhead after
 	// the Config: init then mounts the rest (/proc, /sys, the binds and
-	// masks).
+	// masks). Should the host not get to start (OpRootSelf), init builds
+	// it all.
 	RootAhead bool `json:"root_ahead,omitempty"`
 	// Sudo has the supervisor answer sudo's requests on sudo.Socket (the
 	// host binds the init binary at the sandbox's sudo path).

@@ -50,6 +50,11 @@ const (
 	// has built the root's first part (sbinit.BuildAhead) in init's mount
 	// namespace, which init decoded its config beside.
 	OpRootAhead = "root.ahead"
+	// OpRootSelf is the frame instead of OpRootAhead when the host could
+	// not start building the root's first part (it mounted nothing in
+	// init's mount namespace): init builds the whole root, as without
+	// RootAhead.
+	OpRootSelf = "root.self"
 )
 
 // OpSessionInterrupt interrupts the commands running or waiting in a
