@@ -92,19 +92,8 @@ func TestImageShiftedBench(t *testing.T) {
 			}
 		}
 	}
-	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := demotest.ImageOwned(t, root, func(name string) (int, int) {
-		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
-			return 1000, 1000
-		}
-		return 0, 0
-	})
-	img = asCalc(t, img)
 	const ref = "example.com/msb-test/engine-shift-bench:1"
-	importImage(t, e, ref, img)
+	importCalcOwned(t, e, root, ref)
 	st := e.cache.st()
 	shifters := map[string]sandbox.Shifter{"dirs": envcache.Shifter(st), "files": envcache.ShifterDirs(st, 0), "dirs12": envcache.ShifterDirs(st, 12)}
 	defer e.rt.SetShifter(shifters["dirs"])

@@ -476,18 +476,8 @@ func TestImageDeepShifted(t *testing.T) {
 	if err := os.Chmod(d, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := asCalc(t, demotest.ImageOwned(t, root, func(name string) (int, int) {
-		if name == "home/calc" || strings.HasPrefix(name, "home/calc/") {
-			return 1000, 1000
-		}
-		return 0, 0
-	}))
 	const ref = "example.com/msb-test/engine-deep-shifted:1"
-	importImage(t, e, ref, img)
+	importCalcOwned(t, e, root, ref)
 	st := e.cache.st()
 
 	// Every directory and file under /home/calc, and its owner and mode
@@ -713,6 +703,21 @@ func calcImage(t *testing.T, e *Engine, ref string) ([]store.LayerID, int64) {
 	if err := os.WriteFile(filepath.Join(home, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	importCalcOwned(t, e, root, ref)
+	ir, err := e.cache.ImageRoot(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := slices.Clone(ir.ids)
+	ir.Lease.Release()
+	return ids, int64(len(big))
+}
+
+// importCalcOwned imports the rootfs root as image ref, run as its user
+// calc (1000, written into its /etc/passwd), who owns /home/calc and
+// everything under it.
+func importCalcOwned(t *testing.T, e *Engine, root, ref string) {
+	t.Helper()
 	passwd := "root:x:0:0::/root:/bin/bash\ncalc:x:1000:1000::/home/calc:/bin/bash\n"
 	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
 		t.Fatal(err)
@@ -724,11 +729,4 @@ func calcImage(t *testing.T, e *Engine, ref string) ([]store.LayerID, int64) {
 		return 0, 0
 	}))
 	importImage(t, e, ref, img)
-	ir, err := e.cache.ImageRoot(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := slices.Clone(ir.ids)
-	ir.Lease.Release()
-	return ids, int64(len(big))
 }
