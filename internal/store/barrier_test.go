@@ -115,14 +115,17 @@ func TestCommitKilled(t *testing.T) {
 	}
 }
 
-// killedCommit runs TestKilledCommitHelper on a new store, committing
-// nodes as how says and killed before barrier k, and checks the store.
-func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want LayerID) {
+// killedAtBarrier runs helper (a test of this binary that kills itself
+// before barrier k) on a new store, committing nodes with the fourth
+// field extra, checks that it was killed, then that the store verifies
+// as it was left and after a gc; what names the operation in failures.
+func killedAtBarrier(t *testing.T, nodes map[string]node, helper, env string, k int, extra, what string) *Store {
+	t.Helper()
 	s := newStore(t)
 	src := filepath.Join(t.TempDir(), "src")
 	writeTree(t, src, nodes)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCommitHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%s", killedCommitEnv, s.Root(), src, k, how))
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%s", env, s.Root(), src, k, extra))
 	out, err := cmd.CombinedOutput()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
@@ -134,9 +137,16 @@ func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want L
 			}
 		}
 		if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
-			t.Fatalf("verify (gc first: %v) after a commit killed before barrier %d: %v %v", gc, k, err, r.Problems)
+			t.Fatalf("verify (gc first: %v) after %s killed before barrier %d: %v %v", gc, what, k, err, r.Problems)
 		}
 	}
+	return s
+}
+
+// killedCommit runs TestKilledCommitHelper on a new store, committing
+// nodes as how says and killed before barrier k, and checks the store.
+func killedCommit(t *testing.T, nodes map[string]node, how string, k int, want LayerID) {
+	s := killedAtBarrier(t, nodes, "TestKilledCommitHelper", killedCommitEnv, k, how, "a commit")
 	id, err := s.Ref("r")
 	if err != nil {
 		if k == 4 {

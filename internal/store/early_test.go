@@ -3,11 +3,9 @@ package store
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -154,25 +152,7 @@ const killedEarlyEnv = "MSB_STORE_KILLED_EARLY_HELPER"
 func TestEarlyKilled(t *testing.T) {
 	for k := 1; k <= 4; k++ {
 		t.Run(fmt.Sprintf("killed-before-barrier-%d", k), func(t *testing.T) {
-			s := newStore(t)
-			src := filepath.Join(t.TempDir(), "src")
-			writeTree(t, src, earlyNodes)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledEarlyHelper$", "-test.count=1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", killedEarlyEnv, s.Root(), src, k))
-			out, err := cmd.CombinedOutput()
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("helper was not killed at the barrier: %v\n%s", err, out)
-			}
-			for _, gc := range []bool{false, true} {
-				if gc {
-					if _, err := s.GC(t.Context()); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
-					t.Fatalf("verify (gc first: %v) after a publication killed before barrier %d: %v %v", gc, k, err, r.Problems)
-				}
-			}
+			s := killedAtBarrier(t, earlyNodes, "TestKilledEarlyHelper", killedEarlyEnv, k, "", "a publication")
 			if ents, _ := os.ReadDir(s.path("layers")); len(ents) != 0 {
 				t.Fatalf("gc left layers/ with %d entries (an unnamed layer is garbage)", len(ents))
 			}
