@@ -378,6 +378,30 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 		}
 		r.Layers = append(r.Layers, id)
 	}
+	// Early trees kept in a cold layer's dir (placeEarlyTree) link its
+	// objects as its tree did, and would keep them raw: what mounted one
+	// held a lease on the layer, and none does now.
+	for _, e := range ents {
+		d, err := parseHexDigest(e.Name())
+		if err != nil || leased[LayerID(d)] || !s.Compacted(LayerID(d)) {
+			continue
+		}
+		id := LayerID(d)
+		early, err := filepath.Glob(filepath.Join(s.layerDir(id), earlyPrefix+"*"))
+		if err != nil {
+			return r, err
+		}
+		for _, p := range early {
+			gone := filepath.Join(s.path("layers"), ".tmp-"+id.Short()+"-compact-"+filepath.Base(p))
+			if err := os.Rename(p, gone); err != nil {
+				return r, fmt.Errorf("compact: early tree of layer %s: %w", id.Short(), err)
+			}
+			r.FreedBytes += treeBlocks(gone)
+			if err := s.removeTree(gone); err != nil {
+				return r, fmt.Errorf("compact: early tree of layer %s: %w", id.Short(), err)
+			}
+		}
+	}
 
 	// Objects: those some manifest names and no materialized layer links.
 	hot := map[Digest]bool{}

@@ -278,16 +278,17 @@ func TestCompactCrash(t *testing.T) {
 
 const compactRootlessEnv = "MSB_STORE_COMPACT_ROOTLESS"
 
-// TestCompactRootless reruns TestCompactRoundTrip and TestCompactCrash as
-// uid 65534, root of its own user namespace, as a rootless sandbox's
-// store is used.
+// TestCompactRootless reruns TestCompactRoundTrip, TestCompactCrash,
+// TestCompactLeased and TestCompactEarlyTree as uid 65534, root of its own
+// user namespace, as a rootless sandbox's store is used.
 func TestCompactRootless(t *testing.T) {
 	if os.Getenv(compactRootlessEnv) != "" {
 		t.Skip("in the rootless child")
 	}
 	requireRoot(t)
 	dir, bin := nobodysTestBinary(t, "msb-compact-")
-	cmd := exec.Command(bin, "-test.run=^TestCompact(RoundTrip|Crash|Leased)$", "-test.v", "-test.count=1")
+	tests := []string{"RoundTrip", "Crash", "Leased", "EarlyTree"}
+	cmd := exec.Command(bin, "-test.run=^TestCompact("+strings.Join(tests, "|")+")$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), compactRootlessEnv+"=1", "TMPDIR="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -297,8 +298,13 @@ func TestCompactRootless(t *testing.T) {
 		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 	}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestCompactRoundTrip") || strings.Contains(string(out), "--- SKIP") {
+	if err != nil || strings.Contains(string(out), "--- SKIP") {
 		t.Fatalf("rootless run: %v\n%s", err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(string(out), "--- PASS: TestCompact"+name+" ") {
+			t.Errorf("rootless run: TestCompact%s did not pass:\n%s", name, out)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "store.test")); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,8 @@ type Early struct {
 	// visible: in a temp dir, or in its place when the layer was
 	// present. What mounts a tree from there keeps it, also when
 	// another commit of the same layer put its own in place first (then
-	// the early tree stays in the layer's dir, as long as the layer).
+	// the early tree stays in the layer's dir, as long as the layer or
+	// until Compact makes it cold once no lease holds it).
 	Trees func(trees []string)
 	// Place, when not nil, is called once the layers are durable, before
 	// the trees are renamed into their place, or, should the publication
@@ -148,7 +149,8 @@ func (s *Store) earlyFile(ctx context.Context, root string, e *Entry, byKey map[
 // placeEarlyTree renames an early tree (tmpDir) into layer id's place.
 // When another commit of the layer put its tree there first, the early
 // tree, which may be mounted, is not removed: it moves into the layer's
-// dir, and goes with the layer.
+// dir, and goes with the layer, or when Compact makes the layer cold (what
+// mounts it holds a lease on the layer).
 func (s *Store) placeEarlyTree(id LayerID, tmpDir string) error {
 	taken := func(err error) bool { return errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) }
 	err := os.Rename(tmpDir, s.layerDir(id))
