@@ -137,3 +137,12 @@ func thawV1(dir string) {
 		os.WriteFile(state, []byte("THAWED"), 0)
 	}
 }
+
+// FreezerDir is the dir of the group that Freeze freezes: the v1
+// freezer's, or the v2 group's; "" when it has none.
+func (g *Group) FreezerDir() string {
+	if g.info.Version == V2 {
+		return g.dirs[""]
+	}
+	return g.dirs["freezer"]
+}

@@ -34,4 +34,12 @@
 // times, each copy into cgroups of its own (RestoreOptions.CgroupRoots); the
 // host directories are bound through an idmapped mount again where they
 // were (RestoreOptions.Idmap).
+//
+// Managed sandboxes: package sandbox knows no dump. sandbox.Runtime.Restore
+// makes a new sandbox's state dir, disk, cgroups and root on the host and
+// hands them (sandbox.RestoreTarget) to a sandbox.Restorer, which
+// Criu.Restorer gives for a dump of Criu.DumpSandbox: the result is an
+// ordinary sandbox.Sandbox. A dump of a frozen sandbox (DumpOptions.
+// FreezeCgroup) leaves it frozen, so that the caller reads its files in the
+// same freeze (the engine's fork with processes, docs/engine.md).
 package checkpoint

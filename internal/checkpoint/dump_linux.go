@@ -45,6 +45,9 @@ type Manifest struct {
 	// Cgroups are init's cgroups by hierarchy, as /proc/<pid>/cgroup
 	// names them ("memory", "cpu,cpuacct"; "" for cgroup v2).
 	Cgroups map[string]string `json:"cgroups"`
+	// Sandbox and Disk are DumpOptions'.
+	Sandbox string `json:"sandbox,omitempty"`
+	Disk    string `json:"disk,omitempty"`
 }
 
 // Mount is one external mount.
@@ -90,6 +93,18 @@ type DumpOptions struct {
 	// LeaveRunning keeps the sandbox running after the dump (else CRIU
 	// kills its processes once dumped).
 	LeaveRunning bool
+	// FreezeCgroup is the dir of the sandbox's freezer cgroup (v1) or its
+	// group (v2), for a sandbox the caller froze (sandbox.Sandbox.Freeze):
+	// CRIU then seizes its processes frozen and leaves them frozen, and no
+	// instruction of theirs runs between the caller's freeze and thaw. ""
+	// for a sandbox that is not frozen (a v1 freezer's frozen processes
+	// cannot be seized otherwise).
+	FreezeCgroup string
+	// Sandbox is the dumped sandbox's id, which names its cgroups, and
+	// Disk the host path of its disk (sandbox.Sandbox.DiskPath), ""
+	// without: recorded in the manifest for a restore into another
+	// sandbox's (Criu.Restorer).
+	Sandbox, Disk string
 }
 
 // ownFS are the filesystems a sandbox makes itself (init mounts them
@@ -109,7 +124,7 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planning the dump of %d: %w", opts.Init, err)
 	}
-	man.Criu = c.Version
+	man.Criu, man.Sandbox, man.Disk = c.Version, opts.Sandbox, opts.Disk
 	logPath := filepath.Join(opts.Dir, "dump.log")
 	args := []string{"dump", "-t", strconv.Itoa(opts.Init), "-D", opts.Dir, "-o", logPath, "-v4",
 		"--manage-cgroups", "--external", fmt.Sprintf("unix[%d]", man.Control)}
@@ -127,6 +142,9 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 	}
 	if opts.LeaveRunning {
 		args = append(args, "--leave-running")
+	}
+	if opts.FreezeCgroup != "" {
+		args = append(args, "--freeze-cgroup", opts.FreezeCgroup)
 	}
 	for _, m := range man.Mounts {
 		args = append(args, "--external", fmt.Sprintf("mnt[%s]:%s", m.Point, m.Key))

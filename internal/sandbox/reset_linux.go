@@ -48,6 +48,8 @@ func (s *Sandbox) CanReset() error {
 		why = "its upper dir is the caller's (Config.UpperDir)"
 	case s.mountNS == nil && !s.rt.rootless:
 		why = "msb holds no descriptor of its mount namespace"
+	case s.restored:
+		why = "its processes were restored from a dump (Runtime.Restore): its root is mounted on the host, not by its init"
 	case s.conn == nil || !s.Alive():
 		return fmt.Errorf("%w: sandbox %s is not running", ErrClosed, s.ID)
 	}

@@ -72,6 +72,11 @@ type Sandbox struct {
 	// cleaned is closed when cleanup is done; cleanupErr is its outcome.
 	cleaned    chan struct{}
 	cleanupErr error
+	// restored: its processes came from a dump (Runtime.Restore), and
+	// hostMounts are its disk and root, mounted on the host, which
+	// releaseMounts unmounts.
+	restored   bool
+	hostMounts []string
 }
 
 // stateInfo is written to <state>/<id>/info.json for gc. InitStart is the
@@ -838,7 +843,7 @@ func (s *Sandbox) stop() error {
 			}
 			s.upper = kept
 		}
-		if !s.ownUpper && s.work != "" {
+		if !s.ownUpper && s.work != "" && !s.restored { // the caller's upper dir
 			if err := RemoveAll(s.work); err != nil {
 				errs = append(errs, err)
 			}
@@ -896,6 +901,9 @@ func (s *Sandbox) releaseMounts() {
 		s.resetDisk = nil
 	}
 	s.confMu.Unlock()
+	if err := s.unmountHost(); err != nil {
+		s.log.Warn("unmounting a restored sandbox's root", "err", err)
+	}
 	if s.mountNS == nil {
 		return
 	}

@@ -1,0 +1,194 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/session"
+)
+
+// TestRestoreIntoManagedSandboxes freezes a sandbox whose session runs a
+// counter that keeps a file of its upper dir open, copies its writes (the
+// layer a fork's snapshot takes) and dumps its processes in that one
+// freeze, thaws it, and restores the dump twice with sandbox.Runtime.
+// Restore, over that layer: each restored sandbox is an ordinary Sandbox
+// (Exec, its session, Close) whose counter goes on from the parent's
+// number with the parent's token, isolated from the other and from the
+// parent, which runs on. The suite's leak checks see what Close left.
+func TestRestoreIntoManagedSandboxes(t *testing.T) {
+	privtest.RequireRoot(t)
+	criu := testCriu(t)
+	for _, c := range []struct{ name, disk, network string }{
+		{"pool", testDiskDir, sandbox.NetworkHost},
+		{"tmpfs", "/proc/no-disk-pool", sandbox.NetworkHost},
+		{"netns", testDiskDir, sandbox.NetworkNone},
+	} {
+		t.Run(c.name, func(t *testing.T) { testRestoreManaged(t, criu, c.disk, c.network) })
+	}
+}
+
+func testRestoreManaged(t *testing.T, criu *Criu, diskDir, network string) {
+	state := privtest.StateDir(t)
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir, NetSpares: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("closing the runtime: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conf := sandbox.Config{HostBase: true, Network: network}
+	parent := createDumpable(ctx, t, rt, conf)
+	defer parent.Close()
+	// The counter appends to /tmp/log, open all along: a restore reopens
+	// it in the new root, which holds it as the freeze found it.
+	const start = `setsid python3 -c '
+import os, time
+token, n = os.urandom(8).hex(), 0
+log = open("/tmp/log", "a")
+while True:
+    n += 1
+    log.write("%d\n" % n); log.flush()
+    with open("/tmp/py.new", "w") as f:
+        f.write("%s %d" % (token, n))
+    os.rename("/tmp/py.new", "/tmp/py")
+    time.sleep(0.02)
+' </dev/null >/dev/null 2>&1 &`
+	if err := parent.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := parent.SessionExec(ctx, "bg", session.ExecRequest{Command: start, Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the counter: %v %+v", err, res)
+	}
+	read := func(sb *sandbox.Sandbox, after int) counter {
+		t.Helper()
+		var res session.Result
+		for range 500 {
+			var err error
+			res, err = sb.Exec(ctx, session.ExecRequest{Command: "cat /tmp/py", Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode == 0 && res.Output != "" {
+				if c := parseCounter(t, res.Output); c.n > after {
+					return c
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("sandbox %s: the counter did not pass %d in 10 s: %+v", sb.ID, after, res)
+		return counter{}
+	}
+	read(parent, 3)
+
+	// One freeze: the writes copied (as a snapshot's layer), the
+	// processes dumped, then thawed.
+	upper, err := parent.WritableDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper = strings.Replace(upper, "/proc/self/", fmt.Sprintf("/proc/%d/", os.Getpid()), 1) // for cp
+	layer, dir := t.TempDir(), t.TempDir()
+	thaw, err := parent.Freeze(ctx)
+	if err != nil {
+		thaw()
+		t.Fatal(err)
+	}
+	frozen, _ := os.ReadFile(filepath.Join(upper, "tmp", "py"))
+	out, cerr := exec.Command("cp", "-a", upper+"/.", layer).CombinedOutput()
+	var man *Manifest
+	if cerr == nil {
+		man, err = criu.DumpSandbox(ctx, parent, dir)
+	}
+	if terr := thaw(); terr != nil {
+		t.Fatalf("thawing the parent: %v", terr)
+	}
+	if cerr != nil {
+		t.Fatalf("copying the parent's writes: %v: %s", cerr, out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Sandbox != parent.ID {
+		t.Errorf("the manifest names sandbox %q, want %q", man.Sandbox, parent.ID)
+	}
+	at := parseCounter(t, string(frozen))
+	t.Logf("dumped at %v: %d external mounts, %d external files", at, len(man.Mounts), len(man.Files))
+
+	restorer, err := criu.Restorer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cconf := conf
+	cconf.Layers = []string{layer}
+	var children []*sandbox.Sandbox
+	for i := range 2 {
+		c, err := rt.Restore(ctx, cconf, restorer)
+		if err != nil {
+			t.Fatalf("restore %d: %v", i, err)
+		}
+		children = append(children, c)
+		defer c.Close()
+	}
+	for i, c := range children {
+		got := read(c, at.n)
+		if got.token != at.token {
+			t.Errorf("child %d: the counter's token %q, want the parent's %q", i, got.token, at.token)
+		}
+		// The open log goes on where the freeze left it: its lines are
+		// 1, 2, ... without a gap or a repeat.
+		res, err := c.Exec(ctx, session.ExecRequest{Command: `awk 'NR != $1 { print "line " NR ": " $0; exit 1 }' /tmp/log`, Timeout: 10 * time.Second})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("child %d: its /tmp/log is not 1, 2, ...: %v %+v", i, err, res)
+		}
+		// The parent's session goes on in the child.
+		res, err = c.SessionExec(ctx, "bg", session.ExecRequest{Command: fmt.Sprintf("echo child > /tmp/mine-%d; jobs | wc -l", i), Timeout: 10 * time.Second})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("child %d: its session bg: %v %+v", i, err, res)
+		}
+		if c.CanReset() == nil {
+			t.Errorf("child %d: a restored sandbox says it can be reset", i)
+		}
+	}
+	for i, c := range children {
+		for j, o := range append([]*sandbox.Sandbox{parent}, children...) {
+			if o == c {
+				continue
+			}
+			res, err := o.Exec(ctx, session.ExecRequest{Command: fmt.Sprintf("test -e /tmp/mine-%d", i), Timeout: 10 * time.Second})
+			if err != nil || res.ExitCode == 0 {
+				t.Errorf("child %d's write is seen by sandbox %d of (parent, children...): %v %+v", i, j, err, res)
+			}
+		}
+	}
+	if got := read(parent, at.n); got.token != at.token {
+		t.Errorf("the parent's counter after the fork: %v, want token %q", got, at.token)
+	}
+	for i, c := range children {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing child %d: %v", i, err)
+		}
+		<-c.Cleaned()
+		if err := c.CleanupErr(); err != nil {
+			t.Errorf("child %d's cleanup: %v", i, err)
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		if strings.Contains(string(mi), filepath.Join(state, c.ID)) {
+			t.Errorf("child %d's host mounts are left after its cleanup", i)
+		}
+		if c.Alive() {
+			t.Errorf("child %d's init is alive after Close", i)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/mount"
+	"github.com/minisandbox/msb/internal/sandbox/sbinit"
+	"golang.org/x/sys/unix"
+)
+
+// RestoreTarget is what Runtime.Restore made for a sandbox whose processes
+// are restored from a dump rather than started: the restorer (package
+// checkpoint, which sits above this one and knows CRIU; this package knows
+// no dump) starts them over it.
+type RestoreTarget struct {
+	// ID is the new sandbox's; its cgroups are named by it, as a created
+	// sandbox's are.
+	ID string
+	// Root is the new sandbox's root, mounted on the host: an overlay of
+	// Config.Layers and its own upper dir (on its disk).
+	Root string
+	// Disk is the host path of the root of its disk (the filesystem
+	// holding its upper dir), "" when it has none (a host upper dir).
+	// Shm is the dir of it to bind at /dev/shm, "" with no disk.
+	Disk, Shm string
+	// Cgroups are the dirs of its cgroups (Config.Limits set), made before
+	// the restore: one on cgroup v2, one per controller on v1.
+	Cgroups []string
+	// Idmap is the runtime's user namespace of idmapped host dirs (nil:
+	// none), which a restore binds them through again.
+	Idmap *os.File
+}
+
+// Restorer starts a dump's processes over t: a sandbox's init, which must
+// be a child of this process (the Sandbox waits for it), and the host's
+// end of its supervisor's control socket.
+type Restorer func(ctx context.Context, t RestoreTarget) (init *os.Process, control *os.File, err error)
+
+// Restore makes a sandbox whose processes come from a dump of another
+// (restore, package checkpoint) instead of a new init: its state dir,
+// disk (upper, work and shm dirs), cgroups with cfg's limits and root
+// overlay are made as Create makes them, but on the host (the restored
+// mount namespace binds the root: it is not made inside by init), then
+// restore starts the processes over them. The result is an ordinary
+// Sandbox: Exec, sessions (the dumped sandbox's sessions go on in it),
+// Snapshot and Close work on it, gc knows it by its info.json, and its
+// close unmounts the root and disk it has on the host. Root mode only;
+// cfg has layers (the dumped sandbox's, with the layer of its writes taken
+// with the dump on top: processes reopen their files there) and no copy
+// mode, caller's upper dir, filtered network, stdio or session of its own.
+// On error nothing is left behind.
+func (rt *Runtime) Restore(ctx context.Context, cfg Config, restore Restorer) (*Sandbox, error) {
+	if rt.closed.Load() {
+		return nil, ErrRuntimeClosed
+	}
+	if err := cfg.Validate(rt.rootless); err != nil {
+		return nil, err
+	}
+	switch {
+	case rt.rootless:
+		return nil, invalid("restoring a sandbox's processes needs root (CRIU suspends their seccomp filter, which needs CAP_SYS_ADMIN)")
+	case cfg.RootDir != "" || cfg.UpperDir != "" || cfg.KeepUpper:
+		return nil, invalid("a restored sandbox's writable layer is its own: no RootDir, UpperDir or KeepUpper")
+	case cfg.Network == NetworkFiltered:
+		return nil, invalid("a sandbox on a filtered network is not restored (its forwarder is a process of msb's, outside the dump)")
+	case cfg.Stdio != nil || cfg.Session != nil:
+		return nil, invalid("a restored sandbox has the dumped one's stdio and sessions: no Stdio or Session of its own")
+	}
+	s := &Sandbox{ID: newID(), rt: rt, conf: cfg, cleaned: make(chan struct{}), restored: true}
+	s.log = rt.log.With("sandbox", s.ID)
+	start := time.Now()
+	if err := s.restore(ctx, restore); err != nil {
+		s.teardown()
+		return nil, fmt.Errorf("restoring sandbox %s: %w", s.ID, err)
+	}
+	s.times.since(PhaseCreate, start)
+	s.log.Debug("sandbox restored", "init_pid", s.cmd.Process.Pid, "took", time.Since(start))
+	return s, nil
+}
+
+func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
+	if err := s.prepareDirs(); err != nil {
+		return err
+	}
+	limits := s.conf.Limits.withDefaults()
+	t := RestoreTarget{ID: s.ID, Root: filepath.Join(s.dir, "root")}
+	switch s.rt.diskFor(&s.conf) {
+	case diskPool:
+		v, err := s.rt.diskSetup.pool.Create(s.ID, limits.DiskBytes)
+		if err != nil {
+			return err
+		}
+		s.volume = v
+		// The pool's volumes are reached through a descriptor of this
+		// process's, which CRIU cannot bind from: the volume is mounted
+		// on the host, in the state dir, as init mounts it inside.
+		t.Disk = filepath.Join(s.dir, "disk")
+		if err := os.Mkdir(t.Disk, 0o755); err != nil {
+			return err
+		}
+		fd := s.volumeMount()
+		if fd < 0 {
+			return errors.New("no mount of the sandbox's volume of the disk pool")
+		}
+		err = attachAt(fd, t.Disk)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("mounting the sandbox's volume at %s: %w", t.Disk, err)
+		}
+		s.hostMounts = append(s.hostMounts, t.Disk)
+	case diskTmpfs:
+		t.Disk = filepath.Join(s.dir, "disk")
+		if err := os.Mkdir(t.Disk, 0o755); err != nil {
+			return err
+		}
+		data := fmt.Sprintf("mode=755,size=%d", diskTmpfsBytes(limits, s.rt.memoryHoldsFiles()))
+		if err := mount.Tmpfs(t.Disk, unix.MS_NOSUID|unix.MS_NODEV, data).Mount(); err != nil {
+			return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
+		}
+		s.hostMounts = append(s.hostMounts, t.Disk)
+	}
+	if t.Disk != "" {
+		s.upper, s.work = filepath.Join(t.Disk, "upper"), filepath.Join(t.Disk, "work")
+		for _, d := range append([]sbinit.ScratchDir{{Name: "upper", Mode: 0o755}, {Name: "work", Mode: 0o755}}, sbinit.ScratchDirs...) {
+			p := filepath.Join(t.Disk, d.Name)
+			if err := unix.Mkdir(p, d.Mode); err != nil {
+				return fmt.Errorf("creating %s: %w", p, err)
+			}
+			if err := unix.Chmod(p, d.Mode); err != nil { // past the umask
+				return err
+			}
+		}
+		t.Shm = filepath.Join(t.Disk, sbinit.ScratchDirs[0].Name)
+	}
+	if s.rt.cg.Usable() {
+		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
+		if err != nil {
+			return err
+		}
+		s.cg = g
+		t.Cgroups = g.Dirs()
+	} else if limits.CPUs > 0 {
+		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
+	}
+	if err := os.Mkdir(t.Root, 0o755); err != nil {
+		return err
+	}
+	lowers := slices.Clone(s.conf.Layers)
+	if len(lowers) == 0 || s.conf.HostBase {
+		// The mount points of a host-base root (the host dirs, /proc,
+		// /dev...), which the restore mounts on and init made nowhere.
+		lowers = append([]string{s.rt.empty}, lowers...)
+	}
+	ov, err := mount.Overlay(t.Root, mount.OverlayOptions{Lowers: lowers, Upper: s.upper, Work: s.work, Volatile: t.Disk != ""})
+	if err == nil {
+		err = ov.Mount()
+	}
+	if err != nil {
+		return fmt.Errorf("mounting the restored sandbox's root: %w", err)
+	}
+	s.hostMounts = append(s.hostMounts, t.Root)
+	if s.conf.HostBase && !s.conf.HostReadAsRoot {
+		t.Idmap, _ = s.rt.idmap()
+	}
+	p, ctl, err := restore(ctx, t)
+	if err != nil {
+		return err
+	}
+	// The host's end goes through the netpoller, as a created sandbox's
+	// (see start): a descriptor made non-blocking before os.NewFile is.
+	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	ctl.Close()
+	if err == nil {
+		if err = unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd)
+		}
+	}
+	s.cmd = &exec.Cmd{Process: p}
+	s.waitDone = make(chan struct{})
+	go func() {
+		st, _ := p.Wait()
+		s.cmd.ProcessState = st
+		close(s.waitDone)
+	}()
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("the restored sandbox's control socket: %w", err)
+	}
+	s.holdMounts()
+	s.writeInfo()
+	s.conn = newConn(os.NewFile(uintptr(fd), "ctl"), s.deathNote)
+	return nil
+}
+
+// unmountHost unmounts what a restored sandbox mounted on the host (its
+// root, then its disk tmpfs), once its processes are gone.
+func (s *Sandbox) unmountHost() error {
+	var errs []error
+	for _, p := range slices.Backward(s.hostMounts) {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	s.hostMounts = nil
+	return errors.Join(errs...)
+}
+
+// DiskPath is the host path of the root of the sandbox's disk (the
+// filesystem of its upper dir): its volume of the disk pool, or a restored
+// sandbox's disk tmpfs; "" otherwise (a host upper dir, or a tmpfs only its
+// mount namespace shows).
+func (s *Sandbox) DiskPath() string {
+	switch {
+	case s.restored && s.upper != "" && !s.ownUpper:
+		return filepath.Dir(s.upper)
+	case s.volume != nil:
+		return ownPath(s.volume.Path())
+	}
+	return ""
+}
+
+// FreezerDir is the dir of the cgroup that Freeze freezes, "" when Freeze
+// stops the processes one by one instead (no cgroup, or no freezer): what
+// a dump of a frozen sandbox names to CRIU (package checkpoint).
+func (s *Sandbox) FreezerDir() string {
+	if s.cg == nil {
+		return ""
+	}
+	return s.cg.FreezerDir()
+}
+
+// ownPath is p, a path of this process's (/proc/self/...: a volume of the
+// disk pool), as another process (criu) reaches it.
+func ownPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/proc/self/"); ok {
+		return "/proc/" + strconv.Itoa(os.Getpid()) + "/" + rest
+	}
+	return p
+}
+
+// attachAt attaches the detached mount mnt at the dir target.
+func attachAt(mnt int, target string) error {
+	return unix.MoveMount(mnt, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
