@@ -5,6 +5,13 @@ const (
 	// ForkProcessesNone: a child starts with no process of the parent;
 	// its sessions are new shells in the recorded cwd and environment.
 	ForkProcessesNone = "none"
+	// ForkProcessesAll: each child goes on with every process of the
+	// parent (its sessions' shells and what they started), restored from
+	// one CRIU dump taken in the same freeze as the snapshot of the
+	// parent's writes; the parent runs on. Root mode only, with a usable
+	// criu (4.x) on the daemon's host; a fork that cannot carry them fails
+	// (400) naming why, never starting children without them.
+	ForkProcessesAll = "all"
 )
 
 // SnapshotRequest names the snapshot of a live sandbox (letters, digits
@@ -56,9 +63,11 @@ type ForkRequest struct {
 	Snapshot string `json:"snapshot,omitempty"`
 	// Labels are added to the labels the children inherit.
 	Labels Map[string, string] `json:"labels,omitempty"`
-	// Processes says what becomes of the parent's running processes; only
-	// "none" (the default) is supported: CRIU is not used yet, so a child
-	// starts its sessions anew in the recorded cwd and environment.
+	// Processes says what becomes of the parent's running processes:
+	// "none" (the default): a child starts its sessions anew in the
+	// recorded cwd and environment; "all": a child goes on with them
+	// (ForkProcessesAll: a fork of a live sandbox, not of a named
+	// snapshot; root mode and criu 4.x on the daemon's host).
 	Processes string `json:"processes,omitempty"`
 	// Warm, on a fork of a named snapshot alone, asks the daemon to keep
 	// that many children of the snapshot started ahead for the next forks

@@ -115,14 +115,19 @@ func newForkCmd(g *globals) *cobra.Command {
 	var count, warm int
 	var snapshot string
 	var labels []string
+	var processes bool
 	cmd := &cobra.Command{
-		Use:   "fork [ID] [--count N] [--snapshot NAME [--warm K]]",
+		Use:   "fork [ID] [--count N] [--processes] [--snapshot NAME [--warm K]]",
 		Short: "Start new sandboxes from a sandbox's state now, or from a snapshot, and print their ids",
 		Long: `Start new sandboxes from a sandbox's state now, or from a named snapshot (of it, or without
 ID of any sandbox, also one closed since), and print their ids, one a line. Each child has its own
 writable layer and the source's limits, labels and network; its sessions restart in the cwd and
-environment they had (running processes are not carried).`,
+environment they had. Running processes are not carried unless --processes asks (a sandbox's
+state now, root mode, criu 4.x on the daemon's host): each child then goes on with every process
+of the sandbox, its sessions' shells among them, restored from one dump taken in the same freeze as
+the snapshot of its files; a fork that cannot carry them fails saying why.`,
 		Example: `  msb fork 3f2a9c0d1e2b4f56 --count 8 --label group=g1
+  msb fork 3f2a9c0d1e2b4f56 --count 2 --processes
   msb fork --snapshot step-3 --json
   msb fork --snapshot step-3 --count 4 --warm 8`,
 		Args: cobra.MaximumNArgs(1),
@@ -134,6 +139,12 @@ environment they had (running processes are not carried).`,
 				return fmt.Errorf("%w: --warm is a number of children of --snapshot alone (no sandbox ID) to keep started ahead", errUsage)
 			}
 			req := api.ForkRequest{Count: count, Snapshot: snapshot, Warm: warm}
+			if processes {
+				if len(args) == 0 || snapshot != "" {
+					return fmt.Errorf("%w: --processes carries a sandbox's processes now, not a snapshot's (which holds files only)", errUsage)
+				}
+				req.Processes = api.ForkProcessesAll
+			}
 			var err error
 			if req.Labels, err = keyValues(labels, "--label"); err != nil {
 				return err
@@ -166,6 +177,7 @@ environment they had (running processes are not carried).`,
 	fs.StringVar(&snapshot, "snapshot", "", "fork from this snapshot instead of the sandbox's state now")
 	fs.IntVar(&warm, "warm", 0, "with --snapshot alone: keep this many children of the snapshot started ahead in the daemon for the next forks (bounded by its --spares)")
 	fs.StringArrayVar(&labels, "label", nil, "label key=value added to the inherited ones (repeatable)")
+	fs.BoolVar(&processes, "processes", false, "carry the sandbox's running processes into each child (CRIU: root mode, criu 4.x)")
 	return cmd
 }
 

@@ -26,7 +26,9 @@ const MaxForkCount = 256
 // state taken now. Each child has its own writable layer over the
 // snapshot's layers, the parent's limits, network, environment and
 // labels (plus req.Labels), and the snapshot's sessions reopened in their
-// recorded cwd and environment; no process of the parent is carried. A
+// recorded cwd and environment; no process of the parent is carried,
+// unless req.Processes is api.ForkProcessesAll (forkprocs.go: root mode
+// and criu; ErrProcessesUnsupported says why not). A
 // child of a task sandbox is a task sandbox of the same instance. Each
 // child is admitted as a create is, without waiting: ErrQuota (naming the
 // limit) when there is no room, and then no child is left. Children of
@@ -71,6 +73,9 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 	spares := sandboxID == "" && o.Network == "" && o.NetPolicy == nil
 	if custom && sandboxID != "" {
 		return nil, fmt.Errorf("%w: a fork of sandbox %s keeps its network and lifetimes; options are for a fork of a snapshot alone", ErrBadRequest, sandboxID)
+	}
+	if req.Processes == api.ForkProcessesAll {
+		return e.forkProcesses(ctx, sandboxID, req) // forkprocs.go
 	}
 	src, fs, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
 	if err != nil {
@@ -412,8 +417,10 @@ func checkFork(req api.ForkRequest) error {
 	if req.Count < 0 || req.Count > MaxForkCount {
 		return fmt.Errorf("%w: fork count %d: give 1 to %d", ErrBadRequest, req.Count, MaxForkCount)
 	}
-	if req.Processes != "" && req.Processes != api.ForkProcessesNone {
-		return fmt.Errorf("%w: processes %q: only %q is supported (running processes are not carried: CRIU is not used)", ErrBadRequest, req.Processes, api.ForkProcessesNone)
+	switch req.Processes {
+	case "", api.ForkProcessesNone, api.ForkProcessesAll:
+	default:
+		return fmt.Errorf("%w: processes %q: give %q (the default) or %q", ErrBadRequest, req.Processes, api.ForkProcessesNone, api.ForkProcessesAll)
 	}
 	for k := range req.Labels {
 		if k == "" {

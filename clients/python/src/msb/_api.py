@@ -359,8 +359,9 @@ def delete_snapshot(name: str) -> Call:
 
 
 def fork(sid: str, count: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None,
-         timeout: Optional[float] = None) -> Call:
-    body: Dict[str, Any] = {"count": count, "snapshot": snapshot, "labels": dict(labels or {})}
+         processes: bool = False, timeout: Optional[float] = None) -> Call:
+    body: Dict[str, Any] = {"count": count, "snapshot": snapshot, "labels": dict(labels or {}),
+                            "processes": "all" if processes else ""}
     return Call("POST", f"/v1/sandboxes/{_q(sid)}/fork",
                 lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]],
                 body=json_body({k: v for k, v in body.items() if v}), timeout=timeout)

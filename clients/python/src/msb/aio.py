@@ -101,9 +101,9 @@ class Client:
         await self._t.run(_api.delete_snapshot(name))
 
     async def fork(self, sandbox_id: str, n: int = 1, *, snapshot: str = "",
-                   labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+                   labels: Optional[Mapping[str, str]] = None, processes: bool = False) -> List["Sandbox"]:
         """``n`` new sandboxes from a live sandbox's state (see ``msb.Client.fork``)."""
-        infos = await self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels,
+        infos = await self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels, processes=processes,
                                             timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
@@ -241,9 +241,9 @@ class Sandbox:
         return await self.client.snapshot(self.id, name)
 
     async def fork(self, n: int = 1, *, snapshot: str = "",
-                   labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+                   labels: Optional[Mapping[str, str]] = None, processes: bool = False) -> List["Sandbox"]:
         """``n`` new sandboxes from this one's state (see ``msb.Client.fork``)."""
-        return await self.client.fork(self.id, n, snapshot=snapshot, labels=labels)
+        return await self.client.fork(self.id, n, snapshot=snapshot, labels=labels, processes=processes)
 
     async def rollback(self, snapshot: str = "") -> t.SandboxInfo:
         """Reset this sandbox to ``snapshot`` or its state at creation."""

@@ -134,12 +134,17 @@ class Client:
         self._t.run(_api.delete_snapshot(name))
 
     def fork(self, sandbox_id: str, n: int = 1, *, snapshot: str = "",
-             labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+             labels: Optional[Mapping[str, str]] = None, processes: bool = False) -> List["Sandbox"]:
         """Start ``n`` sandboxes from a live sandbox's state now (or from its
         ``snapshot``), each with its own writes, the parent's limits, labels
         (plus ``labels``) and network, and its sessions reopened in the cwd
-        and environment they had; running processes are not carried."""
-        infos = self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels, timeout=self.create_timeout))
+        and environment they had. Running processes are not carried unless
+        ``processes`` (the state now, a root-mode daemon with criu 4.x): each
+        child then goes on with every process of the parent, its sessions'
+        shells among them; a daemon that cannot carry them refuses the fork
+        (``msb.BadRequest``, saying why)."""
+        infos = self._t.run(_api.fork(sandbox_id, n, snapshot=snapshot, labels=labels, processes=processes,
+                                      timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
     def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None,
@@ -370,9 +375,10 @@ class Sandbox:
         """Snapshot this sandbox (see ``Client.snapshot``)."""
         return self.client.snapshot(self.id, name)
 
-    def fork(self, n: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+    def fork(self, n: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None,
+             processes: bool = False) -> List["Sandbox"]:
         """``n`` new sandboxes from this one's state (see ``Client.fork``)."""
-        return self.client.fork(self.id, n, snapshot=snapshot, labels=labels)
+        return self.client.fork(self.id, n, snapshot=snapshot, labels=labels, processes=processes)
 
     def rollback(self, snapshot: str = "") -> t.SandboxInfo:
         """Reset this sandbox to ``snapshot`` or its state at creation."""

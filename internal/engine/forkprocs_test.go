@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/checkpoint"
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// counterStart starts, in a session, a Python counter that draws a token,
+// appends each number to /tmp/log (open all along) and writes "token n"
+// to /tmp/n: only a process carried with its memory goes on with both.
+const counterStart = `setsid python3 -c '
+import os, time
+token, n = os.urandom(8).hex(), 0
+log = open("/tmp/log", "a")
+while True:
+    n += 1
+    log.write("%d\n" % n); log.flush()
+    with open("/tmp/n.new", "w") as f:
+        f.write("%s %d" % (token, n))
+    os.rename("/tmp/n.new", "/tmp/n")
+    time.sleep(0.02)
+' </dev/null >/dev/null 2>&1 &`
+
+// readCounter waits until the counter of s passes after and returns its
+// token and number.
+func readCounter(t *testing.T, s *Sandbox, after int) (string, int) {
+	t.Helper()
+	var last string
+	for range 500 {
+		res, err := s.Exec(context.Background(), api.ExecRequest{Command: "cat /tmp/n", TimeoutNs: int64(10 * time.Second)})
+		if err != nil {
+			t.Fatalf("%s: %v", s.ID(), err)
+		}
+		last = res.Stdout
+		if tok, ns, ok := strings.Cut(strings.TrimSpace(res.Stdout), " "); ok && res.ExitCode == 0 {
+			if n, err := strconv.Atoi(ns); err == nil && n > after {
+				return tok, n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: the counter did not pass %d in 10 s (last %q)", s.ID(), after, last)
+	return "", 0
+}
+
+// dumpableSandbox creates a raw host-base sandbox whose processes can be
+// dumped: one whose network namespace was made ahead (the engine's
+// spares), where its control socket lies (checkpoint.CheckDumpable). The
+// first create may find the spares not made yet.
+func dumpableSandbox(t *testing.T, e *Engine) *Sandbox {
+	t.Helper()
+	for range 50 {
+		s, err := e.CreateSandbox(context.Background(), SandboxRequest{HostBase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkpoint.CheckDumpable(s.sbox())
+		if err == nil {
+			closeAll(t, s)
+			return s
+		}
+		s.Close()
+		if !errors.Is(err, checkpoint.ErrControlOutside) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no sandbox of 50 had its control socket in its network namespace")
+	return nil
+}
+
+// TestForkProcesses forks a sandbox whose session runs a counter with
+// processes "all": each child's counter goes on from the parent's number
+// with its token and its open log without a gap, in the parent's session
+// (its variables kept); the children and the parent do not see each
+// other's writes; the parent runs on; nothing is left after the close
+// (snapshotEngine's leak check); a child's own processes are not carried
+// again (its control socket lies outside its network namespace). Rootless, the fork is refused naming why
+// and leaves no child. Requests the fork cannot carry processes for are
+// refused too.
+func TestForkProcesses(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	all := api.ForkRequest{Count: 2, Processes: api.ForkProcessesAll, Labels: map[string]string{"child": "yes"}}
+	if e.rt.Rootless() {
+		parent := hostSandbox(t, e)
+		kids, err := e.Fork(ctx, parent.ID(), all)
+		closeAll(t, kids...)
+		if !errors.Is(err, ErrProcessesUnsupported) || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "rootless") {
+			t.Fatalf("a rootless fork with processes: %v, want ErrProcessesUnsupported naming rootless", err)
+		}
+		if n := len(e.Sandboxes(nil)); n != 1 {
+			t.Errorf("%d sandboxes after the refused fork, want the parent alone", n)
+		}
+		return
+	}
+	if _, err := findCriu(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	parent := dumpableSandbox(t, e)
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "bg", "export KEPT=yes; cd /tmp; "+counterStart)
+	token, before := readCounter(t, parent, 3)
+
+	for _, bad := range []struct {
+		req  api.ForkRequest
+		want error
+	}{
+		{api.ForkRequest{Processes: "some"}, ErrBadRequest},
+		{api.ForkRequest{Processes: api.ForkProcessesAll, Snapshot: "none-such"}, ErrProcessesUnsupported},
+	} {
+		if kids, err := e.Fork(ctx, parent.ID(), bad.req); !errors.Is(err, bad.want) {
+			closeAll(t, kids...)
+			t.Errorf("fork %+v: %v, want %v", bad.req, err, bad.want)
+		}
+	}
+
+	t0 := time.Now()
+	kids, err := e.Fork(ctx, parent.ID(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	t.Logf("forked 2 children with processes in %v", time.Since(t0).Round(time.Millisecond))
+	if len(kids) != 2 {
+		t.Fatalf("%d children, want 2", len(kids))
+	}
+	for i, k := range kids {
+		tok, n := readCounter(t, k, before)
+		if tok != token {
+			t.Errorf("child %d: the counter's token %q, want the parent's %q", i, tok, token)
+		}
+		t.Logf("child %d: counter at %d (parent's at %d before the fork)", i, n, before)
+		if out := sh(t, k, "", `awk 'NR != $1 { print "line " NR ": " $0; exit 1 } END { print NR }' /tmp/log`); strings.TrimSpace(out) == "0" {
+			t.Errorf("child %d: an empty /tmp/log", i)
+		}
+		if got := k.Info().Sessions; !slices.Equal(got, []string{"bg"}) {
+			t.Errorf("child %d's sessions: %q, want the parent's", i, got)
+		}
+		if got := sh(t, k, "bg", `echo "$PWD|${KEPT-}"; echo child > /tmp/mine-`+strconv.Itoa(i)); got != "/tmp|yes\n" {
+			t.Errorf("child %d's session bg: %q, want the parent's shell going on", i, got)
+		}
+		if k.Info().Labels["child"] != "yes" {
+			t.Errorf("child %d's labels: %v", i, k.Info().Labels)
+		}
+	}
+	sh(t, parent, "", "echo parent > /tmp/mine-p")
+	for _, w := range []struct {
+		file   string
+		seenBy []*Sandbox
+	}{
+		{"mine-0", []*Sandbox{parent, kids[1]}},
+		{"mine-1", []*Sandbox{parent, kids[0]}},
+		{"mine-p", kids},
+	} {
+		for _, s := range w.seenBy {
+			res, err := s.Exec(ctx, api.ExecRequest{Command: "test -e /tmp/" + w.file, TimeoutNs: int64(10 * time.Second)})
+			if err != nil || res.ExitCode == 0 {
+				t.Errorf("%s sees /tmp/%s of another sandbox (%v)", s.ID(), w.file, err)
+			}
+		}
+	}
+	if tok, _ := readCounter(t, parent, before+1); tok != token {
+		t.Errorf("the parent's counter after the fork: token %q, want %q", tok, token)
+	}
+	// A restored child's control socket is a socketpair msb made in the
+	// host's network namespace, not in the child's (made by the restore):
+	// its processes are not carried again, and the fork says why.
+	grand, err := e.Fork(ctx, kids[0].ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
+	closeAll(t, grand...)
+	if !errors.Is(err, ErrProcessesUnsupported) || !strings.Contains(err.Error(), "network namespace") {
+		t.Errorf("forking a restored child with processes: %v, want ErrProcessesUnsupported naming its network namespace", err)
+	}
+}
