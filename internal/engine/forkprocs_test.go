@@ -183,3 +183,71 @@ func TestForkProcesses(t *testing.T) {
 		t.Errorf("forking a restored child with processes: %v, want ErrProcessesUnsupported naming its network namespace", err)
 	}
 }
+
+// BenchmarkForkFirstCommand times a fork of one child and its first
+// command (echo in the parent's session) with processes "none" and "all",
+// interleaved in each round, on a parent whose session runs the counter;
+// it reports each one's median and all/none. Root with criu:
+//
+//	go test -run '^$' -bench ForkFirstCommand -benchtime 10x ./internal/engine/
+func BenchmarkForkFirstCommand(b *testing.B) {
+	ctx := context.Background()
+	e, err := Open(ctx, Config{StateDir: b.TempDir(), Cache: CacheConfig{Dir: b.TempDir()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if e.rt.Rootless() {
+		b.Skip("processes are carried in root mode only")
+	}
+	if _, err := findCriu(); err != nil {
+		b.Skip(err)
+	}
+	var parent *Sandbox
+	for range 50 { // one whose network namespace was made ahead (dumpableSandbox)
+		s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if checkpoint.CheckDumpable(s.sbox()) == nil {
+			parent = s
+			break
+		}
+		s.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if parent == nil {
+		b.Fatal("no dumpable sandbox")
+	}
+	defer parent.Close()
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
+		b.Fatal(err)
+	}
+	if res, err := parent.Exec(ctx, api.ExecRequest{Session: "bg", Command: counterStart, TimeoutNs: int64(time.Minute)}); err != nil || res.ExitCode != 0 {
+		b.Fatal(err, res)
+	}
+	var times [2][]time.Duration
+	for i := 0; i < b.N; i++ {
+		for j, p := range []string{api.ForkProcessesNone, api.ForkProcessesAll} {
+			start := time.Now()
+			kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1, Processes: p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := kids[0].Exec(ctx, api.ExecRequest{Session: "bg", Command: "echo hi", TimeoutNs: int64(time.Minute)})
+			times[j] = append(times[j], time.Since(start))
+			kids[0].Close()
+			if err != nil || res.Stdout != "hi\n" {
+				b.Fatalf("processes %q: first command: %v %+v", p, err, res)
+			}
+		}
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2]) / 1e6
+	}
+	none, all := median(times[0]), median(times[1])
+	b.ReportMetric(none, "none-ms")
+	b.ReportMetric(all, "all-ms")
+	b.ReportMetric(all/none, "all/none")
+}
