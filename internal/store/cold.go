@@ -63,8 +63,12 @@ func (s *Store) Compacted(id LayerID) bool {
 	return err == nil
 }
 
-// hasCompressed reports whether the store holds the object compressed.
+// hasCompressed reports whether the store holds the object compressed;
+// false without a stat on a store never compacted (see Store.cold).
 func (s *Store) hasCompressed(d Digest) bool {
+	if !s.cold.Load() {
+		return false
+	}
 	_, err := os.Lstat(s.compressedPath(d))
 	return err == nil
 }
@@ -150,8 +154,12 @@ func (s *Store) decompressedTemp(ctx context.Context, d Digest) (*os.File, error
 // the first inode that needs it, checked against its digest, made durable
 // (one barrier for all), linked as its inode and object, and only then is
 // its compressed copy removed. The caller holds the store lock (shared).
-// It returns how many objects it thawed.
+// It returns how many objects it thawed: none, without a stat, on a store
+// never compacted (see Store.cold).
 func (s *Store) thaw(ctx context.Context, m *Manifest) (int, error) {
+	if !s.cold.Load() {
+		return 0, nil
+	}
 	seen := map[Digest]bool{}
 	var keys []inodeKey
 	for i := range m.Entries {
@@ -690,6 +698,7 @@ func treeBlocks(dir string) int64 {
 
 // markVersion2 writes VERSION 2 (see versionLine2), durably, once.
 func (s *Store) markVersion2() error {
+	s.cold.Store(true)
 	b, err := os.ReadFile(s.path("VERSION"))
 	if err == nil && string(b) == versionLine2 {
 		return nil

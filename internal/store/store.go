@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -69,6 +70,15 @@ type Store struct {
 
 	// heldDrops: layers a Drop kept because another held them (see Drop).
 	heldDrops heldDrops
+
+	// cold is set once VERSION says 2 (versionLine2): the store may hold
+	// compressed objects. While it is unset each store lock taken reads
+	// VERSION again (noteVersion). Compact writes VERSION 2 under the
+	// exclusive lock before it compresses anything, and nothing makes a
+	// store 1 again, so under the lock an unset cold means that no object
+	// is compressed: a store never compacted skips the stat of a
+	// compressed path per object (thaw, HasObject).
+	cold atomic.Bool
 
 	hooks testHooks
 }
@@ -132,6 +142,7 @@ func (s *Store) init() error {
 		if string(b) != versionLine && string(b) != versionLine2 {
 			return fmt.Errorf("%w: VERSION says %q, this msb reads %q", ErrVersion, strings.TrimSpace(string(b)), strings.TrimSpace(versionLine))
 		}
+		s.cold.Store(string(b) == versionLine2)
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
@@ -256,7 +267,19 @@ func (s *Store) lock(ctx context.Context, exclusive bool) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("taking store lock (exclusive=%v): %w", exclusive, err)
 	}
+	s.noteVersion()
 	return func() { f.Close() }, nil
+}
+
+// noteVersion sets cold when VERSION says 2 (see Store.cold), or cannot be
+// read: that costs only the stats cold saves.
+func (s *Store) noteVersion() {
+	if s.cold.Load() {
+		return
+	}
+	if b, err := os.ReadFile(s.path("VERSION")); err != nil || string(b) != versionLine {
+		s.cold.Store(true)
+	}
 }
 
 // flockWait takes a flock, polling so that ctx can cancel the wait.
