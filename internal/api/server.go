@@ -125,6 +125,11 @@ type CreateSandboxRequest struct {
 	// or none, answered as a SandboxList; 0 (absent) creates one,
 	// answered as a SandboxInfo. Each is admitted as a create is.
 	Count int `json:"count,omitempty"`
+	// Session opens a session of that name with the create, its shell
+	// started while the sandbox starts (a spare's shell started ahead is
+	// renamed to it): one request instead of the create and then
+	// POST /v1/sandboxes/{id}/sessions with the defaults.
+	Session string `json:"session,omitempty"`
 	// Warm asks the daemon to keep that many sandboxes of this instance or
 	// image, with this shape, started ahead for the next creates (bounded
 	// by its --spares; 0 keeps what an earlier create asked, else

@@ -72,7 +72,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) (any, err
 	ereq := engine.SandboxRequest{InstanceID: id, Layers: req.Layers, HostBase: req.HostBase,
 		Image: req.Image, Workdir: req.Workdir, Env: req.Env, Network: req.Network, Labels: req.Labels, Limits: req.Limits, MaxOutput: req.MaxOutput,
 		Lifetime: time.Duration(req.LifetimeNs), IdleTimeout: time.Duration(req.IdleTimeoutNs), AdmissionWait: s.admissionWait(req.AdmissionWaitNs),
-		Warm: req.Warm}
+		Warm: req.Warm, Session: req.Session}
 	if len(req.AllowOut) > 0 || len(req.DenyOut) > 0 {
 		ereq.NetPolicy = &engine.NetPolicy{Allow: req.AllowOut, Deny: req.DenyOut}
 	}

@@ -149,6 +149,7 @@ var constraints = map[string]map[string]any{
 	"CreateSandboxRequest.workdir":           {"pattern": optPath},
 	"CreateSandboxRequest.count":             {"minimum": 0, "maximum": engine.MaxBatchCount},
 	"CreateSandboxRequest.network":           {"enum": []string{"", "none", "host", "filtered"}},
+	"CreateSandboxRequest.session":           {"pattern": optName},
 	"CreateSandboxRequest.lifetime_ns":       nonNegative,
 	"CreateSandboxRequest.idle_timeout_ns":   nonNegative,
 	"CreateSandboxRequest.admission_wait_ns": nonNegative,
