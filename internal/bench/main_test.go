@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,16 +18,7 @@ func TestMain(m *testing.M) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
-	releasePool := privtest.OwnDiskPool()
-	code := m.Run()
-	releasePool()
-	if code == 0 {
-		if err := privtest.CheckLeaks("/" + privtest.StatePrefix()); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(privtest.RunChecked(m, privtest.Checks{OwnPool: true, Mounts: "/" + privtest.StatePrefix()}))
 }
 
 func testRuntime(t testing.TB) *sandbox.Runtime {

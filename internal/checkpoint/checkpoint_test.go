@@ -31,20 +31,7 @@ func TestMain(m *testing.M) {
 		sbinit.Main()
 	}
 	testDiskDir = privtest.TestPoolDir()
-	code := m.Run()
-	if err := privtest.CheckPool(testDiskDir); err != nil {
-		fmt.Fprintln(os.Stderr, "leak check:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks("/" + privtest.StatePrefix()); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(privtest.RunChecked(m, privtest.Checks{PoolDir: testDiskDir, Mounts: "/" + privtest.StatePrefix()}))
 }
 
 // testCriu returns the criu on PATH, or skips when it is missing, too old

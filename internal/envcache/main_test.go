@@ -36,16 +36,7 @@ func TestMain(m *testing.M) {
 	if job := os.Getenv(builderEnv); job != "" {
 		os.Exit(runBuilder(job))
 	}
-	releasePool := privtest.OwnDiskPool()
-	code := m.Run()
-	releasePool()
-	if code == 0 {
-		if err := privtest.CheckLeaks("msb-envcache-test"); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(privtest.RunChecked(m, privtest.Checks{OwnPool: true, Mounts: "msb-envcache-test"}))
 }
 
 func runBuilder(s string) int {

@@ -41,21 +41,5 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testDiskDir = privtest.TestPoolDir()
-	code := m.Run()
-	// The pool's leftover volumes are reported whatever the tests gave: a
-	// failed test is often the one that left a volume, and that is when
-	// the volume count helps. A failure keeps its exit code.
-	if err := privtest.CheckPool(testDiskDir); err != nil {
-		fmt.Fprintln(os.Stderr, "leak check:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks("/" + privtest.StatePrefix()); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(privtest.RunChecked(m, privtest.Checks{PoolDir: testDiskDir, Mounts: "/" + privtest.StatePrefix()}))
 }

@@ -79,18 +79,10 @@ func Main(m *testing.M, f *Fixture) {
 	if sbinit.IsChild() {
 		sbinit.Main()
 	}
-	releasePool := privtest.OwnDiskPool()
-	code := m.Run()
-	releasePool()
-	if err := f.close(); err != nil {
-		fmt.Fprintln(os.Stderr, "removing the fixture:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := privtest.CheckLeaks(""); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
+	os.Exit(privtest.RunChecked(m, privtest.Checks{OwnPool: true, After: func() error {
+		if err := f.close(); err != nil {
+			return fmt.Errorf("removing the fixture: %w", err)
 		}
-	}
-	os.Exit(code)
+		return nil
+	}}))
 }
