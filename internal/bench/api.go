@@ -30,8 +30,9 @@ type APIOptions struct {
 	Exe string
 	// ServeArgs are more flags for msb serve (the cache, a dataset).
 	ServeArgs []string
-	// StateDir is the daemon's state directory.
-	StateDir string
+	// StateDir is the daemon's state directory; SpareStateDir that of the
+	// daemon with a spare (default StateDir/spares).
+	StateDir, SpareStateDir string
 	// Instance, when set, is a cached instance of the daemon's dataset for
 	// the create → first exec measure.
 	Instance string
@@ -51,6 +52,7 @@ type APIOptions struct {
 type daemonProc struct {
 	cmd   *exec.Cmd
 	dir   string
+	state string // its --state-dir: a sandbox's state dir is state/ID
 	sock  string
 	tcp   string
 	token string
@@ -95,7 +97,7 @@ func startServe(ctx context.Context, o APIOptions) (*daemonProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemonProc{dir: dir, sock: filepath.Join(dir, "msb.sock"), tcp: "127.0.0.1:" + strconv.Itoa(port), token: "bench-" + strconv.Itoa(os.Getpid())}
+	d := &daemonProc{dir: dir, state: o.StateDir, sock: filepath.Join(dir, "msb.sock"), tcp: "127.0.0.1:" + strconv.Itoa(port), token: "bench-" + strconv.Itoa(os.Getpid())}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(d.token+"\n"), 0o600); err != nil {
 		return nil, err
@@ -207,40 +209,60 @@ func API(ctx context.Context, o APIOptions) []Row {
 // refill is awaited (untimed), so that no round runs beside it and every
 // spare round is what a create that finds its spare costs.
 func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
+	took, errs, err := createTimes(ctx, o, c)
+	if err != nil {
+		return []Row{{Name: "create from a cached instance", Failed: err.Error()}}
+	}
+	note := "instance " + o.Instance + " (sandbox deleted after each round, untimed)"
+	spareNote := "rounds interleaved with the row above; the spare's refill awaited between rounds, untimed"
+	rows := []Row{
+		apiRow("create from a cached instance → first exec answered", Summarize(took[0][0]), errs[0][0]),
+		apiRow("… the same on a daemon with --spares 1 (a spare ready)", Summarize(took[0][1]), errs[0][1]),
+		apiRow("create from a cached instance with a session → its first command answered", Summarize(took[1][0]), errs[1][0]),
+		apiRow("… the same with --spares 1 (the spare's session shell started ahead)", Summarize(took[1][1]), errs[1][1]),
+	}
+	rows[0].Note, rows[1].Note, rows[2].Note, rows[3].Note = note, spareNote, note, spareNote
+	return rows
+}
+
+// createTimes are createRows' rounds: took[way][spare] (way 0: a fresh
+// bash, 1: a session; spare 0: the daemon c, 1: one with --spares 1)
+// and the error that stopped each; err is what stopped them all.
+func createTimes(ctx context.Context, o APIOptions, c *client.Client) (took [2][2][]time.Duration, errs [2][2]error, err error) {
 	// The first create builds the instance's layers (untimed).
 	if info, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{InstanceID: o.Instance}); err != nil {
-		return []Row{{Name: "create from a cached instance", Failed: err.Error()}}
+		return took, errs, err
 	} else {
 		c.DeleteSandbox(ctx, info.ID)
 	}
 	so := o
-	so.StateDir = filepath.Join(o.StateDir, "spares")
+	so.StateDir = o.SpareStateDir
+	if so.StateDir == "" {
+		so.StateDir = filepath.Join(o.StateDir, "spares")
+	}
 	so.ServeArgs = append(append([]string(nil), o.ServeArgs...), "--spares", "1")
 	d2, err := startServe(ctx, so)
 	if err != nil {
-		return []Row{{Name: "msb serve --spares 1", Failed: err.Error()}}
+		return took, errs, fmt.Errorf("msb serve --spares 1: %w", err)
 	}
 	defer d2.stop()
 	warmC, _ := client.New("unix://"+d2.sock, "")
 	defer warmC.Close()
 	// round creates, runs `true` and deletes; it returns the time until
-	// the command was answered. In a session, the session is opened first
-	// (as SWE-ReX's create_session does); else in a fresh bash.
+	// the command was answered. In a session, the create opens it (as a
+	// create and then SWE-ReX's create_session would); else in a fresh
+	// bash.
 	round := func(c *client.Client, inSession bool) (time.Duration, error) {
 		start := time.Now()
-		info, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{InstanceID: o.Instance})
+		creq, req := api.CreateSandboxRequest{InstanceID: o.Instance}, api.ExecRequest{Command: "true"}
+		if inSession {
+			creq.Session, req.Session = "agent", "agent"
+		}
+		info, err := c.CreateSandbox(ctx, creq)
 		if err != nil {
 			return 0, err
 		}
-		req := api.ExecRequest{Command: "true"}
-		if inSession {
-			req.Session = "agent"
-			err = c.OpenSession(ctx, info.ID, api.SessionRequest{Name: req.Session})
-		}
-		var res api.ExecResult
-		if err == nil {
-			res, err = c.Exec(ctx, info.ID, req)
-		}
+		res, err := c.Exec(ctx, info.ID, req)
 		took := time.Since(start)
 		c.DeleteSandbox(ctx, info.ID)
 		if err == nil && res.ExitCode != 0 {
@@ -249,11 +271,9 @@ func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 		return took, err
 	}
 	if _, err := round(warmC, false); err != nil { // its first create makes the spare
-		return []Row{{Name: "msb serve --spares 1", Failed: err.Error()}}
+		return took, errs, fmt.Errorf("msb serve --spares 1: %w", err)
 	}
 	// Per way of answering (fresh bash, session): without and with a spare.
-	var took [2][2][]time.Duration
-	var errs [2][2]error
 	failed := func() bool { return errors.Join(errs[0][0], errs[0][1], errs[1][0], errs[1][1]) != nil }
 	for i := 0; i < o.Creates && !failed(); i++ {
 		for way := range 2 {
@@ -271,16 +291,7 @@ func createRows(ctx context.Context, o APIOptions, c *client.Client) []Row {
 			}
 		}
 	}
-	note := "instance " + o.Instance + " (sandbox deleted after each round, untimed)"
-	spareNote := "rounds interleaved with the row above; the spare's refill awaited between rounds, untimed"
-	rows := []Row{
-		apiRow("create from a cached instance → first exec answered", Summarize(took[0][0]), errs[0][0]),
-		apiRow("… the same on a daemon with --spares 1 (a spare ready)", Summarize(took[0][1]), errs[0][1]),
-		apiRow("create from a cached instance → session opened → its first command answered", Summarize(took[1][0]), errs[1][0]),
-		apiRow("… the same with --spares 1 (the spare's session shell started ahead)", Summarize(took[1][1]), errs[1][1]),
-	}
-	rows[0].Note, rows[1].Note, rows[2].Note, rows[3].Note = note, spareNote, note, spareNote
-	return rows
+	return took, errs, nil
 }
 
 // sparesReady waits until the daemon reports a spare ready.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minisandbox/msb/internal/client"
 	"github.com/minisandbox/msb/internal/sandbox"
 )
 
@@ -66,7 +67,14 @@ type Options struct {
 	// as --state-dir) before `run -- true`.
 	MSB     string
 	MSBArgs []string
-	Logger  *slog.Logger `json:"-"`
+	// API adds msb-api to the throughput measure of the bare workload:
+	// the daemon of the MSB binary (msb serve, with a state dir beside
+	// this run's and a cache in Work) creating, answering and deleting
+	// through its API. APIOpenSession opens each task's session with a
+	// request of its own, for a daemon whose create cannot.
+	API            bool
+	APIOpenSession bool
+	Logger         *slog.Logger `json:"-"`
 	// Progress, when set, receives one line per step.
 	Progress func(string) `json:"-"`
 }
@@ -135,7 +143,7 @@ func (o *Options) Defaults() {
 var ErrOptions = errors.New("bench options")
 
 // Methods are the methods a run can compare.
-var Methods = []string{MethodMSB, MethodMSBSpare, MethodPaper, MethodPodman, MethodRaw, MethodMSBHost}
+var Methods = []string{MethodMSB, MethodMSBSpare, MethodMSBAPI, MethodPaper, MethodPodman, MethodRaw, MethodMSBHost}
 
 func (o *Options) check() error {
 	if o.Work == "" {
@@ -172,6 +180,8 @@ type bencher struct {
 	o  Options
 	rt *sandbox.Runtime
 	pm *podman // nil when podman is skipped
+	// api is msb-api's method, its daemon running (nil: not asked for)
+	api *apiMethod
 
 	systemBytes map[string]int64 // the disk measure's system parts, counted once
 
@@ -245,6 +255,9 @@ func Run(ctx context.Context, rt *sandbox.Runtime, o Options) (*Report, error) {
 	}
 	b := &bencher{o: o, rt: rt, report: newReport(rt, o)}
 	b.preflight(ctx)
+	if stop := b.startAPI(ctx); stop != nil {
+		defer stop()
+	}
 	workloads := b.workloads(ctx)
 	for _, m := range AllMeasures {
 		if !b.wants(m) {
@@ -308,6 +321,39 @@ func (b *bencher) preflight(ctx context.Context) {
 		b.note(noteSkipped, "podman: %v", err)
 	} else {
 		b.note(noteFailed, "podman setup: %v", err)
+	}
+}
+
+// startAPI starts msb-api's daemon when the run asks for it, and returns
+// what stops it (nil: none started; a failure is noted).
+func (b *bencher) startAPI(ctx context.Context) (stop func()) {
+	if !b.o.API || !b.uses(MethodMSBAPI) {
+		return nil
+	}
+	exe, err := b.msbBinary()
+	if err != nil {
+		b.note(noteSkipped, "msb-api: %v", err)
+		return nil
+	}
+	state := b.rt.StateDir() + "-api"
+	d, err := startServe(ctx, APIOptions{Exe: exe, StateDir: state,
+		ServeArgs: []string{"--cache", filepath.Join(b.o.Work, "api-cache")}})
+	if err != nil {
+		b.note(noteFailed, "msb-api: %v", err)
+		return nil
+	}
+	c, err := client.New("unix://"+d.sock, "")
+	if err != nil {
+		d.stop()
+		b.note(noteFailed, "msb-api: %v", err)
+		return nil
+	}
+	b.api = &apiMethod{d: d, c: c, openSession: b.o.APIOpenSession}
+	return func() {
+		c.Close()
+		if err := d.stop(); err != nil {
+			b.note(noteFailed, "msb-api: msb serve: %v: %s", err, firstLines(d.log.String()))
+		}
 	}
 }
 

@@ -27,7 +27,9 @@ type Report struct {
 	Notes     []string       `json:"notes,omitempty"`
 	Skipped   []string       `json:"skipped,omitempty"`
 	Failures  []string       `json:"failures,omitempty"`
-	Samples   []Sample       `json:"-"` // in samples.csv
+	// Goals is issue 32's table (msb bench goals).
+	Goals   []GoalRow `json:"goals,omitempty"`
+	Samples []Sample  `json:"-"` // in samples.csv
 }
 
 // Machine describes the host a report comes from.

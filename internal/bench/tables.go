@@ -16,7 +16,7 @@ type table struct {
 }
 
 // methodOrder is the order methods appear in tables.
-var methodOrder = []string{MethodMSB, MethodMSBSpare, MethodMSBHost, MethodPaper, MethodPodman, MethodRaw}
+var methodOrder = []string{MethodMSB, MethodMSBSpare, MethodMSBAPI, MethodMSBHost, MethodPaper, MethodPodman, MethodRaw}
 
 // view indexes a run's summaries.
 type view struct {
@@ -119,7 +119,7 @@ func fmtRatio(r float64) string {
 // tables renders every measure that has samples.
 func (r *Report) tables() []table {
 	v := newView(r.Samples)
-	var out []table
+	out := goalsTable(r.Goals)
 	for _, c := range []string{Warm, Cold} {
 		out = append(out, v.readyTable(c)...)
 	}

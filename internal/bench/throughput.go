@@ -13,9 +13,14 @@ import (
 // teardown) per second with each worker count: every method runs for Duration per worker count,
 // split into ThroughputRounds slices interleaved with the other methods'.
 // A slice's rate is the tasks it finished over its wall time (until its
-// last in-flight task is closed).
+// last in-flight task is closed, and for msb-api until the daemon has
+// cleaned up after every sandbox the slice deleted).
 func (b *bencher) throughput(ctx context.Context, w *workload) {
-	byName, names := index(b.methods(w, true))
+	ms := b.methods(w, true)
+	if b.api != nil && w.bare() {
+		ms = append(ms, b.api)
+	}
+	byName, names := index(ms)
 	slice := b.o.Duration / time.Duration(b.o.ThroughputRounds)
 	for _, workers := range b.o.Workers {
 		param := fmt.Sprintf("workers=%d", workers)
@@ -34,7 +39,8 @@ func (b *bencher) throughput(ctx context.Context, w *workload) {
 
 // runFor runs create→command→close cycles of m on workers goroutines until
 // d has passed, and returns how many finished and the time until the last
-// one did. The first error stops every worker.
+// one did (and what it left to the background, for a drainer, was done).
+// The first error stops every worker.
 func runFor(ctx context.Context, m method, workers int, d time.Duration, command string) (int, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -58,5 +64,8 @@ func runFor(ctx context.Context, m method, workers int, d time.Duration, command
 		}()
 	}
 	wg.Wait()
+	if d, ok := m.(drainer); ok && firstErr == nil {
+		firstErr = d.drain(ctx)
+	}
 	return int(done.Load()), time.Since(start), firstErr
 }

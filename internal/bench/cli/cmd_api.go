@@ -36,27 +36,11 @@ func newBenchAPICmd(g Host) *cobra.Command {
 			env := g.Env()
 			o.Exe, o.StateDir = exe, g.StateDir()
 			o.SwerexRemote = first(o.SwerexRemote, env.SwerexRemote)
-			if dataset == "" {
-				// The demo's project and instances, in a temp dir with its own cache.
-				dir, err := os.MkdirTemp(env.TmpDir, "msb-bench-api-")
-				if err != nil {
-					return err
-				}
-				defer sandbox.RemoveAll(dir)
-				gen, err := demo.Generate(ctx, filepath.Join(dir, "gen"))
-				if err != nil {
-					return err
-				}
-				dataset, specFile = gen.DatasetPath, gen.SpecPath
-				o.Instance = first(o.Instance, gen.Instances[0].InstanceID)
-				o.ServeArgs = append(o.ServeArgs, "--cache", filepath.Join(dir, "cache"))
-			} else {
-				o.ServeArgs = append(o.ServeArgs, "--cache", g.CacheDir())
+			cleanup, err := serveDataset(cmd, g, &o, dataset, specFile)
+			if err != nil {
+				return err
 			}
-			o.ServeArgs = append(o.ServeArgs, "--dataset", dataset)
-			if specFile != "" {
-				o.ServeArgs = append(o.ServeArgs, "--spec", specFile)
-			}
+			defer cleanup()
 			if o.SwerexRemote == "" {
 				fmt.Fprintln(os.Stderr, "msb bench api: no swerex-remote (--swerex-remote or MSB_BENCH_SWEREX): the SWE-ReX baseline is left out")
 			}
@@ -81,6 +65,35 @@ func newBenchAPICmd(g Host) *cobra.Command {
 	f.StringVar(&specFile, "spec", "", "its spec file")
 	f.StringVar(&o.Instance, "instance", "", "a cached instance for create → first exec (default: the demo's first)")
 	return cmd
+}
+
+// serveDataset adds to o.ServeArgs the daemon's dataset and cache: the
+// given dataset (and spec) with msb's cache, or with none the demo's
+// project and instances generated in a temp dir with a cache of its own
+// (o.Instance defaulting to the demo's first). cleanup removes the temp dir.
+func serveDataset(cmd *cobra.Command, g Host, o *bench.APIOptions, dataset, specFile string) (cleanup func(), err error) {
+	cleanup = func() {}
+	if dataset == "" {
+		dir, err := os.MkdirTemp(g.Env().TmpDir, "msb-bench-api-")
+		if err != nil {
+			return cleanup, err
+		}
+		cleanup = func() { sandbox.RemoveAll(dir) }
+		gen, err := demo.Generate(cmd.Context(), filepath.Join(dir, "gen"))
+		if err != nil {
+			return cleanup, err
+		}
+		dataset, specFile = gen.DatasetPath, gen.SpecPath
+		o.Instance = first(o.Instance, gen.Instances[0].InstanceID)
+		o.ServeArgs = append(o.ServeArgs, "--cache", filepath.Join(dir, "cache"))
+	} else {
+		o.ServeArgs = append(o.ServeArgs, "--cache", g.CacheDir())
+	}
+	o.ServeArgs = append(o.ServeArgs, "--dataset", dataset)
+	if specFile != "" {
+		o.ServeArgs = append(o.ServeArgs, "--spec", specFile)
+	}
+	return cleanup, nil
 }
 
 // errNoMsb: msb bench api cannot find the msb binary whose daemon it measures.

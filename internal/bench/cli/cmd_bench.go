@@ -50,7 +50,7 @@ reused by the next run. See docs/bench.md for the recipe on a fresh machine.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, g, f) },
 	}
 	f.register(cmd.Flags())
-	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g), newBenchForkCmd(g), newBenchIntegrityCmd(g), newBenchImagesCmd(g), newBenchE2BCmd(g))
+	cmd.AddCommand(newBenchSandboxCmd(g), newBenchCacheCmd(g), newBenchEvalCmd(g), newBenchAPICmd(g), newBenchForkCmd(g), newBenchIntegrityCmd(g), newBenchImagesCmd(g), newBenchE2BCmd(g), newBenchGoalsCmd(g))
 	return cmd
 }
 
@@ -92,6 +92,8 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Real.Packages, "pip-packages", "", "the real workload's shared environment: pip packages, the test runner and the package's dependencies (default pytest requests)")
 	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter the environments are built with")
 	fs.BoolVar(&f.podman, "podman", true, "compare with podman (skipped, and said so, when it is not installed)")
+	fs.BoolVar(&o.API, "api", false, "add msb-api to the bare workload's throughput: the same tasks through msb serve's API (the msb next to msb-bench, else on PATH)")
+	fs.BoolVar(&o.APIOpenSession, "api-open-session", false, "msb-api: open each task's session with a request of its own after the create (for a daemon whose create cannot open one)")
 	fs.StringVar(&o.PodmanRootfs, "podman-rootfs", "", "root filesystem of podman's base image (default: debootstrap into the work dir)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (msb's host side) to FILE (go tool pprof)")
 	fs.StringVar(&f.trace, "trace", "", "write an execution trace of this process to FILE (go tool trace)")
@@ -174,7 +176,7 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 	defer h.Close()
 	o.Logger = g.Logger()
 	o.MSBArgs = []string{"--state-dir", g.StateDir()} // msb run -- true as this run's own sandboxes
-	o.Progress = func(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
+	o.Progress = progress
 	stop, err := f.profile()
 	if err != nil {
 		stop()
@@ -184,6 +186,9 @@ func runBench(cmd *cobra.Command, g Host, f *benchFlags) error {
 	stop()
 	return finishReport(g, f.out, rep, err)
 }
+
+// progress prints a run's steps on stderr.
+func progress(line string) { fmt.Fprintln(os.Stderr, "msb bench:", line) }
 
 // newBenchSandboxCmd is the preset of the sandbox comparisons on the bare
 // workload.
