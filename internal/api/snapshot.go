@@ -19,6 +19,13 @@ const (
 // name is made up (snap-<sandbox id>-<time>).
 type SnapshotRequest struct {
 	Name string `json:"name,omitempty"`
+	// Processes "all" (ForkProcessesAll) dumps the sandbox's running
+	// processes with CRIU in the same freeze as its files and keeps the
+	// dump with the snapshot: a fork of the snapshot with processes "all"
+	// goes on with them, also once the sandbox is closed (a pause). Root
+	// mode with criu 4.x only (400 saying why otherwise); "" or "none":
+	// files only.
+	Processes string `json:"processes,omitempty"`
 }
 
 // SnapshotSession is one session of a sandbox as a snapshot recorded it:

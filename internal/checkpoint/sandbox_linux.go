@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/minisandbox/msb/internal/sandbox"
 )
@@ -75,6 +76,10 @@ func (c *Criu) Restorer(dir string) (sandbox.Restorer, error) {
 				opts.Files[f.ID] = t.Disk // a tmpfs disk's root
 			case man.Disk != "" && ok && t.Disk != "":
 				opts.Files[f.ID] = filepath.Join(t.Disk, rel)
+			case man.Sandbox != "" && strings.HasPrefix(f.Path, "/sys/fs/cgroup/") && strings.Contains(f.Path+"/", "/"+man.Sandbox+"/"):
+				// A file of the dumped sandbox's cgroup (Go's runtime
+				// keeps its CPU limit's open): the new group's.
+				opts.Files[f.ID] = strings.Replace(f.Path, "/"+man.Sandbox, "/"+t.ID, 1)
 			}
 		}
 		r, err := c.Restore(ctx, opts)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,60 +33,86 @@ var findCriu = sync.OnceValues(func() (*checkpoint.Criu, error) {
 	return checkpoint.Find(context.Background(), "")
 })
 
-// forkProcesses is Fork with req.Processes "all": the parent is frozen,
-// its writes staged as a snapshot's layer and its processes dumped
-// (checkpoint.Criu.DumpSandbox) in that one freeze, then thawed; each of
-// req.Count children is restored from the one dump over the parent's
-// layers and that one (sandbox.Runtime.Restore), admitted as a create.
-// Its sessions are the parent's, going on; no spare is used.
-func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
-	unsupported := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrProcessesUnsupported, fmt.Sprintf(format, args...))
+// unsupported is an ErrProcessesUnsupported saying why.
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrProcessesUnsupported, fmt.Sprintf(format, args...))
+}
+
+// dumpable checks that the processes of sandbox id can be dumped here
+// and returns the criu to do it with, the sandbox, and what its children
+// are made like (done releases it).
+func (e *Engine) dumpable(ctx context.Context, sandboxID string) (*checkpoint.Criu, *Sandbox, forkSource, func(), error) {
+	nothing := func() {}
+	criu, err := e.findCriu()
+	if err != nil {
+		return nil, nil, forkSource{}, nothing, err
+	}
+	parent, err := e.Sandbox(sandboxID)
+	if err != nil {
+		return nil, nil, forkSource{}, nothing, err
+	}
+	src, _, done, err := e.forkSourceOf(ctx, sandboxID, "")
+	if err != nil {
+		return nil, nil, forkSource{}, nothing, err
 	}
 	switch {
-	case sandboxID == "" || req.Snapshot != "":
-		return nil, unsupported("processes are carried from a live sandbox's state, not from a named snapshot (it holds files only)")
-	case e.rt.Rootless():
+	case src.task != nil:
+		err = unsupported("sandbox %s is a task sandbox (its children are its instance's, started anew); fork a raw sandbox", sandboxID)
+	case src.conf.Network == sandbox.NetworkFiltered:
+		err = unsupported("sandbox %s is on a filtered network, whose forwarder runs outside it", sandboxID)
+	case parent.sbox().FreezerDir() == "":
+		err = unsupported("sandbox %s has no cgroup freezer to hold it still for the dump", sandboxID)
+	default:
+		if cerr := checkpoint.CheckDumpable(parent.sbox()); cerr != nil {
+			err = unsupported("%v", cerr)
+		}
+	}
+	if err != nil {
+		done()
+		return nil, nil, forkSource{}, nothing, err
+	}
+	return criu, parent, src, done, nil
+}
+
+// findCriu is the host's criu, or why there is none or processes cannot
+// be carried by this engine (rootless).
+func (e *Engine) findCriu() (*checkpoint.Criu, error) {
+	if e.rt.Rootless() {
 		return nil, unsupported("rootless: CRIU must suspend the sandbox's seccomp filter, which needs root (run msb as root)")
 	}
 	criu, err := findCriu()
 	if err != nil {
 		return nil, unsupported("%v", err)
 	}
-	parent, err := e.Sandbox(sandboxID)
-	if err != nil {
-		return nil, err
+	return criu, nil
+}
+
+// forkProcesses is Fork with req.Processes "all". Of a live sandbox
+// (req.Snapshot empty): the parent is frozen, its writes staged as a
+// snapshot's layer and its processes dumped (checkpoint.Criu.
+// DumpSandbox) in that one freeze, then thawed. Of a named snapshot
+// (sandboxID empty or not): the dump SnapshotProcesses kept with it. Each
+// of req.Count children is restored from the one dump over the source's
+// layers and the snapshot's (sandbox.Runtime.Restore), admitted as a
+// create; its sessions are the parent's, going on. No spare is used.
+func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
+	if req.Snapshot != "" {
+		return e.forkDumped(ctx, sandboxID, req)
 	}
-	src, _, done, err := e.forkSourceOf(ctx, sandboxID, "")
+	if sandboxID == "" {
+		return nil, fmt.Errorf("%w: fork needs a sandbox or a snapshot", ErrBadRequest)
+	}
+	criu, parent, src, done, err := e.dumpable(ctx, sandboxID)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	switch {
-	case src.task != nil:
-		return nil, unsupported("sandbox %s is a task sandbox (its children are its instance's, started anew); fork a raw sandbox", sandboxID)
-	case src.conf.Network == sandbox.NetworkFiltered:
-		return nil, unsupported("sandbox %s is on a filtered network, whose forwarder runs outside it", sandboxID)
-	case parent.sbox().FreezerDir() == "":
-		return nil, unsupported("sandbox %s has no cgroup freezer to hold it still for the dump", sandboxID)
-	}
-	if err := checkpoint.CheckDumpable(parent.sbox()); err != nil {
-		return nil, unsupported("%v", err)
-	}
-	labels := maps.Clone(src.info.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	maps.Copy(labels, req.Labels)
-	src.info.Labels = labels
-
 	dir, err := os.MkdirTemp(e.rt.StateDir(), ".fork-dump-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	t0 := time.Now()
-	snap, err := parent.snapshotDumping(ctx, func(sb *sandbox.Sandbox) error {
+	snap, err := parent.snapshotDumping(ctx, "", func(sb *sandbox.Sandbox) error {
 		_, err := criu.DumpSandbox(ctx, sb, dir)
 		return err
 	})
@@ -92,13 +120,54 @@ func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.Fo
 		return nil, fmt.Errorf("forking %s with its processes: %w", src.what, err)
 	}
 	defer snap.lease.Release()
+	parent.mu.Lock()
+	sessions := slices.Sorted(maps.Keys(parent.sessions))
+	parent.mu.Unlock()
+	return e.restoreChildren(ctx, criu, dir, src, snap, sessions, req)
+}
+
+// forkDumped is forkProcesses of the named snapshot req.Snapshot, from
+// the dump kept with it.
+func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
+	criu, err := e.findCriu()
+	if err != nil {
+		return nil, err
+	}
+	e.sweepDumps()
+	dir := e.dumpDir(req.Snapshot)
+	src, snap, done, err := e.forkSourceOf(ctx, sandboxID, req.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err != nil {
+		return nil, unsupported("snapshot %q holds files only: it was taken without processes \"all\"", req.Snapshot)
+	}
+	if src.task != nil {
+		return nil, unsupported("snapshot %q is of a task sandbox", req.Snapshot)
+	}
+	var sessions []string
+	for _, ss := range snap.rec.Sessions {
+		sessions = append(sessions, ss.Name)
+	}
+	return e.restoreChildren(ctx, criu, dir, src, snap, sessions, req)
+}
+
+// restoreChildren restores the dump in dir into req.Count children of
+// src over snap, labelled as req says, and registers them; on an error
+// none is left.
+func (e *Engine) restoreChildren(ctx context.Context, criu *checkpoint.Criu, dir string, src forkSource, snap snapshot, sessions []string, req api.ForkRequest) ([]*Sandbox, error) {
+	t0 := time.Now()
+	labels := maps.Clone(src.info.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, req.Labels)
+	src.info.Labels = labels
 	restorer, err := criu.Restorer(dir)
 	if err != nil {
 		return nil, err
 	}
-	parent.mu.Lock()
-	sessions := slices.Sorted(maps.Keys(parent.sessions))
-	parent.mu.Unlock()
 	count := max(req.Count, 1)
 	children := make([]*Sandbox, count)
 	var g errgroup.Group
@@ -126,6 +195,80 @@ func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.Fo
 	}
 	e.log.Debug("forked with processes", "from", src.what, "children", count, "layer", snap.layer.Short(), "took", time.Since(t0))
 	return children, nil
+}
+
+// SnapshotProcesses is Snapshot with req.Processes "all" (Snapshot
+// itself takes files only): the sandbox's writes become the named
+// snapshot's layer and its processes are dumped in the same freeze; the
+// dump is kept with the snapshot, in the cache dir (dumps/NAME), and a
+// fork of the snapshot with processes "all" restores it, also once the
+// sandbox is closed (E2B's pause and resume). Its sessions are recorded
+// by name only (a fork without processes opens them in the defaults). A
+// dump whose snapshot is deleted is removed by the next call that looks
+// (sweepDumps). The refusals are forkProcesses'.
+func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req api.SnapshotRequest) (api.SnapshotInfo, error) {
+	name := req.Name
+	if name == "" {
+		name = "snap-" + sandboxID + "-" + time.Now().UTC().Format("20060102T150405.000000000")
+	}
+	if !rootfs.ValidSnapshotName(name) {
+		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
+	}
+	criu, parent, _, done, err := e.dumpable(ctx, sandboxID)
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	defer done()
+	if _, err := e.cache.st().Ref(rootfs.SnapshotRef(name)); err == nil {
+		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	}
+	e.sweepDumps()
+	dumps := filepath.Join(e.cache.Dir(), "dumps")
+	if err := os.MkdirAll(dumps, 0o700); err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	tmp, err := os.MkdirTemp(dumps, ".new-")
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	defer os.RemoveAll(tmp)
+	snap, err := parent.snapshotDumping(ctx, name, func(sb *sandbox.Sandbox) error {
+		_, err := criu.DumpSandbox(ctx, sb, tmp)
+		return err
+	})
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	snap.lease.Release()
+	dir := e.dumpDir(name)
+	os.RemoveAll(dir) // of a snapshot of that name deleted before
+	if err := os.Rename(tmp, dir); err != nil {
+		return api.SnapshotInfo{}, fmt.Errorf("keeping the dump of snapshot %q: %w", name, err)
+	}
+	e.log.Debug("snapshot taken with processes", "sandbox", sandboxID, "snapshot", name, "layer", snap.layer.Short())
+	return snap.rec.SnapshotInfo, nil
+}
+
+// dumpDir is where the dump of named snapshot name is kept.
+func (e *Engine) dumpDir(name string) string { return filepath.Join(e.cache.Dir(), "dumps", name) }
+
+// sweepDumps removes the kept dumps whose snapshots are gone, and dumps
+// of SnapshotProcesses calls that died halfway (.new-*, an hour old).
+func (e *Engine) sweepDumps() {
+	dumps := filepath.Join(e.cache.Dir(), "dumps")
+	ents, _ := os.ReadDir(dumps)
+	for _, en := range ents {
+		p := filepath.Join(dumps, en.Name())
+		if strings.HasPrefix(en.Name(), ".new-") {
+			if fi, err := en.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.RemoveAll(p)
+			}
+			continue
+		}
+		if _, err := e.cache.st().Ref(rootfs.SnapshotRef(en.Name())); errors.Is(err, store.ErrNotFound) {
+			os.RemoveAll(p)
+		}
+	}
 }
 
 // restoreChild admits one child of src and restores the dump into it
@@ -163,12 +306,13 @@ func (e *Engine) restoreChild(ctx context.Context, src forkSource, snap snapshot
 	return c, nil
 }
 
-// snapshotDumping takes an unnamed snapshot of the sandbox's writable
-// layer as snapshot does, and calls dump in the same freeze, once the
-// layer is read: the dumped processes and the layer are one state. The
-// sessions are not asked for their state (a probe the freeze caught
-// would be dumped halfway): the processes carry them.
-func (s *Sandbox) snapshotDumping(ctx context.Context, dump func(*sandbox.Sandbox) error) (snapshot, error) {
+// snapshotDumping takes a snapshot (named name, or unnamed) of the
+// sandbox's writable layer as snapshot does, and calls dump in the same
+// freeze, once the layer is read: the dumped processes and the layer are
+// one state. The sessions are not asked for their state (a probe the
+// freeze caught would be dumped halfway): the processes carry them, and
+// a named snapshot records their names only.
+func (s *Sandbox) snapshotDumping(ctx context.Context, name string, dump func(*sandbox.Sandbox) error) (snapshot, error) {
 	done := s.use()
 	defer done()
 	s.stateMu.Lock()
@@ -196,12 +340,28 @@ func (s *Sandbox) snapshotDumping(ctx context.Context, dump func(*sandbox.Sandbo
 		data.Discard()
 		return snapshot{}, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
-	info := api.SnapshotInfo{Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
+	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	for _, en := range data.Manifest().Entries {
+		if en.Type == store.TypeFile {
+			info.Files++
+			info.Bytes += en.Size
+		}
+	}
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}}
 	snap.rec.Sudo = conf.Sudo
+	if conf.ImageLayers > 0 && conf.ImageLayers <= len(base) {
+		snap.rec.ImageLayers = conf.ImageLayers
+	}
 	snap.created = data.Created()
+	s.mu.Lock()
+	sessions := api.List[api.SnapshotSession]{}
+	for _, n := range slices.Sorted(maps.Keys(s.sessions)) {
+		sessions = append(sessions, api.SnapshotSession{Name: n})
+	}
+	s.mu.Unlock()
+	snap.probe = func() api.List[api.SnapshotSession] { return sessions }
 	if err := s.publish(ctx, &snap, data, nil); err != nil {
 		return snapshot{}, err
 	}

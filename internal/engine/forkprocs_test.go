@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,7 +119,7 @@ func TestForkProcesses(t *testing.T) {
 		want error
 	}{
 		{api.ForkRequest{Processes: "some"}, ErrBadRequest},
-		{api.ForkRequest{Processes: api.ForkProcessesAll, Snapshot: "none-such"}, ErrProcessesUnsupported},
+		{api.ForkRequest{Processes: api.ForkProcessesAll, Snapshot: "none-such"}, ErrNotFound},
 	} {
 		if kids, err := e.Fork(ctx, parent.ID(), bad.req); !errors.Is(err, bad.want) {
 			closeAll(t, kids...)
@@ -181,6 +182,70 @@ func TestForkProcesses(t *testing.T) {
 	closeAll(t, grand...)
 	if !errors.Is(err, ErrProcessesUnsupported) || !strings.Contains(err.Error(), "network namespace") {
 		t.Errorf("forking a restored child with processes: %v, want ErrProcessesUnsupported naming its network namespace", err)
+	}
+}
+
+// TestSnapshotProcesses takes a named snapshot with processes "all" of a
+// sandbox whose session runs the counter, closes the sandbox (a pause),
+// and forks the snapshot alone with processes "all" (a resume): the
+// child's counter goes on from past the parent's number with its token,
+// in the parent's session. A snapshot of files only is refused a fork with
+// processes; a deleted snapshot's dump is swept.
+func TestSnapshotProcesses(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	if e.rt.Rootless() {
+		parent := hostSandbox(t, e)
+		if _, err := e.SnapshotProcesses(ctx, parent.ID(), api.SnapshotRequest{Name: "p"}); !errors.Is(err, ErrProcessesUnsupported) {
+			t.Fatalf("a rootless snapshot with processes: %v, want ErrProcessesUnsupported", err)
+		}
+		return
+	}
+	if _, err := findCriu(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	parent := dumpableSandbox(t, e)
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "bg", "export KEPT=yes; cd /tmp; "+counterStart)
+	token, before := readCounter(t, parent, 3)
+	info, err := e.SnapshotProcesses(ctx, parent.ID(), api.SnapshotRequest{Name: "paused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("paused") })
+	if info.Name != "paused" || len(info.Sessions) != 0 && info.Sessions[0].Name != "bg" {
+		t.Errorf("snapshot info %+v", info)
+	}
+	if _, err := e.Snapshot(ctx, parent.ID(), api.SnapshotRequest{Name: "files"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("files") })
+	if err := parent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "files", Processes: api.ForkProcessesAll}); !errors.Is(err, ErrProcessesUnsupported) {
+		closeAll(t, kids...)
+		t.Errorf("a fork with processes of a snapshot of files: %v, want ErrProcessesUnsupported", err)
+	}
+	kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "paused", Processes: api.ForkProcessesAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	if tok, n := readCounter(t, kids[0], before); tok != token {
+		t.Errorf("the resumed counter: token %q at %d, want %q past %d", tok, n, token, before)
+	}
+	if got := sh(t, kids[0], "bg", `echo "$PWD|${KEPT-}"`); got != "/tmp|yes\n" {
+		t.Errorf("the resumed session bg: %q", got)
+	}
+	if err := e.DeleteSnapshot("paused"); err != nil {
+		t.Fatal(err)
+	}
+	e.sweepDumps()
+	if _, err := os.Stat(e.dumpDir("paused")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dump of a deleted snapshot after a sweep: %v, want it gone", err)
 	}
 }
 

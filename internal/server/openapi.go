@@ -169,7 +169,8 @@ var constraints = map[string]map[string]any{
 	"JobRequest.workers":                     {"minimum": 0, "maximum": 1024},
 	"LoadDatasetRequest.path":                {"pattern": absPath},
 	"ForkRequest.count":                      {"minimum": 0, "maximum": engine.MaxForkCount},
-	"ForkRequest.processes":                  {"enum": []string{"", "none"}},
+	"ForkRequest.processes":                  {"enum": []string{"", "none", "all"}},
+	"SnapshotRequest.processes":              {"enum": []string{"", "none", "all"}},
 }
 
 // schemaGen turns Go types into JSON schemas, naming structs in defs.

@@ -33,7 +33,16 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
-	info, err := s.e.Snapshot(r.Context(), r.PathValue("id"), req)
+	var info api.SnapshotInfo
+	var err error
+	switch req.Processes {
+	case "", api.ForkProcessesNone:
+		info, err = s.e.Snapshot(r.Context(), r.PathValue("id"), req)
+	case api.ForkProcessesAll:
+		info, err = s.e.SnapshotProcesses(r.Context(), r.PathValue("id"), req)
+	default:
+		err = badRequest("processes %q: give %q (the default) or %q", req.Processes, api.ForkProcessesNone, api.ForkProcessesAll)
+	}
 	if err != nil {
 		return nil, err
 	}
