@@ -373,6 +373,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	if err != nil {
 		return nil, err
 	}
+	defer base.release() // the Prepared's lease holds its layers after
 	repoID, err := c.repoLayer(ctx, r, inst, inst.BaseCommit)
 	if err != nil {
 		return nil, err
@@ -446,11 +447,28 @@ type baseInfo struct {
 	layer  store.LayerID   // the root's top layer when !host
 	stack  []store.LayerID // the root's layers, topmost first, when !host
 	keyStr string          // what the environment key says about the base
+	// lease holds the root's layers warm while their trees are read
+	// (baseFile), whatever msb cache compact does meanwhile; release
+	// lets go of it.
+	lease *store.Lease
+}
+
+func (b baseInfo) release() { b.lease.Release() }
+
+// leaseRoot leases a base's layers, thawing those msb cache compact made
+// cold: baseFile reads their trees directly.
+func (c *Cache) leaseRoot(ctx context.Context, what string, root rootfs.Root) (baseInfo, error) {
+	lease, err := c.store.Lease(ctx, root.Layers...)
+	if err != nil {
+		return baseInfo{}, fmt.Errorf("%s: %w", what, err)
+	}
+	top := root.Top()
+	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String(), lease: lease}, nil
 }
 
 // base resolves Options.Base: the host, a layer or ref (base/rootfs), or
 // an imported image (image/<ref>, whose layers, not its record, are the
-// base).
+// base). A base of layers is leased: release it when its files are read.
 func (c *Cache) base(ctx context.Context) (baseInfo, error) {
 	b := c.opts.Base
 	src := rootfs.Resolve(c.store, b)
@@ -465,18 +483,7 @@ func (c *Cache) base(ctx context.Context) (baseInfo, error) {
 	if root.HostBase {
 		return baseInfo{}, fmt.Errorf("base %q: %w: %w", b, ErrBadBase, errHostUnder)
 	}
-	// baseFile reads the base's trees directly: a layer msb cache compact
-	// made cold is made again first.
-	for _, id := range root.Layers {
-		if !c.store.Compacted(id) {
-			continue
-		}
-		if _, err := c.store.Materialize(ctx, id); err != nil {
-			return baseInfo{}, fmt.Errorf("base %q: %w", b, err)
-		}
-	}
-	top := root.Top()
-	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
+	return c.leaseRoot(ctx, fmt.Sprintf("base %q", b), root)
 }
 
 // baseFile returns where the base's file rel (slash-separated, relative to

@@ -41,14 +41,18 @@ type packagesKeyInput struct {
 // already (checked when build is set); with one (sp.Base) it is that base
 // with the packages installed in a layer over it, built once (when build is
 // false a missing layer is not built: the base then has the layer's key but
-// not its files).
+// not its files). Its layers are leased (see base): release it when done.
 func (c *Cache) instanceBase(ctx context.Context, r *run, inst dataset.Instance, sp spec.Spec, build bool) (baseInfo, error) {
 	if sp.Base == "" {
 		base, err := c.base(ctx)
 		if err != nil || !build {
 			return base, err
 		}
-		return base, c.checkSystemPackages(inst, sp, base)
+		if err := c.checkSystemPackages(inst, sp, base); err != nil {
+			base.release()
+			return baseInfo{}, err
+		}
+		return base, nil
 	}
 	base, err := c.resolveBase(ctx, sp.Base)
 	if err != nil {
@@ -64,29 +68,44 @@ func (c *Cache) instanceBase(ctx context.Context, r *run, inst dataset.Instance,
 		return base, nil
 	}
 	key := digestJSON(packagesKeyInput{Format: FormatVersion, Base: base.keyStr, Packages: pkgs})
-	out := baseInfo{keyStr: KindPackages + ":" + key, layer: base.layer, stack: base.stack}
+	out := baseInfo{keyStr: KindPackages + ":" + key, layer: base.layer, stack: base.stack, lease: base.lease}
 	if !build {
 		if id, err := c.store.Ref(PackagesRef(key)); err == nil && c.store.Has(id) {
-			out.layer = id
-			out.stack, err = c.store.Stack(id)
-			return out, err
+			return c.packagesOver(ctx, out, id)
 		}
 		return out, nil
 	}
 	script, err := aptScript(pkgs)
 	if err != nil {
-		return out, &BuildError{Kind: KindPackages, EnvKey: inst.EnvironmentKey(), Reason: err.Error()}
+		out.release()
+		return baseInfo{}, &BuildError{Kind: KindPackages, EnvKey: inst.EnvironmentKey(), Reason: err.Error()}
 	}
 	job := buildJob{kind: KindPackages, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
 		header: fmt.Sprintf("msb Debian packages build %s over %s: %s", key, sp.Base, strings.Join(pkgs, " ")),
 		stack:  base.stack, hostNetwork: true}
 	id, err := c.layerOnce(ctx, r, job, PackagesRef(key), &c.envBuilds, []store.LayerID{base.layer})
 	if err != nil {
-		return out, err
+		out.release()
+		return baseInfo{}, err
 	}
-	out.layer = id
-	out.stack, err = c.store.Stack(id)
-	return out, err
+	return c.packagesOver(ctx, out, id)
+}
+
+// packagesOver returns base with its packages layer id on top, leased in
+// place of the layers below it (a lease holds a layer's parents too).
+func (c *Cache) packagesOver(ctx context.Context, base baseInfo, id store.LayerID) (baseInfo, error) {
+	lease, err := c.store.Lease(ctx, id)
+	base.release()
+	if err != nil {
+		return baseInfo{}, fmt.Errorf("packages layer %s: %w", id.Short(), err)
+	}
+	stack, err := c.store.Stack(id)
+	if err != nil {
+		lease.Release()
+		return baseInfo{}, err
+	}
+	base.layer, base.stack, base.lease = id, stack, lease
+	return base, nil
 }
 
 // resolveBase is base() for a name other than the cache's.
@@ -102,8 +121,7 @@ func (c *Cache) resolveBase(ctx context.Context, name string) (baseInfo, error) 
 	if root.HostBase {
 		return baseInfo{}, fmt.Errorf("spec base %q: %w: %w", name, ErrBadBase, errHostUnder)
 	}
-	top := root.Top()
-	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String()}, nil
+	return c.leaseRoot(ctx, fmt.Sprintf("spec base %q", name), root)
 }
 
 // aptScript installs pkgs with apt-get and leaves no package lists or

@@ -37,6 +37,7 @@ func (c *Cache) Layers(ctx context.Context, inst dataset.Instance, sp spec.Spec)
 	if err != nil {
 		return nil, err
 	}
+	defer base.release()
 	env, _, err := c.envJob(ctx, r, inst, sp, base)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,21 @@ import (
 	"github.com/minisandbox/msb/internal/store"
 )
 
+// commitFile commits a layer of one file, name holding content, over
+// parents.
+func commitFile(t *testing.T, c *Cache, name, content string, parents ...store.LayerID) store.LayerID {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.store.CommitDir(t.Context(), dir, store.CommitOptions{Parents: parents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TestSnapshotBase: a snapshot (snapshot/<name>) is a base like any
 // other: environments build on its data layer and the layers below it;
 // a snapshot of a sandbox on the host's directories is refused with
@@ -23,20 +38,9 @@ func TestSnapshotBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := func(parents ...store.LayerID) store.LayerID {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(dir), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		id, err := c.store.CommitDir(ctx, dir, store.CommitOptions{Parents: parents})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	base := commit()
-	data := commit(base)
-	onHost := commit()
+	base := commitFile(t, c, "f", "base")
+	data := commitFile(t, c, "f", "data", base)
+	onHost := commitFile(t, c, "f", "on the host")
 	for _, rec := range []rootfs.SnapshotRecord{
 		{SnapshotInfo: api.SnapshotInfo{Name: "layers", Layer: data.String()}, Base: []store.LayerID{base}},
 		{SnapshotInfo: api.SnapshotInfo{Name: "host", Layer: onHost.String()}, HostBase: true},
