@@ -23,16 +23,25 @@ func newSnapshotCmds(g *globals) []*cobra.Command {
 
 func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	var d daemonFlags
+	var processes bool
 	cmd := &cobra.Command{
-		Use:   "create ID [NAME]",
+		Use:   "create ID [NAME] [--processes]",
 		Short: "Snapshot a sandbox (frozen while its writes are copied) and print the snapshot's name, or its layer without one",
+		Long: `Snapshot a sandbox (frozen while its writes are copied) and print the snapshot's name, or its
+layer without one. With --processes its running processes are dumped with CRIU in the same freeze
+and kept with the snapshot (root mode, criu 4.x on the daemon's host): msb fork --snapshot NAME
+--processes goes on with them, also once the sandbox is closed.`,
 		Example: `  msb snapshot create 3f2a9c0d1e2b4f56 step-3
+  msb snapshot create 3f2a9c0d1e2b4f56 paused --processes
   msb snapshot create 3f2a9c0d1e2b4f56 --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.SnapshotRequest{}
 			if len(args) == 2 {
 				req.Name = args[1]
+			}
+			if processes {
+				req.Processes = api.ForkProcessesAll
 			}
 			c, err := d.client(g)
 			if err != nil {
@@ -46,6 +55,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	d.register(cmd.Flags())
+	cmd.Flags().BoolVar(&processes, "processes", false, "also dump the sandbox's running processes and keep them with the snapshot (CRIU: root mode, criu 4.x)")
 	return cmd
 }
 
@@ -122,10 +132,11 @@ func newForkCmd(g *globals) *cobra.Command {
 		Long: `Start new sandboxes from a sandbox's state now, or from a named snapshot (of it, or without
 ID of any sandbox, also one closed since), and print their ids, one a line. Each child has its own
 writable layer and the source's limits, labels and network; its sessions restart in the cwd and
-environment they had. Running processes are not carried unless --processes asks (a sandbox's
-state now, root mode, criu 4.x on the daemon's host): each child then goes on with every process
-of the sandbox, its sessions' shells among them, restored from one dump taken in the same freeze as
-the snapshot of its files; a fork that cannot carry them fails saying why.`,
+environment they had. Running processes are not carried unless --processes asks (root mode, criu
+4.x on the daemon's host): each child then goes on with every process of the sandbox, its sessions'
+shells among them, restored from one dump taken in the same freeze as the snapshot of its files, or,
+with --snapshot, from the dump kept with a snapshot taken with --processes; a fork that cannot carry
+them fails saying why.`,
 		Example: `  msb fork 3f2a9c0d1e2b4f56 --count 8 --label group=g1
   msb fork 3f2a9c0d1e2b4f56 --count 2 --processes
   msb fork --snapshot step-3 --json
@@ -140,9 +151,6 @@ the snapshot of its files; a fork that cannot carry them fails saying why.`,
 			}
 			req := api.ForkRequest{Count: count, Snapshot: snapshot, Warm: warm}
 			if processes {
-				if len(args) == 0 || snapshot != "" {
-					return fmt.Errorf("%w: --processes carries a sandbox's processes now, not a snapshot's (which holds files only)", errUsage)
-				}
 				req.Processes = api.ForkProcessesAll
 			}
 			var err error
@@ -177,7 +185,7 @@ the snapshot of its files; a fork that cannot carry them fails saying why.`,
 	fs.StringVar(&snapshot, "snapshot", "", "fork from this snapshot instead of the sandbox's state now")
 	fs.IntVar(&warm, "warm", 0, "with --snapshot alone: keep this many children of the snapshot started ahead in the daemon for the next forks (bounded by its --spares)")
 	fs.StringArrayVar(&labels, "label", nil, "label key=value added to the inherited ones (repeatable)")
-	fs.BoolVar(&processes, "processes", false, "carry the sandbox's running processes into each child (CRIU: root mode, criu 4.x)")
+	fs.BoolVar(&processes, "processes", false, "carry the running processes into each child: the sandbox's now, or those kept with --snapshot (CRIU: root mode, criu 4.x)")
 	return cmd
 }
 

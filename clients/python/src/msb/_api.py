@@ -344,8 +344,10 @@ def gym_submit(sid: str, patch: Optional[str] = None, model: str = "", keep: boo
 # Snapshots, forks, rollbacks --------------------------------------------------
 
 
-def snapshot(sid: str, name: str = "") -> Call:
+def snapshot(sid: str, name: str = "", processes: bool = False) -> Call:
     body = {"name": name} if name else {}
+    if processes:
+        body["processes"] = "all"
     return Call("POST", f"/v1/sandboxes/{_q(sid)}/snapshot", _obj(t.SnapshotInfo), body=json_body(body), timeout=600)
 
 
@@ -368,8 +370,9 @@ def fork(sid: str, count: int = 1, *, snapshot: str = "", labels: Optional[Mappi
 
 
 def fork_snapshot(name: str, count: int = 1, *, labels: Optional[Mapping[str, str]] = None,
-                  warm: int = 0, timeout: Optional[float] = None) -> Call:
-    body: Dict[str, Any] = {"count": count, "labels": dict(labels or {}), "warm": warm}
+                  warm: int = 0, processes: bool = False, timeout: Optional[float] = None) -> Call:
+    body: Dict[str, Any] = {"count": count, "labels": dict(labels or {}), "warm": warm,
+                            "processes": "all" if processes else ""}
     return Call("POST", f"/v1/snapshots/{_q(name)}/fork",
                 lambda s, h, b: [t.from_json(t.SandboxInfo, x) for x in decode_json(b)["sandboxes"]],
                 body=json_body({k: v for k, v in body.items() if v}), timeout=timeout)

@@ -88,9 +88,9 @@ class Client:
         """Kill everything in a sandbox and remove it."""
         return await self._t.run(_api.delete_sandbox(sandbox_id))
 
-    async def snapshot(self, sandbox_id: str, name: str = "") -> t.SnapshotInfo:
+    async def snapshot(self, sandbox_id: str, name: str = "", *, processes: bool = False) -> t.SnapshotInfo:
         """Snapshot a live sandbox (see ``msb.Client.snapshot``)."""
-        return await self._t.run(_api.snapshot(sandbox_id, name))
+        return await self._t.run(_api.snapshot(sandbox_id, name, processes))
 
     async def snapshots(self) -> List[t.SnapshotInfo]:
         """The daemon's named snapshots, oldest first."""
@@ -108,9 +108,9 @@ class Client:
         return [Sandbox(self, i) for i in infos]
 
     async def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None,
-                            warm: int = 0) -> List["Sandbox"]:
+                            warm: int = 0, processes: bool = False) -> List["Sandbox"]:
         """``n`` new sandboxes from the named snapshot (see ``msb.Client.fork_snapshot``)."""
-        infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm,
+        infos = await self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm, processes=processes,
                                                      timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
@@ -236,9 +236,9 @@ class Sandbox:
             pass
         return self.info
 
-    async def snapshot(self, name: str = "") -> t.SnapshotInfo:
+    async def snapshot(self, name: str = "", *, processes: bool = False) -> t.SnapshotInfo:
         """Snapshot this sandbox (see ``msb.Client.snapshot``)."""
-        return await self.client.snapshot(self.id, name)
+        return await self.client.snapshot(self.id, name, processes=processes)
 
     async def fork(self, n: int = 1, *, snapshot: str = "",
                    labels: Optional[Mapping[str, str]] = None, processes: bool = False) -> List["Sandbox"]:

@@ -118,12 +118,15 @@ class Client:
 
     # Snapshots --------------------------------------------------------------
 
-    def snapshot(self, sandbox_id: str, name: str = "") -> t.SnapshotInfo:
+    def snapshot(self, sandbox_id: str, name: str = "", *, processes: bool = False) -> t.SnapshotInfo:
         """Keep what a live sandbox wrote, and its sessions' cwd and
         environment, as a snapshot (the sandbox is frozen while its writes
         are copied). Without ``name`` the snapshot is anonymous: only the
-        sandboxes forked from it keep it."""
-        return self._t.run(_api.snapshot(sandbox_id, name))
+        sandboxes forked from it keep it. With ``processes`` (a root-mode
+        daemon with criu 4.x) its running processes are dumped in the same
+        freeze and kept with it: ``fork_snapshot(name, processes=True)``
+        goes on with them, also once the sandbox is closed."""
+        return self._t.run(_api.snapshot(sandbox_id, name, processes))
 
     def snapshots(self) -> List[t.SnapshotInfo]:
         """The daemon's named snapshots, oldest first."""
@@ -148,12 +151,14 @@ class Client:
         return [Sandbox(self, i) for i in infos]
 
     def fork_snapshot(self, name: str, n: int = 1, *, labels: Optional[Mapping[str, str]] = None,
-                      warm: int = 0) -> List["Sandbox"]:
+                      warm: int = 0, processes: bool = False) -> List["Sandbox"]:
         """Start ``n`` sandboxes from the named snapshot, also once the
         sandbox it was taken of is closed (see ``fork``). ``warm`` asks the
         daemon to keep that many children started ahead for the next
-        forks (bounded by its ``--spares``)."""
-        infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm, timeout=self.create_timeout))
+        forks (bounded by its ``--spares``). ``processes`` goes on with the
+        processes kept with a snapshot taken with ``processes``."""
+        infos = self._t.run(_api.fork_snapshot(name, n, labels=labels, warm=warm, processes=processes,
+                                               timeout=self.create_timeout))
         return [Sandbox(self, i) for i in infos]
 
     def create_sandboxes(self, n: int, instance_id: str = "", **kw: Any) -> List["Sandbox"]:
@@ -371,9 +376,9 @@ class Sandbox:
 
     # Snapshots --------------------------------------------------------------
 
-    def snapshot(self, name: str = "") -> t.SnapshotInfo:
+    def snapshot(self, name: str = "", *, processes: bool = False) -> t.SnapshotInfo:
         """Snapshot this sandbox (see ``Client.snapshot``)."""
-        return self.client.snapshot(self.id, name)
+        return self.client.snapshot(self.id, name, processes=processes)
 
     def fork(self, n: int = 1, *, snapshot: str = "", labels: Optional[Mapping[str, str]] = None,
              processes: bool = False) -> List["Sandbox"]:
