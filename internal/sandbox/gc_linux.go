@@ -101,6 +101,9 @@ func (rt *Runtime) GC() GCReport {
 		if pid := killInit(dir); pid > 0 {
 			rep.Processes = append(rep.Processes, pid)
 		}
+		if err := unmountRestored(dir); err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
 		if err := RemoveAll(dir); err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 		} else {

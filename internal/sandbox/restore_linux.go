@@ -93,7 +93,7 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 		return err
 	}
 	limits := s.conf.Limits.withDefaults()
-	t := RestoreTarget{ID: s.ID, Root: filepath.Join(s.dir, "root")}
+	t := RestoreTarget{ID: s.ID, Root: filepath.Join(s.dir, restoredMounts[0])}
 	switch s.rt.diskFor(&s.conf) {
 	case diskPool:
 		v, err := s.rt.diskSetup.pool.Create(s.ID, limits.DiskBytes)
@@ -104,7 +104,7 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 		// The pool's volumes are reached through a descriptor of this
 		// process's, which CRIU cannot bind from: the volume is mounted
 		// on the host, in the state dir, as init mounts it inside.
-		t.Disk = filepath.Join(s.dir, "disk")
+		t.Disk = filepath.Join(s.dir, restoredMounts[1])
 		if err := os.Mkdir(t.Disk, 0o755); err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 		}
 		s.hostMounts = append(s.hostMounts, t.Disk)
 	case diskTmpfs:
-		t.Disk = filepath.Join(s.dir, "disk")
+		t.Disk = filepath.Join(s.dir, restoredMounts[1])
 		if err := os.Mkdir(t.Disk, 0o755); err != nil {
 			return err
 		}
@@ -251,4 +251,25 @@ func ownPath(p string) string {
 // attachAt attaches the detached mount mnt at the dir target.
 func attachAt(mnt int, target string) error {
 	return unix.MoveMount(mnt, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// restoredMounts are the mounts a restored sandbox has on the host, in
+// its state dir, in the order they come off (see Runtime.Restore): no
+// created sandbox's state dir has dirs of these names.
+var restoredMounts = []string{"root", "disk"}
+
+// unmountRestored unmounts what a restored sandbox whose msb died left
+// mounted in its state dir dir, before GC removes the dir (which would
+// otherwise empty the disk through the mount and fail on the mount
+// points).
+func unmountRestored(dir string) error {
+	var errs []error
+	for _, m := range restoredMounts {
+		p := filepath.Join(dir, m)
+		err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
