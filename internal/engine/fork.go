@@ -75,7 +75,7 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 		return nil, fmt.Errorf("%w: a fork of sandbox %s keeps its network and lifetimes; options are for a fork of a snapshot alone", ErrBadRequest, sandboxID)
 	}
 	if req.Processes == api.ForkProcessesAll {
-		return e.forkProcesses(ctx, sandboxID, req) // forkprocs.go
+		return e.forkProcesses(ctx, sandboxID, req, o) // forkprocs.go
 	}
 	src, fs, done, err := e.forkSource(ctx, sandboxID, req.Snapshot)
 	if err != nil {

@@ -95,9 +95,12 @@ func (e *Engine) findCriu() (*checkpoint.Criu, error) {
 // of req.Count children is restored from the one dump over the source's
 // layers and the snapshot's (sandbox.Runtime.Restore), admitted as a
 // create; its sessions are the parent's, going on. No spare is used.
-func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
+// o's lifetimes apply to the children of a snapshot alone; its network
+// cannot: a child's network namespace is the one its processes were
+// dumped in.
+func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.ForkRequest, o SnapshotForkOptions) ([]*Sandbox, error) {
 	if req.Snapshot != "" {
-		return e.forkDumped(ctx, sandboxID, req)
+		return e.forkDumped(ctx, sandboxID, req, o)
 	}
 	if sandboxID == "" {
 		return nil, fmt.Errorf("%w: fork needs a sandbox or a snapshot", ErrBadRequest)
@@ -128,7 +131,7 @@ func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.Fo
 
 // forkDumped is forkProcesses of the named snapshot req.Snapshot, from
 // the dump kept with it.
-func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkRequest) ([]*Sandbox, error) {
+func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkRequest, o SnapshotForkOptions) ([]*Sandbox, error) {
 	criu, err := e.findCriu()
 	if err != nil {
 		return nil, err
@@ -145,6 +148,12 @@ func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkR
 	}
 	if src.task != nil {
 		return nil, unsupported("snapshot %q is of a task sandbox", req.Snapshot)
+	}
+	if o.Network != "" && o.Network != sandbox.NetworkNone || o.NetPolicy != nil {
+		return nil, unsupported("a child restored from snapshot %q keeps the network its processes were dumped in: no network %q or policy of its own", req.Snapshot, o.Network)
+	}
+	if o != (SnapshotForkOptions{}) {
+		o.apply(e, &src)
 	}
 	var sessions []string
 	for _, ss := range snap.rec.Sessions {
