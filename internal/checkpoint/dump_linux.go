@@ -265,7 +265,7 @@ func hostSource(init int, m mount.Info, host []mount.Info) (source, hostPoint st
 	}
 	best, bestPoint, bestLen := "", "", -1
 	for _, h := range host {
-		if h.FSType != m.FSType {
+		if h.FSType != m.FSType || transient(h) {
 			continue
 		}
 		rel, ok := under(m.Root, h.Root)
@@ -279,6 +279,16 @@ func hostSource(init int, m mount.Info, host []mount.Info) (source, hostPoint st
 		best, bestPoint, bestLen = filepath.Join(h.Point, rel), h.Point, len(h.Root)
 	}
 	return best, bestPoint, nil
+}
+
+// transient reports whether a host mount is no source to record: an
+// idmapped one (the host's own dirs are not; a restore's binds of them
+// are, and go when it ends: see bindIdmapped) or one in a restore's work
+// dir. A dump beside a restore sees those binds of the same filesystem,
+// rooted deeper than the host's own mount.
+func transient(h mount.Info) bool {
+	return slices.Contains(strings.Split(h.Options, ","), "idmapped") ||
+		strings.HasPrefix(h.Point, filepath.Join(os.TempDir(), restoreWorkPrefix))
 }
 
 // cgroupsOf returns pid's cgroups by hierarchy, as /proc/<pid>/cgroup
@@ -467,7 +477,7 @@ func hostPath(path string, st *unix.Stat_t, m mount.Info, host []mount.Info) (st
 	cands := []mount.Info{m}
 	for _, h := range host {
 		var hs unix.Stat_t
-		if h.ID != m.ID && unix.Stat(h.Point, &hs) == nil && hs.Dev == st.Dev {
+		if h.ID != m.ID && !transient(h) && unix.Stat(h.Point, &hs) == nil && hs.Dev == st.Dev {
 			cands = append(cands, h)
 		}
 	}

@@ -72,7 +72,7 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	if err := json.Unmarshal(b, &man); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", filepath.Join(opts.Dir, ManifestName), err)
 	}
-	work, err := os.MkdirTemp("", "msb-restore-")
+	work, err := os.MkdirTemp("", restoreWorkPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +161,9 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	p, _ := os.FindProcess(pid) // never fails on Linux
 	return &Restored{Process: p, Control: control}, nil
 }
+
+// restoreWorkPrefix names a restore's work dir in os.TempDir.
+const restoreWorkPrefix = "msb-restore-"
 
 // removeWork removes a restore's work dir once unmount took each of
 // binds, the idmapped binds of host dirs made in it. If one stays

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minisandbox/msb/internal/mount"
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
@@ -189,6 +190,24 @@ while True:
 		}
 		if c.Alive() {
 			t.Errorf("child %d's init is alive after Close", i)
+		}
+	}
+}
+
+// TestTransientMounts: a dump beside a restore takes neither the
+// restore's idmapped binds of host dirs nor anything in its work dir for
+// where a sandbox's mount comes from (they go when the restore ends).
+func TestTransientMounts(t *testing.T) {
+	for _, c := range []struct {
+		m    mount.Info
+		want bool
+	}{
+		{mount.Info{Point: "/usr", Options: "ro,relatime"}, false},
+		{mount.Info{Point: "/x/m0", Options: "ro,relatime,idmapped"}, true},
+		{mount.Info{Point: filepath.Join(os.TempDir(), "msb-restore-123", "m0"), Options: "ro"}, true},
+	} {
+		if got := transient(c.m); got != c.want {
+			t.Errorf("transient(%s, %q) = %v, want %v", c.m.Point, c.m.Options, got, c.want)
 		}
 	}
 }

@@ -95,9 +95,9 @@ func (e *Engine) findCriu() (*checkpoint.Criu, error) {
 // of req.Count children is restored from the one dump over the source's
 // layers and the snapshot's (sandbox.Runtime.Restore), admitted as a
 // create; its sessions are the parent's, going on. No spare is used.
-// o's lifetimes apply to the children of a snapshot alone; its network
-// cannot: a child's network namespace is the one its processes were
-// dumped in.
+// o applies to the children of a snapshot alone, but for a filtered
+// network or a policy: a child's network namespace is the one its
+// processes were dumped in (o.Network "none" or "host" only names it).
 func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.ForkRequest, o SnapshotForkOptions) ([]*Sandbox, error) {
 	if req.Snapshot != "" {
 		return e.forkDumped(ctx, sandboxID, req, o)
@@ -149,8 +149,8 @@ func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkR
 	if src.task != nil {
 		return nil, unsupported("snapshot %q is of a task sandbox", req.Snapshot)
 	}
-	if o.Network != "" && o.Network != sandbox.NetworkNone || o.NetPolicy != nil {
-		return nil, unsupported("a child restored from snapshot %q keeps the network its processes were dumped in: no network %q or policy of its own", req.Snapshot, o.Network)
+	if o.Network == sandbox.NetworkFiltered || o.NetPolicy != nil {
+		return nil, unsupported("a child restored from snapshot %q keeps the network namespace its processes were dumped in: no filtered network or policy", req.Snapshot)
 	}
 	if o != (SnapshotForkOptions{}) {
 		o.apply(e, &src)
