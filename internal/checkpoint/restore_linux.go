@@ -147,7 +147,7 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	err = c.run(ctx, "restore", logPath, args, func(cmd *exec.Cmd) { cmd.ExtraFiles = pass })
 	if err != nil {
 		control.Close()
-		return nil, err
+		return nil, keepLog(err, logPath)
 	}
 	b, err = os.ReadFile(pidPath)
 	var pid int
@@ -160,6 +160,25 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	}
 	p, _ := os.FindProcess(pid) // never fails on Linux
 	return &Restored{Process: p, Control: control}, nil
+}
+
+// keepLog keeps the log of a failed restore, whose work dir goes, beside
+// it in os.TempDir, and names it in err: its error lines (in err) seldom
+// say all (criu's route restore says only that ip failed).
+func keepLog(err error, logPath string) error {
+	b, rerr := os.ReadFile(logPath)
+	if rerr != nil {
+		return err
+	}
+	f, cerr := os.CreateTemp("", "msb-restore-failed-*.log")
+	if cerr != nil {
+		return err
+	}
+	defer f.Close()
+	if _, werr := f.Write(b); werr != nil {
+		return err
+	}
+	return fmt.Errorf("%w (whole log kept: %s)", err, f.Name())
 }
 
 // restoreWorkPrefix names a restore's work dir in os.TempDir.
