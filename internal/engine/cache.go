@@ -16,8 +16,10 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
+	"golang.org/x/sys/unix"
 )
 
 // Cache is the environment cache: its inventory and the operations that
@@ -124,8 +126,10 @@ func (c *Cache) Verify(ctx context.Context) (api.VerifyReport, error) {
 	return out, nil
 }
 
-// GC removes what no ref and no running sandbox uses.
+// GC removes what no ref and no running sandbox uses, and the CRIU dumps
+// of deleted snapshots (sweepDumps).
 func (c *Cache) GC(ctx context.Context) (api.CacheGCReport, error) {
+	c.sweepDumps()
 	r, err := c.st().GC(ctx)
 	if err != nil {
 		return api.CacheGCReport{}, err
@@ -368,4 +372,76 @@ func ids(l []store.LayerID) api.List[string] {
 		out[i] = id.String()
 	}
 	return out
+}
+
+// dumpsDir holds the CRIU dumps of Engine.SnapshotProcesses, one dir per
+// named snapshot, and those being written (newDump).
+func (c *Cache) dumpsDir() string { return filepath.Join(c.Dir(), "dumps") }
+
+// dumpStale is how old a dump being written (.new-*) may grow before
+// sweepDumps takes its writer for dead, when no lock of it is held.
+const dumpStale = time.Hour
+
+// newDump makes a dir in dumpsDir for a dump being written, locked
+// (lockDump, shared) until unlock: sweepDumps leaves it alone while the
+// lock is held, and removes it once it is an hour old and unlocked (its
+// writer died). The caller removes it or renames it to a snapshot's.
+func (c *Cache) newDump() (dir string, unlock func(), err error) {
+	if err := os.MkdirAll(c.dumpsDir(), 0o700); err != nil {
+		return "", nil, err
+	}
+	dir, err = os.MkdirTemp(c.dumpsDir(), ".new-")
+	if err != nil {
+		return "", nil, err
+	}
+	if unlock, err = lockDump(dir, unix.LOCK_SH); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, unlock, nil
+}
+
+// lockDump takes a flock of the dump dir dir (how: unix.LOCK_SH for a
+// fork restoring from it or a dump being written, unix.LOCK_EX, with
+// LOCK_NB or not, for its removal), held until unlock. A lock is the
+// dir's, across processes: a daemon's fork and msb cache gc see each
+// other's.
+func lockDump(dir string, how int) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(fd, how); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// sweepDumps removes the kept dumps whose snapshots are gone and those
+// whose writer died (.new-*, dumpStale old), except one a fork still
+// restores from or a call still writes (its lock is held). It returns how
+// many it removed.
+func (c *Cache) sweepDumps() int {
+	ents, _ := os.ReadDir(c.dumpsDir())
+	n := 0
+	for _, en := range ents {
+		p := filepath.Join(c.dumpsDir(), en.Name())
+		if strings.HasPrefix(en.Name(), ".new-") {
+			if fi, err := en.Info(); err != nil || time.Since(fi.ModTime()) < dumpStale {
+				continue
+			}
+		} else if _, err := c.st().Ref(rootfs.SnapshotRef(en.Name())); !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		unlock, err := lockDump(p, unix.LOCK_EX|unix.LOCK_NB)
+		if err != nil {
+			continue // in use, or gone
+		}
+		if os.RemoveAll(p) == nil {
+			n++
+		}
+		unlock()
+	}
+	return n
 }

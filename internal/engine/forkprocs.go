@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 )
 
 // ErrProcessesUnsupported: a fork asked to carry the parent's running
@@ -110,11 +110,12 @@ func (e *Engine) forkProcesses(ctx context.Context, sandboxID string, req api.Fo
 		return nil, err
 	}
 	defer done()
-	dir, err := os.MkdirTemp(e.rt.StateDir(), ".fork-dump-")
+	dir, unlock, err := e.cache.newDump() // swept if msb dies with it
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	defer unlock()
 	snap, err := parent.snapshotDumping(ctx, "", func(sb *sandbox.Sandbox) error {
 		_, err := criu.DumpSandbox(ctx, sb, dir)
 		return err
@@ -138,6 +139,12 @@ func (e *Engine) forkDumped(ctx context.Context, sandboxID string, req api.ForkR
 	}
 	e.sweepDumps()
 	dir := e.dumpDir(req.Snapshot)
+	// Held while the children are restored from it: a sweep, after the
+	// snapshot is deleted, leaves the dump alone. A dump swept before
+	// has no snapshot left, which forkSourceOf says.
+	if unlock, err := lockDump(dir, unix.LOCK_SH); err == nil {
+		defer unlock()
+	}
 	src, snap, done, err := e.forkSourceOf(ctx, sandboxID, req.Snapshot)
 	if err != nil {
 		return nil, err
@@ -214,7 +221,8 @@ func (e *Engine) restoreChildren(ctx context.Context, criu *checkpoint.Criu, dir
 // sandbox is closed (E2B's pause and resume). Its sessions are recorded
 // by name only (a fork without processes opens them in the defaults). A
 // dump whose snapshot is deleted is removed by the next call that looks
-// (sweepDumps). The refusals are forkProcesses'.
+// or the cache's gc (sweepDumps), once no fork restores from it. The
+// refusals are forkProcesses'.
 func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req api.SnapshotRequest) (api.SnapshotInfo, error) {
 	name := req.Name
 	if name == "" {
@@ -232,15 +240,12 @@ func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req ap
 		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
 	}
 	e.sweepDumps()
-	dumps := filepath.Join(e.cache.Dir(), "dumps")
-	if err := os.MkdirAll(dumps, 0o700); err != nil {
-		return api.SnapshotInfo{}, err
-	}
-	tmp, err := os.MkdirTemp(dumps, ".new-")
+	tmp, unlock, err := e.cache.newDump()
 	if err != nil {
 		return api.SnapshotInfo{}, err
 	}
 	defer os.RemoveAll(tmp)
+	defer unlock()
 	snap, err := parent.snapshotDumping(ctx, name, func(sb *sandbox.Sandbox) error {
 		_, err := criu.DumpSandbox(ctx, sb, tmp)
 		return err
@@ -250,7 +255,12 @@ func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req ap
 	}
 	snap.lease.Release()
 	dir := e.dumpDir(name)
-	os.RemoveAll(dir) // of a snapshot of that name deleted before
+	if old, err := lockDump(dir, unix.LOCK_EX); err == nil {
+		// Of a snapshot of that name deleted before, once no fork
+		// restores from it.
+		os.RemoveAll(dir)
+		old()
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return api.SnapshotInfo{}, fmt.Errorf("keeping the dump of snapshot %q: %w", name, err)
 	}
@@ -259,26 +269,11 @@ func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req ap
 }
 
 // dumpDir is where the dump of named snapshot name is kept.
-func (e *Engine) dumpDir(name string) string { return filepath.Join(e.cache.Dir(), "dumps", name) }
+func (e *Engine) dumpDir(name string) string { return filepath.Join(e.cache.dumpsDir(), name) }
 
-// sweepDumps removes the kept dumps whose snapshots are gone, and dumps
-// of SnapshotProcesses calls that died halfway (.new-*, an hour old).
-func (e *Engine) sweepDumps() {
-	dumps := filepath.Join(e.cache.Dir(), "dumps")
-	ents, _ := os.ReadDir(dumps)
-	for _, en := range ents {
-		p := filepath.Join(dumps, en.Name())
-		if strings.HasPrefix(en.Name(), ".new-") {
-			if fi, err := en.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
-				os.RemoveAll(p)
-			}
-			continue
-		}
-		if _, err := e.cache.st().Ref(rootfs.SnapshotRef(en.Name())); errors.Is(err, store.ErrNotFound) {
-			os.RemoveAll(p)
-		}
-	}
-}
+// sweepDumps removes the kept dumps whose snapshots are gone (Cache.
+// sweepDumps; the cache's gc does too).
+func (e *Engine) sweepDumps() { e.cache.sweepDumps() }
 
 // restoreChild admits one child of src and restores the dump into it
 // (restorer) over src's layers and snap's, its sessions those named.

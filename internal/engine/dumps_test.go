@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/privtest"
+)
+
+// TestCacheGCSweepsDumps: the cache's gc (msb cache gc) removes the kept
+// dumps whose snapshots are gone and those of snapshot calls that died
+// halfway (.new-*, an hour old), and keeps a named snapshot's dump and a
+// dump being written.
+func TestCacheGCSweepsDumps(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	parent := hostSandbox(t, e)
+	if _, err := e.Snapshot(ctx, parent.ID(), api.SnapshotRequest{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("kept") })
+	dumps := filepath.Join(e.cache.Dir(), "dumps")
+	plant := func(name string, age time.Duration) string {
+		dir := filepath.Join(dumps, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	gone, died := plant("gone", 0), plant(".new-died", 2*time.Hour)
+	kept, writing := plant("kept", 0), plant(".new-writing", 0)
+	if _, err := e.cache.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{gone, died} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after cache gc: %v, want it removed", d, err)
+		}
+	}
+	for _, d := range []string{kept, writing} {
+		if _, err := os.Stat(filepath.Join(d, "pages-1.img")); err != nil {
+			t.Errorf("%s after cache gc: %v, want it kept", d, err)
+		}
+	}
+}
+
+// TestDumpDeletedWhileForked deletes a snapshot with processes while a
+// fork of it restores its dump, and sweeps the dumps (what any call with
+// processes and the cache's gc do): the fork, which holds the snapshot,
+// must not lose the dump halfway; each child goes on with the counter.
+func TestDumpDeletedWhileForked(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	if e.rt.Rootless() {
+		t.Skip("rootless refuses processes (TestSnapshotProcesses)")
+	}
+	if _, err := findCriu(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	parent := dumpableSandbox(t, e)
+	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "bg", "cd /tmp; "+counterStart)
+	token, before := readCounter(t, parent, 3)
+	if _, err := e.SnapshotProcesses(ctx, parent.ID(), api.SnapshotRequest{Name: "racing"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		kids []*Sandbox
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "racing", Count: 3, Processes: api.ForkProcessesAll})
+		done <- result{kids, err}
+	}()
+	// Once criu restores a child, the snapshot is deleted and the dumps
+	// swept under it.
+	swept := false
+	var res result
+	for res.kids == nil && res.err == nil {
+		select {
+		case res = <-done:
+			continue
+		case <-time.After(2 * time.Millisecond):
+		}
+		if !swept && criuRestoring() {
+			if err := e.DeleteSnapshot("racing"); err != nil {
+				t.Error(err)
+			}
+			e.sweepDumps()
+			e.cache.GC(ctx)
+			swept = true
+		}
+	}
+	if res.err != nil {
+		t.Fatalf("a fork whose snapshot was deleted while it restored: %v", res.err)
+	}
+	closeAll(t, res.kids...)
+	if !swept {
+		t.Fatal("the fork ended before a child's state dir was seen: nothing raced")
+	}
+	for _, k := range res.kids {
+		if tok, n := readCounter(t, k, before); tok != token {
+			t.Errorf("%s: the counter's token %q at %d, want %q past %d", k.ID(), tok, n, token, before)
+		}
+	}
+	e.cache.GC(ctx)
+	if _, err := os.Stat(e.dumpDir("racing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dump of the deleted snapshot after the fork and a cache gc: %v, want it gone", err)
+	}
+}
+
+// criuRestoring says whether a criu restore runs as a child of this
+// process.
+func criuRestoring() bool {
+	self := strconv.Itoa(os.Getpid())
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) < 2 || filepath.Base(args[0]) != "criu" || args[1] != "restore" {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + p.Name() + "/stat"); err == nil {
+			s := string(stat)
+			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == self {
+				return true
+			}
+		}
+	}
+	return false
+}
