@@ -24,7 +24,7 @@ type Phase struct {
 const (
 	PhaseDirs       = "create.dirs"            // state dir, owner lock (the first sandbox: the disk pool too)
 	PhaseDisk       = "create.disk"            // the bounded disk (a pool volume with its quota)
-	PhaseCgroup     = "create.cgroup"          // cgroup made and limited
+	PhaseCgroup     = "create.cgroup"          // cgroup made and limited (beside create.disk)
 	PhaseConfig     = "create.config"          // what init is told (waits for the runtime's idmap namespace)
 	PhaseSpawn      = "create.spawn"           // clone in new namespaces and execve of init
 	PhaseAttach     = "create.attach"          // init's pid written to the cgroups
