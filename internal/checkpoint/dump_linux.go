@@ -115,8 +115,12 @@ type DumpOptions struct {
 var ownFS = []string{"proc", "sysfs", "devpts", "mqueue", "tmpfs"}
 
 // Dump dumps the process tree of opts.Init, all of its PID namespace, to
-// opts.Dir and writes the Manifest there.
+// opts.Dir and writes the Manifest there. ctx's cancel does not stop it:
+// a criu killed while its parasite code runs in the dumped processes
+// leaves them crashing (the sandbox's init died of SIGSEGV,
+// TestForkCancelledInDump in package engine), so a dump runs to its end.
 func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
+	ctx = context.WithoutCancel(ctx)
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("making the images dir: %w", err)
 	}

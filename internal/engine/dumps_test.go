@@ -102,7 +102,7 @@ func TestDumpDeletedWhileForked(t *testing.T) {
 			continue
 		case <-time.After(2 * time.Millisecond):
 		}
-		if !swept && criuRestoring() {
+		if !swept && criuRunning("restore") {
 			if err := e.DeleteSnapshot("racing"); err != nil {
 				t.Error(err)
 			}
@@ -129,9 +129,9 @@ func TestDumpDeletedWhileForked(t *testing.T) {
 	}
 }
 
-// criuRestoring says whether a criu restore runs as a child of this
-// process.
-func criuRestoring() bool {
+// criuRunning says whether a criu of the command verb (dump, restore)
+// runs as a child of this process.
+func criuRunning(verb string) bool {
 	self := strconv.Itoa(os.Getpid())
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -140,7 +140,7 @@ func criuRestoring() bool {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) < 2 || filepath.Base(args[0]) != "criu" || args[1] != "restore" {
+		if len(args) < 2 || filepath.Base(args[0]) != "criu" || args[1] != verb {
 			continue
 		}
 		if stat, err := os.ReadFile("/proc/" + p.Name() + "/stat"); err == nil {
@@ -151,4 +151,57 @@ func criuRestoring() bool {
 		}
 	}
 	return false
+}
+
+// TestForkCancelledInDump cancels a fork with processes while criu dumps
+// the parent (a client gone): the fork fails, and the parent's processes
+// must go on unharmed, thawed, as if it had not been asked.
+func TestForkCancelledInDump(t *testing.T) {
+	e := snapshotEngine(t)
+	if e.rt.Rootless() {
+		t.Skip("rootless refuses processes (TestForkProcesses)")
+	}
+	if _, err := findCriu(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	parent := dumpableSandbox(t, e)
+	if err := parent.OpenSession(context.Background(), api.SessionRequest{Name: "bg"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "bg", "cd /tmp; "+counterStart)
+	token, n := readCounter(t, parent, 3)
+	for try := range 8 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
+			for _, k := range kids {
+				k.Close()
+			}
+			done <- err
+		}()
+		var err error
+	wait:
+		for delay := time.Duration(try) * 60 * time.Millisecond; ; {
+			select {
+			case err = <-done:
+				break wait
+			case <-time.After(2 * time.Millisecond):
+			}
+			if criuRunning("dump") {
+				time.Sleep(delay)
+				cancel()
+			}
+		}
+		cancel()
+		t.Logf("try %d: the fork: %v", try, err)
+		tok, m := readCounter(t, parent, n)
+		if tok != token {
+			t.Fatalf("try %d: the parent's counter has token %q, want %q", try, tok, token)
+		}
+		n = m
+		if got := sh(t, parent, "bg", "echo alive"); got != "alive\n" {
+			t.Fatalf("try %d: the parent's session after the cancelled fork: %q", try, got)
+		}
+	}
 }
