@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minisandbox/msb/internal/api"
@@ -69,10 +70,17 @@ type box struct {
 	mu     sync.Mutex // guards the fields below
 	sid    string     // the engine's sandbox: id at create, another after a resume
 	paused string     // the snapshot a paused sandbox resumes from; "" when running
-	end    time.Time
-	timer  *time.Timer
-	procs  map[uint32]*proc
-	next   uint32
+	// pause is what its last pause kept (pauseSnapshot): pauseProcesses,
+	// or why files only; "" before any pause.
+	pause string
+	end   time.Time
+	timer *time.Timer
+	procs map[uint32]*proc
+	next  uint32
+	// live counts its processes that have not ended (proc.live), so that
+	// canPrime need not look at each kept one: a sandbox that ran
+	// thousands of commands keeps them for endedKeep.
+	live atomic.Int64
 	// watchers are the sandbox's directory watchers by id; they end
 	// when it closes or pauses.
 	watchers map[string]*watcher
@@ -174,7 +182,8 @@ func (f *Front) Handler() http.Handler {
 	})
 
 	sandbox := http.NewServeMux()
-	sandbox.Handle(processconnect.NewProcessHandler(&processService{f}))
+	processPath, processHandler := processconnect.NewProcessHandler(&processService{f})
+	sandbox.Handle(processPath, joinEnd(processHandler))
 	sandbox.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{f: f}))
 	sandbox.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	sandbox.HandleFunc("GET /envs", f.envs)

@@ -63,11 +63,12 @@ type primed struct {
 	user    *sysUser           // who it runs as; nil: the sandbox's user
 	sid     string             // the engine's sandbox it runs in
 	cancel  context.CancelFunc // stops it: SIGINT, then SIGKILL
-	dir     *os.File           // wire.SessionDir in the sandbox (O_PATH)
 	name    string             // the FIFO's name in dir
-	fifo    int                // the daemon's read-write end of the FIFO: the shell's open never blocks
+	made    chan struct{}      // closed once make has made the FIFO, or failed or given up
 
 	mu      sync.Mutex    // guards the fields below
+	dir     *os.File      // wire.SessionDir in the sandbox (O_PATH); nil until made
+	fifo    int           // the daemon's read-write end of the FIFO: the shell's open never blocks
 	early   []earlyOutput // output before a process took it (the profiles')
 	size    int           // bytes in early
 	taker   *proc         // the process it runs; nil while it waits
@@ -93,25 +94,37 @@ func primedScript(prelude, fifo string, u *sysUser) string {
 	return "exec " + primedFD + "<" + shellWord(fifo) + "; " + asUser(u, script)
 }
 
-// newPrimed makes the FIFO of a primed shell in sb that runs prelude as u
-// for the commands of shape; the shell is not started (runPrimed).
-func newPrimed(sb *engine.Sandbox, shape, prelude string, u *sysUser) (*primed, error) {
+// errPrimedStopped: a primed shell stopped before its FIFO was made.
+var errPrimedStopped = errors.New("stopped before it was made")
+
+// make makes p's FIFO in sb; the shell is not started (runPrimed). A p
+// stopped meanwhile is not made; one not made has ended: no process
+// takes it.
+func (p *primed) make(sb *engine.Sandbox) (err error) {
+	p.mu.Lock()
+	defer func() {
+		if err != nil {
+			p.cleanup()
+			p.ended = true
+		}
+		p.mu.Unlock()
+		close(p.made)
+	}()
+	if p.stopped {
+		return errPrimedStopped
+	}
 	root, err := os.OpenFile(fmt.Sprintf("/proc/%d/root", sb.InitPid()), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("opening the sandbox's root: %w", err)
+		return fmt.Errorf("opening the sandbox's root: %w", err)
 	}
 	defer root.Close()
 	fd, err := unix.Openat2(int(root.Fd()), wire.SessionDir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s in the sandbox: %w", wire.SessionDir, err)
+		return fmt.Errorf("opening %s in the sandbox: %w", wire.SessionDir, err)
 	}
-	p := &primed{shape: shape, prelude: prelude, user: u, sid: sb.ID(), dir: os.NewFile(uintptr(fd), wire.SessionDir), name: "e2b-login-" + newToken(), fifo: -1}
-	if err := p.makeFIFO(); err != nil {
-		p.cleanup()
-		return nil, err
-	}
-	return p, nil
+	p.dir = os.NewFile(uintptr(fd), wire.SessionDir)
+	return p.makeFIFO()
 }
 
 // makeFIFO makes the FIFO, owned by the sandbox user (who owns its
@@ -141,14 +154,18 @@ func (p *primed) makeFIFO() error {
 // path is the FIFO's path in the sandbox.
 func (p *primed) path() string { return path.Join(wire.SessionDir, p.name) }
 
-// cleanup closes the daemon's end of the FIFO and removes it.
+// cleanup closes the daemon's end of the FIFO and removes it. The caller
+// holds p.mu.
 func (p *primed) cleanup() {
 	if p.fifo >= 0 {
 		unix.Close(p.fifo)
 		p.fifo = -1
 	}
-	unix.Unlinkat(int(p.dir.Fd()), p.name, 0) // gone with a closed sandbox
-	p.dir.Close()
+	if p.dir != nil {
+		unix.Unlinkat(int(p.dir.Fd()), p.name, 0) // gone with a closed sandbox
+		p.dir.Close()
+		p.dir = nil
+	}
 }
 
 // close stops the shell; runPrimed then cleans up after it.
@@ -164,7 +181,9 @@ func (p *primed) close() {
 // next one replaced it. A shell that has not opened it yet then exits.
 func (p *primed) stop() {
 	p.stopped = true
-	unix.Unlinkat(int(p.dir.Fd()), p.name, 0)
+	if p.dir != nil {
+		unix.Unlinkat(int(p.dir.Fd()), p.name, 0)
+	}
 	p.cancel()
 }
 
@@ -194,6 +213,7 @@ func (p *primed) emit(stderr bool, b []byte) {
 // if the shell has ended or the command could not be written (the caller
 // then stops it and runs pr in a shell of its own).
 func (p *primed) hand(pr *proc) bool {
+	<-p.made
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended || p.stopped {
@@ -213,34 +233,48 @@ func (p *primed) hand(pr *proc) bool {
 
 // prime gives b a primed shell of the shape of done, a process of its
 // sandbox sb that has just ended without error, if nothing else runs in
-// the sandbox or changes it (box.canPrime).
-func (f *Front) prime(b *box, sb *engine.Sandbox, done *proc) {
+// the sandbox or changes it (box.canPrime). It is called before done's
+// end event, so that a next command, which comes after it, finds the
+// shell; the work of making it is start's, which the caller calls after
+// the end event (nil: none to make). A command that takes the shell
+// meanwhile waits for its FIFO (hand).
+func (f *Front) prime(b *box, sb *engine.Sandbox, done *proc) (start func()) {
 	shape := done.shape()
 	if shape == "" {
-		return
+		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.canPrime(sb.ID(), done) {
-		return
+		return nil
 	}
 	if b.primed != nil {
 		if b.primed.shape == shape {
-			return
+			return nil
 		}
 		b.primed.close()
 		b.primed = nil
 	}
 	prelude, _ := loginPrelude(done.config) // shape says it has one
-	p, err := newPrimed(sb, shape, prelude, done.user)
-	if err != nil {
-		f.log.Debug("priming a login shell", "sandbox", b.id, "err", err)
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p := &primed{shape: shape, prelude: prelude, user: done.user, sid: sb.ID(), cancel: cancel, name: "e2b-login-" + newToken(),
+		made: make(chan struct{}), fifo: -1}
 	b.primed = p
-	go f.runPrimed(ctx, b, sb, p)
+	return func() {
+		if err := p.make(sb); err != nil {
+			cancel()
+			b.mu.Lock()
+			if b.primed == p {
+				b.primed = nil
+			}
+			b.mu.Unlock()
+			if !errors.Is(err, errPrimedStopped) {
+				f.log.Debug("priming a login shell", "sandbox", b.id, "err", err)
+			}
+			return
+		}
+		go f.runPrimed(ctx, b, sb, p)
+	}
 }
 
 // canPrime says whether b may get a primed shell in its engine sandbox
@@ -255,18 +289,13 @@ func (b *box) canPrime(sid string, done *proc) bool {
 	if b.paused != "" || b.sid != sid || b.busy > 0 {
 		return false
 	}
-	for _, pr := range b.procs {
-		if pr == done {
-			continue
-		}
-		pr.mu.Lock()
-		ended := pr.ended
-		pr.mu.Unlock()
-		if !ended {
-			return false
-		}
+	live := b.live.Load()
+	done.mu.Lock()
+	if !done.ended {
+		live--
 	}
-	return true
+	done.mu.Unlock()
+	return live == 0
 }
 
 // runPrimed runs the primed shell p in sb until it ends: as the process
@@ -278,8 +307,8 @@ func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *pr
 	p.mu.Lock()
 	p.ended = true
 	taker := p.taker
-	p.mu.Unlock()
 	p.cleanup()
+	p.mu.Unlock()
 	if taker != nil {
 		f.finish(ctx, b, sb, taker, res, err)
 		taker.cancel()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,6 +34,7 @@ type proc struct {
 	tag    string
 	config *process.ProcessConfig
 	cancel context.CancelFunc
+	live   *atomic.Int64     // its sandbox's count of processes not ended (box.live); nil: none
 	stdin  *stdinPipe        // nil: started without stdin
 	pty    *process.PTY_Size // nil: no terminal; else its size at the start
 	user   *sysUser          // who it runs as (users.go); nil: the sandbox's user
@@ -63,9 +65,22 @@ func (p *proc) add(ev *process.ProcessEvent, end bool) {
 		p.log = p.log[1:]
 		p.first++
 	}
-	p.ended = p.ended || end
+	if end {
+		p.end()
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// end marks p ended, once. The caller holds p.mu.
+func (p *proc) end() {
+	if p.ended {
+		return
+	}
+	p.ended = true
+	if p.live != nil {
+		p.live.Add(-1)
+	}
 }
 
 func dataLen(ev *process.ProcessEvent) int {
@@ -159,8 +174,9 @@ func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc,
 	if p.stdin != nil {
 		p.stdin.remove(sb)
 	}
+	var startPrimed func()
 	if err == nil {
-		f.prime(b, sb, p)
+		startPrimed = f.prime(b, sb, p)
 	}
 	switch {
 	case err != nil && ctx.Err() != nil && b.isClosed():
@@ -171,6 +187,9 @@ func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc,
 		p.add(endEvent(-1, "error", err.Error()), true)
 	default:
 		p.add(endEvent(int32(res.ExitCode), fmt.Sprintf("exit status %d", res.ExitCode), ""), true)
+	}
+	if startPrimed != nil {
+		startPrimed() // after the end event, which the stream sends meanwhile
 	}
 	if err != nil {
 		b.logf("warn", []string{"pid", fmt.Sprint(p.pid)}, "process %d ended: %v", p.pid, err)
@@ -284,7 +303,8 @@ func (p *proc) awaitEnd(ctx context.Context, wait time.Duration) bool {
 func (p *proc) lose() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ended, p.lost = true, true
+	p.end()
+	p.lost = true
 	close(p.changed)
 	p.changed = make(chan struct{})
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -130,13 +132,51 @@ func envName(s string) bool {
 	return s != ""
 }
 
+// endWriter is the ResponseWriter of a Start or Connect stream (joinEnd):
+// once the process's end event is being sent, the stream's last message,
+// its flushes do nothing, so that the end event, connect's end of the
+// stream and HTTP's last chunk leave together when the handler returns,
+// in one write the client reads once, not three.
+type endWriter struct {
+	http.ResponseWriter
+	last atomic.Bool
+}
+
+func (w *endWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.last.Load() {
+		f.Flush()
+	}
+}
+
+func (w *endWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type endWriterKey struct{}
+
+// joinEnd gives the Start and Connect streams of h an endWriter.
+func joinEnd(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != processconnect.ProcessStartProcedure && r.URL.Path != processconnect.ProcessConnectProcedure {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ew := &endWriter{ResponseWriter: w}
+		h.ServeHTTP(ew, r.WithContext(context.WithValue(r.Context(), endWriterKey{}, ew)))
+	})
+}
+
 // streamSender is send for one stream: one Send at a time (events and
-// keepalives), a keepalive every keepAlive while ctx lasts.
+// keepalives), a keepalive every keepAlive while ctx lasts. The stream
+// ends after the process's end event: that one is not flushed by itself
+// (endWriter).
 func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) func(*process.ProcessEvent) error {
 	var mu sync.Mutex
+	ew, _ := ctx.Value(endWriterKey{}).(*endWriter)
 	locked := func(ev *process.ProcessEvent) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if ew != nil && ev.GetEnd() != nil {
+			ew.last.Store(true)
+		}
 		return send(ev)
 	}
 	go func() {
@@ -162,6 +202,8 @@ func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, t
 	b.mu.Lock()
 	b.next++
 	pr := newProc(b.next, tag, cfg, cancel)
+	pr.live = &b.live
+	b.live.Add(1)
 	pr.stdin, pr.pty, pr.user = stdin, pty, u
 	pm := b.takePrimed(pr.shape(), sb.ID())
 	b.procs[pr.pid] = pr
