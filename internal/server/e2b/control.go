@@ -254,7 +254,7 @@ func (f *Front) running(id string) *box {
 // listed is a sandbox as list and get describe it.
 func (f *Front) listed(b *box) map[string]any {
 	b.mu.Lock()
-	end, sid, state := b.end, b.sid, "running"
+	end, sid, state, pause := b.end, b.sid, "running", b.pause
 	if b.paused != "" {
 		state = "paused"
 	}
@@ -277,6 +277,9 @@ func (f *Front) listed(b *box) map[string]any {
 	if m["metadata"] == nil {
 		m["metadata"] = map[string]string{}
 	}
+	if pause != "" {
+		m["msbPause"] = pause // what its last pause kept (pauseSnapshot); the SDK ignores it
+	}
 	return m
 }
 
@@ -290,7 +293,10 @@ func (f *Front) get(w http.ResponseWriter, r *http.Request) {
 	m["envdAccessToken"] = b.token
 	m["lifecycle"] = b.cycle.info()
 	if m["state"] == "paused" {
-		m["pauseMode"] = "filesystem" // files only, never memory: a resume starts its processes afresh
+		m["pauseMode"] = "filesystem" // files only: a resume starts its processes afresh
+		if m["msbPause"] == pauseProcesses {
+			m["pauseMode"] = "full" // its processes too, which a resume restores (pauseSnapshot)
+		}
 	}
 	writeJSON(w, http.StatusOK, m)
 }

@@ -90,6 +90,11 @@ type pausedRecord struct {
 	Started  time.Time         `json:"started"`
 	End      time.Time         `json:"end"`
 	Snapshot string            `json:"snapshot"` // the pause snapshot it resumes from
+	// Processes says the snapshot holds its processes too (a CRIU dump
+	// the engine keeps with it), which the resume restores; else
+	// FilesOnly says why it does not (pauseSnapshot).
+	Processes bool   `json:"processes,omitempty"`
+	FilesOnly string `json:"filesOnly,omitempty"`
 	// Instance is the msb instance of a task sandbox ("": a raw one,
 	// resumed on its snapshot as an image with its network).
 	Instance string            `json:"instance,omitempty"`

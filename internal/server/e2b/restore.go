@@ -103,6 +103,9 @@ func (f *Front) restoredBox(pr *pausedRecord) *box {
 	if pr.Lifecycle != nil {
 		b.cycle = *pr.Lifecycle
 	}
+	if b.pause = pr.FilesOnly; pr.Processes {
+		b.pause = pauseProcesses
+	}
 	if pr.ShutdownAt.IsZero() {
 		b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
 		return b
@@ -111,7 +114,11 @@ func (f *Front) restoredBox(pr *pausedRecord) *box {
 	// then, as if it had run on.
 	b.shutdownAt = pr.ShutdownAt
 	f.setEnd(b, max(pr.End.Sub(pr.ShutdownAt), 0))
-	b.logf("info", []string{"snapshot", pr.Snapshot}, "sandbox paused at the last daemon's shutdown restored from its record: its files are kept, its processes ended; an envd call or connect resumes it")
+	kept := "its files are kept, its processes ended"
+	if pr.Processes {
+		kept = "its files and processes are kept"
+	}
+	b.logf("info", []string{"snapshot", pr.Snapshot}, "sandbox paused at the last daemon's shutdown restored from its record: %s; an envd call or connect resumes it", kept)
 	return b
 }
 
@@ -148,8 +155,13 @@ func (f *Front) savePaused(b *box, snapshot, instance string, shutdownAt time.Ti
 	return f.rec.put(kindPaused, b.id, func() record {
 		b.mu.Lock()
 		defer b.mu.Unlock()
+		kept := b.pause == pauseProcesses
+		filesOnly := b.pause
+		if kept {
+			filesOnly = ""
+		}
 		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
-			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot,
+			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot, Processes: kept, FilesOnly: filesOnly,
 			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle(), ShutdownAt: shutdownAt,
 			Traffic: b.traffic, Mask: b.mask, HTTPS: b.https}}
 	})
@@ -188,13 +200,31 @@ func (f *Front) saveSnapshot(name string, b *box) {
 }
 
 // resume starts b's sandbox again from its pause snapshot, with the
-// network it was created with and no lifetime but the E2B timeout: a task
-// sandbox as a fork of the snapshot (which prepares its instance's binds
-// and environment), any other on the snapshot as its image.
+// network it was created with and no lifetime but the E2B timeout: one
+// paused with its processes as the snapshot's fork with them (the
+// engine restores its dump), falling back to its files alone when that
+// fails; a task sandbox as a fork of the snapshot (which prepares its
+// instance's binds and environment), any other on the snapshot as its
+// image.
 func (f *Front) resume(ctx context.Context, b *box, snap string) (*engine.Sandbox, error) {
 	b.mu.Lock()
-	instance, network, policy := b.instance, b.network, b.policy
+	instance, network, policy, kept := b.instance, b.network, b.policy, b.pause == pauseProcesses
 	b.mu.Unlock()
+	if kept {
+		children, err := f.e.Fork(ctx, "", api.ForkRequest{Snapshot: snap, Count: 1, Processes: api.ForkProcessesAll, Labels: e2bLabels()})
+		if err == nil {
+			b.logf("info", []string{"snapshot", snap}, "sandbox resumed with its processes")
+			return children[0], nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		f.log.Warn("an e2b resume could not restore the sandbox's processes: resuming its files only", "sandbox", b.id, "err", err)
+		b.logf("warn", []string{"snapshot", snap}, "the sandbox's processes could not be restored, only its files: %v", err)
+		b.mu.Lock()
+		b.pause = "files only: the restore failed: " + err.Error()
+		b.mu.Unlock()
+	}
 	if instance != "" {
 		children, err := f.e.ForkSnapshot(ctx, "", api.ForkRequest{Snapshot: snap, Labels: e2bLabels()}, e2bFork(network, policy))
 		if err != nil {

@@ -21,7 +21,8 @@ import (
 // TestE2BShutdownPause: a daemon that stops pauses its running sandboxes
 // (PauseAtShutdown, msb serve's --e2b-shutdown-pause): a new daemon on the
 // same cache lists them paused with their metadata, lifecycle and the rest
-// of their timeout, get_info says the pause kept files only; connect
+// of their timeout, get_info says what the pause kept (pauseMode full
+// where it kept their processes: pauseSnapshot); connect
 // (through the SDK) gives the sandbox back with its file, envs, user and
 // network rules but not its background process, and an envd call resumes
 // the others, with auto_resume or without (their clients never paused
@@ -65,11 +66,16 @@ func TestE2BShutdownPause(t *testing.T) {
 		var got struct {
 			State     string `json:"state"`
 			PauseMode string `json:"pauseMode"`
+			MsbPause  string `json:"msbPause"`
 			Token     string `json:"envdAccessToken"`
 		}
 		json.Unmarshal([]byte(body), &got)
-		if status != http.StatusOK || got.State != "paused" || got.PauseMode != "filesystem" {
-			t.Errorf("get %s after the restart: %d %s, want it paused, pauseMode filesystem", id, status, body)
+		want := "filesystem"
+		if got.MsbPause == pauseProcesses {
+			want = "full"
+		}
+		if status != http.StatusOK || got.State != "paused" || got.PauseMode != want || got.MsbPause == "" {
+			t.Errorf("get %s after the restart: %d %s, want it paused, pauseMode %s, msbPause saying what it kept", id, status, body, want)
 		}
 		tokens[id] = got.Token
 	}

@@ -104,10 +104,13 @@ func (f *Front) pauseLocked(ctx context.Context, b *box, shutdownAt time.Time) e
 		return fmt.Errorf("sandbox %s is %w", b.id, errAlreadyPaused)
 	}
 	name := pausePrefix + b.id
-	info, err := f.e.Snapshot(ctx, sid, api.SnapshotRequest{Name: name})
+	info, kept, err := f.pauseSnapshot(ctx, b, sid, name)
 	if err != nil {
 		return err
 	}
+	b.mu.Lock()
+	b.pause = kept
+	b.mu.Unlock()
 	if err := f.savePaused(b, name, info.InstanceID, shutdownAt); err != nil {
 		if derr := f.e.DeleteSnapshot(name); derr != nil {
 			f.log.Warn("deleting the pause snapshot of a pause that failed", "snapshot", name, "err", derr)
@@ -129,12 +132,39 @@ func (f *Front) pauseLocked(ctx context.Context, b *box, shutdownAt time.Time) e
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
 	}
+	what := "its files and processes kept"
+	if kept != pauseProcesses {
+		what = "its files kept, its processes ended: " + kept
+	}
 	if shutdownAt.IsZero() {
-		b.logf("info", []string{"snapshot", name}, "sandbox paused")
+		b.logf("info", []string{"snapshot", name}, "sandbox paused: %s", what)
 	} else {
-		b.logf("info", []string{"snapshot", name}, "sandbox paused at the daemon's shutdown: its files are kept, its processes ended")
+		b.logf("info", []string{"snapshot", name}, "sandbox paused at the daemon's shutdown: %s", what)
 	}
 	return nil
+}
+
+// pauseProcesses is box.pause of a sandbox paused with its processes.
+const pauseProcesses = "processes"
+
+// pauseSnapshot takes the pause snapshot name of b's engine sandbox sid:
+// with its running processes, as E2B's pause keeps memory, where the
+// engine can dump them (root, a usable criu, a raw sandbox not on a
+// filtered network: engine.SnapshotProcesses), else its files only; kept
+// is pauseProcesses, or why files only (the engine's refusal), which
+// the pause's log line and the sandbox's info (msbPause) say.
+func (f *Front) pauseSnapshot(ctx context.Context, b *box, sid, name string) (info api.SnapshotInfo, kept string, err error) {
+	info, err = f.e.SnapshotProcesses(ctx, sid, api.SnapshotRequest{Name: name, Processes: api.ForkProcessesAll})
+	if err == nil {
+		return info, pauseProcesses, nil
+	}
+	if !errors.Is(err, engine.ErrProcessesUnsupported) {
+		return info, "", err
+	}
+	kept = "files only: " + err.Error()
+	f.log.Info("an e2b pause keeps files only", "sandbox", b.id, "why", err)
+	info, err = f.e.Snapshot(ctx, sid, api.SnapshotRequest{Name: name})
+	return info, kept, err
 }
 
 // connect answers a running sandbox, moving its end later when timeout
