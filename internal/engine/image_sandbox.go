@@ -39,17 +39,22 @@ type ImageRoot struct {
 // ImageRoot resolves a root the cache holds (what rootfs.Resolve takes
 // besides the host: a reference, image/<ref>, sha256:<manifest digest>,
 // debian/<suite>/<key>, debian/<name>, snapshot/<name>, a layer ref or
-// digest) and the store layers to stack above it, then leases and
-// materializes them all. The CLI (msb run --image) and the daemon
-// (SandboxRequest.Image) both come here. A name the cache holds nothing
-// under is ErrNotFound wrapping rootfs.ErrNoImage (rootfs.ErrNoSnapshot
-// for a snapshot); the host is ErrBadRequest.
+// digest) and the store layers to stack above it, then leases them all
+// (the lease materializes a compacted one). The CLI (msb run --image)
+// and the daemon (SandboxRequest.Image) both come here. A name the cache
+// holds nothing under is ErrNotFound wrapping rootfs.ErrNoImage
+// (rootfs.ErrNoSnapshot for a snapshot); the host is ErrBadRequest.
 func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (ImageRoot, error) {
-	st := c.st()
 	src, root, err := c.resolveRoot(ctx, name)
 	if err != nil {
 		return ImageRoot{}, err
 	}
+	return c.imageRoot(ctx, &resolvedRoot{name: name, src: src, root: root}, above...)
+}
+
+// imageRoot is ImageRoot of a root already resolved.
+func (c *Cache) imageRoot(ctx context.Context, r *resolvedRoot, above ...string) (ImageRoot, error) {
+	st, name, src, root := c.st(), r.name, r.src, r.root
 	all := slices.Clone(root.Layers)
 	if len(above) > 0 {
 		var tops []store.LayerID
@@ -80,11 +85,8 @@ func (c *Cache) ImageRoot(ctx context.Context, name string, above ...string) (Im
 	}
 	out := ImageRoot{Ref: src.String(), HostBase: root.HostBase, Lease: lease, Config: root.Config, Layers: make([]string, len(all)),
 		Image: image, st: st, ids: all}
-	for i, id := range all {
-		if out.Layers[i], err = st.Materialize(ctx, id); err != nil {
-			lease.Release()
-			return ImageRoot{}, err
-		}
+	for i, id := range all { // the lease made every tree there (Lease thaws a compacted one) and keeps it
+		out.Layers[i] = st.TreePath(id)
 	}
 	return out, nil
 }
@@ -130,13 +132,24 @@ func ImageUser(layers []string, u string) (User, error) {
 }
 
 // applyImage puts req.Image, with req.Layers above it, under conf (see
-// ImageRoot.Configure). The caller releases the returned lease with the
+// ImageRoot.Configure). r is req.Image as CreateSandbox resolved it (nil:
+// resolve it here). The caller releases the returned lease with the
 // sandbox.
-func (e *Engine) applyImage(ctx context.Context, req SandboxRequest, conf *sandbox.Config) (*store.Lease, error) {
+func (e *Engine) applyImage(ctx context.Context, req SandboxRequest, r *resolvedRoot, conf *sandbox.Config) (*store.Lease, error) {
 	if req.HostBase {
 		return nil, fmt.Errorf("%w: an image is the sandbox's root; it does not go with host_base", ErrBadRequest)
 	}
-	ir, err := e.cache.ImageRoot(ctx, req.Image, req.Layers...)
+	var ir ImageRoot
+	var err error
+	if r != nil && r.name == req.Image {
+		ir, err = e.cache.imageRoot(ctx, r, req.Layers...)
+		if errors.Is(err, store.ErrNotFound) { // gone while admission waited (a gc, a new import under the name): look again
+			r = nil
+		}
+	}
+	if r == nil || r.name != req.Image {
+		ir, err = e.cache.ImageRoot(ctx, req.Image, req.Layers...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +196,24 @@ func (c *Cache) resolveRoot(ctx context.Context, image string) (rootfs.Source, r
 	return src, root, nil
 }
 
-// hasImage checks that the cache holds the root a request names (none
-// named: nothing to check), so that an unknown image fails before
-// admission.
-func (c *Cache) hasImage(ctx context.Context, image string) error {
+// resolvedRoot is a root the cache holds, as a name resolved to it.
+type resolvedRoot struct {
+	name string
+	src  rootfs.Source
+	root rootfs.Root
+}
+
+// lookImage resolves the root a request names (see resolveRoot); none
+// named is nil. CreateSandbox resolves it once, before admission (an
+// unknown image fails at once), for the pool's key and the sandbox's
+// start alike.
+func (c *Cache) lookImage(ctx context.Context, image string) (*resolvedRoot, error) {
 	if image == "" {
-		return nil
+		return nil, nil
 	}
-	_, _, err := c.resolveRoot(ctx, image)
-	return err
+	src, root, err := c.resolveRoot(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	return &resolvedRoot{name: image, src: src, root: root}, nil
 }

@@ -98,10 +98,11 @@ func split(s string) []string {
 	return strings.Split(s, "\x00")
 }
 
-// createKey is the key of a create, and false for a create the pool does
-// not serve: spares off, a raw sandbox on the host or bare layers, or a
-// request that start would refuse (it must be refused, not served).
-func (e *Engine) createKey(ctx context.Context, req SandboxRequest, limits sandbox.Limits) (poolKey, bool) {
+// createKey is the key of a create (img: its image resolved, nil if none),
+// and false for a create the pool does not serve: spares off, a raw
+// sandbox on the host or bare layers, or a request that start would refuse
+// (it must be refused, not served).
+func (e *Engine) createKey(req SandboxRequest, img *resolvedRoot, limits sandbox.Limits) (poolKey, bool) {
 	if e.cfg.Spares <= 0 || req.NetPolicy != nil { // a policy is not in the key
 		return poolKey{}, false
 	}
@@ -117,11 +118,10 @@ func (e *Engine) createKey(ctx context.Context, req SandboxRequest, limits sandb
 		}
 		k.kind, k.t = PoolInstance, t
 	case req.Image != "" && !req.HostBase:
-		_, root, err := e.cache.resolveRoot(ctx, req.Image)
-		if err != nil {
+		if img == nil || img.name != req.Image {
 			return poolKey{}, false
 		}
-		k.kind, k.root, k.image, k.workdir, k.sudo = PoolImage, root.Top(), req.Image, req.Workdir, req.Sudo
+		k.kind, k.root, k.image, k.workdir, k.sudo = PoolImage, img.root.Top(), req.Image, req.Workdir, req.Sudo
 		k.layers, k.env = strings.Join(req.Layers, "\x00"), strings.Join(req.Env, "\x00")
 	default:
 		return poolKey{}, false
@@ -209,7 +209,7 @@ func (e *Engine) startStandby(ctx context.Context, k poolKey) (*Sandbox, error) 
 		return nil, err
 	}
 	s := &Sandbox{e: e, release: release, limits: k.limits, sessions: map[string]bool{}}
-	if err := s.start(ctx, k.request(), k.limits); err != nil {
+	if err := s.start(ctx, k.request(), nil, k.limits); err != nil {
 		release()
 		return nil, err
 	}

@@ -137,7 +137,8 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 			return nil, err // before admission: an unknown instance never waits
 		}
 	}
-	if err := e.cache.hasImage(ctx, req.Image); err != nil {
+	img, err := e.cache.lookImage(ctx, req.Image)
+	if err != nil {
 		return nil, err // before admission too
 	}
 	if l := req.Limits; l.MemoryBytes < 0 || l.Pids < 0 || l.CPUs < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 {
@@ -152,14 +153,13 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 		}
 	}
 	limits := e.cfg.sandboxLimits(req.Limits)
-	key, pooled := e.createKey(ctx, req, limits)
+	key, pooled := e.createKey(req, img, limits)
 	var s *Sandbox
 	if pooled {
 		s = e.takeSpare(key)
 	}
 	if s == nil {
-		var err error
-		if s, err = e.startSandbox(ctx, req, limits); err != nil {
+		if s, err = e.startSandbox(ctx, req, img, limits); err != nil {
 			return nil, err
 		}
 	}
@@ -209,16 +209,21 @@ func (e *Engine) CreateSandbox(ctx context.Context, req SandboxRequest) (*Sandbo
 	return s, nil
 }
 
-// startSandbox admits and starts the sandbox of req, spares yielding
-// their room to it.
-func (e *Engine) startSandbox(ctx context.Context, req SandboxRequest, limits sandbox.Limits) (*Sandbox, error) {
+// InitBinary is the executable every sandbox's init runs:
+// Config.InitBinary, else msb-sandbox beside this executable, else this
+// executable (whose larger runtime starts slower: a benchmark says so).
+func (e *Engine) InitBinary() string { return e.rt.Exe() }
+
+// startSandbox admits and starts the sandbox of req (img: its image
+// resolved, nil if none), spares yielding their room to it.
+func (e *Engine) startSandbox(ctx context.Context, req SandboxRequest, img *resolvedRoot, limits sandbox.Limits) (*Sandbox, error) {
 	e.yieldFor(limits)
 	release, err := e.reserve(ctx, limits, req.AdmissionWait, agentClass)
 	if err != nil {
 		return nil, err
 	}
 	s := &Sandbox{e: e, release: release, limits: limits, sessions: map[string]bool{}}
-	if err := s.start(ctx, req, limits); err != nil {
+	if err := s.start(ctx, req, img, limits); err != nil {
 		release()
 		return nil, err
 	}
@@ -233,7 +238,9 @@ func pickDuration(req, def time.Duration) time.Duration {
 	return max(req, 0)
 }
 
-func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.Limits) error {
+// start starts the sandbox of req; img is req.Image resolved (nil: start
+// resolves it).
+func (s *Sandbox) start(ctx context.Context, req SandboxRequest, img *resolvedRoot, limits sandbox.Limits) error {
 	if req.InstanceID != "" && req.Sudo != "" {
 		return fmt.Errorf("%w: sudo is for raw and image sandboxes, not an instance's", ErrBadRequest)
 	}
@@ -261,7 +268,7 @@ func (s *Sandbox) start(ctx context.Context, req SandboxRequest, limits sandbox.
 		Network: req.Network, Limits: limits, MaxOutput: req.MaxOutput}
 	conf.NetPolicy, conf.Sudo = req.NetPolicy, req.Sudo
 	if req.Image != "" {
-		lease, err := s.e.applyImage(ctx, req, &conf)
+		lease, err := s.e.applyImage(ctx, req, img, &conf)
 		if err != nil {
 			return err
 		}
