@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/minisandbox/msb/internal/engine"
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // The images comparison (`msb bench images`) measures msb's image import
@@ -392,6 +393,10 @@ func (r *imager) openEngine(ctx context.Context) (*engine.Engine, error) {
 		return nil, fmt.Errorf("opening the engine: %w", err)
 	}
 	r.b.report.Machine.Mode, r.b.report.Machine.Cgroup = e.Mode(), "memory: "+e.Enforcement().Memory
+	if self, err := os.Executable(); err == nil && sameFile(self, e.InitBinary()) {
+		r.b.note(noteInfo, "msb's sandbox init is this benchmark's own executable (%s, no %s beside it): each sandbox starts its larger runtime, so msb's task ready is longer than with make build's binaries (a test binary as init doubled it on 2026-12-06)",
+			self, sandbox.InitBinary)
+	}
 	return e, nil
 }
 
