@@ -65,11 +65,13 @@ func (s *Store) setRef(name string, id LayerID) error {
 	return nil
 }
 
-// Ref returns the layer a ref points at.
+// Ref returns the layer a ref points at; a ref this process reserved
+// (ReserveRef) is waited for.
 func (s *Store) Ref(name string) (LayerID, error) {
 	if err := validRef(name); err != nil {
 		return LayerID{}, err
 	}
+	s.waitRef(name)
 	b, err := os.ReadFile(s.refPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return LayerID{}, fmt.Errorf("ref %s: %w", name, ErrNotFound)
@@ -84,11 +86,13 @@ func (s *Store) Ref(name string) (LayerID, error) {
 	return id, nil
 }
 
-// DeleteRef removes a ref; what it pointed at becomes collectable.
+// DeleteRef removes a ref; what it pointed at becomes collectable. A ref
+// this process reserved (ReserveRef) is waited for.
 func (s *Store) DeleteRef(name string) error {
 	if err := validRef(name); err != nil {
 		return err
 	}
+	s.waitRef(name)
 	err := os.Remove(s.refPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ref %s: %w", name, ErrNotFound)
@@ -106,8 +110,10 @@ type RefEntry struct {
 }
 
 // Refs lists all refs sorted by name. Names with a prefix can be selected by
-// the caller; unreadable ref files are reported as errors.
+// the caller; unreadable ref files are reported as errors. The refs this
+// process reserved (ReserveRef) are waited for.
 func (s *Store) Refs() ([]RefEntry, error) {
+	s.waitRefs()
 	ents, err := os.ReadDir(s.path("refs"))
 	if err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func (st *Staged) release() {
 // first, file by file as each is written out (see hashHeld); its ID and
 // Manifest are known once WriteOut returned.
 func (st *Staged) WriteOut(ctx context.Context) error {
-	if err := st.hashHeld(ctx); err != nil {
+	if err := st.hashHeld(ctx, true); err != nil {
 		return fmt.Errorf("staging layer: %w", err)
 	}
 	if err := st.s.writeHeld(ctx, st.pending); err != nil {
@@ -88,6 +88,22 @@ func (st *Staged) WriteOut(ctx context.Context) error {
 			startWriteback(p.tmp)
 			p.writing = true
 		}
+	}
+	return nil
+}
+
+// Hash, for a stage that hashes later (CommitOptions.HashLater), hashes
+// the content it holds, in parallel, without writing it out: its ID and
+// Manifest are known once Hash returned, and what it holds stays in
+// memory until Publish (or WriteOut) writes it to temp files; content the
+// store has, or that another file of the stage brings, is dropped.
+// Nothing is written or visible. For a caller that answers once the
+// layer is named and publishes it after (a snapshot: docs/engine.md). On
+// error the layer is left as it was, to be discarded. Do not call it
+// concurrently with WriteOut, Publish or Discard.
+func (st *Staged) Hash(ctx context.Context) error {
+	if err := st.hashHeld(ctx, false); err != nil {
+		return fmt.Errorf("staging layer: %w", err)
 	}
 	return nil
 }
@@ -104,14 +120,15 @@ func startWriteback(path string) {
 }
 
 // hashHeld, for a stage that hashes later, hashes the content it holds,
-// in parallel, each file's as one step with its writing out: its digest
-// goes into its manifest entry; content the store has, or that another
-// file of the stage brings, is dropped; the rest is written to a temp
-// file with the entry's metadata and its writeback started at once, so
-// that the disk has it on its way while the other files are hashed. Then
+// in parallel, each file's, with write, as one step with its writing
+// out: its digest goes into its manifest entry; content the store has, or
+// that another file of the stage brings, is dropped; with write the rest
+// is written to a temp file with the entry's metadata and its writeback
+// started at once, so that the disk has it on its way while the other
+// files are hashed; without, it stays held, hashed, for writeHeld. Then
 // the manifest is sorted and encoded, and ID set. Nothing is visible. On
 // error the stage is left to be discarded.
-func (st *Staged) hashHeld(ctx context.Context) error {
+func (st *Staged) hashHeld(ctx context.Context, write bool) error {
 	if !st.unhashed {
 		return nil
 	}
@@ -142,6 +159,10 @@ func (st *Staged) hashHeld(ctx context.Context) error {
 			return nil
 		}
 		key := s.keyOf(e).withoutXattrs()
+		if !write {
+			p.digest, p.key, p.unhashed = e.Digest, &key, false
+			return nil
+		}
 		w, err := s.writeTempFrom(ctx, bytes.NewReader(p.held), e.Size, e.Digest, true, &key, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Path, err)
@@ -237,7 +258,8 @@ type File struct {
 // root in a root directory of mode rootMode: the layer CommitDir makes of
 // a directory holding just them (with MapOwner giving root), such as the
 // record a caller keeps above a layer. Its parents must be in the store
-// or published before it by the same Publish.
+// or published before it by the same Publish. Their content is held in
+// memory until Publish (or WriteOut) writes it: staging touches no disk.
 func (s *Store) StageFiles(ctx context.Context, parents []LayerID, rootMode uint32, files ...File) (*Staged, error) {
 	unlock, err := s.lock(ctx, false)
 	if err != nil {
@@ -256,14 +278,9 @@ func (s *Store) StageFiles(ctx context.Context, parents []LayerID, rootMode uint
 		if s.HasObject(e.Digest) || slices.ContainsFunc(pending, func(p pendingObject) bool { return p.digest == e.Digest }) {
 			continue
 		}
+		// Held, hashed: Publish (or WriteOut) writes it to a temp file.
 		key := s.keyOf(&e).withoutXattrs()
-		p, err := s.writeTempFrom(ctx, bytes.NewReader(f.Data), e.Size, e.Digest, true, &key, false)
-		if err != nil {
-			discard(pending)
-			unlock()
-			return nil, fmt.Errorf("staging %s: %w", f.Name, err)
-		}
-		pending = append(pending, p)
+		pending = append(pending, pendingObject{digest: e.Digest, key: &key, held: append(make([]byte, 0, len(f.Data)), f.Data...)})
 	}
 	st, err := s.staged(&Manifest{Version: ManifestVersion, Parents: parents, Entries: entries}, pending)
 	if err != nil {
@@ -297,7 +314,7 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 		}
 	}()
 	for _, l := range layers {
-		if err := l.hashHeld(ctx); err != nil {
+		if err := l.hashHeld(ctx, true); err != nil {
 			return fmt.Errorf("publishing: %w", err)
 		}
 	}

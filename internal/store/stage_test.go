@@ -80,15 +80,15 @@ func TestStagedWriteOut(t *testing.T) {
 	writeTree(t, src, map[string]node{"a": {content: "held a"}, "d/b": {content: big}, "e": {content: ""}})
 	f := watchFlushes(s)
 	data, record := heldStage(t, s, src, 8<<20)
-	if tmp := tempObjects(t, s); len(tmp) != 1 {
-		t.Fatalf("temp objects after a stage that holds its content: %v, want the record's only", tmp)
+	if tmp := tempObjects(t, s); len(tmp) != 0 {
+		t.Fatalf("temp objects after a stage that holds its content: %v, want none (StageFiles holds the record's)", tmp)
 	}
 	if err := data.WriteOut(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	written := tempObjects(t, s)
-	if len(written) != 4 || len(f.whole) != 0 {
-		t.Fatalf("after WriteOut: temp objects %v (want 4: three files and the record), barriers %v (want none)", written, f.whole)
+	if len(written) != 3 || len(f.whole) != 0 {
+		t.Fatalf("after WriteOut: temp objects %v (want 3: the three files; the record held still), barriers %v (want none)", written, f.whole)
 	}
 	if s.Has(data.ID) || s.HasObject(DigestOf([]byte("held a"))) {
 		t.Fatal("a staged layer is visible after WriteOut, before it is published")
@@ -122,8 +122,8 @@ func TestStagedHeld(t *testing.T) {
 	}
 	writeTree(t, src, files)
 	data, record := heldStage(t, s, src, 25<<10) // two of the four fit
-	if n := len(tempObjects(t, s)); n != 3 {
-		t.Fatalf("%d temp objects after a stage that may hold two of four files, want 3 (two files, the record)", n)
+	if n := len(tempObjects(t, s)); n != 2 {
+		t.Fatalf("%d temp objects after a stage that may hold two of four files, want 2 (two files; the record is held)", n)
 	}
 	if err := s.Publish(t.Context(), "r", data, record); err != nil {
 		t.Fatal(err)
@@ -310,5 +310,45 @@ func TestStagedHashLater(t *testing.T) {
 	data.Discard()
 	if tmp := tempObjects(t, s3); len(tmp) != 0 {
 		t.Fatalf("temp objects left after Discard of an unhashed stage: %v", tmp)
+	}
+
+	// Hashed only: named, nothing more written; Publish writes it.
+	s4 := newStore(t)
+	data, err = s4.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 8 << 20, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.Hash(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if tmp := tempObjects(t, s4); len(tmp) != 1 || data.ID != usual.ID {
+		t.Fatalf("after Hash: temp objects %v (want the large file's only), ID %s (want %s)", tmp, data.ID, usual.ID)
+	}
+	// large, dup once, empty, x, y, known: what the layer brings.
+	if got := data.Created(); len(got) != 6 {
+		t.Fatalf("after Hash the stage brings %d objects, want 6", len(got))
+	}
+	record, err = s4.StageFiles(t.Context(), []LayerID{data.ID}, 0o700, recordFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s4.Publish(t.Context(), "r", data, record); err != nil {
+		t.Fatal(err)
+	}
+	checkHeldLayer(t, s4, usual.ID, want)
+	if tmp := tempObjects(t, s4); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Publish of a hashed stage: %v", tmp)
+	}
+	s5 := newStore(t)
+	data, err = s5.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 8 << 20, HashLater: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.Hash(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	data.Discard()
+	if tmp := tempObjects(t, s5); len(tmp) != 0 {
+		t.Fatalf("temp objects left after Discard of a hashed stage: %v", tmp)
 	}
 }
