@@ -7,8 +7,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
+	"github.com/minisandbox/msb/internal/bench"
 	benchcli "github.com/minisandbox/msb/internal/bench/cli"
 	"github.com/minisandbox/msb/internal/cli"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
@@ -17,6 +19,12 @@ import (
 func main() {
 	if sbinit.IsChild() {
 		sbinit.Main() // re-executed as a sandbox's init or supervisor (no msb-sandbox beside it)
+	}
+	// Under `chrt -f` it goes on under SCHED_RR (re-executed): Go's
+	// runtime can livelock when all its threads are SCHED_FIFO.
+	if err := bench.RoundRobin(); err != nil {
+		fmt.Fprintln(os.Stderr, "msb-bench:", err)
+		os.Exit(1)
 	}
 	os.Exit(cli.BenchMain(os.Args[1:], benchcli.New))
 }
