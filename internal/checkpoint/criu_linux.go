@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // ErrUnavailable says that no usable CRIU is here: none found, one older
@@ -60,14 +62,28 @@ func Find(ctx context.Context, path string) (*Criu, error) {
 
 // run runs criu with args and, when it fails, returns an error with the
 // log's error lines (criu writes its reasons there, not to stderr).
+//
+// criu runs in a process group of its own, killed once it exits: a criu
+// killed or failed halfway leaves helpers (its cgroupd) and tasks it was
+// restoring that still hold its output pipe, and without the kill and
+// WaitDelay the call waited for them forever (TestForkCancelledInRestore
+// in package engine). Tasks it restored are in their own groups by then.
 func (c *Criu) run(ctx context.Context, what, logPath string, args []string, extra func(*exec.Cmd)) error {
 	cmd := exec.CommandContext(ctx, c.Path, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 2 * time.Second
 	if extra != nil {
 		extra(cmd)
 	}
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Start()
+	if err == nil {
+		err = cmd.Wait()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("criu %s: %w: %s%s", what, err, bytes.TrimSpace(out), logErrors(logPath))
+	return fmt.Errorf("criu %s: %w: %s%s", what, err, bytes.TrimSpace(out.Bytes()), logErrors(logPath))
 }

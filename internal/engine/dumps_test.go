@@ -205,3 +205,94 @@ func TestForkCancelledInDump(t *testing.T) {
 		}
 	}
 }
+
+// TestForkCancelledInRestore cancels a fork of a snapshot with processes
+// while criu restores its child: the fork fails and leaves nothing, no
+// process of the half-restored child either (a zombie counts: the
+// restored init is a child of this process, criu --restore-sibling).
+//
+// Skipped until the two leaks it finds are fixed: each cancelled restore
+// leaves the half-restored init a zombie child of msb, and criu's cgroup
+// yard (.criu.cgyard.*, a tmpfs with the v1 controllers) mounted in the
+// dump dir, which then cannot be removed. The hang it found first (the
+// fork waited forever on criu's output pipe, held by its leftovers) is
+// fixed in checkpoint's Criu.run.
+func TestForkCancelledInRestore(t *testing.T) {
+	t.Skip("known leaks: a zombie per cancelled restore and criu's cgroup yard left mounted in the dump dir (session 17 h3 report)")
+	e := snapshotEngine(t)
+	if e.rt.Rootless() {
+		t.Skip("rootless refuses processes (TestSnapshotProcesses)")
+	}
+	if _, err := findCriu(); err != nil {
+		privtest.Skip(t, "%v", err)
+	}
+	parent := dumpableSandbox(t, e)
+	if err := parent.OpenSession(context.Background(), api.SessionRequest{Name: "bg"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, parent, "bg", "cd /tmp; "+counterStart)
+	readCounter(t, parent, 3)
+	if _, err := e.SnapshotProcesses(context.Background(), parent.ID(), api.SnapshotRequest{Name: "cut"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("cut") })
+	before := childPids(t)
+	for try := range 8 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "cut", Processes: api.ForkProcessesAll})
+			for _, k := range kids {
+				k.Close()
+			}
+			done <- err
+		}()
+		var err error
+	wait:
+		for delay := time.Duration(try) * 40 * time.Millisecond; ; {
+			select {
+			case err = <-done:
+				break wait
+			case <-time.After(2 * time.Millisecond):
+			}
+			if criuRunning("restore") {
+				time.Sleep(delay)
+				cancel()
+			}
+		}
+		cancel()
+		t.Logf("try %d: the fork: %v", try, err)
+	}
+	time.Sleep(500 * time.Millisecond) // closes' cleanups
+	for pid, what := range childPids(t) {
+		if _, ok := before[pid]; !ok {
+			t.Errorf("a child process left by the cancelled forks: %d %s", pid, what)
+		}
+	}
+}
+
+// childPids are the processes whose parent is this one, with their
+// state and command line.
+func childPids(t *testing.T) map[int]string {
+	t.Helper()
+	self := strconv.Itoa(os.Getpid())
+	out := map[int]string{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == self {
+			cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+			out[pid] = f[0] + " " + s[:strings.LastIndexByte(s, ')')+1] + " " + strings.ReplaceAll(string(cmdline), "\x00", " ")
+		}
+	}
+	return out
+}
