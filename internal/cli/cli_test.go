@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -35,15 +36,26 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		os.Exit(Main(os.Args[1:]))
 	}
-	releasePool := privtest.OwnDiskPool()
-	code := m.Run()
-	releasePool()
-	if fixture.dir != "" {
-		if err := sandbox.RemoveAll(fixture.dir); err != nil {
-			code = 1
-		}
+	checks := privtest.Checks{Mounts: "/" + privtest.StatePrefix(), After: removeFixture}
+	if os.Getenv("MSB_DISK_DIR") == "" {
+		// The msb commands' pool, checked for volumes left and removed
+		// after the tests (make test gives the suite's, checked there).
+		checks.PoolDir = privtest.TestPoolDir()
+		os.Setenv("MSB_DISK_DIR", checks.PoolDir)
 	}
-	os.Exit(code)
+	os.Exit(privtest.RunChecked(m, checks))
+}
+
+// removeFixture removes the demo project and its cache, if a test made
+// them.
+func removeFixture() error {
+	if fixture.dir == "" {
+		return nil
+	}
+	if err := sandbox.RemoveAll(fixture.dir); err != nil {
+		return fmt.Errorf("removing the demo fixture: %w", err)
+	}
+	return nil
 }
 
 // result is what one msb invocation did.
