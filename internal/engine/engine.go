@@ -40,6 +40,9 @@ type Engine struct {
 	// settling: the layers of forks whose children run before they are
 	// published (forkearly.go).
 	settling settling
+	// snapPending: the named snapshots answered and not yet published
+	// (snapshotpending.go).
+	snapPending pendingSnapshots
 	// ownPool: Close releases the disk pool (Config.ReleaseOwnDiskPool
 	// and there was none at Open).
 	ownPool bool
@@ -124,6 +127,9 @@ func (e *Engine) Close() error {
 		close(e.stop)
 	}
 	e.closed = true
+	e.mu.Unlock()
+	e.snapPending.waitAll() // a stopping daemon keeps the snapshots it answered
+	e.mu.Lock()
 	live := make([]*Sandbox, 0, len(e.sandboxes))
 	for _, s := range e.sandboxes {
 		live = append(live, s)

@@ -42,6 +42,9 @@ func TestImagePrivateFork(t *testing.T) {
 	t.Cleanup(func() { e.DeleteSnapshot(name) })
 
 	layer, err := store.ParseLayerID(info.Layer)
+	if err == nil {
+		err = e.WaitSnapshot(ctx, name) // in the store
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,6 +281,9 @@ func TestRollbackInPlace(t *testing.T) {
 	}
 	t.Cleanup(func() { e.DeleteSnapshot("in-place") })
 	layer, err := store.ParseLayerID(info.Layer)
+	if err == nil {
+		err = e.WaitSnapshot(ctx, "in-place") // in the store
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,9 +42,13 @@ var (
 const sessionProbeTimeout = 2 * time.Second
 
 // Snapshot commits what a live sandbox wrote as a named layer (a name is
-// made up when req.Name is empty) and records its sessions' cwd and
-// environment. The sandbox's processes are frozen while its writable
-// layer is copied, so the layer is a state the sandbox was in.
+// made up when req.Name is empty) and records its sessions' state. The
+// sandbox's processes are frozen while its writable layer is read, so the
+// layer is a state the sandbox was in. It answers once the layer is
+// read and hashed (named) and its record staged; the store's
+// publication, which writes the new content out, makes it durable and
+// the name visible to other processes, ends beside the caller
+// (snapshotpending.go; WaitSnapshot waits for it).
 func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.SnapshotRequest) (api.SnapshotInfo, error) {
 	s, err := e.Sandbox(sandboxID)
 	if err != nil {
@@ -57,21 +61,49 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	if !rootfs.ValidSnapshotName(name) {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
 	}
-	if _, err := e.cache.st().Ref(rootfs.SnapshotRef(name)); err == nil {
+	end, ok := e.snapPending.reserve(name)
+	if !ok {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
 	}
-	snap, err := s.snapshot(ctx, name)
+	st := e.cache.st()
+	if _, err := st.Ref(rootfs.SnapshotRef(name)); err == nil {
+		end(nil)
+		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	}
+	snap, data, err := s.stageSnapshot(ctx, name, stageHashOnly)
 	if err != nil {
+		end(err)
 		return api.SnapshotInfo{}, err
 	}
-	defer snap.lease.Release()
-	e.log.Debug("snapshot taken", "sandbox", sandboxID, "snapshot", name, "layer", snap.layer.Short(), "bytes", snap.rec.Bytes)
+	record, err := s.stageRecord(ctx, &snap)
+	if err != nil {
+		data.Discard()
+		end(err)
+		return api.SnapshotInfo{}, err
+	}
+	// Reserved while the stage holds the store's lock, which a gc that
+	// waits for the ref (store.Store.Refs) then cannot hold.
+	releaseRef := st.ReserveRef(rootfs.SnapshotRef(name))
+	go func() {
+		testHookPublish()
+		lease, err := st.PublishLeased(context.WithoutCancel(ctx), rootfs.SnapshotRef(name), data, record)
+		releaseRef()
+		if err != nil {
+			e.log.Error("snapshot not published", "sandbox", sandboxID, "snapshot", name, "err", err)
+			end(fmt.Errorf("committing the writable layer of sandbox %s: %w", sandboxID, err))
+			return
+		}
+		lease.Release()
+		end(nil)
+	}()
+	e.log.Debug("snapshot taken", "sandbox", sandboxID, "snapshot", name, "layer", data.ID.Short(), "bytes", snap.rec.Bytes)
 	return snap.rec.SnapshotInfo, nil
 }
 
 // Snapshots lists the named snapshots, oldest first; one whose record
 // cannot be read (a layer missing from the cache) is logged and left out.
 func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
+	e.snapPending.waitAll()
 	names, err := rootfs.SnapshotNames(e.cache.st())
 	if err != nil {
 		return nil, err
@@ -92,6 +124,7 @@ func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 // DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
 // gc then frees its layers unless a live sandbox uses them.
 func (e *Engine) DeleteSnapshot(name string) error {
+	e.snapPending.wait(context.Background(), name) // published or not: then deleted or absent
 	err := rootfs.DeleteSnapshot(e.cache.st(), name)
 	if errors.Is(err, rootfs.ErrNoSnapshot) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -145,6 +178,45 @@ func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.E
 	if name != "" { // durable when the call returns
 		early = nil
 	}
+	how := stageWriteOut
+	if early != nil {
+		how = stageNoWriteback
+	}
+	snap, data, err := s.stageSnapshot(ctx, name, how)
+	if err != nil {
+		return snapshot{}, err
+	}
+	if early != nil {
+		staged(snap)
+	}
+	if err := s.publish(ctx, &snap, data, early); err != nil {
+		return snapshot{}, err
+	}
+	return snap, nil
+}
+
+// stageHow is what stageSnapshot does with the writable layer once the
+// sandbox is thawed.
+type stageHow int
+
+const (
+	// stageWriteOut: hashed and written out to the store's temp files,
+	// their writeback started (store.Staged.WriteOut).
+	stageWriteOut stageHow = iota
+	// stageNoWriteback: as stageWriteOut, the writeback not started
+	// (store.CommitOptions.NoWriteback), for a caller whose barrier is
+	// off its path (a fork's children mount the early tree).
+	stageNoWriteback
+	// stageHashOnly: hashed only (store.Staged.Hash); the publication
+	// writes it (a named snapshot answers before: snapshotpending.go).
+	stageHashOnly
+)
+
+// stageSnapshot stages the sandbox's writable layer, read frozen, then
+// hashed (and written out, as how says), and makes the snapshot's record
+// but for its sessions' state, which snap.probe waits for. On error
+// nothing is left staged.
+func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) (snapshot, *store.Staged, error) {
 	done := s.use()
 	s.stateMu.Lock()
 	release := func() {
@@ -159,28 +231,32 @@ func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.E
 	}
 	if err != nil {
 		release()
-		return snapshot{}, err
+		return snapshot{}, nil, err
 	}
 	dir, err := s.sbox().WritableDir()
 	if err != nil {
 		release()
-		return snapshot{}, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
+		return snapshot{}, nil, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
 	thawed := make(chan time.Duration, 1)
 	probe := s.probeSessions(ctx, thawed, release)
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
-	data, err := s.stageFrozen(ctx, dir, parents, early != nil)
+	data, err := s.stageFrozen(ctx, dir, parents, how == stageNoWriteback)
 	thawed <- time.Since(t0)
 	if err != nil {
-		return snapshot{}, err
+		return snapshot{}, nil, err
 	}
 	// While the sessions answer: what the stage read is hashed and
-	// written out, its writeback started (store.CommitOptions.HashLater).
-	if err := data.WriteOut(ctx); err != nil {
+	// (but for stageHashOnly) written out (store.CommitOptions.HashLater).
+	out := data.WriteOut
+	if how == stageHashOnly {
+		out = data.Hash
+	}
+	if err := out(ctx); err != nil {
 		data.Discard()
-		return snapshot{}, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
+		return snapshot{}, nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
 	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
@@ -197,13 +273,7 @@ func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.E
 		snap.rec.ImageLayers = conf.ImageLayers
 	}
 	snap.created = data.Created()
-	if early != nil {
-		staged(snap)
-	}
-	if err := s.publish(ctx, &snap, data, early); err != nil {
-		return snapshot{}, err
-	}
-	return snap, nil
+	return snap, data, nil
 }
 
 // publish publishes a snapshot's staged data layer and, when it has a
@@ -266,9 +336,10 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
 // with its processes frozen, and thaws them once it is read, on every
-// path. For a fork's children that mount it early, its writeback is not
-// started before the barrier (store.CommitOptions.NoWriteback).
-func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID, early bool) (staged *store.Staged, err error) {
+// path. With noWriteback (a fork's children mount it early) its
+// writeback is not started before the barrier
+// (store.CommitOptions.NoWriteback).
+func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID, noWriteback bool) (staged *store.Staged, err error) {
 	thaw, err := s.sbox().Freeze(ctx)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
@@ -283,7 +354,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: early})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: noWriteback})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -322,6 +393,10 @@ const snapshotHold = 16 << 20
 
 // testHookFrozen, in tests, runs while a snapshot's sandbox is frozen.
 var testHookFrozen = func(*sandbox.Sandbox) {}
+
+// testHookPublish, in tests, runs before a named snapshot that answered
+// is published.
+var testHookPublish = func() {}
 
 // layersOf maps a sandbox's layer paths to the store's layers.
 func layersOf(st *store.Store, paths []string) ([]store.LayerID, error) {
@@ -402,6 +477,12 @@ func (s *Sandbox) probeSession(ctx context.Context, n string) (cwd string, env a
 
 // loadSnapshot reads a named snapshot (ErrNotFound if absent).
 func (e *Engine) loadSnapshot(ctx context.Context, name string) (snapshot, error) {
+	if err := e.snapPending.wait(ctx, name); err != nil {
+		if ctx.Err() != nil {
+			return snapshot{}, err
+		}
+		return snapshot{}, fmt.Errorf("%w: snapshot %q: %w", ErrNotFound, name, err)
+	}
 	rec, err := rootfs.Snapshot{Name: name}.Record(ctx, e.cache.st())
 	if errors.Is(err, rootfs.ErrNoSnapshot) {
 		return snapshot{}, fmt.Errorf("%w: %w", ErrNotFound, err)

@@ -164,6 +164,9 @@ func checkConsistent(t *testing.T, e *Engine, id, name string) {
 		return
 	}
 	layer, err := store.ParseLayerID(info.Layer)
+	if err == nil {
+		err = e.WaitSnapshot(context.Background(), name) // in the store
+	}
 	if err != nil {
 		t.Error(err)
 		return
