@@ -159,6 +159,9 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 	if err := c.run(ctx, "dump", logPath, args, nil); err != nil {
 		return nil, err
 	}
+	if err := clearRouteState(opts.Dir); err != nil {
+		return nil, fmt.Errorf("the dump's routes: %w", err)
+	}
 	b, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return nil, err
