@@ -27,6 +27,13 @@ func TestCgoInit(t *testing.T) {
 	if !slices.ContainsFunc(sb.Timings(), func(p Phase) bool { return p.Name == PhaseSupRuntime }) {
 		t.Fatalf("no %s phase: the cgo init did not exec the supervisor: %v", PhaseSupRuntime, sb.Timings())
 	}
+	// The exec keeps the tap of the sandbox's interface open: its carrier
+	// stays on (off, its routes are linkdown and a CRIU restore fails).
+	if sandboxIface() != nil {
+		if got := mustOK(t, sb, "cat /sys/class/net/eth0/carrier"); got != "1\n" {
+			t.Errorf("eth0's carrier after the supervisor's exec: %q, want 1", got)
+		}
+	}
 	// A session opened by the create starts in the exec'd supervisor.
 	ahead := create(t, rt, Config{HostBase: true, Session: &SessionStart{Name: "main"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -235,6 +235,14 @@ func initMain() error {
 	if err := passDiskFd(cfg.Disk); err != nil {
 		return err
 	}
+	// The tap's descriptor goes on with the supervisor too: dropped, the
+	// device loses its carrier, its routes turn linkdown, and a CRIU
+	// restore of the sandbox's routes fails on them.
+	if ifaceFd > 0 {
+		if _, err := unix.FcntlInt(uintptr(ifaceFd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("passing the interface's descriptor on: %w", err)
+		}
+	}
 	// Become the supervisor by exec, staying PID 1: the kernel shields the
 	// init of a PID namespace from signals sent inside it, so `kill -9 -1`
 	// cannot take the supervisor down. Every thread of the new image
