@@ -25,8 +25,9 @@ var ifaceFd = -1
 // as on a bridge without that host), and there is no route beyond it.
 // Init keeps its descriptor (ifaceFd) open for the sandbox's life, without
 // which the device would lack a carrier (not RUNNING, as some runtimes'
-// "is up" checks want); the device is persistent, so that it stays where the
-// descriptor goes (a supervisor exec'd in a cgo build).
+// "is up" checks want, and its routes linkdown); a
+// supervisor exec'd in a cgo build keeps it on. The device is persistent,
+// so that it stays should the descriptor go.
 func ifaceUp(ifc *wire.Iface) error {
 	fd, err := makeIface(ifc)
 	if err != nil {
