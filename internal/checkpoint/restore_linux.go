@@ -79,7 +79,10 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	var binds []string // idmapped binds in work
 	defer func() { removeWork(work, binds, unmountDetached) }()
 	logPath, pidPath := filepath.Join(work, "restore.log"), filepath.Join(work, "pid")
-	args := []string{"restore", "-D", opts.Dir, "-o", logPath, "-v4", "--root", opts.Root,
+	// --work-dir: criu mounts its cgroup yard (.criu.cgyard.*) in its
+	// work dir, the dump dir by default; a criu killed (a cancelled
+	// restore) leaves it mounted, where removeWork unmounts it.
+	args := []string{"restore", "-D", opts.Dir, "-W", work, "-o", logPath, "-v4", "--root", opts.Root,
 		"--restore-detached", "--restore-sibling", "--manage-cgroups", "--pidfile", pidPath}
 	for _, m := range man.Mounts {
 		src := m.Source
@@ -147,6 +150,9 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 	err = c.run(ctx, "restore", logPath, args, func(cmd *exec.Cmd) { cmd.ExtraFiles = pass })
 	if err != nil {
 		control.Close()
+		if ctx.Err() != nil { // cancelled: the log says nothing wrong
+			return nil, err
+		}
 		return nil, keepLog(err, logPath)
 	}
 	b, err = os.ReadFile(pidPath)
@@ -185,13 +191,20 @@ func keepLog(err error, logPath string) error {
 const restoreWorkPrefix = "msb-restore-"
 
 // removeWork removes a restore's work dir once unmount took each of
-// binds, the idmapped binds of host dirs made in it. If one stays
-// mounted, the dir stays too: a removal would go on into the host dir.
+// binds, the idmapped binds of host dirs made in it, and the cgroup yard
+// a killed criu left mounted there. If one stays mounted, the dir stays
+// too: a removal would go on into the host dir (or the cgroups).
 func removeWork(work string, binds []string, unmount func(string) error) error {
 	var errs []error
 	for _, p := range binds {
 		if err := unmount(p); err != nil {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w (%s is left)", p, err, work))
+		}
+	}
+	yards, _ := filepath.Glob(filepath.Join(work, ".criu.cgyard.*"))
+	for _, p := range yards {
+		if err := unmount(p); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmounting criu's cgroup yard %s: %w (%s is left)", p, err, work))
 		}
 	}
 	if len(errs) > 0 {

@@ -174,6 +174,7 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 	}
 	p, ctl, err := restore(ctx, t)
 	if err != nil {
+		s.reapHalfRestored()
 		return err
 	}
 	// The host's end goes through the netpoller, as a created sandbox's
@@ -200,6 +201,51 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 	s.writeInfo()
 	s.conn = newConn(os.NewFile(uintptr(fd), "ctl"), s.deathNote)
 	return nil
+}
+
+// reapHalfRestored kills and reaps what a failed restore left of the
+// sandbox's processes. CRIU makes the restored init a child of this
+// process (--restore-sibling), which nothing waits for when the restore
+// fails: killed (with the cgroup, or by criu itself), it would stay a
+// zombie child of msb. A half-restored task still has criu's name and
+// is in a PID namespace below this one's: a zombie of that kind is
+// reaped (one of a concurrent failed restore's too, which no one waits
+// for either); a live one, maybe another restore's, is left alone.
+func (s *Sandbox) reapHalfRestored() {
+	if s.cg != nil {
+		s.cg.Kill()
+	}
+	self := strconv.Itoa(os.Getpid())
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var name, state, ppid string
+		var levels int
+		for l := range strings.SplitSeq(string(b), "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			v = strings.TrimSpace(v)
+			switch k {
+			case "Name":
+				name = v
+			case "State":
+				state = v
+			case "PPid":
+				ppid = v
+			case "NSpid":
+				levels = len(strings.Fields(v))
+			}
+		}
+		if ppid == self && name == "criu" && levels > 1 && strings.HasPrefix(state, "Z") {
+			unix.Wait4(pid, nil, unix.WNOHANG, nil)
+		}
+	}
 }
 
 // unmountHost unmounts what a restored sandbox mounted on the host (its
