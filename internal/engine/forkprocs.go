@@ -344,21 +344,7 @@ func (s *Sandbox) snapshotDumping(ctx context.Context, name string, dump func(*s
 		data.Discard()
 		return snapshot{}, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
-	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
-		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	for _, en := range data.Manifest().Entries {
-		if en.Type == store.TypeFile {
-			info.Files++
-			info.Bytes += en.Size
-		}
-	}
-	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}}
-	snap.rec.Sudo = conf.Sudo
-	if conf.ImageLayers > 0 && conf.ImageLayers <= len(base) {
-		snap.rec.ImageLayers = conf.ImageLayers
-	}
-	snap.created = data.Created()
+	snap := s.snapshotOf(name, data, base, conf)
 	s.mu.Lock()
 	sessions := api.List[api.SnapshotSession]{}
 	for _, n := range slices.Sorted(maps.Keys(s.sessions)) {

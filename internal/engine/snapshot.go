@@ -258,6 +258,15 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 		data.Discard()
 		return snapshot{}, nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
+	snap := s.snapshotOf(name, data, base, conf)
+	snap.probe = probe
+	return snap, data, nil
+}
+
+// snapshotOf is the snapshot named name (or unnamed) of the sandbox,
+// whose config is conf, made of its writable layer data (hashed) over
+// the layers base: its record but for the sessions' state (snap.probe).
+func (s *Sandbox) snapshotOf(name string, data *store.Staged, base []store.LayerID, conf sandbox.Config) snapshot {
 	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	for _, en := range data.Manifest().Entries {
@@ -267,13 +276,13 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 		}
 	}
 	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
-		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}, probe: probe}
+		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}}
 	snap.rec.Sudo = conf.Sudo
 	if conf.ImageLayers > 0 && conf.ImageLayers <= len(base) {
 		snap.rec.ImageLayers = conf.ImageLayers
 	}
 	snap.created = data.Created()
-	return snap, data, nil
+	return snap
 }
 
 // publish publishes a snapshot's staged data layer and, when it has a
