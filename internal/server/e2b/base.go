@@ -97,6 +97,9 @@ func (f *Front) userSnapshot(ctx context.Context, image, snap string) (made bool
 	if _, err := f.e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: snap}); err != nil {
 		return false, fmt.Errorf("keeping it: %w", err)
 	}
+	if err := f.e.WaitSnapshot(ctx, snap); err != nil { // durable before its source closes
+		return false, fmt.Errorf("keeping it: %w", err)
+	}
 	return true, nil
 }
 

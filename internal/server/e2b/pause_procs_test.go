@@ -79,7 +79,7 @@ func TestE2BPauseProcesses(t *testing.T) {
 		}
 	}
 	if !restored {
-		t.Logf("no resume of %d restored the processes (the engine's restore failed each time; see above)", len(got.Resumes))
+		t.Errorf("no resume of %d restored the processes (the engine's restore failed each time; see above)", len(got.Resumes))
 	}
 	if !strings.HasPrefix(got.FilteredPause, "files only: ") || !strings.Contains(got.FilteredPause, "filtered network") ||
 		got.FilteredPauseMode != "filesystem" || got.FilteredRunning != "0" {

@@ -163,8 +163,12 @@ func (f *Front) pauseSnapshot(ctx context.Context, b *box, sid, name string) (in
 	}
 	kept = "files only: " + err.Error()
 	f.log.Info("an e2b pause keeps files only", "sandbox", b.id, "why", err)
-	info, err = f.e.Snapshot(ctx, sid, api.SnapshotRequest{Name: name})
-	return info, kept, err
+	if info, err = f.e.Snapshot(ctx, sid, api.SnapshotRequest{Name: name}); err != nil {
+		return info, kept, err
+	}
+	// A named snapshot answers before it is durable; the pause closes
+	// its source next, so it waits until nothing can lose it.
+	return info, kept, f.e.WaitSnapshot(ctx, name)
 }
 
 // connect answers a running sandbox, moving its end later when timeout

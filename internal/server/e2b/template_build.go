@@ -203,7 +203,11 @@ func (f *Front) runBuild(t *template, b *build, spec buildSpec) {
 		conf.Start = spec.StartCmd
 	}
 	name := templatePrefix + t.id + "-" + b.id[:8]
-	if _, err := f.e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name}); err != nil {
+	_, err = f.e.Snapshot(ctx, sb.ID(), api.SnapshotRequest{Name: name})
+	if err == nil { // a named snapshot answers before it is durable
+		err = f.e.WaitSnapshot(ctx, name)
+	}
+	if err != nil {
 		b.finish("", conf, "finalize", fmt.Errorf("keeping the build: %w", err))
 		return
 	}
