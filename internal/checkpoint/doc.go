@@ -21,8 +21,8 @@
 //     place and returns the other (Restored.Control): msb speaks to the
 //     restored sandbox over it as over any sandbox's (package wire).
 //
-// What it needs and what it cannot do (docs/engine.md, "CRIU"): criu 4.x
-// whose "criu check" passes (Debian 12's 3.17.1 fails on kernel 6.18; .ci/deps
+// What it needs and what it cannot do (docs/engine.md, "Snapshots, fork
+// and rollback"): criu 4.x whose "criu check" passes (Debian 12's 3.17.1 fails on kernel 6.18; .ci/deps
 // builds 4.1.1 from Debian's source); root (an unprivileged CRIU cannot
 // suspend the seccomp filter of the sandbox's processes: PTRACE_O_SUSPEND_SECCOMP
 // needs CAP_SYS_ADMIN); a control socket in the sandbox's network namespace
