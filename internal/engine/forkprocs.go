@@ -236,6 +236,13 @@ func (e *Engine) SnapshotProcesses(ctx context.Context, sandboxID string, req ap
 		return api.SnapshotInfo{}, err
 	}
 	defer done()
+	// The name is taken as a snapshot of files takes it: one of that
+	// name being taken has no ref yet.
+	end, err := e.reserveSnapshot(name)
+	if err != nil {
+		return api.SnapshotInfo{}, err
+	}
+	defer end(nil) // published with its dump kept, or not: the store says
 	if _, err := e.cache.st().Ref(rootfs.SnapshotRef(name)); err == nil {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
 	}

@@ -61,9 +61,9 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	if !rootfs.ValidSnapshotName(name) {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
 	}
-	end, ok := e.snapPending.reserve(name)
-	if !ok {
-		return api.SnapshotInfo{}, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	end, err := e.reserveSnapshot(name)
+	if err != nil {
+		return api.SnapshotInfo{}, err
 	}
 	st := e.cache.st()
 	if _, err := st.Ref(rootfs.SnapshotRef(name)); err == nil {

@@ -58,6 +58,18 @@ func (p *pendingSnapshots) reserve(name string) (end func(error), ok bool) {
 	}, true
 }
 
+// reserveSnapshot takes name for a snapshot being taken (named or with
+// processes): ErrSnapshotExists when one of that name is in flight, so
+// that two takers of a name whose ref is not set yet do not both publish
+// it.
+func (e *Engine) reserveSnapshot(name string) (end func(error), err error) {
+	end, ok := e.snapPending.reserve(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	}
+	return end, nil
+}
+
 // wait returns once no snapshot named name is in flight, with the
 // outcome of the one that was (nil when none was), or ctx's error.
 func (p *pendingSnapshots) wait(ctx context.Context, name string) error {
