@@ -61,11 +61,18 @@ func (p *pendingSnapshots) reserve(name string) (end func(error), ok bool) {
 // reserveSnapshot takes name for a snapshot being taken (named or with
 // processes): ErrSnapshotExists when one of that name is in flight, so
 // that two takers of a name whose ref is not set yet do not both publish
-// it.
+// it; ErrClosed once Close began, whose waitAll may have looked before
+// (a stopping daemon answers nothing it does not keep).
 func (e *Engine) reserveSnapshot(name string) (end func(error), err error) {
 	end, ok := e.snapPending.reserve(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrSnapshotExists, name)
+	}
+	// Close sets closed before its waitAll looks: a reservation it did
+	// not see finds closed set.
+	if err := e.open(); err != nil {
+		end(nil)
+		return nil, err
 	}
 	return end, nil
 }
