@@ -98,7 +98,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.authToken, "auth-token", "", "with --swerex: the X-API-Key clients must send (swerex-remote's flag)")
 	fs.StringVar(&f.e2b, "e2b", "", "also answer the e2b SDKs on this host:port (E2B_API_URL and E2B_SANDBOX_URL; the token is the API key; docs/e2b.md)")
 	fs.StringVar(&f.e2bBase, "e2b-base", "", "with --e2b: the root of E2B's base template, a root the cache holds (debian/e2b: docs/e2b.md, \"The E2B base\"); its commands run as E2B's user `user` (default: the host's directories, as root)")
-	fs.DurationVar(&f.e2bPause, "e2b-shutdown-pause", time.Minute, "with --e2b: time SIGTERM gives pausing the running E2B sandboxes, as pause() does, so that the next daemon on the cache lists them paused and resumes them with their files, not their processes (0: close them, losing their files; docs/e2b.md \"At shutdown\")")
+	fs.DurationVar(&f.e2bPause, "e2b-shutdown-pause", time.Minute, "with --e2b: time SIGTERM gives pausing the running E2B sandboxes, as pause() does, so that the next daemon on the cache lists them paused and resumes them with their files, and their running processes where the engine could dump them (0: close them, losing their files; docs/e2b.md \"At shutdown\")")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve the TCP listeners (--listen host:port, --e2b, --swerex's) over HTTPS with this PEM certificate (the server's, then its intermediates; for E2B sandbox URLs a wildcard *.<domain>), read again when it changes (docs/e2b.md \"Sandbox URLs\")")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: the PEM private key of its certificate")
 	return cmd
