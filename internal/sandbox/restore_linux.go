@@ -207,15 +207,58 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 // sandbox's processes. CRIU makes the restored init a child of this
 // process (--restore-sibling), which nothing waits for when the restore
 // fails: killed (with the cgroup, or by criu itself), it would stay a
-// zombie child of msb. A half-restored task still has criu's name and
-// is in a PID namespace below this one's: a zombie of that kind is
-// reaped (one of a concurrent failed restore's too, which no one waits
-// for either); a live one, maybe another restore's, is left alone.
+// zombie child of msb. Such a task is in a PID namespace below this
+// one's, and is named criu or, once criu restored it that far, as the
+// dumped task was (a sandbox's init, as any other sandbox's is). Those
+// in this sandbox's cgroup before the kill (a zombie's cgroup cannot be
+// read) are waited for until they are gone; a zombie named criu (one of
+// a concurrent failed restore's too, which no one waits for either) is
+// reaped; a live one outside the cgroup, maybe another restore's, is
+// left alone, as are the other sandboxes' inits, which their Sandbox
+// waits for.
 func (s *Sandbox) reapHalfRestored() {
+	ours := map[int]bool{}
 	if s.cg != nil {
+		for _, c := range halfRestored() {
+			if !c.zombie && s.inOwnCgroup(c.pid) {
+				ours[c.pid] = true
+			}
+		}
 		s.cg.Kill()
 	}
+	for deadline := time.Now().Add(halfRestoredWait); ; time.Sleep(5 * time.Millisecond) {
+		live := false
+		for _, c := range halfRestored() {
+			switch {
+			case c.zombie && (ours[c.pid] || c.name == "criu"):
+				unix.Wait4(c.pid, nil, unix.WNOHANG, nil)
+			case ours[c.pid]:
+				live = true
+			}
+		}
+		if !live || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// halfRestoredWait bounds reapHalfRestored's wait for the killed
+// processes of the sandbox's cgroup to exit.
+const halfRestoredWait = 5 * time.Second
+
+// halfRestoredTask is a child of this process in a PID namespace below
+// its own, as a restore's init is.
+type halfRestoredTask struct {
+	pid    int
+	name   string
+	zombie bool
+}
+
+// halfRestored lists this process's children in PID namespaces below
+// its own.
+func halfRestored() []halfRestoredTask {
 	self := strconv.Itoa(os.Getpid())
+	var out []halfRestoredTask
 	procs, _ := os.ReadDir("/proc")
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
@@ -242,10 +285,28 @@ func (s *Sandbox) reapHalfRestored() {
 				levels = len(strings.Fields(v))
 			}
 		}
-		if ppid == self && name == "criu" && levels > 1 && strings.HasPrefix(state, "Z") {
-			unix.Wait4(pid, nil, unix.WNOHANG, nil)
+		if ppid == self && levels > 1 {
+			out = append(out, halfRestoredTask{pid: pid, name: name, zombie: strings.HasPrefix(state, "Z")})
 		}
 	}
+	return out
+}
+
+// inOwnCgroup says whether live process pid is in the sandbox's cgroup,
+// or one below it.
+func (s *Sandbox) inOwnCgroup(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		_, path, _ := strings.Cut(l, ":")
+		_, path, _ = strings.Cut(path, ":")
+		if slices.Contains(strings.Split(path, "/"), s.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // unmountHost unmounts what a restored sandbox mounted on the host (its
