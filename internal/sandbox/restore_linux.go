@@ -237,6 +237,40 @@ func (s *Sandbox) reapHalfRestored() {
 			}
 		}
 		if !live || time.Now().After(deadline) {
+			break
+		}
+	}
+	reapStrayZombies()
+}
+
+// strayZombieAge is how long a zombie child in a PID namespace below
+// this process's stays one before reapStrayZombies takes it for no one's.
+const strayZombieAge = time.Second
+
+// reapStrayZombies reaps this process's zombie children in PID namespaces
+// below its own that stay zombies for strayZombieAge. A sandbox's init is
+// such a child, and its Sandbox reaps it as it exits (a wait blocked in
+// the kernel); one still a zombie a second on is what a failed restore
+// left once criu had given it the dumped task's name, which nothing
+// waits for. It returns once none is left, or after twice that age.
+func reapStrayZombies() {
+	seen := map[int]time.Time{}
+	for deadline := time.Now().Add(2 * strayZombieAge); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		zombies := 0
+		for _, c := range halfRestored() {
+			if !c.zombie {
+				continue
+			}
+			zombies++
+			first, ok := seen[c.pid]
+			switch {
+			case !ok:
+				seen[c.pid] = time.Now()
+			case time.Since(first) >= strayZombieAge:
+				unix.Wait4(c.pid, nil, unix.WNOHANG, nil)
+			}
+		}
+		if zombies == 0 {
 			return
 		}
 	}
