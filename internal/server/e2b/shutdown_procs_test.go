@@ -1,15 +1,12 @@
 package e2b
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/minisandbox/msb/internal/checkpoint"
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
@@ -24,12 +21,7 @@ import (
 // only, no counter runs. At least one must keep its processes.
 func TestE2BShutdownPauseProcesses(t *testing.T) {
 	privtest.RequireRoot(t)
-	switch _, err := checkpoint.Find(context.Background(), ""); {
-	case errors.Is(err, checkpoint.ErrCheck):
-		privtest.Skip(t, "criu cannot work on this kernel: %v", err)
-	case err != nil:
-		privtest.Skip(t, "%v", err)
-	}
+	requireCriu(t)
 	state, cache := privtest.StateDir(t), filepath.Join(t.TempDir(), "cache")
 
 	first := startDaemonPausing(t, state, cache, 2*time.Minute) // a bound on a stuck pause, not a speed
