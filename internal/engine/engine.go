@@ -40,9 +40,6 @@ type Engine struct {
 	// settling: the layers of forks whose children run before they are
 	// published (forkearly.go).
 	settling settling
-	// snapPending: the named snapshots answered and not yet published
-	// (snapshotpending.go).
-	snapPending pendingSnapshots
 	// ownPool: Close releases the disk pool (Config.ReleaseOwnDiskPool
 	// and there was none at Open).
 	ownPool bool
@@ -128,7 +125,7 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
-	e.snapPending.waitAll() // a stopping daemon keeps the snapshots it answered
+	e.waitSnapshots() // a stopping daemon keeps the snapshots it answered
 	e.mu.Lock()
 	live := make([]*Sandbox, 0, len(e.sandboxes))
 	for _, s := range e.sandboxes {

@@ -61,10 +61,11 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	if !rootfs.ValidSnapshotName(name) {
 		return api.SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: use letters, digits and ._@+=:,~- (at most 128, starting with a letter or digit)", ErrBadRequest, name)
 	}
-	end, err := e.reserveSnapshot(name)
+	res, err := e.reserveSnapshotRef(name)
 	if err != nil {
 		return api.SnapshotInfo{}, err
 	}
+	end := res.End
 	st := e.cache.st()
 	if _, err := st.Ref(rootfs.SnapshotRef(name)); err == nil {
 		end(nil)
@@ -81,13 +82,12 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 		end(err)
 		return api.SnapshotInfo{}, err
 	}
-	// Reserved while the stage holds the store's lock, which a gc that
+	// Publishing while the stage holds the store's lock, which a gc that
 	// waits for the ref (store.Store.Refs) then cannot hold.
-	releaseRef := st.ReserveRef(rootfs.SnapshotRef(name))
+	res.Publishing()
 	go func() {
 		testHookPublish()
 		lease, err := st.PublishLeased(context.WithoutCancel(ctx), rootfs.SnapshotRef(name), data, record)
-		releaseRef()
 		if err != nil {
 			e.log.Error("snapshot not published", "sandbox", sandboxID, "snapshot", name, "err", err)
 			end(fmt.Errorf("committing the writable layer of sandbox %s: %w", sandboxID, err))
@@ -103,7 +103,7 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 // Snapshots lists the named snapshots, oldest first; one whose record
 // cannot be read (a layer missing from the cache) is logged and left out.
 func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
-	e.snapPending.waitAll()
+	e.waitSnapshots()
 	names, err := rootfs.SnapshotNames(e.cache.st())
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 // DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
 // gc then frees its layers unless a live sandbox uses them.
 func (e *Engine) DeleteSnapshot(name string) error {
-	e.snapPending.wait(context.Background(), name) // published or not: then deleted or absent
+	e.WaitSnapshot(context.Background(), name) // published or not: then deleted or absent
 	err := rootfs.DeleteSnapshot(e.cache.st(), name)
 	if errors.Is(err, rootfs.ErrNoSnapshot) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -486,7 +486,7 @@ func (s *Sandbox) probeSession(ctx context.Context, n string) (cwd string, env a
 
 // loadSnapshot reads a named snapshot (ErrNotFound if absent).
 func (e *Engine) loadSnapshot(ctx context.Context, name string) (snapshot, error) {
-	if err := e.snapPending.wait(ctx, name); err != nil {
+	if err := e.WaitSnapshot(ctx, name); err != nil {
 		if ctx.Err() != nil {
 			return snapshot{}, err
 		}

@@ -56,11 +56,11 @@ func TestSnapshotCloseKeepsAnswered(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Error(err)
 	}
-	e.snapPending.mu.Lock()
-	_, pending := e.snapPending.m[second]
-	e.snapPending.mu.Unlock()
+	asked, cancel := context.WithCancel(ctx)
+	cancel() // asks whether it is pending, without waiting
+	pending := errors.Is(e.WaitSnapshot(asked, second), context.Canceled)
 	close(held2)
-	e.snapPending.waitAll()
+	e.waitSnapshots()
 	if answered && pending {
 		t.Errorf("Close returned with snapshot %q answered and not published", second)
 	}

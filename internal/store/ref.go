@@ -65,16 +65,17 @@ func (s *Store) setRef(name string, id LayerID) error {
 	return nil
 }
 
-// Ref returns the layer a ref points at; a ref this process reserved
-// (ReserveRef) is waited for.
+// Ref returns the layer a ref points at; a ref this process is
+// publishing (ReserveRef) is waited for, and when that publication failed
+// the ErrNotFound says why.
 func (s *Store) Ref(name string) (LayerID, error) {
 	if err := validRef(name); err != nil {
 		return LayerID{}, err
 	}
-	s.waitRef(name)
+	failed := s.waitRef(name)
 	b, err := os.ReadFile(s.refPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return LayerID{}, fmt.Errorf("ref %s: %w", name, ErrNotFound)
+		return LayerID{}, notFound(name, failed)
 	}
 	if err != nil {
 		return LayerID{}, fmt.Errorf("reading ref %s: %w", name, err)
@@ -87,20 +88,29 @@ func (s *Store) Ref(name string) (LayerID, error) {
 }
 
 // DeleteRef removes a ref; what it pointed at becomes collectable. A ref
-// this process reserved (ReserveRef) is waited for.
+// this process is publishing (ReserveRef) is waited for, as by Ref.
 func (s *Store) DeleteRef(name string) error {
 	if err := validRef(name); err != nil {
 		return err
 	}
-	s.waitRef(name)
+	failed := s.waitRef(name)
 	err := os.Remove(s.refPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("ref %s: %w", name, ErrNotFound)
+		return notFound(name, failed)
 	}
 	if err != nil {
 		return fmt.Errorf("deleting ref %s: %w", name, err)
 	}
 	return atomicfile.SyncDir(s.path("refs"))
+}
+
+// notFound is the ErrNotFound of an absent ref; failed, when not nil, is
+// the error of its publication that a reader waited for.
+func notFound(name string, failed error) error {
+	if failed != nil {
+		return fmt.Errorf("ref %s: %w: its publication failed: %w", name, ErrNotFound, failed)
+	}
+	return fmt.Errorf("ref %s: %w", name, ErrNotFound)
 }
 
 // RefEntry is one named ref.
@@ -111,7 +121,7 @@ type RefEntry struct {
 
 // Refs lists all refs sorted by name. Names with a prefix can be selected by
 // the caller; unreadable ref files are reported as errors. The refs this
-// process reserved (ReserveRef) are waited for.
+// process is publishing (ReserveRef) are waited for.
 func (s *Store) Refs() ([]RefEntry, error) {
 	s.waitRefs()
 	ents, err := os.ReadDir(s.path("refs"))
