@@ -426,22 +426,35 @@ func (c *Cache) sweepDumps() int {
 	ents, _ := os.ReadDir(c.dumpsDir())
 	n := 0
 	for _, en := range ents {
-		p := filepath.Join(c.dumpsDir(), en.Name())
 		if strings.HasPrefix(en.Name(), ".new-") {
 			if fi, err := en.Info(); err != nil || time.Since(fi.ModTime()) < dumpStale {
 				continue
 			}
-		} else if _, err := c.st().Ref(rootfs.SnapshotRef(en.Name())); !errors.Is(err, store.ErrNotFound) {
-			continue
 		}
-		unlock, err := lockDump(p, unix.LOCK_EX|unix.LOCK_NB)
-		if err != nil {
-			continue // in use, or gone
-		}
-		if os.RemoveAll(p) == nil {
+		if c.sweepDump(en.Name()) {
 			n++
 		}
-		unlock()
 	}
 	return n
+}
+
+// sweepDump removes dumpsDir's entry name, a snapshot's dump, when that
+// snapshot is gone and no fork restores from it (a .new-* dump when no
+// call writes it), and says whether it did. The snapshot is looked up
+// under the lock: a snapshot of that name taken again moves its dump
+// into place only once it holds the old one's lock (SnapshotProcesses),
+// so a dump whose snapshot exists is never removed.
+func (c *Cache) sweepDump(name string) bool {
+	p := filepath.Join(c.dumpsDir(), name)
+	unlock, err := lockDump(p, unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil {
+		return false // in use, or gone
+	}
+	defer unlock()
+	if !strings.HasPrefix(name, ".new-") {
+		if _, err := c.st().Ref(rootfs.SnapshotRef(name)); !errors.Is(err, store.ErrNotFound) {
+			return false
+		}
+	}
+	return os.RemoveAll(p) == nil
 }

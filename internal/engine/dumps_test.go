@@ -12,6 +12,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/privtest"
+	"golang.org/x/sys/unix"
 )
 
 // TestCacheGCSweepsDumps: the cache's gc (msb cache gc) removes the kept
@@ -26,34 +27,79 @@ func TestCacheGCSweepsDumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.DeleteSnapshot("kept") })
-	dumps := filepath.Join(e.cache.Dir(), "dumps")
-	plant := func(name string, age time.Duration) string {
-		dir := filepath.Join(dumps, name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		old := time.Now().Add(-age)
-		if err := os.Chtimes(dir, old, old); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	gone, died := plant("gone", 0), plant(".new-died", 2*time.Hour)
-	kept, writing := plant("kept", 0), plant(".new-writing", 0)
+	gone, died := plantDump(t, e, "gone", 0), plantDump(t, e, ".new-died", 2*time.Hour)
+	kept, writing := plantDump(t, e, "kept", 0), plantDump(t, e, ".new-writing", 0)
 	if _, err := e.cache.GC(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{gone, died} {
-		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s after cache gc: %v, want it removed", d, err)
+	wantDumps(t, "after cache gc", []string{gone, died}, []string{kept, writing})
+}
+
+// TestDeleteSweepsDump: deleting a snapshot removes its dump at once
+// when no fork restores from it; one a fork holds (its lock, as a
+// restore takes it) stays until the fork let go, and cache gc then
+// removes it.
+func TestDeleteSweepsDump(t *testing.T) {
+	e := snapshotEngine(t)
+	ctx := context.Background()
+	parent := hostSandbox(t, e)
+	for _, name := range []string{"swept", "held"} {
+		if _, err := e.Snapshot(ctx, parent.ID(), api.SnapshotRequest{Name: name}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{kept, writing} {
+	swept, held := plantDump(t, e, "swept", 0), plantDump(t, e, "held", 0)
+	unlock, err := lockDump(held, unix.LOCK_SH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"swept", "held"} {
+		if err := e.DeleteSnapshot(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantDumps(t, "after the deletes", []string{swept}, []string{held})
+	if _, err := e.cache.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantDumps(t, "after cache gc, held", nil, []string{held})
+	unlock()
+	if _, err := e.cache.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantDumps(t, "after cache gc, let go", []string{held}, nil)
+}
+
+// plantDump makes a dump dir name in the cache's dumps, age old, holding
+// a file.
+func plantDump(t *testing.T, e *Engine, name string, age time.Duration) string {
+	t.Helper()
+	dir := e.dumpDir(name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-age)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// wantDumps checks that the dump dirs gone are gone and those kept are
+// whole (plantDump's file in them).
+func wantDumps(t *testing.T, when string, gone, kept []string) {
+	t.Helper()
+	for _, d := range gone {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s %s: %v, want it removed", d, when, err)
+		}
+	}
+	for _, d := range kept {
 		if _, err := os.Stat(filepath.Join(d, "pages-1.img")); err != nil {
-			t.Errorf("%s after cache gc: %v, want it kept", d, err)
+			t.Errorf("%s %s: %v, want it kept", d, when, err)
 		}
 	}
 }
@@ -65,18 +111,7 @@ func TestCacheGCSweepsDumps(t *testing.T) {
 func TestDumpDeletedWhileForked(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
-	if e.rt.Rootless() {
-		t.Skip("rootless refuses processes (TestSnapshotProcesses)")
-	}
-	if _, err := findCriu(); err != nil {
-		privtest.Skip(t, "%v", err)
-	}
-	parent := dumpableSandbox(t, e)
-	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
-		t.Fatal(err)
-	}
-	sh(t, parent, "bg", "cd /tmp; "+counterStart)
-	token, before := readCounter(t, parent, 3)
+	parent, token, before := counterParent(t, e)
 	if _, err := e.SnapshotProcesses(ctx, parent.ID(), api.SnapshotRequest{Name: "racing"}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,47 +188,63 @@ func criuRunning(verb string) bool {
 	return false
 }
 
-// TestForkCancelledInDump cancels a fork with processes while criu dumps
-// the parent (a client gone): the fork fails, and the parent's processes
-// must go on unharmed, thawed, as if it had not been asked.
-func TestForkCancelledInDump(t *testing.T) {
-	e := snapshotEngine(t)
+// counterParent is a root sandbox whose session "bg" runs the counter
+// (counterStart) in /tmp, read past 3: its token and count. Rootless
+// (processes are refused: TestForkProcesses) or without criu it skips.
+func counterParent(t *testing.T, e *Engine) (parent *Sandbox, token string, n int) {
+	t.Helper()
 	if e.rt.Rootless() {
 		t.Skip("rootless refuses processes (TestForkProcesses)")
 	}
 	if _, err := findCriu(); err != nil {
 		privtest.Skip(t, "%v", err)
 	}
-	parent := dumpableSandbox(t, e)
+	parent = dumpableSandbox(t, e)
 	if err := parent.OpenSession(context.Background(), api.SessionRequest{Name: "bg"}); err != nil {
 		t.Fatal(err)
 	}
 	sh(t, parent, "bg", "cd /tmp; "+counterStart)
-	token, n := readCounter(t, parent, 3)
-	for try := range 8 {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
-			for _, k := range kids {
-				k.Close()
-			}
-			done <- err
-		}()
-		var err error
-	wait:
-		for delay := time.Duration(try) * 60 * time.Millisecond; ; {
-			select {
-			case err = <-done:
-				break wait
-			case <-time.After(2 * time.Millisecond):
-			}
-			if criuRunning("dump") {
-				time.Sleep(delay)
-				cancel()
-			}
+	token, n = readCounter(t, parent, 3)
+	return parent, token, n
+}
+
+// forkCancelledIn runs fork, cancelling its ctx delay after a criu of
+// verb (dump, restore) is seen running as this process's child, closes
+// the children it made, and returns its error.
+func forkCancelledIn(verb string, delay time.Duration, fork func(context.Context) ([]*Sandbox, error)) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		kids, err := fork(ctx)
+		for _, k := range kids {
+			k.Close()
 		}
-		cancel()
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(2 * time.Millisecond):
+		}
+		if criuRunning(verb) {
+			time.Sleep(delay)
+			cancel()
+		}
+	}
+}
+
+// TestForkCancelledInDump cancels a fork with processes while criu dumps
+// the parent (a client gone): the fork fails, and the parent's processes
+// must go on unharmed, thawed, as if it had not been asked.
+func TestForkCancelledInDump(t *testing.T) {
+	e := snapshotEngine(t)
+	parent, token, n := counterParent(t, e)
+	for try := range 8 {
+		err := forkCancelledIn("dump", time.Duration(try)*60*time.Millisecond, func(ctx context.Context) ([]*Sandbox, error) {
+			return e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
+		})
 		t.Logf("try %d: the fork: %v", try, err)
 		tok, m := readCounter(t, parent, n)
 		if tok != token {
@@ -217,47 +268,16 @@ func TestForkCancelledInDump(t *testing.T) {
 // removeWork, with the yard in the restore's work dir).
 func TestForkCancelledInRestore(t *testing.T) {
 	e := snapshotEngine(t)
-	if e.rt.Rootless() {
-		t.Skip("rootless refuses processes (TestSnapshotProcesses)")
-	}
-	if _, err := findCriu(); err != nil {
-		privtest.Skip(t, "%v", err)
-	}
-	parent := dumpableSandbox(t, e)
-	if err := parent.OpenSession(context.Background(), api.SessionRequest{Name: "bg"}); err != nil {
-		t.Fatal(err)
-	}
-	sh(t, parent, "bg", "cd /tmp; "+counterStart)
-	readCounter(t, parent, 3)
+	parent, _, _ := counterParent(t, e)
 	if _, err := e.SnapshotProcesses(context.Background(), parent.ID(), api.SnapshotRequest{Name: "cut"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.DeleteSnapshot("cut") })
 	before := childPids(t)
 	for try := range 8 {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			kids, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "cut", Processes: api.ForkProcessesAll})
-			for _, k := range kids {
-				k.Close()
-			}
-			done <- err
-		}()
-		var err error
-	wait:
-		for delay := time.Duration(try) * 40 * time.Millisecond; ; {
-			select {
-			case err = <-done:
-				break wait
-			case <-time.After(2 * time.Millisecond):
-			}
-			if criuRunning("restore") {
-				time.Sleep(delay)
-				cancel()
-			}
-		}
-		cancel()
+		err := forkCancelledIn("restore", time.Duration(try)*40*time.Millisecond, func(ctx context.Context) ([]*Sandbox, error) {
+			return e.Fork(ctx, "", api.ForkRequest{Snapshot: "cut", Processes: api.ForkProcessesAll})
+		})
 		t.Logf("try %d: the fork: %v", try, err)
 		if err != nil && strings.Contains(err.Error(), "whole log kept") {
 			t.Errorf("try %d: a cancelled restore kept its log (it says nothing wrong): %v", try, err)

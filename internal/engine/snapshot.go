@@ -121,8 +121,9 @@ func (e *Engine) Snapshots() ([]api.SnapshotInfo, error) {
 	return out, nil
 }
 
-// DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent);
-// gc then frees its layers unless a live sandbox uses them.
+// DeleteSnapshot removes a named snapshot's name (ErrNotFound if absent)
+// and its dump when no fork restores from it (else gc does, later); gc
+// then frees its layers unless a live sandbox uses them.
 func (e *Engine) DeleteSnapshot(name string) error {
 	e.WaitSnapshot(context.Background(), name) // published or not: then deleted or absent
 	err := rootfs.DeleteSnapshot(e.cache.st(), name)
@@ -131,6 +132,7 @@ func (e *Engine) DeleteSnapshot(name string) error {
 	}
 	if err == nil {
 		e.spares.Drop(snapshotKey(name))
+		e.cache.sweepDump(name)
 	}
 	return err
 }
