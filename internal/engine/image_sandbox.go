@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/rootfs"
@@ -102,7 +101,7 @@ func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
 	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
 	conf.ImageLayers = ir.Image
-	conf.Env = MergeEnv(ir.Config.Env, conf.Env)
+	conf.Env = rootfs.MergeEnv(ir.Config.Env, conf.Env)
 	if conf.Workdir == "" {
 		conf.Workdir = ir.Config.WorkingDir
 	}
@@ -159,23 +158,6 @@ func (e *Engine) applyImage(ctx context.Context, req SandboxRequest, r *resolved
 		return nil, err
 	}
 	return ir.Lease, nil
-}
-
-// MergeEnv is base with over's variables replacing or added after its
-// own, by name.
-func MergeEnv(base, over []string) []string {
-	out := make([]string, 0, len(base)+len(over))
-	idx := map[string]int{}
-	for _, kv := range append(append([]string(nil), base...), over...) {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
 }
 
 // resolveRoot is the root a request's image names. The host is a bad

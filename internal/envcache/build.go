@@ -38,10 +38,10 @@ type buildJob struct {
 	envKey string // the instance's repo@version, for messages
 	header string // the log's first line
 	stack  []store.LayerID
-	host   bool
 	binds  []sandbox.Bind
 	script string
 	env    []string // more environment variables of the script
+	base   baseInfo // what it builds on: its Env goes under the script's
 	// indexDate: pip sees the index as of that day ("" today's).
 	indexDate string
 	// workdir of the script (Testbed for installs, / for environments).
@@ -121,10 +121,10 @@ func (c *Cache) build(ctx context.Context, r *run, job buildJob) (string, func()
 	}
 	defer net.stop()
 	conf := sandbox.Config{
-		Layers: layers, HostBase: job.host, UpperDir: upper, Network: net.network,
+		Layers: layers, HostBase: job.base.host, UpperDir: upper, Network: net.network,
 		Workdir: job.workdir, Binds: append(job.binds, net.binds...), Limits: c.opts.BuildLimits, MaxOutput: 4 << 20,
-		Env: append([]string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache",
-			"SOURCE_DATE_EPOCH=" + sourceDateEpoch}, append(job.env, net.env...)...),
+		Env: job.base.onBase(append([]string{"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_CACHE_DIR=/tmp/msb-pip-cache",
+			"SOURCE_DATE_EPOCH=" + sourceDateEpoch}, append(job.env, net.env...)...)),
 	}
 	fmt.Fprintf(&log, "# network: %s; pip: %s\n# script:\n%s\n# output:\n", net.network, strings.Join(net.env, " "), job.script)
 

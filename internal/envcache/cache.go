@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -408,7 +409,7 @@ func (c *Cache) Prepare(ctx context.Context, inst dataset.Instance, sp spec.Spec
 	}
 	p := &Prepared{
 		HostBase: base.host, Binds: append(env.binds(), c.downloadsBind()), Workdir: Testbed, Lease: lease,
-		Env:    taskEnv(sp, env, scmEnv),
+		Env:    base.onBase(taskEnv(sp, env, scmEnv)),
 		EnvKey: env.key, EnvLayer: env.layer.String(), RepoLayer: repoID.String(), Timings: r.timings, Reused: !r.built,
 	}
 	for _, id := range repoBottomFirst {
@@ -447,6 +448,10 @@ type baseInfo struct {
 	layer  store.LayerID   // the root's top layer when !host
 	stack  []store.LayerID // the root's layers, topmost first, when !host
 	keyStr string          // what the environment key says about the base
+	// env is the base's Env (an image's, a Debian base's or a
+	// snapshot's config; none for the host), under every build's and
+	// task's own (onBase).
+	env []string
 	// lease holds the root's layers warm while their trees are read
 	// (baseFile), whatever msb cache compact does meanwhile; release
 	// lets go of it.
@@ -463,7 +468,43 @@ func (c *Cache) leaseRoot(ctx context.Context, what string, root rootfs.Root) (b
 		return baseInfo{}, fmt.Errorf("%s: %w", what, err)
 	}
 	top := root.Top()
-	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: top.String(), lease: lease}, nil
+	return baseInfo{layer: top, stack: reverse(root.Layers), keyStr: baseKey(top, root.Config.Env), env: root.Config.Env, lease: lease}, nil
+}
+
+// baseKey is what an environment key says about a base of layers: its top
+// layer, and its Env where that sets more than a sandbox's default PATH
+// (an image's variables change what builds on it do; a Debian base's Env
+// is that PATH alone, so its keys stay as they were).
+func baseKey(top store.LayerID, env []string) string {
+	if len(env) == 0 || slices.Equal(env, []string{"PATH=" + systemPath}) {
+		return top.String()
+	}
+	return top.String() + " env " + store.DigestOf([]byte(strings.Join(env, "\x00"))).Hex()[:16]
+}
+
+// onBase is env over the base's Env: env's variables replace the base's
+// by name, except that where env's PATH ends in systemPath the base's
+// PATH takes that place, so what the base puts on its PATH (a toolchain
+// in /usr/local/go/bin, say) is found after the environment's own dirs.
+func (b baseInfo) onBase(env []string) []string {
+	if len(b.env) == 0 {
+		return env
+	}
+	basePath := ""
+	for _, kv := range b.env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			basePath = p
+		}
+	}
+	if basePath != "" {
+		env = slices.Clone(env)
+		for i, kv := range env {
+			if head, ok := strings.CutSuffix(kv, systemPath); ok && strings.HasPrefix(head, "PATH=") {
+				env[i] = head + basePath
+			}
+		}
+	}
+	return rootfs.MergeEnv(b.env, env)
 }
 
 // base resolves Options.Base: the host, a layer or ref (base/rootfs), or

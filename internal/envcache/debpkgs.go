@@ -68,7 +68,7 @@ func (c *Cache) instanceBase(ctx context.Context, r *run, inst dataset.Instance,
 		return base, nil
 	}
 	key := digestJSON(packagesKeyInput{Format: FormatVersion, Base: base.keyStr, Packages: pkgs})
-	out := baseInfo{keyStr: KindPackages + ":" + key, layer: base.layer, stack: base.stack, lease: base.lease}
+	out := baseInfo{keyStr: KindPackages + ":" + key, layer: base.layer, stack: base.stack, env: base.env, lease: base.lease}
 	if !build {
 		if id, err := c.store.Ref(PackagesRef(key)); err == nil && c.store.Has(id) {
 			return c.packagesOver(ctx, out, id)
@@ -82,7 +82,7 @@ func (c *Cache) instanceBase(ctx context.Context, r *run, inst dataset.Instance,
 	}
 	job := buildJob{kind: KindPackages, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
 		header: fmt.Sprintf("msb Debian packages build %s over %s: %s", key, sp.Base, strings.Join(pkgs, " ")),
-		stack:  base.stack, hostNetwork: true}
+		stack:  base.stack, base: base, hostNetwork: true}
 	id, err := c.layerOnce(ctx, r, job, PackagesRef(key), &c.envBuilds, []store.LayerID{base.layer})
 	if err != nil {
 		out.release()

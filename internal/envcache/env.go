@@ -129,7 +129,7 @@ func (c *Cache) envJob(ctx context.Context, r *run, inst dataset.Instance, sp sp
 	job := buildJob{
 		kind: KindEnv, key: res.key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
 		header: fmt.Sprintf("msb environment build %s for %s (%s), python %s (%s)", res.key, inst.EnvironmentKey(), inst.InstanceID, py.Path, py.Version),
-		host:   base.host, binds: py.binds(), indexDate: sp.IndexDate,
+		base:   base, binds: py.binds(), indexDate: sp.IndexDate,
 	}
 	if !base.host {
 		if job.stack, err = c.store.Stack(base.layer); err != nil {

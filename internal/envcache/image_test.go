@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -53,6 +54,74 @@ func TestImageBase(t *testing.T) {
 	if out != "ok\nfrom the image's top layer\nhello" && out != "ok\nfrom the image's top layer\nhello\n" {
 		t.Fatalf("got %q", out)
 	}
+}
+
+// TestImageBaseEnv: an environment built on an image runs its build steps
+// and its tasks with the image's Env under its own: the image's PATH
+// where a sandbox's default PATH would be (its tool found after the
+// venv), its other variables as they are; and an image whose Env differs
+// is another environment key, while one whose Env is the default PATH
+// alone (a Debian base's) keeps the key of no Env.
+func TestImageBaseEnv(t *testing.T) {
+	tree := makeRootfs(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tool := "#!/usr/bin/bash\necho \"tool $1 $IMG_VAR\"\n"
+	tw.WriteHeader(&tar.Header{Name: "opt/imgtool/bin/imgtool", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(tool))})
+	io.WriteString(tw, tool)
+	tw.Close()
+	layers := []v1.Layer{demotest.DirLayer(t, tree, nil), demotest.BytesLayer(t, buf.Bytes())}
+	dir := filepath.Join(t.TempDir(), "cache")
+	c := openCache(t, Options{Dir: dir, Runtime: testRuntime(t)})
+	imagePath := "PATH=/opt/imgtool/bin:" + systemPath
+	for name, env := range map[string][]string{"env:1": {imagePath, "IMG_VAR=from-image"}, "plain:1": nil, "debian:1": {"PATH=" + systemPath}} {
+		img, err := mutate.AppendLayers(empty.Image, layers...)
+		if err == nil {
+			img, err = mutate.Config(img, v1.Config{Env: env})
+		}
+		if err == nil {
+			_, err = rootfs.Import(t.Context(), c.store, img, rootfs.ImportOptions{Names: []string{"example.com/test/" + name}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := makeRepo(t, 4, 64, 1)
+	sp := spec.Spec{Repo: "demo/proj", Version: "1.0", Python: "3.11", Install: "imgtool install > " + VenvPath + "/tool-out"}
+	keys := map[string]string{}
+	for _, name := range []string{"env:1", "plain:1", "debian:1"} {
+		c := openCache(t, Options{Dir: dir, Runtime: c.opts.Runtime, Base: "image/example.com/test/" + name})
+		if name != "env:1" {
+			res, _, err := c.envJob(t.Context(), &run{timings: map[string]time.Duration{}}, repo.instance(0), sp, mustBase(t, c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[name] = res.key
+			continue
+		}
+		p := prepare(t, c, repo.instance(0), sp)
+		keys[name] = p.EnvKey
+		sb := sandboxOf(t, c.opts.Runtime, p)
+		out := sh(t, sb, "read -r x < "+VenvPath+"/tool-out; echo $x; imgtool task; echo $PATH") // the image has no cat
+		want := "tool install from-image\ntool task from-image\n" + VenvPath + "/bin:/opt/imgtool/bin:" + systemPath
+		if out != want {
+			t.Fatalf("on an image with Env: got %q, want %q", out, want)
+		}
+	}
+	if keys["env:1"] == keys["plain:1"] || keys["debian:1"] != keys["plain:1"] {
+		t.Fatalf("environment keys %v: want the image with Env apart, the default PATH's equal to none's", keys)
+	}
+}
+
+// mustBase is the cache's base, released at the test's end.
+func mustBase(t *testing.T, c *Cache) baseInfo {
+	t.Helper()
+	b, err := c.base(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.release)
+	return b
 }
 
 // bytesLayer is an image layer holding one file.

@@ -102,7 +102,7 @@ func (c *Cache) installLayer(ctx context.Context, r *run, inst dataset.Instance,
 	job := buildJob{
 		kind: KindInstall, key: key, envKey: inst.EnvironmentKey(), script: script, workdir: Testbed,
 		header: fmt.Sprintf("msb install build %s for %s at %s, environment %s", key, inst.InstanceID, inst.BaseCommit, short(env.key)),
-		host:   base.host, binds: env.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
+		base:   base, binds: env.binds(), stack: stack, env: scmEnv, indexDate: sp.IndexDate,
 	}
 	if !sp.IsPython() {
 		c.dependencyStep(&job, env)

@@ -113,7 +113,7 @@ func (c *Cache) toolchainJob(ctx context.Context, inst dataset.Instance, sp spec
 	job := buildJob{
 		kind: KindEnv, key: res.key, envKey: inst.EnvironmentKey(), script: script, workdir: "/",
 		header: fmt.Sprintf("msb environment build %s for %s (%s), %s toolchains %s", res.key, inst.EnvironmentKey(), inst.InstanceID, sp.Language, strings.Join(sp.Toolchains, " ")),
-		host:   base.host, binds: res.binds(), env: toolchainEnv(tcs),
+		base:   base, binds: res.binds(), env: toolchainEnv(tcs),
 	}
 	if !base.host {
 		if job.stack, err = c.store.Stack(base.layer); err != nil {

@@ -7,8 +7,8 @@ import (
 )
 
 // TestRootless reruns TestPrepareSandbox, TestCopyMode, the install layer
-// tests and TestDeltaRepoLayer as an unprivileged user: its own cache, a
-// rootless store and rootless sandboxes.
+// tests, TestDeltaRepoLayer and TestImageBaseEnv as an unprivileged user:
+// its own cache, a rootless store and rootless sandboxes.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^(TestPrepareSandbox|TestCopyMode|TestInstallLayer|TestInstallLayerDedup|TestDeltaRepoLayer)$")
+	privtest.Unprivileged(t, "^(TestPrepareSandbox|TestCopyMode|TestInstallLayer|TestInstallLayerDedup|TestDeltaRepoLayer|TestImageBaseEnv)$")
 }
