@@ -589,15 +589,29 @@ func testCloseKillsEverything(t *testing.T, rt *Runtime) {
 		t.Fatal(err)
 	}
 	mustOK(t, sb, "setsid -f sleep "+tag+".5 >/dev/null 2>&1")
+	// A command still running in a second session when Close comes (the
+	// shutdown closes sessions whose shells it has killed): its exec
+	// returns, and it is gone too.
+	if err := sb.OpenSession(ctx, "fg", SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fg := make(chan error, 1)
+	go func() {
+		_, err := sb.SessionExec(ctx, "fg", session.ExecRequest{Command: "sleep " + tag + ".6"})
+		fg <- err
+	}()
 	time.Sleep(100 * time.Millisecond)
-	if n := countProcs("sleep " + tag); n < 4 {
-		t.Fatalf("expected background sleeps to run, found %d", n)
+	if n := countProcs("sleep " + tag); n < 5 {
+		t.Fatalf("expected background and foreground sleeps to run, found %d", n)
 	}
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if n := countProcs("sleep " + tag); n != 0 {
-		t.Fatalf("%d background processes survived close", n)
+		t.Fatalf("%d of the sandbox's processes survived close", n)
+	}
+	if err := <-fg; err == nil {
+		t.Fatal("a session command running at Close returned no error")
 	}
 }
 

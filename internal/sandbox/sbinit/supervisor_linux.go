@@ -270,7 +270,10 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			return err
 		}
 		if req.Op == wire.OpShutdown {
-			s.closeAll()
+			// Every other process of the namespace first (endAll reaps
+			// them): the sessions need not search /proc for theirs.
+			unix.Kill(-1, unix.SIGKILL)
+			s.closeAllKilled()
 			resp := wire.Response{ID: req.ID}
 			if err := endAll(); err != nil {
 				resp.Error = err.Error()
@@ -635,6 +638,17 @@ func (s *supervisor) closeAllBut(keep string) {
 			continue
 		}
 		sess.Close()
+		delete(s.sessions, name)
+	}
+}
+
+// closeAllKilled closes every session once the caller has killed every
+// other process of the namespace (session.Session.CloseKilled).
+func (s *supervisor) closeAllKilled() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sess := range s.sessions {
+		sess.CloseKilled()
 		delete(s.sessions, name)
 	}
 }
