@@ -372,14 +372,24 @@ func (s *Session) Rename(name string) {
 // processes of the session were still alive after their SIGKILL.
 func (s *Session) Close() error { return s.close(true) }
 
-// CloseKilled closes the session of a caller that has just sent SIGKILL
-// to every process of the sandbox's PID namespace but itself (the
-// supervisor's shutdown, which then reaps them all): as Close, without
-// Close's two searches of /proc for the session's processes, which are
-// dead or dying already (their reaping is the caller's). The shell's
-// group is killed once more, for a caller whose kill missed it. The
-// searches were ~0.3 ms of a sandbox's teardown (docs/bench.md, session 18).
-func (s *Session) CloseKilled() error { return s.close(false) }
+// CloseKilled closes sessions whose every process kill ends (the
+// supervisor's shutdown, which kills every process of the sandbox's PID
+// namespace but itself and then reaps them all): as Close, without Close's
+// two searches of /proc for the sessions' processes. Each session is
+// marked closing before kill, so that a command running in one returns
+// with ErrSessionEnded, as under Close, and not as if its shell's end
+// were its own. The shells' groups are killed once more, for a kill that
+// missed one. The searches were ~0.3 ms of a sandbox's teardown
+// (docs/bench.md, session 18).
+func CloseKilled(sessions []*Session, kill func()) {
+	for _, s := range sessions {
+		s.closing.Store(true)
+	}
+	kill()
+	for _, s := range sessions {
+		s.close(false)
+	}
+}
 
 func (s *Session) close(search bool) error {
 	var err error

@@ -270,9 +270,6 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			return err
 		}
 		if req.Op == wire.OpShutdown {
-			// Every other process of the namespace first (endAll reaps
-			// them): the sessions need not search /proc for theirs.
-			unix.Kill(-1, unix.SIGKILL)
 			s.closeAllKilled()
 			resp := wire.Response{ID: req.ID}
 			if err := endAll(); err != nil {
@@ -642,15 +639,23 @@ func (s *supervisor) closeAllBut(keep string) {
 	}
 }
 
-// closeAllKilled closes every session once the caller has killed every
-// other process of the namespace (session.Session.CloseKilled).
+// closeAllKilled kills every other process of the namespace, which endAll
+// then reaps, and closes every session without searching /proc for its
+// processes (session.CloseKilled). The processes are stopped before they
+// are killed, as killTree does: a shell that outlived its command's
+// SIGKILL would report that command's end as its own.
 func (s *supervisor) closeAllKilled() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var all []*session.Session
 	for name, sess := range s.sessions {
-		sess.CloseKilled()
+		all = append(all, sess)
 		delete(s.sessions, name)
 	}
+	session.CloseKilled(all, func() {
+		unix.Kill(-1, unix.SIGSTOP)
+		unix.Kill(-1, unix.SIGKILL)
+	})
 }
 
 // endAll kills every other process of the sandbox, waits until none is
