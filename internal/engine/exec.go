@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/minisandbox/msb/internal/api"
+	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/session"
 )
 
@@ -198,6 +199,14 @@ func (s *Sandbox) ExecStream(ctx context.Context, req api.ExecRequest, emit func
 // a character's boundary; p is reused after emit returns. The result's
 // output is Exec's (valid UTF-8, other bytes as \xNN).
 func (s *Sandbox) ExecStreamBytes(ctx context.Context, req api.ExecRequest, emit func(stderr bool, p []byte)) (api.ExecResult, error) {
+	return s.ExecStreamKeyed(ctx, "", req, emit)
+}
+
+// ExecStreamKeyed is ExecStreamBytes under key, the caller's name for the
+// command: should a snapshot with processes (SnapshotProcesses, or a fork
+// with them) dump it while it runs, the sandboxes restored from the dump
+// list it by key (RestoredExecs) and AttachExec goes on reading it.
+func (s *Sandbox) ExecStreamKeyed(ctx context.Context, key string, req api.ExecRequest, emit func(stderr bool, p []byte)) (api.ExecResult, error) {
 	defer s.use()()
 	if req.Session != "" {
 		return api.ExecResult{}, fmt.Errorf("%w: streaming is for one-shot commands; a session's command returns its output at the end", ErrBadRequest)
@@ -210,8 +219,36 @@ func (s *Sandbox) ExecStreamBytes(ctx context.Context, req api.ExecRequest, emit
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	res, err := s.sbox().ExecStream(ctx, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
+	res, err := s.sbox().ExecStreamKeyed(ctx, key, session.ExecRequest{Command: script, Timeout: time.Duration(req.TimeoutNs),
 		SeparateStderr: req.SeparateStderr, MaxOutput: req.MaxOutput}, emit)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	return execResult(res), nil
+}
+
+// RestoredExec is a command a restored sandbox runs on: its key and the
+// output its sandbox had sent when it was dumped (sandbox.RestoredExec).
+type RestoredExec = sandbox.RestoredExec
+
+// RestoredExecs are the commands started with a key (ExecStreamKeyed)
+// that a sandbox restored with its processes (a fork with processes
+// "all") had running when they were dumped and that run on in it, not yet
+// attached (AttachExec); none for any other sandbox.
+func (s *Sandbox) RestoredExecs() []RestoredExec { return s.sbox().RestoredExecs() }
+
+// AttachExec goes on reading the restored command key (RestoredExecs) as
+// ExecStreamKeyed would have: emit gets its output from offset from on
+// (what the caller lacks of it: it read the output before from the
+// sandbox that was dumped; from is at most the command's Sent), then its
+// result is returned; an end of ctx interrupts it. A key not restored, or
+// attached already, is ErrNotFound.
+func (s *Sandbox) AttachExec(ctx context.Context, key string, from int64, emit func(stderr bool, p []byte)) (api.ExecResult, error) {
+	defer s.use()()
+	res, err := s.sbox().AttachExec(ctx, key, from, emit)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return api.ExecResult{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
 	if err != nil {
 		return api.ExecResult{}, err
 	}

@@ -46,6 +46,15 @@ type conn struct {
 
 	// deathNote explains an unexpected end of the connection.
 	deathNote func() string
+
+	// restored are the streaming execs a restored sandbox's supervisor
+	// had in flight (adopt); orphans keeps what arrives for them until
+	// their callers attach (attachExec), and, while adopt waits for its
+	// answer, for any request no one waits for. nil on any other
+	// connection: such responses are dropped.
+	restored []wire.ExecState
+	orphans  map[uint64][]wire.Response
+	adopting bool // adopt has not had its answer: orphans keeps all
 }
 
 func newConn(f *os.File, deathNote func() string) *conn {
@@ -117,6 +126,9 @@ func (c *conn) dispatch(r wire.Response) {
 	c.mu.Lock()
 	ch := c.pending[r.ID]
 	delete(c.pending, r.ID)
+	if ch == nil {
+		c.keepOrphan(r)
+	}
 	c.mu.Unlock()
 	if ch != nil {
 		ch <- r
@@ -216,8 +228,10 @@ func (c *conn) do(ctx context.Context, req *wire.Request, cancel bool) (resp wir
 		c.mu.Unlock()
 		return wire.Response{}, err
 	}
-	req.ID = c.next
-	c.next++
+	if req.ID == 0 { // else wire.AdoptID
+		req.ID = c.next
+		c.next++
+	}
 	c.pending[req.ID] = ch
 	self := !c.reading // nobody else waits: read the response here
 	if self {

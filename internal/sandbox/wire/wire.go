@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 )
@@ -76,10 +77,56 @@ const OpSessionInterrupt = "session.interrupt"
 // on a timeout, and the request's final Response comes once it and what it
 // started are dead (a session's background jobs of earlier commands live on). Neither
 // OpStreamAck nor OpCancel gets a Response of its own.
+//
+// Offsets: a chunk's Off is where its Data starts in the exec's output
+// (stdout and stderr counted together, in the order sent), and the final
+// Response of a streamed exec has Off set to the whole output's length.
+// An OpStreamAck's Off is the end of what the host has passed on (the
+// supervisor keeps each chunk until an acknowledgement reaches past it);
+// an OpStreamAck without Off acknowledges one chunk.
 const (
 	OpStreamAck = "stream.ack"
 	OpCancel    = "cancel"
 )
+
+// OpExecs and OpAttach give a restored sandbox's streaming execs to the
+// new host end of its control socket (package checkpoint restores the
+// supervisor with its execs in flight and their chunks unacknowledged,
+// but a new socket: what the dumped one held is gone). OpExecs is the
+// first request on that socket, with ID AdoptID: its Response lists the
+// streaming execs in flight (Execs), each under the ID and Key of the
+// request that started it, and the highest request ID the supervisor has
+// seen, above which the host numbers its requests. OpAttach (Ref) has the
+// supervisor send again, in order, the chunks of exec Ref that no
+// acknowledgement has reached; its output goes on after them, and its
+// final Response comes as any exec's. OpAttach gets no Response of its
+// own.
+const (
+	OpExecs  = "exec.list"
+	OpAttach = "exec.attach"
+)
+
+// AdoptID is the ID of the OpExecs request that opens a restored
+// sandbox's socket: no request of an earlier socket had it.
+const AdoptID = math.MaxUint64
+
+// Execs answers OpExecs.
+type Execs struct {
+	// Last is the highest request ID the supervisor has seen.
+	Last uint64 `json:"last"`
+	// Streams are the streaming execs in flight.
+	Streams []ExecState `json:"streams,omitempty"`
+}
+
+// ExecState is one streaming exec in flight.
+type ExecState struct {
+	ID  uint64 `json:"id"`
+	Key string `json:"key,omitempty"`
+	// Acked is the output an acknowledgement has reached; Sent all the
+	// output sent (what OpAttach sends again lies between them).
+	Acked int64 `json:"acked"`
+	Sent  int64 `json:"sent"`
+}
 
 // OpReset and OpResetDone put a new root under a live sandbox
 // (sandbox.Sandbox.Reset): OpReset ends every process but the supervisor
@@ -124,6 +171,11 @@ type Request struct {
 	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
 	Owner   *FileOwner      `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
 	Port    int             `json:"port,omitempty"`   // OpDial
+	// Key, on a streaming OpExec, is the host's name for it, which
+	// OpExecs lists (so a restored exec is known by it).
+	Key string `json:"key,omitempty"`
+	// Off, on OpStreamAck, is the end of the output acknowledged.
+	Off int64 `json:"off,omitempty"`
 	// From, on OpSessionOpen, is a session whose shell, unused, becomes
 	// the new one where it can (session.Session.Adopt; the Response's
 	// Exit is then 1), and is closed where it cannot.
@@ -150,6 +202,11 @@ type Response struct {
 	// the final Response follows.
 	More   bool   `json:"more,omitempty"`
 	Stream string `json:"stream,omitempty"`
+	// Off is a chunk's offset in the exec's output, or on a streamed
+	// exec's final Response the output's whole length (see OpStreamAck).
+	Off int64 `json:"off,omitempty"`
+	// Execs answers OpExecs.
+	Execs *Execs `json:"execs,omitempty"`
 	// Fd says a descriptor came with the frame (OpDial); File is it, on
 	// the supervisor's side to send and on the host's as received.
 	Fd   bool     `json:"fd,omitempty"`
