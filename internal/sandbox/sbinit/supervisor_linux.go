@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -47,6 +48,8 @@ type supervisor struct {
 	trim trimmer // the free heap returned once idle
 	// flows are the streaming execs in flight (stream_linux.go).
 	flows flows
+	// lastID is the highest request ID read (wire.OpExecs).
+	lastID atomic.Uint64
 }
 
 func supervisorMain() error {
@@ -278,13 +281,16 @@ func (s *supervisor) serve(ctl io.Reader) error {
 			s.out.Write(resp)
 			return errShutdown
 		}
-		if req.Op == wire.OpStreamAck || req.Op == wire.OpCancel {
-			s.flows.signal(&req)
+		if req.Op == wire.OpStreamAck || req.Op == wire.OpCancel || req.Op == wire.OpAttach {
+			s.flows.signal(&req, s.out)
 			continue
+		}
+		if req.ID != wire.AdoptID && req.ID > s.lastID.Load() {
+			s.lastID.Store(req.ID) // this loop alone writes it
 		}
 		rctx := ctx
 		if req.Op == wire.OpExec || req.Op == wire.OpSessionExec { // an OpCancel may name it
-			rctx = s.flows.open(ctx, req.ID)
+			rctx = s.flows.open(ctx, &req)
 		}
 		wg.Add(1)
 		s.trim.begin()
@@ -385,6 +391,8 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 		return wire.Response{}, s.resetDone()
 	case wire.OpDial:
 		return s.dial(ctx, req)
+	case wire.OpExecs:
+		return wire.Response{Execs: &wire.Execs{Last: s.lastID.Load(), Streams: s.flows.list()}}, nil
 	}
 	return wire.Response{}, fail(wire.CodeInvalid, "unknown op %q", req.Op)
 }
@@ -409,15 +417,20 @@ func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response
 	if err := json.Unmarshal(req.Exec, &er); err != nil {
 		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
 	}
+	var f *flow
 	if req.Stream {
-		f := s.flows.get(req.ID)
+		f = s.flows.get(req.ID)
 		er.OnOutput = func(stderr bool, p []byte) { f.send(ctx, s.out, req.ID, stderr, p) }
 	}
 	res, err := session.RunOnce(ctx, s.sessionOptions(req), er)
 	if err != nil {
 		return wire.Response{}, err
 	}
-	return resultResponse(res)
+	resp, err := resultResponse(res)
+	if f != nil {
+		resp.Off = f.total()
+	}
+	return resp, err
 }
 
 func resultResponse(res session.Result) (wire.Response, error) {
