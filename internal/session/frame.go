@@ -2,21 +2,12 @@ package session
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
 	"strings"
 )
 
 // nonceLen is the length of a nonce in hex digits (128 random bits).
 const nonceLen = 32
-
-// newNonce returns a fresh random nonce. crypto/rand never fails on Linux.
-func newNonce() string {
-	var b [nonceLen / 2]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // ansiCQuote writes s to b as one bash ANSI-C quoted word, $'...'. Only
 // printable ASCII other than ', \ and ! is written as is; every other byte is
