@@ -206,7 +206,7 @@ func (f *Front) close(id string) error {
 		b.timer.Stop()
 	}
 	for _, p := range b.procs {
-		p.cancel() // processes outlive their streams, not their sandbox
+		p.stop() // processes outlive their streams, not their sandbox
 	}
 	b.takePrimed("", "")
 	b.endWatchers()

@@ -19,7 +19,9 @@
 // is one command started through process.Process, known by a pid this front
 // end numbers itself; it runs apart from the streams that read it and keeps
 // a bounded log of its output, which a stream reads from an offset (Connect:
-// from where the last stream left off). A primed shell is the login shell
+// from where the last stream left off); a pause that keeps the sandbox's
+// processes keeps it, and the resume attaches it to its restored command
+// (pause.go). A primed shell is the login shell
 // of a sandbox's next commands.run, started when its last command ended
 // and handed the next one of the same cwd and envs (primed.go). A watcher is one directory watch
 // (WatchDir, CreateWatcher): an inotify instance on the sandbox's own view of

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,17 +12,18 @@ import (
 	"github.com/minisandbox/msb/internal/privtest"
 )
 
-// TestE2BPauseProcesses: through the e2b SDK (testdata/sdk_pause_procs.py),
-// a pause keeps a sandbox's running processes where the engine can dump
+// TestE2BPauseProcesses: through the e2b SDK (testdata/sdk_procs.py), a
+// pause keeps a sandbox's running processes where the engine can dump
 // them, as E2B's pause keeps memory: a background counter goes on after
 // the resume from the number it had, with the token it drew, and no line
-// lost or repeated. Where the engine cannot (a filtered network), the
+// lost or repeated; and the process API knows them as before
+// (checkProcessAPI). Where the engine cannot (a filtered network), the
 // pause keeps files only and the sandbox's info says why (msbPause); a
 // restore that fails resumes the files alone and says so too.
 func TestE2BPauseProcesses(t *testing.T) {
 	privtest.RequireRoot(t)
 	requireCriu(t)
-	out := sdkScript(t, "sdk_pause_procs.py")
+	out := sdkScript(t, "sdk_procs.py", "pause")
 	var got struct {
 		Tries     int    `json:"tries"`
 		State     string `json:"state"`
@@ -31,10 +33,12 @@ func TestE2BPauseProcesses(t *testing.T) {
 			Before  [][]string `json:"before"`
 			After   [][]string `json:"after"`
 			Running string     `json:"running"`
+			procAPI
 		} `json:"resumes"`
-		FilteredPause     string `json:"filtered_pause"`
-		FilteredPauseMode string `json:"filtered_pause_mode"`
-		FilteredRunning   string `json:"filtered_running"`
+		FilteredPause     string       `json:"filtered_pause"`
+		FilteredPauseMode string       `json:"filtered_pause_mode"`
+		FilteredRunning   string       `json:"filtered_running"`
+		FilteredListed    []listedProc `json:"filtered_listed"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("the SDK script printed %q: %v", out, err)
@@ -44,15 +48,16 @@ func TestE2BPauseProcesses(t *testing.T) {
 	}
 	restored := false
 	for i, r := range got.Resumes {
+		name := "resume " + itoa(i)
 		if len(r.Before) == 0 || len(r.After) < len(r.Before) {
-			t.Errorf("resume %d: the counter's file had %d lines before the pause, %d after", i, len(r.Before), len(r.After))
+			t.Errorf("%s: the counter's file had %d lines before the pause, %d after", name, len(r.Before), len(r.After))
 			continue
 		}
 		// One token, numbers from 0 on without a gap: the same process
 		// before and after, nothing counted twice.
 		for n, l := range r.After {
 			if len(l) != 2 || l[0] != r.After[0][0] || l[1] != itoa(n) {
-				t.Errorf("resume %d: line %d of the counter's file is %q (token %q): want %q %d", i, n, l, r.After[0][0], r.After[0][0], n)
+				t.Errorf("%s: line %d of the counter's file is %q (token %q): want %q %d", name, n, l, r.After[0][0], r.After[0][0], n)
 				break
 			}
 		}
@@ -63,22 +68,83 @@ func TestE2BPauseProcesses(t *testing.T) {
 				t.Errorf("resumed with its processes: the counter wrote %d lines after the pause's %d, %s running; want 5 more, 1 running",
 					len(r.After)-len(r.Before), len(r.Before), r.Running)
 			}
+			checkProcessAPI(t, name, r.procAPI)
 		case strings.HasPrefix(r.Pause, "files only: the restore failed: "):
-			t.Logf("resume %d: %s", i, r.Pause) // the engine's restore failed: files only, as said
-			if r.Running != "0" {
-				t.Errorf("resume %d fell back to the files, yet %s counters run", i, r.Running)
+			t.Logf("%s: %s", name, r.Pause) // the engine's restore failed: files only, as said
+			if r.Running != "0" || len(r.Listed) != 0 {
+				t.Errorf("%s fell back to the files, yet %s counters run and the process API lists %v", name, r.Running, r.Listed)
 			}
 		default:
-			t.Errorf("resume %d: msbPause %q after the resume", i, r.Pause)
+			t.Errorf("%s: msbPause %q after the resume", name, r.Pause)
 		}
 	}
 	if !restored {
 		t.Errorf("no resume of %d restored the processes (the engine's restore failed each time; see above)", len(got.Resumes))
 	}
 	if !strings.HasPrefix(got.FilteredPause, "files only: ") || !strings.Contains(got.FilteredPause, "filtered network") ||
-		got.FilteredPauseMode != "filesystem" || got.FilteredRunning != "0" {
-		t.Errorf("a sandbox on a filtered network: msbPause %q, pauseMode %q, %s counters running after the resume; want files only, why, filesystem, none",
-			got.FilteredPause, got.FilteredPauseMode, got.FilteredRunning)
+		got.FilteredPauseMode != "filesystem" || got.FilteredRunning != "0" || len(got.FilteredListed) != 0 {
+		t.Errorf("a sandbox on a filtered network: msbPause %q, pauseMode %q, %s counters running and %v listed after the resume; want files only, why, filesystem, none",
+			got.FilteredPause, got.FilteredPauseMode, got.FilteredRunning, got.FilteredListed)
+	}
+}
+
+// procAPI is what testdata/sdk_procs.py saw of the process API around a
+// pause: the processes commands.list() showed before it and after the
+// resume, the ticker's output read by connect after the resume and its
+// end once killed, the reader's end after input and end of file.
+type procAPI struct {
+	Procs        map[string]int `json:"procs"` // the ticker's and reader's pids
+	ListedBefore []listedProc   `json:"listed_before"`
+	Listed       []listedProc   `json:"listed"`
+	Ticks        []string       `json:"ticks"`
+	Killed       bool           `json:"killed"`
+	TickerEnd    procEnd        `json:"ticker_end"`
+	ReaderEnd    procEnd        `json:"reader_end"`
+	ListedAfter  []listedProc   `json:"listed_after"`
+}
+
+type listedProc struct {
+	PID  int      `json:"pid"`
+	Tag  *string  `json:"tag"`
+	Cmd  string   `json:"cmd"`
+	Args []string `json:"args"`
+	Cwd  *string  `json:"cwd"`
+	Mark *string  `json:"mark"` // its env PROC_MARK
+}
+
+type procEnd struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+}
+
+// checkProcessAPI checks r, of a sandbox resumed with its processes: the
+// process API lists what it listed before the pause (pid, tag, command,
+// cwd, envs); connect reads the ticker's output from its first tick, which
+// no stream read before the pause, with no tick lost or twice; kill ends
+// it with its end event (exit -1); the reader takes input and exits 3 at end of
+// file; then only the counter runs.
+func checkProcessAPI(t *testing.T, name string, r procAPI) {
+	t.Helper()
+	if len(r.ListedBefore) != 3 || !reflect.DeepEqual(r.Listed, r.ListedBefore) {
+		t.Errorf("%s: commands.list() after the resume %+v, before the pause %+v; want the same three", name, r.Listed, r.ListedBefore)
+	}
+	if len(r.Ticks) < 40 {
+		t.Errorf("%s: connect read %d ticks of the ticker after the resume, want 40 or more: %q", name, len(r.Ticks), r.Ticks)
+	}
+	for n, l := range r.Ticks {
+		if l != "tick "+itoa(n) {
+			t.Errorf("%s: line %d the ticker's connect read is %q, want %q: its output across the pause lost or repeated", name, n, l, "tick "+itoa(n))
+			break
+		}
+	}
+	if !r.Killed || r.TickerEnd.ExitCode != -1 {
+		t.Errorf("%s: kill said %v, the ticker's end event exit %d; want true, -1 (killed)", name, r.Killed, r.TickerEnd.ExitCode)
+	}
+	if r.ReaderEnd.ExitCode != 3 || r.ReaderEnd.Stdout != "got hello\neof\n" {
+		t.Errorf("%s: the reader ended with exit %d, output %q; want 3, %q", name, r.ReaderEnd.ExitCode, r.ReaderEnd.Stdout, "got hello\neof\n")
+	}
+	if len(r.ListedAfter) != 1 || r.ListedAfter[0].Tag != nil {
+		t.Errorf("%s: commands.list() after the kill and the reader's exit: %+v, want the counter alone", name, r.ListedAfter)
 	}
 }
 

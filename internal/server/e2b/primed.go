@@ -59,6 +59,7 @@ const maxPrimedCommand = 4095
 // primed is one primed shell.
 type primed struct {
 	shape   string             // the shape of the commands it serves (proc.shape)
+	key     string             // the engine's name for its command (ExecStreamKeyed), its taker's then
 	prelude string             // the login prelude it ran
 	user    *sysUser           // who it runs as; nil: the sandbox's user
 	sid     string             // the engine's sandbox it runs in
@@ -66,14 +67,16 @@ type primed struct {
 	name    string             // the FIFO's name in dir
 	made    chan struct{}      // closed once make has made the FIFO, or failed or given up
 
-	mu      sync.Mutex    // guards the fields below
-	dir     *os.File      // wire.SessionDir in the sandbox (O_PATH); nil until made
-	fifo    int           // the daemon's read-write end of the FIFO: the shell's open never blocks
-	early   []earlyOutput // output before a process took it (the profiles')
-	size    int           // bytes in early
-	taker   *proc         // the process it runs; nil while it waits
-	stopped bool          // close was called: no process may take it
-	ended   bool
+	mu        sync.Mutex                  // guards the fields below
+	dir       *os.File                    // wire.SessionDir in the sandbox (O_PATH); nil until made
+	fifo      int                         // the daemon's read-write end of the FIFO: the shell's open never blocks
+	early     []earlyOutput               // output before a process took it (the profiles')
+	size      int                         // bytes in early
+	taker     *proc                       // the process it runs; nil while it waits
+	out       func(stderr bool, b []byte) // the taker's output (proc.emitter)
+	stopTaker context.CancelFunc          // ends the taker's run
+	stopped   bool                        // close was called: no process may take it
+	ended     bool
 }
 
 // primedFD is the descriptor on which a user's primed shell reads the
@@ -200,7 +203,7 @@ func (p *primed) emit(stderr bool, b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.taker != nil {
-		p.taker.output(stderr, b)
+		p.out(stderr, b)
 		return
 	}
 	p.early = append(p.early, earlyOutput{stderr, bytes.Clone(b)})
@@ -223,9 +226,13 @@ func (p *primed) hand(pr *proc) bool {
 	if n, err := unix.Write(p.fifo, []byte(cmd)); err != nil || n != len(cmd) {
 		return false
 	}
-	p.taker = pr
+	p.taker, p.out = pr, pr.emitter(0) // a new process's first run
+	pr.mu.Lock()
+	p.stopTaker = pr.cancel // its run's, not a resumed one's
+	pr.key = p.key
+	pr.mu.Unlock()
 	for _, o := range p.early {
-		pr.output(o.stderr, o.data)
+		p.out(o.stderr, o.data)
 	}
 	p.early, p.size = nil, 0
 	return true
@@ -257,7 +264,7 @@ func (f *Front) prime(b *box, sb *engine.Sandbox, done *proc) (start func()) {
 	}
 	prelude, _ := loginPrelude(done.config) // shape says it has one
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &primed{shape: shape, prelude: prelude, user: done.user, sid: sb.ID(), cancel: cancel, name: "e2b-login-" + newToken(),
+	p := &primed{shape: shape, prelude: prelude, user: done.user, sid: sb.ID(), cancel: cancel, name: "e2b-login-" + newToken(), key: "e2b-" + newToken(),
 		made: make(chan struct{}), fifo: -1}
 	b.primed = p
 	return func() {
@@ -303,15 +310,15 @@ func (b *box) canPrime(sid string, done *proc) bool {
 // profile that exits), when it is forgotten.
 func (f *Front) runPrimed(ctx context.Context, b *box, sb *engine.Sandbox, p *primed) {
 	defer p.cancel()
-	res, err := sb.ExecStreamBytes(ctx, api.ExecRequest{Command: primedScript(p.prelude, p.path(), p.user), SeparateStderr: true}, p.emit)
+	res, err := sb.ExecStreamKeyed(ctx, p.key, api.ExecRequest{Command: primedScript(p.prelude, p.path(), p.user), SeparateStderr: true}, p.emit)
 	p.mu.Lock()
 	p.ended = true
 	taker := p.taker
 	p.cleanup()
 	p.mu.Unlock()
 	if taker != nil {
-		f.finish(ctx, b, sb, taker, res, err)
-		taker.cancel()
+		f.finish(ctx, b, sb, taker, 0, res, err)
+		p.stopTaker()
 		return
 	}
 	b.mu.Lock()

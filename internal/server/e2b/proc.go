@@ -33,30 +33,70 @@ type proc struct {
 	pid    uint32
 	tag    string
 	config *process.ProcessConfig
-	cancel context.CancelFunc
-	live   *atomic.Int64     // its sandbox's count of processes not ended (box.live); nil: none
-	stdin  *stdinPipe        // nil: started without stdin
-	pty    *process.PTY_Size // nil: no terminal; else its size at the start
-	user   *sysUser          // who it runs as (users.go); nil: the sandbox's user
+	// key is the engine's name for the command that runs it
+	// (ExecStreamKeyed): its own, or its primed shell's, which hand
+	// sets with mu held. A sandbox resumed with its processes lists it
+	// (pause.go).
+	key   string
+	live  *atomic.Int64     // its sandbox's count of processes not ended (box.live); nil: none
+	stdin *stdinPipe        // nil: started without stdin
+	pty   *process.PTY_Size // nil: no terminal; else its size at the start
+	user  *sysUser          // who it runs as (users.go); nil: the sandbox's user
 
-	mu      sync.Mutex // guards the fields below
-	log     []*process.ProcessEvent
-	first   int64 // the offset of log[0]
-	size    int   // output bytes in log
-	sent    int64 // the first offset no stream has sent
-	ended   bool
-	lost    bool          // its sandbox was killed under it: it has no end event
-	changed chan struct{} // closed when the log grows or the process ends
+	mu     sync.Mutex         // guards the fields below
+	cancel context.CancelFunc // ends its run (stop)
+	log    []*process.ProcessEvent
+	first  int64 // the offset of log[0]
+	size   int   // output bytes in log
+	sent   int64 // the first offset no stream has sent
+	// out is the command's output so far, stdout and stderr together:
+	// the offset in it where the log's output ends.
+	out   int64
+	ended bool
+	lost  bool // its sandbox was killed under it: it has no end event
+	// epoch numbers its runs: a pause that keeps it ends the run of
+	// its paused sandbox, whose output and end then count no more
+	// (pause.go), and its resumed sandbox's run has the next.
+	epoch int
+	// held is set while a pause is taken (pause.go): the log offset
+	// past which no stream sends, and an end waits in late; -1: none.
+	held int64
+	// late is the end its run met while held or since its epoch passed
+	// (nil: none or an error): its true end if its command is not
+	// among those its resumed sandbox runs on. finishLate ends it as
+	// finish would, for a pause that kept no processes.
+	late       *process.ProcessEvent
+	finishLate func()
+	suspended  bool // its sandbox is paused with it: streams end, none sends
+	// runDone is closed once the run of epoch runEpoch has returned
+	// (finish); nil after.
+	runDone  chan struct{}
+	runEpoch int
+	changed  chan struct{} // closed when the log grows or the process ends
 }
 
 func newProc(pid uint32, tag string, cfg *process.ProcessConfig, cancel context.CancelFunc) *proc {
-	return &proc{pid: pid, tag: tag, config: cfg, cancel: cancel, changed: make(chan struct{})}
+	return &proc{pid: pid, tag: tag, config: cfg, cancel: cancel, held: -1, key: "e2b-" + newToken(),
+		runDone: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// stop ends the process's run: the engine interrupts its command.
+func (p *proc) stop() {
+	p.mu.Lock()
+	cancel := p.cancel
+	p.mu.Unlock()
+	cancel()
 }
 
 // add appends ev to the log, dropping the oldest output past maxLog.
 func (p *proc) add(ev *process.ProcessEvent, end bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.addLocked(ev, end)
+}
+
+// addLocked is add with p.mu held.
+func (p *proc) addLocked(ev *process.ProcessEvent, end bool) {
 	p.log = append(p.log, ev)
 	p.size += dataLen(ev)
 	for p.size > maxLog && len(p.log) > 1 {
@@ -106,9 +146,17 @@ func (p *proc) resumeAt() int64 {
 func (p *proc) follow(ctx context.Context, from int64, send func(*process.ProcessEvent) error) error {
 	for {
 		p.mu.Lock()
+		if p.suspended {
+			p.mu.Unlock()
+			return errSandboxPaused
+		}
 		from = max(from, p.first)
-		evs := append([]*process.ProcessEvent(nil), p.log[from-p.first:]...)
-		ended, lost, changed := p.ended, p.lost, p.changed
+		upto := p.first + int64(len(p.log))
+		if p.held >= 0 {
+			upto = max(min(upto, p.held), from)
+		}
+		evs := append([]*process.ProcessEvent(nil), p.log[from-p.first:upto-p.first]...)
+		ended, lost, changed := p.ended && p.held < 0, p.lost, p.changed
 		p.mu.Unlock()
 		for _, ev := range evs {
 			if err := ctx.Err(); err != nil { // a client gone: leave the rest to the next
@@ -140,18 +188,24 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 	}
 }
 
-// run runs the process to its end in sb (finish).
-func (f *Front) run(ctx context.Context, b *box, sb *engine.Sandbox, p *proc) {
-	defer p.cancel()
-	res, err := sb.ExecStreamBytes(ctx, p.request(), p.output)
-	f.finish(ctx, b, sb, p, res, err)
+// run runs the process to its end in sb (finish); cancel ends ctx.
+func (f *Front) run(ctx context.Context, cancel context.CancelFunc, b *box, sb *engine.Sandbox, p *proc) {
+	defer cancel()
+	res, err := sb.ExecStreamKeyed(ctx, p.key, p.request(), p.emitter(0))
+	f.finish(ctx, b, sb, p, 0, res, err)
+}
+
+// emitter is output for p's run of epoch epoch: nothing once that epoch
+// has passed.
+func (p *proc) emitter(epoch int) func(stderr bool, b []byte) {
+	return func(stderr bool, b []byte) { p.output(epoch, stderr, b) }
 }
 
 // output logs a read of the command's output as the bytes it wrote:
 // envd's process stream carries bytes, which the SDK decodes (showing
 // U+FFFD for what is not UTF-8), so the engine's \xNN text for such a
 // byte would reach the client as four characters.
-func (p *proc) output(stderr bool, b []byte) {
+func (p *proc) output(epoch int, stderr bool, b []byte) {
 	b = bytes.Clone(b) // the engine reuses it
 	data := &process.ProcessEvent_DataEvent{}
 	switch {
@@ -162,15 +216,38 @@ func (p *proc) output(stderr bool, b []byte) {
 	default:
 		data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: b}
 	}
-	p.add(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if epoch != p.epoch {
+		return
+	}
+	p.out += int64(len(b))
+	p.addLocked(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}}, false)
 }
 
 // finish logs the end of p, whose command ended with res or err (ctx is
 // the one it ran under), and forgets it endedKeep later (keeping only its
 // end if every event was sent). Before the end is logged, so before the
 // client learns of it, the sandbox gets a primed shell for the next
-// command of p's shape (prime).
-func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc, res api.ExecResult, err error) {
+// command of p's shape (prime). The end of a run whose epoch has passed,
+// or that comes while a pause is taken, waits in p.late (pause.go).
+func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc, epoch int, res api.ExecResult, err error) {
+	p.mu.Lock()
+	if epoch == p.runEpoch && p.runDone != nil {
+		close(p.runDone)
+		p.runDone = nil
+	}
+	if epoch != p.epoch || p.held >= 0 {
+		if err == nil && p.late == nil && (epoch == p.epoch || p.suspended && epoch == p.epoch-1) {
+			p.late = endEvent(int32(res.ExitCode), fmt.Sprintf("exit status %d", res.ExitCode), "")
+		}
+		if epoch == p.epoch {
+			p.finishLate = func() { f.finish(ctx, b, sb, p, epoch, res, err) }
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
 	if p.stdin != nil {
 		p.stdin.remove(sb)
 	}
@@ -196,15 +273,19 @@ func (f *Front) finish(ctx context.Context, b *box, sb *engine.Sandbox, p *proc,
 	} else {
 		b.logf("info", []string{"pid", fmt.Sprint(p.pid)}, "process %d ended: exit status %d", p.pid, res.ExitCode)
 	}
-	forget := func() {
+	p.trim()
+	f.forgetLater(b, p)
+}
+
+// forgetLater forgets ended p endedKeep from now.
+func (f *Front) forgetLater(b *box, p *proc) {
+	time.AfterFunc(endedKeep, func() {
 		b.mu.Lock()
 		if b.procs[p.pid] == p {
 			delete(b.procs, p.pid)
 		}
 		b.mu.Unlock()
-	}
-	p.trim()
-	time.AfterFunc(endedKeep, forget)
+	})
 }
 
 // shape is what a primed shell that can run p's command must have run

@@ -212,7 +212,7 @@ func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, t
 	if pm != nil {
 		b.logf("info", pid, "process %d started in a primed shell: %s", pr.pid, commandOf(cfg))
 		if pm.hand(pr) {
-			context.AfterFunc(runCtx, pm.close) // SendSignal, pause and kill cancel runCtx
+			context.AfterFunc(runCtx, pm.close) // SendSignal, pause and kill cancel runCtx (proc.stop)
 			return pr
 		}
 		pm.close()
@@ -220,7 +220,7 @@ func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, t
 	} else {
 		b.logf("info", pid, "process %d started: %s", pr.pid, commandOf(cfg))
 	}
-	go f.run(runCtx, b, sb, pr)
+	go f.run(runCtx, cancel, b, sb, pr)
 	return pr
 }
 
@@ -338,7 +338,7 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	if ended {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", pr.pid))
 	}
-	pr.cancel() // the engine stops the command: SIGINT, then SIGKILL
+	pr.stop() // the engine stops the command: SIGINT, then SIGKILL
 	// Answer once it is dead, as envd's SIGKILL is at once: a client that
 	// kills a process and then looks finds nothing of it running.
 	if !pr.awaitEnd(ctx, signalWait) {

@@ -112,6 +112,9 @@ type pausedRecord struct {
 	Mask string `json:"mask,omitempty"`
 	// HTTPS are its httpsPorts (ingress.go).
 	HTTPS []int `json:"https,omitempty"`
+	// Procs are the processes of the process API its pause kept
+	// (Processes), which the resume gives back to it (pause.go).
+	Procs []procRecord `json:"procs,omitempty"`
 }
 
 // snapshotRecord is what create_snapshot knows of a named snapshot

@@ -106,6 +106,11 @@ func (f *Front) restoredBox(pr *pausedRecord) *box {
 	if b.pause = pr.FilesOnly; pr.Processes {
 		b.pause = pauseProcesses
 	}
+	for _, r := range pr.Procs { // pause.go
+		p := b.restoredProc(r)
+		b.procs[p.pid] = p
+		b.next = max(b.next, p.pid)
+	}
 	if pr.ShutdownAt.IsZero() {
 		b.logf("info", []string{"snapshot", pr.Snapshot}, "paused sandbox restored from its record after a daemon restart")
 		return b
@@ -160,10 +165,19 @@ func (f *Front) savePaused(b *box, snapshot, instance string, shutdownAt time.Ti
 		if kept {
 			filesOnly = ""
 		}
+		var procs []procRecord
+		for _, pid := range slices.Sorted(maps.Keys(b.procs)) {
+			p := b.procs[pid]
+			p.mu.Lock()
+			if p.suspended {
+				procs = append(procs, p.record())
+			}
+			p.mu.Unlock()
+		}
 		return record{Paused: &pausedRecord{ID: b.id, Template: b.template, Token: b.token, User: b.user,
 			Metadata: b.metadata, Envs: b.envs, Started: b.started, End: b.end, Snapshot: snapshot, Processes: kept, FilesOnly: filesOnly,
 			Instance: instance, Network: b.network, Policy: b.policy, Lifecycle: b.recordedCycle(), ShutdownAt: shutdownAt,
-			Traffic: b.traffic, Mask: b.mask, HTTPS: b.https}}
+			Traffic: b.traffic, Mask: b.mask, HTTPS: b.https, Procs: procs}}
 	})
 }
 

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,26 +14,31 @@ import (
 // TestE2BShutdownPauseProcesses: a daemon's shutdown pause keeps the
 // running processes of a sandbox the engine can dump, as a pause through
 // the SDK does (TestE2BPauseProcesses): through the e2b SDK
-// (testdata/sdk_shutdown_procs.py), sandboxes each run a background
+// (testdata/sdk_procs.py), sandboxes each run a background
 // counter, the daemon stops, and a new daemon on the same state and cache
 // gives them back on connect; where the pause kept the processes
 // (msbPause processes, pauseMode full) the counter goes on from its number
-// with the token it drew, no line lost or repeated; where it kept files
-// only, no counter runs. At least one must keep its processes.
+// with the token it drew, no line lost or repeated, and the process API
+// knows its processes as before (checkProcessAPI: the front end's records
+// of them are in the paused sandbox's record); where it kept files only,
+// no counter runs and none is listed. At least one must keep its
+// processes.
 func TestE2BShutdownPauseProcesses(t *testing.T) {
 	privtest.RequireRoot(t)
 	requireCriu(t)
 	state, cache := privtest.StateDir(t), filepath.Join(t.TempDir(), "cache")
 
 	first := startDaemonPausing(t, state, cache, 2*time.Minute) // a bound on a stuck pause, not a speed
-	out := sdkScriptAt(t, first.url, "sdk_shutdown_procs.py", "before")
+	out := sdkScriptAt(t, first.url, "sdk_procs.py", "before")
 	if err := first.stop(); err != nil {
 		t.Fatalf("stopping the first daemon: %v", err)
 	}
 	var before struct {
 		Sandboxes []struct {
-			ID     string     `json:"id"`
-			Before [][]string `json:"before"`
+			ID           string         `json:"id"`
+			Before       [][]string     `json:"before"`
+			Procs        map[string]int `json:"procs"`
+			ListedBefore []listedProc   `json:"listed_before"`
 		} `json:"sandboxes"`
 	}
 	if err := json.Unmarshal(out, &before); err != nil || len(before.Sandboxes) == 0 {
@@ -47,7 +53,7 @@ func TestE2BShutdownPauseProcesses(t *testing.T) {
 		if len(s.Before) == 0 {
 			t.Errorf("%s: the counter wrote nothing before the shutdown", s.ID)
 		}
-		ids = append(ids, s.ID)
+		ids = append(ids, fmt.Sprintf("%s,%d,%d", s.ID, s.Procs["ticker"], s.Procs["reader"]))
 	}
 
 	second := startDaemon(t, state, cache)
@@ -56,7 +62,7 @@ func TestE2BShutdownPauseProcesses(t *testing.T) {
 			t.Errorf("stopping the second daemon: %v", err)
 		}
 	}()
-	out = sdkScriptAt(t, second.url, "sdk_shutdown_procs.py", ids...)
+	out = sdkScriptAt(t, second.url, "sdk_procs.py", ids...)
 	var got struct {
 		Resumes []struct {
 			ID        string     `json:"id"`
@@ -66,6 +72,7 @@ func TestE2BShutdownPauseProcesses(t *testing.T) {
 			Resumed   [][]string `json:"resumed"`
 			After     [][]string `json:"after"`
 			Running   string     `json:"running"`
+			procAPI
 		} `json:"resumes"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil || len(got.Resumes) != len(before.Sandboxes) {
@@ -96,10 +103,12 @@ func TestE2BShutdownPauseProcesses(t *testing.T) {
 				t.Errorf("%s resumed with its processes (pauseMode %q): the counter wrote %d lines after the resume's %d, %s running; want full, 5 more, 1 running",
 					r.ID, r.PauseMode, len(r.After)-len(r.Resumed), len(r.Resumed), r.Running)
 			}
+			r.ListedBefore = before.Sandboxes[i].ListedBefore
+			checkProcessAPI(t, r.ID, r.procAPI)
 		case strings.HasPrefix(r.Pause, "files only: "):
 			t.Logf("%s: msbPause %q", r.ID, r.Pause) // files only, as said
-			if r.PauseMode != "filesystem" || r.Running != "0" {
-				t.Errorf("%s kept files only (%q), yet pauseMode %q and %s counters run", r.ID, r.Pause, r.PauseMode, r.Running)
+			if r.PauseMode != "filesystem" || r.Running != "0" || len(r.Listed) != 0 {
+				t.Errorf("%s kept files only (%q), yet pauseMode %q, %s counters run and the process API lists %v", r.ID, r.Pause, r.PauseMode, r.Running, r.Listed)
 			}
 		default:
 			t.Errorf("%s: msbPause %q after the restart, want %q or why files only", r.ID, r.Pause, pauseProcesses)

@@ -104,33 +104,51 @@ func (f *Front) pauseLocked(ctx context.Context, b *box, shutdownAt time.Time) e
 		return fmt.Errorf("sandbox %s is %w", b.id, errAlreadyPaused)
 	}
 	name := pausePrefix + b.id
+	held := b.holdProcs() // pause.go
 	info, kept, err := f.pauseSnapshot(ctx, b, sid, name)
 	if err != nil {
+		unhold(held)
 		return err
+	}
+	if kept != pauseProcesses {
+		unhold(held) // they end with the sandbox
+		held = nil
 	}
 	b.mu.Lock()
 	b.pause = kept
 	b.mu.Unlock()
 	if err := f.savePaused(b, name, info.InstanceID, shutdownAt); err != nil {
+		unhold(held)
 		if derr := f.e.DeleteSnapshot(name); derr != nil {
 			f.log.Warn("deleting the pause snapshot of a pause that failed", "snapshot", name, "err", derr)
 		}
 		return fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err)
 	}
+	runs := suspend(held)
 	b.mu.Lock()
 	b.paused, b.instance, b.shutdownAt = name, info.InstanceID, shutdownAt
 	if b.timer != nil {
 		b.timer.Stop() // a paused sandbox waits for connect or kill
 	}
 	for _, p := range b.procs {
-		p.cancel()
+		p.stop() // a kept one's run in this sandbox
 	}
-	b.procs = map[uint32]*proc{}
+	if held == nil {
+		b.procs = map[uint32]*proc{}
+	}
 	b.takePrimed("", "")
 	b.endWatchers()
 	b.mu.Unlock()
 	if _, err := f.e.CloseSandbox(sid); err != nil && engine.Kind(err) != api.CodeGone && engine.Kind(err) != api.CodeNotFound {
 		f.log.Warn("closing a paused e2b sandbox", "sandbox", b.id, "err", err)
+	}
+	if len(held) > 0 {
+		// The record again, with the kept processes as their runs
+		// left them: a next daemon resumes them too.
+		awaitRuns(runs)
+		if err := f.savePaused(b, name, info.InstanceID, shutdownAt); err != nil {
+			f.log.Error("the paused e2b sandbox's processes are not recorded: a restarted daemon resumes them unknown to the process API", "sandbox", b.id, "err", err)
+		}
 	}
 	what := "its files and processes kept"
 	if kept != pauseProcesses {
@@ -226,6 +244,18 @@ func (f *Front) resumeBox(ctx context.Context, b *box, timeout time.Duration, ex
 	sb, err := f.resume(ctx, b, snap)
 	if err != nil {
 		return false, err
+	}
+	// Its processes before the calls that find it running: none finds
+	// one still suspended.
+	b.mu.Lock()
+	withProcs := b.pause == pauseProcesses
+	b.mu.Unlock()
+	if withProcs {
+		f.reattach(b, sb) // pause.go
+	} else {
+		for _, p := range b.suspendedProcs() { // its restore failed
+			f.endSuspended(b, p, endEvent(-1, "signal: killed", "the sandbox's processes could not be restored"))
+		}
 	}
 	b.mu.Lock()
 	b.sid, b.paused, b.shutdownAt = sb.ID(), "", time.Time{}
