@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -169,6 +170,9 @@ done' </dev/null >/dev/null 2>&1 &`
 	}
 	t.Logf("dumped with criu %s in %v: %d external mounts, %d external files, images %d KiB", man.Criu,
 		time.Since(dumpStart).Round(time.Millisecond), len(man.Mounts), len(man.Files), dirSize(t, dir)>>10)
+	if want := network == sandbox.NetworkNone; man.Netns != want {
+		t.Errorf("the manifest's netns (the namespace left out of the dump) is %v, want %v", man.Netns, want)
+	}
 	closed = true
 	if err := sb.Close(); err != nil { // its processes are gone already
 		t.Logf("closing the dumped sandbox: %v", err)
@@ -192,6 +196,12 @@ done' </dev/null >/dev/null 2>&1 &`
 		}
 		opts := RestoreOptions{Dir: dir, Root: root, Mounts: map[string]string{"/dev/shm": t.TempDir()}, Idmap: idmap, CgroupRoots: roots,
 			Files: map[string]string{}}
+		if man.Netns {
+			if _, err := criu.Restore(ctx, opts); err == nil {
+				t.Fatal("restored a dump that left its network namespace out without RestoreOptions.Netns")
+			}
+			opts.Netns = newNetns(t)
+		}
 		for _, f := range man.Files {
 			if f.Path == "" { // a tmpfs disk's root: the new sandbox's disk
 				opts.Files[f.ID] = t.TempDir()
@@ -222,8 +232,10 @@ done' </dev/null >/dev/null 2>&1 &`
 		if !maps.Equal(cgroups, roots) {
 			t.Errorf("restore %d is in the cgroups %v, want %v", i, cgroups, roots)
 		}
-		if network == sandbox.NetworkNone && netnsOf(t, r.Process.Pid) == netnsOf(t, os.Getpid()) {
-			t.Errorf("restore %d of a sandbox with a network namespace of its own is on the host's network", i)
+		if network == sandbox.NetworkNone {
+			if got, want := netnsOf(t, r.Process.Pid), nsInode(t, opts.Netns); got != want {
+				t.Errorf("restore %d is in network namespace %d, want the one given (%d)", i, got, want)
+			}
 		}
 		for ctl, path := range cgroups0 {
 			if _, err := os.Stat(cgroupDir(ctl, path)); !errors.Is(err, os.ErrNotExist) {
@@ -351,6 +363,54 @@ func netnsOf(t *testing.T, pid int) uint64 {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// newNetns makes a network namespace on a thread that then goes back to
+// the host's. The thread must not end: a restored init's Pdeathsig follows
+// the thread that ran its criu, which may be this one (see Restored).
+func newNetns(t *testing.T) *os.File {
+	t.Helper()
+	type made struct {
+		f   *os.File
+		err error
+	}
+	c := make(chan made, 1)
+	go func() {
+		runtime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			c <- made{nil, err}
+			return
+		}
+		defer host.Close()
+		var f *os.File
+		if err = unix.Unshare(unix.CLONE_NEWNET); err == nil {
+			f, err = os.Open("/proc/thread-self/ns/net")
+		}
+		if berr := unix.Setns(int(host.Fd()), unix.CLONE_NEWNET); berr != nil {
+			c <- made{nil, fmt.Errorf("%v; back to the host's: %w", err, berr)}
+			select {} // parked, locked: it must not end, nor serve others
+		}
+		runtime.UnlockOSThread()
+		c <- made{f, err}
+	}()
+	m := <-c
+	if m.err != nil {
+		t.Fatalf("making a network namespace: %v", m.err)
+	}
+	t.Cleanup(func() { m.f.Close() })
+	return m.f
+}
+
+// nsInode returns the inode of the namespace file f.
+func nsInode(t *testing.T, f *os.File) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st.Ino

@@ -29,15 +29,20 @@
 // (CRIU dumps no socket of a namespace it does not dump): a sandbox on the
 // host's network, or one with a namespace of its own made ahead
 // (sandbox.RuntimeOptions.NetSpares), whose socketpair msb makes in it, not
-// one whose init's clone made its namespace; an init that
-// leads its session (the supervisor makes it). A dump can be restored many
-// times, each copy into cgroups of its own (RestoreOptions.CgroupRoots); the
-// host directories are bound through an idmapped mount again where they
-// were (RestoreOptions.Idmap).
+// one whose init's clone made its namespace. Such a namespace is left out
+// of the dump (Manifest.Netns): a restore puts the processes into one the
+// caller made (RestoreOptions.Netns), with the new control socketpair made
+// in it (RestoreOptions.Control), so that a restored sandbox is dumped
+// again as a created one is. It needs an init that leads its session (the
+// supervisor makes it). A dump can be restored many times, each copy into
+// cgroups of its own (RestoreOptions.CgroupRoots); the host directories
+// are bound through an idmapped mount again where they were
+// (RestoreOptions.Idmap).
 //
 // Managed sandboxes: package sandbox knows no dump. sandbox.Runtime.Restore
-// makes a new sandbox's state dir, disk, cgroups and root on the host and
-// hands them (sandbox.RestoreTarget) to a sandbox.Restorer, which
+// makes a new sandbox's state dir, disk, cgroups, root, network namespace
+// and control socketpair on the host and hands them
+// (sandbox.RestoreTarget) to a sandbox.Restorer, which
 // Criu.Restorer gives for a dump of Criu.DumpSandbox: the result is an
 // ordinary sandbox.Sandbox. A dump of a frozen sandbox (DumpOptions.
 // FreezeCgroup) leaves it frozen, so that the caller reads its files in the

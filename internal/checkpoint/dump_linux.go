@@ -48,7 +48,23 @@ type Manifest struct {
 	// Sandbox and Disk are DumpOptions'.
 	Sandbox string `json:"sandbox,omitempty"`
 	Disk    string `json:"disk,omitempty"`
+	// Netns says the sandbox's network namespace (one of its own, not
+	// msb's) was left out of the dump, as CRIU's external net[]: its
+	// interfaces, addresses and routes are not in the images, its
+	// processes' sockets are, and a restore puts them into a namespace
+	// the caller made (RestoreOptions.Netns), in which the caller made
+	// the control socket too, so that the restored sandbox can be dumped
+	// again. False: the sandbox was on msb's network, or the dump holds
+	// its namespace and each restore makes one from it, whose control
+	// socket lies outside (a process of the sandbox held a tap: see
+	// holdsTap; or a dump of before session 18).
+	Netns bool `json:"netns,omitempty"`
 }
+
+// netnsKey is the key a dump names the sandbox's network namespace by
+// (--external net[<inode>]:<key>) and a restore passes it as
+// (--inherit-fd fd[<n>]:<key>).
+const netnsKey = "sandbox-net"
 
 // Mount is one external mount.
 type Mount struct {
@@ -132,6 +148,24 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 	logPath := filepath.Join(opts.Dir, "dump.log")
 	args := []string{"dump", "-t", strconv.Itoa(opts.Init), "-D", opts.Dir, "-o", logPath, "-v4",
 		"--manage-cgroups", "--external", fmt.Sprintf("unix[%d]", man.Control)}
+	// A namespace of the sandbox's own is left out (see Manifest.Netns):
+	// a restore made from it would make its own namespace, and the new
+	// control socket, made outside, would leave the restored sandbox
+	// undumpable.
+	ns, own, err := ownNetns(opts.Init)
+	if err != nil {
+		return nil, err
+	}
+	if own {
+		tap, err := holdsTap(opts.Init)
+		if err != nil {
+			return nil, err
+		}
+		if !tap {
+			man.Netns = true
+			args = append(args, "--external", fmt.Sprintf("net[%d]:%s", ns, netnsKey))
+		}
+	}
 	// CRIU dumps every cgroup below the sandbox's in each hierarchy: in
 	// one where the sandbox is in the root group (cgroup v1's cpu, say),
 	// that is every group of the host (155 here), which a restore would
@@ -386,6 +420,41 @@ func sameNetns(pid, fd int) error {
 		return fmt.Errorf("%w (socket's net:[%d], init's net:[%d]): only a sandbox on the host's network or in a network namespace made ahead can be dumped", ErrControlOutside, sst.Ino, pst.Ino)
 	}
 	return nil
+}
+
+// ownNetns returns the inode of pid's network namespace and whether it is
+// another than the calling thread's (msb's, where criu runs).
+func ownNetns(pid int) (uint64, bool, error) {
+	var st, self unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		return 0, false, fmt.Errorf("network namespace of %d: %w", pid, err)
+	}
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		return 0, false, err
+	}
+	return st.Ino, st.Ino != self.Ino, nil
+}
+
+// holdsTap reports whether a process of init's tree holds a tap device's
+// descriptor. CRIU restores one only with its device, which a dump that
+// leaves the network namespace out (Manifest.Netns) does not hold: such
+// a sandbox's namespace is dumped with it. msb keeps the tap of a
+// namespace it made ahead itself (package sandbox), so none of a sandbox
+// of its holds one.
+func holdsTap(init int) (bool, error) {
+	tree, err := processTree(init)
+	if err != nil {
+		return false, err
+	}
+	for _, pid := range tree {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, e := range ents {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); l == "/dev/net/tun" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // processTree lists init and its descendants, parents first.

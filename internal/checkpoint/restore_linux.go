@@ -45,6 +45,17 @@ type RestoreOptions struct {
 	// found no host path for (a tmpfs disk's root: the new sandbox's
 	// disk).
 	Files map[string]string
+	// Netns is the network namespace the processes of a dump that left
+	// theirs out (Manifest.Netns) are restored into: one the caller made
+	// and set up as the dumped sandbox's was (loopback, its interface).
+	// Required for such a dump; ignored for another.
+	Netns *os.File
+	// Control is the restored supervisor's end of its control socket:
+	// one of a socketpair made in Netns, so that the restored sandbox can
+	// be dumped again (its socket in its namespace); the caller keeps the
+	// other end. nil: Restore makes a socketpair in the calling thread's
+	// namespace and returns the other end (Restored.Control).
+	Control *os.File
 }
 
 // Restored is a restored sandbox's init, a child of this process.
@@ -55,12 +66,14 @@ type Restored struct {
 	// spawning thread.
 	Process *os.Process
 	// Control is the host's end of the restored supervisor's control
-	// socket, blocking; the caller owns it.
+	// socket, blocking, which the caller owns; nil when the caller gave
+	// the restored end (RestoreOptions.Control).
 	Control *os.File
 }
 
 // Restore starts the processes of a dump again, in new namespaces over
-// opts.Root, in the dumped cgroups (made again where they are gone). Its
+// opts.Root (the network namespace opts.Netns for a dump that left its
+// own out), in the dumped cgroups (made again where they are gone). Its
 // init becomes a child of this process (CRIU's --restore-sibling):
 // restored as criu's child, its Pdeathsig would kill it as criu exits.
 func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, error) {
@@ -119,9 +132,9 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 		}
 		args = append(args, "--cgroup-root", root)
 	}
-	var pass []*os.File
+	var pass, owned []*os.File // given to criu; of those, this call's
 	defer func() {
-		for _, f := range pass {
+		for _, f := range owned {
 			f.Close()
 		}
 	}()
@@ -138,15 +151,27 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 			return nil, fmt.Errorf("reopening %s (%s) for the restore: %w", f.ID, f.What, err)
 		}
 		args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), f.ID))
-		pass = append(pass, file)
+		pass, owned = append(pass, file), append(owned, file)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("socketpair: %w", err)
+	if man.Netns {
+		if opts.Netns == nil {
+			return nil, errors.New("the dump left the sandbox's network namespace out: RestoreOptions.Netns must give the one to restore into")
+		}
+		args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), netnsKey))
+		pass = append(pass, opts.Netns)
 	}
-	control := os.NewFile(uintptr(fds[0]), "ctl")
-	pass = append(pass, os.NewFile(uintptr(fds[1]), "ctl-restored"))
-	args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:socket:[%d]", 2+len(pass), man.Control))
+	var control *os.File // the host's end, when Restore makes the pair
+	restoredEnd := opts.Control
+	if restoredEnd == nil {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("socketpair: %w", err)
+		}
+		control, restoredEnd = os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-restored")
+		owned = append(owned, restoredEnd)
+	}
+	args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:socket:[%d]", 3+len(pass), man.Control))
+	pass = append(pass, restoredEnd)
 	err = c.run(ctx, "restore", logPath, args, func(cmd *exec.Cmd) { cmd.ExtraFiles = pass })
 	if err != nil {
 		control.Close()

@@ -93,44 +93,53 @@ while True:
 	}
 	read(parent, 3)
 
-	// One freeze: the writes copied (as a snapshot's layer), the
-	// processes dumped, then thawed.
-	upper, err := parent.WritableDir()
-	if err != nil {
-		t.Fatal(err)
+	// dumpOf freezes sb, copies its writes (as a fork's snapshot takes
+	// them: a layer) and dumps its processes in that one freeze, then
+	// thaws it: the counter at the freeze, the layer, and the dump's
+	// restorer.
+	dumpOf := func(sb *sandbox.Sandbox) (counter, string, sandbox.Restorer) {
+		t.Helper()
+		upper, err := sb.WritableDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		upper = strings.Replace(upper, "/proc/self/", fmt.Sprintf("/proc/%d/", os.Getpid()), 1) // for cp
+		layer, dir := t.TempDir(), t.TempDir()
+		thaw, err := sb.Freeze(ctx)
+		if err != nil {
+			thaw()
+			t.Fatal(err)
+		}
+		frozen, _ := os.ReadFile(filepath.Join(upper, "tmp", "py"))
+		out, cerr := exec.Command("cp", "-a", upper+"/.", layer).CombinedOutput()
+		var man *Manifest
+		if cerr == nil {
+			man, err = criu.DumpSandbox(ctx, sb, dir)
+		}
+		if terr := thaw(); terr != nil {
+			t.Fatalf("thawing %s: %v", sb.ID, terr)
+		}
+		if cerr != nil {
+			t.Fatalf("copying the writes of %s: %v: %s", sb.ID, cerr, out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if man.Sandbox != sb.ID {
+			t.Errorf("the manifest names sandbox %q, want %q", man.Sandbox, sb.ID)
+		}
+		if want := network == sandbox.NetworkNone; man.Netns != want {
+			t.Errorf("the manifest of %s's dump says netns %v (left out), want %v", sb.ID, man.Netns, want)
+		}
+		at := parseCounter(t, string(frozen))
+		t.Logf("%s dumped at %v: %d external mounts, %d external files", sb.ID, at, len(man.Mounts), len(man.Files))
+		restorer, err := criu.Restorer(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at, layer, restorer
 	}
-	upper = strings.Replace(upper, "/proc/self/", fmt.Sprintf("/proc/%d/", os.Getpid()), 1) // for cp
-	layer, dir := t.TempDir(), t.TempDir()
-	thaw, err := parent.Freeze(ctx)
-	if err != nil {
-		thaw()
-		t.Fatal(err)
-	}
-	frozen, _ := os.ReadFile(filepath.Join(upper, "tmp", "py"))
-	out, cerr := exec.Command("cp", "-a", upper+"/.", layer).CombinedOutput()
-	var man *Manifest
-	if cerr == nil {
-		man, err = criu.DumpSandbox(ctx, parent, dir)
-	}
-	if terr := thaw(); terr != nil {
-		t.Fatalf("thawing the parent: %v", terr)
-	}
-	if cerr != nil {
-		t.Fatalf("copying the parent's writes: %v: %s", cerr, out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if man.Sandbox != parent.ID {
-		t.Errorf("the manifest names sandbox %q, want %q", man.Sandbox, parent.ID)
-	}
-	at := parseCounter(t, string(frozen))
-	t.Logf("dumped at %v: %d external mounts, %d external files", at, len(man.Mounts), len(man.Files))
-
-	restorer, err := criu.Restorer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	at, layer, restorer := dumpOf(parent)
 	cconf := conf
 	cconf.Layers = []string{layer}
 	var children []*sandbox.Sandbox
@@ -158,8 +167,8 @@ while True:
 		if err != nil || res.ExitCode != 0 {
 			t.Errorf("child %d: its session bg: %v %+v", i, err, res)
 		}
-		if c.CanReset() == nil {
-			t.Errorf("child %d: a restored sandbox says it can be reset", i)
+		if err := c.CanReset(); err != nil {
+			t.Errorf("child %d: %v", i, err)
 		}
 	}
 	for i, c := range children {
@@ -176,6 +185,50 @@ while True:
 	if got := read(parent, at.n); got.token != at.token {
 		t.Errorf("the parent's counter after the fork: %v, want token %q", got, at.token)
 	}
+
+	// A restored sandbox is dumped again like a created one: its
+	// grandchild goes on with the counter from the child's number.
+	at2, layer2, restorer2 := dumpOf(children[0])
+	if at2.token != at.token || at2.n <= at.n {
+		t.Errorf("child 0's counter at its dump: %v, want token %q past %d", at2, at.token, at.n)
+	}
+	gconf := conf
+	gconf.Layers = []string{layer, layer2}
+	grand, err := rt.Restore(ctx, gconf, restorer2)
+	if err != nil {
+		t.Fatalf("restoring child 0's dump: %v", err)
+	}
+	defer grand.Close()
+	if got := read(grand, at2.n); got.token != at.token {
+		t.Errorf("the grandchild's counter: token %q, want %q", got.token, at.token)
+	}
+	if res, err := grand.Exec(ctx, session.ExecRequest{Command: `awk 'NR != $1 { print "line " NR ": " $0; exit 1 }' /tmp/log; cat /tmp/mine-0`, Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 || !strings.HasSuffix(res.Output, "child\n") {
+		t.Errorf("the grandchild's /tmp/log is not 1, 2, ... or it lacks child 0's /tmp/mine-0: %v %+v", err, res)
+	}
+	if err := CheckDumpable(grand); err != nil {
+		t.Errorf("the grandchild cannot be dumped again: %v", err)
+	}
+
+	// A restored sandbox is reset in place: same init, the layer's
+	// files (the counter as the parent's freeze left it), its own
+	// write gone, and its root no longer mounted on the host.
+	c := children[1]
+	pid := c.InitPid()
+	if err := c.Reset(ctx, sandbox.Deferred{Layers: cconf.Layers}); err != nil {
+		t.Fatalf("resetting child 1 in place: %v", err)
+	}
+	res, err := c.Exec(ctx, session.ExecRequest{Command: "cat /tmp/py; echo; test -e /tmp/mine-1 && echo left; sleep 0.2; cat /tmp/py", Timeout: 10 * time.Second})
+	if want := fmt.Sprintf("%s %d\n%s %d", at.token, at.n, at.token, at.n); err != nil || res.ExitCode != 0 || res.Output != want {
+		t.Errorf("child 1 after its reset: %+v, %v; want %q (the layer's counter, still)", res, err, want)
+	}
+	if c.InitPid() != pid {
+		t.Errorf("child 1's init after the reset: %d, want %d", c.InitPid(), pid)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), filepath.Join(state, c.ID, "root")) {
+		t.Errorf("child 1's root is still mounted on the host after its reset")
+	}
+	children = append(children, grand)
+
 	for i, c := range children {
 		if err := c.Close(); err != nil {
 			t.Errorf("closing child %d: %v", i, err)

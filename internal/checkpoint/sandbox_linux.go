@@ -59,9 +59,9 @@ func (c *Criu) Restorer(dir string) (sandbox.Restorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, t sandbox.RestoreTarget) (*os.Process, *os.File, error) {
+	return func(ctx context.Context, t sandbox.RestoreTarget) (*os.Process, error) {
 		opts := RestoreOptions{Dir: dir, Root: t.Root, Mounts: map[string]string{}, Idmap: t.Idmap,
-			CgroupRoots: map[string]string{}, Files: map[string]string{}}
+			CgroupRoots: map[string]string{}, Files: map[string]string{}, Netns: t.Netns, Control: t.Control}
 		if t.Shm != "" {
 			opts.Mounts["/dev/shm"] = t.Shm
 		}
@@ -84,8 +84,8 @@ func (c *Criu) Restorer(dir string) (sandbox.Restorer, error) {
 		}
 		r, err := c.Restore(ctx, opts)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return r.Process, r.Control, nil
+		return r.Process, nil
 	}, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/checkpoint"
-	"github.com/minisandbox/msb/internal/privtest"
 )
 
 // counterStart starts, in a session, a Python counter that draws a token,
@@ -57,7 +56,7 @@ func readCounter(t *testing.T, s *Sandbox, after int) (string, int) {
 // dumped: one whose network namespace was made ahead (the engine's
 // spares), where its control socket lies (checkpoint.CheckDumpable). The
 // first create may find the spares not made yet.
-func dumpableSandbox(t *testing.T, e *Engine) *Sandbox {
+func dumpableSandbox(t testing.TB, e *Engine) *Sandbox {
 	t.Helper()
 	for range 50 {
 		s, err := e.CreateSandbox(context.Background(), SandboxRequest{HostBase: true})
@@ -84,10 +83,11 @@ func dumpableSandbox(t *testing.T, e *Engine) *Sandbox {
 // with its token and its open log without a gap, in the parent's session
 // (its variables kept); the children and the parent do not see each
 // other's writes; the parent runs on; nothing is left after the close
-// (snapshotEngine's leak check); a child's own processes are not carried
-// again (its control socket lies outside its network namespace). Rootless, the fork is refused naming why
-// and leaves no child. Requests the fork cannot carry processes for are
-// refused too.
+// (snapshotEngine's leak check). A child is forked with its processes as
+// its parent was: the grandchild's counter goes on from the child's
+// number, with the child's writes; a child is rolled back in place.
+// Rootless, the fork is refused naming why and leaves no child. Requests the fork cannot carry processes for
+// are refused too.
 func TestForkProcesses(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
@@ -104,15 +104,8 @@ func TestForkProcesses(t *testing.T) {
 		}
 		return
 	}
-	if _, err := findCriu(); err != nil {
-		privtest.Skip(t, "%v", err)
-	}
-	parent := dumpableSandbox(t, e)
-	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
-		t.Fatal(err)
-	}
-	sh(t, parent, "bg", "export KEPT=yes; cd /tmp; "+counterStart)
-	token, before := readCounter(t, parent, 3)
+	parent, token, before := counterParent(t, e)
+	sh(t, parent, "bg", "export KEPT=yes")
 
 	for _, bad := range []struct {
 		req  api.ForkRequest
@@ -175,13 +168,32 @@ func TestForkProcesses(t *testing.T) {
 	if tok, _ := readCounter(t, parent, before+1); tok != token {
 		t.Errorf("the parent's counter after the fork: token %q, want %q", tok, token)
 	}
-	// A restored child's control socket is a socketpair msb made in the
-	// host's network namespace, not in the child's (made by the restore):
-	// its processes are not carried again, and the fork says why.
+	// A restored child is dumped as a created sandbox is: its control
+	// socket lies in its network namespace.
+	_, at := readCounter(t, kids[0], before)
 	grand, err := e.Fork(ctx, kids[0].ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
+	if err != nil {
+		t.Fatalf("forking a restored child with processes: %v", err)
+	}
 	closeAll(t, grand...)
-	if !errors.Is(err, ErrProcessesUnsupported) || !strings.Contains(err.Error(), "network namespace") {
-		t.Errorf("forking a restored child with processes: %v, want ErrProcessesUnsupported naming its network namespace", err)
+	if tok, n := readCounter(t, grand[0], at); tok != token {
+		t.Errorf("the grandchild's counter: token %q at %d, want %q past %d", tok, n, token, at)
+	}
+	if got := sh(t, grand[0], "bg", `echo "$PWD|${KEPT-}"; cat /tmp/mine-0`); got != "/tmp|yes\nchild\n" {
+		t.Errorf("the grandchild's session bg and child 0's write: %q", got)
+	}
+	// A restored child is rolled back in place, as a created one is: its
+	// init kept, its files those it was restored over (its own write
+	// gone), its processes (the counter) ended.
+	pid := kids[1].InitPid()
+	if _, err := e.Rollback(ctx, kids[1].ID(), api.RollbackRequest{}); err != nil {
+		t.Fatalf("rolling a restored child back: %v", err)
+	}
+	if got := kids[1].InitPid(); got != pid {
+		t.Errorf("the rolled back child's init: %d, want %d (reset in place)", got, pid)
+	}
+	if got := sh(t, kids[1], "", `test -e /tmp/mine-1 && echo left; a=$(cat /tmp/n); sleep 0.3; [ "$a" = "$(cat /tmp/n)" ] && echo still`); got != "still\n" {
+		t.Errorf("the rolled back child: %q, want its write gone and the counter stopped", got)
 	}
 }
 
@@ -189,8 +201,9 @@ func TestForkProcesses(t *testing.T) {
 // sandbox whose session runs the counter, closes the sandbox (a pause),
 // and forks the snapshot alone with processes "all" (a resume): the
 // child's counter goes on from past the parent's number with its token,
-// in the parent's session. A snapshot of files only is refused a fork with
-// processes; a deleted snapshot's dump is swept.
+// in the parent's session; paused and resumed again, it goes on again. A
+// snapshot of files only is refused a fork with processes; a deleted
+// snapshot's dump is swept.
 func TestSnapshotProcesses(t *testing.T) {
 	e := snapshotEngine(t)
 	ctx := context.Background()
@@ -201,15 +214,8 @@ func TestSnapshotProcesses(t *testing.T) {
 		}
 		return
 	}
-	if _, err := findCriu(); err != nil {
-		privtest.Skip(t, "%v", err)
-	}
-	parent := dumpableSandbox(t, e)
-	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
-		t.Fatal(err)
-	}
-	sh(t, parent, "bg", "export KEPT=yes; cd /tmp; "+counterStart)
-	token, before := readCounter(t, parent, 3)
+	parent, token, before := counterParent(t, e)
+	sh(t, parent, "bg", "export KEPT=yes")
 	info, err := e.SnapshotProcesses(ctx, parent.ID(), api.SnapshotRequest{Name: "paused"})
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +246,24 @@ func TestSnapshotProcesses(t *testing.T) {
 	if got := sh(t, kids[0], "bg", `echo "$PWD|${KEPT-}"`); got != "/tmp|yes\n" {
 		t.Errorf("the resumed session bg: %q", got)
 	}
+	// The resumed sandbox is paused and resumed again with its processes
+	// (E2B's second pause), as a created one is.
+	_, at := readCounter(t, kids[0], before)
+	if _, err := e.SnapshotProcesses(ctx, kids[0].ID(), api.SnapshotRequest{Name: "paused-again"}); err != nil {
+		t.Fatalf("pausing the resumed sandbox with its processes: %v", err)
+	}
+	t.Cleanup(func() { e.DeleteSnapshot("paused-again") })
+	if err := kids[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Fork(ctx, "", api.ForkRequest{Snapshot: "paused-again", Processes: api.ForkProcessesAll})
+	if err != nil {
+		t.Fatalf("resuming the second pause: %v", err)
+	}
+	closeAll(t, again...)
+	if tok, n := readCounter(t, again[0], at); tok != token {
+		t.Errorf("the counter resumed twice: token %q at %d, want %q past %d", tok, n, token, at)
+	}
 	if err := e.DeleteSnapshot("paused"); err != nil {
 		t.Fatal(err)
 	}
@@ -268,23 +292,7 @@ func BenchmarkForkFirstCommand(b *testing.B) {
 	if _, err := findCriu(); err != nil {
 		b.Skip(err)
 	}
-	var parent *Sandbox
-	for range 50 { // one whose network namespace was made ahead (dumpableSandbox)
-		s, err := e.CreateSandbox(ctx, SandboxRequest{HostBase: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if checkpoint.CheckDumpable(s.sbox()) == nil {
-			parent = s
-			break
-		}
-		s.Close()
-		time.Sleep(50 * time.Millisecond)
-	}
-	if parent == nil {
-		b.Fatal("no dumpable sandbox")
-	}
-	defer parent.Close()
+	parent := dumpableSandbox(b, e)
 	if err := parent.OpenSession(ctx, api.SessionRequest{Name: "bg"}); err != nil {
 		b.Fatal(err)
 	}

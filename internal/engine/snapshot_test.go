@@ -63,7 +63,7 @@ func hostSandbox(t *testing.T, e *Engine) *Sandbox {
 }
 
 // closeAll closes sandboxes at the end of the test.
-func closeAll(t *testing.T, sbs ...*Sandbox) {
+func closeAll(t testing.TB, sbs ...*Sandbox) {
 	t.Cleanup(func() {
 		for _, s := range sbs {
 			s.Close()

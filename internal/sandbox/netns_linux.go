@@ -352,3 +352,37 @@ func onOwnThread(f func() error) error {
 	}()
 	return <-c
 }
+
+// netNow gives a sandbox a namespace set up for iface as the pool's are,
+// with its control socketpair made in it: one made ahead where the pool
+// fits iface and has one ready, else one made now (by the pool, or by a
+// pool of this call's where the runtime keeps none or another kind). A
+// restored sandbox without a network takes one (Runtime.Restore): its
+// processes are restored into it, and its control socket lies in it, so
+// that it can be dumped again, as a created sandbox that took one can.
+func (rt *Runtime) netNow(iface *wire.Iface) (*readyNet, error) {
+	p := rt.nets
+	if p != nil && p.fits(iface) {
+		if n := p.take(); n != nil {
+			return n, nil
+		}
+		p.mu.Lock()
+		off := p.off
+		p.mu.Unlock()
+		if off != nil {
+			return nil, fmt.Errorf("no network namespace can be made: %w", off)
+		}
+	} else {
+		q, err := newNetPool(0, iface, rt.log)
+		if err != nil {
+			return nil, err
+		}
+		defer q.close()
+		p = q
+	}
+	n, err := p.makeNet()
+	if err != nil {
+		return nil, fmt.Errorf("making a network namespace: %w", err)
+	}
+	return n, nil
+}

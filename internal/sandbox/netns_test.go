@@ -340,8 +340,8 @@ func (b *syncBuffer) String() string {
 }
 
 // checkNoNetwork checks what a sandbox without a network has: loopback and
-// its own eth0, up (the tap's carrier: init holds its descriptor) with its
-// address, and no route out.
+// its own eth0, up (the tap's carrier: init, or msb for a namespace made
+// ahead, holds its descriptor) with its address, and no route out.
 func checkNoNetwork(t *testing.T, sb *Sandbox) {
 	t.Helper()
 	if !tunAvailable() {

@@ -48,8 +48,6 @@ func (s *Sandbox) CanReset() error {
 		why = "its upper dir is the caller's (Config.UpperDir)"
 	case s.mountNS == nil && !s.rt.rootless:
 		why = "msb holds no descriptor of its mount namespace"
-	case s.restored:
-		why = "its processes were restored from a dump (Runtime.Restore): its root is mounted on the host, not by its init"
 	case s.conn == nil || !s.Alive():
 		return fmt.Errorf("%w: sandbox %s is not running", ErrClosed, s.ID)
 	}
@@ -128,6 +126,9 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	// its unmount then has no dirty data of the old layer to write back.
 	if old != "" {
 		err = errors.Join(err, RemoveAll(old))
+	}
+	if err == nil {
+		err = s.dropHostRoot() // a restored sandbox's, mounted on the host
 	}
 	err = errors.Join(err, s.resetDone())
 	if err != nil {

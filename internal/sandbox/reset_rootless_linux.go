@@ -435,21 +435,9 @@ func newDiskTmpfs(data string) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("the new disk tmpfs: %w", err)
 	}
-	for _, d := range []string{"upper", "work"} {
-		if err := unix.Mkdirat(mfd, d, 0o755); err != nil {
-			unix.Close(mfd)
-			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d, err)
-		}
-	}
-	for _, d := range sbinit.ScratchDirs {
-		err := unix.Mkdirat(mfd, d.Name, d.Mode)
-		if err == nil {
-			err = unix.Fchmodat(mfd, d.Name, d.Mode, 0) // past the umask
-		}
-		if err != nil {
-			unix.Close(mfd)
-			return -1, fmt.Errorf("making the %s dir in the new disk tmpfs: %w", d.Name, err)
-		}
+	if err := sbinit.MakeDiskDirs(mfd, true); err != nil {
+		unix.Close(mfd)
+		return -1, fmt.Errorf("the new disk tmpfs: %w", err)
 	}
 	return mfd, nil
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/minisandbox/msb/internal/cgroup"
 	"github.com/minisandbox/msb/internal/mount"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"golang.org/x/sys/unix"
@@ -39,22 +38,30 @@ type RestoreTarget struct {
 	// Idmap is the runtime's user namespace of idmapped host dirs (nil:
 	// none), which a restore binds them through again.
 	Idmap *os.File
+	// Netns is the network namespace of a sandbox without a network
+	// (nil: on the host's), set up as a created one's (loopback, eth0:
+	// see netNow), for a dump that left its own out.
+	Netns *os.File
+	// Control is the restored supervisor's end of its control socket,
+	// made in Netns (or the host's): the Sandbox holds the other end.
+	Control *os.File
 }
 
-// Restorer starts a dump's processes over t: a sandbox's init, which must
-// be a child of this process (the Sandbox waits for it), and the host's
-// end of its supervisor's control socket.
-type Restorer func(ctx context.Context, t RestoreTarget) (init *os.Process, control *os.File, err error)
+// Restorer starts a dump's processes over t and returns its init, which
+// must be a child of this process (the Sandbox waits for it).
+type Restorer func(ctx context.Context, t RestoreTarget) (init *os.Process, err error)
 
 // Restore makes a sandbox whose processes come from a dump of another
 // (restore, package checkpoint) instead of a new init: its state dir,
 // disk (upper, work and shm dirs), cgroups with cfg's limits and root
 // overlay are made as Create makes them, but on the host (the restored
-// mount namespace binds the root: it is not made inside by init), then
-// restore starts the processes over them. The result is an ordinary
-// Sandbox: Exec, sessions (the dumped sandbox's sessions go on in it),
-// Snapshot and Close work on it, gc knows it by its info.json, and its
-// close unmounts the root and disk it has on the host. Root mode only;
+// mount namespace binds the root: it is not made inside by init), and a
+// sandbox without a network gets a namespace as a create's (netNow) with
+// its control socketpair made in it; then restore starts the processes
+// over them. The result is an ordinary Sandbox: Exec, sessions (the
+// dumped sandbox's sessions go on in it), Snapshot, a dump of its
+// processes, Reset and Close work on it, gc knows it by its info.json,
+// and its close unmounts the root and disk it has on the host. Root mode only;
 // cfg has layers (the dumped sandbox's, with the layer of its writes taken
 // with the dump on top: processes reopen their files there) and no copy
 // mode, caller's upper dir, filtered network, stdio or session of its own.
@@ -93,64 +100,55 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 		return err
 	}
 	limits := s.conf.Limits.withDefaults()
+	if err := s.rt.checkCgroupLimits(limits); err != nil {
+		return err
+	}
 	t := RestoreTarget{ID: s.ID, Root: filepath.Join(s.dir, restoredMounts[0])}
-	switch s.rt.diskFor(&s.conf) {
-	case diskPool:
-		v, err := s.rt.diskSetup.pool.Create(s.ID, limits.DiskBytes)
-		if err != nil {
-			return err
-		}
-		s.volume = v
-		// The pool's volumes are reached through a descriptor of this
-		// process's, which CRIU cannot bind from: the volume is mounted
-		// on the host, in the state dir, as init mounts it inside.
+	// The disk as a create makes it (a volume of the pool with its layer
+	// dirs, or a tmpfs's size), mounted on the host, in the state dir,
+	// where init mounts it inside: CRIU binds from the host.
+	disk, err := s.prepareDisk(limits)
+	if err != nil {
+		return err
+	}
+	if disk != nil {
 		t.Disk = filepath.Join(s.dir, restoredMounts[1])
 		if err := os.Mkdir(t.Disk, 0o755); err != nil {
 			return err
 		}
-		fd := s.volumeMount()
-		if fd < 0 {
-			return errors.New("no mount of the sandbox's volume of the disk pool")
-		}
-		err = attachAt(fd, t.Disk)
-		unix.Close(fd)
-		if err != nil {
-			return fmt.Errorf("mounting the sandbox's volume at %s: %w", t.Disk, err)
-		}
-		s.hostMounts = append(s.hostMounts, t.Disk)
-	case diskTmpfs:
-		t.Disk = filepath.Join(s.dir, restoredMounts[1])
-		if err := os.Mkdir(t.Disk, 0o755); err != nil {
-			return err
-		}
-		data := fmt.Sprintf("mode=755,size=%d", diskTmpfsBytes(limits, s.rt.memoryHoldsFiles()))
-		if err := mount.Tmpfs(t.Disk, unix.MS_NOSUID|unix.MS_NODEV, data).Mount(); err != nil {
+		if disk.Device != "" {
+			// The pool's volumes are reached through a descriptor of
+			// this process's, which CRIU cannot bind from.
+			fd := s.volumeMount()
+			if fd < 0 {
+				return errors.New("no mount of the sandbox's volume of the disk pool")
+			}
+			err = attachAt(fd, t.Disk)
+			unix.Close(fd)
+			if err != nil {
+				return fmt.Errorf("mounting the sandbox's volume at %s: %w", t.Disk, err)
+			}
+		} else if err := mount.Tmpfs(t.Disk, unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=755,size=%d", disk.TmpfsBytes)).Mount(); err != nil {
 			return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 		}
 		s.hostMounts = append(s.hostMounts, t.Disk)
-	}
-	if t.Disk != "" {
-		s.upper, s.work = filepath.Join(t.Disk, "upper"), filepath.Join(t.Disk, "work")
-		for _, d := range append([]sbinit.ScratchDir{{Name: "upper", Mode: 0o755}, {Name: "work", Mode: 0o755}}, sbinit.ScratchDirs...) {
-			p := filepath.Join(t.Disk, d.Name)
-			if err := unix.Mkdir(p, d.Mode); err != nil {
-				return fmt.Errorf("creating %s: %w", p, err)
-			}
-			if err := unix.Chmod(p, d.Mode); err != nil { // past the umask
-				return err
-			}
+		dfd, err := unix.Open(t.Disk, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening the sandbox's disk: %w", err)
 		}
-		t.Shm = filepath.Join(t.Disk, sbinit.ScratchDirs[0].Name)
-	}
-	if s.rt.cg.Usable() {
-		g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
+		err = sbinit.MakeDiskDirs(dfd, disk.Device == "")
+		unix.Close(dfd)
 		if err != nil {
 			return err
 		}
-		s.cg = g
-		t.Cgroups = g.Dirs()
-	} else if limits.CPUs > 0 {
-		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
+		s.upper, s.work = filepath.Join(t.Disk, "upper"), filepath.Join(t.Disk, "work")
+		t.Shm = filepath.Join(t.Disk, sbinit.ScratchDirs[0].Name)
+	}
+	if err := s.makeCgroup(limits); err != nil {
+		return err
+	}
+	if s.cg != nil {
+		t.Cgroups = s.cg.Dirs()
 	}
 	if err := os.Mkdir(t.Root, 0o755); err != nil {
 		return err
@@ -172,19 +170,36 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 	if s.conf.HostBase && !s.conf.HostReadAsRoot {
 		t.Idmap, _ = s.rt.idmap()
 	}
-	p, ctl, err := restore(ctx, t)
-	if err != nil {
-		s.reapHalfRestored()
-		return err
+	// The control socketpair: made in the sandbox's network namespace, as
+	// a created sandbox's made ahead is, so that it can be dumped again.
+	var fds [2]int
+	if s.conf.Network == "" || s.conf.Network == NetworkNone {
+		net, err := s.rt.netNow(sandboxIface())
+		if err != nil {
+			return fmt.Errorf("the restored sandbox's network namespace: %w", err)
+		}
+		defer net.close()
+		t.Netns = net.ns
+		s.tap, net.tap = net.tap, nil
+		fds[0], fds[1], net.ctl = net.ctl[0], net.ctl[1], nil
+	} else if fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("socketpair: %w", err)
 	}
 	// The host's end goes through the netpoller, as a created sandbox's
 	// (see start): a descriptor made non-blocking before os.NewFile is.
-	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	ctl.Close()
-	if err == nil {
-		if err = unix.SetNonblock(fd, true); err != nil {
-			unix.Close(fd)
-		}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return fmt.Errorf("making the control socket non-blocking: %w", err)
+	}
+	host := os.NewFile(uintptr(fds[0]), "ctl")
+	t.Control = os.NewFile(uintptr(fds[1]), "ctl-restored")
+	p, err := restore(ctx, t)
+	t.Control.Close()
+	if err != nil {
+		host.Close()
+		s.reapHalfRestored()
+		return err
 	}
 	s.cmd = &exec.Cmd{Process: p}
 	s.waitDone = make(chan struct{})
@@ -193,13 +208,10 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 		s.cmd.ProcessState = st
 		close(s.waitDone)
 	}()
-	if err != nil {
-		p.Kill()
-		return fmt.Errorf("the restored sandbox's control socket: %w", err)
-	}
 	s.holdMounts()
 	s.writeInfo()
-	s.conn = newConn(os.NewFile(uintptr(fd), "ctl"), s.deathNote)
+	s.conn = newConn(host, s.deathNote)
+	s.adoptExecs(ctx) // before any other request: the restored execs' IDs
 	return nil
 }
 
@@ -354,6 +366,26 @@ func (s *Sandbox) unmountHost() error {
 	}
 	s.hostMounts = nil
 	return errors.Join(errs...)
+}
+
+// dropHostRoot unmounts a restored sandbox's old root from the host once
+// a reset put a new one in its mount namespace (the restore bound the
+// host's mount as its root; the reset's overlay is mounted inside only,
+// as a created sandbox's is). Its disk stays: the new upper dir is on it.
+func (s *Sandbox) dropHostRoot() error {
+	if !s.restored {
+		return nil
+	}
+	root := filepath.Join(s.dir, restoredMounts[0])
+	i := slices.Index(s.hostMounts, root)
+	if i < 0 {
+		return nil
+	}
+	if err := unix.Unmount(root, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmounting the restored root %s after the reset: %w", root, err)
+	}
+	s.hostMounts = slices.Delete(s.hostMounts, i, i+1)
+	return nil
 }
 
 // DiskPath is the host path of the root of the sandbox's disk (the

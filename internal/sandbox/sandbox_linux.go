@@ -58,6 +58,12 @@ type Sandbox struct {
 	// resetDisk is the disk tmpfs of a rootless sandbox's last reset
 	// (putRootInNS), under confMu: it replaces diskFd's for WritableDir.
 	resetDisk *os.File
+	// tap is the tap device of the interface of a network namespace made
+	// ahead (readyNet.tap), held for the sandbox's life: while it is
+	// open the device has its carrier. msb holds it, not init, so that
+	// no process of the sandbox holds a tap and a dump can leave the
+	// namespace out (package checkpoint, Manifest.Netns).
+	tap *os.File
 
 	closeOnce sync.Once
 	closeErr  error
@@ -171,8 +177,8 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	t = s.times.since(PhaseDirs, t)
 	limits := s.conf.Limits.withDefaults()
-	if !s.rt.cg.Usable() && limits.CPUs > 0 {
-		return invalid("a CPU limit needs a cgroup, and %s", s.rt.cg.Reason)
+	if err := s.rt.checkCgroupLimits(limits); err != nil {
+		return err
 	}
 	// The cgroup is made beside the disk volume (each ~0.1 ms, on
 	// different filesystems), both before config, which waits for the
@@ -183,9 +189,8 @@ func (s *Sandbox) start(ctx context.Context) error {
 		cgMade = make(chan error, 1)
 		go func() {
 			t := time.Now()
-			g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids, CPUs: limits.CPUs})
+			err := s.makeCgroup(limits)
 			if err == nil {
-				s.cg = g
 				s.times.since(PhaseCgroup, t)
 			}
 			cgMade <- err
@@ -227,7 +232,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		net = s.rt.nets.take()
 	}
 	if net != nil {
-		defer net.close() // init is in it, and holds its tap, once started
+		defer net.close() // init is in it once started; s.tap holds its tap
 		wcfg.NetReady = true
 	}
 	spawned := wire.Mono()
@@ -253,9 +258,8 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err == nil {
 		s.cmd, err = s.initCommand(child, wcfg.HostIdmap, cgDir, net != nil)
 	}
-	if err == nil && net != nil && net.tap != nil {
-		wcfg.IfaceFd = 3 + len(s.cmd.ExtraFiles) // ExtraFiles start at 3
-		s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, net.tap)
+	if err == nil && net != nil {
+		s.tap, net.tap = net.tap, nil
 	}
 	// The config waits in the socket for init, which reads it as soon as
 	// its runtime is up. Should it not fit in the socket's buffer, the
@@ -367,6 +371,31 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	s.conn = newConn(parent, s.deathNote)
 	return s.startNetwork(ctx)
+}
+
+// checkCgroupLimits refuses limits that need a cgroup where the runtime
+// has none: a CPU limit.
+func (rt *Runtime) checkCgroupLimits(l Limits) error {
+	if !rt.cg.Usable() && l.CPUs > 0 {
+		return invalid("a CPU limit needs a cgroup, and %s", rt.cg.Reason)
+	}
+	return nil
+}
+
+// makeCgroup makes the sandbox's cgroup with l's memory, pids and CPU
+// limits (s.cg), where the runtime's cgroups are usable: a created
+// sandbox's init is started in it, a restored one's processes restored
+// into it.
+func (s *Sandbox) makeCgroup(l Limits) error {
+	if !s.rt.cg.Usable() {
+		return nil
+	}
+	g, err := cgroup.Create(s.rt.cg, s.ID, cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs})
+	if err != nil {
+		return err
+	}
+	s.cg = g
+	return nil
 }
 
 // sendConfig writes init's config to ctl: at once, or, with s.later,
@@ -843,6 +872,10 @@ func (s *Sandbox) stop() error {
 	}
 	if s.conn != nil {
 		s.conn.close()
+	}
+	if s.tap != nil {
+		s.tap.Close()
+		s.tap = nil
 	}
 	if s.callerTrees() {
 		// The caller uses these trees once Close returns: no mount of

@@ -126,9 +126,6 @@ func initMain() error {
 	if cfg.HostIdmap {
 		keep = append(keep, wire.IdmapFd)
 	}
-	if cfg.NetReady && cfg.IfaceFd > 0 {
-		keep = append(keep, cfg.IfaceFd)
-	}
 	if err := closeInherited(keep...); err != nil {
 		return err
 	}
@@ -157,10 +154,7 @@ func initMain() error {
 		}
 	}
 	switch {
-	case cfg.NetReady: // born in a namespace the host set up ahead (PrepareNetwork)
-		if cfg.IfaceFd > 0 {
-			ifaceFd = cfg.IfaceFd
-		}
+	case cfg.NetReady: // born in a namespace the host set up ahead (PrepareNetwork), whose tap the host holds
 	default:
 		if cfg.Network == "none" {
 			if err := loopbackUp(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -192,21 +193,23 @@ func mountDisk(cfg *wire.Config, disk int) error {
 		if err != nil {
 			return fmt.Errorf("mounting the sandbox's disk volume: %w", err)
 		}
-		return mkdirs(d.Mount, ScratchDirs)
-	}
-	m := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes))
-	if err := m.Mount(); err != nil {
+	} else if err := mount.Tmpfs(d.Mount, 0, tmpfsData(cfg, "755", d.TmpfsBytes)).Mount(); err != nil {
 		return fmt.Errorf("mounting the sandbox's disk tmpfs: %w", err)
 	}
-	if err := mkdirs(d.Mount, append([]ScratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}, ScratchDirs...)); err != nil {
+	fd, err := unix.Open(d.Mount, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's disk: %w", err)
+	}
+	if err := MakeDiskDirs(fd, d.Device == ""); err != nil {
+		unix.Close(fd)
 		return err
+	}
+	if d.Device != "" {
+		unix.Close(fd)
+		return nil
 	}
 	// The tmpfs is mounted in this namespace only: the host reaches the
 	// upper dir in it through this descriptor (see wire.Disk.Fd).
-	fd, err := unix.Open(d.Mount, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening the sandbox's disk tmpfs: %w", err)
-	}
 	d.Fd = fd
 	return nil
 }
@@ -233,14 +236,27 @@ type ScratchDir struct {
 // them in its new disk tmpfs as init does.
 var ScratchDirs = []ScratchDir{{"shm", "/dev/shm", 0o1777}}
 
-func mkdirs(parent string, dirs []ScratchDir) error {
+// LayerDirs are the dirs of the writable layer on a sandbox's disk: the
+// overlay's upper and work dirs.
+var LayerDirs = []ScratchDir{{"upper", "", 0o755}, {"work", "", 0o755}}
+
+// MakeDiskDirs makes in the root of a sandbox's disk, the dir dirfd, what
+// every sandbox's disk holds: with layer, LayerDirs (a volume of the pool
+// has them from the host), then ScratchDirs. Init makes them in the disk
+// it mounts, the host in a restored sandbox's and a rootless reset's new
+// one.
+func MakeDiskDirs(dirfd int, layer bool) error {
+	dirs := ScratchDirs
+	if layer {
+		dirs = append(slices.Clone(LayerDirs), ScratchDirs...)
+	}
 	for _, d := range dirs {
-		p := filepath.Join(parent, d.Name)
-		if err := unix.Mkdir(p, d.Mode); err != nil {
-			return fmt.Errorf("creating %s: %w", p, err)
+		err := unix.Mkdirat(dirfd, d.Name, d.Mode)
+		if err == nil {
+			err = unix.Fchmodat(dirfd, d.Name, d.Mode, 0) // past the umask
 		}
-		if err := unix.Chmod(p, d.Mode); err != nil { // past the umask
-			return fmt.Errorf("setting the mode of %s: %w", p, err)
+		if err != nil {
+			return fmt.Errorf("making the %s dir of the sandbox's disk: %w", d.Name, err)
 		}
 	}
 	return nil

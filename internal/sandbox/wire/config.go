@@ -53,10 +53,10 @@ type Config struct {
 	Iface *Iface `json:"iface,omitempty"`
 	// NetReady says init was born in a network namespace the host made
 	// ahead with its loopback up and Iface made (sandbox.netPool): init
-	// sets up no network of its own. IfaceFd is then init's descriptor of
-	// Iface's tap device (0: none), which it keeps as if it had made it.
+	// sets up no network of its own, and the host holds Iface's tap
+	// device (a process of the sandbox holding one could not be dumped
+	// without its namespace: package checkpoint).
 	NetReady bool `json:"net_ready,omitempty"`
-	IfaceFd  int  `json:"iface_fd,omitempty"`
 	// RootAhead says the host builds the part of the root that no
 	// namespace of init's but its mount namespace shapes (sbinit.BuildAhead:
 	// the disk, the overlay, the host dirs, /dev, /tmp, /etc/hosts) while
