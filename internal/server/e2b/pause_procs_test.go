@@ -10,6 +10,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/checkpoint"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/server/e2b/envd/process"
 )
 
 // TestE2BPauseProcesses: through the e2b SDK (testdata/sdk_procs.py), a
@@ -158,4 +159,61 @@ func requireCriu(t *testing.T) {
 	if _, err := checkpoint.Find(context.Background(), ""); err != nil {
 		privtest.Skip(t, "%v", err)
 	}
+}
+
+// TestProcCutAndRecord: a process kept by a pause has its log cut back
+// to the output its restored command had sent, never below what a stream
+// has sent, and its record (a paused sandbox's, for the next daemon)
+// gives it back with the output no stream has sent, its offset in the
+// command's output and what it is known by.
+func TestProcCutAndRecord(t *testing.T) {
+	b := &box{procs: map[uint32]*proc{}}
+	cwd := "/tmp"
+	p := newProc(7, "ticker", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "x"}, Envs: map[string]string{"A": "b"}, Cwd: &cwd}, func() {})
+	p.stdin, p.pty = &stdinPipe{path: "/tmp/.msb-e2b-stdin-x"}, &process.PTY_Size{Cols: 80, Rows: 24}
+	p.user = &sysUser{name: "user", uid: 1000, gid: 1000, home: "/home/user"}
+	for i, s := range []string{"ab", "cde", "f", "gh"} {
+		p.output(0, i == 2, []byte(s))
+	}
+	p.sent = 1 // a stream sent "ab"
+	p.mu.Lock()
+	p.cutTo(3)
+	p.mu.Unlock()
+	if got := logText(p); got != "ab|c" || p.out != 3 || p.size != 3 {
+		t.Fatalf("cut to 3: log %q, out %d, size %d; want ab|c, 3, 3", got, p.out, p.size)
+	}
+	p.mu.Lock()
+	p.cutTo(1) // below what was sent: "ab" stays
+	p.late = endEvent(5, "exit status 5", "")
+	r := p.record()
+	p.mu.Unlock()
+	if got := logText(p); got != "ab" || p.out != 2 {
+		t.Fatalf("cut to 1 after ab was sent: log %q, out %d; want ab, 2", got, p.out)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back procRecord
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	q := b.restoredProc(back)
+	if q.pid != 7 || q.tag != "ticker" || q.key != p.key || q.out != 2 || !q.suspended || logText(q) != "" ||
+		q.stdin.path != p.stdin.path || q.pty.GetCols() != 80 || *q.user != *p.user || q.config.GetCwd() != "/tmp" ||
+		q.config.GetEnvs()["A"] != "b" || q.late.GetEnd().GetExitCode() != 5 || b.live.Load() != 1 {
+		t.Fatalf("restored from its record %s: %+v", data, q)
+	}
+}
+
+// logText is p's log's output, one event a word.
+func logText(p *proc) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var words []string
+	for _, ev := range p.log {
+		d := ev.GetData()
+		words = append(words, string(d.GetStdout())+string(d.GetStderr())+string(d.GetPty()))
+	}
+	return strings.Join(words, "|")
 }
