@@ -18,7 +18,7 @@ import (
 // them, as E2B's pause keeps memory: a background counter goes on after
 // the resume from the number it had, with the token it drew, and no line
 // lost or repeated; and the process API knows them as before
-// (checkProcessAPI). Where the engine cannot (a filtered network), the
+// (checkProcessAPI), also after a second pause and resume. Where the engine cannot (a filtered network), the
 // pause keeps files only and the sandbox's info says why (msbPause); a
 // restore that fails resumes the files alone and says so too.
 func TestE2BPauseProcesses(t *testing.T) {
@@ -30,10 +30,13 @@ func TestE2BPauseProcesses(t *testing.T) {
 		State     string `json:"state"`
 		PauseMode string `json:"pause_mode"`
 		Resumes   []struct {
-			Pause   string     `json:"pause"`
-			Before  [][]string `json:"before"`
-			After   [][]string `json:"after"`
-			Running string     `json:"running"`
+			Pause         string       `json:"pause"` // what the last resume kept
+			FirstResume   string       `json:"first_resume"`
+			SecondPause   string       `json:"second_pause"`
+			ListedBetween []listedProc `json:"listed_between"`
+			Before        [][]string   `json:"before"`
+			After         [][]string   `json:"after"`
+			Running       string       `json:"running"`
 			procAPI
 		} `json:"resumes"`
 		FilteredPause     string       `json:"filtered_pause"`
@@ -62,6 +65,17 @@ func TestE2BPauseProcesses(t *testing.T) {
 				break
 			}
 		}
+		if r.FirstResume == pauseProcesses {
+			// Paused again once resumed: what the sandbox's info says
+			// the second pause kept, and the process API between.
+			t.Logf("%s: the second pause kept %q, its resume %q", name, r.SecondPause, r.Pause)
+			if !reflect.DeepEqual(r.ListedBetween, r.ListedBefore) {
+				t.Errorf("%s: commands.list() after the first resume %+v, before the pause %+v", name, r.ListedBetween, r.ListedBefore)
+			}
+			if r.SecondPause != pauseProcesses && !strings.HasPrefix(r.SecondPause, "files only: ") {
+				t.Errorf("%s: msbPause %q after the second pause", name, r.SecondPause)
+			}
+		}
 		switch {
 		case r.Pause == pauseProcesses:
 			restored = true
@@ -70,7 +84,7 @@ func TestE2BPauseProcesses(t *testing.T) {
 					len(r.After)-len(r.Before), len(r.Before), r.Running)
 			}
 			checkProcessAPI(t, name, r.procAPI)
-		case strings.HasPrefix(r.Pause, "files only: the restore failed: "):
+		case strings.HasPrefix(r.Pause, "files only: "):
 			t.Logf("%s: %s", name, r.Pause) // the engine's restore failed: files only, as said
 			if r.Running != "0" || len(r.Listed) != 0 {
 				t.Errorf("%s fell back to the files, yet %s counters run and the process API lists %v", name, r.Running, r.Listed)

@@ -11,9 +11,9 @@ Each sandbox runs, started through the SDK before the pause:
   its end event; the reader takes input, reads end of file and exits 3.
 
 Modes, each printing one JSON object:
-- "pause": paused and resumed through the SDK in one daemon; also a sandbox
-  on a filtered network, which cannot be dumped: its pause keeps files only
-  and says why.
+- "pause": paused and resumed through the SDK in one daemon, twice where the
+  first resume restored the processes; also a sandbox on a filtered
+  network, which cannot be dumped: its pause keeps files only and says why.
 - "before": sandboxes left running for the daemon's shutdown pause.
 - "after ID...": against a new daemon on the same cache, each is resumed.
 """
@@ -160,7 +160,15 @@ if sys.argv[1] == "pause":
         sb, r = paused_with_processes()
         time.sleep(0.5)  # paused: nothing runs
         sb = Sandbox.connect(sb.sandbox_id)
-        r["pause"] = info(sb.sandbox_id).get("msbPause")
+        r["pause"] = r["first_resume"] = info(sb.sandbox_id).get("msbPause")
+        if r["pause"] == "processes":
+            # Paused again, its processes read by no stream meanwhile.
+            r["listed_between"] = listed(sb)
+            time.sleep(0.3)
+            sb.pause()
+            r["second_pause"] = info(sb.sandbox_id).get("msbPause")
+            sb = Sandbox.connect(sb.sandbox_id)
+            r["pause"] = info(sb.sandbox_id).get("msbPause")
         counted(sb, r, r["before"])
         r.update(process_api(sb, r["procs"]))
         out["resumes"].append(r)
