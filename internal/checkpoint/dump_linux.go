@@ -51,13 +51,14 @@ type Manifest struct {
 	// Netns says the sandbox's network namespace (one of its own, not
 	// msb's) was left out of the dump, as CRIU's external net[]: its
 	// interfaces, addresses and routes are not in the images, its
-	// processes' sockets are, and a restore puts them into a namespace
-	// the caller made (RestoreOptions.Netns), in which the caller made
-	// the control socket too, so that the restored sandbox can be dumped
-	// again. False: the sandbox was on msb's network, or the dump holds
-	// its namespace and each restore makes one from it, whose control
-	// socket lies outside (a process of the sandbox held a tap: see
-	// holdsTap; or a dump of before session 18).
+	// processes' sockets are (established TCP connections too: both
+	// ends lie in the namespace), and a restore puts them into a
+	// namespace the caller made (RestoreOptions.Netns), in which the
+	// caller made the control socket too, so that the restored sandbox
+	// can be dumped again. False: the sandbox was on msb's network, or
+	// the dump holds its namespace and each restore makes one from it,
+	// whose control socket lies outside (a process of the sandbox held a
+	// tap: see holdsTap; or a dump of before session 18).
 	Netns bool `json:"netns,omitempty"`
 }
 
@@ -141,6 +142,9 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 		return nil, fmt.Errorf("making the images dir: %w", err)
 	}
 	man, err := plan(opts.Init)
+	if err == nil {
+		err = c.checkSockets(opts.Init)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("planning the dump of %d: %w", opts.Init, err)
 	}
@@ -162,8 +166,12 @@ func (c *Criu) Dump(ctx context.Context, opts DumpOptions) (*Manifest, error) {
 			return nil, err
 		}
 		if !tap {
+			// Both ends of an established TCP connection lie in the
+			// namespace (nothing routes out of it): each restore, in a
+			// namespace of its own, gets the pair again. Not so on msb's
+			// network, where a copy would clash with the live original.
 			man.Netns = true
-			args = append(args, "--external", fmt.Sprintf("net[%d]:%s", ns, netnsKey))
+			args = append(args, "--external", fmt.Sprintf("net[%d]:%s", ns, netnsKey), "--tcp-established")
 		}
 	}
 	// CRIU dumps every cgroup below the sandbox's in each hierarchy: in
@@ -433,6 +441,71 @@ func ownNetns(pid int) (uint64, bool, error) {
 		return 0, false, err
 	}
 	return st.Ino, st.Ino != self.Ino, nil
+}
+
+// ErrInetSockets says that this criu cannot dump the TCP or UDP sockets
+// a process of the sandbox holds on this kernel: criu before 4.2 asks
+// every socket for SO_PASSCRED, which kernels from 6.16 answer for unix,
+// netlink and bluetooth sockets only ("Can't get 1:16 opt"). criu 4.2
+// asks inet sockets no more.
+var ErrInetSockets = errors.New("criu before 4.2 cannot dump TCP or UDP sockets on a kernel from 6.16")
+
+func (c *Criu) checkSockets(init int) error {
+	if c.inetOK() {
+		return nil
+	}
+	inet := map[string]string{} // socket inode: its table
+	for _, table := range []string{"tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", init, table))
+		for i, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); i > 0 && len(f) > 9 {
+				inet[f[9]] = table
+			}
+		}
+	}
+	tree, err := processTree(init)
+	if err != nil {
+		return err
+	}
+	for _, pid := range tree {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, e := range ents {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+			ino, ok := strings.CutPrefix(l, "socket:[")
+			if table, held := inet[strings.TrimSuffix(ino, "]")]; ok && held {
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				return fmt.Errorf("%w: process %d (%s) of the sandbox holds a %s socket, and this is criu %s on kernel %s (criu 4.2 dumps it)",
+					ErrInetSockets, pid, strings.TrimSpace(string(comm)), table, c.Version, kernelRelease())
+			}
+		}
+	}
+	return nil
+}
+
+// inetOK says whether c dumps inet sockets on this kernel (see
+// ErrInetSockets).
+func (c *Criu) inetOK() bool {
+	return !versionAtLeast(kernelRelease(), 6, 16) || versionAtLeast(c.Version, 4, 2)
+}
+
+// kernelRelease is uname -r.
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// versionAtLeast says whether version v ("6.18.44-fc", "4.1.1") is
+// major.minor or later.
+func versionAtLeast(v string, major, minor int) bool {
+	f := strings.FieldsFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	var n [2]int
+	for i := 0; i < 2 && i < len(f); i++ {
+		n[i], _ = strconv.Atoi(f[i])
+	}
+	return n[0] > major || n[0] == major && n[1] >= minor
 }
 
 // holdsTap reports whether a process of init's tree holds a tap device's

@@ -157,7 +157,7 @@ func (c *Criu) Restore(ctx context.Context, opts RestoreOptions) (*Restored, err
 		if opts.Netns == nil {
 			return nil, errors.New("the dump left the sandbox's network namespace out: RestoreOptions.Netns must give the one to restore into")
 		}
-		args = append(args, "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), netnsKey))
+		args = append(args, "--tcp-established", "--inherit-fd", fmt.Sprintf("fd[%d]:%s", 3+len(pass), netnsKey))
 		pass = append(pass, opts.Netns)
 	}
 	var control *os.File // the host's end, when Restore makes the pair

@@ -25,6 +25,13 @@ func CheckDumpable(sb *sandbox.Sandbox) error {
 	return sameNetns(sb.InitPid(), 3)
 }
 
+// CheckSockets says whether c can dump the sockets the processes of sb
+// hold: ErrInetSockets naming one it cannot. It freezes nothing; a socket
+// opened after it fails the dump with criu's own error.
+func (c *Criu) CheckSockets(sb *sandbox.Sandbox) error {
+	return c.checkSockets(sb.InitPid())
+}
+
 // DumpSandbox dumps sb's processes to dir, leaving them running: with sb
 // frozen (sandbox.Sandbox.Freeze), they stay frozen as they were, and
 // what the dump holds is the state the caller reads from sb's files in

@@ -24,8 +24,9 @@ import (
 // ErrProcessesUnsupported: a fork asked to carry the parent's running
 // processes (api.ForkProcessesAll) and cannot; the message says why
 // (rootless, no usable criu, the parent's control socket outside its
-// network namespace, ...). It is a bad request (400): the fork never
-// falls back to children without the processes.
+// network namespace, a TCP socket criu cannot dump here, ...). It is a
+// bad request (400): the fork never falls back to children without the
+// processes.
 var ErrProcessesUnsupported = fmt.Errorf("%w: running processes cannot be carried", ErrBadRequest)
 
 // findCriu finds the host's criu once (checkpoint.Find runs "criu check").
@@ -63,7 +64,11 @@ func (e *Engine) dumpable(ctx context.Context, sandboxID string) (*checkpoint.Cr
 	case parent.sbox().FreezerDir() == "":
 		err = unsupported("sandbox %s has no cgroup freezer to hold it still for the dump", sandboxID)
 	default:
-		if cerr := checkpoint.CheckDumpable(parent.sbox()); cerr != nil {
+		cerr := checkpoint.CheckDumpable(parent.sbox())
+		if cerr == nil {
+			cerr = criu.CheckSockets(parent.sbox())
+		}
+		if cerr != nil {
 			err = unsupported("%v", cerr)
 		}
 	}
@@ -385,7 +390,7 @@ func (s *Sandbox) stageDumping(ctx context.Context, dir string, parents []store.
 	}
 	if err := dump(sb); err != nil {
 		staged.Discard()
-		if errors.Is(err, checkpoint.ErrControlOutside) {
+		if errors.Is(err, checkpoint.ErrControlOutside) || errors.Is(err, checkpoint.ErrInetSockets) {
 			err = fmt.Errorf("%w: %w", ErrProcessesUnsupported, err)
 		}
 		return nil, fmt.Errorf("dumping the processes of sandbox %s: %w", s.ID(), err)

@@ -195,6 +195,23 @@ func TestForkProcesses(t *testing.T) {
 	if got := sh(t, kids[1], "", `test -e /tmp/mine-1 && echo left; a=$(cat /tmp/n); sleep 0.3; [ "$a" = "$(cat /tmp/n)" ] && echo still`); got != "still\n" {
 		t.Errorf("the rolled back child: %q, want its write gone and the counter stopped", got)
 	}
+	// A parent holding a TCP socket: carried where criu can dump it
+	// (checkpoint.ErrInetSockets says where not), else refused, 400.
+	sh(t, parent, "bg", `setsid python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); time.sleep(600)' </dev/null >/dev/null 2>&1 & sleep 0.5`)
+	criu, _ := findCriu()
+	can := criu.CheckSockets(parent.sbox())
+	kids2, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1, Processes: api.ForkProcessesAll})
+	closeAll(t, kids2...)
+	switch {
+	case errors.Is(can, checkpoint.ErrInetSockets):
+		if !errors.Is(err, ErrProcessesUnsupported) || len(kids2) != 0 {
+			t.Errorf("a fork of a parent holding a TCP socket criu cannot dump: %v (%d children), want ErrProcessesUnsupported", err, len(kids2))
+		}
+	case can != nil:
+		t.Fatal(can)
+	case err != nil:
+		t.Errorf("a fork of a parent holding a listening TCP socket: %v", err)
+	}
 }
 
 // TestSnapshotProcesses takes a named snapshot with processes "all" of a
