@@ -600,9 +600,12 @@ func testCloseKillsEverything(t *testing.T, rt *Runtime) {
 		_, err := sb.SessionExec(ctx, "fg", session.ExecRequest{Command: "sleep " + tag + ".6"})
 		fg <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
-	if n := countProcs("sleep " + tag); n < 5 {
-		t.Fatalf("expected background and foreground sleeps to run, found %d", n)
+	// The background sleeps and the foreground one running, however slow
+	// the machine (a VM of TestCgroupV2 took more than 100 ms).
+	for deadline := time.Now().Add(10 * time.Second); countProcs("sleep "+tag) < 5; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("expected background and foreground sleeps to run, found %d", countProcs("sleep "+tag))
+		}
 	}
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
