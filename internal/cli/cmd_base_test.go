@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +70,7 @@ func TestDebianBase(t *testing.T) {
 			t.Fatalf("run --base %s: exit %d\n%s\n%s", name, r.code, r.stdout, r.stderr)
 		}
 	}
+	testDebianDate(t, dir, env, b1, build)
 	// The same inputs, packages spelled otherwise: a cache hit.
 	if b := build(" hello,hello"); !b.Hit || b.Key != b1.Key || b.Layer != b1.Layer {
 		t.Fatalf("second build of the same inputs: %+v, want a hit on %+v", b, b1)
@@ -98,7 +103,7 @@ func TestDebianBase(t *testing.T) {
 
 	var ls []engine.DebianBase
 	r = msb(t, dir, env, "--json", "cache", "base", "ls")
-	if err := json.Unmarshal([]byte(r.stdout), &ls); r.code != 0 || err != nil || len(ls) != 2 {
+	if err := json.Unmarshal([]byte(r.stdout), &ls); r.code != 0 || err != nil || len(ls) != 3 { // hello, hello at a date, hello and figlet
 		t.Fatalf("base ls: %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}
 	for _, b := range ls {
@@ -120,6 +125,47 @@ func TestDebianBase(t *testing.T) {
 	}
 	if r := msb(t, dir, env, "cache", "verify"); r.code != 0 {
 		t.Fatalf("cache verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// testDebianDate builds the base of b1's packages at a date from a mirror
+// laid out as snapshot.debian.org is (<mirror>/<date>/dists/...), which
+// snapshot.debian.org itself cannot be from here: a server on loopback
+// passes <date>/<path> to deb.debian.org's <path> and refuses any path
+// outside that date. The build reads only the date's tree, gets a key of
+// its own, and runs.
+func testDebianDate(t *testing.T, dir string, env []string, b1 engine.DebianBase, build func(string, ...string) engine.DebianBase) {
+	t.Helper()
+	const date = "20261201T000000Z"
+	var mu sync.Mutex
+	served, refused := 0, []string{}
+	upstream, _ := url.Parse("http://deb.debian.org/debian/")
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/archive/debian/"+date+"/")
+		mu.Lock()
+		if ok {
+			served++
+		} else {
+			refused = append(refused, r.URL.Path)
+		}
+		mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		r.URL.Path, r.Host = "/"+rest, upstream.Host // the proxy puts upstream's /debian/ before it
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	b := build("hello", "--date", date, "--mirror", srv.URL+"/archive/debian")
+	mu.Lock()
+	defer mu.Unlock()
+	if b.Hit || b.Key == b1.Key || b.Spec.Date != date || served < 3 || len(refused) > 0 {
+		t.Fatalf("base at %s: %+v, %d requests served under the date, refused %v; want a new key read from the date's tree alone", date, b, served, refused)
+	}
+	if r := msb(t, dir, env, "run", "--base", "debian/bookworm/"+b.Key, "--", "hello"); r.code != 0 || r.stdout != "Hello, world!\n" {
+		t.Fatalf("run on the dated base: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
