@@ -27,6 +27,9 @@ type flow struct {
 	// which nothing is kept. unacked are the chunks between them.
 	sent, acked int64
 	unacked     []chunk
+	// acks is closed (and replaced) by each acknowledgement that drops
+	// chunks (drained waits on it).
+	acks chan struct{}
 }
 
 // chunk is a read of output sent and kept until acknowledged.
@@ -46,7 +49,8 @@ type flows struct {
 // cancel can be read, and returns the context the exec runs under.
 func (fs *flows) open(ctx context.Context, req *wire.Request) context.Context {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &flow{inflight: make(chan struct{}, wire.StreamWindow), cancel: cancel, key: req.Key, stream: req.Stream}
+	f := &flow{inflight: make(chan struct{}, wire.StreamWindow), cancel: cancel, key: req.Key, stream: req.Stream,
+		acks: make(chan struct{})}
 	fs.mu.Lock()
 	if fs.m == nil {
 		fs.m = map[uint64]*flow{}
@@ -122,6 +126,8 @@ func (f *flow) ack(off int64) {
 		last := f.unacked[n-1]
 		f.acked = last.off + int64(len(last.data))
 		f.unacked = slices.Delete(f.unacked, 0, n)
+		close(f.acks)
+		f.acks = make(chan struct{})
 	}
 	f.mu.Unlock()
 	for range n {
@@ -164,6 +170,28 @@ func (f *flow) resend(out *wire.Writer, id uint64) {
 	f.mu.Unlock()
 	for _, c := range again {
 		out.Write(wire.Response{ID: id, More: true, Stream: c.stream, Data: c.data, Off: c.off})
+	}
+}
+
+// drained returns once every chunk sent is acknowledged, or ctx ended
+// (the exec was cancelled, or the connection ended). An exec's final
+// Response waits for it: its flow, closed with it, is what keeps the
+// chunks no acknowledgement reached, which a restored sandbox's host has
+// sent again (wire.OpAttach) and cannot have once the flow is gone.
+func (f *flow) drained(ctx context.Context) {
+	for {
+		f.mu.Lock()
+		if len(f.unacked) == 0 {
+			f.mu.Unlock()
+			return
+		}
+		acks := f.acks
+		f.mu.Unlock()
+		select {
+		case <-acks:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

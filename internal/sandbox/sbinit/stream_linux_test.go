@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 )
@@ -62,4 +63,40 @@ func frames(t *testing.T, buf *bytes.Buffer) string {
 		words = append(words, fmt.Sprintf("%d:%s:%s", r.Off, r.Stream, r.Data))
 	}
 	return strings.Join(words, " ")
+}
+
+// TestFlowDrainedWaitsForAcknowledgements: an exec's final Response
+// waits (drained) until its output is acknowledged, since the flow, which
+// the exec's end closes, is what keeps the chunks a restored sandbox's
+// host has sent again (wire.OpAttach): a command that ended between a
+// dump and its attach would else leave a gap that its attach waits on
+// for ever. An end of the exec's context (its cancel, the connection's
+// end) ends the wait.
+func TestFlowDrainedWaitsForAcknowledgements(t *testing.T) {
+	var fs flows
+	ctx := fs.open(context.Background(), &wire.Request{ID: 7, Op: wire.OpExec, Stream: true, Key: "k"})
+	f := fs.get(7)
+	out := wire.NewWriter(io.Discard)
+	f.drained(ctx) // nothing sent: at once
+	for _, s := range []string{"ab", "cde"} {
+		f.send(ctx, out, 7, false, []byte(s))
+	}
+	done := make(chan struct{})
+	go func() {
+		f.drained(ctx)
+		close(done)
+	}()
+	fs.signal(&wire.Request{Op: wire.OpStreamAck, Ref: 7, Off: 2}, out) // ab only
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("drained returned with cde not acknowledged")
+	default:
+	}
+	fs.signal(&wire.Request{Op: wire.OpStreamAck, Ref: 7, Off: 5}, out)
+	<-done
+
+	f.send(ctx, out, 7, false, []byte("f"))
+	fs.signal(&wire.Request{Op: wire.OpCancel, Ref: 7}, out)
+	f.drained(ctx) // cancelled: returns with f unacknowledged
 }

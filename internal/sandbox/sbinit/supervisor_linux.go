@@ -264,9 +264,13 @@ func openCtl() (*os.File, error) {
 
 func (s *supervisor) serve(ctl io.Reader) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		// The requests in flight end first: one that waits for the
+		// host (an acknowledgement) would keep serve from returning.
+		cancel()
+		wg.Wait()
+	}()
 	for {
 		var req wire.Request
 		if err := wire.ReadFrame(ctl, &req); err != nil {
@@ -423,6 +427,9 @@ func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response
 		er.OnOutput = func(stderr bool, p []byte) { f.send(ctx, s.out, req.ID, stderr, p) }
 	}
 	res, err := session.RunOnce(ctx, s.sessionOptions(req), er)
+	if f != nil {
+		f.drained(ctx) // its unacknowledged output is kept until then (wire.OpAttach)
+	}
 	if err != nil {
 		return wire.Response{}, err
 	}

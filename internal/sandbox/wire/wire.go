@@ -82,8 +82,11 @@ const OpSessionInterrupt = "session.interrupt"
 // (stdout and stderr counted together, in the order sent), and the final
 // Response of a streamed exec has Off set to the whole output's length.
 // An OpStreamAck's Off is the end of what the host has passed on (the
-// supervisor keeps each chunk until an acknowledgement reaches past it);
-// an OpStreamAck without Off acknowledges one chunk.
+// supervisor keeps each chunk until an acknowledgement reaches past it,
+// and sends a streamed exec's final Response once its output is all
+// acknowledged or the exec was cancelled: until then OpExecs lists it
+// and OpAttach can send what is kept); an OpStreamAck without Off
+// acknowledges one chunk.
 const (
 	OpStreamAck = "stream.ack"
 	OpCancel    = "cancel"
