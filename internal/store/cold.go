@@ -2,13 +2,16 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -263,6 +266,12 @@ type CompactOptions struct {
 	UnusedFor time.Duration
 	// Layers are compacted whatever their last use (unless leased).
 	Layers []LayerID
+	// Background compresses on one thread of its own at the lowest CPU
+	// and I/O priorities (nice 19, best-effort 7), as a daemon's
+	// compaction does, instead of the store's workers; the short
+	// exclusive steps stay at the caller's priority, so that a niced
+	// thread never holds what creates wait for.
+	Background bool
 }
 
 // CompactReport says what Compact did.
@@ -290,21 +299,74 @@ type CompactReport struct {
 // Compact makes layers cold (see the comment at the top of cold.go): it
 // removes the trees of the layers opts choose, except those a live lease
 // holds, then compresses every object no materialized layer links. It
-// holds the store lock exclusively, as GC does. A crash at any point
-// leaves a store that opens and whose layers are all usable: a tree is
-// removed only after its compacted marker is durable, and an object's raw
-// names only after its compressed copy is.
+// takes the store lock exclusively only for short steps, so that creates
+// (which take it shared) wait milliseconds, not the whole compaction:
+// choosing the layers and marking them cold; then, per batch of
+// compactBatch objects compressed meanwhile under the shared lock,
+// checking that nothing links them now, naming the compressed copies and
+// removing the raw names. A layer used between the steps (thawed, its
+// tree linking the raw objects again) keeps its objects raw. A crash or a
+// cancelled ctx at any point leaves a store that opens and whose layers
+// are all usable: a tree is removed only after its compacted marker is
+// durable, and an object's raw names only after its compressed copy is.
 func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport, error) {
 	var r CompactReport
-	unlock, err := s.lock(ctx, true)
+	trash, err := s.compactTrees(ctx, opts, &r)
 	if err != nil {
 		return r, err
 	}
-	defer unlock()
+	done, err := s.compressCold(ctx, opts, trash, &r)
+	if err != nil {
+		return r, err
+	}
+	for len(done) > 0 {
+		n := min(len(done), compactBatch)
+		if err := s.swapCompressed(ctx, done[:n], &r); err != nil {
+			for _, p := range done {
+				os.Remove(p.tmp)
+			}
+			return r, err
+		}
+		done = done[n:]
+	}
+	if err := s.syncFS(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
 
+// compactBatch is how many compressed objects one exclusive step of
+// Compact names (and whose raw names it removes): a few milliseconds of
+// links, renames and directory syncs.
+const compactBatch = 256
+
+// randomSuffix names a tree Compact renames away: two compactions at
+// once (a daemon's, a command's) never pick the same name.
+func randomSuffix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// packed is an object Compact compressed to a temp file (synced).
+type packed struct {
+	d   Digest
+	tmp string
+	zst int64 // its whole blocks
+}
+
+// compactTrees is Compact's first exclusive step: it chooses the layers,
+// marks them cold durably and renames their trees (and the garbage under
+// layers/) away, returning what to remove once the lock is shared.
+func (s *Store) compactTrees(ctx context.Context, opts CompactOptions, r *CompactReport) (trash []string, err error) {
+	unlock, err := s.lock(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	live, _, err := s.liveLeases()
 	if err != nil {
-		return r, fmt.Errorf("compact: %w", err)
+		return nil, fmt.Errorf("compact: %w", err)
 	}
 	leased := map[LayerID]bool{}
 	for _, id := range live {
@@ -313,21 +375,32 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	named := map[LayerID]bool{}
 	for _, id := range opts.Layers {
 		if _, err := s.manifestBytes(id); err != nil {
-			return r, fmt.Errorf("compact: %w", err)
+			return nil, fmt.Errorf("compact: %w", err)
 		}
 		named[id] = true
 	}
 	ents, err := os.ReadDir(s.path("layers"))
 	if err != nil {
-		return r, err
+		return nil, err
+	}
+	away := func(p, name string) error {
+		gone := filepath.Join(s.path("layers"), ".tmp-"+name+"-compact-"+randomSuffix())
+		if err := os.Rename(p, gone); err != nil {
+			return err
+		}
+		trash = append(trash, gone)
+		return nil
 	}
 	now := time.Now()
 	var victims []LayerID
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".tmp-") {
 			// Garbage under the exclusive lock (as GC says); its links
-			// would keep objects from compressing.
-			s.removeTree(s.path("layers", e.Name()))
+			// would keep objects from compressing. Removed below, once
+			// the lock is shared.
+			if err := away(s.path("layers", e.Name()), "garbage"); err != nil {
+				return nil, fmt.Errorf("compact: %w", err)
+			}
 			continue
 		}
 		d, err := parseHexDigest(e.Name())
@@ -347,42 +420,35 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	}
 	sort.Slice(victims, func(i, j int) bool { return victims[i].String() < victims[j].String() })
 	if err := s.hook("start"); err != nil {
-		return r, err
+		return trash, err
 	}
 	if len(victims) > 0 {
 		if err := s.markVersion2(); err != nil {
-			return r, fmt.Errorf("compact: %w", err)
+			return trash, fmt.Errorf("compact: %w", err)
 		}
 	}
-
-	// Trees: each marked compacted first (durably), then renamed away and
-	// removed.
+	// Trees: each marked compacted first (durably), then renamed away.
 	b := s.newBarrier()
 	for _, id := range victims {
 		p := filepath.Join(s.layerDir(id), compactedFile)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			return r, fmt.Errorf("compact: marking layer %s: %w", id.Short(), err)
+			return trash, fmt.Errorf("compact: marking layer %s: %w", id.Short(), err)
 		}
 		f.Close()
 		b.add(p, s.layerDir(id))
 	}
 	if err := b.flush(); err != nil {
-		return r, fmt.Errorf("compact: %w", err)
+		return trash, fmt.Errorf("compact: %w", err)
 	}
 	for i, id := range victims {
 		if i == 1 {
 			if err := s.hook("tree"); err != nil {
-				return r, err
+				return trash, err
 			}
 		}
-		gone := filepath.Join(s.path("layers"), ".tmp-"+id.Short()+"-compact")
-		if err := os.Rename(s.TreePath(id), gone); err != nil {
-			return r, fmt.Errorf("compact: layer %s: %w", id.Short(), err)
-		}
-		r.FreedBytes += treeBlocks(gone)
-		if err := s.removeTree(gone); err != nil {
-			return r, fmt.Errorf("compact: layer %s: %w", id.Short(), err)
+		if err := away(s.TreePath(id), id.Short()); err != nil {
+			return trash, fmt.Errorf("compact: layer %s: %w", id.Short(), err)
 		}
 		r.Layers = append(r.Layers, id)
 	}
@@ -397,30 +463,52 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 		id := LayerID(d)
 		early, err := filepath.Glob(filepath.Join(s.layerDir(id), earlyPrefix+"*"))
 		if err != nil {
-			return r, err
+			return trash, err
 		}
 		for _, p := range early {
-			gone := filepath.Join(s.path("layers"), ".tmp-"+id.Short()+"-compact-"+filepath.Base(p))
-			if err := os.Rename(p, gone); err != nil {
-				return r, fmt.Errorf("compact: early tree of layer %s: %w", id.Short(), err)
-			}
-			r.FreedBytes += treeBlocks(gone)
-			if err := s.removeTree(gone); err != nil {
-				return r, fmt.Errorf("compact: early tree of layer %s: %w", id.Short(), err)
+			if err := away(p, id.Short()+"-"+filepath.Base(p)); err != nil {
+				return trash, fmt.Errorf("compact: early tree of layer %s: %w", id.Short(), err)
 			}
 		}
 	}
+	return trash, nil
+}
 
-	// Objects: those some manifest names and no materialized layer links.
+// compressCold is Compact's middle, under the shared lock: it removes
+// the trash compactTrees renamed away, then compresses every object some
+// manifest names, no materialized or leased layer uses and nothing
+// outside the store's names links, to synced temp files.
+func (s *Store) compressCold(ctx context.Context, opts CompactOptions, trash []string, r *CompactReport) ([]packed, error) {
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if opts.Background {
+		// The trees' removal too: it is I/O like the compression.
+		if err := lowPriority(func() error { return s.removeTrash(trash, r) }); err != nil {
+			return nil, err
+		}
+	} else if err := s.removeTrash(trash, r); err != nil {
+		return nil, err
+	}
+	live, _, err := s.liveLeases()
+	if err != nil {
+		return nil, fmt.Errorf("compact: %w", err)
+	}
+	leased := map[LayerID]bool{}
+	for _, id := range live {
+		leased[id] = true
+	}
 	hot := map[Digest]bool{}
 	cold := map[Digest]bool{}
 	manEnts, err := os.ReadDir(s.path("manifests"))
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	for _, e := range manEnts {
 		if err := ctx.Err(); err != nil {
-			return r, err
+			return nil, err
 		}
 		h, ok := strings.CutSuffix(e.Name(), manifestSuffix)
 		d, err := parseHexDigest(h)
@@ -430,7 +518,7 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 		id := LayerID(d)
 		m, err := s.Manifest(id)
 		if err != nil {
-			return r, fmt.Errorf("compact: %w", err)
+			return nil, fmt.Errorf("compact: %w", err)
 		}
 		into := cold
 		if s.materialized(id) || leased[id] {
@@ -450,22 +538,16 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	}
 	sort.Slice(digests, func(i, j int) bool { return digests[i].String() < digests[j].String() })
 	if err := os.MkdirAll(s.path("objects", "zstd"), 0o755); err != nil {
-		return r, err
-	}
-	type packed struct {
-		d        Digest
-		tmp      string
-		names    []string
-		raw, zst int64
+		return nil, err
 	}
 	out := make([]packed, len(digests))
 	var mu sync.Mutex
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(s.root, &sfs); err != nil {
-		return r, err
+		return nil, err
 	}
 	bsize := max(int64(sfs.Bsize), 512)
-	err = parallel(ctx, s.workers, len(digests), func(ctx context.Context, i int) error {
+	one := func(ctx context.Context, i int) error {
 		d := digests[i]
 		names, raw, ok, err := s.unlinkedNames(d)
 		if err != nil {
@@ -514,72 +596,143 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 			mu.Unlock()
 			return nil
 		}
-		out[i] = packed{d: d, tmp: tmp, names: names, raw: raw, zst: zst}
+		out[i] = packed{d: d, tmp: tmp, zst: zst}
 		return nil
-	})
+	}
+	if opts.Background {
+		err = lowPriority(func() error {
+			for i := range digests {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := one(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = parallel(ctx, s.workers, len(digests), one)
+	}
 	var done []packed
 	for _, p := range out {
-		if p.names != nil {
+		if p.tmp != "" {
 			done = append(done, p)
 		}
+	}
+	if err == nil {
+		b := s.newBarrier()
+		for _, p := range done {
+			b.add(p.tmp)
+		}
+		err = b.flush()
 	}
 	if err != nil {
 		for _, p := range done {
 			os.Remove(p.tmp)
 		}
-		return r, fmt.Errorf("compact: %w", err)
+		return nil, fmt.Errorf("compact: %w", err)
 	}
-	// The compressed copies durable, then named, the names durable, and
-	// only then the raw names removed.
-	if len(done) > 0 {
-		if err := s.markVersion2(); err != nil {
-			return r, fmt.Errorf("compact: %w", err)
+	return done, nil
+}
+
+// removeTrash removes the trees compactTrees renamed away, counting the
+// disk they held.
+func (s *Store) removeTrash(trash []string, r *CompactReport) error {
+	for _, p := range trash {
+		r.FreedBytes += treeBlocks(p)
+		if err := s.removeTree(p); err != nil {
+			return fmt.Errorf("compact: %w", err)
 		}
 	}
-	b = s.newBarrier()
-	for _, p := range done {
-		b.add(p.tmp)
+	return nil
+}
+
+// lowPriority runs fn on a thread of its own at nice 19 and the lowest
+// best-effort I/O priority, and waits for it. The thread is never given
+// back to the Go runtime: it ends with fn's goroutine, its priority with
+// it.
+func lowPriority(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		tid := unix.Gettid()
+		unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
+		const ioprioWhoProcess, ioprioClassBE = 1, 2
+		unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(tid), ioprioClassBE<<13|7)
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// swapCompressed is one of Compact's exclusive steps: for each object of
+// batch still raw and linked by nothing but the store's names (a layer
+// thawed since compressCold links them again), its compressed copy is
+// named, the names made durable, and then its raw names removed.
+func (s *Store) swapCompressed(ctx context.Context, batch []packed, r *CompactReport) error {
+	unlock, err := s.lock(ctx, true)
+	if err != nil {
+		return err
 	}
-	if err := b.flush(); err != nil {
-		return r, fmt.Errorf("compact: %w", err)
+	defer unlock()
+	if err := s.markVersion2(); err != nil {
+		return fmt.Errorf("compact: %w", err)
 	}
-	for _, p := range done {
+	type swap struct {
+		p     packed
+		names []string
+		raw   int64
+	}
+	var swaps []swap
+	b := s.newBarrier()
+	for _, p := range batch {
+		names, raw, ok, err := s.unlinkedNames(p.d)
+		if err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+		if !ok || !s.HasRawObject(p.d) {
+			os.Remove(p.tmp)
+			r.Skipped++
+			continue
+		}
 		dst := s.compressedPath(p.d)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return r, err
+			return err
 		}
-		err := linkIfAbsent(p.tmp, dst)
+		err = linkIfAbsent(p.tmp, dst)
 		os.Remove(p.tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			r.Skipped++ // its temp file is gone: a GC between the steps
+			continue
+		}
 		if err != nil {
-			return r, fmt.Errorf("compact: %w", err)
+			return fmt.Errorf("compact: %w", err)
 		}
 		b.add(filepath.Dir(dst))
+		swaps = append(swaps, swap{p, names, raw})
 	}
 	if err := b.flush(); err != nil {
-		return r, fmt.Errorf("compact: %w", err)
+		return fmt.Errorf("compact: %w", err)
 	}
-	for i, p := range done {
-		if i == len(done)/2 {
+	for i, w := range swaps {
+		if i == len(swaps)/2 {
 			if err := s.hook("objects"); err != nil {
-				return r, err
+				return err
 			}
 		}
 		// Inodes first: an object without inodes is a state commits make
 		// too, inodes without their object are not.
-		for j := len(p.names) - 1; j >= 0; j-- {
-			if err := os.Remove(p.names[j]); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return r, fmt.Errorf("compact: %w", err)
+		for j := len(w.names) - 1; j >= 0; j-- {
+			if err := os.Remove(w.names[j]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("compact: %w", err)
 			}
 		}
 		r.Objects++
-		r.RawBytes += p.raw
-		r.CompressedBytes += p.zst
-		r.FreedBytes += p.raw - p.zst
+		r.RawBytes += w.raw
+		r.CompressedBytes += w.p.zst
+		r.FreedBytes += w.raw - w.p.zst
 	}
-	if err := s.syncFS(); err != nil {
-		return r, err
-	}
-	return r, nil
+	return nil
 }
 
 // hook runs the compact test hook at a stage; nil in production.
