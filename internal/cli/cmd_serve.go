@@ -54,6 +54,7 @@ type serveFlags struct {
 	e2bPause       time.Duration
 	tlsCert        string
 	tlsKey         string
+	compactUnused  time.Duration
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -101,6 +102,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.DurationVar(&f.e2bPause, "e2b-shutdown-pause", time.Minute, "with --e2b: time SIGTERM gives pausing the running E2B sandboxes, as pause() does, so that the next daemon on the cache lists them paused and resumes them with their files, and their running processes where the engine could dump them (0: close them, losing their files; docs/e2b.md \"At shutdown\")")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve the TCP listeners (--listen host:port, --e2b, --swerex's) over HTTPS with this PEM certificate (the server's, then its intermediates; for E2B sandbox URLs a wildcard *.<domain>), read again when it changes (docs/e2b.md \"Sandbox URLs\")")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: the PEM private key of its certificate")
+	fs.DurationVar(&f.compactUnused, "compact-unused", defaultCompactUnused, "compact in the background, every hour (or this often when shorter), the cache's layers no sandbox used for this long, as msb cache compact --unused-for does: their objects kept zstd-compressed until their next use thaws them (0: never; docs/envcache.md)")
 	return cmd
 }
 
@@ -167,6 +169,13 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	if f.e2b != "" && token == "" {
 		return fmt.Errorf("%w: --e2b needs a token, the API key of the e2b SDKs (--token-file, MSB_TOKEN)", errUsage)
 	}
+	compactUnused := f.compactUnused
+	if c := g.settings.file.CompactUnused; c != nil && !cmd.Flags().Changed("compact-unused") {
+		compactUnused = *c
+	}
+	if compactUnused < 0 {
+		return fmt.Errorf("%w: --compact-unused (compact_unused) must not be negative (0: never)", errUsage)
+	}
 	log := g.serveLogger(f.logJSON)
 	keys, err := f.keypair(listens, log)
 	if err != nil {
@@ -178,6 +187,7 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	}
 	cfg.Logger, cfg.MaxSandboxes, cfg.DiskBudget, cfg.Lifetime, cfg.IdleTimeout = log, f.maxSandboxes, diskBudget, f.lifetime, f.idle
 	cfg.GradingReserve = f.gradingReserve
+	cfg.CompactUnused = compactUnused
 	cfg.Spares, cfg.SparesPerInstance, cfg.SpareIdle = f.spares, f.sparesPer, f.spareIdle
 	if f.gradingReserve == 0 {
 		cfg.GradingReserve = -1 // the engine's 0 is its default
@@ -240,6 +250,13 @@ func runServe(ctx context.Context, g *globals, f *serveFlags, cmd *cobra.Command
 	log.Info("stopped", "sandboxes_closed", live)
 	return nil
 }
+
+// defaultCompactUnused is --compact-unused's default, msb cache compact
+// --unused-for's: a layer nobody used for a week pays one thaw (seconds)
+// at its next use, and a daemon whose cache only grows gives back most of
+// its disk on filesystems that do not compress (ext4, XFS) without an
+// operator's cron.
+const defaultCompactUnused = 7 * 24 * time.Hour
 
 // e2bOptions are serve's E2B flags.
 type e2bOptions struct {

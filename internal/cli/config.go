@@ -80,6 +80,8 @@ type fileConfig struct {
 		Disk   string  `yaml:"disk"`
 	} `yaml:"limits"`
 	TestTimeout time.Duration `yaml:"test_timeout"`
+	// CompactUnused is msb serve's --compact-unused (nil: not in the file).
+	CompactUnused *time.Duration `yaml:"compact_unused"`
 }
 
 // settings are the resolved global settings.

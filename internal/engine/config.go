@@ -100,8 +100,21 @@ type Config struct {
 	// and spares are closed. A pool that was there stays, and a daemon
 	// keeps the pool it made, so that no run pays for making it (issue 32).
 	ReleaseOwnDiskPool bool
+	// CompactUnused, when positive, makes the engine compact in the
+	// background, every CompactEvery (default: an hour, or CompactUnused
+	// when shorter), the cache's layers unused for that long (compact.go;
+	// msb serve's --compact-unused). 0 never does.
+	CompactUnused time.Duration
+	CompactEvery  time.Duration
 	// Logger receives what the engine does (default: discarded).
 	Logger *slog.Logger
+}
+
+func (c *Config) compactEvery() time.Duration {
+	if c.CompactEvery > 0 {
+		return c.CompactEvery
+	}
+	return min(time.Hour, c.CompactUnused)
 }
 
 func (c *Config) reapInterval() time.Duration {

@@ -44,8 +44,10 @@ type Engine struct {
 	// and there was none at Open).
 	ownPool bool
 
-	stop chan struct{} // closed by Close: ends the reaper
+	stop chan struct{} // closed by Close: ends the reaper and the compactor
 	done chan struct{} // closed when the reaper has ended
+	// compact is the background compaction (Config.CompactUnused).
+	compact compactor
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -97,6 +99,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	grading := cfg.gradingLimits()
 	e.admit.holdBack(cfg.gradingReserve(), cfg.memReserve(grading), grading.DiskBytes)
 	go e.reap()
+	e.compact.done = make(chan struct{})
+	if cfg.CompactUnused > 0 {
+		go e.compactLoop()
+	} else {
+		close(e.compact.done)
+	}
 	return e, nil
 }
 
@@ -137,6 +145,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, s.closeAs(api.SandboxClosed, ""))
 	}
 	<-e.done
+	<-e.compact.done // a compaction under way is cancelled by stop
 	e.spares.Close()
 	if e.ownPool {
 		if _, err := e.rt.ReleaseDiskPool(); err != nil {

@@ -35,7 +35,7 @@ func generated(t testing.TB) *demo.Generated { return gen.Generated(t) }
 // openEngine opens an engine on the shared cache with the demo's specs
 // (plus extra YAML) and its instances; it is closed after the test, which
 // fails if a sandbox is still open then.
-func openEngine(t *testing.T, extra string, edit func(*Config)) *Engine {
+func openEngine(t testing.TB, extra string, edit func(*Config)) *Engine {
 	t.Helper()
 	g := generated(t)
 	ov, err := spec.ParseOverrides([]byte(demo.SpecYAML(g.PyVersion) + extra))

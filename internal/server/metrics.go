@@ -78,10 +78,18 @@ var (
 	descRejected  = lazyDesc("msb_admission_rejected_total", "Sandboxes refused for lack of room, by resource.", "reason")
 	descQuotaUsed = lazyDesc("msb_quota_used", "Reserved now, by resource (sandboxes, memory_bytes, disk_bytes).", "resource")
 	descQuotaMax  = lazyDesc("msb_quota_max", "Budget, by resource (0: none).", "resource")
+	// The background compaction (serve --compact-unused).
+	descCompactRuns    = lazyDesc("msb_cache_compaction_runs_total", "Background cache compactions, by outcome (ok, failed, cancelled: stopped by the shutdown).", "outcome")
+	descCompactLayers  = lazyDesc("msb_cache_compacted_layers_total", "Layers the background compaction made cold.")
+	descCompactObjects = lazyDesc("msb_cache_compacted_objects_total", "Objects the background compaction compressed.")
+	descCompactBytes   = lazyDesc("msb_cache_compacted_bytes_total", "Bytes of disk of the objects the background compaction compressed, by kind (raw: before, compressed: after, freed: trees included).", "kind")
+	descCompactLast    = lazyDesc("msb_cache_compaction_last_seconds", "Duration of the last background compaction.")
+	descCompactRunning = lazyDesc("msb_cache_compaction_running", "1 while a background compaction runs.")
 )
 
 func (engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive(), descCreated(), descReaped(), descEvals(), descBuilds(), descHits(), descMisses(), descRejected(), descQuotaUsed(), descQuotaMax(), descPool(), descPoolUse(), descRefill(), descSession()} {
+	for _, d := range []*prometheus.Desc{descLive(), descCreated(), descReaped(), descEvals(), descBuilds(), descHits(), descMisses(), descRejected(), descQuotaUsed(), descQuotaMax(), descPool(), descPoolUse(), descRefill(), descSession(),
+		descCompactRuns(), descCompactLayers(), descCompactObjects(), descCompactBytes(), descCompactLast(), descCompactRunning()} {
 		ch <- d
 	}
 }
@@ -113,6 +121,21 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRejected(), v, k)
 	}
 	collectPool(ch, c.e, gauge, counter)
+	cs := c.e.CompactionStats()
+	counter(descCompactRuns(), cs.Runs-cs.Errors, "ok")
+	counter(descCompactRuns(), cs.Errors, "failed")
+	counter(descCompactRuns(), cs.Cancelled, "cancelled")
+	counter(descCompactLayers(), cs.Layers)
+	counter(descCompactObjects(), cs.Objects)
+	counter(descCompactBytes(), cs.RawBytes, "raw")
+	counter(descCompactBytes(), cs.CompressedBytes, "compressed")
+	counter(descCompactBytes(), cs.FreedBytes, "freed")
+	gauge(descCompactLast(), cs.LastDuration.Seconds())
+	running := 0.0
+	if cs.Running {
+		running = 1
+	}
+	gauge(descCompactRunning(), running)
 	q := c.e.Quota()
 	gauge(descQuotaUsed(), float64(q.Sandboxes), "sandboxes")
 	gauge(descQuotaUsed(), float64(q.MemoryUsedBytes), "memory_bytes")
