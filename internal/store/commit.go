@@ -53,6 +53,13 @@ type CommitOptions struct {
 	// writeback start blocks on the device's full queue (docs/bench.md,
 	// session 16); the barrier fsyncs the content either way.
 	NoWriteback bool
+	// CopyNow, with HashLater, has StageDir copy each file's new
+	// content to a temp file with its entry's metadata (a copy in the
+	// kernel, not a read into memory), in place of holding it, and
+	// hash it later from there: for a caller that builds an early tree
+	// of those files (PublishLeasedEarly) and lets the source's writers
+	// go on once they are copied.
+	CopyNow bool
 }
 
 // smallFile is the size up to which a file is read into memory once, for
@@ -243,7 +250,7 @@ func (w *walker) meta(rel string, typ EntryType, st *unix.Stat_t) Entry {
 // content not yet in the store to temp files, with Workers goroutines. Each
 // new object gets the metadata of the first entry that needs it, so that it
 // doubles as that entry's inode.
-func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string, holdBytes int64, hashLater bool) ([]pendingObject, error) {
+func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]string, holdBytes int64, hashLater, copyNow bool) ([]pendingObject, error) {
 	var (
 		mu      sync.Mutex // guards claimed, pending, holdBytes
 		claimed = map[Digest]bool{}
@@ -277,7 +284,13 @@ func (s *Store) storeFiles(ctx context.Context, entries []Entry, srcs map[int]st
 	}
 	err := parallel(ctx, s.workers, len(files), func(ctx context.Context, k int) error {
 		i := files[k]
-		p, err := s.storeFile(ctx, &entries[i], srcs[i], claim, hold, hashLater)
+		var p pendingObject
+		var err error
+		if hashLater && copyNow {
+			p, err = s.copyUnhashed(ctx, &entries[i], srcs[i])
+		} else {
+			p, err = s.storeFile(ctx, &entries[i], srcs[i], claim, hold, hashLater)
+		}
 		if err != nil {
 			return err
 		}
@@ -360,6 +373,53 @@ func (s *Store) storeFile(ctx context.Context, e *Entry, src string, claim func(
 		return pendingObject{}, fmt.Errorf("storing %s: %w", src, err)
 	}
 	return p, nil
+}
+
+// copyUnhashed copies file e's content at src to a temp file with e's
+// metadata but its xattrs (its inode key's once hashed), in the kernel
+// (sendfile), to be hashed later (Staged.hashHeld).
+func (s *Store) copyUnhashed(ctx context.Context, e *Entry, src string) (p pendingObject, err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return p, err
+	}
+	defer in.Close()
+	if err := s.budget.Acquire(ctx, e.Size); err != nil {
+		return p, err
+	}
+	defer s.budget.Release(e.Size)
+	out, err := os.CreateTemp(s.path("tmp"), "obj-*")
+	if err != nil {
+		return p, fmt.Errorf("creating temp object: %w", err)
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(out.Name())
+			err = fmt.Errorf("copying %s: %w", src, err)
+		}
+	}()
+	var n int64
+	for n < e.Size {
+		m, err := unix.Sendfile(int(out.Fd()), int(in.Fd()), nil, int(min(e.Size-n, 1<<30)))
+		if err != nil {
+			return p, err
+		}
+		if m == 0 {
+			break
+		}
+		n += int64(m)
+	}
+	if n != e.Size {
+		return p, fmt.Errorf("%w: copied %d bytes, expected %d (file changed?)", ErrSizeMismatch, n, e.Size)
+	}
+	key := s.keyOf(e).withoutXattrs() // its digest is set once hashed
+	if err := s.setFileMeta(out, &key); err != nil {
+		return p, err
+	}
+	return pendingObject{tmp: out.Name(), unhashed: true}, nil
 }
 
 // heldCopy is the size below which held content is copied out of its

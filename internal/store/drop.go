@@ -99,7 +99,7 @@ func (s *Store) manifestIDs() ([]LayerID, error) {
 func (st *Staged) Created() []Digest {
 	out := make([]Digest, 0, len(st.pending))
 	for _, p := range st.pending {
-		if !p.unhashed {
+		if !p.unhashed && !p.had {
 			out = append(out, p.digest)
 		}
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,6 +37,12 @@ type Early struct {
 	// the early tree stays in the layer's dir, as long as the layer or
 	// until Compact makes it cold once no lease holds it).
 	Trees func(trees []string)
+	// Hashed, when not nil, is called once the layers are hashed: their
+	// IDs and manifests are known from then on. A layer staged to hash
+	// later (CommitOptions.HashLater) is hashed after Trees, from the
+	// content its tree was built of: what mounts the tree waits for no
+	// hash; other layers are hashed when staged.
+	Hashed func()
 	// Place, when not nil, is called once the layers are durable, before
 	// the trees are renamed into their place, or, should the publication
 	// fail after Trees, before the trees are removed: it returns once
@@ -65,24 +72,38 @@ func (s *Store) PublishLeasedEarly(ctx context.Context, ref string, early Early,
 	return s.Lease(ctx, ids...)
 }
 
-// earlyTree builds layer id's tree (manifest m) in a temp dir of layers/
-// before its new content is published: a file whose content is pending
-// (byKey: an inode key's temp file; byDigest: a temp file of that
-// content) is a hard link to that temp file, or a copy of it with the
-// entry's metadata; one whose content the store has, a link into the
-// inode pool. It adds to b what a crash could lose of the tree and
-// returns the temp dir; "" when the layer's tree is in place already.
-func (s *Store) earlyTree(ctx context.Context, id LayerID, m *Manifest, byKey map[inodeKey]string, byDigest map[Digest]string, b *barrier) (string, error) {
-	if _, err := os.Lstat(s.TreePath(id)); err == nil {
-		return "", nil
+// pendingContent is where an early tree finds the content of its layer's
+// files that is not in the store yet: temp files by inode key and by
+// digest (content hashed when staged), and by entry (not hashed yet:
+// CommitOptions.HashLater).
+type pendingContent struct {
+	byKey    map[inodeKey]string
+	byDigest map[Digest]string
+	byEntry  map[int]string
+}
+
+// earlyTree builds the tree of layer l (its manifest unsorted while it is
+// not hashed) in a temp dir of layers/ before its new content is
+// published: a file whose content is pending is a hard link to its temp
+// file, or a copy of it with the entry's metadata; one whose content the
+// store has, a link into the inode pool. It adds to b what a crash could
+// lose of the tree and returns the temp dir; "" when the layer's tree is
+// in place already.
+func (s *Store) earlyTree(ctx context.Context, l *Staged, pc pendingContent, b *barrier) (string, error) {
+	id, m, name := l.ID, l.m, "early"
+	if !l.unhashed {
+		if _, err := os.Lstat(s.TreePath(id)); err == nil {
+			return "", nil
+		}
+		name = id.Short()
 	}
-	tmpDir, err := os.MkdirTemp(s.path("layers"), ".tmp-"+id.Short()+"-")
+	tmpDir, err := os.MkdirTemp(s.path("layers"), ".tmp-"+name+"-")
 	if err != nil {
 		return "", err
 	}
 	dst := filepath.Join(tmpDir, "tree")
 	var leaves []int
-	for i := range m.Entries {
+	for i := range m.Entries { // a directory before what it holds, sorted or as walked
 		e := &m.Entries[i]
 		if e.Type != TypeDir {
 			leaves = append(leaves, i)
@@ -99,7 +120,7 @@ func (s *Store) earlyTree(ctx context.Context, id LayerID, m *Manifest, byKey ma
 		if e.Type != TypeFile {
 			return s.makeLeaf(ctx, dst, e, &copied, b)
 		}
-		return s.earlyFile(ctx, dst, e, byKey, byDigest, b)
+		return s.earlyFile(ctx, dst, e, pc.byEntry[leaves[i]], pc, b)
 	})
 	if err == nil {
 		for i := len(m.Entries) - 1; i >= 0 && err == nil; i-- {
@@ -119,13 +140,21 @@ func (s *Store) earlyTree(ctx context.Context, id LayerID, m *Manifest, byKey ma
 }
 
 // earlyFile makes file entry e of an early tree under root (see
-// earlyTree).
-func (s *Store) earlyFile(ctx context.Context, root string, e *Entry, byKey map[inodeKey]string, byDigest map[Digest]string, b *barrier) error {
+// earlyTree); unhashed, when not "", is the temp file of its content not
+// hashed yet, with its metadata but its xattrs (writeUnhashed).
+func (s *Store) earlyFile(ctx context.Context, root string, e *Entry, unhashed string, pc pendingContent, b *barrier) error {
 	p := filepath.Join(root, e.Path)
+	if unhashed != "" {
+		if len(e.Xattrs) > 0 {
+			b.add(p)
+			return s.copyInode(ctx, unhashed, p, e)
+		}
+		return s.linkInode(ctx, unhashed, p, e, b)
+	}
 	key := s.keyOf(e)
-	src, pending := byKey[key]
+	src, pending := pc.byKey[key]
 	if !pending {
-		if tmp, ok := byDigest[e.Digest]; ok {
+		if tmp, ok := pc.byDigest[e.Digest]; ok {
 			// Pending content, another entry's metadata: a copy.
 			b.add(p)
 			return s.copyInode(ctx, tmp, p, e)
@@ -135,6 +164,12 @@ func (s *Store) earlyFile(ctx context.Context, root string, e *Entry, byKey map[
 		}
 		src = s.inodePath(key)
 	}
+	return s.linkInode(ctx, src, p, e, b)
+}
+
+// linkInode makes p, entry e of an early tree, a hard link to src, or
+// where a link cannot be made, a copy (added to b).
+func (s *Store) linkInode(ctx context.Context, src, p string, e *Entry, b *barrier) error {
 	err := os.Link(src, p)
 	if err == nil {
 		return nil
@@ -173,20 +208,36 @@ func (s *Store) placeEarlyTree(id LayerID, tmpDir string) error {
 // earlyPrefix names an early tree kept in its layer's dir (placeEarlyTree).
 const earlyPrefix = "early-"
 
-// earlyTrees builds the early tree of each of layers (their new content
-// pending, written to temp files) into trees, adding what a crash could
+// earlyTrees writes what layers hold in memory to temp files (content
+// not hashed yet with its entry's metadata: writeUnhashed), builds each
+// layer's early tree from them into trees, adding what a crash could
 // lose of them to b, and calls early with their paths.
-func (s *Store) earlyTrees(ctx context.Context, layers []*Staged, pending []pendingObject, trees []string, b *barrier, early func([]string)) error {
+func (s *Store) earlyTrees(ctx context.Context, layers []*Staged, trees []string, b *barrier, early func([]string)) error {
+	pc := make([]pendingContent, len(layers))
 	byKey, byDigest := map[inodeKey]string{}, map[Digest]string{}
-	for _, p := range pending {
-		if p.key != nil {
-			byKey[*p.key] = p.tmp
+	for i, l := range layers {
+		if err := s.writeUnhashed(ctx, l); err != nil {
+			return fmt.Errorf("publishing: %w", err)
 		}
-		byDigest[p.digest] = p.tmp
+		if err := s.writeHeld(ctx, l.pending); err != nil {
+			return fmt.Errorf("publishing: %w", err)
+		}
+		pc[i] = pendingContent{byKey: byKey, byDigest: byDigest, byEntry: map[int]string{}}
+		for _, p := range l.pending {
+			switch {
+			case p.unhashed:
+				pc[i].byEntry[p.entry] = p.tmp
+			case p.key != nil:
+				byKey[*p.key] = p.tmp
+				fallthrough
+			default:
+				byDigest[p.digest] = p.tmp
+			}
+		}
 	}
 	paths := make([]string, len(layers))
 	for i, l := range layers {
-		t, err := s.earlyTree(ctx, l.ID, l.m, byKey, byDigest, b)
+		t, err := s.earlyTree(ctx, l, pc[i], b)
 		if err != nil {
 			return err
 		}
@@ -197,4 +248,28 @@ func (s *Store) earlyTrees(ctx context.Context, layers []*Staged, pending []pend
 	}
 	early(paths)
 	return nil
+}
+
+// writeUnhashed writes the content l holds and has not hashed yet
+// (CommitOptions.HashLater) to temp files, in parallel, each with its
+// entry's metadata but its xattrs (its inode key's once hashed), and
+// keeps holding it: hashHeld then hashes it from memory, and the early
+// tree, built before, links those files.
+func (s *Store) writeUnhashed(ctx context.Context, l *Staged) error {
+	var todo []int
+	for i, p := range l.pending {
+		if p.unhashed && p.tmp == "" {
+			todo = append(todo, i)
+		}
+	}
+	return parallel(ctx, s.workers, len(todo), func(ctx context.Context, k int) error {
+		p := &l.pending[todo[k]]
+		key := s.keyOf(&l.m.Entries[p.entry]).withoutXattrs() // its digest is set once hashed
+		w, err := s.writeTempFrom(ctx, bytes.NewReader(p.held), int64(len(p.held)), Digest{}, true, &key, false)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.m.Entries[p.entry].Path, err)
+		}
+		p.tmp = w.tmp
+		return nil
+	})
 }

@@ -24,14 +24,17 @@ var earlyNodes = map[string]node{
 }
 
 // TestPublishEarly: the trees PublishLeasedEarly hands out are complete
-// before any barrier and before anything of the layer is visible; Place
-// comes after the barriers, before the rename; what was opened (or
-// mounted) of an early tree is the layer's tree once published, also
-// when another commit put the same layer in place first (then the early
-// tree stays in the layer's dir, and goes with it).
+// before any barrier and before anything of the layer is visible, also
+// for a layer not hashed yet (which Hashed names after the trees, before
+// any barrier); Place comes after the barriers, before the rename; what
+// was opened (or mounted) of an early tree is the layer's tree once
+// published, also when another commit put the same layer in place first
+// (then the early tree stays in the layer's dir, and goes with it).
 func TestPublishEarly(t *testing.T) {
-	for _, race := range []bool{false, true} {
-		t.Run(fmt.Sprintf("lost-race-%v", race), func(t *testing.T) {
+	for _, c := range []struct{ race, hashLater, copyNow bool }{{false, false, false}, {true, false, false},
+		{false, true, false}, {true, true, false}, {false, true, true}, {true, true, true}} {
+		race := c.race
+		t.Run(fmt.Sprintf("lost-race-%v/hashed-after-trees-%v/copied-%v", race, c.hashLater, c.copyNow), func(t *testing.T) {
 			s := newStore(t)
 			src := filepath.Join(t.TempDir(), "src")
 			writeTree(t, src, earlyNodes)
@@ -40,17 +43,35 @@ func TestPublishEarly(t *testing.T) {
 			}
 			writeTree(t, src, map[string]node{"held": {content: "held, changed"}, "big": {content: strings.Repeat("c", 2<<20)},
 				"d/same": {content: "new same", mode: 0o644}, "d/same-x": {content: "new same", mode: 0o755}})
-			data, record := laterStage(t, s, src, 1<<20)
-			record.Discard()
+			var data *Staged
+			if c.hashLater {
+				var err error
+				if data, err = s.StageDir(t.Context(), src, CommitOptions{MapOwner: rootOwner, HoldBytes: 1 << 20, HashLater: true, CopyNow: c.copyNow}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				var record *Staged
+				data, record = laterStage(t, s, src, 1<<20)
+				record.Discard()
+			}
 			id := data.ID
 			flushes := 0
 			s.hooks.flush = func([]string, bool) { flushes++ }
 			var fd int = -1
 			var tree string
-			placed := false
+			placed, treesCame, hashed := false, false, false
 			lease, err := s.PublishLeasedEarly(t.Context(), "", Early{
 				Trees: func(trees []string) {
+					treesCame = true
 					tree = trees[0]
+					if c.hashLater && (data.ID != LayerID{} || hashed) {
+						t.Errorf("the layer was hashed (%s) before its tree came", data.ID.Short())
+					}
+					// Copied while staged, or held in memory (and written
+					// out for the tree) until hashed.
+					if held := slices.ContainsFunc(data.pending, func(p pendingObject) bool { return p.held != nil }); c.hashLater && held == c.copyNow {
+						t.Errorf("copied %v, content held in memory %v", c.copyNow, held)
+					}
 					if flushes != 0 || s.Has(id) || tree == s.TreePath(id) {
 						t.Errorf("early tree %s after %d barriers, layer present %v", tree, flushes, s.Has(id))
 					}
@@ -61,6 +82,22 @@ func TestPublishEarly(t *testing.T) {
 					var err error
 					if fd, err = unix.Open(tree, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 						t.Fatal(err)
+					}
+				},
+				Hashed: func() {
+					hashed = true
+					if !treesCame || flushes != 0 || (data.ID == LayerID{}) || s.Has(data.ID) {
+						t.Errorf("hashed (%s): trees came %v, after %d barriers", data.ID.Short(), treesCame, flushes)
+					}
+					if c.hashLater {
+						id = data.ID
+						// "old" was in the store, and d/same-x's content
+						// is d/same's: neither is new content.
+						if n := len(data.Created()); n != 3 {
+							t.Errorf("the layer brings %d new contents, want 3 (held, big, new same)", n)
+						}
+					} else if data.ID != id {
+						t.Errorf("hashed as %s, staged as %s", data.ID.Short(), id.Short())
 					}
 				},
 				Place: func() {
@@ -81,8 +118,8 @@ func TestPublishEarly(t *testing.T) {
 			}
 			defer lease.Release()
 			defer unix.Close(fd)
-			if !placed || !s.Has(id) {
-				t.Fatalf("published: place called %v, layer present %v", placed, s.Has(id))
+			if !placed || !hashed || !s.Has(id) {
+				t.Fatalf("published: place called %v, hashed %v, layer present %v", placed, hashed, s.Has(id))
 			}
 			if _, err := os.Lstat(tree); !os.IsNotExist(err) {
 				t.Fatalf("the early tree's temp path is still there: %v", err)

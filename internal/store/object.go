@@ -83,6 +83,10 @@ type pendingObject struct {
 	unhashed bool
 	entry    int
 	writing  bool // its writeback to disk started (not durable)
+	// had: once hashed, its content was in the store already, or
+	// another file of the stage brings it; it is pending only as the
+	// inode an early tree links (early.go), not as content it adds.
+	had bool
 	// heldBuf, when not nil, is the copy buffer held holds, back to
 	// copyBufPool once written.
 	heldBuf *[]byte
@@ -101,7 +105,7 @@ func (p *pendingObject) release() {
 func (s *Store) writeHeld(ctx context.Context, batch []pendingObject) error {
 	var held []int
 	for i := range batch {
-		if batch[i].held != nil {
+		if batch[i].held != nil && batch[i].tmp == "" {
 			held = append(held, i)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,14 +146,30 @@ func (st *Staged) hashHeld(ctx context.Context, write bool) error {
 			claimed[p.digest] = true
 		}
 	}
-	err := parallel(ctx, s.workers, len(todo), func(ctx context.Context, k int) error {
+	workers := s.workers
+	if len(todo) > 0 && st.pending[todo[0]].tmp != "" {
+		// After an early tree was built of it: a CPU is left to what
+		// mounts the tree and runs on it, which waits for no hash.
+		workers = max(1, workers-1)
+	}
+	err := parallel(ctx, workers, len(todo), func(ctx context.Context, k int) error {
 		p := &st.pending[todo[k]]
 		e := &st.m.Entries[p.entry]
-		e.Digest = sha256.Sum256(p.held)
+		if p.held != nil {
+			e.Digest = sha256.Sum256(p.held)
+		} else if err := hashFile(p.tmp, &e.Digest); err != nil { // copied (CopyNow)
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
 		mu.Lock()
 		dup := claimed[e.Digest]
 		claimed[e.Digest] = true
 		mu.Unlock()
+		if p.tmp != "" { // copied or written for an early tree, which links it (CopyNow, writeUnhashed)
+			key := s.keyOf(e).withoutXattrs()
+			p.release()
+			p.digest, p.key, p.unhashed, p.had = e.Digest, &key, false, dup || s.HasObject(e.Digest)
+			return nil
+		}
 		if dup || s.HasObject(e.Digest) {
 			p.release()
 			p.unhashed = false
@@ -188,6 +205,21 @@ func (st *Staged) hashHeld(ctx context.Context, write bool) error {
 	return nil
 }
 
+// hashFile sets d to the digest of the file at path.
+func hashFile(path string, d *Digest) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	h.Sum(d[:0])
+	return nil
+}
+
 // StageDir is the first half of CommitDir (which see): dir is read and
 // hashed, its new content written to temp files; opts.Ref is for Publish
 // and must be empty here.
@@ -218,7 +250,7 @@ func (s *Store) stageDir(ctx context.Context, dir string, opts CommitOptions) (*
 	if err := w.walk(ctx); err != nil {
 		return nil, err
 	}
-	pending, err := s.storeFiles(ctx, w.entries, w.srcs, opts.HoldBytes, opts.HashLater)
+	pending, err := s.storeFiles(ctx, w.entries, w.srcs, opts.HoldBytes, opts.HashLater, opts.CopyNow)
 	if err != nil {
 		return nil, err
 	}
@@ -313,10 +345,38 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 			l.Discard()
 		}
 	}()
+	trees := make([]string, len(layers))
+	defer func() {
+		for _, t := range trees {
+			if t != "" {
+				s.removeTree(t)
+			}
+		}
+	}()
+	placed := false // early.Place called
+	names := s.newBarrier()
+	if early != nil {
+		// The trees first, from the content as read: what mounts them
+		// needs the files, not the layers' names (early.go).
+		if err := s.earlyTrees(ctx, layers, trees, names, early.Trees); err != nil {
+			return err
+		}
+		// The trees are handed out: a failure from here on removes them
+		// (the defer above, which runs after this one) once Place let go
+		// of what mounts them.
+		defer func() {
+			if !placed && early.Place != nil {
+				early.Place()
+			}
+		}()
+	}
 	for _, l := range layers {
 		if err := l.hashHeld(ctx, true); err != nil {
 			return fmt.Errorf("publishing: %w", err)
 		}
+	}
+	if early != nil && early.Hashed != nil {
+		early.Hashed()
 	}
 	if err := s.checkPublish(ref, layers); err != nil {
 		return err
@@ -330,7 +390,7 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 			}
 		}
 	}()
-	content, names := s.newBarrier(), s.newBarrier()
+	content := s.newBarrier()
 	for i, l := range layers {
 		if _, err := os.Lstat(s.manifestPath(l.ID)); err == nil {
 			continue
@@ -358,29 +418,6 @@ func (s *Store) publishLayers(ctx context.Context, ref string, early *Early, lay
 	if err := s.writeHeld(ctx, pending); err != nil {
 		discard(pending)
 		return fmt.Errorf("publishing: %w", err)
-	}
-	trees := make([]string, len(layers))
-	defer func() {
-		for _, t := range trees {
-			if t != "" {
-				s.removeTree(t)
-			}
-		}
-	}()
-	placed := false // early.Place called
-	if early != nil {
-		if err := s.earlyTrees(ctx, layers, pending, trees, names, early.Trees); err != nil {
-			discard(pending)
-			return err
-		}
-		// The trees are handed out: a failure from here on removes them
-		// (the defer above, which runs after this one) once Place let go
-		// of what mounts them.
-		defer func() {
-			if !placed && early.Place != nil {
-				early.Place()
-			}
-		}()
 	}
 	if err := s.publishInto(pending, content, names); err != nil {
 		return err
