@@ -126,9 +126,7 @@ func (e *Engine) ForkSnapshot(ctx context.Context, sandboxID string, req api.For
 		}
 		return nil, err
 	}
-	snap, _, ended, _ := fs.early() // there: the children are made of it
-	ended()
-	e.log.Debug("forked", "from", src.what, "children", count, "layer", snap.layer.Short())
+	e.log.Debug("forked", "from", src.what, "children", count)
 	if fs.taking {
 		settled = true
 		go e.settleFork(src, fs, children, done)
@@ -178,6 +176,14 @@ type forkSnapshot struct {
 	taking bool
 	wait   func() (snapshot, error)
 	early  func() (snap snapshot, mount string, done func(), err error)
+	// tree, for a snapshot being taken, is early's path before the
+	// layer is hashed, with the snapshot but its layer (mount "" when
+	// there is none: then use early); hashed then returns the snapshot
+	// once its layer is.
+	tree func() (before snapshot, mount string, done func())
+	// naming holds the children reset onto the tree until their configs
+	// name its layer (forkspare.go).
+	naming *naming
 	beside *atomic.Int32 // children that started beside the snapshot
 	// mounted: early gave an early tree (children lease it once it is
 	// published).
@@ -199,7 +205,8 @@ func (fs forkSnapshot) startsBeside() bool {
 // readySnapshot is snap as a forkSnapshot.
 func readySnapshot(snap snapshot) forkSnapshot {
 	return forkSnapshot{wait: func() (snapshot, error) { return snap, nil },
-		early: func() (snapshot, string, func(), error) { return snap, "", func() {}, nil }}
+		early: func() (snapshot, string, func(), error) { return snap, "", func() {}, nil },
+		tree:  func() (snapshot, string, func()) { return snap, "", func() {} }}
 }
 
 // snapshotBeside starts a snapshot of the parent's live state and
@@ -209,8 +216,11 @@ func readySnapshot(snap snapshot) forkSnapshot {
 func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnapshot, func()) {
 	var snap snapshot
 	var err error
-	taken, came := make(chan struct{}), make(chan struct{})
+	// The tree came, then the layer was hashed, then the snapshot was
+	// taken (published, or failed).
+	came, hashed, taken := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	et := earlyTree{users: new(mountsInFlight)}
+	var before snapshot // but its layer: set before the tree comes
 	mounted := new(atomic.Bool)
 	var hooks *store.Early
 	if early {
@@ -227,7 +237,10 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 	}
 	go func() {
 		defer close(taken)
-		snap, err = parent.snapshotEarly(ctx, "", hooks, func(sn snapshot) { et.snap = sn })
+		snap, err = parent.snapshotEarly(ctx, "", hooks, func(sn snapshot) { before = sn }, func(sn snapshot) {
+			et.snap = sn
+			close(hashed)
+		})
 	}()
 	wait := func() (snapshot, error) {
 		<-taken
@@ -236,7 +249,7 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 	nothing := func() {}
 	earlyWait := func() (snapshot, string, func(), error) {
 		select {
-		case <-came:
+		case <-hashed: // the tree came before
 			if et.users.take() {
 				mounted.Store(true)
 				return et.snap, et.path, et.users.done, nil
@@ -246,12 +259,32 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 		snap, err := wait()
 		return snap, "", nothing, err
 	}
+	tree := func() (snapshot, string, func()) {
+		select {
+		case <-came:
+			if et.users.take() {
+				mounted.Store(true)
+				return before, et.path, et.users.done
+			}
+		case <-taken:
+		}
+		return snapshot{}, "", nothing
+	}
+	n := newNaming()
+	go func() {
+		select {
+		case <-hashed:
+			n.name(et.snap, nil)
+		case <-taken: // failed, or published without an early tree
+			n.name(snap, err)
+		}
+	}()
 	release := func() {
 		if snap, err := wait(); err == nil {
 			snap.lease.Release()
 		}
 	}
-	return forkSnapshot{taking: true, wait: wait, early: earlyWait, beside: new(atomic.Int32), mounted: mounted}, release
+	return forkSnapshot{taking: true, wait: wait, early: earlyWait, tree: tree, naming: n, beside: new(atomic.Int32), mounted: mounted}, release
 }
 
 // settleFork waits, beside a fork's children, for the snapshot they were
@@ -262,13 +295,16 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 // child holding none (gc could remove the layers it runs on).
 func (e *Engine) settleFork(src forkSource, fs forkSnapshot, children []*Sandbox, done func()) {
 	defer done()
-	if _, err := fs.wait(); err != nil {
+	snap, err := fs.wait()
+	<-fs.naming.done // the children's configs name the layer
+	if err != nil {
 		e.log.Warn("a fork's snapshot failed after its children started on it: closing them", "from", src.what, "err", err)
 		for _, c := range children {
 			c.closeAs(api.SandboxClosed, "its fork's snapshot could not be committed: "+err.Error())
 		}
 		return
 	}
+	e.log.Debug("fork settled", "from", src.what, "layer", snap.layer.Short())
 	if !fs.mounted.Load() {
 		return // the children lease what they mount
 	}
@@ -356,12 +392,16 @@ func (e *Engine) forkSourceOf(ctx context.Context, sandboxID, name string) (fork
 		return forkSource{}, snapshot{}, nothing, err
 	}
 	parent.mu.Lock()
-	src := forkSource{what: "sandbox " + sandboxID, conf: parent.sbox().Config(), limits: parent.limits}
+	src := forkSource{what: "sandbox " + sandboxID, limits: parent.limits}
 	if parent.tsk() != nil {
 		src.task = parent.tsk().Task
 	}
 	parent.mu.Unlock()
-	src.conf = parent.policyInForce(src.conf)
+	// With its state: a child of a fork names its layer in its config
+	// once hashed (forkspare.go).
+	parent.stateMu.Lock()
+	src.conf = parent.withPolicy(parent.sbox().Config())
+	parent.stateMu.Unlock()
 	// A child is another sandbox: its own host name (its id's), not the
 	// one a rollback gave the parent to keep.
 	src.conf.Hostname = ""

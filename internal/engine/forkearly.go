@@ -151,6 +151,10 @@ func (m *mountsInFlight) close() {
 // its early tree is put in its place.
 var testHookPlace = func() {}
 
+// testHookHashed, in tests, runs when a fork's snapshot's layer is
+// hashed, before anything is told.
+var testHookHashed = func() {}
+
 // maxMountWait bounds how long a fork's commit waits for its children's
 // mounts of the early tree before it puts the tree in its place.
 const maxMountWait = 30 * time.Second

@@ -82,7 +82,10 @@ func TestEngineForkEarly(t *testing.T) {
 				t.Fatalf("child sees %q", got)
 			}
 			st := e.cache.st()
-			ids, err := layersOf(st, k.sbox().Config().Layers)
+			k.stateMu.Lock() // a spare's config names the layer once hashed (forkspare.go)
+			layers := k.sbox().Config().Layers
+			k.stateMu.Unlock()
+			ids, err := layersOf(st, layers)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,6 +159,97 @@ func TestEngineForkEarly(t *testing.T) {
 				t.Fatalf("child rolled back still has its file: %v", err)
 			}
 		})
+	}
+}
+
+// TestEngineForkBeforeHash: a child from a spare answers before its
+// fork's layer is hashed (it runs on the early tree, built of what the
+// freeze copied); until the layer is, what reads the child's layers (its
+// snapshot, its rollback) waits, and then its config names the layer.
+func TestEngineForkBeforeHash(t *testing.T) {
+	var e *Engine
+	t.Cleanup(func() {
+		if err := privtest.CheckLeaks(e.cfg.StateDir); err != nil {
+			t.Error(err)
+		}
+	})
+	e = openEngine(t, "", func(c *Config) { c.Spares = 1 })
+	if e.rt.Rootless() {
+		t.Skip("rootless: a fork's children do not mount its early tree")
+	}
+	ctx := context.Background()
+	parent := hostSandbox(t, e)
+	sh(t, parent, "", "mkdir -p /w && echo one > /w/f")
+	first, err := e.Fork(ctx, parent.ID(), api.ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, first...)
+	waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares >= 1 && st.Making == 0 })
+	sh(t, parent, "", "echo two > /w/f && head -c 2000000 /dev/urandom > /w/big")
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	testHookHashed = func() {
+		held <- struct{}{}
+		select {
+		case <-hold:
+		case <-time.After(time.Minute):
+		}
+	}
+	t.Cleanup(func() { testHookHashed = func() {} })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	defer release()
+	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, kids...)
+	if hits := e.PoolStats()[PoolFork].Hits; hits != 1 {
+		t.Fatalf("%d children from spares, want 1", hits)
+	}
+	k := kids[0]
+	select {
+	case <-held:
+	default:
+		t.Fatal("the fork returned once its layer was hashed")
+	}
+	if got := sh(t, k, "", "cat /w/f; md5sum </w/big"); got != "two\n"+sh(t, parent, "", "md5sum </w/big") {
+		t.Fatalf("child sees %q", got)
+	}
+	waited := make(chan error, 2)
+	go func() {
+		_, err := e.Snapshot(ctx, k.ID(), api.SnapshotRequest{Name: "kid"})
+		waited <- err
+	}()
+	go func() {
+		_, err := e.Rollback(ctx, k.ID(), api.RollbackRequest{})
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("the child's snapshot or rollback did not wait for its layer to be hashed: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	for range 2 {
+		if err := <-waited; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := layersOf(e.cache.st(), k.sbox().Config().Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, k, "", "cat /w/f"); got != "two\n" {
+		t.Fatalf("child rolled back to creation sees %q (layers %v)", got, ids)
+	}
+	if err := e.DeleteSnapshot("kid"); err != nil {
+		t.Fatal(err)
 	}
 }
 

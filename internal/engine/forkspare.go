@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/sandbox"
+	"github.com/minisandbox/msb/internal/store"
 )
 
 // Spares of a live sandbox's children (PoolFork). A child of a live raw
@@ -90,6 +93,10 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 	if c == nil {
 		return nil, nil
 	}
+	c.info.ID = c.sbox().ID
+	if before, mount, mounted := fs.tree(); mount != "" {
+		return e.resetOntoTree(ctx, c, src, fs, before, mount, mounted)
+	}
 	snap, mount, mounted, err := fs.early()
 	defer mounted()
 	if err != nil {
@@ -100,7 +107,6 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 		c.discard()
 		return nil, nil
 	}
-	c.info.ID = c.sbox().ID
 	d, lease, err := e.forkRoot(ctx, snap, mount, src.conf)
 	if err != nil {
 		c.discard()
@@ -114,9 +120,20 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 		return nil, nil
 	}
 	created := c.sbox().Config()
-	if err := c.afterReset(lease, &created); err != nil {
-		c.discard()
+	if err := c.afterSpareReset(ctx, snap, lease, &created, kept); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// afterSpareReset makes c, a spare reset onto snap's layers (which lease
+// keeps, if not nil), a child of snap created as created says: its
+// sessions reopened, the first with the spare's shell when kept; on an
+// error c is discarded.
+func (c *Sandbox) afterSpareReset(ctx context.Context, snap snapshot, lease *store.Lease, created *sandbox.Config, kept bool) error {
+	if err := c.afterReset(lease, created); err != nil {
+		c.discard()
+		return err
 	}
 	from := ""
 	if kept {
@@ -124,9 +141,109 @@ func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, 
 	}
 	if err := c.reopenSessionsFrom(ctx, snap.sessions(), from); err != nil {
 		c.discard()
+		return err
+	}
+	return nil
+}
+
+// resetOntoTree resets c, a spare of src's children, onto mount, the
+// early tree of the snapshot fs of src's live state (root mode; before
+// is that snapshot but its layer), before the layer is hashed, and calls
+// mounted once it no longer looks the tree up. The child is returned
+// with its sessions reopened while the layer is hashed: until its config
+// names the layer (fs.naming), its state is locked (stateMu), so that
+// what reads its layers (a snapshot, a rollback, a fork of it) waits.
+// Its lease is settleFork's.
+func (e *Engine) resetOntoTree(ctx context.Context, c *Sandbox, src forkSource, fs forkSnapshot, before snapshot, mount string, mounted func()) (*Sandbox, error) {
+	st := e.cache.st()
+	var layers []string
+	for _, id := range before.rec.Base {
+		layers = append(layers, st.TreePath(id))
+	}
+	owners, err := forkOwners(st, before, src.conf)
+	if err != nil {
+		mounted()
+		c.discard()
 		return nil, err
 	}
+	kept, err := c.sbox().ResetKeeping(ctx, sandbox.Deferred{Layers: append(layers, mount), Owners: owners}, spareSession)
+	mounted() // a publication that fails waits for it before it removes the tree
+	if err != nil {
+		c.discard()
+		e.log.Debug("a fork's spare not reset: starting the child", "from", src.what, "err", err)
+		return nil, nil
+	}
+	created := c.sbox().Config() // the early tree's path until the layer is hashed
+	if err := c.afterSpareReset(ctx, before, nil, &created, kept); err != nil {
+		return nil, err
+	}
+	fs.naming.add(c, &created)
 	return c, nil
+}
+
+// naming holds the children reset onto a fork's early tree before its
+// layer was hashed, each with its state locked (stateMu), until their
+// configs name the layer.
+type naming struct {
+	mu       sync.Mutex // guards the fields
+	children []namingChild
+	over     bool // name was called: snap, err
+	snap     snapshot
+	err      error
+	done     chan struct{} // closed once name was called and its children named
+}
+
+type namingChild struct {
+	c       *Sandbox
+	created *sandbox.Config // c's record of its config at its creation
+}
+
+func newNaming() *naming { return &naming{done: make(chan struct{})} }
+
+// add locks c's state until its config, and created, name the layer
+// (at once when it is named already).
+func (n *naming) add(c *Sandbox, created *sandbox.Config) {
+	c.stateMu.Lock()
+	n.mu.Lock()
+	if !n.over {
+		n.children = append(n.children, namingChild{c, created})
+		n.mu.Unlock()
+		return
+	}
+	snap, err := n.snap, n.err
+	n.mu.Unlock()
+	namingChild{c, created}.name(snap, err)
+}
+
+// name names snap's layer in the children's configs (err: it was not
+// hashed; their fork closes them) and unlocks their state.
+func (n *naming) name(snap snapshot, err error) {
+	n.mu.Lock()
+	cs := n.children
+	n.children, n.over, n.snap, n.err = nil, true, snap, err
+	n.mu.Unlock()
+	for _, k := range cs {
+		k.name(snap, err)
+	}
+	close(n.done)
+}
+
+// name names snap's layer in k's config and record of it, replacing
+// the early tree's path, and unlocks k's state.
+func (k namingChild) name(snap snapshot, err error) {
+	defer k.c.stateMu.Unlock()
+	if err != nil {
+		return
+	}
+	layers := slices.Clone(k.created.Layers)
+	layers[len(layers)-1] = k.c.e.cache.st().TreePath(snap.layer)
+	if err := k.c.sbox().SetLayers(layers); err != nil { // not for want of a layer: cannot fail
+		k.c.e.log.Error("a fork's child's layers not named", "sandbox", k.c.ID(), "err", err)
+		return
+	}
+	k.c.mu.Lock()
+	k.created.Layers = layers
+	k.c.mu.Unlock()
 }
 
 // spareSession is the session a fork's spare starts with, in its root

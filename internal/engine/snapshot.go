@@ -167,22 +167,25 @@ func (sn snapshot) sessions() api.List[api.SnapshotSession] {
 // children start while the shells answer; until it came, the sandbox's
 // state (stateMu) stays locked.
 func (s *Sandbox) snapshot(ctx context.Context, name string) (snapshot, error) {
-	return s.snapshotEarly(ctx, name, nil, nil)
+	return s.snapshotEarly(ctx, name, nil, nil, nil)
 }
 
 // snapshotEarly is snapshot; with early, an unnamed snapshot's layer is
-// published with store.PublishLeasedEarly and early's hooks, staged
-// called first with the snapshot (without its lease): a fork's children
-// mount the layer's tree before the store's barriers (forkearly.go).
-// Until it is published the engine knows the layer as settling
+// published with store.PublishLeasedEarly and early's hooks: a fork's
+// children mount the layer's tree, built of what the freeze copied,
+// before the layer is hashed and before the store's barriers
+// (forkearly.go); staged is called first with the snapshot but its
+// layer (its record's base and its sessions' state), hashed once the
+// layer is, with the snapshot (without its lease). From then until it
+// is published the engine knows the layer as settling
 // (Engine.settling): what leases or stages on it waits.
-func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.Early, staged func(snapshot)) (snapshot, error) {
+func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.Early, staged, hashed func(snapshot)) (snapshot, error) {
 	if name != "" { // durable when the call returns
 		early = nil
 	}
 	how := stageWriteOut
 	if early != nil {
-		how = stageNoWriteback
+		how = stageEarly
 	}
 	snap, data, err := s.stageSnapshot(ctx, name, how)
 	if err != nil {
@@ -190,8 +193,19 @@ func (s *Sandbox) snapshotEarly(ctx context.Context, name string, early *store.E
 	}
 	if early != nil {
 		staged(snap)
+		hooks, settled := *early, func() {}
+		hooks.Hashed = func() {
+			testHookHashed()
+			snap.setLayer(data)
+			settled = s.e.settling.begin(data.ID)
+			hashed(snap)
+		}
+		err = s.publish(ctx, &snap, data, &hooks)
+		settled()
+	} else {
+		err = s.publish(ctx, &snap, data, nil)
 	}
-	if err := s.publish(ctx, &snap, data, early); err != nil {
+	if err != nil {
 		return snapshot{}, err
 	}
 	return snap, nil
@@ -205,10 +219,13 @@ const (
 	// stageWriteOut: hashed and written out to the store's temp files,
 	// their writeback started (store.Staged.WriteOut).
 	stageWriteOut stageHow = iota
-	// stageNoWriteback: as stageWriteOut, the writeback not started
-	// (store.CommitOptions.NoWriteback), for a caller whose barrier is
-	// off its path (a fork's children mount the early tree).
-	stageNoWriteback
+	// stageEarly: copied to the store's temp files while frozen
+	// (store.CommitOptions.CopyNow), not hashed: the publication builds
+	// an early tree of them, then hashes them (store.Early: a fork's
+	// children mount that tree); their writeback is not started before
+	// the barrier (store.CommitOptions.NoWriteback). The snapshot gets
+	// its layer (snapshot.setLayer) once hashed.
+	stageEarly
 	// stageHashOnly: hashed only (store.Staged.Hash); the publication
 	// writes it (a named snapshot answers before: snapshotpending.go).
 	stageHashOnly
@@ -245,10 +262,15 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
 	t0 := time.Now()
-	data, err := s.stageFrozen(ctx, dir, parents, how == stageNoWriteback)
+	data, err := s.stageFrozen(ctx, dir, parents, how == stageEarly)
 	thawed <- time.Since(t0)
 	if err != nil {
 		return snapshot{}, nil, err
+	}
+	snap := s.snapshotBefore(name, base, conf)
+	snap.probe = probe
+	if how == stageEarly {
+		return snap, data, nil
 	}
 	// While the sessions answer: what the stage read is hashed and
 	// (but for stageHashOnly) written out (store.CommitOptions.HashLater).
@@ -260,8 +282,7 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 		data.Discard()
 		return snapshot{}, nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}
-	snap := s.snapshotOf(name, data, base, conf)
-	snap.probe = probe
+	snap.setLayer(data)
 	return snap, data, nil
 }
 
@@ -269,22 +290,35 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 // whose config is conf, made of its writable layer data (hashed) over
 // the layers base: its record but for the sessions' state (snap.probe).
 func (s *Sandbox) snapshotOf(name string, data *store.Staged, base []store.LayerID, conf sandbox.Config) snapshot {
-	info := api.SnapshotInfo{Name: name, Layer: data.ID.String(), Sandbox: s.ID(), InstanceID: s.info.InstanceID,
+	snap := s.snapshotBefore(name, base, conf)
+	snap.setLayer(data)
+	return snap
+}
+
+// snapshotBefore is snapshotOf before its layer is hashed: its record
+// but for its layer (snapshot.setLayer) and the sessions' state.
+func (s *Sandbox) snapshotBefore(name string, base []store.LayerID, conf sandbox.Config) snapshot {
+	info := api.SnapshotInfo{Name: name, Sandbox: s.ID(), InstanceID: s.info.InstanceID,
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	for _, en := range data.Manifest().Entries {
-		if en.Type == store.TypeFile {
-			info.Files++
-			info.Bytes += en.Size
-		}
-	}
-	snap := snapshot{layer: data.ID, rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
+	snap := snapshot{rec: rootfs.SnapshotRecord{SnapshotInfo: info, Base: base, HostBase: conf.HostBase,
 		Workdir: conf.Workdir, Env: conf.Env, User: rootfs.SnapshotUser{UID: conf.User.UID, GID: conf.User.GID}}}
 	snap.rec.Sudo = conf.Sudo
 	if conf.ImageLayers > 0 && conf.ImageLayers <= len(base) {
 		snap.rec.ImageLayers = conf.ImageLayers
 	}
-	snap.created = data.Created()
 	return snap
+}
+
+// setLayer gives the snapshot its layer, data, once hashed.
+func (sn *snapshot) setLayer(data *store.Staged) {
+	sn.layer, sn.rec.Layer = data.ID, data.ID.String()
+	for _, en := range data.Manifest().Entries {
+		if en.Type == store.TypeFile {
+			sn.rec.Files++
+			sn.rec.Bytes += en.Size
+		}
+	}
+	sn.created = data.Created()
 }
 
 // publish publishes a snapshot's staged data layer and, when it has a
@@ -296,7 +330,6 @@ func (s *Sandbox) publish(ctx context.Context, snap *snapshot, data *store.Stage
 	st := s.e.cache.st()
 	layers, ref := []*store.Staged{data}, ""
 	if early != nil {
-		defer s.e.settling.begin(data.ID)()
 		lease, err := st.PublishLeasedEarly(ctx, "", *early, data)
 		if err != nil {
 			return fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -347,10 +380,10 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)
 // with its processes frozen, and thaws them once it is read, on every
-// path. With noWriteback (a fork's children mount it early) its
-// writeback is not started before the barrier
-// (store.CommitOptions.NoWriteback).
-func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID, noWriteback bool) (staged *store.Staged, err error) {
+// path. With early (a fork's children mount it early: stageEarly) its
+// files are copied to the store's temp files while frozen, and their
+// writeback is not started before the barrier.
+func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.LayerID, early bool) (staged *store.Staged, err error) {
 	thaw, err := s.sbox().Freeze(ctx)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
@@ -365,7 +398,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: noWriteback})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: early, CopyNow: early})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)

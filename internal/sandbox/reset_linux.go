@@ -140,6 +140,20 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	return kept, nil
 }
 
+// SetLayers records where the sandbox's layers are (Config.Layers), one
+// path for each of those it has, after a Reset whose Deferred gave them
+// where they are mounted from alone (a fork's early tree, whose layer is
+// named once hashed: docs/engine.md).
+func (s *Sandbox) SetLayers(paths []string) error {
+	s.confMu.Lock()
+	defer s.confMu.Unlock()
+	if len(paths) != len(s.conf.Layers) {
+		return invalid("setting %d layers of a sandbox that has %d", len(paths), len(s.conf.Layers))
+	}
+	s.conf.Layers = slices.Clone(paths)
+	return nil
+}
+
 // AdoptSession opens session name as OpenSession does, with the shell of
 // session from where it can serve (it ran no command, and nothing bash
 // reads at its start differs: session.Session.Adopt), without a shell's
