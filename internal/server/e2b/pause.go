@@ -127,6 +127,10 @@ func (f *Front) reattach(b *box, sb *engine.Sandbox) {
 			f.endSuspended(b, p, endEvent(-1, "error", "the process's end was lost with its sandbox's pause"))
 			continue
 		}
+		if p.pty != nil {
+			f.endTerminal(b, sb, p, key)
+			continue
+		}
 		ctx, cancel, epoch, from := p.resume(sent)
 		b.logf("info", []string{"pid", fmt.Sprint(p.pid)}, "process %d resumed with its sandbox", p.pid)
 		go func() {
@@ -140,6 +144,33 @@ func (f *Front) reattach(b *box, sb *engine.Sandbox) {
 		cancel()
 		go sb.AttachExec(ctx, key, 0, func(bool, []byte) {})
 	}
+}
+
+// errTerminalNotCarried is the end of a terminal (pty.create) whose
+// sandbox was resumed with its processes: the terminal's proxy, util-linux
+// script(1) in the sandbox (pty.go), ends its loop when its poll returns
+// nothing, which a poll interrupted by the dump does in the restored
+// sandbox, so the terminal would close by itself a moment after the
+// resume. It is ended at once instead, saying so; the sandbox's other
+// processes go on, and a new terminal works.
+const errTerminalNotCarried = "the terminal was not carried across the sandbox's pause: " +
+	"its pty proxy (script) does not survive a restore; start a new one"
+
+// endTerminal ends p, a terminal kept by the pause, in sb, its sandbox
+// resumed with its processes: its restored command (key) is interrupted,
+// its stdin removed, and its streams get the end errTerminalNotCarried
+// (exit -1), unless it had ended before the dump.
+func (f *Front) endTerminal(b *box, sb *engine.Sandbox, p *proc, key string) {
+	b.logf("warn", []string{"pid", fmt.Sprint(p.pid)}, "process %d: %s", p.pid, errTerminalNotCarried)
+	f.endSuspended(b, p, endEvent(-1, "error", errTerminalNotCarried))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	go func() {
+		sb.AttachExec(ctx, key, 0, func(bool, []byte) {})
+		if p.stdin != nil {
+			p.stdin.remove(sb)
+		}
+	}()
 }
 
 // endSuspended ends p, suspended by a pause, with the end its run met

@@ -382,6 +382,13 @@ func (p *processService) stdinOf(ctx context.Context, sel *process.ProcessSelect
 	if pr.stdin == nil {
 		return nil, nil, connect.NewError(connect.CodeFailedPrecondition, errNoStdin)
 	}
+	// As a signal (SendSignal): envd has forgotten an ended process.
+	pr.mu.Lock()
+	ended := pr.ended
+	pr.mu.Unlock()
+	if ended {
+		return nil, nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", pr.pid))
+	}
 	return pr.stdin, sb, nil
 }
 
