@@ -301,10 +301,11 @@ type CompactReport struct {
 // holds, then compresses every object no materialized layer links. It
 // takes the store lock exclusively only for short steps, so that creates
 // (which take it shared) wait milliseconds, not the whole compaction:
-// choosing the layers and marking them cold; then, per batch of
-// compactBatch objects compressed meanwhile under the shared lock,
-// checking that nothing links them now, naming the compressed copies and
-// removing the raw names. A layer used between the steps (thawed, its
+// choosing the layers and marking them cold; then, once the objects are
+// compressed and their compressed copies named durably under the shared
+// lock (an object both raw and compressed is read raw), per batch of
+// compactBatch objects, checking that nothing links them now and
+// removing their raw names. A layer used between the steps (thawed, its
 // tree linking the raw objects again) keeps its objects raw. A crash or a
 // cancelled ctx at any point leaves a store that opens and whose layers
 // are all usable: a tree is removed only after its compacted marker is
@@ -321,10 +322,7 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	}
 	for len(done) > 0 {
 		n := min(len(done), compactBatch)
-		if err := s.swapCompressed(ctx, done[:n], &r); err != nil {
-			for _, p := range done {
-				os.Remove(p.tmp)
-			}
+		if err := s.removeRaw(ctx, done[:n], &r); err != nil {
 			return r, err
 		}
 		done = done[n:]
@@ -335,9 +333,8 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactReport
 	return r, nil
 }
 
-// compactBatch is how many compressed objects one exclusive step of
-// Compact names (and whose raw names it removes): a few milliseconds of
-// links, renames and directory syncs.
+// compactBatch is how many objects' raw names one exclusive step of
+// Compact removes: a few milliseconds of unlinks, no sync.
 const compactBatch = 256
 
 // randomSuffix names a tree Compact renames away: two compactions at
@@ -620,20 +617,43 @@ func (s *Store) compressCold(ctx context.Context, opts CompactOptions, trash []s
 			done = append(done, p)
 		}
 	}
+	if err == nil && len(done) > 0 {
+		err = s.markVersion2()
+	}
 	if err == nil {
-		b := s.newBarrier()
-		for _, p := range done {
-			b.add(p.tmp)
-		}
-		err = b.flush()
+		err = s.nameCompressed(done)
+	}
+	for _, p := range done {
+		os.Remove(p.tmp)
 	}
 	if err != nil {
-		for _, p := range done {
-			os.Remove(p.tmp)
-		}
 		return nil, fmt.Errorf("compact: %w", err)
 	}
 	return done, nil
+}
+
+// nameCompressed makes the temp files durable, links each as its
+// object's compressed copy and makes the names durable: an object both
+// raw and compressed is read raw, so this needs only the shared lock.
+func (s *Store) nameCompressed(done []packed) error {
+	b := s.newBarrier()
+	for _, p := range done {
+		b.add(p.tmp)
+	}
+	if err := b.flush(); err != nil {
+		return err
+	}
+	for _, p := range done {
+		dst := s.compressedPath(p.d)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := linkIfAbsent(p.tmp, dst); err != nil {
+			return err
+		}
+		b.add(filepath.Dir(dst))
+	}
+	return b.flush()
 }
 
 // removeTrash removes the trees compactTrees renamed away, counting the
@@ -648,91 +668,90 @@ func (s *Store) removeTrash(trash []string, r *CompactReport) error {
 	return nil
 }
 
-// lowPriority runs fn on a thread of its own at nice 19 and the lowest
-// best-effort I/O priority, and waits for it. The thread is never given
-// back to the Go runtime: it ends with fn's goroutine, its priority with
-// it.
+// lowPriority runs fn on the process's low-priority thread (nice 19, the
+// lowest best-effort I/O priority) and waits for it; calls at once take
+// turns.
 func lowPriority(fn func() error) error {
 	errc := make(chan error, 1)
+	lowThread() <- func() { errc <- fn() }
+	return <-errc
+}
+
+// lowThread starts, once, the goroutine that runs lowPriority's funcs
+// on a thread locked to it at low priority. It never ends: an unprivileged
+// process cannot raise the thread's priority again to give it back, and a
+// thread's end SIGKILLs the children it spawned with Pdeathsig (a sandbox
+// init spawned on it before it was locked).
+var lowThread = sync.OnceValue(func() chan<- func() {
+	work := make(chan func())
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
 		tid := unix.Gettid()
 		unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
 		const ioprioWhoProcess, ioprioClassBE = 1, 2
 		unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(tid), ioprioClassBE<<13|7)
-		errc <- fn()
+		for fn := range work {
+			fn()
+		}
 	}()
-	return <-errc
-}
+	return work
+})
 
-// swapCompressed is one of Compact's exclusive steps: for each object of
-// batch still raw and linked by nothing but the store's names (a layer
-// thawed since compressCold links them again), its compressed copy is
-// named, the names made durable, and then its raw names removed.
-func (s *Store) swapCompressed(ctx context.Context, batch []packed, r *CompactReport) error {
+// removeRaw is one of Compact's exclusive steps: it removes the raw
+// names of each object of batch whose compressed copy is named and which
+// nothing but the store's names links now. An object a layer thawed since
+// compressCold links (its tree holds the raw inode) stays raw, its
+// compressed copy removed.
+func (s *Store) removeRaw(ctx context.Context, batch []packed, r *CompactReport) error {
+	// The raw names are renamed into a directory of tmp/ (garbage to GC)
+	// under the lock and unlinked after it: the last unlink of a large
+	// file frees its blocks, milliseconds each under load.
+	trash, err := os.MkdirTemp(s.path("tmp"), "compact-*")
+	if err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	defer os.RemoveAll(trash)
 	unlock, err := s.lock(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.markVersion2(); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	type swap struct {
-		p     packed
-		names []string
-		raw   int64
-	}
-	var swaps []swap
-	b := s.newBarrier()
-	for _, p := range batch {
-		names, raw, ok, err := s.unlinkedNames(p.d)
-		if err != nil {
-			return fmt.Errorf("compact: %w", err)
-		}
-		if !ok || !s.HasRawObject(p.d) {
-			os.Remove(p.tmp)
-			r.Skipped++
-			continue
-		}
-		dst := s.compressedPath(p.d)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		err = linkIfAbsent(p.tmp, dst)
-		os.Remove(p.tmp)
-		if errors.Is(err, fs.ErrNotExist) {
-			r.Skipped++ // its temp file is gone: a GC between the steps
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("compact: %w", err)
-		}
-		b.add(filepath.Dir(dst))
-		swaps = append(swaps, swap{p, names, raw})
-	}
-	if err := b.flush(); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	for i, w := range swaps {
-		if i == len(swaps)/2 {
+	for i, p := range batch {
+		if i == len(batch)/2 {
 			if err := s.hook("objects"); err != nil {
 				return err
 			}
 		}
+		if !s.hasCompressed(p.d) {
+			r.Skipped++ // removed as a duplicate by a GC between the steps
+			continue
+		}
+		names, raw, ok, err := s.unlinkedNames(p.d)
+		if err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+		if !s.HasRawObject(p.d) {
+			continue // another compaction's
+		}
+		if !ok {
+			os.Remove(s.compressedPath(p.d))
+			r.Skipped++
+			continue
+		}
 		// Inodes first: an object without inodes is a state commits make
 		// too, inodes without their object are not.
-		for j := len(w.names) - 1; j >= 0; j-- {
-			if err := os.Remove(w.names[j]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		for j := len(names) - 1; j >= 0; j-- {
+			err := os.Rename(names[j], filepath.Join(trash, fmt.Sprintf("%d-%d", i, j)))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("compact: %w", err)
 			}
 		}
 		r.Objects++
-		r.RawBytes += w.raw
-		r.CompressedBytes += w.p.zst
-		r.FreedBytes += w.raw - w.p.zst
+		r.RawBytes += raw
+		r.CompressedBytes += p.zst
+		r.FreedBytes += raw - p.zst
 	}
-	return nil
+	return nil // unlock, then remove the trash (deferred in that order)
 }
 
 // hook runs the compact test hook at a stage; nil in production.
