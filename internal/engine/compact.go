@@ -73,7 +73,9 @@ func (e *Engine) compactLoop() {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.compactOnce(ctx)
+			if ctx.Err() == nil { // select picks at random when both are ready
+				e.compactOnce(ctx)
+			}
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestEngineCompactDaemon(t *testing.T) {
 	}
 	c = e.CompactionStats()
 	t.Logf("close took %v during a compaction; stats %+v", time.Since(t0), c)
-	if c.Cancelled != 1 || c.Errors != 0 || c.Running {
+	if c.Cancelled == 0 || c.Errors != 0 || c.Running {
 		t.Fatalf("compaction stats after Close %+v: want the run under way cancelled", c)
 	}
 	reopened, err := store.Open(st.Root())
@@ -155,6 +155,7 @@ func BenchmarkCreateDuringCompaction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	e.waitSnapshots() // its layer published
 	snap, _ := store.ParseLayerID(info.Layer)
 	st := e.Cache().st()
 	create := func() time.Duration {
