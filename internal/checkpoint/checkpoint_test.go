@@ -72,16 +72,7 @@ func TestDumpRestoreCarriesMemory(t *testing.T) {
 }
 
 func testDumpRestore(t *testing.T, criu *Criu, diskDir, network string) {
-	state := privtest.StateDir(t)
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir, NetSpares: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("closing the runtime: %v", err)
-		}
-	})
+	rt, state := newTestRuntime(t, diskDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sb := createDumpable(ctx, t, rt, sandbox.Config{HostBase: true, Network: network})
@@ -419,6 +410,58 @@ func nsInode(t *testing.T, f *os.File) uint64 {
 type counter struct {
 	token string
 	n     int
+}
+
+// newTestRuntime is a runtime with one network namespace made ahead (a
+// sandbox on it can be dumped) and its state dir, closed at the test's
+// end.
+func newTestRuntime(t *testing.T, diskDir string) (*sandbox.Runtime, string) {
+	t.Helper()
+	state := privtest.StateDir(t)
+	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir, NetSpares: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("closing the runtime: %v", err)
+		}
+	})
+	return rt, state
+}
+
+// startCounter runs start, which leaves a counter running, in a session
+// of sb named bg.
+func startCounter(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, start string) {
+	t.Helper()
+	if err := sb.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: start, Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("starting the counter: %v %+v", err, res)
+	}
+}
+
+// readCounter waits for file, where a counter writes "token n", to hold
+// a number past after in sb.
+func readCounter(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, file string, after int) counter {
+	t.Helper()
+	var res session.Result
+	for range 500 {
+		var err error
+		res, err = sb.Exec(ctx, session.ExecRequest{Command: "cat " + file, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 && res.Output != "" {
+			if c := parseCounter(t, res.Output); c.n > after {
+				return c
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("sandbox %s: %s did not pass %d in 10 s: %+v", sb.ID, file, after, res)
+	return counter{}
 }
 
 func parseCounter(t *testing.T, line string) counter {

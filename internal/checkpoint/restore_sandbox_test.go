@@ -37,16 +37,7 @@ func TestRestoreIntoManagedSandboxes(t *testing.T) {
 }
 
 func testRestoreManaged(t *testing.T, criu *Criu, diskDir, network string) {
-	state := privtest.StateDir(t)
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: state, DiskDir: diskDir, NetSpares: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("closing the runtime: %v", err)
-		}
-	})
+	rt, state := newTestRuntime(t, diskDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conf := sandbox.Config{HostBase: true, Network: network}
@@ -66,31 +57,8 @@ while True:
     os.rename("/tmp/py.new", "/tmp/py")
     time.sleep(0.02)
 ' </dev/null >/dev/null 2>&1 &`
-	if err := parent.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := parent.SessionExec(ctx, "bg", session.ExecRequest{Command: start, Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("starting the counter: %v %+v", err, res)
-	}
-	read := func(sb *sandbox.Sandbox, after int) counter {
-		t.Helper()
-		var res session.Result
-		for range 500 {
-			var err error
-			res, err = sb.Exec(ctx, session.ExecRequest{Command: "cat /tmp/py", Timeout: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ExitCode == 0 && res.Output != "" {
-				if c := parseCounter(t, res.Output); c.n > after {
-					return c
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("sandbox %s: the counter did not pass %d in 10 s: %+v", sb.ID, after, res)
-		return counter{}
-	}
+	startCounter(ctx, t, parent, start)
+	read := func(sb *sandbox.Sandbox, after int) counter { return readCounter(ctx, t, sb, "/tmp/py", after) }
 	read(parent, 3)
 
 	// dumpOf freezes sb, copies its writes (as a fork's snapshot takes

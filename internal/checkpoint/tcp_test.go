@@ -9,7 +9,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox"
-	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,15 +21,7 @@ import (
 func TestDumpLoopbackTCP(t *testing.T) {
 	privtest.RequireRoot(t)
 	criu := testCriu(t)
-	rt, err := sandbox.NewRuntime(sandbox.RuntimeOptions{StateDir: privtest.StateDir(t), DiskDir: testDiskDir, NetSpares: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("closing the runtime: %v", err)
-		}
-	})
+	rt, _ := newTestRuntime(t, testDiskDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conf := sandbox.Config{HostBase: true}
@@ -51,31 +42,8 @@ while True:
     os.rename("/tmp/tcp.new", "/tmp/tcp")
     time.sleep(0.02)
 ' </dev/null >/dev/null 2>&1 &`
-	if err := sb.OpenSession(ctx, "bg", sandbox.SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := sb.SessionExec(ctx, "bg", session.ExecRequest{Command: start, Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("starting the pair: %v %+v", err, res)
-	}
-	read := func(s *sandbox.Sandbox, after int) counter {
-		t.Helper()
-		var res session.Result
-		for range 500 {
-			var err error
-			res, err = s.Exec(ctx, session.ExecRequest{Command: "cat /tmp/tcp", Timeout: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ExitCode == 0 && res.Output != "" {
-				if c := parseCounter(t, res.Output); c.n > after {
-					return c
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("sandbox %s: the pair did not pass %d in 10 s: %+v", s.ID, after, res)
-		return counter{}
-	}
+	startCounter(ctx, t, sb, start)
+	read := func(s *sandbox.Sandbox, after int) counter { return readCounter(ctx, t, s, "/tmp/tcp", after) }
 	at := read(sb, 3)
 	dir := t.TempDir()
 	thaw, err := sb.Freeze(ctx)
