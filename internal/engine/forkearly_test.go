@@ -48,22 +48,7 @@ func TestEngineForkEarly(t *testing.T) {
 				waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares >= 1 && st.Making == 0 })
 			}
 			sh(t, parent, "main", "echo two > f && export STEP=2")
-			hold, held := make(chan struct{}), make(chan struct{}, 1)
-			testHookPlace = func() {
-				held <- struct{}{}
-				select { // a child that waits for the commit does not hang the test
-				case <-hold:
-				case <-time.After(time.Minute):
-				}
-			}
-			t.Cleanup(func() { testHookPlace = func() {} })
-			released := false
-			release := func() {
-				if !released {
-					released = true
-					close(hold)
-				}
-			}
+			held, release := holdAt(t, &testHookPlace)
 			defer release()
 			rootless := e.rt.Rootless()
 			if rootless {
@@ -187,22 +172,7 @@ func TestEngineForkBeforeHash(t *testing.T) {
 	closeAll(t, first...)
 	waitPool(t, e, PoolFork, "1 ready", func(st warm.Stats) bool { return st.Spares >= 1 && st.Making == 0 })
 	sh(t, parent, "", "echo two > /w/f && head -c 2000000 /dev/urandom > /w/big")
-	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	testHookHashed = func() {
-		held <- struct{}{}
-		select {
-		case <-hold:
-		case <-time.After(time.Minute):
-		}
-	}
-	t.Cleanup(func() { testHookHashed = func() {} })
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
+	held, release := holdAt(t, &testHookHashed)
 	defer release()
 	kids, err := e.Fork(ctx, parent.ID(), api.ForkRequest{Count: 1})
 	if err != nil {
@@ -304,5 +274,28 @@ func TestEngineForkEarlyNoLease(t *testing.T) {
 	}
 	if got := sh(t, parent, "", "cat /f"); got != "one\n" {
 		t.Fatalf("parent sees %q", got)
+	}
+}
+
+// holdAt makes *hook block the step it marks until release (or a minute:
+// a step that waits for another does not hang the test), sending on held
+// each time it is reached; the hook is a no-op again at the test's end.
+func holdAt(t *testing.T, hook *func()) (held chan struct{}, release func()) {
+	hold := make(chan struct{})
+	held = make(chan struct{}, 1)
+	*hook = func() {
+		held <- struct{}{}
+		select {
+		case <-hold:
+		case <-time.After(time.Minute):
+		}
+	}
+	t.Cleanup(func() { *hook = func() {} })
+	released := false
+	return held, func() {
+		if !released {
+			released = true
+			close(hold)
+		}
 	}
 }
