@@ -172,28 +172,20 @@ func (s *Sandbox) restore(ctx context.Context, restore Restorer) error {
 	}
 	// The control socketpair: made in the sandbox's network namespace, as
 	// a created sandbox's made ahead is, so that it can be dumped again.
-	var fds [2]int
+	var net *readyNet
 	if s.conf.Network == "" || s.conf.Network == NetworkNone {
-		net, err := s.rt.netNow(sandboxIface())
-		if err != nil {
+		if net, err = s.rt.netNow(sandboxIface()); err != nil {
 			return fmt.Errorf("the restored sandbox's network namespace: %w", err)
 		}
 		defer net.close()
 		t.Netns = net.ns
 		s.tap, net.tap = net.tap, nil
-		fds[0], fds[1], net.ctl = net.ctl[0], net.ctl[1], nil
-	} else if fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
-		return fmt.Errorf("socketpair: %w", err)
 	}
-	// The host's end goes through the netpoller, as a created sandbox's
-	// (see start): a descriptor made non-blocking before os.NewFile is.
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return fmt.Errorf("making the control socket non-blocking: %w", err)
+	host, control, err := controlPair(net, "ctl-restored")
+	if err != nil {
+		return err
 	}
-	host := os.NewFile(uintptr(fds[0]), "ctl")
-	t.Control = os.NewFile(uintptr(fds[1]), "ctl-restored")
+	t.Control = control
 	p, err := restore(ctx, t)
 	t.Control.Close()
 	if err != nil {

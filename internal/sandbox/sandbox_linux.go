@@ -236,21 +236,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 		wcfg.NetReady = true
 	}
 	spawned := wire.Mono()
-	var fds [2]int
-	if net != nil && net.ctl != nil { // made in net: see readyNet.ctl
-		fds[0], fds[1], net.ctl = net.ctl[0], net.ctl[1], nil
-	} else if fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
-		return fmt.Errorf("socketpair: %w", err)
+	parent, child, err := controlPair(net, "ctl-child")
+	if err != nil {
+		return err
 	}
-	// The host's end goes through the netpoller (see conn): a response
-	// then wakes the goroutine that waits for it on the thread that read
-	// it. Init's end stays blocking (the flag is per end).
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return fmt.Errorf("making the control socket non-blocking: %w", err)
-	}
-	parent, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-child")
 	var cgDir *os.File // the group init is cloned into; nil: moved there after the start
 	if s.cg != nil && s.rt.cloneInto {
 		cgDir, err = s.cg.OpenForClone()
@@ -1053,4 +1042,26 @@ func RemoveAll(p string) error {
 		return fmt.Errorf("removing %s: %w", p, err)
 	}
 	return nil
+}
+
+// controlPair is a sandbox's control socket: the host's end and the one
+// its init (child) gets. It is net's pair when net (a network namespace
+// made ahead, or nil) has one, made in the namespace, so the socket lies
+// in the sandbox's network namespace and a dump can take it; else a new
+// socketpair. The host's end goes through the netpoller (see conn): a
+// response then wakes the goroutine that waits for it on the thread that
+// read it. The child's end stays blocking (the flag is per end).
+func controlPair(net *readyNet, child string) (host, init *os.File, err error) {
+	var fds [2]int
+	if net != nil && net.ctl != nil {
+		fds[0], fds[1], net.ctl = net.ctl[0], net.ctl[1], nil
+	} else if fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("making the control socket non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), child), nil
 }
