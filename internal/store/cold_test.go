@@ -266,14 +266,7 @@ func TestCompactCrash(t *testing.T) {
 				t.Errorf("%d raw objects after the second compact, want the 2 kept raw", n)
 			}
 			verifyOK(t, s)
-			for id, v := range views {
-				p, err := s.Materialize(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				diffViews(t, v, view(t, p))
-			}
-			verifyOK(t, s)
+			sameViews(t, s, views)
 		})
 	}
 }
@@ -309,16 +302,23 @@ func TestCompactCancelled(t *testing.T) {
 				t.Fatalf("second compact %+v left a layer warm", r)
 			}
 			verifyOK(t, s)
-			for id, v := range views {
-				p, err := s.Materialize(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				diffViews(t, v, view(t, p))
-			}
-			verifyOK(t, s)
+			sameViews(t, s, views)
 		})
 	}
+}
+
+// sameViews checks that each layer of views materializes as it was and
+// that the store then verifies.
+func sameViews(t *testing.T, s *Store, views map[LayerID]map[string]string) {
+	t.Helper()
+	for id, v := range views {
+		p, err := s.Materialize(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffViews(t, v, view(t, p))
+	}
+	verifyOK(t, s)
 }
 
 const compactRootlessEnv = "MSB_STORE_COMPACT_ROOTLESS"
