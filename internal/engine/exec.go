@@ -237,6 +237,14 @@ type RestoredExec = sandbox.RestoredExec
 // attached (AttachExec); none for any other sandbox.
 func (s *Sandbox) RestoredExecs() []RestoredExec { return s.sbox().RestoredExecs() }
 
+// KeyedExecs are the keys of the commands started with a key
+// (ExecStreamKeyed) that the sandbox runs now and a dump of its
+// processes taken now would carry (sandbox.Sandbox.KeyedExecs): one
+// whose ExecStreamKeyed has not yet reached the sandbox is not listed.
+func (s *Sandbox) KeyedExecs(ctx context.Context) ([]string, error) {
+	return s.sbox().KeyedExecs(ctx)
+}
+
 // AttachExec goes on reading the restored command key (RestoredExecs) as
 // ExecStreamKeyed would have: emit gets its output from offset from on
 // (what the caller lacks of it: it read the output before from the

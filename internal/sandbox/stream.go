@@ -83,6 +83,33 @@ func (s *Sandbox) RestoredExecs() []RestoredExec {
 	return out
 }
 
+// KeyedExecs are the keys of the streaming commands with a key
+// (ExecStreamKeyed) that the supervisor has taken in and not yet ended:
+// those a dump of the sandbox's processes taken now would carry
+// (RestoredExecs of a sandbox restored from it). The supervisor reads
+// its requests in order, so a command whose request was written before
+// this one's is listed unless it has ended; one still being sent (its
+// ExecStreamKeyed not yet writing) is not.
+func (s *Sandbox) KeyedExecs(ctx context.Context) ([]string, error) {
+	if s.conn == nil {
+		return nil, ErrClosed
+	}
+	resp, err := s.conn.call(ctx, &wire.Request{Op: wire.OpExecs})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Execs == nil {
+		return nil, errors.New("the supervisor did not list its commands")
+	}
+	var keys []string
+	for _, e := range resp.Execs.Streams {
+		if e.Key != "" {
+			keys = append(keys, e.Key)
+		}
+	}
+	return keys, nil
+}
+
 // AttachExec goes on reading the restored command key (RestoredExecs) as
 // ExecStreamKeyed would have: its output from offset from on (the caller
 // has the output before it, from the host that started it; at most the

@@ -118,7 +118,9 @@ func (f *Front) startCommand(b *box, sb *engine.Sandbox) {
 		b.logf("error", nil, "the start command of template %s did not start: %v", b.template, err)
 		return
 	}
-	f.launch(b, sb, cfg, "start", nil, nil, u)
+	if pr, _ := f.launch(b, sb, cfg, "start", nil, nil, u); pr == nil {
+		b.logf("warn", nil, "the start command of template %s did not start: the sandbox was being paused", b.template)
+	}
 }
 
 // created is the answer of create, connect and fork for b.

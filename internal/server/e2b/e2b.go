@@ -77,6 +77,12 @@ type box struct {
 	timer *time.Timer
 	procs map[uint32]*proc
 	next  uint32
+	// pausing is closed when the pause being taken (holdProcs) is
+	// over; nil when none is: no process starts meanwhile (launch).
+	pausing chan struct{}
+	// starting counts the Starts at work in the sandbox (beginStart):
+	// a pause waits for them before its dump (awaitStarts).
+	starting int
 	// live counts its processes that have not ended (proc.live), so that
 	// canPrime need not look at each kept one: a sandbox that ran
 	// thousands of commands keeps them for endedKeep.

@@ -36,10 +36,12 @@ var errSandboxPaused = connect.NewError(connect.CodeUnavailable,
 	errors.New("the connection to the sandbox ended before the stream completed: the sandbox was paused"))
 
 // holdProcs holds b's processes that have not ended while a pause is
-// taken, and returns them.
+// taken, and returns them; no process starts until pauseOver (launch
+// waits).
 func (b *box) holdProcs() []*proc {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.pausing = make(chan struct{})
 	var held []*proc
 	for _, p := range b.procs {
 		p.mu.Lock()
@@ -50,6 +52,92 @@ func (b *box) holdProcs() []*proc {
 		p.mu.Unlock()
 	}
 	return held
+}
+
+// pauseOver ends the pause holdProcs began: processes start again.
+func (b *box) pauseOver() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pausing != nil {
+		close(b.pausing)
+		b.pausing = nil
+	}
+}
+
+// beginStart counts a Start at work in b's sandbox, which the pause
+// that comes next waits for (awaitStarts), unless a pause is being
+// taken: then it returns that pause's channel, closed when it is over,
+// and counts nothing. endStart ends what it counted.
+func (b *box) beginStart() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pausing != nil {
+		return b.pausing
+	}
+	b.starting++
+	return nil
+}
+
+func (b *box) endStart() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.starting--
+}
+
+// startsWait bounds a pause's wait for the commands of the processes it
+// holds to reach the sandbox (awaitStarts).
+const startsWait = 10 * time.Second
+
+// errStartsPending fails a pause whose held processes' commands did not
+// all reach the sandbox in startsWait: the dump would not carry them.
+var errStartsPending = errors.New("a process started just before the pause has not started in the sandbox")
+
+// awaitStarts waits until the Starts at work in b's sandbox sb have
+// left it (beginStart) and the command of each of held, b's processes
+// the pause holds, is one sb runs (engine.Sandbox.KeyedExecs) or has
+// ended: a process whose start event was sent but whose command was
+// still on its way to the sandbox (launch runs it apart, f.run) would be
+// missing from the dump, and its end lost with the pause; and a Start's
+// work in the sandbox (its user's lookup, its stdin) must not run into
+// the dump. No process starts meanwhile (holdProcs).
+func awaitStarts(ctx context.Context, b *box, sb *engine.Sandbox, held []*proc) error {
+	ctx, cancel := context.WithTimeout(ctx, startsWait)
+	defer cancel()
+	for {
+		b.mu.Lock()
+		pending := b.starting
+		b.mu.Unlock()
+		running := map[string]bool{}
+		if pending == 0 && len(held) > 0 {
+			keys, err := sb.KeyedExecs(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%w in %v", errStartsPending, startsWait)
+				}
+				return fmt.Errorf("listing the sandbox's commands before the pause: %w", err)
+			}
+			for _, k := range keys {
+				running[k] = true
+			}
+		}
+		for _, p := range held {
+			p.mu.Lock()
+			// runDone is nil once the run has returned; late is an end
+			// that came while held.
+			if !running[p.key] && !p.ended && p.late == nil && p.runDone != nil {
+				pending++
+			}
+			p.mu.Unlock()
+		}
+		if pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w in %v (%d of them)", errStartsPending, startsWait, pending)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // unhold lets go of processes a pause held and did not keep (it failed,

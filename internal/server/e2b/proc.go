@@ -191,9 +191,14 @@ func (p *proc) follow(ctx context.Context, from int64, send func(*process.Proces
 // run runs the process to its end in sb (finish); cancel ends ctx.
 func (f *Front) run(ctx context.Context, cancel context.CancelFunc, b *box, sb *engine.Sandbox, p *proc) {
 	defer cancel()
+	testHookRun()
 	res, err := sb.ExecStreamKeyed(ctx, p.key, p.request(), p.emitter(0))
 	f.finish(ctx, b, sb, p, 0, res, err)
 }
+
+// testHookRun, in tests, runs before a process's command is sent to
+// its sandbox.
+var testHookRun = func() {}
 
 // emitter is output for p's run of epoch epoch: nothing once that epoch
 // has passed.

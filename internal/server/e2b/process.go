@@ -196,10 +196,16 @@ func streamSender(ctx context.Context, send func(*process.ProcessEvent) error) f
 
 // launch starts a process in b's sandbox sb, which then runs apart from
 // any stream until it ends (proc): in the sandbox's primed shell when it
-// has one for the command's shape, else in a shell of its own.
-func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size, u *sysUser) *proc {
-	runCtx, cancel := context.WithCancel(context.Background())
+// has one for the command's shape, else in a shell of its own. While a
+// pause is taken (holdProcs) it starts none and returns the pause's
+// channel, closed when the pause is over.
+func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, tag string, stdin *stdinPipe, pty *process.PTY_Size, u *sysUser) (*proc, <-chan struct{}) {
 	b.mu.Lock()
+	if b.pausing != nil {
+		defer b.mu.Unlock()
+		return nil, b.pausing
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
 	b.next++
 	pr := newProc(b.next, tag, cfg, cancel)
 	pr.live = &b.live
@@ -213,7 +219,7 @@ func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, t
 		b.logf("info", pid, "process %d started in a primed shell: %s", pr.pid, commandOf(cfg))
 		if pm.hand(pr) {
 			context.AfterFunc(runCtx, pm.close) // SendSignal, pause and kill cancel runCtx (proc.stop)
-			return pr
+			return pr, nil
 		}
 		pm.close()
 		b.logf("info", pid, "process %d: the primed shell had ended; starting one of its own", pr.pid)
@@ -221,7 +227,7 @@ func (f *Front) launch(b *box, sb *engine.Sandbox, cfg *process.ProcessConfig, t
 		b.logf("info", pid, "process %d started: %s", pr.pid, commandOf(cfg))
 	}
 	go f.run(runCtx, cancel, b, sb, pr)
-	return pr
+	return pr, nil
 }
 
 func startEvent(pid uint32) *process.ProcessEvent {
@@ -229,32 +235,30 @@ func startEvent(pid uint32) *process.ProcessEvent {
 }
 
 // Start starts the process, which then runs apart from this stream, and
-// streams its events from the first.
+// streams its events from the first. One that comes while its sandbox is
+// being paused waits for the pause (launch), then starts, or fails as
+// the sandbox was paused.
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
-	b, sb, err := p.f.sandboxOf(ctx)
-	if err != nil {
-		return connectError(err)
-	}
-	cfg := req.Msg.GetProcess()
-	if cfg.GetCmd() == "" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
-	}
-	u, err := p.f.userOf(ctx, b, sb, rpcUser(req.Header()))
-	if err != nil {
-		return userError(err)
-	}
-	var stdin *stdinPipe
-	if req.Msg.GetStdin() || req.Msg.Pty != nil { // a terminal's input is the stdin FIFO
-		if stdin, err = makeStdin(ctx, sb); err != nil {
-			return connectError(err)
+	var pr *proc
+	for pr == nil {
+		var pausing <-chan struct{}
+		var err error
+		if pr, pausing, err = p.start(ctx, req); err != nil {
+			return err
+		}
+		if pr == nil {
+			select {
+			case <-pausing:
+			case <-ctx.Done():
+				return connect.NewError(connect.CodeCanceled, ctx.Err())
+			}
+			if b, _ := ctx.Value(boxKey{}).(*box); b != nil {
+				if _, paused := b.engineID(); paused {
+					return errSandboxPaused
+				}
+			}
 		}
 	}
-	var pty *process.PTY_Size
-	if req.Msg.Pty != nil {
-		pty = ptySize(req.Msg.GetPty().GetSize())
-	}
-	pr := p.f.launch(b, sb, cfg, req.Msg.GetTag(), stdin, pty, u)
-
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	send := streamSender(ctx, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
@@ -262,6 +266,42 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return err
 	}
 	return pr.follow(ctx, 0, send)
+}
+
+// start launches req's process, or returns the channel of the pause
+// being taken, which started none.
+func (p *processService) start(ctx context.Context, req *connect.Request[process.StartRequest]) (*proc, <-chan struct{}, error) {
+	b, sb, err := p.f.sandboxOf(ctx)
+	if err != nil {
+		return nil, nil, connectError(err)
+	}
+	if pausing := b.beginStart(); pausing != nil {
+		return nil, pausing, nil
+	}
+	defer b.endStart()
+	cfg := req.Msg.GetProcess()
+	if cfg.GetCmd() == "" {
+		return nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
+	}
+	u, err := p.f.userOf(ctx, b, sb, rpcUser(req.Header()))
+	if err != nil {
+		return nil, nil, userError(err)
+	}
+	var stdin *stdinPipe
+	if req.Msg.GetStdin() || req.Msg.Pty != nil { // a terminal's input is the stdin FIFO
+		if stdin, err = makeStdin(ctx, sb); err != nil {
+			return nil, nil, connectError(err)
+		}
+	}
+	var pty *process.PTY_Size
+	if req.Msg.Pty != nil {
+		pty = ptySize(req.Msg.GetPty().GetSize())
+	}
+	pr, pausing := p.f.launch(b, sb, cfg, req.Msg.GetTag(), stdin, pty, u)
+	if pr == nil && stdin != nil {
+		stdin.remove(sb)
+	}
+	return pr, pausing, nil
 }
 
 // Connect streams a running process's events from where the last stream

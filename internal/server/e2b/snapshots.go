@@ -105,6 +105,13 @@ func (f *Front) pauseLocked(ctx context.Context, b *box, shutdownAt time.Time) e
 	}
 	name := pausePrefix + b.id
 	held := b.holdProcs() // pause.go
+	defer b.pauseOver()
+	if sb, err := f.e.Sandbox(sid); err == nil {
+		if err := awaitStarts(ctx, b, sb, held); err != nil {
+			unhold(held)
+			return fmt.Errorf("pausing sandbox %s (it still runs): %w", b.id, err)
+		}
+	}
 	info, kept, err := f.pauseSnapshot(ctx, b, sid, name)
 	if err != nil {
 		unhold(held)

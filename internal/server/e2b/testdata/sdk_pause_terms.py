@@ -108,7 +108,6 @@ if sys.argv[1] == "pty":
         out["sid"] = sb.sandbox_id
         sh, py = terminals(sb)
         loop = sb.commands.run("while :; do sleep 0.1; done", background=True).pid
-        time.sleep(0.5)  # as sdk_procs.py: a command started just before a pause may be lost (see pause_terms_test.go)
         out["listed_before"] = pids(sb) == sorted([sh, py, loop])
         sb.pause()
         out["pause"] = info(sb.sandbox_id).get("msbPause")
