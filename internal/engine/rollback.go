@@ -211,16 +211,9 @@ func (s *Sandbox) keep(c sandbox.Config) sandbox.Config {
 	return s.withPolicy(c)
 }
 
-// policyInForce gives c, a config of s, the network policy UpdateNetPolicy
-// put in force last, if one did: a fork of s starts with it, not with the
-// policy s was created with.
-func (s *Sandbox) policyInForce(c sandbox.Config) sandbox.Config {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	return s.withPolicy(c)
-}
-
-// withPolicy is policyInForce with s.stateMu held.
+// withPolicy gives c, a config of s, the network policy UpdateNetPolicy
+// put in force last, if one did: a fork or rollback of s starts with it,
+// not with the policy s was created with. s.stateMu is held.
 func (s *Sandbox) withPolicy(c sandbox.Config) sandbox.Config {
 	if s.policySet {
 		c.NetPolicy = s.policy
