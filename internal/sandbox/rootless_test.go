@@ -12,7 +12,7 @@ import (
 // the setuid helpers newuidmap and newgidmap, with the subordinate ids
 // privtest.Unprivileged gives the user.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^(TestSuite|TestSupervisorUnderFullPidsLimit|TestSessionAhead|TestRootlessUserWithoutSubIDs|TestRootlessOwnersNeedUser|TestUserCheck)$")
+	privtest.Unprivileged(t, "^(TestSuite|TestSupervisorUnderFullPidsLimit|TestSessionAhead|TestRootlessUserWithoutSubIDs|TestRootlessOwnersNeedUser|TestUserCheck|TestImageRootProbes)$")
 }
 
 // delegatedCases are the suite's limit and cleanup tests, which the
