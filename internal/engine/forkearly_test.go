@@ -183,10 +183,14 @@ func TestEngineForkBeforeHash(t *testing.T) {
 		t.Fatalf("%d children from spares, want 1", hits)
 	}
 	k := kids[0]
+	// The fork returned with the hash's end held (testHookHashed), so it
+	// did not wait for it; under load the hash may still be running
+	// when it returns: wait until it is held, so the child's snapshot and
+	// rollback below meet a layer not yet hashed.
 	select {
 	case <-held:
-	default:
-		t.Fatal("the fork returned once its layer was hashed")
+	case <-time.After(time.Minute):
+		t.Fatal("the fork's layer was never hashed")
 	}
 	if got := sh(t, k, "", "cat /w/f; md5sum </w/big"); got != "two\n"+sh(t, parent, "", "md5sum </w/big") {
 		t.Fatalf("child sees %q", got)
