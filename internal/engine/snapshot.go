@@ -66,6 +66,15 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 		return api.SnapshotInfo{}, err
 	}
 	end := res.End
+	// A panic before the publication is handed to its goroutine (net/http
+	// recovers it in the daemon) ends the reservation too: else the name
+	// stays taken and every wait for it (Close's included) waits for ever.
+	handed := false
+	defer func() {
+		if !handed {
+			end(fmt.Errorf("snapshot %q of sandbox %s was not taken", name, sandboxID))
+		}
+	}()
 	st := e.cache.st()
 	if _, err := st.Ref(rootfs.SnapshotRef(name)); err == nil {
 		end(nil)
@@ -85,6 +94,7 @@ func (e *Engine) Snapshot(ctx context.Context, sandboxID string, req api.Snapsho
 	// Publishing while the stage holds the store's lock, which a gc that
 	// waits for the ref (store.Store.Refs) then cannot hold.
 	res.Publishing()
+	handed = true
 	go func() {
 		testHookPublish()
 		lease, err := st.PublishLeased(context.WithoutCancel(ctx), rootfs.SnapshotRef(name), data, record)
@@ -261,9 +271,7 @@ func (s *Sandbox) stageSnapshot(ctx context.Context, name string, how stageHow) 
 	probe := s.probeSessions(ctx, thawed, release)
 	parents := slices.Clone(base)
 	slices.Reverse(parents) // topmost first
-	t0 := time.Now()
-	data, err := s.stageFrozen(ctx, dir, parents, how == stageEarly)
-	thawed <- time.Since(t0)
+	data, err := s.stageTimed(ctx, dir, parents, how == stageEarly, thawed)
 	if err != nil {
 		return snapshot{}, nil, err
 	}
@@ -376,6 +384,15 @@ func (s *Sandbox) probeSessions(ctx context.Context, thawed <-chan time.Duration
 		probed <- states.list
 	}()
 	return sync.OnceValue(func() api.List[api.SnapshotSession] { return <-probed })
+}
+
+// stageTimed is stageFrozen that sends how long it took on thawed, also
+// when it panics: the session probe waiting for it then releases the
+// sandbox, which a panic would otherwise leave locked for good.
+func (s *Sandbox) stageTimed(ctx context.Context, dir string, parents []store.LayerID, early bool, thawed chan<- time.Duration) (*store.Staged, error) {
+	t0 := time.Now()
+	defer func() { thawed <- time.Since(t0) }()
+	return s.stageFrozen(ctx, dir, parents, early)
 }
 
 // stageFrozen stages the sandbox's writable layer (store.StageDir of dir)

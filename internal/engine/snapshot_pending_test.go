@@ -14,6 +14,7 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/privtest"
+	"github.com/minisandbox/msb/internal/sandbox"
 )
 
 // TestSnapshotPending: a named snapshot answered before its publication
@@ -195,4 +196,48 @@ func pendingChild(t *testing.T) {
 	}
 	fmt.Printf("answered %s\n", info.Layer)
 	select {}
+}
+
+// TestSnapshotPanicEndsReservation: a named snapshot that panics before
+// its publication is handed on leaves its name free: a wait for it
+// returns, and the name can be taken again.
+func TestSnapshotPanicEndsReservation(t *testing.T) {
+	ctx := context.Background()
+	e := snapshotEngine(t)
+	s := hostSandbox(t, e)
+	testHookFrozen = func(*sandbox.Sandbox) { panic("in the freeze") }
+	t.Cleanup(func() { testHookFrozen = func(*sandbox.Sandbox) {} })
+	func() {
+		defer func() {
+			if p := recover(); p != "in the freeze" {
+				t.Fatalf("recovered %v, want the hook's panic", p)
+			}
+		}()
+		e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "panicked"})
+	}()
+	testHookFrozen = func(*sandbox.Sandbox) {}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := e.WaitSnapshot(wctx, "panicked"); errors.Is(err, context.DeadlineExceeded) {
+		// The engine's close, in the test's cleanup, would wait for ever.
+		fmt.Fprintf(os.Stderr, "--- FAIL: %s: the name stays reserved after the panic\n", t.Name())
+		os.Exit(1)
+	}
+	again := make(chan error, 1)
+	go func() {
+		_, err := e.Snapshot(ctx, s.ID(), api.SnapshotRequest{Name: "panicked"})
+		if err == nil {
+			err = e.WaitSnapshot(ctx, "panicked")
+		}
+		again <- err
+	}()
+	select {
+	case err := <-again:
+		if err != nil {
+			t.Fatalf("the name again: %v", err)
+		}
+	case <-time.After(time.Minute):
+		fmt.Fprintf(os.Stderr, "--- FAIL: %s: the sandbox stays locked after the panic\n", t.Name())
+		os.Exit(1)
+	}
 }
