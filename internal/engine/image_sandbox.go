@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/minisandbox/msb/internal/envcache"
+	"github.com/minisandbox/msb/internal/envlist"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/store"
@@ -101,7 +102,7 @@ func (ir ImageRoot) Configure(conf *sandbox.Config) error {
 	conf.HostBase = ir.HostBase
 	conf.Layers = append(slices.Clone(ir.Layers), conf.Layers...)
 	conf.ImageLayers = ir.Image
-	conf.Env = rootfs.MergeEnv(ir.Config.Env, conf.Env)
+	conf.Env = envlist.Merge(ir.Config.Env, conf.Env)
 	if conf.Workdir == "" {
 		conf.Workdir = ir.Config.WorkingDir
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/minisandbox/msb/internal/dataset"
+	"github.com/minisandbox/msb/internal/envlist"
 	"github.com/minisandbox/msb/internal/rootfs"
 	"github.com/minisandbox/msb/internal/sandbox"
 	"github.com/minisandbox/msb/internal/spec"
@@ -504,7 +505,7 @@ func (b baseInfo) onBase(env []string) []string {
 			}
 		}
 	}
-	return rootfs.MergeEnv(b.env, env)
+	return envlist.Merge(b.env, env)
 }
 
 // base resolves Options.Base: the host, a layer or ref (base/rootfs), or

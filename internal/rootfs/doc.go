@@ -41,7 +41,6 @@ package rootfs
 
 import (
 	"context"
-	"strings"
 
 	"github.com/minisandbox/msb/internal/store"
 )
@@ -59,23 +58,6 @@ type Config struct {
 	// given.
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	Cmd        []string `json:"cmd,omitempty"`
-}
-
-// MergeEnv is base with over's variables replacing or added after its
-// own, by name: how a root's Config.Env goes under its caller's.
-func MergeEnv(base, over []string) []string {
-	out := make([]string, 0, len(base)+len(over))
-	idx := map[string]int{}
-	for _, kv := range append(append([]string(nil), base...), over...) {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
 }
 
 // Root is a root filesystem a sandbox can run on.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/minisandbox/msb/internal/cgroup"
+	"github.com/minisandbox/msb/internal/envlist"
 	"github.com/minisandbox/msb/internal/sandbox/pool"
 	"github.com/minisandbox/msb/internal/sandbox/sbinit"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
@@ -759,7 +760,7 @@ func defaultEnv(extra []string, hostname string) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root", "TERM=xterm", "LANG=C.UTF-8", "HOSTNAME=" + hostname,
 	}
-	return sbinit.MergeEnv(base, extra)
+	return envlist.Merge(base, extra)
 }
 
 func (s *Sandbox) writeInfo() {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/minisandbox/msb/internal/envlist"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func (s *supervisor) run(req *wire.Request) (wire.Response, error) {
 
 func (s *supervisor) command(req *wire.Request) *exec.Cmd {
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Env = MergeEnv(s.cfg.Env, req.Env)
+	cmd.Env = envlist.Merge(s.cfg.Env, req.Env)
 	cmd.Dir = s.cfg.Workdir
 	if req.Dir != "" {
 		cmd.Dir = req.Dir
@@ -55,7 +56,7 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	for _, kv := range env {
-		if envKey(kv) == "PATH" {
+		if envlist.Name(kv) == "PATH" {
 			path = kv[len("PATH="):]
 		}
 	}

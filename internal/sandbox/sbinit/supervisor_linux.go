@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minisandbox/msb/internal/envlist"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
 	"golang.org/x/sys/unix"
@@ -404,7 +405,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 	env := s.cfg.Env
 	if len(req.Env) > 0 {
-		env = MergeEnv(env, req.Env)
+		env = envlist.Merge(env, req.Env)
 	}
 	dir := s.cfg.Workdir
 	if req.Dir != "" {
@@ -708,31 +709,4 @@ func endAll() error {
 		}
 	}
 	return nil
-}
-
-// MergeEnv returns base with the entries of extra added or replaced.
-func MergeEnv(base, extra []string) []string {
-	idx := map[string]int{}
-	out := append([]string(nil), base...)
-	for i, kv := range out {
-		idx[envKey(kv)] = i
-	}
-	for _, kv := range extra {
-		if i, ok := idx[envKey(kv)]; ok {
-			out[i] = kv
-		} else {
-			idx[envKey(kv)] = len(out)
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func envKey(kv string) string {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i]
-		}
-	}
-	return kv
 }
