@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -476,7 +475,7 @@ func parseCounter(t *testing.T, line string) counter {
 
 // call runs cmd through a supervisor's control socket, as the host does.
 func call(ctl *os.File, id uint64, cmd string) (session.Result, error) {
-	exec, _ := json.Marshal(session.ExecRequest{Command: cmd, Timeout: 10 * time.Second})
+	exec := &session.ExecRequest{Command: cmd, Timeout: 10 * time.Second}
 	if err := wire.WriteFrame(ctl, wire.Request{ID: id, Op: wire.OpExec, Exec: exec}); err != nil {
 		return session.Result{}, fmt.Errorf("sending to the restored supervisor: %w", err)
 	}
@@ -484,12 +483,10 @@ func call(ctl *os.File, id uint64, cmd string) (session.Result, error) {
 	if err := wire.ReadFrame(ctl, &resp); err != nil {
 		return session.Result{}, fmt.Errorf("reading the restored supervisor's answer: %w", err)
 	}
-	if resp.ID != id || resp.Error != "" {
+	if resp.ID != id || resp.Error != "" || resp.Result == nil {
 		return session.Result{}, fmt.Errorf("the restored supervisor answered %+v", resp)
 	}
-	var res session.Result
-	err := json.Unmarshal(resp.Result, &res)
-	return res, err
+	return *resp.Result, nil
 }
 
 // newRoot mounts an overlay of lower and a new upper dir, as a host-base

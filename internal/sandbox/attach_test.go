@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,8 +18,17 @@ import (
 // are numbered above the last ID the supervisor saw; attachExec hands on
 // each byte of the exec's output once from the caller's offset, although
 // the final answer came before the chunks sent again (wire.OpAttach).
-// The peer plays the restored supervisor's part of the protocol.
+// The peer plays the restored supervisor's part of the protocol, as one
+// of an msb before the binary frames (JSON only: the host's requests
+// stay JSON) and as one that reads them (the requests after OpExecs are
+// binary).
 func TestAttachReadsEachByteOnce(t *testing.T) {
+	for _, bin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("binary=%v", bin), func(t *testing.T) { testAttachReadsEachByteOnce(t, bin) })
+	}
+}
+
+func testAttachReadsEachByteOnce(t *testing.T, bin bool) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +40,20 @@ func TestAttachReadsEachByteOnce(t *testing.T) {
 	defer c.close()
 	peer := os.NewFile(uintptr(fds[1]), "peer")
 	defer peer.Close()
+	out := wire.NewWriter(peer)
+	out.SetBinary(bin)
+	read := func(req *wire.Request) error {
+		*req = wire.Request{}
+		if err := wire.ReadFrame(peer, req); err != nil {
+			return err
+		}
+		if want := bin && req.Op != wire.OpExecs; req.Binary() != want {
+			return fmt.Errorf("request %s came binary=%v, want %v", req.Op, req.Binary(), want)
+		}
+		return nil
+	}
 
-	result, _ := json.Marshal(session.Result{Output: "abcde", ExitCode: 4})
+	result := &session.Result{Output: "abcde", ExitCode: 4}
 	chunk := func(off int64, data string) wire.Response {
 		return wire.Response{ID: 5, More: true, Stream: "stdout", Data: []byte(data), Off: off}
 	}
@@ -41,23 +61,23 @@ func TestAttachReadsEachByteOnce(t *testing.T) {
 	go func() {
 		errs <- func() error {
 			var req wire.Request
-			if err := wire.ReadFrame(peer, &req); err != nil || req.Op != wire.OpExecs || req.ID != wire.AdoptID {
+			if err := read(&req); err != nil || req.Op != wire.OpExecs || req.ID != wire.AdoptID {
 				return fmt.Errorf("first request %+v (%v), want %s as wire.AdoptID", req, err, wire.OpExecs)
 			}
 			// Before the answer: a chunk and the final answer of exec 5,
 			// and the final answer of exec 3, which is not listed.
 			for _, r := range []wire.Response{chunk(0, "ab"), {ID: 5, Result: result, Off: 5}, {ID: 3, Result: result}} {
-				wire.WriteFrame(peer, r)
+				out.Write(r)
 			}
-			wire.WriteFrame(peer, wire.Response{ID: wire.AdoptID, Execs: &wire.Execs{Last: 9,
-				Streams: []wire.ExecState{{ID: 5, Key: "k", Sent: 5}}}})
-			if err := wire.ReadFrame(peer, &req); err != nil || req.Op != wire.OpAttach || req.Ref != 5 {
+			out.Write(wire.Response{ID: wire.AdoptID, Execs: &wire.Execs{Last: 9,
+				Streams: []wire.ExecState{{ID: 5, Key: "k", Sent: 5}}, Binary: bin}})
+			if err := read(&req); err != nil || req.Op != wire.OpAttach || req.Ref != 5 {
 				return fmt.Errorf("request %+v (%v), want %s of 5", req, err, wire.OpAttach)
 			}
-			wire.WriteFrame(peer, chunk(0, "ab")) // sent again
-			wire.WriteFrame(peer, chunk(2, "cde"))
+			out.Write(chunk(0, "ab")) // sent again
+			out.Write(chunk(2, "cde"))
 			for {
-				if err := wire.ReadFrame(peer, &req); err != nil {
+				if err := read(&req); err != nil {
 					return err
 				}
 				if req.Op != wire.OpStreamAck {
@@ -67,7 +87,7 @@ func TestAttachReadsEachByteOnce(t *testing.T) {
 			if req.ID != 10 {
 				return fmt.Errorf("the request after the attach has ID %d, want 10 (above the last, 9)", req.ID)
 			}
-			return wire.WriteFrame(peer, wire.Response{ID: req.ID})
+			return out.Write(wire.Response{ID: req.ID})
 		}()
 	}()
 

@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
@@ -26,11 +24,7 @@ func (s *Sandbox) Exec(ctx context.Context, req session.ExecRequest) (session.Re
 }
 
 func (s *Sandbox) execOp(ctx context.Context, w *wire.Request, req session.ExecRequest) (session.Result, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return session.Result{}, err
-	}
-	w.Exec = b
+	w.Exec = &req
 	call := s.call
 	if (w.Op == wire.OpExec || w.Op == wire.OpSessionExec) && s.conn != nil {
 		call = s.conn.callCancel
@@ -39,11 +33,7 @@ func (s *Sandbox) execOp(ctx context.Context, w *wire.Request, req session.ExecR
 	if err != nil {
 		return session.Result{}, err
 	}
-	var res session.Result
-	if err := json.Unmarshal(resp.Result, &res); err != nil {
-		return session.Result{}, fmt.Errorf("decoding exec result: %w", err)
-	}
-	return res, nil
+	return resultOf(resp)
 }
 
 // SessionOptions set up a new session; empty fields take the sandbox's.

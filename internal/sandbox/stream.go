@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,11 +31,7 @@ func (s *Sandbox) ExecStreamKeyed(ctx context.Context, key string, req session.E
 	if s.conn == nil {
 		return session.Result{}, ErrClosed
 	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return session.Result{}, err
-	}
-	resp, err := s.conn.stream(ctx, &wire.Request{Op: wire.OpExec, Exec: b, Stream: true, Key: key}, func(r wire.Response) {
+	resp, err := s.conn.stream(ctx, &wire.Request{Op: wire.OpExec, Exec: &req, Stream: true, Key: key}, func(r wire.Response) {
 		emit(r.Stream == "stderr", r.Data)
 	})
 	return execResultOf(resp, err)
@@ -46,11 +41,15 @@ func execResultOf(resp wire.Response, err error) (session.Result, error) {
 	if err != nil {
 		return session.Result{}, err
 	}
-	var res session.Result
-	if err := json.Unmarshal(resp.Result, &res); err != nil {
-		return session.Result{}, fmt.Errorf("decoding exec result: %w", err)
+	return resultOf(resp)
+}
+
+// resultOf is the command's result an exec's answer carries.
+func resultOf(resp wire.Response) (session.Result, error) {
+	if resp.Result == nil {
+		return session.Result{}, errors.New("the supervisor's answer to a command carries no result")
 	}
-	return res, nil
+	return *resp.Result, nil
 }
 
 // RestoredExec is a streaming command (ExecStreamKeyed) that a restored
@@ -143,11 +142,14 @@ func (s *Sandbox) adoptExecs(ctx context.Context) {
 // connection, whose answers the restored execs still send: what arrives
 // for those execs is kept until attachExec takes it (keepOrphan). A
 // supervisor without OpExecs leaves nothing to attach, and the requests
-// are numbered far above any earlier connection's.
+// are numbered far above any earlier connection's. The supervisor may be
+// an older msb's: the requests are JSON unless its answer says it reads
+// binary frames.
 func (c *conn) adopt(ctx context.Context) error {
 	c.mu.Lock()
 	c.orphans, c.adopting = map[uint64][]wire.Response{}, true
 	c.mu.Unlock()
+	c.wr.SetBinary(false)
 	resp, err := c.call(ctx, &wire.Request{ID: wire.AdoptID, Op: wire.OpExecs})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -161,6 +163,7 @@ func (c *conn) adopt(ctx context.Context) error {
 	}
 	c.next = max(c.next, resp.Execs.Last+1)
 	c.restored = resp.Execs.Streams
+	c.wr.SetBinary(resp.Execs.Binary)
 	keep := map[uint64]bool{}
 	for _, e := range c.restored {
 		keep[e.ID] = true

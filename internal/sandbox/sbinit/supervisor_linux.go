@@ -2,7 +2,6 @@ package sbinit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,7 +188,6 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		case <-forked:
 			handleSignals() // its threads first: they are not spares
 			prewarmThreads()
-			warmCodecs()
 			err = <-opened
 		case err = <-opened: // failed before its fork
 		}
@@ -212,19 +210,6 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	return nil
-}
-
-// warmCodecs has encoding/json build its codecs of a session command's
-// request and result, which the first command would otherwise build on
-// its way, and of the ready answer (wire.Response with its wire.Ready),
-// which comeUp writes once the shell answers: done while the session's
-// bash starts. The ready's codec, built on its way, kept the host waiting
-// ~80 µs longer for it (docs/bench.md, session 17).
-func warmCodecs() {
-	var er session.ExecRequest
-	json.Unmarshal([]byte(`{}`), &er)
-	json.Marshal(session.Result{})
-	json.Marshal(wire.Response{Info: &wire.Ready{Stamps: []wire.Stamp{{}}}})
 }
 
 // aheadSafe reports whether a session's shell with environment env runs
@@ -277,6 +262,10 @@ func (s *supervisor) serve(ctl io.Reader) error {
 		if err := wire.ReadFrame(ctl, &req); err != nil {
 			return err
 		}
+		// Answers go in the encoding of the host's last request: a
+		// restored supervisor's new host may be an older msb (see
+		// wire.BinaryV1).
+		s.out.SetBinary(req.Binary())
 		if req.Op == wire.OpShutdown {
 			s.closeAllKilled()
 			resp := wire.Response{ID: req.ID}
@@ -397,7 +386,7 @@ func (s *supervisor) dispatch(ctx context.Context, req *wire.Request) (wire.Resp
 	case wire.OpDial:
 		return s.dial(ctx, req)
 	case wire.OpExecs:
-		return wire.Response{Execs: &wire.Execs{Last: s.lastID.Load(), Streams: s.flows.list()}}, nil
+		return wire.Response{Execs: &wire.Execs{Last: s.lastID.Load(), Streams: s.flows.list(), Binary: true}}, nil
 	}
 	return wire.Response{}, fail(wire.CodeInvalid, "unknown op %q", req.Op)
 }
@@ -418,10 +407,10 @@ func (s *supervisor) sessionOptions(req *wire.Request) session.Options {
 
 func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	defer s.flows.close(req.ID) // serve opened it
-	var er session.ExecRequest
-	if err := json.Unmarshal(req.Exec, &er); err != nil {
-		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
+	if req.Exec == nil {
+		return wire.Response{}, fail(wire.CodeInvalid, "%s without a command", req.Op)
 	}
+	er := *req.Exec
 	var f *flow
 	if req.Stream {
 		f = s.flows.get(req.ID)
@@ -442,8 +431,7 @@ func (s *supervisor) exec(ctx context.Context, req *wire.Request) (wire.Response
 }
 
 func resultResponse(res session.Result) (wire.Response, error) {
-	b, err := json.Marshal(res)
-	return wire.Response{Result: b}, err
+	return wire.Response{Result: &res}, nil
 }
 
 func (s *supervisor) openSession(ctx context.Context, req *wire.Request, opts session.Options) (wire.Response, error) {
@@ -541,10 +529,10 @@ func (s *supervisor) sessionExec(ctx context.Context, req *wire.Request) (wire.R
 	if err != nil {
 		return wire.Response{}, err
 	}
-	var er session.ExecRequest
-	if err := json.Unmarshal(req.Exec, &er); err != nil {
-		return wire.Response{}, fail(wire.CodeInvalid, "decoding exec request: %v", err)
+	if req.Exec == nil {
+		return wire.Response{}, fail(wire.CodeInvalid, "%s without a command", req.Op)
 	}
+	er := *req.Exec
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.mu.Lock()

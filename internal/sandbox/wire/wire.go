@@ -2,7 +2,8 @@
 // inside a sandbox.
 //
 // The two ends share one Unix stream socket. Every message is a Frame: a
-// 4-byte big-endian length followed by that many bytes of JSON. The host
+// 4-byte big-endian length followed by that many bytes of JSON or, for
+// the types that have one, of a binary encoding (binary.go). The host
 // sends Requests, each with a unique ID; the supervisor answers each with
 // one Response carrying the same ID, in any order, so slow requests (a long
 // command in one session) do not hold up others. The first message on the
@@ -20,6 +21,9 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
+
+	"github.com/minisandbox/msb/internal/session"
 )
 
 // MaxFrame bounds one message; file transfers larger than this are refused.
@@ -119,6 +123,10 @@ type Execs struct {
 	Last uint64 `json:"last"`
 	// Streams are the streaming execs in flight.
 	Streams []ExecState `json:"streams,omitempty"`
+	// Binary says the supervisor reads binary frames (BinaryV1): the
+	// host that adopts it may write them. One dumped by an msb before
+	// the binary encoding leaves it unset.
+	Binary bool `json:"binary,omitempty"`
 }
 
 // ExecState is one streaming exec in flight.
@@ -156,24 +164,24 @@ const StreamWindow = 8
 
 // Request is one call from the host.
 type Request struct {
-	ID      uint64          `json:"id"`
-	Op      string          `json:"op"`
-	Session string          `json:"session,omitempty"`
-	To      string          `json:"to,omitempty"` // OpSessionRename's new name
-	Path    string          `json:"path,omitempty"`
-	Data    []byte          `json:"data,omitempty"`
-	Mode    uint32          `json:"mode,omitempty"`
-	Argv    []string        `json:"argv,omitempty"`
-	Env     []string        `json:"env,omitempty"`
-	Dir     string          `json:"dir,omitempty"`
-	Rows    uint16          `json:"rows,omitempty"`
-	Cols    uint16          `json:"cols,omitempty"`
-	Limit   int64           `json:"limit,omitempty"`
-	Exec    json.RawMessage `json:"exec,omitempty"`   // session.ExecRequest
-	Stream  bool            `json:"stream,omitempty"` // OpExec: send output as it comes
-	Ref     uint64          `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
-	Owner   *FileOwner      `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
-	Port    int             `json:"port,omitempty"`   // OpDial
+	ID      uint64               `json:"id"`
+	Op      string               `json:"op"`
+	Session string               `json:"session,omitempty"`
+	To      string               `json:"to,omitempty"` // OpSessionRename's new name
+	Path    string               `json:"path,omitempty"`
+	Data    []byte               `json:"data,omitempty"`
+	Mode    uint32               `json:"mode,omitempty"`
+	Argv    []string             `json:"argv,omitempty"`
+	Env     []string             `json:"env,omitempty"`
+	Dir     string               `json:"dir,omitempty"`
+	Rows    uint16               `json:"rows,omitempty"`
+	Cols    uint16               `json:"cols,omitempty"`
+	Limit   int64                `json:"limit,omitempty"`
+	Exec    *session.ExecRequest `json:"exec,omitempty"`
+	Stream  bool                 `json:"stream,omitempty"` // OpExec: send output as it comes
+	Ref     uint64               `json:"ref,omitempty"`    // OpStreamAck, OpCancel: the request meant
+	Owner   *FileOwner           `json:"owner,omitempty"`  // OpWriteFile: the file's owner (nil: the writer's)
+	Port    int                  `json:"port,omitempty"`   // OpDial
 	// Key, on a streaming OpExec, is the host's name for it, which
 	// OpExecs lists (so a restored exec is known by it).
 	Key string `json:"key,omitempty"`
@@ -183,7 +191,12 @@ type Request struct {
 	// the new one where it can (session.Session.Adopt; the Response's
 	// Exit is then 1), and is closed where it cannot.
 	From string `json:"from,omitempty"`
+
+	binary bool // decoded from a binary frame
 }
+
+// Binary says r came in a binary frame: its sender reads them.
+func (r *Request) Binary() bool { return r.binary }
 
 // FileOwner is the owner OpWriteFile gives the file it writes.
 type FileOwner struct {
@@ -199,7 +212,7 @@ type Response struct {
 	Data    []byte          `json:"data,omitempty"`
 	Exit    int             `json:"exit,omitempty"`
 	Entries []Entry         `json:"entries,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"` // session.Result
+	Result  *session.Result `json:"result,omitempty"`
 	Info    *Ready          `json:"info,omitempty"`
 	// More marks a chunk of a streaming OpExec's output (Stream, Data);
 	// the final Response follows.
@@ -250,20 +263,57 @@ type Entry struct {
 	GID     int    `json:"gid"`
 }
 
-// WriteFrame writes v as one frame.
+// WriteFrame writes v as one frame, in the binary encoding if v's type
+// has one (for a peer of this build: see binary.go), else in JSON.
 func WriteFrame(w io.Writer, v any) error {
+	b, err := frame(v, true)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// frame encodes v as a frame: header and body.
+func frame(v any, bin bool) ([]byte, error) {
+	if m, ok := v.(binaryMessage); ok && bin {
+		e := enc{b: make([]byte, 5, 256)}
+		e.b[4] = BinaryV1
+		m.appendWire(&e)
+		if len(e.b)-4 > MaxFrame {
+			return nil, fmt.Errorf("frame of %d bytes exceeds %d", len(e.b)-4, MaxFrame)
+		}
+		binary.BigEndian.PutUint32(e.b, uint32(len(e.b)-4))
+		return e.b, nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encoding frame: %w", err)
+		return nil, fmt.Errorf("encoding frame: %w", err)
 	}
 	if len(b) > MaxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), MaxFrame)
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", len(b), MaxFrame)
 	}
 	buf := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(buf, uint32(len(b)))
 	copy(buf[4:], b)
-	_, err = w.Write(buf)
-	return err
+	return buf, nil
+}
+
+// decode decodes a frame's body into v, binary or JSON by its first byte.
+func decode(b []byte, v any) error {
+	if len(b) == 0 || b[0] != BinaryV1 {
+		return json.Unmarshal(b, v)
+	}
+	t, ok := v.(binaryTarget)
+	if !ok {
+		return fmt.Errorf("a binary frame for %T, which has no binary encoding", v)
+	}
+	d := dec{b: b[1:]}
+	t.decodeWire(&d)
+	if d.err != nil {
+		return fmt.Errorf("decoding binary frame into %T: %w", v, d.err)
+	}
+	return nil
 }
 
 // ReadFrame reads exactly one frame into v; it never reads past the frame,
@@ -284,23 +334,32 @@ func ReadFrame(r io.Reader, v any) error {
 		}
 		return err
 	}
-	return json.Unmarshal(b, v)
+	return decode(b, v)
 }
 
 // Writer serializes frames from many goroutines onto one stream.
 type Writer struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
+	mu   sync.Mutex // guards w
+	w    io.Writer
+	json atomic.Bool // write JSON even where a binary encoding exists
 }
 
-// NewWriter wraps w.
+// NewWriter wraps w; it writes binary frames until SetBinary(false).
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// SetBinary says whether the peer reads binary frames (see binary.go).
+func (w *Writer) SetBinary(on bool) { w.json.Store(!on) }
 
 // Write sends v as one frame.
 func (w *Writer) Write(v any) error {
+	b, err := frame(v, !w.json.Load())
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return WriteFrame(w.w, v)
+	_, err = w.w.Write(b)
+	return err
 }
 
 // FdWriter is a stream that can send a descriptor with the first byte of
@@ -316,13 +375,10 @@ func (w *Writer) WriteFd(v any, fd int) error {
 	if !ok {
 		return fmt.Errorf("sending a descriptor: the stream (%T) cannot carry one", w.w)
 	}
-	b, err := json.Marshal(v)
+	buf, err := frame(v, !w.json.Load())
 	if err != nil {
-		return fmt.Errorf("encoding frame: %w", err)
+		return err
 	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, err := fw.WriteFd(buf, fd)
@@ -357,7 +413,7 @@ func (fr *FrameReader) Next(v any) error {
 			}
 			if len(b)-4 >= int(n) {
 				fr.off += 4 + int(n)
-				return json.Unmarshal(b[4:4+n], v)
+				return decode(b[4:4+n], v)
 			}
 			need = 4 + int(n)
 		}
