@@ -530,11 +530,17 @@ func holdsTap(init int) (bool, error) {
 	return false, nil
 }
 
-// processTree lists init and its descendants, parents first.
+// processTree lists init and its descendants, parents first. Of a
+// sandbox that runs, a descendant may end while it is read: it is left
+// out, with its children (a caller that must see every process reads a
+// frozen sandbox).
 func processTree(init int) ([]int, error) {
 	out := []int{init}
 	for i := 0; i < len(out); i++ {
 		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		if i > 0 && errors.Is(err, os.ErrNotExist) {
+			continue // it ended
+		}
 		if err != nil {
 			return nil, fmt.Errorf("threads of %d: %w", out[i], err)
 		}

@@ -370,11 +370,13 @@ func (s *Sandbox) snapshotDumping(ctx context.Context, name string, dump func(*s
 	return snap, nil
 }
 
-// stageDumping stages the writable layer in dir with the sandbox frozen,
-// then calls dump while it still is, and thaws it on every path.
+// stageDumping stages the writable layer in dir with the sandbox frozen
+// as criu can seize it (checkpoint.FreezeForDump: no vfork child caught
+// before its exec), then calls dump while it still is, and thaws it on
+// every path.
 func (s *Sandbox) stageDumping(ctx context.Context, dir string, parents []store.LayerID, dump func(*sandbox.Sandbox) error) (staged *store.Staged, err error) {
 	sb := s.sbox()
-	thaw, err := sb.Freeze(ctx)
+	thaw, err := checkpoint.FreezeForDump(ctx, sb)
 	defer func() {
 		if terr := thaw(); terr != nil && err == nil {
 			staged.Discard()
