@@ -77,7 +77,7 @@ func canaryReasons(e Evaluation) (reasons []string, note string) {
 	}
 	statuses, own := e.Canary.Report(out)
 	if !own {
-		statuses = parsed
+		statuses = e.Canary.StrictSympy(out, parsed)
 	}
 	if n := e.Canary.Skipped(out); ok && n != "" && len(statuses) == 0 {
 		return nil, n

@@ -28,9 +28,10 @@ import (
 // canary run's output in the log and is never in a name or a file.
 //
 // A canary needs a runner whose selection takes a file: pytest and
-// Python's unittest, go test, cargo test, Maven, Gradle, Jest, Mocha,
-// Vitest, CTest and Automake's make check (canary_lang.go). For any other test command (Django's
-// runtests.py, sympy's bin/test, tox, Karma) NewCanary returns one with a
+// Python's unittest (also pytest through tox: toxCmd), SymPy's bin/test
+// (canary_sympy.go), go test, cargo test, Maven, Gradle, Jest, Mocha,
+// Vitest, CTest and Automake's make check (canary_lang.go). For any other
+// test command (Django's runtests.py, Karma) NewCanary returns one with a
 // Note and no Script.
 type Canary struct {
 	// Token marks the canary run's output (Start, End); Dir is the
@@ -59,26 +60,55 @@ type Canary struct {
 	// modules are the test modules of the harness's selection a placed
 	// canary takes the tests out of; File is its host (canary_place.go).
 	modules []string
+	// runner is "" for pytest and unittest, runnerSympy for SymPy's
+	// bin/test (canary_sympy.go).
+	runner string
 }
 
 // canaryRunner matches the test commands whose selection can take the
 // canary file: pytest (also as python -m pytest) and python -m unittest.
 var canaryRunner = lazyRegexp(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+(pytest|unittest)(\s|$)`)
 
+// toxCmd matches a tox command that passes arguments to its test
+// environment's commands (after --, tox's {posargs}). The canary and the
+// structured channel take it for pytest: tox's commands at the pins of
+// the one dataset that tests through tox (Sphinx's tox.ini: `pytest
+// --durations 25 {posargs}`, from 3.4 `python -X dev -m pytest ...`) run
+// pytest with those arguments, and tox-current-env (--current-env) passes
+// every environment variable through (tox 4 alone passes a fixed list,
+// and Sphinx's passenv names PYTEST_ADDOPTS but not PYTHONPATH).
+var toxCmd = lazyRegexp(`(^|[\s;&|(/])tox\s(.*\s)?--(\s|$)`)
+
 // NewCanary draws a canary for an evaluation whose test command is
 // testCmd and whose test patch touches testFiles.
 func NewCanary(testCmd string, testFiles []string) Canary {
-	if !canaryRunner().MatchString(testCmd) {
+	runner := ""
+	switch {
+	case sympyCmd().MatchString(testCmd):
+		runner = runnerSympy
+	case canaryRunner().MatchString(testCmd), toxCmd().MatchString(testCmd):
+	default:
 		if c, ok := langCanary(testCmd, testFiles); ok {
 			return c
 		}
-		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, go test, cargo test, Maven, Gradle, Jest, Mocha, Vitest, ctest or make check, whose selection the canary needs"}
+		return Canary{Note: "canary skipped: the test command runs none of pytest, unittest, tox, SymPy's bin/test, go test, cargo test, Maven, Gradle, Jest, Mocha, Vitest, ctest or make check, whose selection the canary needs"}
 	}
 	var first string
 	for _, f := range testFiles {
 		if strings.HasSuffix(f, ".py") && !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") {
 			first = f
 			break
+		}
+	}
+	if runner != "" || toxCmd().MatchString(testCmd) {
+		// SymPy's runner runs only test_*.py files, and Sphinx's test
+		// patches name the files of its test roots (tests/roots/...)
+		// before a test module: beside the first test module
+		for _, f := range testFiles {
+			if strings.HasSuffix(f, ".py") && testModule(f) && !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") {
+				first = f
+				break
+			}
 		}
 	}
 	if first == "" {
@@ -89,7 +119,7 @@ func NewCanary(testCmd string, testFiles []string) Canary {
 		Token: token(), Dir: path.Dir(first),
 		Class: "Test" + names[0].Camel(), Pass: "test_" + tests[0].Snake(), Fail: "test_" + tests[1].Snake(),
 		Import: strings.ReplaceAll(strings.TrimSuffix(first, ".py"), "/", "."),
-		value:  names[2].Snake(),
+		value:  names[2].Snake(), runner: runner,
 	}
 	c.File = path.Join(c.Dir, "test_"+names[1].Snake()+".py")
 	c.Command = testCmd + " " + quote(c.File)
@@ -109,6 +139,9 @@ func (c Canary) Active() bool { return c.Note == "" && c.Token != "" }
 // values with assertEqual, the assertion a patch would disable; nothing
 // in it names msb or the token.
 func (c Canary) Source() string {
+	if c.runner == runnerSympy {
+		return strings.TrimLeft(c.sympySource(), "\n")
+	}
 	return fmt.Sprintf(`import importlib
 import unittest
 
@@ -144,6 +177,9 @@ func (c Canary) Script() string {
 	}
 	if c.lang != "" {
 		return c.langScript()
+	}
+	if c.runner == runnerSympy {
+		return c.sympyScript()
 	}
 	if c.Placed() {
 		return c.placedScript()

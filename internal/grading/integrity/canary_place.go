@@ -29,6 +29,9 @@ func (c Canary) Place(command string, directives []string, statuses map[string]s
 	if !c.Active() || c.lang != "" {
 		return c
 	}
+	if c.runner == runnerSympy {
+		return c.placeSympy(command, directives)
+	}
 	var mods []string
 	for _, d := range directives {
 		if !strings.HasSuffix(d, ".py") {

@@ -11,25 +11,30 @@ import (
 )
 
 // A Channel is the structured result channel of a pytest run: a pytest
-// plugin, loaded by the harness's test command through PYTEST_ADDOPTS from
-// a directory of random name outside the repository, appends one JSON line
+// plugin, loaded by the harness's test command through PYTEST_ADDOPTS
+// (PYTEST_PLUGINS under tox: loadVar) from a directory of random name
+// outside the repository, appends one JSON line
 // per test report (pytest's own objects, not its terminal output) to a
 // file of random name in that directory. The plugin takes its directory
-// back out of sys.path, PYTHONPATH and PYTEST_ADDOPTS when it loads, before
+// back out of sys.path, PYTHONPATH and that variable when it loads, before
 // any conftest or code under test does, so the tested code is not told
 // where the file is. Grading reads the file from the sandbox, not from the
 // log, and checks every instance test the log reports passing against it
 // (Judge): a patch that prints fake PASSED lines, or a conftest that
 // rewrites the terminal report, disagrees with it.
 //
-// A Channel needs pytest; for any other test command NewChannel returns an
-// inactive one (the canary's note already says the runner is not pytest).
+// A Channel needs pytest (also through tox: toxCmd, which passes the
+// plugin's PYTHONPATH and PYTEST_PLUGINS to pytest under tox-current-env);
+// for any other test command NewChannel returns an inactive one (the canary's note already says the runner is not pytest).
 type Channel struct {
 	// Token is the random part of the plugin module's name and of Dir.
 	Token string
 	// Dir is the plugin's directory, Module its module name and Report
 	// the path of the file it writes, all absolute in the sandbox.
 	Dir, Module, Report string
+	// plugins: pytest is told to load the plugin by PYTEST_PLUGINS
+	// instead of PYTEST_ADDOPTS (tox: toxCmd).
+	plugins bool
 }
 
 // pytestRunner matches the test commands that run pytest.
@@ -38,12 +43,27 @@ var pytestRunner = lazyRegexp(`(^|[\s/])(pytest|py\.test)(\s|$)|-m\s+pytest(\s|$
 // NewChannel draws a channel for an evaluation whose test command is
 // testCmd; inactive unless testCmd runs pytest.
 func NewChannel(testCmd string) Channel {
-	if !pytestRunner().MatchString(testCmd) {
+	if !pytestRunner().MatchString(testCmd) && !toxCmd().MatchString(testCmd) {
 		return Channel{}
 	}
 	tok := token()
 	dir := "/tmp/msb_" + token()
-	return Channel{Token: tok, Dir: dir, Module: "msb_report_" + tok, Report: path.Join(dir, token()+".jsonl")}
+	return Channel{Token: tok, Dir: dir, Module: "msb_report_" + tok, Report: path.Join(dir, token()+".jsonl"),
+		plugins: !pytestRunner().MatchString(testCmd)}
+}
+
+// loadVar is the variable that tells pytest to load the plugin, and how
+// the plugin is named in it. Under tox it is PYTEST_PLUGINS (a comma-separated list of
+// modules pytest imports as plugins, after its -p options and entry
+// points, before any conftest.py): a tox.ini's setenv may set
+// PYTEST_ADDOPTS over the caller's (Sphinx 3.3's `PYTEST_ADDOPTS = --color
+// yes`, sphinx-doc__sphinx-8120, -8265, -8269), and none sets
+// PYTEST_PLUGINS.
+func (c Channel) loadVar() (name, added, sep string) {
+	if c.plugins {
+		return "PYTEST_PLUGINS", c.Module, ","
+	}
+	return "PYTEST_ADDOPTS", "-p " + c.Module, " "
 }
 
 // Active reports whether the evaluation reads the channel.
@@ -52,6 +72,7 @@ func (c Channel) Active() bool { return c.Token != "" }
 // Plugin is the pytest plugin's source: at import it opens Report and
 // scrubs its traces; each report pytest logs becomes one line.
 func (c Channel) Plugin() string {
+	v, added, sep := c.loadVar()
 	return fmt.Sprintf(`import json
 import os
 import sys
@@ -59,8 +80,8 @@ import sys
 _dir = %q
 _out = open(%q, "a")
 sys.path[:] = [p for p in sys.path if p != _dir]
-for _name, _added in (("PYTHONPATH", _dir), ("PYTEST_ADDOPTS", "-p %s")):
-    _old = os.environ.get(_name, "").replace(_added, "", 1).strip(os.pathsep + " ")
+for _name, _added, _sep in (("PYTHONPATH", _dir, os.pathsep), (%q, %q, %q)):
+    _old = os.environ.get(_name, "").replace(_added, "", 1).strip(_sep + " ")
     if _old:
         os.environ[_name] = _old
     else:
@@ -71,12 +92,12 @@ def pytest_runtest_logreport(report):
     _out.write(json.dumps({"id": report.nodeid, "when": report.when, "outcome": report.outcome,
                            "xfail": hasattr(report, "wasxfail")}) + "\n")
     _out.flush()
-`, c.Dir, c.Report, c.Module)
+`, c.Dir, c.Report, v, added, sep)
 }
 
 // Setup is the shell text the eval script runs before the harness's test
 // command (before its start marker, so nothing lands between the markers):
-// write the plugin, save PYTHONPATH and PYTEST_ADDOPTS, and extend them so
+// write the plugin, save PYTHONPATH and PYTEST_ADDOPTS (loadVar), and extend them so
 // the test command loads it. Restore, after the test command's exit
 // status is recorded, puts them back. Both are "" when inactive.
 func (c Channel) Setup() string {
@@ -84,9 +105,10 @@ func (c Channel) Setup() string {
 		return ""
 	}
 	delim := "MSB_CHANNEL_" + c.Token
-	return fmt.Sprintf("mkdir -p %s\ncat > %s <<'%s'\n%s%s\nmsb_env_%s=$(export -p | grep -E '^declare -x (PYTHONPATH|PYTEST_ADDOPTS)=' || true)\n"+
-		"export PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} PYTEST_ADDOPTS=\"-p %s${PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}\"\n",
-		quote(c.Dir), quote(path.Join(c.Dir, c.Module+".py")), delim, c.Plugin(), delim, c.Token, quote(c.Dir), c.Module)
+	v, added, sep := c.loadVar()
+	return fmt.Sprintf("mkdir -p %s\ncat > %s <<'%s'\n%s%s\nmsb_env_%s=$(export -p | grep -E '^declare -x (PYTHONPATH|%s)=' || true)\n"+
+		"export PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} %s=\"%s${%s:+%s$%s}\"\n",
+		quote(c.Dir), quote(path.Join(c.Dir, c.Module+".py")), delim, c.Plugin(), delim, c.Token, v, quote(c.Dir), v, added, v, sep, v)
 }
 
 // Restore undoes Setup's environment (see Setup).
@@ -94,7 +116,8 @@ func (c Channel) Restore() string {
 	if !c.Active() {
 		return ""
 	}
-	return fmt.Sprintf("unset PYTHONPATH PYTEST_ADDOPTS\neval \"$msb_env_%s\"\n", c.Token)
+	v, _, _ := c.loadVar()
+	return fmt.Sprintf("unset PYTHONPATH %s\neval \"$msb_env_%s\"\n", v, c.Token)
 }
 
 // record is one line of the report.

@@ -33,11 +33,14 @@ func TestNewChannel(t *testing.T) {
 // back.
 func TestChannelPytest(t *testing.T) {
 	py := privtest.PytestPython(t)
-	dir := t.TempDir()
-	c := NewChannel("pytest")
-	c.Dir = filepath.Join(dir, "msb_"+c.Token)
-	c.Report = filepath.Join(c.Dir, "r.jsonl")
-	test := `import os, sys, pytest
+	// tox: the channel rides PYTEST_PLUGINS, and the command's environment
+	// sets PYTEST_ADDOPTS over the caller's, as Sphinx 3.3's tox.ini does
+	for _, tc := range []struct{ cmd, over, plugins string }{{"pytest", "", ""}, {"tox --current-env -epy39 -v --", "PYTEST_ADDOPTS=-q ", "x"}} {
+		dir := t.TempDir()
+		c := NewChannel(tc.cmd)
+		c.Dir = filepath.Join(dir, "msb_"+c.Token)
+		c.Report = filepath.Join(c.Dir, "r.jsonl")
+		test := `import os, sys, pytest
 
 @pytest.fixture
 def broken():
@@ -51,29 +54,40 @@ def test_skip(): pass
 @pytest.mark.xfail
 def test_xfail(): assert 0
 def test_hidden():
-    assert "msb_" not in os.environ.get("PYTHONPATH", "") + os.environ.get("PYTEST_ADDOPTS", "")
+    assert "msb_" not in os.environ.get("PYTHONPATH", "") + os.environ.get("PYTEST_ADDOPTS", "") + os.environ.get("PYTEST_PLUGINS", "")
     assert os.environ["PYTEST_ADDOPTS"] == "-q"
+    assert os.environ.get("PYTEST_PLUGINS") == ` + map[bool]string{true: "'x'", false: "None"}[tc.plugins != ""] + `
     assert not [p for p in sys.path if "msb_" in p]
 `
-	if err := os.WriteFile(filepath.Join(dir, "test_a.py"), []byte(test), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	script := "set -u\nunset PYTHONPATH\nexport PYTEST_ADDOPTS=-q\n" + c.Setup() + py + " -m pytest -rA -p no:cacheprovider test_a.py\n" + c.Restore() +
-		"echo \"after: ${PYTEST_ADDOPTS}|${PYTHONPATH-unset}\"\n"
-	cmd := exec.Command("bash", "-c", script)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, _ := cmd.CombinedOutput()
-	if !strings.Contains(string(out), "after: -q|unset") {
-		t.Errorf("Restore did not give the variables back:\n%s", out)
-	}
-	report, err := os.ReadFile(c.Report)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	want := map[string]string{"test_a.py::test_pass": "PASSED", "test_a.py::test_fail": "FAILED", "test_a.py::test_error": "ERROR",
-		"test_a.py::test_skip": "SKIPPED", "test_a.py::test_xfail": "XFAIL", "test_a.py::test_hidden": "PASSED"}
-	if got := Statuses(report); !reflect.DeepEqual(got, want) {
-		t.Errorf("statuses %v, want %v\n%s", got, want, out)
+		if err := os.WriteFile(filepath.Join(dir, "test_a.py"), []byte(test), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if tc.plugins != "" {
+			if err := os.WriteFile(filepath.Join(dir, "x.py"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pre := "set -u\nunset PYTHONPATH PYTEST_PLUGINS\nexport PYTEST_ADDOPTS=-q\n"
+		if tc.plugins != "" {
+			pre += "export PYTEST_PLUGINS=" + tc.plugins + "\n"
+		}
+		script := pre + c.Setup() + tc.over + "PYTHONPATH=$PYTHONPATH:. " + py + " -m pytest -rA -p no:cacheprovider test_a.py\n" + c.Restore() +
+			"echo \"after: ${PYTEST_ADDOPTS}|${PYTHONPATH-unset}|${PYTEST_PLUGINS-unset}\"\n"
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+		out, _ := cmd.CombinedOutput()
+		if want := "after: -q|unset|" + map[bool]string{true: "x", false: "unset"}[tc.plugins != ""]; !strings.Contains(string(out), want) {
+			t.Errorf("%s: Restore did not give the variables back (%s):\n%s", tc.cmd, want, out)
+		}
+		report, err := os.ReadFile(c.Report)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.cmd, err, out)
+		}
+		want := map[string]string{"test_a.py::test_pass": "PASSED", "test_a.py::test_fail": "FAILED", "test_a.py::test_error": "ERROR",
+			"test_a.py::test_skip": "SKIPPED", "test_a.py::test_xfail": "XFAIL", "test_a.py::test_hidden": "PASSED"}
+		if got := Statuses(report); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: statuses %v, want %v\n%s", tc.cmd, got, want, out)
+		}
 	}
 }
 
