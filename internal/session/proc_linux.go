@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -59,6 +60,94 @@ func childrenFromFiles(pid int) []int {
 		}
 	}
 	return kids
+}
+
+// childFiles lists a process's children as childrenFromFiles does, through
+// descriptors of its main thread's children file and of its task directory
+// kept open: a read of each instead of two opens, two path walks through
+// /proc and a sorted directory listing (~18 against ~1.3 µs a listing on a
+// 2-core VM). A descriptor names the process it was opened for, never a
+// later one with its pid. A session's shell keeps one (shellProc.kids).
+type childFiles struct {
+	children, task int
+	buf            []byte
+}
+
+// openChildFiles opens pid's files, which must be those of a process
+// that cannot have been reaped meanwhile (the caller's unreaped child);
+// nil where they cannot be opened (list then reads them by path).
+func openChildFiles(pid int) *childFiles {
+	if !haveChildrenFiles() {
+		return nil
+	}
+	base := "/proc/" + strconv.Itoa(pid) + "/task"
+	ch, err := unix.Open(base+"/"+strconv.Itoa(pid)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	task, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(ch)
+		return nil
+	}
+	return &childFiles{children: ch, task: task, buf: make([]byte, 512)}
+}
+
+// list returns the children of pid, the process c was opened for.
+func (c *childFiles) list(pid int) []int {
+	if c == nil {
+		return childrenFromFiles(pid)
+	}
+	data, ok := c.pread(c.children)
+	if !ok {
+		return nil
+	}
+	kids := parsePIDs(data, nil)
+	// Threads besides the main one (bash has none) have children files of
+	// their own.
+	if _, err := unix.Seek(c.task, 0, io.SeekStart); err != nil {
+		return kids
+	}
+	self := strconv.Itoa(pid)
+	var names []string
+	for {
+		n, err := unix.ReadDirent(c.task, c.buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(c.buf[:n], -1, names)
+	}
+	for _, t := range names {
+		if t == self {
+			continue
+		}
+		if data, err := os.ReadFile("/proc/" + self + "/task/" + t + "/children"); err == nil {
+			kids = parsePIDs(data, kids)
+		}
+	}
+	return kids
+}
+
+// pread reads all of the file fd from its start into c.buf, grown as
+// needed; the bytes are good until the next read.
+func (c *childFiles) pread(fd int) ([]byte, bool) {
+	for {
+		n, err := unix.Pread(fd, c.buf, 0)
+		if err != nil {
+			return nil, false
+		}
+		if n < len(c.buf) {
+			return c.buf[:n], true
+		}
+		c.buf = make([]byte, 2*len(c.buf))
+	}
+}
+
+func (c *childFiles) close() {
+	if c != nil {
+		closeFD(&c.children)
+		closeFD(&c.task)
+	}
 }
 
 func parsePIDs(data []byte, into []int) []int {

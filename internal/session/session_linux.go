@@ -167,6 +167,7 @@ func (s *Session) start(ctx context.Context) error {
 		}
 		return fmt.Errorf("running %s: %w", s.opts.Shell, err)
 	}
+	s.shell.kids = openChildFiles(s.shell.pid) // not reaped before teardown: its own
 
 	// The setup line runs outside any frame: it sends the shell's own
 	// stderr (prompts, job notices) to /dev/null and turns off interactive
@@ -1008,7 +1009,7 @@ func (s *Session) inCommand() bool {
 
 // childrenIDs returns the shell's current children.
 func (s *Session) childrenIDs() []procID {
-	kids := childrenFromFiles(s.shell.pid)
+	kids := s.shell.kids.list(s.shell.pid)
 	if len(kids) == 0 {
 		return nil
 	}

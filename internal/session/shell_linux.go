@@ -33,6 +33,10 @@ type shellProc struct {
 	// startTime is the shell's start (/proc starttime), before which none
 	// of its processes started; 0 if unknown.
 	startTime uint64
+	// kids lists a session's shell's children, through descriptors of its
+	// /proc entries kept open: every command reads them
+	// (Session.childrenIDs); nil for RunOnce's shell.
+	kids *childFiles
 }
 
 func startShell(cmd *exec.Cmd, start func(*exec.Cmd) error) (*shellProc, error) {
@@ -92,6 +96,7 @@ func (p *shellProc) signal(sig unix.Signal) {
 func (p *shellProc) closeFDs() {
 	closeFD(&p.exitFD)
 	closeFD(&p.exitW)
+	p.kids.close()
 }
 
 // exitStatus maps a process state to a shell-style status: the exit code, or
