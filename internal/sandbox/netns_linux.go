@@ -28,10 +28,13 @@ import (
 // of the sandbox are born in it, as with CLONE_NEWNET. Each namespace
 // serves one sandbox and is never reused: it is gone with the sandbox's
 // processes, and what the sandbox sees is what a clone would have made.
-// With none ready (a burst, or a kernel that refuses) init's clone makes
-// its own, as without spares. A failed make is retried on a take after a
-// delay that doubles with each failure in a row (netRetryFirst to
-// netRetryMax), logged at Warn. A thread that cannot get back to the
+// With none ready (the first create, a burst) a create has one made at
+// once the same way (take), so that every sandbox's control socket lies
+// in its namespace (package checkpoint dumps no other); where that
+// cannot be (a kernel that refuses, a make that failed lately) init's
+// clone makes its own, as without spares. A failed make is retried on a
+// take after a delay that doubles with each failure in a row
+// (netRetryFirst to netRetryMax), logged at Warn. A thread that cannot get back to the
 // host's namespace is parked for good (see makeNet) and turns the pool
 // off for the runtime's life: each later create would strand another.
 
@@ -125,10 +128,44 @@ func (p *netPool) fits(iface *wire.Iface) bool {
 	return *p.iface == *iface
 }
 
-// take returns a namespace made ahead, or nil when none is ready, and has
-// the pool make up for it in the background (after a failed make, not
-// before its retry time). The caller owns what it got.
+// take returns a namespace made ahead, or, when none is ready (the first
+// create after the runtime's start, a burst), one made now as the pool
+// makes them, so that the sandbox's control socket lies in it and its
+// processes can be dumped (package checkpoint). It is nil, and init's
+// clone makes the sandbox's namespace, while the pool is off or its last
+// make failed (until a retry works), or when this make fails. Either
+// way, the pool makes up for it in the background (takeReady). The
+// caller owns what it got.
 func (p *netPool) take() *readyNet {
+	if n := p.takeReady(); n != nil {
+		return n
+	}
+	p.mu.Lock()
+	failing := p.off != nil || p.closed || p.failures > 0
+	p.mu.Unlock()
+	if failing {
+		return nil
+	}
+	n, err := p.makeNet()
+	if err != nil {
+		// The pool's own make, which takeReady started, logs a
+		// failure and delays the next; a thread that could not get
+		// back turns it off.
+		if errors.Is(err, cgroup.ErrStranded) {
+			p.mu.Lock()
+			p.turnOff(err)
+			p.mu.Unlock()
+		}
+		p.log.Debug("making a network namespace for a create failed: its init makes its own", "err", err)
+		return nil
+	}
+	return n
+}
+
+// takeReady returns a namespace made ahead, or nil when none is ready,
+// and has the pool make up for it in the background (after a failed
+// make, not before its retry time). The caller owns what it got.
+func (p *netPool) takeReady() *readyNet {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.off != nil {
@@ -363,7 +400,7 @@ func onOwnThread(f func() error) error {
 func (rt *Runtime) netNow(iface *wire.Iface) (*readyNet, error) {
 	p := rt.nets
 	if p != nil && p.fits(iface) {
-		if n := p.take(); n != nil {
+		if n := p.takeReady(); n != nil {
 			return n, nil
 		}
 		p.mu.Lock()

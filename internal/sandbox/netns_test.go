@@ -28,8 +28,11 @@ import (
 // init's own clone would have made (loopback up, the interface up, running
 // and addressed, nothing of the host's); two sandboxes never share one;
 // every thread of msb is back in the host's namespace; a create that finds
-// none ready makes its own; the pool's refills kill no init (a thread that
-// ends sends SIGKILL to the inits it spawned).
+// none ready (the runtime's first) has one made at once as the pool makes
+// them, with its control socket in it, as in those made ahead (CRIU dumps
+// no socket of a namespace it does not dump: package checkpoint); the
+// pool's refills kill no init (a thread that ends sends SIGKILL to the
+// inits it spawned).
 func TestNetSpares(t *testing.T) {
 	privtest.RequireRoot(t)
 	rt := testRuntime(t)
@@ -43,7 +46,7 @@ func TestNetSpares(t *testing.T) {
 	}
 	conf := Config{HostBase: true, Binds: []Bind{{Source: exe, Target: "/msb-test-helper", ReadOnly: true}}}
 
-	first := create(t, rt, conf) // none ready yet: init makes its own, and the pool fills
+	first := create(t, rt, conf) // none ready yet: one made at once, and the pool fills
 	made := waitSpares(t, rt, 2)
 	var got []uint64
 	for i := range 2 {
@@ -67,12 +70,17 @@ func TestNetSpares(t *testing.T) {
 			t.Errorf("a command's network namespace: %s, want init's %d", in, ns)
 		}
 		checkNoNetwork(t, sb)
+		if c := ctlNetns(t, sb); c != ns {
+			t.Errorf("sandbox %d's control socket is in network namespace %d, not its own %d", i, c, ns)
+		}
 	}
 	if got[0] == got[1] || got[0] == host {
 		t.Fatalf("network namespaces %v (the host's %d)", got, host)
 	}
 	if n := nsIno(t, "/proc/"+strconv.Itoa(first.InitPid())+"/ns/net"); made[n] || n == host {
 		t.Errorf("the first sandbox, made before any was ready, is in namespace %d", n)
+	} else if c := ctlNetns(t, first); c != n {
+		t.Errorf("the first sandbox's control socket is in network namespace %d, not its own %d (its init's clone made it)", c, n)
 	}
 	checkNoNetwork(t, first)
 	// Each take has the pool make another, on a thread that may have
@@ -152,7 +160,9 @@ func TestNetSparesRetry(t *testing.T) {
 	}
 
 	before := time.Now()
-	create(t, rt, conf) // takes none, and has the pool make: it fails
+	if n := p.takeReady(); n != nil { // none ready: it has the pool make, which fails
+		t.Fatal("a namespace ready before any was made")
+	}
 	failures, retry, ready := settled()
 	if failures != 1 || ready != 0 || retry.Before(before.Add(netRetryFirst)) || retry.After(time.Now().Add(netRetryFirst)) {
 		t.Fatalf("after a failed make: %d failures, %d ready, retry in %v; want 1, 0, %v", failures, ready, time.Until(retry), netRetryFirst)
@@ -160,7 +170,8 @@ func TestNetSparesRetry(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "making a network namespace ahead failed") || !strings.Contains(out, "too many open files") {
 		t.Fatalf("the failed make's log:\n%s", out)
 	}
-	// Before its retry time, a take starts no make.
+	// Before its retry time, a take starts no make, nor does a create
+	// make one at once: its init makes its own.
 	p.mu.Lock()
 	p.retry = time.Now().Add(time.Hour)
 	p.mu.Unlock()
@@ -337,6 +348,32 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// ctlNetns returns the inode of the network namespace that the control
+// socket of sb's init (its fd 3) was made in.
+func ctlNetns(t *testing.T, sb *Sandbox) uint64 {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(sb.InitPid(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	sock, err := unix.PidfdGetfd(pidfd, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sock)
+	ns, err := unix.IoctlRetInt(sock, unix.SIOCGSKNS)
+	if err != nil {
+		t.Fatalf("the network namespace of init's fd 3: %v", err)
+	}
+	defer unix.Close(ns)
+	var st unix.Stat_t
+	if err := unix.Fstat(ns, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 // checkNoNetwork checks what a sandbox without a network has: loopback and

@@ -2,9 +2,8 @@
 (pause_terms_test.go), through the real e2b SDK. Prints one JSON object.
 
 "pty": a sandbox with two terminals (sandbox.pty.create), bash and python's
-REPL, and a background loop. Paused (until a pause keeps the processes:
-the first sandbox after the daemon starts cannot be dumped) and resumed by
-connect: the loop runs on; the terminals, which do not survive a restore,
+REPL, and a background loop. Paused (again in a new sandbox while a pause
+keeps files only) and resumed by connect: the loop runs on; the terminals, which do not survive a restore,
 have ended, and pty.connect gets each one's end saying why; input to one
 is refused; a new terminal works.
 

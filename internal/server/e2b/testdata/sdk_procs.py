@@ -151,10 +151,10 @@ def counted(sb, r, since):
 out = {}
 if sys.argv[1] == "pause":
     # A sandbox's control socket is in its network namespace, which CRIU
-    # must dump with it, only when the engine made the namespace ahead (its
-    # pool fills after a create): create until a pause keeps the processes,
-    # then resume; again (up to 3 resumes) while the restore fails and the
-    # resume falls back to the files.
+    # must dump with it, as the engine makes each one, the daemon's first
+    # too (the test checks tries is 1): create until a pause keeps the
+    # processes, then resume; again (up to 3 resumes) while the restore
+    # fails and the resume falls back to the files.
     out = {"tries": 0, "resumes": []}
     for _ in range(3):
         sb, r = paused_with_processes()
@@ -186,8 +186,7 @@ if sys.argv[1] == "pause":
     out["filtered_listed"] = listed(sb)
     sb.kill()
 elif sys.argv[1] == "before":
-    # A pause keeps the processes only of a sandbox whose network namespace
-    # the engine made ahead (its pool fills after a create): several.
+    # Several sandboxes, each paused with its processes by the shutdown.
     out["sandboxes"] = []
     for _ in range(4):
         sb = Sandbox.create(timeout=600)
