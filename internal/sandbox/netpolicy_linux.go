@@ -138,7 +138,7 @@ func (s *Sandbox) startForwarder(ctx context.Context, slirp string, pid int, loo
 		return nil, fmt.Errorf("starting the network forwarder %s: %w", slirp, err)
 	}
 	f := &forwarder{cmd: cmd, exit: exitW, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(f.done) }()
+	go func() { waitExit(cmd.Process); cmd.Wait(); close(f.done) }()
 	err = awaitReady(ctx, readyR, f.done)
 	readyR.Close()
 	if err != nil {

@@ -291,7 +291,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 			// teardown waits for its exit.
 			s.cmd.Process.Kill()
 			s.waitDone = make(chan struct{})
-			go func() { s.cmd.Wait(); close(s.waitDone) }()
+			go func() { waitExit(s.cmd.Process); s.cmd.Wait(); close(s.waitDone) }()
 		}
 		<-cfgSent
 		parent.Close()
@@ -303,7 +303,7 @@ func (s *Sandbox) start(ctx context.Context) error {
 		go func() { sent <- s.buildAhead(parent, wcfg, cfgSent) }()
 	}
 	s.waitDone = make(chan struct{})
-	go func() { s.cmd.Wait(); close(s.waitDone) }()
+	go func() { waitExit(s.cmd.Process); s.cmd.Wait(); close(s.waitDone) }()
 	if s.umap != nil {
 		if err := s.umap.apply(s.cmd.Process.Pid); err != nil {
 			err = s.initFailure(parent, err)
