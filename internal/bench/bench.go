@@ -48,6 +48,10 @@ type Options struct {
 	// process allocates while it waits shows only over time).
 	Density int
 	Idle    time.Duration
+	// IdleCommands is how many commands (idleCommand) each of those tasks
+	// runs after its first before it sits idle: an agent's sandbox between
+	// two steps has run commands, and what they allocated may stay.
+	IdleCommands int
 	// PrepInstances is how many instances the first-time preparation
 	// measure prepares from nothing (the first builds the environment).
 	PrepInstances int
@@ -159,7 +163,7 @@ func (o *Options) check() error {
 			return fmt.Errorf("%w: unknown method %q (%s)", ErrOptions, m, strings.Join(Methods, ", "))
 		}
 	}
-	if o.Rounds < 1 || o.Warmup < 0 || o.ThroughputRounds < 1 || o.Duration <= 0 || o.RoundTrips < 1 || o.Density < 1 || o.Idle < 0 || o.PrepInstances < 1 || o.Instances < 1 {
+	if o.Rounds < 1 || o.Warmup < 0 || o.ThroughputRounds < 1 || o.Duration <= 0 || o.RoundTrips < 1 || o.Density < 1 || o.Idle < 0 || o.IdleCommands < 0 || o.PrepInstances < 1 || o.Instances < 1 {
 		return fmt.Errorf("%w: rounds, slices, duration, round trips, density, instances and prep instances must be positive (warmup and idle at least 0)", ErrOptions)
 	}
 	for _, n := range o.DiskNs {

@@ -37,10 +37,24 @@ func (b *bencher) density(ctx context.Context, w *workload) {
 	b.failures(MeasurePSS, w, failed)
 }
 
+// idleCommand is what a PSS task runs Options.IdleCommands times: an
+// agent's small command, 1.5 kB of output, with the same program in every
+// method's root (coreutils' seq).
+const idleCommand = "seq 1 400"
+
+// pssParam is the PSS samples' Param: the tasks held at once, and the
+// commands each ran after its first when there were any.
+func pssParam(o Options) string {
+	if o.IdleCommands > 0 {
+		return fmt.Sprintf("n=%d,commands=%d", o.Density, o.IdleCommands)
+	}
+	return fmt.Sprintf("n=%d", o.Density)
+}
+
 func (b *bencher) hold(ctx context.Context, w *workload, m method, round, slot int) (err error) {
 	n := b.o.Density
 	key := func(phase string) Key {
-		return Key{Measure: MeasurePSS, Workload: w.name, Method: m.name(), Phase: phase, Param: fmt.Sprintf("n=%d", n)}
+		return Key{Measure: MeasurePSS, Workload: w.name, Method: m.name(), Phase: phase, Param: pssParam(b.o)}
 	}
 	before, selfBefore := cgroup.MemAvailable(), pssOf(os.Getpid())
 	var tasks []liveTask
@@ -57,6 +71,11 @@ func (b *bencher) hold(ctx context.Context, w *workload, m method, round, slot i
 		tasks = append(tasks, t)
 		if err := t.run(ctx, "true"); err != nil {
 			return fmt.Errorf("task %d: %w", i, err)
+		}
+		for range b.o.IdleCommands {
+			if err := t.run(ctx, idleCommand); err != nil {
+				return fmt.Errorf("task %d: %w", i, err)
+			}
 		}
 	}
 	time.Sleep(b.o.Idle) // exited helpers reaped, and what waiting costs shown

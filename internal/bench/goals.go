@@ -253,7 +253,7 @@ func goalRows(v *view, rep *Report, cache string) []GoalRow {
 		return s, met(m <= 0.0001)
 	})
 	add("idle sandbox + shell, PSS of its processes", "≤ podman's", func() (string, string) {
-		param := fmt.Sprintf("n=%d", rep.Options.Density)
+		param := pssParam(rep.Options)
 		m, ok := p50(bare(MeasurePSS, MethodMSB, PhasePSS, "", param))
 		if !ok {
 			return "", ""

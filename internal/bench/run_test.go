@@ -109,7 +109,7 @@ func wantSamples(t *testing.T, count map[Key]int, k Key, n int) {
 // test machine).
 func TestRunBare(t *testing.T) {
 	o := Options{Workloads: []string{WorkloadBare}, Measures: []string{MeasureReady, MeasureProcess, MeasureThroughput, MeasureRoundTrip, MeasurePSS},
-		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3, Idle: time.Second}
+		Rounds: 2, Warmup: 1, Cold: true, Workers: []int{1, 2}, Duration: 400 * time.Millisecond, ThroughputRounds: 2, RoundTrips: 20, Density: 3, Idle: time.Second, IdleCommands: 2}
 	o.MSB, o.MSBArgs = buildMSB(t)
 	rep, count, slots := run(t, o)
 	for _, m := range []string{MethodMSB, MethodPaper} {
@@ -131,11 +131,11 @@ func TestRunBare(t *testing.T) {
 		for _, w := range []string{"workers=1", "workers=2"} {
 			wantSamples(t, count, Key{MeasureThroughput, WorkloadBare, m, "cycle", Warm, w}, o.ThroughputRounds)
 		}
-		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhasePSS, "", "n=3"}, 3)
-		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseTop, "", "n=3"}, 3)
-		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseMemAvail, "", "n=3"}, 1)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhasePSS, "", "n=3,commands=2"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseTop, "", "n=3,commands=2"}, 3)
+		wantSamples(t, count, Key{MeasurePSS, WorkloadBare, m, PhaseMemAvail, "", "n=3,commands=2"}, 1)
 	}
-	wantSamples(t, count, Key{MeasurePSS, WorkloadBare, MethodMSB, PhaseHost, "", "n=3"}, 1)
+	wantSamples(t, count, Key{MeasurePSS, WorkloadBare, MethodMSB, PhaseHost, "", "n=3,commands=2"}, 1)
 	// msb with its task made ahead: in the ready measure only, without
 	// phases of its own (they are its making's, untimed).
 	for _, c := range []string{Warm, Cold} {

@@ -284,7 +284,11 @@ func (v *view) pssTable() []table {
 			for _, m := range v.methods(k) {
 				k.Method = m
 				ph := func(p string) Key { q := k; q.Phase = p; return q }
-				t.rows = append(t.rows, []string{w, strings.TrimPrefix(p, "n="), m, v.cell(k, false), v.cell(k, true), v.cell(ph(PhaseTop), false),
+				tasks := strings.TrimPrefix(p, "n=")
+				if n, c, ok := strings.Cut(tasks, ",commands="); ok {
+					tasks = n + " after " + c + " commands"
+				}
+				t.rows = append(t.rows, []string{w, tasks, m, v.cell(k, false), v.cell(k, true), v.cell(ph(PhaseTop), false),
 					v.cell(ph(PhaseMemAvail), false), v.cell(ph(PhaseHost), false), v.ratio(k, MethodPodman), v.ratio(k, MethodPaper)})
 			}
 		}

@@ -84,6 +84,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PodmanRoundTrips, "podman-round-trips", 50, "round trips of podman exec (each takes ~0.1 s)")
 	fs.IntVar(&o.Density, "density", 200, "idle tasks with a shell held at once for the PSS measure")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "how long the PSS measure's tasks sit idle before their memory is read")
+	fs.IntVar(&o.IdleCommands, "idle-commands", 0, "commands (seq 1 400) each of the PSS measure's tasks runs after its first, before it sits idle, as an agent's sandbox has between steps")
 	fs.IntVar(&o.PrepInstances, "prep-instances", 3, "instances prepared from nothing in the first-time preparation measure (the first builds the environment)")
 	fs.IntVar(&o.Files, "files", 2000, "files in the synthetic repository")
 	fs.IntVar(&o.FileSize, "file-size", 4096, "bytes per file of the synthetic repository")
