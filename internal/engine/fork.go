@@ -188,6 +188,20 @@ type forkSnapshot struct {
 	// mounted: early gave an early tree (children lease it once it is
 	// published).
 	mounted *atomic.Bool
+	// hold, for a snapshot with an early tree, holds its hash back
+	// (holdHash).
+	hold *hashHold
+}
+
+// holdHash holds the hash of the snapshot's layer, which starts once its
+// early tree is handed out, back until the returned function is called
+// (the spare a child takes is reset: childFromSpare); it must be called
+// before early or wait.
+func (fs forkSnapshot) holdHash() (release func()) {
+	if fs.hold == nil {
+		return func() {}
+	}
+	return fs.hold.take()
 }
 
 // maxBeside is how many children start beside their parent's snapshot;
@@ -220,6 +234,7 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 	// taken (published, or failed).
 	came, hashed, taken := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	et := earlyTree{users: new(mountsInFlight)}
+	hold := new(hashHold)
 	var before snapshot // but its layer: set before the tree comes
 	mounted := new(atomic.Bool)
 	var hooks *store.Early
@@ -228,6 +243,7 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 			Trees: func(trees []string) {
 				et.path = trees[0]
 				close(came)
+				hold.wait() // the hash starts when Trees returns
 			},
 			Place: func() {
 				testHookPlace()
@@ -284,7 +300,7 @@ func snapshotBeside(ctx context.Context, parent *Sandbox, early bool) (forkSnaps
 			snap.lease.Release()
 		}
 	}
-	return forkSnapshot{taking: true, wait: wait, early: earlyWait, tree: tree, naming: n, beside: new(atomic.Int32), mounted: mounted}, release
+	return forkSnapshot{taking: true, wait: wait, early: earlyWait, tree: tree, naming: n, beside: new(atomic.Int32), mounted: mounted, hold: hold}, release
 }
 
 // settleFork waits, beside a fork's children, for the snapshot they were

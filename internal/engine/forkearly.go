@@ -190,3 +190,56 @@ func (h *heldMount) end() {
 		d()
 	}
 }
+
+// hashHold holds a fork's snapshot's hash back while spares are reset
+// onto its early tree (childFromSpare): on 2 CPUs, a reset beside the
+// hash (one CPU) waited for a CPU at each of its round trips to the
+// spare's supervisor and its mount thread, and the child answered later
+// (docs/bench.md, "Fork of a parent that wrote 8 MiB: the reset begun
+// during the copy, the hash after it"). Nothing that a held reset needs
+// waits for the hash; a hold not let go in maxHashHold is waited for no
+// more.
+type hashHold struct {
+	mu   sync.Mutex // guards the fields
+	n    int
+	idle chan struct{} // closed when n drops to 0, if not nil
+}
+
+// maxHashHold bounds how long a fork's hash waits for its resets.
+const maxHashHold = 100 * time.Millisecond
+
+// take holds the hash until the returned function is called (once or
+// more).
+func (h *hashHold) take() (release func()) {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+	return sync.OnceFunc(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.n--; h.n == 0 && h.idle != nil {
+			close(h.idle)
+			h.idle = nil
+		}
+	})
+}
+
+// wait returns once no hold is taken, or after maxHashHold.
+func (h *hashHold) wait() {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	t := time.NewTimer(maxHashHold)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}

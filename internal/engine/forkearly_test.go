@@ -303,3 +303,35 @@ func holdAt(t *testing.T, hook *func()) (held chan struct{}, release func()) {
 		}
 	}
 }
+
+// TestHashHold: a fork's hash, held by the spares reset onto its tree,
+// waits until each hold is let go (once or more), and no longer than
+// maxHashHold for a hold never let go.
+func TestHashHold(t *testing.T) {
+	var h hashHold
+	h.wait() // none taken: at once
+	a, b := h.take(), h.take()
+	waited := make(chan struct{})
+	go func() { h.wait(); close(waited) }()
+	a()
+	a() // again: no effect
+	select {
+	case <-waited:
+		t.Fatal("the hash went on with a hold taken")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hash still held once both holds were let go")
+	}
+	h.take() // never let go
+	done := make(chan struct{})
+	go func() { h.wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the hash still held %s after maxHashHold (%s)", 10*time.Second, maxHashHold)
+	}
+}

@@ -87,32 +87,48 @@ func (e *Engine) startForkSpare(ctx context.Context, k poolKey) (*Sandbox, error
 // childFromSpare is a child of src over fs from a spare of k, its root
 // reset onto the snapshot's layers and its sessions reopened, not
 // registered; nil when there is no spare or its reset failed (then the
-// spare is closed and the caller starts the child).
+// spare is closed and the caller starts the child). The reset's first
+// half (sandbox.Sandbox.BeginReset: the spare's processes ended) is done
+// while the snapshot is taken; while it is finished onto an early tree,
+// the tree's hash waits (forkSnapshot.holdHash).
 func (e *Engine) childFromSpare(ctx context.Context, k poolKey, src forkSource, fs forkSnapshot) (*Sandbox, error) {
 	c := e.takeSpare(k)
 	if c == nil {
 		return nil, nil
 	}
 	c.info.ID = c.sbox().ID
-	if before, mount, mounted := fs.tree(); mount != "" {
-		return e.resetOntoTree(ctx, c, src, fs, before, mount, mounted)
-	}
-	snap, mount, mounted, err := fs.early()
-	defer mounted()
+	held := fs.holdHash()
+	defer held()
+	r, err := c.sbox().BeginReset(ctx, spareSession)
 	if err != nil {
 		c.discard()
+		e.log.Debug("a fork's spare not reset: starting the child", "from", src.what, "err", err)
+		return nil, nil
+	}
+	if before, mount, mounted := fs.tree(); mount != "" {
+		return e.resetOntoTree(ctx, c, r, src, fs, before, mount, mounted)
+	}
+	held() // the snapshot is hashed before early returns
+	snap, mount, mounted, err := fs.early()
+	defer mounted()
+	abort := func() {
+		r.Abort()
+		c.discard()
+	}
+	if err != nil {
+		abort()
 		return nil, err
 	}
 	if snap.rec.HostBase != src.conf.HostBase { // a named snapshot of another base
-		c.discard()
+		abort()
 		return nil, nil
 	}
 	d, lease, err := e.forkRoot(ctx, snap, mount, src.conf)
 	if err != nil {
-		c.discard()
+		abort()
 		return nil, err
 	}
-	kept, err := c.sbox().ResetKeeping(ctx, d, spareSession)
+	kept, err := r.Finish(ctx, d)
 	if err != nil {
 		lease.Release()
 		c.discard()
@@ -146,15 +162,15 @@ func (c *Sandbox) afterSpareReset(ctx context.Context, snap snapshot, lease *sto
 	return nil
 }
 
-// resetOntoTree resets c, a spare of src's children, onto mount, the
-// early tree of the snapshot fs of src's live state (root mode; before
-// is that snapshot but its layer), before the layer is hashed, and calls
-// mounted once it no longer looks the tree up. The child is returned
-// with its sessions reopened while the layer is hashed: until its config
-// names the layer (fs.naming), its state is locked (stateMu), so that
-// what reads its layers (a snapshot, a rollback, a fork of it) waits.
-// Its lease is settleFork's.
-func (e *Engine) resetOntoTree(ctx context.Context, c *Sandbox, src forkSource, fs forkSnapshot, before snapshot, mount string, mounted func()) (*Sandbox, error) {
+// resetOntoTree finishes r, the reset of c, a spare of src's children,
+// onto mount, the early tree of the snapshot fs of src's live state (root
+// mode; before is that snapshot but its layer), before the layer is
+// hashed, and calls mounted once it no longer looks the tree up. The
+// child is returned with its sessions reopened while the layer is
+// hashed: until its config names the layer (fs.naming), its state is
+// locked (stateMu), so that what reads its layers (a snapshot, a
+// rollback, a fork of it) waits. Its lease is settleFork's.
+func (e *Engine) resetOntoTree(ctx context.Context, c *Sandbox, r *sandbox.PendingReset, src forkSource, fs forkSnapshot, before snapshot, mount string, mounted func()) (*Sandbox, error) {
 	st := e.cache.st()
 	var layers []string
 	for _, id := range before.rec.Base {
@@ -163,10 +179,11 @@ func (e *Engine) resetOntoTree(ctx context.Context, c *Sandbox, src forkSource, 
 	owners, err := forkOwners(st, before, src.conf)
 	if err != nil {
 		mounted()
+		r.Abort()
 		c.discard()
 		return nil, err
 	}
-	kept, err := c.sbox().ResetKeeping(ctx, sandbox.Deferred{Layers: append(layers, mount), Owners: owners}, spareSession)
+	kept, err := r.Finish(ctx, sandbox.Deferred{Layers: append(layers, mount), Owners: owners})
 	mounted() // a publication that fails waits for it before it removes the tree
 	if err != nil {
 		c.discard()

@@ -94,31 +94,106 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	if err := s.CanReset(); err != nil {
 		return false, err
 	}
-	next := s.Config()
-	next.Layers, next.Owners = d.mountPaths(), d.Owners // checked where they are now
-	if err := next.validateRoot(); err != nil {
+	if err := s.checkResetLayers(d); err != nil {
 		return false, err
 	}
+	shifted := s.shiftedFor(ctx, d) // before the kill: it may build a layer
+	p, err := s.beginReset(ctx, keep)
+	if err != nil {
+		return false, err
+	}
+	return p.finish(d, shifted)
+}
+
+// PendingReset is a reset begun (BeginReset) and not yet finished: the
+// sandbox's processes are ended, and it waits for its new layers.
+type PendingReset struct {
+	s             *Sandbox
+	upper         string   // the writable layer's dir
+	points, flags []string // rootMounts'
+	chans         []string // the kept shell's pipes
+	kept          bool
+	over          bool // finished or aborted
+}
+
+// BeginReset is the first half of ResetKeeping, the part that needs no
+// layers: the sandbox's processes are ended (all but keep's shell, as
+// ResetKeeping keeps it) and until Finish or Abort, one of which must be
+// called, no process starts and no file operation runs in it. A fork
+// begins its spare's reset while it copies its parent's files, and
+// finishes it onto them (docs/engine.md). It fails as ResetKeeping does
+// before it kills anything.
+func (s *Sandbox) BeginReset(ctx context.Context, keep string) (*PendingReset, error) {
+	if err := s.CanReset(); err != nil {
+		return nil, err
+	}
+	return s.beginReset(ctx, keep)
+}
+
+// Finish puts the sandbox on d.Layers with d.Owners as ResetKeeping
+// does, and reports whether the shell kept lives on. Layers the sandbox
+// cannot take fail it as Abort does.
+func (p *PendingReset) Finish(ctx context.Context, d Deferred) (kept bool, err error) {
+	if p.over {
+		return false, fmt.Errorf("resetting sandbox %s: the reset is over", p.s.ID)
+	}
+	if err := p.s.checkResetLayers(d); err != nil {
+		return false, errors.Join(err, p.Abort())
+	}
+	return p.finish(d, p.s.shiftedFor(ctx, d))
+}
+
+// Abort ends the reset without a new root: the sandbox has its old one,
+// without the processes BeginReset ended; the caller closes it.
+func (p *PendingReset) Abort() error {
+	if p.over {
+		return nil
+	}
+	p.over = true
+	return p.s.resetDone()
+}
+
+// checkResetLayers checks that the sandbox can be put on d's layers.
+func (s *Sandbox) checkResetLayers(d Deferred) error {
+	next := s.Config()
+	next.Layers, next.Owners = d.mountPaths(), d.Owners // checked where they are now
+	return next.validateRoot()
+}
+
+// shiftedFor is d's layers and owners as the sandbox mounts them
+// (rootless with an image's user: shifted; see shifted).
+func (s *Sandbox) shiftedFor(ctx context.Context, d Deferred) Deferred {
+	lowers, owners := s.shifted(ctx, d.mountPaths(), d.Owners)
+	return Deferred{Layers: lowers, Owners: owners}
+}
+
+// beginReset is BeginReset once CanReset passed.
+func (s *Sandbox) beginReset(ctx context.Context, keep string) (*PendingReset, error) {
 	upper, err := s.WritableDir()
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrResetUnsupported, err)
+		return nil, fmt.Errorf("%w: %w", ErrResetUnsupported, err)
 	}
 	points, flags, err := rootMounts(s.InitPid()) // no process can mount: the same after the kill
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	lowers, owners := s.shifted(ctx, d.mountPaths(), d.Owners) // before the kill: it may build a layer
-	shifted := Deferred{Layers: lowers, Owners: owners}
 	resp, err := s.conn.call(ctx, &wire.Request{Op: wire.OpReset, Session: keep})
 	if err != nil {
 		s.resetDone()
-		return false, fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
+		return nil, fmt.Errorf("resetting sandbox %s: ending its processes: %w", s.ID, err)
 	}
-	var chans []string // the kept shell's pipes
+	p := &PendingReset{s: s, upper: upper, points: points, flags: flags}
 	if len(resp.Data) > 0 {
-		chans, kept = strings.Split(string(resp.Data), "\n"), true
+		p.chans, p.kept = strings.Split(string(resp.Data), "\n"), true
 	}
-	old, err := s.putRoot(filepath.Dir(upper), shifted, newRoot{points: points, links: s.hostLinks(), owners: wireOwners(shifted.Owners), chans: chans}, flags)
+	return p, nil
+}
+
+// finish is Finish with d checked and shifted (shiftedFor).
+func (p *PendingReset) finish(d, shifted Deferred) (kept bool, err error) {
+	s := p.s
+	p.over = true
+	old, err := s.putRoot(filepath.Dir(p.upper), shifted, newRoot{points: p.points, links: s.hostLinks(), owners: wireOwners(shifted.Owners), chans: p.chans}, p.flags)
 	if err != nil {
 		err = fmt.Errorf("resetting sandbox %s: %w", s.ID, err)
 	}
@@ -137,7 +212,7 @@ func (s *Sandbox) ResetKeeping(ctx context.Context, d Deferred, keep string) (ke
 	s.confMu.Lock()
 	s.conf.Layers, s.conf.Owners = d.Layers, d.Owners
 	s.confMu.Unlock()
-	return kept, nil
+	return p.kept, nil
 }
 
 // SetLayers records where the sandbox's layers are (Config.Layers), one

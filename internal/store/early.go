@@ -35,7 +35,9 @@ type Early struct {
 	// present. What mounts a tree from there keeps it, also when
 	// another commit of the same layer put its own in place first (then
 	// the early tree stays in the layer's dir, as long as the layer or
-	// until Compact makes it cold once no lease holds it).
+	// until Compact makes it cold once no lease holds it). The layers
+	// are hashed once it returns: a caller that wants the CPUs first
+	// (a fork's spares reset onto the tree) returns later.
 	Trees func(trees []string)
 	// Hashed, when not nil, is called once the layers are hashed: their
 	// IDs and manifests are known from then on. A layer staged to hash
