@@ -18,8 +18,9 @@ import (
 //     TestMain load), run with go test -run selecting the two tests;
 //   - cargo test: an integration test (tests/<name>.rs) of the crate
 //     holding the first Rust file of the patch, run with cargo test --test.
-//     A crate with autotests = false does not build such files: there the
-//     canary says it was skipped, and the evaluation carries the note;
+//     A crate with autotests = false builds only the test targets its
+//     Cargo.toml names: there the canary's is appended to it for the run
+//     (a [[test]] of the canary's file) and the file put back after;
 //   - Maven (canary_java.go), Gradle (canary_gradle.go), Jest, Mocha or
 //     Vitest (canary_javascript.go), CTest (canary_ctest.go) and Automake's
 //     make check (canary_automake.go).
@@ -153,7 +154,11 @@ func (c Canary) langScript() string {
 	case canaryRust:
 		b.WriteString("d=$(dirname \"$f\")\nwhile [ \"$d\" != . ] && [ \"$d\" != / ] && [ ! -f \"$d/Cargo.toml\" ]; do d=$(dirname \"$d\"); done\n")
 		b.WriteString("cd \"$d\" || exit 0\n")
-		fmt.Fprintf(&b, "if grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false' Cargo.toml; then echo '%sautotests = false in the crate'\"'\"'s Cargo.toml'; exit 0; fi\n", c.skipLine())
+		// A crate with autotests = false builds only the test targets it
+		// names: name the canary's too, and put the file back after.
+		fmt.Fprintf(&b, "ct=\nif grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false' Cargo.toml; then\n"+
+			"ct=$(mktemp) && cp Cargo.toml \"$ct\" && printf '\\n[[test]]\\nname = \"%s\"\\npath = \"tests/%s\"\\n' >> Cargo.toml || { echo '%sCargo.toml cannot take its test target'; exit 0; }\nfi\n",
+			strings.TrimSuffix(c.File, ".rs"), c.File, c.skipLine())
 		fmt.Fprintf(&b, "mkdir -p tests && cat > tests/%s <<'%s'\n%s%s\n", quote(c.File), delim, c.rustSource(), delim)
 	case canaryJava:
 		b.WriteString(c.javaPlace())
@@ -174,6 +179,8 @@ func (c Canary) langScript() string {
 		b.WriteString(c.automakeReport())
 	case canaryCTest:
 		b.WriteString(c.ctestReport())
+	case canaryRust:
+		b.WriteString("if [ -n \"$ct\" ]; then cat \"$ct\" > Cargo.toml; rm -f \"$ct\"; fi\n")
 	}
 	fmt.Fprintf(&b, "rm -f %s\n)\necho '%s'\n", c.placed(), c.End())
 	return b.String()

@@ -1,6 +1,7 @@
 package integrity_test
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -46,8 +47,8 @@ func TestNewLangCanary(t *testing.T) {
 // TestLangCanaryRuns runs Go and Rust canaries with the real toolchains in
 // projects made here, parses their output with the Multi-SWE-bench
 // parsers, and judges it: clean on an honest project, tampered where a
-// patch's TestMain (Go) ends the run early, skipped with a note where a
-// crate has autotests = false.
+// patch's TestMain (Go) ends the run early, and run where a crate has
+// autotests = false (its Cargo.toml put back after).
 func TestLangCanaryRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name, lang string
@@ -71,9 +72,18 @@ func TestLangCanaryRuns(t *testing.T) {
 			"Cargo.toml": "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
 			"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(1, 2), 3); }\n}\n",
 		}},
-		{name: "rust autotests off", lang: "rust", cmd: "cargo test", file: "src/lib.rs", skipped: true, files: map[string]string{
+		{name: "rust autotests off", lang: "rust", cmd: "cargo test", file: "src/lib.rs", files: map[string]string{
 			"Cargo.toml": "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\nautotests = false\n",
 			"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 { a + b }\n",
+		}},
+		// ripgrep's root crate: a binary, autotests = false, one named
+		// test target, a table last in the file (no newline at its end).
+		{name: "rust autotests off, named target", lang: "rust", cmd: "cargo test", file: "tests/regression.rs", files: map[string]string{
+			"Cargo.toml": "[package]\nname = \"rg\"\nversion = \"0.1.0\"\nedition = \"2021\"\nautotests = false\n\n" +
+				"[[bin]]\nname = \"rg\"\npath = \"src/main.rs\"\n\n[[test]]\nname = \"integration\"\npath = \"tests/tests.rs\"\n\n[profile.release]\ndebug = 1",
+			"src/main.rs":         "fn main() {}\n",
+			"tests/tests.rs":      "mod regression;\n",
+			"tests/regression.rs": "#[test]\nfn r() {}\n",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +109,11 @@ func TestLangCanaryRuns(t *testing.T) {
 			left, _ := filepath.Glob(filepath.Join(dir, "*", c.File))
 			if len(left) > 0 {
 				t.Errorf("canary files left: %v", left)
+			}
+			for name, body := range tc.files {
+				if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != body {
+					t.Errorf("%s not put back (%v):\n%s", name, err, b)
+				}
 			}
 		})
 	}
