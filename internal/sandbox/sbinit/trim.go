@@ -15,19 +15,21 @@ import (
 // keeps freed heap mapped: one command with 4 MB of output left 8.5 MiB
 // resident for minutes afterwards, against 1.5 MiB before it. The trim
 // (two collections, then the free pages released) runs once per burst of
-// requests, trimDelay after the last one ended, and only when trimMin
-// bytes or more crossed the control socket since the last trim, so that
-// round trips of small commands never pay for it.
+// requests, trimDelay after the last one ended, and only when what the
+// requests since the last trim allocated is counted at trimMin or more, so
+// that round trips of small commands never pay for it.
 //
 // The bytes on the socket stand for what the supervisor allocated: its
-// heap grows with what it carries (a command's output, a file's content,
-// each encoded and framed), and counting them costs an atomic add per read
-// or write. Each request also allocates about reqAlloc whatever it carries
-// (its frames decoded and encoded, its context, a session command's fifo
-// and poll set), which end counts: a session command with 2 kB of output
-// grew an idle supervisor by ~17 kB, so an agent's small commands, which
-// moved ~2 kB each, never made a trim due by their bytes alone, and 100 of
-// them left the supervisor 1.7 MiB larger until its heap reached 4 MB. Asking the runtime costs memory or time in every sandbox
+// heap grows with what it carries (a command's output, a file's content),
+// about carryAlloc times each byte (the output gathered as it grows,
+// made valid UTF-8, encoded, framed), and counting them costs an atomic
+// add per read or write. Each request also allocates about reqAlloc
+// whatever it carries (its frames decoded and encoded, its context, a
+// session command's fifo and poll set), which end counts. Counted once
+// each, bytes and requests let the garbage grow far past trimMin: a
+// command with 1 MB of output (under the 1 MiB cap) allocated 5.5 MB and
+// made no trim due, and 100 small commands left the supervisor 1.7 MiB
+// larger until its heap reached 4 MB (docs/bench.md, session 19). Asking the runtime costs memory or time in every sandbox
 // (runtime.ReadMemStats left ~0.3 MiB of the runtime's structures touched
 // in each supervisor, runtime/metrics adds 0.13 ms of package init), and
 // the resident memory the kernel reports grows by more than the heap
@@ -47,7 +49,7 @@ type trimmer struct {
 	armed    bool      // timer will call check
 	timer    *time.Timer
 
-	moved     atomic.Uint64 // bytes read from and written to the control socket, and reqAlloc per request
+	moved     atomic.Uint64 // bytes read from and written to the control socket (carryAlloc each), and reqAlloc per request
 	trimming  sync.Mutex    // held by a trim (a timer's goroutine); guards trimmedAt
 	trimmedAt uint64        // moved at the last trim
 	noHuge    bool          // advise against huge pages after a trim (wire.Config.NoHugePages)
@@ -55,13 +57,19 @@ type trimmer struct {
 
 const (
 	trimDelay = time.Second
-	trimMin   = 1 << 20
-	// reqAlloc is what a request allocates besides the bytes it carries.
-	// A trim's first collection leaves the runtime ~0.5-0.9 MiB of its
-	// own for good (its span sets and mark bits: docs/bench.md,
-	// 2026-12-06), so trimMin keeps the trim for when more than that is
-	// garbage: about 60 small commands.
-	reqAlloc = 16 << 10
+	// trimMin: a trim's first collection leaves the runtime ~0.5 MiB of
+	// its own for good (its span sets and mark bits: docs/bench.md,
+	// 2026-12-06; 0.52 MiB after 60 small commands at fd816ed), so a
+	// trim pays once about as much is garbage: after ~35 commands with
+	// 2 kB of output, 5 with 20 kB, one with 100 kB.
+	trimMin = 512 << 10
+	// reqAlloc is what a request allocates besides the bytes it carries,
+	// carryAlloc how many times it allocates each of those: a session
+	// command grew the idle supervisor by 3.6 kB with no output, 9.8 kB
+	// with 2 kB of it, 85 kB with 20 kB and 5.5 MB with 1 MB (fd816ed;
+	// docs/bench.md, session 19).
+	reqAlloc   = 4 << 10
+	carryAlloc = 5
 )
 
 // begin marks a request started; a trim that comes due meanwhile waits.
@@ -142,8 +150,9 @@ func (t *trimmer) trim() {
 	t.trimmedAt = t.moved.Load()
 }
 
-// due says whether trimMin bytes or more were counted (crossed the socket,
-// or reqAlloc per request) since the last trim; the caller holds trimming.
+// due says whether trimMin or more was counted (carryAlloc per byte that
+// crossed the socket, reqAlloc per request) since the last trim; the
+// caller holds trimming.
 func (t *trimmer) due() bool {
 	return t.moved.Load()-t.trimmedAt >= trimMin
 }
@@ -157,12 +166,12 @@ type meter struct {
 
 func (m meter) Read(p []byte) (int, error) {
 	n, err := m.rw.Read(p)
-	m.moved.Add(uint64(n))
+	m.moved.Add(uint64(n) * carryAlloc)
 	return n, err
 }
 
 func (m meter) Write(p []byte) (int, error) {
 	n, err := m.rw.Write(p)
-	m.moved.Add(uint64(n))
+	m.moved.Add(uint64(n) * carryAlloc)
 	return n, err
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // TestMeterCounts: what the supervisor reads from and writes to the
-// control socket through its meter adds up in the trimmer's count.
+// control socket through its meter adds up in the trimmer's count,
+// carryAlloc times each byte.
 func TestMeterCounts(t *testing.T) {
 	var tr trimmer
 	var sock bytes.Buffer
@@ -17,13 +18,13 @@ func TestMeterCounts(t *testing.T) {
 	if _, err := m.Read(make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	if got := tr.moved.Load(); got != 4000 {
-		t.Fatalf("moved %d bytes, want 4000", got)
+	if got, want := tr.moved.Load(), uint64(4000*carryAlloc); got != want {
+		t.Fatalf("counted %d for 4000 bytes, want %d", got, want)
 	}
 }
 
-// TestTrimDue: a trim is due once trimMin bytes crossed the socket since
-// the last one, and not before.
+// TestTrimDue: a trim is due once trimMin was counted since the last
+// one, and not before.
 func TestTrimDue(t *testing.T) {
 	var tr trimmer
 	tr.moved.Add(trimMin - 1)
@@ -95,5 +96,23 @@ func TestTrimCountsRequests(t *testing.T) {
 	tr.timer.Stop()
 	if !tr.due() {
 		t.Fatalf("not due after %d requests that moved nothing (%d counted)", n, tr.moved.Load())
+	}
+}
+
+// TestTrimAfterOneLargeOutput: one command whose output is below the
+// session's 1 MiB cap makes a trim due: it allocated 5.5 MB for 1 MB of
+// output, and counted once per byte it did not reach trimMin.
+func TestTrimAfterOneLargeOutput(t *testing.T) {
+	var tr trimmer
+	var sock bytes.Buffer
+	m := meter{rw: &sock, moved: &tr.moved}
+	tr.begin()
+	if _, err := m.Write(make([]byte, 1000000)); err != nil {
+		t.Fatal(err)
+	}
+	tr.end()
+	tr.timer.Stop()
+	if !tr.due() {
+		t.Fatalf("not due after a reply of 1 MB (%d counted)", tr.moved.Load())
 	}
 }
