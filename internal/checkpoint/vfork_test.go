@@ -17,10 +17,10 @@ import (
 // which no ptrace stop interrupts, and a dump of the sandbox frozen then
 // failed after criu's 10 s timeout ("Unseizable non-zombie ... state D").
 // FreezeForDump does not return such a freeze: with no writer it fails
-// with ErrVforkChild after vforkWait, naming the child, and the sandbox
-// runs on; once a command opens the FIFO (in a moment the sandbox is
-// thawed), the child execs, FreezeForDump returns frozen and the dump
-// succeeds.
+// with ErrVforkChild once the child had vforkWait to exec, naming it,
+// and the sandbox runs on; once a command opens the FIFO (in a moment
+// the sandbox is thawed), the child execs, FreezeForDump returns frozen
+// and the dump succeeds.
 func TestFreezeForDumpVfork(t *testing.T) {
 	privtest.RequireRoot(t)
 	criu := testCriu(t)
@@ -56,8 +56,8 @@ os.waitpid(pid, 0)
 	if !errors.Is(err, ErrVforkChild) {
 		t.Fatalf("FreezeForDump with a vfork child that does not exec: %v, want ErrVforkChild", err)
 	}
-	if took := time.Since(t0); took < vforkWait || took > vforkWait+5*time.Second {
-		t.Errorf("FreezeForDump gave up after %v, want a little over %v", took, vforkWait)
+	if took := time.Since(t0); took < vforkWait {
+		t.Errorf("FreezeForDump gave up after %v, before the child had %v to exec", took, vforkWait)
 	}
 	t.Logf("FreezeForDump: %v", err)
 	if res, err := sb.Exec(ctx, session.ExecRequest{Command: "true", Timeout: 10 * time.Second}); err != nil || res.ExitCode != 0 {
