@@ -97,7 +97,11 @@ func Main() {
 func exit(stage string, err error) {
 	if err != nil {
 		if stage == StageInit || stage == StageSup {
-			wire.WriteFrame(os.NewFile(CtlFd, "ctl"), wire.Response{Error: err.Error()})
+			// In JSON, which every host reads: init may fail before it
+			// knows the host's encoding (see ctlWriter).
+			w := wire.NewWriter(os.NewFile(CtlFd, "ctl"))
+			w.SetBinary(false)
+			w.Write(wire.Response{Error: err.Error()})
 		}
 		fmt.Fprintf(os.Stderr, "msb sandbox %s: %v\n", stage, err)
 		os.Exit(125)

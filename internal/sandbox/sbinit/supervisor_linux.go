@@ -129,7 +129,7 @@ func supervise(cfg wire.Config) error {
 		go s.serveSudo(l)
 	}
 	metered := meter{rw: ctlFile{ctl}, moved: &s.trim.moved} // what crosses it decides the trim
-	s.out = wire.NewWriter(metered)
+	s.out = ctlWriter(metered, &cfg)
 	// The rest runs beside the spawner's loop, which starts the session
 	// of cfg.Session while the spare threads are made.
 	go func() {
@@ -210,6 +210,18 @@ func (s *supervisor) comeUp(cfg *wire.Config) error {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	return nil
+}
+
+// ctlWriter is the supervisor's writer of frames to the host on w: in
+// the encoding the host sent cfg in until a request says otherwise (see
+// serve). A host that sent JSON is an older msb's, which reads nothing
+// else: a daemon still running when msb-sandbox beside it was replaced,
+// whose creates would otherwise fail at the ready answer, the first frame
+// the supervisor writes.
+func ctlWriter(w io.Writer, cfg *wire.Config) *wire.Writer {
+	out := wire.NewWriter(w)
+	out.SetBinary(cfg.Binary())
+	return out
 }
 
 // aheadSafe reports whether a session's shell with environment env runs

@@ -429,6 +429,7 @@ func (c Config) appendWire(e *enc) {
 }
 
 func (c *Config) decodeWire(d *dec) {
+	c.binary = true
 	for d.next() {
 		switch d.f {
 		case 1:

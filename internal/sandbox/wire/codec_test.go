@@ -121,10 +121,20 @@ func TestBinaryRoundTrip(t *testing.T) {
 
 	var cfg Config
 	fill(reflect.ValueOf(&cfg).Elem(), &seed)
-	check(t, "Config", roundTrip(t, cfg), cfg, viaJSON(t, cfg))
+	gotCfg := roundTrip(t, cfg)
+	if !gotCfg.Binary() {
+		t.Error("a config decoded from a binary frame does not say so")
+	}
+	if j := viaJSON(t, cfg); j.Binary() {
+		t.Error("a config decoded from JSON (an older host's) says it came binary")
+	}
+	gotCfg.binary = false
+	check(t, "Config", gotCfg, cfg, viaJSON(t, cfg))
 
 	for _, c := range []Config{{}, {Env: []string{}, Lowers: []string{}}, {Env: []string{""}}, {Session: &SessionStart{}, Disk: &Disk{}}} {
-		check(t, fmt.Sprintf("Config %+v", c), roundTrip(t, c), c, viaJSON(t, c))
+		got := roundTrip(t, c)
+		got.binary = false
+		check(t, fmt.Sprintf("Config %+v", c), got, c, viaJSON(t, c))
 	}
 	for _, r := range []Response{{}, {Result: &session.Result{}}, {Execs: &Execs{}}, {Entries: []Entry{{}}}} {
 		check(t, fmt.Sprintf("Response %+v", r), roundTrip(t, r), r, viaJSON(t, r))

@@ -74,7 +74,16 @@ type Config struct {
 	// Stamps are the moments init reached its steps, which it hands on to
 	// the supervisor (see Ready.Stamps); the host sends none.
 	Stamps []Stamp `json:"stamps,omitempty"`
+
+	binary bool // decoded from a binary frame
 }
+
+// Binary says c came in a binary frame: its sender, the host, reads them.
+// A host of an msb before the binary encoding sends JSON and reads only
+// JSON: an older daemon still running when msb-sandbox beside it was
+// replaced (an upgrade), whose supervisors must then answer in JSON from
+// their first frame, the ready answer, on.
+func (c *Config) Binary() bool { return c.binary }
 
 // Stamp is the moment a sandbox stage reached a step, on CLOCK_MONOTONIC
 // (which the host and the sandbox share: sandboxes have no time
