@@ -17,7 +17,9 @@ import (
 // own build); a supervisor restored from a dump may be older, so a host
 // adopting one writes JSON until the supervisor's answer to OpExecs says
 // it reads binary (Execs.Binary), and a supervisor answers in the
-// encoding of the last request it read (an older host reads only JSON).
+// encoding of the last request it read and, before its first, of its
+// Config (an older host reads only JSON: a daemon of an earlier msb may
+// start a newer msb-sandbox, replaced beside it by an upgrade).
 // A new encoding takes the next version byte; a change within this one
 // adds fields under new numbers, which an older decoder skips.
 //
