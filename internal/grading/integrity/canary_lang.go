@@ -18,9 +18,10 @@ import (
 //     TestMain load), run with go test -run selecting the two tests;
 //   - cargo test: an integration test (tests/<name>.rs) of the crate
 //     holding the first Rust file of the patch, run with cargo test --test.
-//     A crate with autotests = false builds only the test targets its
-//     Cargo.toml names: there the canary's is appended to it for the run
-//     (a [[test]] of the canary's file) and the file put back after;
+//     A crate with autotests = false, or of edition 2015 with a [[test]]
+//     table, builds only the test targets its Cargo.toml names: there
+//     the canary's is appended to it for the run (a [[test]] of the
+//     canary's file) and the file put back after;
 //   - Maven (canary_java.go), Gradle (canary_gradle.go), Jest, Mocha or
 //     Vitest (canary_javascript.go), CTest (canary_ctest.go) and Automake's
 //     make check (canary_automake.go).
@@ -155,8 +156,10 @@ func (c Canary) langScript() string {
 		b.WriteString("d=$(dirname \"$f\")\nwhile [ \"$d\" != . ] && [ \"$d\" != / ] && [ ! -f \"$d/Cargo.toml\" ]; do d=$(dirname \"$d\"); done\n")
 		b.WriteString("cd \"$d\" || exit 0\n")
 		// A crate with autotests = false builds only the test targets it
-		// names: name the canary's too, and put the file back after.
-		fmt.Fprintf(&b, "ct=\nif grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false' Cargo.toml; then\n"+
+		// names, and so does one of edition 2015 that names any (old
+		// ripgrep's): name the canary's too, and put the file back after.
+		// A named target that is also found by its path is built once.
+		fmt.Fprintf(&b, "ct=\nif grep -Eq '^[[:space:]]*autotests[[:space:]]*=[[:space:]]*false|^[[:space:]]*\\[\\[[[:space:]]*test[[:space:]]*\\]\\]' Cargo.toml; then\n"+
 			"ct=$(mktemp) && cp Cargo.toml \"$ct\" && printf '\\n[[test]]\\nname = \"%s\"\\npath = \"tests/%s\"\\n' >> Cargo.toml || { echo '%sCargo.toml cannot take its test target'; exit 0; }\nfi\n",
 			strings.TrimSuffix(c.File, ".rs"), c.File, c.skipLine())
 		fmt.Fprintf(&b, "mkdir -p tests && cat > tests/%s <<'%s'\n%s%s\n", quote(c.File), delim, c.rustSource(), delim)

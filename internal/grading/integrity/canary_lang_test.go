@@ -76,6 +76,13 @@ func TestLangCanaryRuns(t *testing.T) {
 			"Cargo.toml": "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\nautotests = false\n",
 			"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 { a + b }\n",
 		}},
+		// ripgrep's before 2018: edition 2015 (none named), one named test
+		// target, which turns off finding the others.
+		{name: "rust edition 2015, named target", lang: "rust", cmd: "cargo test", file: "tests/tests.rs", files: map[string]string{
+			"Cargo.toml":     "[package]\nname = \"rg\"\nversion = \"0.1.0\"\n\n[[bin]]\nname = \"rg\"\npath = \"src/main.rs\"\n\n[[test]]\nname = \"integration\"\npath = \"tests/tests.rs\"\n\n[workspace]\n",
+			"src/main.rs":    "fn main() {}\n",
+			"tests/tests.rs": "#[test]\nfn r() {}\n",
+		}},
 		// ripgrep's root crate: a binary, autotests = false, one named
 		// test target, a table last in the file (no newline at its end).
 		{name: "rust autotests off, named target", lang: "rust", cmd: "cargo test", file: "tests/regression.rs", files: map[string]string{
