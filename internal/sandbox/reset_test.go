@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/minisandbox/msb/internal/privtest"
 	"github.com/minisandbox/msb/internal/sandbox/wire"
 	"github.com/minisandbox/msb/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // resetSelf prints what a reset keeps of a sandbox: its namespaces (as
@@ -22,6 +25,38 @@ import (
 const resetSelf = `readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/uts; hostname
 awk '{print $5}' /proc/self/mountinfo | sort
 awk '$5 == "/tmp" || $5 == "/dev/shm" {print $5, $6, $(NF-2), $NF}' /proc/self/mountinfo`
+
+// holdPwdLock takes the lock of lckpwdf(3), /etc/.pwd.lock, until the
+// returned function or the test's end, so that the host's /etc/gshadow
+// is not replaced meanwhile: a host-base sandbox masks it with a bind of
+// /dev/null, which the rename of useradd or groupadd (or of
+// testMaskAfterHostRename, in another test process) detaches in every
+// namespace, and a mount list compared across it differs (TestReset
+// failed so once in a full run). The lock is an open file description's,
+// which conflicts with the process-owned one shadow's tools take, also
+// in this process. Where the file cannot be opened (not root) or the
+// lock is not had in 30 s, the test goes on without it.
+func holdPwdLock(t *testing.T) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile("/etc/.pwd.lock", os.O_WRONLY|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Logf("comparing mount lists without /etc/.pwd.lock: %v", err)
+		return func() {}
+	}
+	unlock = sync.OnceFunc(func() { f.Close() }) // releases the lock
+	t.Cleanup(unlock)
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err == nil {
+			return unlock
+		}
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) || time.Now().After(end) {
+			t.Logf("comparing mount lists without /etc/.pwd.lock: %v", err)
+			return unlock
+		}
+	}
+}
 
 // resetLingerer names the process TestReset leaves running for a reset
 // to kill.
@@ -59,6 +94,7 @@ func TestReset(t *testing.T) {
 					t.Errorf("a rootless reset without nsenter on PATH: %v, want ErrResetUnsupported naming nsenter", err)
 				}
 			}
+			unlock := holdPwdLock(t) // until the mount lists are compared
 			pid, self := sb.InitPid(), mustOK(t, sb, resetSelf)
 			mustOK(t, sb, "echo new > /new && echo tmp > /tmp/t && echo shm > /dev/shm/s")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -94,6 +130,7 @@ func TestReset(t *testing.T) {
 			if got := mustOK(t, sb, resetSelf); got != self {
 				t.Errorf("after the reset the sandbox sees itself as\n%s\nnot as before\n%s", got, self)
 			}
+			unlock()
 			want := "top\ntop\n0\n"
 			got := mustOK(t, sb, "cat /f /mnt/top/f; n=0; for f in /new /tmp/t /dev/shm/s; do [ -e $f ] && n=$((n+1)); done; echo $n")
 			if got != want {
