@@ -28,6 +28,7 @@ func TestRootAhead(t *testing.T) {
 	}
 	conf := Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20},
 		Binds: []Bind{{Source: exe, Target: "/msb-test-helper", ReadOnly: true}}}
+	unlock := holdPwdLock(t) // until the mount lists are compared
 	ahead := create(t, rt, conf)
 	noAhead = true
 	t.Cleanup(func() { noAhead = false })
@@ -44,6 +45,7 @@ func TestRootAhead(t *testing.T) {
 		t.Fatalf("a %s phase with the root built ahead turned off", PhaseRootAhead)
 	}
 	a, b := mountsSeen(t, ahead), mountsSeen(t, byInit)
+	unlock()
 	if !slices.Equal(a, b) {
 		t.Fatalf("mounts seen inside, root built ahead:\n%s\nbuilt by init:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
@@ -67,6 +69,8 @@ func TestRootAheadFails(t *testing.T) {
 	privtest.RequireRoot(t)
 	rt := testRuntime(t)
 	conf := Config{HostBase: true, Limits: Limits{DiskBytes: 32 << 20}}
+	unlock := holdPwdLock(t) // until the mount lists are compared
+	defer unlock()
 	want := mountsSeen(t, create(t, rt, conf))
 	t.Cleanup(func() { testHookAhead = func(string) error { return nil } })
 	for _, step := range []string{"hold", "join"} {
