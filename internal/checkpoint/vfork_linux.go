@@ -19,12 +19,11 @@ import (
 // CRIU can seize neither (see FreezeForDump).
 var ErrVforkChild = errors.New("a process of the sandbox is a vfork child that does not exec")
 
-// vforkWait bounds the wait for one vfork child to exec, and
-// freezeForDumpWait the whole of FreezeForDump's freezes.
-const (
-	vforkWait         = 2 * time.Second
-	freezeForDumpWait = 10 * time.Second
-)
+// vforkWait bounds the wait for one vfork child to exec (a variable for
+// tests), and freezeForDumpWait the whole of FreezeForDump's freezes.
+var vforkWait = 2 * time.Second
+
+const freezeForDumpWait = 10 * time.Second
 
 // FreezeForDump freezes sb (sandbox.Sandbox.Freeze) in a state that
 // DumpSandbox can dump, and returns its thaw, to be called on every path

@@ -65,7 +65,10 @@ os.waitpid(pid, 0)
 	}
 
 	// The FIFO is opened once FreezeForDump has frozen the sandbox and
-	// found the child: the command runs while it waits, thawed.
+	// found the child: the command runs while it waits, thawed, which
+	// a loaded host may make slow: the wait is longer here.
+	defer func(w time.Duration) { vforkWait = w }(vforkWait)
+	vforkWait = 8 * time.Second
 	opened := make(chan error, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
