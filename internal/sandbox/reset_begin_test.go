@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,15 +15,7 @@ import (
 // command sent meanwhile runs; a reset is over once finished; layers it
 // cannot take abort it.
 func TestBeginReset(t *testing.T) {
-	rt := testRuntime(t)
-	if rt.Rootless() && RootlessResetKernel() != nil {
-		t.Skip(RootlessResetKernel())
-	}
-	base, top := t.TempDir(), t.TempDir()
-	os.Chmod(base, 0o755)
-	os.Chmod(top, 0o755)
-	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
-	sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: Limits{DiskBytes: 64 << 20}})
+	sb, base, top := resetSandbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	mustOK(t, sb, "echo old > /old; setsid sleep 1000 </dev/null >/dev/null 2>&1 &")

@@ -436,6 +436,22 @@ func TestResetBesideSessionOpens(t *testing.T) {
 	}
 }
 
+// resetSandbox is a host-base sandbox of a test of resets over the
+// empty layer base (top holds f, "top"), with a disk limit; it skips
+// where the kernel lets a rootless runtime reset nothing.
+func resetSandbox(t *testing.T) (sb *Sandbox, base, top string) {
+	t.Helper()
+	rt := testRuntime(t)
+	if rt.Rootless() && RootlessResetKernel() != nil {
+		t.Skip(RootlessResetKernel())
+	}
+	base, top = t.TempDir(), t.TempDir()
+	os.Chmod(base, 0o755)
+	os.Chmod(top, 0o755)
+	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
+	return create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: Limits{DiskBytes: 64 << 20}}), base, top
+}
+
 // TestResetKeepsSession resets a host-base sandbox keeping an unused
 // session's shell (ResetKeeping) and opens a session with it
 // (AdoptSession): the shell that answers is the one started before the
@@ -445,15 +461,7 @@ func TestResetBesideSessionOpens(t *testing.T) {
 // reset-root stage leaves the kept shell's pipes as msb's mount thread
 // does.
 func TestResetKeepsSession(t *testing.T) {
-	rt := testRuntime(t)
-	if rt.Rootless() && RootlessResetKernel() != nil {
-		t.Skip(RootlessResetKernel())
-	}
-	base, top := t.TempDir(), t.TempDir()
-	os.Chmod(base, 0o755)
-	os.Chmod(top, 0o755)
-	os.WriteFile(filepath.Join(top, "f"), []byte("top\n"), 0o644)
-	sb := create(t, rt, Config{HostBase: true, Layers: []string{base}, Limits: Limits{DiskBytes: 64 << 20}})
+	sb, base, top := resetSandbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Each refused session is opened right before its reset: a reset

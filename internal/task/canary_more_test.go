@@ -230,6 +230,12 @@ func langTask(t *testing.T, in dataset.Instance, p langProject, twin *langProjec
 	if twin != nil {
 		y += "instances:\n  " + in.InstanceID + ":\n" + twin.spec
 	}
+	return overrideTask(t, in, y)
+}
+
+// overrideTask is in's task under the spec overrides of the YAML y.
+func overrideTask(t *testing.T, in dataset.Instance, y string) *Task {
+	t.Helper()
 	ov, err := spec.ParseOverrides([]byte(y))
 	if err != nil {
 		t.Fatal(err)

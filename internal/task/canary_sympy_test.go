@@ -10,7 +10,6 @@ import (
 
 	"github.com/minisandbox/msb/internal/api"
 	"github.com/minisandbox/msb/internal/dataset"
-	"github.com/minisandbox/msb/internal/spec"
 )
 
 // sympyRunnerDir holds a small stand-in for SymPy's runner, shared with
@@ -54,18 +53,6 @@ func sympyRow(t *testing.T) dataset.Instance {
 func pyRow(t *testing.T, name string, base, tests map[string]string, f2p, p2p []string, executable ...string) dataset.Instance {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	write := func(files map[string]string) {
-		t.Helper()
-		for name, body := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
@@ -76,7 +63,7 @@ func pyRow(t *testing.T, name string, base, tests map[string]string, f2p, p2p []
 		}
 		return string(out)
 	}
-	write(base)
+	writeFiles(t, dir, base)
 	for _, x := range executable {
 		if err := os.Chmod(filepath.Join(dir, x), 0o755); err != nil {
 			t.Fatal(err)
@@ -86,11 +73,11 @@ func pyRow(t *testing.T, name string, base, tests map[string]string, f2p, p2p []
 	git("add", "-A")
 	git("commit", "-q", "-m", "base")
 	baseCommit := strings.TrimSpace(git("rev-parse", "HEAD"))
-	write(tests)
+	writeFiles(t, dir, tests)
 	git("add", "-A")
 	git("commit", "-q", "-m", "tests")
 	testPatch := git("diff", baseCommit, "HEAD")
-	write(map[string]string{"calc/__init__.py": strings.Replace(base["calc/__init__.py"], "return a - b", "return a + b", 1)})
+	writeFiles(t, dir, map[string]string{"calc/__init__.py": strings.Replace(base["calc/__init__.py"], "return a - b", "return a + b", 1)})
 	git("commit", "-q", "-am", "fix")
 	fix := git("diff", "HEAD~1", "HEAD")
 	return dataset.Instance{InstanceID: "msbtest__" + name + "-1", Repo: "msbtest/" + name, BaseCommit: baseCommit, Patch: fix, TestPatch: testPatch,
@@ -101,18 +88,10 @@ func pyRow(t *testing.T, name string, base, tests map[string]string, f2p, p2p []
 // python (the demo's environment).
 func sympyTask(t *testing.T, f *fixture, in dataset.Instance) *Task {
 	t.Helper()
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n      python: \"" + f.gen.PyVersion + "\"\n" +
-		"      pip_packages: []\n      install: \"\"\n" +
-		"      test_cmd: PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose\n" +
-		"      log_parser: sympy\n      directives: paths\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tk
+	return overrideTask(t, in, "version: 1\nrepos:\n  "+in.Repo+":\n    \"*\":\n      python: \""+f.gen.PyVersion+"\"\n"+
+		"      pip_packages: []\n      install: \"\"\n"+
+		"      test_cmd: PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose\n"+
+		"      log_parser: sympy\n      directives: paths\n")
 }
 
 // TestSympyCanary evaluates sympyRow for real, in both canary modes that

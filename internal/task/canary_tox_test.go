@@ -10,7 +10,6 @@ import (
 	"github.com/minisandbox/msb/internal/dataset"
 	"github.com/minisandbox/msb/internal/envcache"
 	"github.com/minisandbox/msb/internal/privtest"
-	"github.com/minisandbox/msb/internal/spec"
 )
 
 // toxRow is a SWE-bench row tested as Sphinx's are: tox with
@@ -36,17 +35,9 @@ func toxRow(t *testing.T) dataset.Instance {
 // the package index (langEnv).
 func toxTask(t *testing.T, in dataset.Instance) *Task {
 	t.Helper()
-	ov, err := spec.ParseOverrides([]byte("version: 1\nrepos:\n  " + in.Repo + ":\n    \"*\":\n      python: \"3.11\"\n" +
-		"      pip_packages: [tox==4.16.0, tox-current-env==0.0.11, pytest==8.3.3]\n      install: \"\"\n" +
-		"      test_cmd: tox --current-env -epy311 -v --\n      log_parser: pytest\n      directives: paths\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := New(in, ov)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tk
+	return overrideTask(t, in, "version: 1\nrepos:\n  "+in.Repo+":\n    \"*\":\n      python: \"3.11\"\n"+
+		"      pip_packages: [tox==4.16.0, tox-current-env==0.0.11, pytest==8.3.3]\n      install: \"\"\n"+
+		"      test_cmd: tox --current-env -epy311 -v --\n      log_parser: pytest\n      directives: paths\n")
 }
 
 // rewriteFromCode: the code under test, imported while pytest collects,

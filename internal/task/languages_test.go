@@ -330,31 +330,19 @@ func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset
 		}
 		return string(out)
 	}
-	write := func(files map[string]string) {
-		t.Helper()
-		for name, content := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	git("init", "-q", "-b", "main")
-	write(p.base)
+	writeFiles(t, dir, p.base)
 	git("add", "-A")
 	git("commit", "-q", "-m", "base")
 	base := strings.TrimSpace(git("rev-parse", "HEAD"))
-	write(p.tests)
+	writeFiles(t, dir, p.tests)
 	git("add", "-A")
 	git("commit", "-q", "-m", "tests")
 	testPatch := git("diff", base, "HEAD")
-	write(p.fix)
+	writeFiles(t, dir, p.fix)
 	git("commit", "-q", "-am", "fix")
 	fixPatch := git("diff", "HEAD~1", "HEAD")
 
