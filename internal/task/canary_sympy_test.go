@@ -3,7 +3,6 @@ package task
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,16 +52,7 @@ func sympyRow(t *testing.T) dataset.Instance {
 func pyRow(t *testing.T, name string, base, tests map[string]string, f2p, p2p []string, executable ...string) dataset.Instance {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GIT_AUTHOR_DATE="+rowDate, "GIT_COMMITTER_DATE="+rowDate)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("git %s: %v", strings.Join(args, " "), err)
-		}
-		return string(out)
-	}
+	git := rowGit(t, dir)
 	writeFiles(t, dir, base)
 	for _, x := range executable {
 		if err := os.Chmod(filepath.Join(dir, x), 0o755); err != nil {

@@ -315,12 +315,10 @@ func (p langProject) task(t *testing.T) (dataset.Instance, *Task) {
 // rowDate is the date of every commit row makes.
 const rowDate = "2026-01-02T03:04:05Z"
 
-// rowOf is row as pull request number of repository org/name, whose
-// built-in spec (spec.MultiSWEBuiltin) the row then gets.
-func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset.Instance {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), p.name)
-	git := func(args ...string) string {
+// rowGit runs git in dir, committing as rows do (dated rowDate), and
+// returns its output; a failure fails the test.
+func rowGit(t *testing.T, dir string) func(args ...string) string {
+	return func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
 		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GIT_AUTHOR_DATE="+rowDate, "GIT_COMMITTER_DATE="+rowDate)
@@ -330,6 +328,14 @@ func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset
 		}
 		return string(out)
 	}
+}
+
+// rowOf is row as pull request number of repository org/name, whose
+// built-in spec (spec.MultiSWEBuiltin) the row then gets.
+func (p langProject) rowOf(t *testing.T, org, name string, number int64) dataset.Instance {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), p.name)
+	git := rowGit(t, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
