@@ -386,7 +386,7 @@ func (s *Sandbox) stageDumping(ctx context.Context, dir string, parents []store.
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshotUnsupported, err)
 	}
-	staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, KeepMtime: true, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true})
+	staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true})
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
 	}

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { demotest.Main(m, gen) }
 // environment is built once for all of them, as in root mode, not once in
 // each of seven.
 func TestRootless(t *testing.T) {
-	privtest.Unprivileged(t, "^(TestEngine.*|Test(Fork|Snapshot)Processes|TestForkKeepsMtimes|"+
+	privtest.Unprivileged(t, "^(TestEngine.*|Test(Fork|Snapshot)Processes|"+
 		"TestSnapshot(Fork|Consistent|Rollback|RestartAndGC|ForkQuota|ForkFails|AsBase|LongFreeze|User|SessionProbe|ForkSessions|Pending)|"+
 		"TestRollback(Keeps(Sandbox|NetPolicy)|ForkHostnames|InPlace)|"+
 		"TestImage(UserHome|PrivateFork|RepoSandbox))$")

@@ -415,7 +415,7 @@ func (s *Sandbox) stageFrozen(ctx context.Context, dir string, parents []store.L
 	if s.sbox().MapsSubIDs() {
 		staged, err = s.stageMapped(ctx, parents)
 	} else {
-		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, KeepMtime: true, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: early, CopyNow: early})
+		staged, err = s.e.cache.st().StageDir(ctx, dir, store.CommitOptions{Parents: parents, MapOwner: envcache.OwnerAsRoot(), HoldBytes: snapshotHold, HashLater: true, NoWriteback: early, CopyNow: early})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committing the writable layer of sandbox %s: %w", s.ID(), err)
@@ -432,7 +432,7 @@ func (s *Sandbox) stageMapped(ctx context.Context, parents []store.LayerID) (*st
 	if err != nil {
 		return nil, err
 	}
-	staged, err := s.e.cache.st().StageTree(ctx, r, store.CommitOptions{Parents: parents, KeepMtime: true})
+	staged, err := s.e.cache.st().StageTree(ctx, r, store.CommitOptions{Parents: parents})
 	// A stream cut short is the stage's failure, which its error names.
 	if cerr := r.Close(); cerr != nil && (err == nil || errors.Is(err, store.ErrTreeStream)) {
 		if staged != nil {

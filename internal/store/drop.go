@@ -241,8 +241,6 @@ func (s *Store) Drop(ctx context.Context, id LayerID, since Mark, created []Dige
 		return r, err
 	}
 
-	spare := s.ownInodes(m, mine)
-
 	// The shifted trees over it, its tree, its manifest: then no layer
 	// names the content removed last.
 	if r.Shifted, err = s.dropShifted(id); err != nil {
@@ -267,7 +265,6 @@ func (s *Store) Drop(ctx context.Context, id LayerID, since Mark, created []Dige
 		}
 		return true
 	}
-	s.dropUnlinked(spare, &r)
 	for d := range mine {
 		if usedObj[d] {
 			continue
@@ -291,44 +288,6 @@ func (s *Store) Drop(ctx context.Context, id LayerID, since Mark, created []Dige
 		return r, err
 	}
 	return r, nil
-}
-
-// ownInodes lists the inodes of m's files whose content the store held
-// before (not in mine): a layer whose files keep their times or owners
-// makes inodes of known content of its own (KeepMtime), which Drop
-// removes too once no tree links them (dropUnlinked).
-func (s *Store) ownInodes(m *Manifest, mine map[Digest]bool) map[string]Digest {
-	out := map[string]Digest{}
-	for i := range m.Entries {
-		if e := &m.Entries[i]; e.Type == TypeFile && !mine[e.Digest] {
-			out[s.inodePath(s.keyOf(e))] = e.Digest
-		}
-	}
-	return out
-}
-
-// dropUnlinked removes each inode of inodes (path to its content) that no
-// layer tree links any more: its only names are its pool entry and, when
-// it doubles as its object, the object. ensureInode makes one again for a
-// layer that needs it, as after Compact. r counts what it removed.
-func (s *Store) dropUnlinked(inodes map[string]Digest, r *DropReport) {
-	for p, d := range inodes {
-		var st, obj unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			continue
-		}
-		names := uint64(1)
-		if unix.Lstat(s.objectPath(d), &obj) == nil && obj.Ino == st.Ino && obj.Dev == st.Dev {
-			names++
-		}
-		if uint64(st.Nlink) > names || os.Remove(p) != nil {
-			continue
-		}
-		r.Inodes++
-		if st.Nlink == 1 {
-			r.FreedBytes += st.Blocks * 512
-		}
-	}
 }
 
 // dropShifted removes the shifted trees whose stack holds id.
