@@ -56,9 +56,9 @@ func baseOf(e Evaluation) func(string) (string, bool) {
 }
 
 // canaryReasons parses the canary run's output with the instance's parser
-// (or, for a canary whose runner's own report decides, Gradle's, reads
-// that report: integrity.Canary.Report, and for Automake's .trs files
-// checks the parsed log against it: integrity.Canary.CrossCheck) and says
+// and reads what the canary's runner shows (integrity.Canary.Statuses: a
+// runner's own report, Gradle's or Automake's .trs files, against which
+// the parsed log is checked too: integrity.Canary.CrossCheck) and says
 // what it shows (integrity.Canary.Judge). It is read only when
 // the harness's run gave a verdict and reported tests: a run that
 // reported none (no runner, a patch that breaks collection) is unresolved
@@ -75,10 +75,7 @@ func canaryReasons(e Evaluation) (reasons []string, note string) {
 	for id, st := range e.Parse(out) {
 		parsed[id] = string(st)
 	}
-	statuses, own := e.Canary.Report(out)
-	if !own {
-		statuses = e.Canary.StrictSympy(out, parsed)
-	}
+	statuses, own := e.Canary.Statuses(out, parsed)
 	if n := e.Canary.Skipped(out); ok && n != "" && len(statuses) == 0 {
 		return nil, n
 	}

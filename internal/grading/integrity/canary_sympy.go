@@ -105,6 +105,17 @@ func (c Canary) sympyScript() string {
 	return b.String()
 }
 
+// Statuses is what the canary's run shows, out its output: its runner's
+// own report where it keeps one (Report; own is true), else parsed, the
+// instance's parser's reading of out, held to every report line of a
+// runner that reports a name more than once (StrictSympy).
+func (c Canary) Statuses(out string, parsed map[string]string) (statuses map[string]string, own bool) {
+	if statuses, own = c.Report(out); own {
+		return statuses, true
+	}
+	return c.StrictSympy(out, parsed), false
+}
+
 // StrictSympy returns statuses (the instance's parser's reading of the
 // canary run's output out) with each canary test given its worst report
 // in out: a placed SymPy canary runs once per selected file, and the
